@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * polstore allocation hooks: route every allocation the library makes
+ * through the caller's functions, e.g. to account memory or to inject
+ * allocation failures in tests.
+ */
+#ifndef POLSTORE_ALLOC_H
+#define POLSTORE_ALLOC_H
+
+#include <stddef.h>
+
+#include <polstore/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * struct ps_alloc_ops - an allocator
+ * @alloc: returns @size bytes aligned for any type, or NULL on failure
+ * @free: frees what @alloc returned; NULL is never passed
+ * @ctx: passed to both
+ */
+struct ps_alloc_ops {
+	void *(*alloc)(size_t size, void *ctx);
+	void (*free)(void *ptr, void *ctx);
+	void *ctx;
+};
+
+/**
+ * ps_set_alloc_ops() - install an allocator for everything polstore allocates
+ * @ops: the allocator (copied), or NULL to return to malloc()/free()
+ *
+ * Memory is always freed with the allocator installed at the time of the
+ * free, so either install the allocator before creating any polstore object
+ * or make its @free able to free what the previous allocator returned (a
+ * wrapper around malloc()/free() that only fails some calls, for example).
+ *
+ * Context: while no other thread is inside polstore.
+ * Return: 0, or -EINVAL when @ops lacks @alloc or @free.
+ */
+PS_API int ps_set_alloc_ops(const struct ps_alloc_ops *ops);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLSTORE_ALLOC_H */

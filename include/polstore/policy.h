@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * polstore policies: immutable, reference-counted NUMA placement policies.
+ *
+ * A policy is created once and never changes; it is shared by reference.
+ * Mode and flag values are those of Linux's MPOL_* and MPOL_F_* so a policy
+ * maps 1:1 onto mbind(2) / set_mempolicy(2).
+ *
+ * Node masks: unlike mbind(2), @maxnode is the exact number of bits in the
+ * mask: bit i of the mask (bit i % BITS_PER_LONG of word i / BITS_PER_LONG)
+ * is node i.
+ */
+#ifndef POLSTORE_POLICY_H
+#define POLSTORE_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <polstore/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** enum ps_mode - placement modes; values equal Linux's MPOL_* values. */
+enum ps_mode {
+	PS_MPOL_DEFAULT = 0,
+	PS_MPOL_PREFERRED = 1,
+	PS_MPOL_BIND = 2,
+	PS_MPOL_INTERLEAVE = 3,
+	PS_MPOL_LOCAL = 4,
+	PS_MPOL_PREFERRED_MANY = 5,
+	PS_MPOL_WEIGHTED_INTERLEAVE = 6,
+};
+
+/** Number of modes; a mode is valid when 0 <= mode < PS_MPOL_MAX. */
+#define PS_MPOL_MAX 7
+
+/* Mode flags; values equal Linux's MPOL_F_STATIC_NODES / MPOL_F_RELATIVE_NODES. */
+#define PS_MPOL_F_STATIC_NODES (1 << 15)
+#define PS_MPOL_F_RELATIVE_NODES (1 << 14)
+/** Every flag ps_policy_create() accepts. */
+#define PS_MPOL_F_ALL (PS_MPOL_F_STATIC_NODES | PS_MPOL_F_RELATIVE_NODES)
+
+/** Highest node count a policy can name: nodes are 0 .. PS_MAX_NUMNODES - 1. */
+#define PS_MAX_NUMNODES 1024
+
+/*
+ * Largest @maxnode accepted, as the kernel's get_nodes() accepts at most one
+ * page worth of bits.  Bits at or above PS_MAX_NUMNODES must be clear.
+ */
+#define PS_MAXNODE_LIMIT (4096 * 8)
+
+struct ps_policy;
+
+/**
+ * ps_policy_create() - create a policy with one reference held by the caller
+ * @mode: one of enum ps_mode
+ * @flags: 0 or one of PS_MPOL_F_STATIC_NODES, PS_MPOL_F_RELATIVE_NODES
+ * @nodemask: @maxnode bits, bit i is node i; may be NULL when @maxnode is 0
+ *            (a NULL mask is empty whatever @maxnode says)
+ * @maxnode: number of valid bits in @nodemask, at most PS_MAXNODE_LIMIT
+ *
+ * The rules are those of mbind(2) as LTP's mbind01 checks them: DEFAULT and
+ * LOCAL take an empty mask; BIND, INTERLEAVE, PREFERRED_MANY and
+ * WEIGHTED_INTERLEAVE need at least one node; PREFERRED with an empty mask
+ * means "allocate locally" and, as in the kernel, becomes a LOCAL policy
+ * (ps_policy_mode() then reads PS_MPOL_LOCAL); it may not carry a flag.
+ * Node existence is not checked here: ps_policy_apply() checks it.
+ *
+ * Context: any thread; allocates memory through the polstore allocator.
+ * Return: the new policy, or NULL with errno set to EINVAL (unknown mode or
+ * flag, both flags, a node >= PS_MAX_NUMNODES, @maxnode too large, a mask
+ * that does not suit the mode) or ENOMEM.
+ */
+PS_API struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long *nodemask,
+		unsigned long maxnode);
+
+/**
+ * ps_policy_get() - take one more reference to a policy
+ * @pol: a policy the caller holds a reference to (or a borrowed pointer
+ *       inside the read-side section that lent it); NULL is allowed
+ *
+ * Context: any thread; lock-free (one atomic increment).
+ * Return: @pol.
+ */
+PS_API struct ps_policy *ps_policy_get(struct ps_policy *pol);
+
+/**
+ * ps_policy_put() - drop one reference; the last one frees the policy
+ * @pol: the policy, or NULL (a no-op)
+ *
+ * Debug builds (no NDEBUG) abort on a put of a policy whose count is already
+ * zero (a double put).
+ *
+ * Context: any thread; lock-free; may free memory.
+ */
+PS_API void ps_policy_put(struct ps_policy *pol);
+
+/**
+ * ps_policy_mode() - the policy's mode
+ * @pol: the policy
+ *
+ * Context: any thread; reads immutable data, writes nothing.
+ * Return: an enum ps_mode value, or -EINVAL when @pol is NULL.
+ */
+PS_API int ps_policy_mode(const struct ps_policy *pol);
+
+/**
+ * ps_policy_flags() - the policy's mode flags
+ * @pol: the policy
+ *
+ * Context: any thread; reads immutable data, writes nothing.
+ * Return: the PS_MPOL_F_* flags given at creation; 0 when @pol is NULL.
+ */
+PS_API unsigned ps_policy_flags(const struct ps_policy *pol);
+
+/**
+ * ps_policy_nodemask() - copy the policy's nodes out
+ * @pol: the policy
+ * @mask: room for @maxnode bits, rounded up to whole unsigned longs; every
+ *        word is written (unused high bits cleared)
+ * @maxnode: number of bits @mask can hold
+ *
+ * Context: any thread; reads immutable data, writes only @mask.
+ * Return: 0, or -EINVAL when @pol or @mask is NULL, @maxnode is 0, or a
+ * node of the policy does not fit in @maxnode bits (then @mask is untouched).
+ */
+PS_API int ps_policy_nodemask(const struct ps_policy *pol, unsigned long *mask,
+		unsigned long maxnode);
+
+/**
+ * ps_policy_weight() - number of nodes in the policy's mask
+ * @pol: the policy
+ *
+ * Context: any thread; writes nothing.
+ * Return: the count, or -EINVAL when @pol is NULL.
+ */
+PS_API int ps_policy_weight(const struct ps_policy *pol);
+
+/**
+ * ps_policy_first_node() - lowest node in the policy's mask
+ * @pol: the policy
+ *
+ * Context: any thread; writes nothing.
+ * Return: the node, -ENOENT when the mask is empty, -EINVAL when @pol is NULL.
+ */
+PS_API int ps_policy_first_node(const struct ps_policy *pol);
+
+/**
+ * ps_policy_equal() - do two policies place memory the same way?
+ * @a: a policy or NULL
+ * @b: a policy or NULL
+ *
+ * Follows the kernel's __mpol_equal(): same mode, same flags and same nodes;
+ * two LOCAL policies are equal whatever else; NULL equals nothing (not even
+ * NULL).
+ *
+ * Context: any thread; writes nothing.
+ * Return: true when equal.
+ */
+PS_API bool ps_policy_equal(const struct ps_policy *a, const struct ps_policy *b);
+
+/**
+ * ps_policy_refcount() - the current reference count, for tests and debugging
+ * @pol: the policy
+ *
+ * The value can be stale as soon as it is read when other threads hold
+ * references.
+ *
+ * Context: any thread; one atomic load.
+ * Return: the count, or -EINVAL when @pol is NULL.
+ */
+PS_API long ps_policy_refcount(const struct ps_policy *pol);
+
+/**
+ * ps_mode_name() - the kernel's name of a mode, e.g. "bind"
+ * @mode: an enum ps_mode value
+ *
+ * Context: any thread.
+ * Return: a static string; "unknown" for an invalid mode.
+ */
+PS_API const char *ps_mode_name(int mode);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLSTORE_POLICY_H */

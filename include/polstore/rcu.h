@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * polstore and liburcu threads: the registration rules in one place.
+ *
+ * RCU (memb flavour) and SEQLOCK stores: nothing to do.  A thread is
+ * registered with liburcu the first time it reads such a store and is
+ * unregistered automatically when it exits.  ps_rcu_unregister_thread() lets
+ * a long-lived thread that stops using stores leave earlier.
+ *
+ * RCU_QSBR stores: a reader costs nothing only while its thread is "online"
+ * and reports quiescent states.  Two ways to read:
+ *  - Do nothing: a thread that is not online enters and leaves an extended
+ *    quiescent state around every read-side section (correct, but each
+ *    lookup pays a store and a full fence).
+ *  - Fast path: call ps_qsbr_thread_online() once, then ps_qsbr_quiescent()
+ *    regularly at points where the thread holds no borrowed policy (e.g.
+ *    once per loop iteration of a worker), and ps_qsbr_thread_offline()
+ *    before the thread blocks, sleeps or waits for anything.  Writers
+ *    (ps_store_set() on a QSBR store) wait until every online thread has
+ *    passed a quiescent state: an online thread that never reports one
+ *    stalls every writer.
+ * Threads are unregistered from liburcu at exit whatever they did.
+ */
+#ifndef POLSTORE_RCU_H
+#define POLSTORE_RCU_H
+
+#include <stdbool.h>
+
+#include <polstore/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * ps_qsbr_thread_online() - register with urcu-qsbr if needed, go online
+ *
+ * Context: the calling thread, outside any read-side section.
+ * Return: 0.
+ */
+PS_API int ps_qsbr_thread_online(void);
+
+/**
+ * ps_qsbr_quiescent() - report a quiescent state for the calling thread
+ *
+ * The caller asserts that it holds no pointer borrowed from an RCU_QSBR
+ * store.  A no-op for a thread that is not online.
+ *
+ * Context: an online thread, outside any read-side section.
+ */
+PS_API void ps_qsbr_quiescent(void);
+
+/**
+ * ps_qsbr_thread_offline() - enter an extended quiescent state
+ *
+ * After this the thread may block for as long as it likes without stalling
+ * writers.  Lookups on QSBR stores stay correct (they go online around each
+ * read-side section).  A no-op for a thread that is not online.
+ *
+ * Context: the calling thread, outside any read-side section.
+ */
+PS_API void ps_qsbr_thread_offline(void);
+
+/**
+ * ps_qsbr_thread_is_online() - is the calling thread online for urcu-qsbr?
+ *
+ * Context: the calling thread.
+ * Return: true when online.
+ */
+PS_API bool ps_qsbr_thread_is_online(void);
+
+/**
+ * ps_rcu_unregister_thread() - leave liburcu now rather than at thread exit
+ *
+ * Unregisters the calling thread from both flavours it may be registered
+ * with.  Harmless when it is not registered; it registers again on its next
+ * read of an RCU or SEQLOCK store.
+ *
+ * Context: the calling thread, outside any read-side section.
+ */
+PS_API void ps_rcu_unregister_thread(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLSTORE_RCU_H */

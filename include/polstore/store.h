@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * polstore store: a map from half-open index ranges [start, end) to policies,
+ * in the spirit of the kernel's struct shared_policy, with the
+ * synchronisation chosen per store.
+ *
+ * Variants (enum ps_sync), all with the same semantics:
+ *   PS_SYNC_SPIN      one spinlock around the tree (bounded spin, then yield).
+ *   PS_SYNC_RWLOCK    readers share, writers exclude; writer-preferring, and
+ *                     readers announce themselves on per-thread cache lines.
+ *   PS_SYNC_SEQLOCK   readers walk optimistically and retry when a writer
+ *                     intervened (falling back to the lock after a few
+ *                     tries); memory is reclaimed after an RCU grace period.
+ *   PS_SYNC_RCU       liburcu "memb" flavour; readers never block, never
+ *                     retry and write no shared cache line.
+ *   PS_SYNC_RCU_QSBR  liburcu "qsbr" flavour; as RCU, with zero-cost read
+ *                     sections for threads that report quiescent states
+ *                     (see polstore/rcu.h).
+ *
+ * Ranges never overlap.  Equal neighbours are NOT merged: a set() leaves
+ * exactly the ranges the kernel's shared_policy_replace() would, so
+ * foreach() shows the history of sets, trimmed.
+ */
+#ifndef POLSTORE_STORE_H
+#define POLSTORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <polstore/export.h>
+#include <polstore/policy.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** enum ps_sync - how a store synchronises readers and writers. */
+enum ps_sync {
+	PS_SYNC_SPIN,
+	PS_SYNC_RWLOCK,
+	PS_SYNC_SEQLOCK,
+	PS_SYNC_RCU,
+	PS_SYNC_RCU_QSBR,
+};
+
+/** Number of variants; loop `for (s = 0; s < PS_SYNC_COUNT; s++)`. */
+#define PS_SYNC_COUNT 5
+
+struct ps_store;
+
+/**
+ * ps_sync_name() - the variant's name: "spin", "rwlock", "seqlock", "rcu",
+ * "rcu-qsbr"
+ * @sync: the variant
+ *
+ * Context: any thread.
+ * Return: a static string, or NULL for a value that is not a variant.
+ */
+PS_API const char *ps_sync_name(enum ps_sync sync);
+
+/**
+ * ps_sync_from_name() - parse a variant name as ps_sync_name() prints it
+ * @name: the name
+ *
+ * Context: any thread.
+ * Return: the variant (>= 0), or -EINVAL for NULL or an unknown name.
+ */
+PS_API int ps_sync_from_name(const char *name);
+
+/**
+ * ps_store_create() - create an empty store
+ * @sync: the synchronisation variant
+ *
+ * Context: any thread; allocates.
+ * Return: the store, or NULL with errno EINVAL (unknown @sync) or ENOMEM.
+ */
+PS_API struct ps_store *ps_store_create(enum ps_sync sync);
+
+/**
+ * ps_store_destroy() - free a store and drop its policy references
+ * @store: the store, or NULL (a no-op)
+ *
+ * References that callers got from ps_store_lookup() stay valid until they
+ * are put.
+ *
+ * Context: no other thread may use @store during or after the call.
+ */
+PS_API void ps_store_destroy(struct ps_store *store);
+
+/**
+ * ps_store_sync_kind() - the variant a store was created with
+ * @store: the store
+ *
+ * Context: any thread.
+ * Return: the variant, or -EINVAL when @store is NULL.
+ */
+PS_API int ps_store_sync_kind(const struct ps_store *store);
+
+/**
+ * ps_store_set() - give [@start, @end) the policy @pol
+ * @store: the store
+ * @start: first index of the range
+ * @end: one past the last index; must be > @start
+ * @pol: the policy, or NULL; NULL or a PS_MPOL_DEFAULT policy removes
+ *       whatever covers [@start, @end)
+ *
+ * As the kernel's shared_policy_replace(): ranges inside [@start, @end) are
+ * removed, ranges overlapping one edge are trimmed, a range covering the new
+ * one on both sides is split in two (both parts keep their policy), then
+ * the new range is inserted.  The store takes its own reference to @pol; the
+ * caller keeps its reference.
+ *
+ * Every node the update may need is allocated before anything changes, so an
+ * allocation failure leaves the store exactly as it was.
+ *
+ * Context: any thread; writers are serialised by the store.  Allocates.
+ * For RCU and SEQLOCK stores it waits for a grace period (it may block for
+ * as long as the longest read-side section in progress), so it must not be
+ * called inside a read-side section of the same flavour, nor, for
+ * RCU_QSBR, from a thread other threads wait on for a quiescent state.
+ * Return: 0; -EINVAL when @store is NULL or @start >= @end; -ENOMEM.
+ */
+PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
+		struct ps_policy *pol);
+
+/**
+ * ps_store_lookup() - the policy covering @idx, with a new reference
+ * @store: the store
+ * @idx: the index
+ *
+ * Linearizable with concurrent ps_store_set() calls for every variant.  The
+ * reference is one atomic increment on the policy's count, a cache line all
+ * readers of that policy share; see ps_store_lookup_borrow() for a lookup
+ * that writes nothing shared.
+ *
+ * Context: any thread (RCU_QSBR: see polstore/rcu.h for the rules that make
+ * it cheap); never blocks for RCU variants, may wait for a writer under
+ * SPIN, RWLOCK and (after failed retries) SEQLOCK.
+ * Return: the policy, which the caller must ps_policy_put(); NULL when no
+ * range covers @idx (errno is then 0) or @store is NULL (errno EINVAL).
+ */
+PS_API struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx);
+
+/**
+ * ps_store_read_lock() - open a read-side section for borrowed lookups
+ * @store: the store
+ *
+ * Borrowed policies (ps_store_lookup_borrow()) stay valid until the matching
+ * ps_store_read_unlock().  Per variant: SPIN takes the lock, RWLOCK takes it
+ * shared, SEQLOCK and RCU enter an RCU read-side section, RCU_QSBR marks the
+ * thread online if it is not.  Sections must not nest, must not call
+ * ps_store_set() on the same store, and should be short: writers wait for
+ * them.
+ *
+ * Context: any thread.
+ */
+PS_API void ps_store_read_lock(struct ps_store *store);
+
+/**
+ * ps_store_read_unlock() - close the section ps_store_read_lock() opened
+ * @store: the store
+ *
+ * Context: the thread that called ps_store_read_lock() on @store.
+ */
+PS_API void ps_store_read_unlock(struct ps_store *store);
+
+/**
+ * ps_store_lookup_borrow() - the policy covering @idx, borrowed, no reference
+ * @store: the store
+ * @idx: the index
+ *
+ * The no-shared-write lookup: under RCU and RCU_QSBR it writes no shared
+ * cache line at all (SEQLOCK writes none unless it falls back to the lock).
+ * The result is linearizable like ps_store_lookup()'s.  Use it for the hot
+ * path where every thread reads the same policy; call ps_policy_get() on the
+ * result to keep it past the section.
+ *
+ * Context: between ps_store_read_lock() and ps_store_read_unlock() on @store.
+ * Return: the policy, valid until ps_store_read_unlock(); NULL when no range
+ * covers @idx or @store is NULL.
+ */
+PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, uint64_t idx);
+
+/**
+ * typedef ps_foreach_fn - callback of ps_store_foreach()
+ *
+ * @pol is borrowed for the duration of the call.  A non-zero return stops
+ * the walk.  The callback must not call ps_store_set() on the same store.
+ */
+typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
+
+/**
+ * ps_store_foreach() - call @fn on every range in ascending order
+ * @store: the store
+ * @fn: the callback
+ * @arg: passed to @fn
+ *
+ * Every variant walks one consistent snapshot: SPIN and SEQLOCK hold the
+ * writer lock, RWLOCK holds the lock shared, RCU and RCU_QSBR walk the tree
+ * version current when the walk began inside one read-side section (sets
+ * that start during the walk complete only after it).  So concurrent sets
+ * wait for the walk: keep @fn short.
+ *
+ * Context: any thread, not inside a read-side section of @store.
+ * Return: 0 after a full walk, @fn's non-zero return when it stopped the
+ * walk, -EINVAL when @store or @fn is NULL.
+ */
+PS_API int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg);
+
+/**
+ * ps_store_count() - number of ranges in the store
+ * @store: the store
+ *
+ * Context: any thread; lock-free, may be stale at once under concurrent sets.
+ * Return: the count; 0 for NULL.
+ */
+PS_API size_t ps_store_count(struct ps_store *store);
+
+/**
+ * ps_store_check() - verify every invariant of the store's tree(s)
+ * @store: the store
+ * @why: if not NULL, receives a static description of the first violation
+ *
+ * Checks the red-black properties, parent links, ascending non-overlapping
+ * non-empty ranges, the range count, a non-NULL non-DEFAULT policy with a
+ * positive reference count in every range, and for RCU variants that both
+ * trees of the latch hold the same ranges.  Debug builds
+ * (POLSTORE_DEBUG_CHECKS) run it after every set and abort on a violation.
+ *
+ * Context: any thread; takes the writer lock, so it excludes sets.
+ * Return: 0, -EINVAL for a NULL store, or -EUCLEAN on a violation.
+ */
+PS_API int ps_store_check(struct ps_store *store, const char **why);
+
+/**
+ * ps_store_memory() - bytes the store holds for its ranges and tree(s)
+ * @store: the store
+ *
+ * Counts nodes and the store itself, not the policies (which are shared).
+ *
+ * Context: any thread; lock-free, approximate under concurrent sets.
+ * Return: the byte count; 0 for NULL.
+ */
+PS_API size_t ps_store_memory(struct ps_store *store);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLSTORE_STORE_H */

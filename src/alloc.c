@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The allocator every polstore object comes from (polstore/alloc.h).
+ *
+ * The hooks are read without synchronisation: ps_set_alloc_ops() may only be
+ * called while no other thread is inside polstore, so the caller's own
+ * thread creation/join supplies the ordering.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <polstore/alloc.h>
+
+#include "compiler.h"
+
+static void *ps_default_alloc(size_t size, void *ctx)
+{
+	(void)ctx;
+	return malloc(size);
+}
+
+static void ps_default_free(void *ptr, void *ctx)
+{
+	(void)ctx;
+	free(ptr);
+}
+
+static struct ps_alloc_ops ps_alloc_ops = {
+	.alloc = ps_default_alloc,
+	.free = ps_default_free,
+};
+
+int ps_set_alloc_ops(const struct ps_alloc_ops *ops)
+{
+	if (!ops) {
+		ps_alloc_ops.alloc = ps_default_alloc;
+		ps_alloc_ops.free = ps_default_free;
+		ps_alloc_ops.ctx = NULL;
+		return 0;
+	}
+	if (!ops->alloc || !ops->free)
+		return -EINVAL;
+	ps_alloc_ops = *ops;
+	return 0;
+}
+
+void *_ps_alloc(size_t size)
+{
+	return ps_alloc_ops.alloc(size, ps_alloc_ops.ctx);
+}
+
+void *_ps_zalloc(size_t size)
+{
+	void *p = _ps_alloc(size);
+
+	if (p)
+		memset(p, 0, size);
+	return p;
+}
+
+void _ps_free(void *ptr)
+{
+	if (ptr)
+		ps_alloc_ops.free(ptr, ps_alloc_ops.ctx);
+}
+
+/*
+ * Cache-line aligned, zeroed memory from the hooks: over-allocate, align,
+ * and keep the hook's pointer just below the aligned block.
+ */
+void *_ps_zalloc_aligned(size_t size)
+{
+	size_t extra = PS_CACHELINE + sizeof(void *);
+	char *raw = _ps_alloc(size + extra);
+	uintptr_t aligned;
+
+	if (!raw)
+		return NULL;
+	aligned = ((uintptr_t)raw + extra) & ~(uintptr_t)(PS_CACHELINE - 1);
+	((void **)aligned)[-1] = raw;
+	memset((void *)aligned, 0, size);
+	return (void *)aligned;
+}
+
+void _ps_free_aligned(void *ptr)
+{
+	if (ptr)
+		_ps_free(((void **)ptr)[-1]);
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Internal helpers shared by every polstore source file.
+ *
+ * Shared fields that lockless readers may load while a writer stores them
+ * are accessed only through these macros, so every such access is a C11
+ * atomic access (relaxed unless stated) and no plain data race exists.
+ */
+#ifndef POLSTORE_SRC_COMPILER_H
+#define POLSTORE_SRC_COMPILER_H
+
+#include <stddef.h>
+
+#define PS_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define PS_WRITE_ONCE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+/* Publish: everything written before is visible to a reader that loads (acquire) the value. */
+#define PS_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+#define PS_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+
+#define ps_likely(x) __builtin_expect(!!(x), 1)
+#define ps_unlikely(x) __builtin_expect(!!(x), 0)
+
+#define ps_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+#define PS_CACHELINE 64
+#define __ps_cacheline_aligned __attribute__((aligned(PS_CACHELINE)))
+
+static inline void ps_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/* Allocation through the hooks of polstore/alloc.h. */
+void *_ps_alloc(size_t size);
+void *_ps_zalloc(size_t size);
+void _ps_free(void *ptr);
+void *_ps_zalloc_aligned(size_t size);
+void _ps_free_aligned(void *ptr);
+
+#endif /* POLSTORE_SRC_COMPILER_H */

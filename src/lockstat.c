@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Reading, printing and resetting lock statistics (polstore/lockstat.h).
+ * The table layout follows /proc/lock_stat: a 40-column class name with a
+ * -W/-R suffix, counts in 14 columns, times in microseconds with two
+ * decimals.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <polstore/lockstat.h>
+
+#include "store_internal.h"
+
+#ifdef POLSTORE_LOCK_STAT
+static void row_from_class(struct ps_lock_stat_row *row, const struct ps_lstat_class *c)
+{
+	row->con_bounces = __atomic_load_n(&c->con_bounces, __ATOMIC_RELAXED);
+	row->contentions = __atomic_load_n(&c->contentions, __ATOMIC_RELAXED);
+	row->wait_min_ns = __atomic_load_n(&c->wait_min, __ATOMIC_RELAXED);
+	row->wait_max_ns = __atomic_load_n(&c->wait_max, __ATOMIC_RELAXED);
+	row->wait_total_ns = __atomic_load_n(&c->wait_total, __ATOMIC_RELAXED);
+	row->acq_bounces = __atomic_load_n(&c->acq_bounces, __ATOMIC_RELAXED);
+	row->acquisitions = __atomic_load_n(&c->acquisitions, __ATOMIC_RELAXED);
+	row->hold_min_ns = __atomic_load_n(&c->hold_min, __ATOMIC_RELAXED);
+	row->hold_max_ns = __atomic_load_n(&c->hold_max, __ATOMIC_RELAXED);
+	row->hold_total_ns = __atomic_load_n(&c->hold_total, __ATOMIC_RELAXED);
+}
+#endif
+
+int ps_store_lock_stat_read(struct ps_store *store, struct ps_lock_stat_row rows[2])
+{
+#ifdef POLSTORE_LOCK_STAT
+	struct ps_lstat *st;
+
+	if (!store || !rows)
+		return -EINVAL;
+	memset(rows, 0, 2 * sizeof(*rows));
+	st = store->ops->lock_stat(store, PS_LOCK_STAT_WRITE);
+	if (st) {
+		row_from_class(&rows[PS_LOCK_STAT_WRITE], &st->cls[PS_LOCK_STAT_WRITE]);
+		row_from_class(&rows[PS_LOCK_STAT_READ], &st->cls[PS_LOCK_STAT_READ]);
+	}
+	return 0;
+#else
+	(void)rows;
+	return store ? -EOPNOTSUPP : -EINVAL;
+#endif
+}
+
+int ps_store_lock_stat_reset(struct ps_store *store)
+{
+#ifdef POLSTORE_LOCK_STAT
+	struct ps_lstat *st;
+
+	if (!store)
+		return -EINVAL;
+	st = store->ops->lock_stat(store, PS_LOCK_STAT_WRITE);
+	if (st)
+		memset(st, 0, sizeof(*st));
+	return 0;
+#else
+	return store ? -EOPNOTSUPP : -EINVAL;
+#endif
+}
+
+static void print_time(FILE *out, uint64_t ns)
+{
+	fprintf(out, " %11llu.%02llu", (unsigned long long)(ns / 1000),
+			(unsigned long long)(ns % 1000 / 10));
+}
+
+static void print_row(FILE *out, const char *name, char dir, const struct ps_lock_stat_row *r)
+{
+	fprintf(out, "%38s-%c:", name, dir);
+	fprintf(out, " %14llu %14llu", (unsigned long long)r->con_bounces,
+			(unsigned long long)r->contentions);
+	print_time(out, r->wait_min_ns);
+	print_time(out, r->wait_max_ns);
+	print_time(out, r->wait_total_ns);
+	print_time(out, r->contentions ? r->wait_total_ns / r->contentions : 0);
+	fprintf(out, " %14llu %14llu", (unsigned long long)r->acq_bounces,
+			(unsigned long long)r->acquisitions);
+	print_time(out, r->hold_min_ns);
+	print_time(out, r->hold_max_ns);
+	print_time(out, r->hold_total_ns);
+	print_time(out, r->acquisitions ? r->hold_total_ns / r->acquisitions : 0);
+	fputc('\n', out);
+}
+
+int ps_store_lock_stat_print(struct ps_store *store, const char *name, bool header, FILE *out)
+{
+	struct ps_lock_stat_row rows[2];
+	char defname[64];
+	int ret;
+
+	if (!store || !out)
+		return -EINVAL;
+	ret = ps_store_lock_stat_read(store, rows);
+	if (ret)
+		return ret;
+	if (!name) {
+		snprintf(defname, sizeof(defname), "%s->lock", ps_sync_name(store->sync));
+		name = defname;
+	}
+	if (header) {
+		static const char *const cols[] = { "con-bounces", "contentions", "waittime-min",
+			"waittime-max", "waittime-total", "waittime-avg", "acq-bounces",
+			"acquisitions", "holdtime-min", "holdtime-max", "holdtime-total",
+			"holdtime-avg" };
+		size_t i;
+
+		fprintf(out, "lock_stat version 0.4\n");
+		for (i = 0; i < 234; i++)
+			fputc('-', out);
+		fprintf(out, "\n%40s ", "class name");
+		for (i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
+			fprintf(out, " %14s", cols[i]);
+		fputc('\n', out);
+		for (i = 0; i < 234; i++)
+			fputc('-', out);
+		fputc('\n', out);
+	}
+	print_row(out, name, 'W', &rows[PS_LOCK_STAT_WRITE]);
+	if (rows[PS_LOCK_STAT_READ].acquisitions || store->sync == PS_SYNC_RWLOCK)
+		print_row(out, name, 'R', &rows[PS_LOCK_STAT_READ]);
+	return 0;
+}

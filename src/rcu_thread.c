@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Thread-exit hooks: a pthread key per liburcu flavour whose destructor
+ * unregisters the exiting thread, so users never have to.
+ */
+#include <pthread.h>
+
+#include <polstore/rcu.h>
+
+#include "rcu_thread.h"
+#include "store_internal.h"
+
+static pthread_key_t ps_rcu_keys[2];
+static pthread_once_t ps_rcu_keys_once = PTHREAD_ONCE_INIT;
+
+static void ps_memb_key_destructor(void *unused)
+{
+	(void)unused;
+	_ps_memb_thread_exit();
+}
+
+static void ps_qsbr_key_destructor(void *unused)
+{
+	(void)unused;
+	_ps_qsbr_thread_exit();
+}
+
+static void ps_rcu_keys_create(void)
+{
+	/* Failure leaves threads registered until exit of the process: harmless. */
+	(void)pthread_key_create(&ps_rcu_keys[PS_FLAVOR_MEMB], ps_memb_key_destructor);
+	(void)pthread_key_create(&ps_rcu_keys[PS_FLAVOR_QSBR], ps_qsbr_key_destructor);
+}
+
+void _ps_rcu_thread_registered(enum ps_flavor flavor)
+{
+	pthread_once(&ps_rcu_keys_once, ps_rcu_keys_create);
+	(void)pthread_setspecific(ps_rcu_keys[flavor], (void *)1);
+}
+
+void ps_rcu_unregister_thread(void)
+{
+	_ps_memb_thread_exit();
+	_ps_qsbr_thread_exit();
+}

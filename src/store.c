@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Public store entry points: argument checks, allocation before any change,
+ * debug invariant checks, then the variant's operation.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <polstore/store.h>
+#include <polstore/version.h>
+
+#include "store_internal.h"
+
+static const struct ps_sync_ops *const ps_sync_table[PS_SYNC_COUNT] = {
+	[PS_SYNC_SPIN] = &_ps_sync_spin_ops,
+	[PS_SYNC_RWLOCK] = &_ps_sync_rwlock_ops,
+	[PS_SYNC_SEQLOCK] = &_ps_sync_seqlock_ops,
+	[PS_SYNC_RCU] = &_ps_sync_rcu_ops,
+	[PS_SYNC_RCU_QSBR] = &_ps_sync_qsbr_ops,
+};
+
+static const char *const ps_sync_names[PS_SYNC_COUNT] = {
+	[PS_SYNC_SPIN] = "spin",
+	[PS_SYNC_RWLOCK] = "rwlock",
+	[PS_SYNC_SEQLOCK] = "seqlock",
+	[PS_SYNC_RCU] = "rcu",
+	[PS_SYNC_RCU_QSBR] = "rcu-qsbr",
+};
+
+const char *ps_version(void)
+{
+	return PS_VERSION_STRING;
+}
+
+const char *ps_sync_name(enum ps_sync sync)
+{
+	return (unsigned)sync < PS_SYNC_COUNT ? ps_sync_names[sync] : NULL;
+}
+
+int ps_sync_from_name(const char *name)
+{
+	int i;
+
+	if (name)
+		for (i = 0; i < PS_SYNC_COUNT; i++)
+			if (!strcmp(name, ps_sync_names[i]))
+				return i;
+	return -EINVAL;
+}
+
+struct ps_store *ps_store_create(enum ps_sync sync)
+{
+	struct ps_store *s;
+
+	if ((unsigned)sync >= PS_SYNC_COUNT) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = ps_sync_table[sync]->create();
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->ops = ps_sync_table[sync];
+	s->sync = sync;
+	return s;
+}
+
+void ps_store_destroy(struct ps_store *store)
+{
+	if (store)
+		store->ops->destroy(store);
+}
+
+int ps_store_sync_kind(const struct ps_store *store)
+{
+	return store ? (int)store->sync : -EINVAL;
+}
+
+static void ps_store_debug_check(struct ps_store *store)
+{
+#ifdef POLSTORE_DEBUG_CHECKS
+	const char *why = NULL;
+
+	if (ps_store_check(store, &why)) {
+		fprintf(stderr, "polstore: %s store invariant broken: %s\n",
+				ps_sync_name(store->sync), why);
+		abort();
+	}
+#else
+	(void)store;
+#endif
+}
+
+int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	struct ps_range_list spares = { NULL };
+
+	if (!store || start >= end)
+		return -EINVAL;
+	/* Allocate every node the update can need before anything changes. */
+	if (ps_range_list_fill(&spares, store->ops->ntrees * PS_RTREE_SET_MAX_NEW))
+		return -ENOMEM;
+	store->ops->set(store, start, end, pol, &spares);
+	ps_range_list_free(&spares);
+	ps_store_debug_check(store);
+	return 0;
+}
+
+struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
+{
+	if (!store) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return store->ops->lookup(store, idx);
+}
+
+void ps_store_read_lock(struct ps_store *store)
+{
+	if (store)
+		store->ops->read_lock(store);
+}
+
+void ps_store_read_unlock(struct ps_store *store)
+{
+	if (store)
+		store->ops->read_unlock(store);
+}
+
+const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, uint64_t idx)
+{
+	return store ? store->ops->lookup_borrow(store, idx) : NULL;
+}
+
+int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
+{
+	if (!store || !fn)
+		return -EINVAL;
+	return store->ops->foreach(store, fn, arg);
+}
+
+size_t ps_store_count(struct ps_store *store)
+{
+	return store ? PS_READ_ONCE(store->ops->tree(store)->count) : 0;
+}
+
+int ps_store_check(struct ps_store *store, const char **why)
+{
+	const char *dummy;
+
+	if (!store)
+		return -EINVAL;
+	return store->ops->check(store, why ? why : &dummy);
+}
+
+size_t ps_store_memory(struct ps_store *store)
+{
+	if (!store)
+		return 0;
+	return store->size +
+	       (size_t)store->ops->ntrees * ps_store_count(store) * sizeof(struct ps_range);
+}
+
+bool ps_lock_stat_enabled(void)
+{
+#ifdef POLSTORE_LOCK_STAT
+	return true;
+#else
+	return false;
+#endif
+}

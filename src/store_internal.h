@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The contract between store.c (argument checks, public entry points) and
+ * the synchronisation variants (sync_*.c).  Each variant embeds struct
+ * ps_store first in its own store type and exports one ps_sync_ops.
+ */
+#ifndef POLSTORE_SRC_STORE_INTERNAL_H
+#define POLSTORE_SRC_STORE_INTERNAL_H
+
+#include <polstore/lockstat.h>
+#include <polstore/store.h>
+
+#include "lock.h"
+#include "rangetree.h"
+
+struct ps_sync_ops;
+
+struct ps_store {
+	const struct ps_sync_ops *ops;
+	enum ps_sync sync;
+	size_t size; /* bytes of the variant's store object, for ps_store_memory() */
+};
+
+/*
+ * Arguments are already checked by store.c: @store is not NULL and
+ * start < end.  @set receives ranges preallocated for PS_RTREE_SET_MAX_NEW
+ * per tree the variant keeps (@ntrees); it owns the list afterwards.
+ */
+struct ps_sync_ops {
+	int ntrees;
+	struct ps_store *(*create)(void);
+	void (*destroy)(struct ps_store *store);
+	struct ps_policy *(*lookup)(struct ps_store *store, uint64_t idx);
+	void (*read_lock)(struct ps_store *store);
+	void (*read_unlock)(struct ps_store *store);
+	const struct ps_policy *(*lookup_borrow)(struct ps_store *store, uint64_t idx);
+	void (*set)(struct ps_store *store, uint64_t start, uint64_t end, struct ps_policy *pol,
+			struct ps_range_list *spares);
+	int (*foreach)(struct ps_store *store, ps_foreach_fn fn, void *arg);
+	/* Under the writer lock: check and count the tree(s). */
+	int (*check)(struct ps_store *store, const char **why);
+	const struct ps_rtree *(*tree)(struct ps_store *store); /* the tree readers see now */
+	struct ps_lstat *(*lock_stat)(struct ps_store *store, int dir);
+};
+
+extern const struct ps_sync_ops _ps_sync_spin_ops;
+extern const struct ps_sync_ops _ps_sync_rwlock_ops;
+extern const struct ps_sync_ops _ps_sync_seqlock_ops;
+extern const struct ps_sync_ops _ps_sync_rcu_ops;
+extern const struct ps_sync_ops _ps_sync_qsbr_ops;
+
+/* Thread registration with the liburcu flavours (sync_rcu.c, sync_qsbr.c). */
+void _ps_memb_thread_exit(void);
+void _ps_qsbr_thread_exit(void);
+
+/* Look the policy up in @t and return it (borrowed) or NULL; for a tree no writer changes. */
+static inline struct ps_policy *ps_rtree_lookup_pol(const struct ps_rtree *t, uint64_t idx)
+{
+	struct ps_range *r = ps_rtree_lookup(t, idx);
+
+	return r ? PS_READ_ONCE(r->pol) : NULL;
+}
+
+#endif /* POLSTORE_SRC_STORE_INTERNAL_H */

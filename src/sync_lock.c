@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * SPIN and RWLOCK stores: one lock around one tree.  The two differ only in
+ * the lock, so they share every function here; the variant is a
+ * well-predicted branch on the store's kind.
+ *
+ * Readers and writers exclude each other completely, so the tree is never
+ * seen half-updated, lookups are linearizable at the acquisition, and
+ * removed ranges can be freed as soon as the lock is dropped.
+ */
+#include "store_internal.h"
+
+struct ps_store_locked {
+	struct ps_store base;
+	struct ps_rtree tree;
+	union {
+		struct ps_spinlock spin;
+		struct ps_rwlock rw;
+	} lock;
+};
+
+static inline struct ps_store_locked *to_locked(struct ps_store *s)
+{
+	return ps_container_of(s, struct ps_store_locked, base);
+}
+
+static void locked_read_lock(struct ps_store *s)
+{
+	struct ps_store_locked *ls = to_locked(s);
+
+	if (s->sync == PS_SYNC_SPIN)
+		ps_spin_lock(&ls->lock.spin);
+	else
+		ps_rwlock_read_lock(&ls->lock.rw);
+}
+
+static void locked_read_unlock(struct ps_store *s)
+{
+	struct ps_store_locked *ls = to_locked(s);
+
+	if (s->sync == PS_SYNC_SPIN)
+		ps_spin_unlock(&ls->lock.spin);
+	else
+		ps_rwlock_read_unlock(&ls->lock.rw);
+}
+
+static void locked_write_lock(struct ps_store_locked *ls)
+{
+	if (ls->base.sync == PS_SYNC_SPIN)
+		ps_spin_lock(&ls->lock.spin);
+	else
+		ps_rwlock_write_lock(&ls->lock.rw);
+}
+
+static void locked_write_unlock(struct ps_store_locked *ls)
+{
+	if (ls->base.sync == PS_SYNC_SPIN)
+		ps_spin_unlock(&ls->lock.spin);
+	else
+		ps_rwlock_write_unlock(&ls->lock.rw);
+}
+
+static struct ps_store *locked_create(void)
+{
+	struct ps_store_locked *ls;
+
+	/* The rwlock's slots are cache-line aligned. */
+	ls = _ps_zalloc_aligned(sizeof(*ls));
+	if (!ls)
+		return NULL;
+	ls->base.size = sizeof(*ls);
+	ps_rtree_init(&ls->tree);
+	/* Both kinds start as all-zero memory; init the larger. */
+	ps_rwlock_init(&ls->lock.rw);
+	return &ls->base;
+}
+
+static void locked_destroy(struct ps_store *s)
+{
+	struct ps_store_locked *ls = to_locked(s);
+	struct ps_range_list removed = { NULL };
+
+	ps_rtree_clear(&ls->tree, &removed);
+	ps_range_list_free(&removed);
+	_ps_free_aligned(ls);
+}
+
+static const struct ps_policy *locked_lookup_borrow(struct ps_store *s, uint64_t idx)
+{
+	return ps_rtree_lookup_pol(&to_locked(s)->tree, idx);
+}
+
+static struct ps_policy *locked_lookup(struct ps_store *s, uint64_t idx)
+{
+	struct ps_policy *pol;
+
+	locked_read_lock(s);
+	pol = ps_policy_get(ps_rtree_lookup_pol(&to_locked(s)->tree, idx));
+	locked_read_unlock(s);
+	return pol;
+}
+
+static void locked_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol,
+		struct ps_range_list *spares)
+{
+	struct ps_store_locked *ls = to_locked(s);
+	struct ps_range_list removed = { NULL };
+
+	locked_write_lock(ls);
+	ps_rtree_set(&ls->tree, start, end, pol, spares, &removed);
+	locked_write_unlock(ls);
+	/* No reader can reach them: they were unlinked under the exclusive lock. */
+	ps_range_list_free(&removed);
+}
+
+static int locked_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
+{
+	int ret;
+
+	locked_read_lock(s);
+	ret = ps_rtree_foreach(&to_locked(s)->tree, fn, arg);
+	locked_read_unlock(s);
+	return ret;
+}
+
+static int locked_check(struct ps_store *s, const char **why)
+{
+	struct ps_store_locked *ls = to_locked(s);
+	int ret;
+
+	locked_write_lock(ls);
+	ret = ps_rtree_check(&ls->tree, why);
+	locked_write_unlock(ls);
+	return ret;
+}
+
+static const struct ps_rtree *locked_tree(struct ps_store *s)
+{
+	return &to_locked(s)->tree;
+}
+
+static struct ps_lstat *locked_lock_stat(struct ps_store *s, int dir)
+{
+	struct ps_store_locked *ls = to_locked(s);
+
+	(void)dir;
+	return s->sync == PS_SYNC_SPIN ? ps_spin_stat(&ls->lock.spin) : ps_rwlock_stat(&ls->lock.rw);
+}
+
+#define PS_LOCKED_OPS                                                                              \
+	.ntrees = 1, .create = locked_create, .destroy = locked_destroy,                           \
+	.lookup = locked_lookup, .read_lock = locked_read_lock,                                    \
+	.read_unlock = locked_read_unlock, .lookup_borrow = locked_lookup_borrow,                  \
+	.set = locked_set, .foreach = locked_foreach, .check = locked_check,                       \
+	.tree = locked_tree, .lock_stat = locked_lock_stat
+
+const struct ps_sync_ops _ps_sync_spin_ops = { PS_LOCKED_OPS };
+const struct ps_sync_ops _ps_sync_rwlock_ops = { PS_LOCKED_OPS };

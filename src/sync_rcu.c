@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * RCU store, liburcu memb flavour: the latch of latch.h with memb read-side
+ * sections.  A thread registers itself on its first read-side section and
+ * leaves at exit (rcu_thread.c).  Also home of the memb registration the
+ * SEQLOCK store shares.
+ */
+#include "rcu_memb.h"
+#include "rcu_thread.h"
+#include "store_internal.h"
+
+__thread bool _ps_memb_registered __attribute__((tls_model("initial-exec")));
+
+void _ps_memb_register(void)
+{
+	urcu_memb_register_thread();
+	_ps_memb_registered = true;
+	_ps_rcu_thread_registered(PS_FLAVOR_MEMB);
+}
+
+void _ps_memb_thread_exit(void)
+{
+	if (_ps_memb_registered) {
+		urcu_memb_unregister_thread();
+		_ps_memb_registered = false;
+	}
+}
+
+#define PS_LATCH_READ_ENTER() ps_memb_read_lock()
+#define PS_LATCH_READ_EXIT() ps_memb_read_unlock()
+#define PS_LATCH_SYNCHRONIZE() urcu_memb_synchronize_rcu()
+#define PS_LATCH_OPS _ps_sync_rcu_ops
+#include "latch.h"

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * SEQLOCK store: writers take a spinlock and bracket their change with a
+ * sequence count; readers walk the tree with no lock and retry when the
+ * count says a writer intervened, taking the writer lock after
+ * PS_SEQ_RETRIES failed tries so a reader always finishes.
+ *
+ * Why a reader never touches freed memory: readers run inside a liburcu
+ * memb read-side section, and a writer frees the ranges it unlinked only
+ * after a grace period (the construction of the kernel's d_lookup() with
+ * rename_lock).  Until then an unlinked range is still valid memory holding
+ * its policy reference, so even a reader that reached it through a stale
+ * pointer reads real nodes and may take a plain reference on its policy.
+ *
+ * Why a reader never loops forever: writers rotate in place, so a racing
+ * walk can see a transient cycle; ps_rtree_lookup() gives up after
+ * PS_RB_MAX_DEPTH steps, and the attempt counts as failed.
+ *
+ * Linearizability: an attempt whose count was even and unchanged saw the
+ * tree as it was between two write sections: it linearizes at its first
+ * count read.  The fallback linearizes when it holds the lock.
+ */
+#include <errno.h>
+
+#include "rcu_memb.h"
+#include "store_internal.h"
+
+#define PS_SEQ_RETRIES 4
+
+struct ps_store_seq {
+	struct ps_store base;
+	struct ps_seqcount seq __ps_cacheline_aligned;
+	struct ps_rtree tree; /* same line as @seq: one miss for a reader */
+	struct ps_spinlock lock __ps_cacheline_aligned;
+};
+
+static inline struct ps_store_seq *to_seq(struct ps_store *s)
+{
+	return ps_container_of(s, struct ps_store_seq, base);
+}
+
+static struct ps_store *seq_create(void)
+{
+	struct ps_store_seq *ss = _ps_zalloc_aligned(sizeof(*ss));
+
+	if (!ss)
+		return NULL;
+	ss->base.size = sizeof(*ss);
+	ps_rtree_init(&ss->tree);
+	ps_spin_init(&ss->lock);
+	return &ss->base;
+}
+
+static void seq_destroy(struct ps_store *s)
+{
+	struct ps_store_seq *ss = to_seq(s);
+	struct ps_range_list removed = { NULL };
+
+	ps_rtree_clear(&ss->tree, &removed);
+	ps_range_list_free(&removed);
+	_ps_free_aligned(ss);
+}
+
+static void seq_read_lock(struct ps_store *s)
+{
+	(void)s;
+	ps_memb_read_lock();
+}
+
+static void seq_read_unlock(struct ps_store *s)
+{
+	(void)s;
+	ps_memb_read_unlock();
+}
+
+/* Inside a memb read-side section. */
+static const struct ps_policy *seq_lookup_borrow(struct ps_store *s, uint64_t idx)
+{
+	struct ps_store_seq *ss = to_seq(s);
+	struct ps_policy *pol;
+	int tries;
+
+	for (tries = 0; tries < PS_SEQ_RETRIES; tries++) {
+		unsigned start = ps_seq_read_begin(&ss->seq);
+		struct ps_range *r;
+
+		if (start & 1) {
+			ps_cpu_relax(); /* a writer is inside: don't walk a tree in flux */
+			continue;
+		}
+		r = ps_rtree_lookup(&ss->tree, idx);
+		pol = r && r != PS_RTREE_OVERRUN ? PS_READ_ONCE(r->pol) : NULL;
+		if (!ps_seq_read_retry(&ss->seq, start) && r != PS_RTREE_OVERRUN)
+			return pol;
+	}
+	ps_spin_lock(&ss->lock);
+	pol = ps_rtree_lookup_pol(&ss->tree, idx);
+	ps_spin_unlock(&ss->lock);
+	return pol;
+}
+
+static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
+{
+	struct ps_policy *pol;
+
+	ps_memb_read_lock();
+	/* Still in the section: the range, and its reference, outlive us. */
+	pol = ps_policy_get((struct ps_policy *)seq_lookup_borrow(s, idx));
+	ps_memb_read_unlock();
+	return pol;
+}
+
+static void seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol,
+		struct ps_range_list *spares)
+{
+	struct ps_store_seq *ss = to_seq(s);
+	struct ps_range_list removed = { NULL };
+
+	ps_spin_lock(&ss->lock);
+	ps_seq_write_begin(&ss->seq);
+	ps_rtree_set(&ss->tree, start, end, pol, spares, &removed);
+	ps_seq_write_end(&ss->seq);
+	ps_spin_unlock(&ss->lock);
+	/* Trims free nothing; removed ranges wait until no reader can hold them. */
+	if (removed.head) {
+		urcu_memb_synchronize_rcu();
+		ps_range_list_free(&removed);
+	}
+}
+
+static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
+{
+	struct ps_store_seq *ss = to_seq(s);
+	int ret;
+
+	/* A walk cannot be retried once callbacks ran: hold the writer lock. */
+	ps_spin_lock(&ss->lock);
+	ret = ps_rtree_foreach(&ss->tree, fn, arg);
+	ps_spin_unlock(&ss->lock);
+	return ret;
+}
+
+static int seq_check(struct ps_store *s, const char **why)
+{
+	struct ps_store_seq *ss = to_seq(s);
+	int ret;
+
+	ps_spin_lock(&ss->lock);
+	ret = ps_rtree_check(&ss->tree, why);
+	if (!ret && (ss->seq.seq & 1)) {
+		*why = "sequence count odd outside a write section";
+		ret = -EUCLEAN;
+	}
+	ps_spin_unlock(&ss->lock);
+	return ret;
+}
+
+static const struct ps_rtree *seq_tree(struct ps_store *s)
+{
+	return &to_seq(s)->tree;
+}
+
+static struct ps_lstat *seq_lock_stat(struct ps_store *s, int dir)
+{
+	(void)dir;
+	return ps_spin_stat(&to_seq(s)->lock);
+}
+
+const struct ps_sync_ops _ps_sync_seqlock_ops = {
+	.ntrees = 1,
+	.create = seq_create,
+	.destroy = seq_destroy,
+	.lookup = seq_lookup,
+	.read_lock = seq_read_lock,
+	.read_unlock = seq_read_unlock,
+	.lookup_borrow = seq_lookup_borrow,
+	.set = seq_set,
+	.foreach = seq_foreach,
+	.check = seq_check,
+	.tree = seq_tree,
+	.lock_stat = seq_lock_stat,
+};
