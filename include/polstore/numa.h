@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * polstore real placement: turn policies into page placement with mbind(2),
+ * read placement back with get_mempolicy(2), and convert node masks to and
+ * from libnuma's struct bitmask.
+ *
+ * Nothing here caches placement: every call asks the kernel.  The library
+ * links libnuma (pkg-config module "numa"); callers that only use this
+ * header need not include <numa.h> unless they use struct bitmask.
+ *
+ * Node checks.  The kernel quietly drops nodes it does not know or may not
+ * use as long as one usable node remains; polstore refuses them instead,
+ * with -EINVAL, before any system call:
+ *  - no flag: every node must exist (<= numa_max_node() and present) and be
+ *    in the calling thread's allowed set (its cpuset, as
+ *    get_mempolicy(MPOL_F_MEMS_ALLOWED) reports it);
+ *  - PS_MPOL_F_STATIC_NODES: every node must exist; it need not be allowed
+ *    now, since static nodes are meant to outlive cpuset changes;
+ *  - PS_MPOL_F_RELATIVE_NODES: no check, the numbers are positions in the
+ *    allowed set that the kernel folds onto it, not node ids.
+ */
+#ifndef POLSTORE_NUMA_H
+#define POLSTORE_NUMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <polstore/export.h>
+#include <polstore/policy.h>
+#include <polstore/store.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct bitmask; /* libnuma's, from <numa.h> */
+
+/** Apply flag: fail with -EIO when existing pages do not follow the policy (MPOL_MF_STRICT). */
+#define PS_APPLY_STRICT (1U << 0)
+/** Apply flag: migrate existing pages used only by this process (MPOL_MF_MOVE). */
+#define PS_APPLY_MOVE (1U << 1)
+/** Every flag ps_policy_apply() and ps_store_apply_range() accept. */
+#define PS_APPLY_ALL (PS_APPLY_STRICT | PS_APPLY_MOVE)
+
+/**
+ * ps_numa_available() - can this process place memory with mbind(2)?
+ *
+ * Probes the kernel once (libnuma's numa_available()) and remembers a
+ * positive answer.
+ *
+ * Context: any thread; no allocation.
+ * Return: 0 when placement works; -ENOSYS when the kernel has no NUMA
+ * support; -EPERM when the system call is refused (seccomp, for example).
+ */
+PS_API int ps_numa_available(void);
+
+/**
+ * ps_policy_apply() - place the pages of [@addr, @addr + @len) by a policy
+ * @pol: the policy; NULL applies the default policy (as for a range the
+ *       store does not cover)
+ * @addr: start of a mapping of the calling process; page aligned
+ * @len: length in bytes (rounded up to whole pages by the kernel); 0 does
+ *       nothing and succeeds
+ * @flags: 0 or PS_APPLY_STRICT and/or PS_APPLY_MOVE (MPOL_MF_STRICT,
+ *         MPOL_MF_MOVE)
+ *
+ * One mbind(2) call with the policy's mode, mode flags and nodes.  The
+ * nodes are checked first as the top of polstore/numa.h says, so a policy
+ * naming a node that does not exist is refused rather than silently
+ * narrowed.  PS_MPOL_LOCAL is passed as MPOL_LOCAL (Linux >= 3.8); a kernel
+ * that refuses it gets MPOL_PREFERRED with an empty mask, its older
+ * spelling of the same policy.  For a MAP_SHARED mapping of tmpfs or a
+ * memfd the kernel stores the policy in the file's shared policy, so every
+ * mapping of those pages sees it.
+ *
+ * Context: any thread; may sleep (takes the mm's lock; with
+ * PS_APPLY_MOVE it migrates pages); no allocation.
+ * Return: 0; -EINVAL for a bad @flags, a misaligned @addr, a node that does
+ * not exist or is not allowed, or a mode the kernel does not know;
+ * -EFAULT or -ENOMEM when [@addr, @addr + @len) is not fully mapped
+ * (mbind(2) says which); -EIO when PS_APPLY_STRICT is given and pages could
+ * not be placed (recent kernels apply the policy all the same, older ones
+ * may not);
+ * -ENOSYS or -EPERM as ps_numa_available().  On any other error nothing
+ * has changed.
+ */
+PS_API int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigned flags);
+
+/**
+ * ps_policy_from_addr() - read the policy of the page at @addr
+ * @addr: an address in a mapping of the calling process
+ *
+ * get_mempolicy(2) with MPOL_F_ADDR: the policy of the mapping at @addr
+ * (for shared tmpfs and memfd mappings, the file's policy of that page).
+ * A mapping without a policy reads back as a PS_MPOL_DEFAULT policy; an
+ * old kernel's "preferred, no node" reads back as PS_MPOL_LOCAL.
+ *
+ * Context: any thread; may sleep; allocates the new policy.
+ * Return: a new policy with one reference for the caller, or NULL with
+ * errno EFAULT (@addr not mapped), ENOMEM, ENOSYS or EPERM (as
+ * ps_numa_available()), EOPNOTSUPP (the kernel reports a mode flag
+ * polstore cannot hold, e.g. MPOL_F_NUMA_BALANCING) or EOVERFLOW (a node
+ * >= PS_MAX_NUMNODES).
+ */
+PS_API struct ps_policy *ps_policy_from_addr(const void *addr);
+
+/**
+ * ps_policy_to_bitmask() - copy a policy's nodes into a libnuma bitmask
+ * @pol: the policy
+ * @bmp: a bitmask from numa_allocate_nodemask() or numa_bitmask_alloc();
+ *       every bit is written
+ *
+ * Context: any thread; writes only @bmp.
+ * Return: 0, or -EINVAL when @pol or @bmp is NULL, @bmp has no bits, or a
+ * node of @pol does not fit in @bmp (then @bmp is untouched).
+ */
+PS_API int ps_policy_to_bitmask(const struct ps_policy *pol, struct bitmask *bmp);
+
+/**
+ * ps_policy_from_bitmask() - create a policy from a libnuma bitmask
+ * @mode: one of enum ps_mode
+ * @flags: as for ps_policy_create()
+ * @bmp: the nodes (numa_parse_nodestring(), numa_get_mems_allowed(), ...);
+ *       NULL is an empty mask
+ *
+ * Exactly ps_policy_create(@mode, @flags, @bmp->maskp, @bmp->size): no
+ * node is checked against this machine until the policy is applied.
+ *
+ * Context: any thread; allocates.
+ * Return: a new policy with one reference for the caller, or NULL with
+ * errno as ps_policy_create() sets it.
+ */
+PS_API struct ps_policy *ps_policy_from_bitmask(int mode, unsigned flags,
+		const struct bitmask *bmp);
+
+/**
+ * ps_store_apply_range() - place a window of a mapping as a store says
+ * @store: the store; its indices are page numbers
+ * @base: address of page @first_page in the mapping; aligned to @page_size
+ * @first_page: first store index of the window
+ * @npages: number of pages in the window
+ * @page_size: bytes per page: a multiple of the system page size (the
+ *             system page size, or the huge page size of a hugetlb mapping)
+ * @flags: as for ps_policy_apply()
+ * @done_pages: if not NULL, receives the number of pages, from @first_page
+ *              on, whose placement was applied, on success and on error
+ *
+ * The window [@first_page, @first_page + @npages) is cut at the edges of
+ * the store's ranges.  Each piece covered by a range gets that range's
+ * policy, each piece no range covers gets the default policy: one
+ * ps_policy_apply() per piece, in ascending order, stopping at the first
+ * error.
+ *
+ * Locking: the ranges that meet the window are first collected, each with
+ * its own policy reference, in one ps_store_foreach() walk; the walk stops
+ * at the first range past the window.  The mbind(2) calls run after the walk,
+ * outside every lock and read-side section, so a slow apply (page
+ * migration) never holds up writers.  The placement is therefore that of
+ * one consistent snapshot of the store; a ps_store_set() that completes
+ * after the walk is not reflected.
+ *
+ * Context: any thread, not inside a read-side section of @store; may sleep;
+ * allocates a temporary array of the collected ranges.
+ * Return: 0; -EINVAL for a NULL @store, a @page_size that is not a multiple
+ * of the system page size, a misaligned @base, a window that overflows, or
+ * a bad @flags (nothing applied); -ENOMEM when the temporary array cannot
+ * be allocated (nothing applied); otherwise the first ps_policy_apply()
+ * error, with *@done_pages saying how far placement got: pages before it
+ * are placed, pages from it on are untouched.
+ */
+PS_API int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page,
+		uint64_t npages, size_t page_size, unsigned flags, size_t *done_pages);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLSTORE_NUMA_H */

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Real placement: policies to mbind(2), get_mempolicy(2) back to policies,
+ * and libnuma bitmask conversions.
+ *
+ * libnuma is used for what it does well (the NUMA probe, the configured
+ * node count and set, the system call wrappers) but not for the allowed
+ * set: numa_get_mems_allowed() allocates a bitmask and libnuma exits the
+ * process when such an allocation fails, which a library must not risk.
+ * The allowed set is read into a buffer on the stack instead.
+ *
+ * Mask lengths: polstore masks hold exactly PS_MAX_NUMNODES bits.  The
+ * kernel's get_nodes() reads maxnode - 1 bits (a historical off-by-one that
+ * mbind(2) documents), so every call passes the number of bits + 1.
+ */
+#include <errno.h>
+#include <numa.h>
+#include <numaif.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <polstore/numa.h>
+
+#include "compiler.h"
+#include "policy_internal.h"
+
+#ifndef MPOL_LOCAL
+#define MPOL_LOCAL 4
+#endif
+
+/*
+ * Buffer for masks the kernel writes (allowed set, get_mempolicy()): the
+ * kernel refuses a buffer shorter than its nr_node_ids, which can exceed
+ * PS_MAX_NUMNODES, so take the page of bits the kernel accepts at most.
+ */
+#define PS_KMASK_BITS PS_MAXNODE_LIMIT
+#define PS_KMASK_LONGS (PS_KMASK_BITS / PS_BITS_PER_LONG)
+
+/*
+ * 1 once the probe succeeded.  A positive answer cannot change during the
+ * life of the process, a negative one is not cached (it is cheap to repeat
+ * and tests may want to see it).  Relaxed accesses suffice: the flag guards
+ * no other data.
+ */
+static int ps_numa_ok;
+
+int ps_numa_available(void)
+{
+	if (ps_likely(PS_READ_ONCE(ps_numa_ok)))
+		return 0;
+	errno = 0;
+	if (numa_available() < 0)
+		return errno == EPERM ? -EPERM : -ENOSYS;
+	PS_WRITE_ONCE(ps_numa_ok, 1);
+	return 0;
+}
+
+static size_t ps_sys_page_size(void)
+{
+	static size_t cached;
+	size_t ps = PS_READ_ONCE(cached);
+
+	if (!ps) {
+		long v = sysconf(_SC_PAGESIZE);
+
+		ps = v > 0 ? (size_t)v : 4096;
+		PS_WRITE_ONCE(cached, ps);
+	}
+	return ps;
+}
+
+static bool ps_test_bit(const unsigned long *mask, unsigned long bit)
+{
+	return (mask[bit / PS_BITS_PER_LONG] >> (bit % PS_BITS_PER_LONG)) & 1;
+}
+
+/*
+ * The checks the top of polstore/numa.h promises.  numa_max_node() and
+ * numa_nodes_ptr are libnuma's view of /sys/devices/system/node, read once
+ * when libnuma is loaded.
+ */
+static int ps_check_nodes(const struct ps_policy *pol)
+{
+	unsigned long allowed[PS_KMASK_LONGS];
+	int max = numa_max_node();
+	bool need_allowed = !(pol->flags & PS_MPOL_F_STATIC_NODES);
+	unsigned long i;
+
+	if (!pol->weight || (pol->flags & PS_MPOL_F_RELATIVE_NODES))
+		return 0;
+	if (need_allowed) {
+		if (get_mempolicy(NULL, allowed, PS_KMASK_BITS + 1, NULL, MPOL_F_MEMS_ALLOWED))
+			return errno == ENOSYS || errno == EPERM ? -errno : -EINVAL;
+	}
+	for (i = 0; i < PS_MAX_NUMNODES; i++) {
+		if (!ps_test_bit(pol->nodes, i))
+			continue;
+		if ((long)i > max)
+			return -EINVAL;
+		if (numa_nodes_ptr && !numa_bitmask_isbitset(numa_nodes_ptr, (unsigned)i))
+			return -EINVAL;
+		if (need_allowed && !ps_test_bit(allowed, i))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigned flags)
+{
+	unsigned mf = 0;
+	int mode = PS_MPOL_DEFAULT;
+	const unsigned long *mask = NULL;
+	unsigned long maxnode = 0;
+	int ret;
+
+	if ((flags & ~PS_APPLY_ALL) || ((uintptr_t)addr & (ps_sys_page_size() - 1)))
+		return -EINVAL;
+	ret = ps_numa_available();
+	if (ret)
+		return ret;
+	if (!len)
+		return 0;
+	if (flags & PS_APPLY_STRICT)
+		mf |= MPOL_MF_STRICT;
+	if (flags & PS_APPLY_MOVE)
+		mf |= MPOL_MF_MOVE;
+	if (pol) {
+		ret = ps_check_nodes(pol);
+		if (ret)
+			return ret;
+		mode = pol->mode;
+		if (pol->weight) {
+			mask = pol->nodes;
+			maxnode = PS_MAX_NUMNODES + 1;
+		}
+		/* enum ps_mode and PS_MPOL_F_* equal the kernel's values. */
+		if (mode != PS_MPOL_DEFAULT)
+			mode |= (int)pol->flags;
+	}
+	if (!mbind(addr, len, mode, mask, maxnode, mf))
+		return 0;
+	ret = -errno;
+	/* Before Linux 3.8, "local" was spelled "preferred, no node". */
+	if (ret == -EINVAL && mode == PS_MPOL_LOCAL &&
+			!mbind(addr, len, MPOL_PREFERRED, NULL, 0, mf))
+		return 0;
+	return ret;
+}
+
+struct ps_policy *ps_policy_from_addr(const void *addr)
+{
+	unsigned long mask[PS_KMASK_LONGS];
+	unsigned long i;
+	int kmode = 0;
+	int mode;
+	unsigned flags;
+	int ret = ps_numa_available();
+
+	if (ret) {
+		errno = -ret;
+		return NULL;
+	}
+	if (get_mempolicy(&kmode, mask, PS_KMASK_BITS + 1, (void *)addr, MPOL_F_ADDR))
+		return NULL; /* errno from the kernel: EFAULT, EINVAL, ... */
+	flags = (unsigned)kmode & PS_MPOL_F_ALL;
+	mode = kmode & ~(int)PS_MPOL_F_ALL;
+	if (mode < 0 || mode >= PS_MPOL_MAX) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	for (i = PS_MAX_NUMNODES / PS_BITS_PER_LONG; i < PS_KMASK_LONGS; i++) {
+		if (mask[i]) {
+			errno = EOVERFLOW;
+			return NULL;
+		}
+	}
+	/*
+	 * The kernel reports the nodes of DEFAULT and LOCAL as empty; an old
+	 * kernel's local policy (PREFERRED, empty) becomes LOCAL in
+	 * ps_policy_create(), as polstore defines it.
+	 */
+	return ps_policy_create(mode, flags, mask, PS_MAX_NUMNODES);
+}
+
+int ps_policy_to_bitmask(const struct ps_policy *pol, struct bitmask *bmp)
+{
+	if (!pol || !bmp || !bmp->maskp || !bmp->size)
+		return -EINVAL;
+	/* struct bitmask stores bit i in word i / BITS_PER_LONG, as polstore does. */
+	return ps_policy_nodemask(pol, bmp->maskp, bmp->size);
+}
+
+struct ps_policy *ps_policy_from_bitmask(int mode, unsigned flags, const struct bitmask *bmp)
+{
+	if (!bmp)
+		return ps_policy_create(mode, flags, NULL, 0);
+	return ps_policy_create(mode, flags, bmp->maskp, bmp->size);
+}
+
+/* One range of the store that meets the window, with its own reference. */
+struct ps_apply_piece {
+	uint64_t start, end;
+	struct ps_policy *pol;
+};
+
+struct ps_apply_collect {
+	uint64_t first, end; /* the window */
+	struct ps_apply_piece *v;
+	size_t n, cap;
+};
+
+#define PS_COLLECT_DONE 1
+#define PS_COLLECT_NOMEM 2
+
+/*
+ * ps_store_foreach() callback: runs inside the store's read section or
+ * lock, so it only copies and takes references; the allocation it may do
+ * is the only slow step and happens only when the store grew after
+ * ps_store_apply_range() sized the array.
+ */
+static int ps_apply_collect_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct ps_apply_collect *c = arg;
+
+	if (start >= c->end)
+		return PS_COLLECT_DONE;
+	if (end <= c->first)
+		return 0;
+	if (c->n == c->cap) {
+		size_t cap = c->cap * 2;
+		struct ps_apply_piece *v = _ps_alloc(cap * sizeof(*v));
+
+		if (!v)
+			return PS_COLLECT_NOMEM;
+		memcpy(v, c->v, c->n * sizeof(*v));
+		_ps_free(c->v);
+		c->v = v;
+		c->cap = cap;
+	}
+	c->v[c->n].start = start < c->first ? c->first : start;
+	c->v[c->n].end = end > c->end ? c->end : end;
+	c->v[c->n].pol = ps_policy_get(pol);
+	c->n++;
+	return 0;
+}
+
+static int ps_apply_pages(const struct ps_policy *pol, char *base, uint64_t first, uint64_t from,
+		uint64_t to, size_t page_size, unsigned flags)
+{
+	return ps_policy_apply(pol, base + (from - first) * page_size, (to - from) * page_size,
+			flags);
+}
+
+int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page, uint64_t npages,
+		size_t page_size, unsigned flags, size_t *done_pages)
+{
+	struct ps_apply_collect c = { 0 };
+	uint64_t pos = first_page;
+	size_t i;
+	int ret;
+
+	if (done_pages)
+		*done_pages = 0;
+	if (!store || !page_size || page_size % ps_sys_page_size() ||
+			(uintptr_t)base % page_size || (flags & ~PS_APPLY_ALL) ||
+			first_page + npages < first_page ||
+			npages > (UINTPTR_MAX - (uintptr_t)base) / page_size || npages > SIZE_MAX)
+		return -EINVAL;
+	ret = ps_numa_available();
+	if (ret)
+		return ret;
+	if (!npages)
+		return 0;
+
+	c.first = first_page;
+	c.end = first_page + npages;
+	c.cap = ps_store_count(store);
+	if (c.cap > npages)
+		c.cap = npages;
+	if (c.cap < 4)
+		c.cap = 4;
+	c.v = _ps_alloc(c.cap * sizeof(*c.v));
+	if (!c.v)
+		return -ENOMEM;
+	ret = ps_store_foreach(store, ps_apply_collect_fn, &c);
+	if (ret == PS_COLLECT_NOMEM) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = 0;
+
+	/* Pieces are ascending and disjoint; fill the gaps with DEFAULT. */
+	for (i = 0; i <= c.n && !ret; i++) {
+		uint64_t next = i < c.n ? c.v[i].start : c.end;
+
+		if (pos < next) {
+			ret = ps_apply_pages(NULL, base, first_page, pos, next, page_size, flags);
+			if (ret)
+				break;
+			pos = next;
+		}
+		if (i < c.n) {
+			ret = ps_apply_pages(c.v[i].pol, base, first_page, pos, c.v[i].end,
+					page_size, flags);
+			if (!ret)
+				pos = c.v[i].end;
+		}
+	}
+	if (done_pages)
+		*done_pages = (size_t)(pos - first_page);
+out:
+	for (i = 0; i < c.n; i++)
+		ps_policy_put(c.v[i].pol);
+	_ps_free(c.v);
+	return ret;
+}
