@@ -12,5 +12,8 @@
 #include <polstore/store.h>
 #include <polstore/rcu.h>
 #include <polstore/lockstat.h>
+#include <polstore/charge.h>
+#include <polstore/pcounter.h>
+#include <polstore/idmap.h>
 
 #endif /* POLSTORE_POLSTORE_H */

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * polstore idmap: a map from small integer ids to objects, allocating the
+ * lowest free id (the kernel's idr as cgroup css ids used it; seed 003: a
+ * spinlock, then an rwlock that was reverted because a stream of readers
+ * starved a writer, then RCU).
+ *
+ * Variants (enum ps_idmap_sync), one radix tree of 64-way nodes under each:
+ *   PS_IDMAP_SPIN    one spinlock; readers take it too.
+ *   PS_IDMAP_RWLOCK  readers share, writers exclude; writer-preferring, so a
+ *                    writer waits only for the read sections already begun.
+ *   PS_IDMAP_RCU     readers (liburcu memb) never block, never retry and
+ *                    write no shared cache line; writers take a spinlock and
+ *                    publish with release stores.
+ *
+ * Reading: find() and get_next() are called inside a read-side section,
+ * ps_idmap_read_lock() ... ps_idmap_read_unlock(); the object returned stays
+ * valid until the section ends (for the lock variants because no writer can
+ * run, for RCU because the caller frees removed objects only after a grace
+ * period: ps_idmap_free_rcu() or ps_idmap_synchronize()).
+ *
+ * Tree nodes are never freed before ps_idmap_destroy(): memory follows the
+ * highest id ever allocated, which lowest-free allocation keeps close to the
+ * peak population; readers never meet a freed node.
+ */
+#ifndef POLSTORE_IDMAP_H
+#define POLSTORE_IDMAP_H
+
+#include <limits.h>
+
+#include <polstore/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** enum ps_idmap_sync - how a map synchronises readers and writers. */
+enum ps_idmap_sync {
+	PS_IDMAP_SPIN,
+	PS_IDMAP_RWLOCK,
+	PS_IDMAP_RCU,
+};
+
+/** Number of variants. */
+#define PS_IDMAP_SYNC_COUNT 3
+
+/** Largest id. */
+#define PS_IDMAP_ID_MAX INT_MAX
+
+struct ps_idmap;
+
+/**
+ * ps_idmap_sync_name() - "spin", "rwlock" or "rcu"
+ * @sync: the variant
+ *
+ * Context: any thread.
+ * Return: a static string, or NULL for a value that is not a variant.
+ */
+PS_API const char *ps_idmap_sync_name(enum ps_idmap_sync sync);
+
+/**
+ * ps_idmap_sync_from_name() - parse a name as ps_idmap_sync_name() prints it
+ * @name: the name
+ *
+ * Context: any thread.
+ * Return: the variant (>= 0), or -EINVAL for NULL or an unknown name.
+ */
+PS_API int ps_idmap_sync_from_name(const char *name);
+
+/**
+ * ps_idmap_create() - create an empty map
+ * @sync: the variant
+ *
+ * Context: any thread; allocates.
+ * Return: the map, or NULL with errno EINVAL (unknown @sync) or ENOMEM.
+ */
+PS_API struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync);
+
+/**
+ * ps_idmap_destroy() - free a map
+ * @map: the map, or NULL (a no-op)
+ *
+ * Runs the frees still deferred by ps_idmap_free_rcu() (after a grace
+ * period).  Objects still bound are not touched.
+ *
+ * Context: no other thread may use @map during or after the call; not
+ * inside a read-side section.
+ */
+PS_API void ps_idmap_destroy(struct ps_idmap *map);
+
+/**
+ * ps_idmap_sync_kind() - the variant a map was created with
+ * @map: the map
+ *
+ * Context: any thread.
+ * Return: the variant, or -EINVAL when @map is NULL.
+ */
+PS_API int ps_idmap_sync_kind(const struct ps_idmap *map);
+
+/**
+ * ps_idmap_alloc() - bind @ptr to the lowest free id in [@min, @max]
+ * @map: the map
+ * @ptr: the object, not NULL
+ * @min: lowest acceptable id, >= 0
+ * @max: highest acceptable id, @min to PS_IDMAP_ID_MAX
+ * @id: where to store the id
+ *
+ * Context: any thread, not inside a read-side section of @map; writers are
+ * serialised.  Allocates tree nodes as needed; an allocation failure leaves
+ * the bindings unchanged.
+ * Return: 0 (*@id set); -ENOSPC when every id in [@min, @max] is bound;
+ * -ENOMEM; -EINVAL for a NULL argument or a bad range.
+ */
+PS_API int ps_idmap_alloc(struct ps_idmap *map, void *ptr, int min, int max, int *id);
+
+/**
+ * ps_idmap_replace() - bind a bound id to another object
+ * @map: the map
+ * @id: the id
+ * @ptr: the new object, not NULL
+ * @old: where to store the previous object, or NULL
+ *
+ * Readers see the old or the new object.  Free the old one as after
+ * ps_idmap_remove().
+ *
+ * Context: as ps_idmap_alloc(); does not allocate.
+ * Return: 0; -ENOENT when @id is not bound; -EINVAL for a NULL @map or
+ * @ptr or a negative @id.
+ */
+PS_API int ps_idmap_replace(struct ps_idmap *map, int id, void *ptr, void **old);
+
+/**
+ * ps_idmap_remove() - unbind an id
+ * @map: the map
+ * @id: the id
+ * @old: where to store the object it was bound to, or NULL
+ *
+ * The id becomes free at once.  For RCU maps, readers may still hold the
+ * object: free it with ps_idmap_free_rcu() or after ps_idmap_synchronize().
+ *
+ * Context: as ps_idmap_alloc(); does not allocate.
+ * Return: 0; -ENOENT when @id is not bound; -EINVAL for a NULL @map or a
+ * negative @id.
+ */
+PS_API int ps_idmap_remove(struct ps_idmap *map, int id, void **old);
+
+/**
+ * ps_idmap_read_lock() - enter a read-side section of @map
+ * @map: the map
+ *
+ * SPIN takes the lock, RWLOCK the read lock, RCU enters an RCU read-side
+ * section (registering the thread with liburcu on first use).
+ *
+ * Context: any thread.  Sections of SPIN and RWLOCK maps do not nest; RCU
+ * sections do.  Call no writer of @map inside.
+ */
+PS_API void ps_idmap_read_lock(struct ps_idmap *map);
+
+/**
+ * ps_idmap_read_unlock() - leave the read-side section
+ * @map: the map
+ *
+ * Context: inside a section of @map entered by this thread.
+ */
+PS_API void ps_idmap_read_unlock(struct ps_idmap *map);
+
+/**
+ * ps_idmap_find() - the object bound to @id
+ * @map: the map
+ * @id: the id
+ *
+ * Context: inside ps_idmap_read_lock(@map); RCU readers never block.
+ * Return: the object, valid until the section ends; NULL when @id is not
+ * bound, @id is negative or @map is NULL.
+ */
+PS_API void *ps_idmap_find(const struct ps_idmap *map, int id);
+
+/**
+ * ps_idmap_get_next() - the bound id >= *@id with its object, for walks
+ * @map: the map
+ * @id: in: where to start; out: the id found
+ *
+ * Walk all ids with
+ * `for (id = 0; (p = ps_idmap_get_next(map, &id)); id++)` inside one
+ * section, or one section per step (RCU: an id bound or unbound during the
+ * walk may or may not be seen; ids seen are seen in increasing order).
+ *
+ * Context: inside ps_idmap_read_lock(@map).
+ * Return: the object (*@id set to its id), or NULL (*@id unchanged) when no
+ * id >= *@id is bound or an argument is invalid.
+ */
+PS_API void *ps_idmap_get_next(const struct ps_idmap *map, int *id);
+
+/**
+ * ps_idmap_count() - number of bound ids
+ * @map: the map
+ *
+ * Context: any thread; a snapshot when writers run.
+ * Return: the count, or -EINVAL when @map is NULL.
+ */
+PS_API int ps_idmap_count(const struct ps_idmap *map);
+
+/**
+ * ps_idmap_synchronize() - wait until no reader can hold a removed object
+ * @map: the map
+ *
+ * For RCU maps, waits for a grace period: every read-side section that began
+ * before the call has ended.  For SPIN and RWLOCK maps, returns at once:
+ * readers use objects only inside their section, which excluded the writer.
+ *
+ * Context: any thread, not inside a read-side section; may block.
+ */
+PS_API void ps_idmap_synchronize(struct ps_idmap *map);
+
+/**
+ * ps_idmap_free_rcu() - free a removed object after a grace period
+ * @map: the map it was removed from
+ * @ptr: the object
+ * @free_fn: called once with @ptr, from this or a later call on @map
+ *
+ * SPIN and RWLOCK maps call @free_fn at once.  RCU maps queue @ptr; when the
+ * queue is full (PS_IDMAP_FREE_BATCH objects), the call waits for one grace
+ * period and frees the whole queue, so grace periods are amortised.
+ * ps_idmap_barrier() and ps_idmap_destroy() flush the queue.
+ *
+ * Context: any thread, not inside a read-side section of any RCU map; may
+ * block.
+ * Return: 0, or -EINVAL for a NULL argument (nothing freed).  When queueing
+ * cannot allocate, it waits for a grace period and frees @ptr at once.
+ */
+PS_API int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *));
+
+/** Objects ps_idmap_free_rcu() queues before it waits for a grace period. */
+#define PS_IDMAP_FREE_BATCH 64
+
+/**
+ * ps_idmap_barrier() - run every free ps_idmap_free_rcu() has queued
+ * @map: the map
+ *
+ * Context: as ps_idmap_synchronize(); may block.
+ */
+PS_API void ps_idmap_barrier(struct ps_idmap *map);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLSTORE_IDMAP_H */

@@ -1,0 +1,656 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Hierarchical charge counters (polstore/charge.h).
+ *
+ * One hierarchy walk (charge_hier_try/charge_hier_uncharge) over levels that
+ * each update themselves as their kind says (charge_level_*), plus an
+ * optional per-thread stock in front of any counter.
+ *
+ * Invariants, each at quiescence (no call in progress):
+ *  - usage(c) == direct charges to c still held + stocked(c)
+ *                + sum of usage(child) over the children of c;
+ *  - SPIN/SEQLOCK: usage <= limit at every instant (check and add happen
+ *    under the level's lock);
+ *  - ATOMIC: the successful charges held never exceed the limit (each was
+ *    <= limit when its add returned, and only successful adds stay), so
+ *    usage - limit is at most the sum of the speculative adds in flight,
+ *    one per thread.  Every value usage ever takes is the result of an
+ *    add_fetch, so recording new - limit on the refusal path observes the
+ *    exact maximum overshoot at no cost to successful charges;
+ *  - a stock slot holds at most its counter's batch once the call that
+ *    filled it returns (puts trim the excess back to the hierarchy).
+ *
+ * Topology (children lists) is guarded by one global spinlock, taken only
+ * by create, destroy and drains; charges never take it, and drains take
+ * level locks inside it, never the other way round.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <polstore/charge.h>
+
+#include "compiler.h"
+#include "lock.h"
+
+struct charge_stock_slot {
+	long nr;
+} __ps_cacheline_aligned;
+
+struct ps_charge {
+	/* Written by every charge: a line of its own. */
+	long usage __ps_cacheline_aligned;
+	long max_usage;
+	long failcnt;
+	long max_overshoot;
+	long limit;
+	struct ps_spinlock lock; /* SPIN, SEQLOCK: serialises writers (and SPIN readers) */
+	struct ps_seqcount seq; /* SEQLOCK: readers' retry count */
+
+	/* Read-mostly. */
+	enum ps_charge_kind kind __ps_cacheline_aligned;
+	struct ps_charge *parent;
+	long stock_batch; /* 0: no stock; PS_READ_ONCE */
+	struct charge_stock_slot *stock; /* allocated once, under charge_topo, then release-published */
+
+	/* Under charge_topo. */
+	struct ps_charge *first_child;
+	struct ps_charge *next_sibling;
+};
+
+static struct ps_spinlock charge_topo;
+
+static const char *const charge_kind_names[PS_CHARGE_KIND_COUNT] = {
+	[PS_CHARGE_SPIN] = "spin",
+	[PS_CHARGE_SEQLOCK] = "seqlock",
+	[PS_CHARGE_ATOMIC] = "atomic",
+	[PS_CHARGE_STOCK] = "stock",
+};
+
+const char *ps_charge_kind_name(enum ps_charge_kind kind)
+{
+	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT)
+		return NULL;
+	return charge_kind_names[kind];
+}
+
+int ps_charge_kind_from_name(const char *name)
+{
+	int k;
+
+	if (!name)
+		return -EINVAL;
+	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++)
+		if (!strcmp(name, charge_kind_names[k]))
+			return k;
+	return -EINVAL;
+}
+
+static inline bool charge_is_atomic(const struct ps_charge *c)
+{
+	return c->kind == PS_CHARGE_ATOMIC || c->kind == PS_CHARGE_STOCK;
+}
+
+static void charge_atomic_max(long *slot, long v)
+{
+	long cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+
+	while (v > cur &&
+			!__atomic_compare_exchange_n(slot, &cur, v, true, __ATOMIC_RELAXED,
+					__ATOMIC_RELAXED))
+		;
+}
+
+static void charge_underflow(const struct ps_charge *c, long usage)
+{
+#ifdef POLSTORE_DEBUG_CHECKS
+	fprintf(stderr, "polstore: charge counter %p uncharged below zero (usage %ld)\n",
+			(const void *)c, usage);
+	abort();
+#else
+	(void)c;
+	(void)usage;
+#endif
+}
+
+/* Locked kinds: the caller holds c->lock.  Stores are WRITE_ONCE for SEQLOCK readers. */
+static inline void charge_locked_begin(struct ps_charge *c)
+{
+	ps_spin_lock(&c->lock);
+	if (c->kind == PS_CHARGE_SEQLOCK)
+		ps_seq_write_begin(&c->seq);
+}
+
+static inline void charge_locked_end(struct ps_charge *c)
+{
+	if (c->kind == PS_CHARGE_SEQLOCK)
+		ps_seq_write_end(&c->seq);
+	ps_spin_unlock(&c->lock);
+}
+
+/* Charge @nr at this level only.  False when the limit refused it. */
+static bool charge_level_try(struct ps_charge *c, long nr, bool count_fail)
+{
+	long new, limit;
+
+	if (charge_is_atomic(c)) {
+		/*
+		 * seq_cst add, then seq_cst load of the limit; set_limit stores
+		 * the limit, then loads usage, both seq_cst: one of the two sees
+		 * the other, so a new limit is never missed by both.
+		 */
+		new = __atomic_add_fetch(&c->usage, nr, __ATOMIC_SEQ_CST);
+		limit = __atomic_load_n(&c->limit, __ATOMIC_SEQ_CST);
+		if (ps_unlikely(new > limit)) {
+			charge_atomic_max(&c->max_overshoot, new - limit);
+			__atomic_sub_fetch(&c->usage, nr, __ATOMIC_RELAXED);
+			if (count_fail)
+				__atomic_add_fetch(&c->failcnt, 1, __ATOMIC_RELAXED);
+			return false;
+		}
+		if (new > PS_READ_ONCE(c->max_usage))
+			charge_atomic_max(&c->max_usage, new);
+		return true;
+	}
+
+	ps_spin_lock(&c->lock);
+	new = c->usage + nr;
+	if (new > c->limit) {
+		if (count_fail) {
+			if (c->kind == PS_CHARGE_SEQLOCK)
+				ps_seq_write_begin(&c->seq);
+			PS_WRITE_ONCE(c->failcnt, c->failcnt + 1);
+			if (c->kind == PS_CHARGE_SEQLOCK)
+				ps_seq_write_end(&c->seq);
+		}
+		ps_spin_unlock(&c->lock);
+		return false;
+	}
+	if (c->kind == PS_CHARGE_SEQLOCK)
+		ps_seq_write_begin(&c->seq);
+	PS_WRITE_ONCE(c->usage, new);
+	if (new > c->max_usage)
+		PS_WRITE_ONCE(c->max_usage, new);
+	charge_locked_end(c);
+	return true;
+}
+
+static void charge_level_uncharge(struct ps_charge *c, long nr)
+{
+	long new;
+
+	if (charge_is_atomic(c)) {
+		new = __atomic_sub_fetch(&c->usage, nr, __ATOMIC_RELAXED);
+	} else {
+		charge_locked_begin(c);
+		new = c->usage - nr;
+		PS_WRITE_ONCE(c->usage, new);
+		charge_locked_end(c);
+	}
+	if (ps_unlikely(new < 0))
+		charge_underflow(c, new);
+}
+
+/* Uncharge @nr at this level unless its usage is below @nr. */
+static bool charge_level_uncharge_checked(struct ps_charge *c, long nr)
+{
+	long cur;
+
+	if (charge_is_atomic(c)) {
+		cur = __atomic_load_n(&c->usage, __ATOMIC_RELAXED);
+		do {
+			if (cur < nr)
+				return false;
+		} while (!__atomic_compare_exchange_n(&c->usage, &cur, cur - nr, true,
+				__ATOMIC_RELAXED, __ATOMIC_RELAXED));
+		return true;
+	}
+	ps_spin_lock(&c->lock);
+	if (c->usage < nr) {
+		ps_spin_unlock(&c->lock);
+		return false;
+	}
+	if (c->kind == PS_CHARGE_SEQLOCK)
+		ps_seq_write_begin(&c->seq);
+	PS_WRITE_ONCE(c->usage, c->usage - nr);
+	charge_locked_end(c);
+	return true;
+}
+
+static int charge_hier_try(struct ps_charge *c, long nr, struct ps_charge **fail, bool count_fail)
+{
+	struct ps_charge *l, *u;
+
+	for (l = c; l; l = l->parent) {
+		if (ps_likely(charge_level_try(l, nr, count_fail)))
+			continue;
+		for (u = c; u != l; u = u->parent)
+			charge_level_uncharge(u, nr);
+		if (fail)
+			*fail = l;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void charge_hier_uncharge(struct ps_charge *c, long nr)
+{
+	for (; c; c = c->parent)
+		charge_level_uncharge(c, nr);
+}
+
+/* ---- Per-thread stock ---------------------------------------------------- */
+
+static unsigned charge_next_slot;
+static __thread int charge_my_slot = -1;
+
+/*
+ * A thread's slot index, the same for every counter, handed out round-robin
+ * so the first PS_CHARGE_STOCK_SLOTS threads never share one.  Shared slots
+ * stay correct: every slot update is an atomic RMW.
+ */
+static inline struct charge_stock_slot *charge_slot(struct charge_stock_slot *stock)
+{
+	if (ps_unlikely(charge_my_slot < 0))
+		charge_my_slot = (int)(__atomic_fetch_add(&charge_next_slot, 1, __ATOMIC_RELAXED) %
+				PS_CHARGE_STOCK_SLOTS);
+	return &stock[charge_my_slot];
+}
+
+static bool charge_stock_take(struct charge_stock_slot *s, long nr)
+{
+	long cur = __atomic_load_n(&s->nr, __ATOMIC_RELAXED);
+
+	while (cur >= nr)
+		if (__atomic_compare_exchange_n(&s->nr, &cur, cur - nr, true, __ATOMIC_RELAXED,
+				__ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
+/* Add @nr pre-charged pages to a slot of @c; return what exceeds @batch to the hierarchy. */
+static void charge_stock_put(struct ps_charge *c, struct charge_stock_slot *s, long nr, long batch)
+{
+	long cur = __atomic_add_fetch(&s->nr, nr, __ATOMIC_RELAXED);
+
+	while (cur > batch) {
+		if (__atomic_compare_exchange_n(&s->nr, &cur, batch, true, __ATOMIC_RELAXED,
+				__ATOMIC_RELAXED)) {
+			charge_hier_uncharge(c, cur - batch);
+			return;
+		}
+	}
+}
+
+static void charge_drain_one(struct ps_charge *c)
+{
+	struct charge_stock_slot *stock = PS_LOAD_ACQUIRE(c->stock);
+	long v;
+	int i;
+
+	if (!stock)
+		return;
+	for (i = 0; i < PS_CHARGE_STOCK_SLOTS; i++) {
+		v = __atomic_exchange_n(&stock[i].nr, 0, __ATOMIC_RELAXED);
+		if (v)
+			charge_hier_uncharge(c, v);
+	}
+}
+
+/* Drain @c and its descendants: a pre-order walk of the subtree.  Caller holds charge_topo. */
+static void charge_drain_subtree_locked(struct ps_charge *top)
+{
+	struct ps_charge *c = top;
+
+	for (;;) {
+		charge_drain_one(c);
+		if (c->first_child) {
+			c = c->first_child;
+			continue;
+		}
+		while (c != top && !c->next_sibling)
+			c = c->parent;
+		if (c == top)
+			return;
+		c = c->next_sibling;
+	}
+}
+
+static void charge_drain_subtree(struct ps_charge *top)
+{
+	ps_spin_lock(&charge_topo);
+	charge_drain_subtree_locked(top);
+	ps_spin_unlock(&charge_topo);
+}
+
+static long charge_stocked(const struct ps_charge *c)
+{
+	struct charge_stock_slot *stock = PS_LOAD_ACQUIRE(c->stock);
+	long sum = 0;
+	int i;
+
+	if (!stock)
+		return 0;
+	for (i = 0; i < PS_CHARGE_STOCK_SLOTS; i++)
+		sum += __atomic_load_n(&stock[i].nr, __ATOMIC_RELAXED);
+	return sum;
+}
+
+/* ---- Public operations --------------------------------------------------- */
+
+static int charge_enable_stock(struct ps_charge *c)
+{
+	struct charge_stock_slot *stock;
+	int ret = 0;
+
+	ps_spin_lock(&charge_topo);
+	if (!c->stock) {
+		stock = _ps_zalloc_aligned(sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
+		if (stock)
+			/* Release: the zeroed slots are visible to whoever loads the pointer. */
+			PS_STORE_RELEASE(c->stock, stock);
+		else
+			ret = -ENOMEM;
+	}
+	ps_spin_unlock(&charge_topo);
+	return ret;
+}
+
+struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *parent, long limit)
+{
+	struct ps_charge *c;
+
+	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT || limit < 0 || limit > PS_CHARGE_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = _ps_zalloc_aligned(sizeof(*c));
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->kind = kind;
+	c->limit = limit;
+	c->parent = parent;
+	ps_spin_init(&c->lock);
+	if (kind == PS_CHARGE_STOCK) {
+		if (charge_enable_stock(c)) {
+			_ps_free_aligned(c);
+			errno = ENOMEM;
+			return NULL;
+		}
+		c->stock_batch = PS_CHARGE_STOCK_BATCH;
+	}
+	if (parent) {
+		ps_spin_lock(&charge_topo);
+		c->next_sibling = parent->first_child;
+		parent->first_child = c;
+		ps_spin_unlock(&charge_topo);
+	}
+	return c;
+}
+
+int ps_charge_destroy(struct ps_charge *c)
+{
+	struct ps_charge **pp;
+
+	if (!c)
+		return 0;
+	ps_spin_lock(&charge_topo);
+	if (c->first_child) {
+		ps_spin_unlock(&charge_topo);
+		return -EBUSY;
+	}
+	charge_drain_one(c);
+	if (PS_READ_ONCE(c->usage)) {
+		ps_spin_unlock(&charge_topo);
+		return -EBUSY;
+	}
+	if (c->parent) {
+		for (pp = &c->parent->first_child; *pp != c; pp = &(*pp)->next_sibling)
+			;
+		*pp = c->next_sibling;
+	}
+	ps_spin_unlock(&charge_topo);
+	_ps_free_aligned(c->stock);
+	_ps_free_aligned(c);
+	return 0;
+}
+
+int ps_charge_kind(const struct ps_charge *c)
+{
+	return c ? (int)c->kind : -EINVAL;
+}
+
+struct ps_charge *ps_charge_parent(const struct ps_charge *c)
+{
+	return c ? c->parent : NULL;
+}
+
+int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
+{
+	struct charge_stock_slot *stock, *s;
+	struct ps_charge *refused;
+	long batch;
+
+	if (!c || nr < 0 || nr > PS_CHARGE_MAX)
+		return -EINVAL;
+	batch = PS_READ_ONCE(c->stock_batch);
+	stock = PS_LOAD_ACQUIRE(c->stock);
+	if (!batch || !stock || nr > batch)
+		return charge_hier_try(c, nr, fail, true);
+
+	s = charge_slot(stock);
+	if (ps_likely(charge_stock_take(s, nr)))
+		return 0;
+	/* Refill: a whole batch, the rest of it kept in our slot. */
+	if (!charge_hier_try(c, batch, NULL, false)) {
+		if (batch > nr)
+			charge_stock_put(c, s, batch - nr, batch);
+		return 0;
+	}
+	if (!charge_hier_try(c, nr, &refused, false))
+		return 0;
+	/* The limit is near: pages sitting in stocks under the refusing level go back first. */
+	charge_drain_subtree(refused);
+	return charge_hier_try(c, nr, fail, true);
+}
+
+int ps_charge_uncharge(struct ps_charge *c, long nr)
+{
+	struct charge_stock_slot *stock;
+	long batch;
+
+	if (!c || nr < 0 || nr > PS_CHARGE_MAX)
+		return -EINVAL;
+	batch = PS_READ_ONCE(c->stock_batch);
+	stock = PS_LOAD_ACQUIRE(c->stock);
+	if (batch && stock && nr <= batch) {
+		charge_stock_put(c, charge_slot(stock), nr, batch);
+		return 0;
+	}
+	if (!charge_level_uncharge_checked(c, nr))
+		return -EINVAL;
+	charge_hier_uncharge(c->parent, nr);
+	return 0;
+}
+
+static int charge_set_limit_once(struct ps_charge *c, long limit)
+{
+	long old;
+
+	if (charge_is_atomic(c)) {
+		if (__atomic_load_n(&c->usage, __ATOMIC_SEQ_CST) > limit)
+			return -EBUSY;
+		/* Pairs with the add-then-load in charge_level_try(). */
+		old = __atomic_exchange_n(&c->limit, limit, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&c->usage, __ATOMIC_SEQ_CST) > limit) {
+			/* Put the old limit back unless another set_limit got in first. */
+			__atomic_compare_exchange_n(&c->limit, &limit, old, false, __ATOMIC_SEQ_CST,
+					__ATOMIC_SEQ_CST);
+			return -EBUSY;
+		}
+		return 0;
+	}
+	ps_spin_lock(&c->lock);
+	if (c->usage > limit) {
+		ps_spin_unlock(&c->lock);
+		return -EBUSY;
+	}
+	if (c->kind == PS_CHARGE_SEQLOCK)
+		ps_seq_write_begin(&c->seq);
+	PS_WRITE_ONCE(c->limit, limit);
+	charge_locked_end(c);
+	return 0;
+}
+
+int ps_charge_set_limit(struct ps_charge *c, long limit)
+{
+	int ret;
+
+	if (!c || limit < 0 || limit > PS_CHARGE_MAX)
+		return -EINVAL;
+	ret = charge_set_limit_once(c, limit);
+	if (ret == -EBUSY) {
+		charge_drain_subtree(c);
+		ret = charge_set_limit_once(c, limit);
+	}
+	return ret;
+}
+
+int ps_charge_set_stock(struct ps_charge *c, long batch)
+{
+	int ret;
+
+	if (!c || batch < 0 || batch > PS_CHARGE_MAX)
+		return -EINVAL;
+	if (batch) {
+		ret = charge_enable_stock(c);
+		if (ret)
+			return ret;
+	}
+	PS_WRITE_ONCE(c->stock_batch, batch);
+	ps_spin_lock(&charge_topo);
+	charge_drain_one(c);
+	ps_spin_unlock(&charge_topo);
+	return 0;
+}
+
+long ps_charge_stock_batch(const struct ps_charge *c)
+{
+	return c ? PS_READ_ONCE(c->stock_batch) : -EINVAL;
+}
+
+int ps_charge_drain_stock(struct ps_charge *c)
+{
+	if (!c)
+		return -EINVAL;
+	charge_drain_subtree(c);
+	return 0;
+}
+
+static void charge_read_fields(const struct ps_charge *c, struct ps_charge_stat *st)
+{
+	st->usage = PS_READ_ONCE(c->usage);
+	st->limit = PS_READ_ONCE(c->limit);
+	st->max_usage = PS_READ_ONCE(c->max_usage);
+	st->failcnt = PS_READ_ONCE(c->failcnt);
+	st->max_overshoot = PS_READ_ONCE(c->max_overshoot);
+}
+
+int ps_charge_stat(const struct ps_charge *c, struct ps_charge_stat *st)
+{
+	struct ps_charge *w = (struct ps_charge *)c; /* the lock is mutable state */
+	unsigned seq;
+
+	if (!c || !st)
+		return -EINVAL;
+	switch (c->kind) {
+	case PS_CHARGE_SPIN:
+		ps_spin_lock(&w->lock);
+		charge_read_fields(c, st);
+		ps_spin_unlock(&w->lock);
+		break;
+	case PS_CHARGE_SEQLOCK:
+		do {
+			seq = ps_seq_read_begin(&c->seq);
+			charge_read_fields(c, st);
+		} while (ps_seq_read_retry(&c->seq, seq));
+		break;
+	default:
+		charge_read_fields(c, st);
+		break;
+	}
+	st->stocked = charge_stocked(c);
+	return 0;
+}
+
+long ps_charge_read(const struct ps_charge *c, enum ps_charge_field field)
+{
+	struct ps_charge_stat st;
+
+	if (!c || (unsigned)field > PS_CHARGE_STOCKED)
+		return -EINVAL;
+	if (field == PS_CHARGE_STOCKED)
+		return charge_stocked(c);
+	ps_charge_stat(c, &st);
+	switch (field) {
+	case PS_CHARGE_USAGE:
+		return st.usage;
+	case PS_CHARGE_LIMIT:
+		return st.limit;
+	case PS_CHARGE_MAX_USAGE:
+		return st.max_usage;
+	case PS_CHARGE_FAILCNT:
+		return st.failcnt;
+	case PS_CHARGE_MAX_OVERSHOOT:
+		return st.max_overshoot;
+	default:
+		return -EINVAL;
+	}
+}
+
+int ps_charge_reset_max(struct ps_charge *c)
+{
+	if (!c)
+		return -EINVAL;
+	if (charge_is_atomic(c)) {
+		PS_WRITE_ONCE(c->max_usage, PS_READ_ONCE(c->usage));
+		PS_WRITE_ONCE(c->max_overshoot, 0);
+		return 0;
+	}
+	charge_locked_begin(c);
+	PS_WRITE_ONCE(c->max_usage, c->usage);
+	PS_WRITE_ONCE(c->max_overshoot, 0);
+	charge_locked_end(c);
+	return 0;
+}
+
+int ps_charge_reset_failcnt(struct ps_charge *c)
+{
+	if (!c)
+		return -EINVAL;
+	if (charge_is_atomic(c)) {
+		PS_WRITE_ONCE(c->failcnt, 0);
+		return 0;
+	}
+	charge_locked_begin(c);
+	PS_WRITE_ONCE(c->failcnt, 0);
+	charge_locked_end(c);
+	return 0;
+}
+
+long ps_charge_overshoot_bound(enum ps_charge_kind kind, int nthreads, long max_nr, long batch)
+{
+	long per;
+
+	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT || nthreads < 0 || max_nr < 0 || batch < 0)
+		return -EINVAL;
+	if (kind == PS_CHARGE_SPIN || kind == PS_CHARGE_SEQLOCK)
+		return 0;
+	if (kind == PS_CHARGE_STOCK && !batch)
+		batch = PS_CHARGE_STOCK_BATCH;
+	per = max_nr > batch ? max_nr : batch;
+	return (long)nthreads * per;
+}

@@ -1,0 +1,567 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The id map (polstore/idmap.h): one radix tree, three ways to synchronise.
+ *
+ * Tree: nodes of IDMAP_FANOUT slots; a node's @shift is how far an id is
+ * shifted to index its slots (0 for leaves, whose slots hold objects).  The
+ * root covers ids [0, IDMAP_FANOUT << root->shift); the tree grows upward by
+ * putting the old root in slot 0 of a new one.  Nodes are never removed
+ * before destroy, so lockless readers never meet freed memory, and the root
+ * pointer and every slot only ever change from one valid value to another.
+ *
+ * Readers (find, get_next) follow slots with acquire loads; a writer fills a
+ * node completely (its @shift, slot 0 when growing) before publishing it
+ * with a release store, so a reader that loads the pointer sees it whole.
+ * That is all the RCU variant needs, plus deferred frees of the caller's
+ * objects; for SPIN and RWLOCK the same loads run under the lock.
+ *
+ * Allocation: @full has bit i set when slot i of a leaf holds an object, or
+ * when child i of an inner node exists and is itself full.  Writers alone
+ * read and write it (under the writer lock), so readers pay nothing for it.
+ * Lowest-free search skips full subtrees and stops at the first missing
+ * child, so it visits at most one partial path per level plus the full
+ * siblings' bits.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <polstore/idmap.h>
+
+#include "compiler.h"
+#include "lock.h"
+#include "rcu_memb.h"
+
+#define IDMAP_BITS 6
+#define IDMAP_FANOUT (1 << IDMAP_BITS)
+#define IDMAP_MASK (IDMAP_FANOUT - 1)
+#define IDMAP_FULL UINT64_MAX
+/* 6 levels cover 36 bits, more than any non-negative int. */
+#define IDMAP_MAX_SHIFT 30
+
+struct idmap_node {
+	unsigned shift; /* immutable once published */
+	uint64_t full; /* writer only */
+	void *slots[IDMAP_FANOUT]; /* children or objects; release-published */
+};
+
+struct idmap_deferred {
+	void *ptr;
+	void (*fn)(void *);
+};
+
+struct ps_idmap {
+	struct ps_rwlock rw; /* RWLOCK */
+	struct ps_spinlock lock __ps_cacheline_aligned; /* SPIN: everyone; RCU: writers */
+	enum ps_idmap_sync sync;
+	struct idmap_node *root; /* release-published */
+	int count; /* PS_WRITE_ONCE under the writer lock */
+
+	struct ps_spinlock defer_lock;
+	struct idmap_deferred *defer; /* PS_IDMAP_FREE_BATCH entries, or NULL */
+	int ndefer;
+};
+
+static const char *const idmap_sync_names[PS_IDMAP_SYNC_COUNT] = {
+	[PS_IDMAP_SPIN] = "spin",
+	[PS_IDMAP_RWLOCK] = "rwlock",
+	[PS_IDMAP_RCU] = "rcu",
+};
+
+#ifdef POLSTORE_DEBUG_CHECKS
+/* Read-side sections this thread is in, to catch finds outside one. */
+static __thread int idmap_read_depth;
+
+static void idmap_bug(const char *what)
+{
+	fprintf(stderr, "polstore: idmap: %s\n", what);
+	abort();
+}
+#endif
+
+const char *ps_idmap_sync_name(enum ps_idmap_sync sync)
+{
+	if ((unsigned)sync >= PS_IDMAP_SYNC_COUNT)
+		return NULL;
+	return idmap_sync_names[sync];
+}
+
+int ps_idmap_sync_from_name(const char *name)
+{
+	int s;
+
+	if (!name)
+		return -EINVAL;
+	for (s = 0; s < PS_IDMAP_SYNC_COUNT; s++)
+		if (!strcmp(name, idmap_sync_names[s]))
+			return s;
+	return -EINVAL;
+}
+
+static inline uint64_t idmap_span(const struct idmap_node *n)
+{
+	return (uint64_t)IDMAP_FANOUT << n->shift;
+}
+
+static inline unsigned idmap_index(const struct idmap_node *n, uint64_t id)
+{
+	return (unsigned)(id >> n->shift) & IDMAP_MASK;
+}
+
+static struct idmap_node *idmap_node_new(unsigned shift)
+{
+	struct idmap_node *n = _ps_zalloc(sizeof(*n));
+
+	if (n)
+		n->shift = shift;
+	return n;
+}
+
+static void idmap_node_free(struct idmap_node *n)
+{
+	int i;
+
+	if (n->shift)
+		for (i = 0; i < IDMAP_FANOUT; i++)
+			if (n->slots[i])
+				idmap_node_free(n->slots[i]);
+	_ps_free(n);
+}
+
+struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
+{
+	struct ps_idmap *map;
+
+	if ((unsigned)sync >= PS_IDMAP_SYNC_COUNT) {
+		errno = EINVAL;
+		return NULL;
+	}
+	map = _ps_zalloc_aligned(sizeof(*map));
+	if (!map) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	map->sync = sync;
+	ps_rwlock_init(&map->rw);
+	ps_spin_init(&map->lock);
+	ps_spin_init(&map->defer_lock);
+	return map;
+}
+
+void ps_idmap_destroy(struct ps_idmap *map)
+{
+	if (!map)
+		return;
+	ps_idmap_barrier(map);
+	if (map->root)
+		idmap_node_free(map->root);
+	_ps_free_aligned(map);
+}
+
+int ps_idmap_sync_kind(const struct ps_idmap *map)
+{
+	return map ? (int)map->sync : -EINVAL;
+}
+
+/* ---- Locking ------------------------------------------------------------- */
+
+static void idmap_write_lock(struct ps_idmap *map)
+{
+	if (map->sync == PS_IDMAP_RWLOCK)
+		ps_rwlock_write_lock(&map->rw);
+	else
+		ps_spin_lock(&map->lock);
+}
+
+static void idmap_write_unlock(struct ps_idmap *map)
+{
+	if (map->sync == PS_IDMAP_RWLOCK)
+		ps_rwlock_write_unlock(&map->rw);
+	else
+		ps_spin_unlock(&map->lock);
+}
+
+void ps_idmap_read_lock(struct ps_idmap *map)
+{
+	switch (map->sync) {
+	case PS_IDMAP_SPIN:
+		ps_spin_lock(&map->lock);
+		break;
+	case PS_IDMAP_RWLOCK:
+		ps_rwlock_read_lock(&map->rw);
+		break;
+	default:
+		ps_memb_read_lock();
+		break;
+	}
+#ifdef POLSTORE_DEBUG_CHECKS
+	idmap_read_depth++;
+#endif
+}
+
+void ps_idmap_read_unlock(struct ps_idmap *map)
+{
+#ifdef POLSTORE_DEBUG_CHECKS
+	if (idmap_read_depth-- <= 0)
+		idmap_bug("read_unlock outside a read-side section");
+#endif
+	switch (map->sync) {
+	case PS_IDMAP_SPIN:
+		ps_spin_unlock(&map->lock);
+		break;
+	case PS_IDMAP_RWLOCK:
+		ps_rwlock_read_unlock(&map->rw);
+		break;
+	default:
+		ps_memb_read_unlock();
+		break;
+	}
+}
+
+/* ---- Readers ------------------------------------------------------------- */
+
+void *ps_idmap_find(const struct ps_idmap *map, int id)
+{
+	const struct idmap_node *n;
+
+	if (!map || id < 0)
+		return NULL;
+#ifdef POLSTORE_DEBUG_CHECKS
+	if (idmap_read_depth <= 0)
+		idmap_bug("find outside a read-side section");
+#endif
+	/* Acquire: pairs with the release that published the node; its @shift and slots are set. */
+	n = PS_LOAD_ACQUIRE(map->root);
+	if (!n || (uint64_t)id >= idmap_span(n))
+		return NULL;
+	while (n->shift) {
+		n = PS_LOAD_ACQUIRE(n->slots[idmap_index(n, (uint64_t)id)]);
+		if (!n)
+			return NULL;
+	}
+	/* Acquire: the object's initialisation before ps_idmap_alloc() is visible. */
+	return PS_LOAD_ACQUIRE(n->slots[id & IDMAP_MASK]);
+}
+
+/* The lowest bound id >= @start under @n, which covers [@base, @base + span). */
+static void *idmap_next(const struct idmap_node *n, uint64_t start, uint64_t base, uint64_t *found)
+{
+	unsigned i = (unsigned)((start - base) >> n->shift);
+	uint64_t cbase;
+	void *p;
+
+	for (; i < IDMAP_FANOUT; i++) {
+		p = PS_LOAD_ACQUIRE(n->slots[i]);
+		if (!p)
+			continue;
+		cbase = base + ((uint64_t)i << n->shift);
+		if (!n->shift) {
+			*found = cbase;
+			return p;
+		}
+		p = idmap_next(p, start > cbase ? start : cbase, cbase, found);
+		if (p)
+			return p;
+	}
+	return NULL;
+}
+
+void *ps_idmap_get_next(const struct ps_idmap *map, int *id)
+{
+	const struct idmap_node *root;
+	uint64_t found;
+	void *p;
+
+	if (!map || !id || *id < 0)
+		return NULL;
+#ifdef POLSTORE_DEBUG_CHECKS
+	if (idmap_read_depth <= 0)
+		idmap_bug("get_next outside a read-side section");
+#endif
+	root = PS_LOAD_ACQUIRE(map->root);
+	if (!root || (uint64_t)*id >= idmap_span(root))
+		return NULL;
+	p = idmap_next(root, (uint64_t)*id, 0, &found);
+	if (p)
+		*id = (int)found;
+	return p;
+}
+
+int ps_idmap_count(const struct ps_idmap *map)
+{
+	return map ? PS_READ_ONCE(map->count) : -EINVAL;
+}
+
+/* ---- Writers (under the writer lock) ------------------------------------- */
+
+#ifdef POLSTORE_DEBUG_CHECKS
+/* The @full bits along the path to @id agree with what they summarise. */
+static void idmap_check_path(const struct ps_idmap *map, uint64_t id)
+{
+	const struct idmap_node *n = map->root, *c;
+	unsigned i;
+	bool want;
+
+	while (n && id < idmap_span(n)) {
+		i = idmap_index(n, id);
+		c = n->slots[i];
+		want = n->shift ? c && c->full == IDMAP_FULL : c != NULL;
+		if (want != !!(n->full & (1ULL << i)))
+			idmap_bug("full bitmap out of date");
+		if (!n->shift)
+			break;
+		n = c;
+	}
+}
+#else
+static inline void idmap_check_path(const struct ps_idmap *map, uint64_t id)
+{
+	(void)map;
+	(void)id;
+}
+#endif
+
+/* The lowest free id >= @start under @n (covering [@base, ...)), or -1 when all are bound. */
+static int64_t idmap_find_free(const struct idmap_node *n, uint64_t start, uint64_t base)
+{
+	unsigned i = (unsigned)((start - base) >> n->shift);
+	uint64_t cbase, s;
+	int64_t r;
+
+	for (; i < IDMAP_FANOUT; i++) {
+		if (n->full & (1ULL << i))
+			continue;
+		cbase = base + ((uint64_t)i << n->shift);
+		s = start > cbase ? start : cbase;
+		if (!n->shift || !n->slots[i])
+			return (int64_t)s;
+		r = idmap_find_free(n->slots[i], s, cbase);
+		if (r >= 0)
+			return r;
+	}
+	return -1;
+}
+
+/* Add a level above the root; the tree's contents do not change. */
+static int idmap_grow(struct ps_idmap *map)
+{
+	struct idmap_node *old = map->root, *n;
+
+	n = idmap_node_new(old ? old->shift + IDMAP_BITS : 0);
+	if (!n)
+		return -ENOMEM;
+	if (old) {
+		n->slots[0] = old;
+		if (old->full == IDMAP_FULL)
+			n->full = 1;
+	}
+	/* Release: @shift and slot 0 are visible to a reader that loads the new root. */
+	PS_STORE_RELEASE(map->root, n);
+	return 0;
+}
+
+/* Bind free @id to @ptr, creating nodes on the way.  Caller ensured the root covers @id. */
+static int idmap_bind(struct ps_idmap *map, uint64_t id, void *ptr)
+{
+	struct idmap_node *path[IDMAP_MAX_SHIFT / IDMAP_BITS + 1];
+	struct idmap_node *n = map->root, *c;
+	int depth = 0;
+	unsigned i;
+
+	while (n->shift) {
+		i = idmap_index(n, id);
+		c = n->slots[i];
+		if (!c) {
+			c = idmap_node_new(n->shift - IDMAP_BITS);
+			/* Nodes created so far stay, empty: the bindings are unchanged. */
+			if (!c)
+				return -ENOMEM;
+			PS_STORE_RELEASE(n->slots[i], c);
+		}
+		path[depth++] = n;
+		n = c;
+	}
+	/* Release: the caller's initialisation of *ptr happens before a reader finds it. */
+	PS_STORE_RELEASE(n->slots[id & IDMAP_MASK], ptr);
+	n->full |= 1ULL << (id & IDMAP_MASK);
+	/* A node that just became full marks its bit in the parent, and so on up. */
+	while (n->full == IDMAP_FULL && depth > 0) {
+		n = path[--depth];
+		n->full |= 1ULL << idmap_index(n, id);
+	}
+	PS_WRITE_ONCE(map->count, map->count + 1);
+	return 0;
+}
+
+/* The leaf holding @id, or NULL. */
+static struct idmap_node *idmap_leaf(const struct ps_idmap *map, uint64_t id)
+{
+	struct idmap_node *n = map->root;
+
+	if (!n || id >= idmap_span(n))
+		return NULL;
+	while (n && n->shift)
+		n = n->slots[idmap_index(n, id)];
+	return n;
+}
+
+int ps_idmap_alloc(struct ps_idmap *map, void *ptr, int min, int max, int *id)
+{
+	int64_t found = -1;
+	int ret = 0;
+
+	if (!map || !ptr || !id || min < 0 || max < min)
+		return -EINVAL;
+	idmap_write_lock(map);
+	if (!map->root)
+		ret = idmap_grow(map);
+	while (!ret && idmap_span(map->root) <= (uint64_t)min)
+		ret = idmap_grow(map);
+	while (!ret) {
+		found = idmap_find_free(map->root, (uint64_t)min, 0);
+		if (found >= 0) {
+			if (found > max)
+				ret = -ENOSPC;
+			break;
+		}
+		/* Everything the root covers from @min on is bound: cover more, if allowed. */
+		if (idmap_span(map->root) > (uint64_t)max)
+			ret = -ENOSPC;
+		else
+			ret = idmap_grow(map);
+	}
+	if (!ret)
+		ret = idmap_bind(map, (uint64_t)found, ptr);
+	if (!ret) {
+		idmap_check_path(map, (uint64_t)found);
+		*id = (int)found;
+	}
+	idmap_write_unlock(map);
+	return ret;
+}
+
+int ps_idmap_replace(struct ps_idmap *map, int id, void *ptr, void **old)
+{
+	struct idmap_node *leaf;
+	void *prev;
+
+	if (!map || !ptr || id < 0)
+		return -EINVAL;
+	idmap_write_lock(map);
+	leaf = idmap_leaf(map, (uint64_t)id);
+	prev = leaf ? leaf->slots[id & IDMAP_MASK] : NULL;
+	if (prev)
+		PS_STORE_RELEASE(leaf->slots[id & IDMAP_MASK], ptr);
+	idmap_write_unlock(map);
+	if (!prev)
+		return -ENOENT;
+	if (old)
+		*old = prev;
+	return 0;
+}
+
+int ps_idmap_remove(struct ps_idmap *map, int id, void **old)
+{
+	struct idmap_node *n;
+	void *prev = NULL;
+	uint64_t uid = (uint64_t)id;
+
+	if (!map || id < 0)
+		return -EINVAL;
+	idmap_write_lock(map);
+	n = idmap_leaf(map, uid);
+	if (n)
+		prev = n->slots[uid & IDMAP_MASK];
+	if (prev) {
+		PS_STORE_RELEASE(n->slots[uid & IDMAP_MASK], NULL);
+		/* Nothing on the path to a free id is full any more. */
+		for (n = map->root; n; n = n->shift ? n->slots[idmap_index(n, uid)] : NULL)
+			n->full &= ~(1ULL << idmap_index(n, uid));
+		PS_WRITE_ONCE(map->count, map->count - 1);
+		idmap_check_path(map, uid);
+	}
+	idmap_write_unlock(map);
+	if (!prev)
+		return -ENOENT;
+	if (old)
+		*old = prev;
+	return 0;
+}
+
+/* ---- Grace periods --------------------------------------------------------- */
+
+void ps_idmap_synchronize(struct ps_idmap *map)
+{
+	if (map && map->sync == PS_IDMAP_RCU)
+		urcu_memb_synchronize_rcu();
+}
+
+static void idmap_run_deferred(struct idmap_deferred *d, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		d[i].fn(d[i].ptr);
+}
+
+int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
+{
+	struct idmap_deferred *batch = NULL;
+	int n = 0;
+
+	if (!map || !ptr || !free_fn)
+		return -EINVAL;
+	if (map->sync != PS_IDMAP_RCU) {
+		free_fn(ptr);
+		return 0;
+	}
+	ps_spin_lock(&map->defer_lock);
+	if (!map->defer)
+		map->defer = _ps_alloc(sizeof(*map->defer) * PS_IDMAP_FREE_BATCH);
+	if (!map->defer) {
+		ps_spin_unlock(&map->defer_lock);
+		urcu_memb_synchronize_rcu();
+		free_fn(ptr);
+		return 0;
+	}
+	map->defer[map->ndefer].ptr = ptr;
+	map->defer[map->ndefer].fn = free_fn;
+	if (++map->ndefer == PS_IDMAP_FREE_BATCH) {
+		batch = map->defer;
+		n = map->ndefer;
+		map->defer = NULL;
+		map->ndefer = 0;
+	}
+	ps_spin_unlock(&map->defer_lock);
+	if (batch) {
+		/* Every object in the batch was removed before this grace period began. */
+		urcu_memb_synchronize_rcu();
+		idmap_run_deferred(batch, n);
+		_ps_free(batch);
+	}
+	return 0;
+}
+
+void ps_idmap_barrier(struct ps_idmap *map)
+{
+	struct idmap_deferred *batch;
+	int n;
+
+	if (!map)
+		return;
+	ps_spin_lock(&map->defer_lock);
+	batch = map->defer;
+	n = map->ndefer;
+	map->defer = NULL;
+	map->ndefer = 0;
+	ps_spin_unlock(&map->defer_lock);
+	if (!batch)
+		return;
+	if (n) {
+		urcu_memb_synchronize_rcu();
+		idmap_run_deferred(batch, n);
+	}
+	_ps_free(batch);
+}
