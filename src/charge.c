@@ -60,6 +60,8 @@ struct ps_charge {
 };
 
 static struct ps_spinlock charge_topo;
+/* Counters that have had a stock; 0 lets refusals skip the drain-and-retry. */
+static long charge_nr_stocked;
 
 static const char *const charge_kind_names[PS_CHARGE_KIND_COUNT] = {
 	[PS_CHARGE_SPIN] = "spin",
@@ -347,11 +349,13 @@ static int charge_enable_stock(struct ps_charge *c)
 	ps_spin_lock(&charge_topo);
 	if (!c->stock) {
 		stock = _ps_zalloc_aligned(sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
-		if (stock)
+		if (stock) {
 			/* Release: the zeroed slots are visible to whoever loads the pointer. */
 			PS_STORE_RELEASE(c->stock, stock);
-		else
+			__atomic_add_fetch(&charge_nr_stocked, 1, __ATOMIC_RELAXED);
+		} else {
 			ret = -ENOMEM;
+		}
 	}
 	ps_spin_unlock(&charge_topo);
 	return ret;
@@ -412,6 +416,8 @@ int ps_charge_destroy(struct ps_charge *c)
 			;
 		*pp = c->next_sibling;
 	}
+	if (c->stock)
+		__atomic_sub_fetch(&charge_nr_stocked, 1, __ATOMIC_RELAXED);
 	ps_spin_unlock(&charge_topo);
 	_ps_free_aligned(c->stock);
 	_ps_free_aligned(c);
@@ -438,18 +444,20 @@ int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
 		return -EINVAL;
 	batch = PS_READ_ONCE(c->stock_batch);
 	stock = PS_LOAD_ACQUIRE(c->stock);
-	if (!batch || !stock || nr > batch)
-		return charge_hier_try(c, nr, fail, true);
-
-	s = charge_slot(stock);
-	if (ps_likely(charge_stock_take(s, nr)))
-		return 0;
-	/* Refill: a whole batch, the rest of it kept in our slot. */
-	if (!charge_hier_try(c, batch, NULL, false)) {
-		if (batch > nr)
-			charge_stock_put(c, s, batch - nr, batch);
-		return 0;
+	if (batch && stock && nr <= batch) {
+		s = charge_slot(stock);
+		if (ps_likely(charge_stock_take(s, nr)))
+			return 0;
+		/* Refill: a whole batch, the rest of it kept in our slot. */
+		if (!charge_hier_try(c, batch, NULL, false)) {
+			if (batch > nr)
+				charge_stock_put(c, s, batch - nr, batch);
+			return 0;
+		}
 	}
+	/* No stock anywhere: the plain walk, failcnt counted at the first refusal. */
+	if (!PS_READ_ONCE(charge_nr_stocked))
+		return charge_hier_try(c, nr, fail, true);
 	if (!charge_hier_try(c, nr, &refused, false))
 		return 0;
 	/* The limit is near: pages sitting in stocks under the refusing level go back first. */

@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * ps_charge: every test that applies to all kinds runs once per kind.
+ * Invariant checked after operations and at quiescence:
+ *   usage(c) == own charges held + stocked(c) + sum of usage(children).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "testutil.h"
+
+static enum ps_charge_kind all_kinds[PS_CHARGE_KIND_COUNT] = {
+	PS_CHARGE_SPIN, PS_CHARGE_SEQLOCK, PS_CHARGE_ATOMIC, PS_CHARGE_STOCK,
+};
+
+#define KIND_TEST(suite, name)                                                                     \
+	ParameterizedTestParameters(suite, name)                                                   \
+	{                                                                                          \
+		return cr_make_param_array(enum ps_charge_kind, all_kinds, PS_CHARGE_KIND_COUNT);  \
+	}                                                                                          \
+	ParameterizedTest(enum ps_charge_kind *kind, suite, name)
+
+static long rd(const struct ps_charge *c, enum ps_charge_field f)
+{
+	long v = ps_charge_read(c, f);
+
+	cr_assert_geq(v, 0, "read field %d: %ld", (int)f, v);
+	return v;
+}
+
+static struct ps_charge *mk(enum ps_charge_kind kind, struct ps_charge *parent, long limit)
+{
+	struct ps_charge *c = ps_charge_create(kind, parent, limit);
+
+	cr_assert_not_null(c, "create: %s", strerror(errno));
+	return c;
+}
+
+Test(charge, kind_names)
+{
+	int k;
+
+	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++)
+		cr_expect_eq(ps_charge_kind_from_name(ps_charge_kind_name(k)), k);
+	cr_expect_str_eq(ps_charge_kind_name(PS_CHARGE_STOCK), "stock");
+	cr_expect_null(ps_charge_kind_name(PS_CHARGE_KIND_COUNT));
+	cr_expect_eq(ps_charge_kind_from_name("bogus"), -EINVAL);
+	cr_expect_eq(ps_charge_kind_from_name(NULL), -EINVAL);
+}
+
+Test(charge, invalid_arguments)
+{
+	struct ps_charge *c;
+
+	errno = 0;
+	cr_expect_null(ps_charge_create(PS_CHARGE_KIND_COUNT, NULL, 10));
+	cr_expect_eq(errno, EINVAL);
+	errno = 0;
+	cr_expect_null(ps_charge_create(PS_CHARGE_SPIN, NULL, -1));
+	cr_expect_eq(errno, EINVAL);
+	cr_expect_null(ps_charge_create(PS_CHARGE_SPIN, NULL, PS_CHARGE_MAX + 1));
+
+	c = mk(PS_CHARGE_SPIN, NULL, 100);
+	cr_expect_eq(ps_charge_try(NULL, 1, NULL), -EINVAL);
+	cr_expect_eq(ps_charge_try(c, -1, NULL), -EINVAL);
+	cr_expect_eq(ps_charge_try(c, PS_CHARGE_MAX + 1, NULL), -EINVAL);
+	cr_expect_eq(ps_charge_uncharge(c, -1), -EINVAL);
+	cr_expect_eq(ps_charge_uncharge(NULL, 1), -EINVAL);
+	cr_expect_eq(ps_charge_set_limit(c, -1), -EINVAL);
+	cr_expect_eq(ps_charge_set_limit(NULL, 1), -EINVAL);
+	cr_expect_eq(ps_charge_set_stock(c, -1), -EINVAL);
+	cr_expect_eq(ps_charge_read(c, (enum ps_charge_field)99), -EINVAL);
+	cr_expect_eq(ps_charge_read(NULL, PS_CHARGE_USAGE), -EINVAL);
+	cr_expect_eq(ps_charge_stat(c, NULL), -EINVAL);
+	cr_expect_eq(ps_charge_kind(NULL), -EINVAL);
+	cr_expect_eq(ps_charge_drain_stock(NULL), -EINVAL);
+	cr_expect_eq(ps_charge_reset_max(NULL), -EINVAL);
+	cr_expect_eq(ps_charge_reset_failcnt(NULL), -EINVAL);
+	cr_expect_eq(ps_charge_destroy(NULL), 0);
+	cr_expect_eq(rd(c, PS_CHARGE_USAGE), 0);
+	cr_expect_eq(rd(c, PS_CHARGE_LIMIT), 100);
+	cr_expect_eq(ps_charge_destroy(c), 0);
+}
+
+Test(charge, overshoot_bound)
+{
+	cr_expect_eq(ps_charge_overshoot_bound(PS_CHARGE_SPIN, 8, 100, 0), 0);
+	cr_expect_eq(ps_charge_overshoot_bound(PS_CHARGE_SEQLOCK, 8, 100, 32), 0);
+	cr_expect_eq(ps_charge_overshoot_bound(PS_CHARGE_ATOMIC, 8, 100, 0), 800);
+	cr_expect_eq(ps_charge_overshoot_bound(PS_CHARGE_STOCK, 4, 1, 0), 4 * PS_CHARGE_STOCK_BATCH);
+	cr_expect_eq(ps_charge_overshoot_bound(PS_CHARGE_STOCK, 4, 64, 32), 256);
+	cr_expect_eq(ps_charge_overshoot_bound(PS_CHARGE_ATOMIC, -1, 1, 0), -EINVAL);
+	cr_expect_eq(ps_charge_overshoot_bound(PS_CHARGE_KIND_COUNT, 1, 1, 0), -EINVAL);
+}
+
+/* usage == own + stocked + children, at one counter. */
+static void check_level(const struct ps_charge *c, long own, long children)
+{
+	struct ps_charge_stat st;
+
+	cr_assert_eq(ps_charge_stat(c, &st), 0);
+	cr_assert_eq(st.usage, own + st.stocked + children,
+			"usage %ld != own %ld + stocked %ld + children %ld", st.usage, own,
+			st.stocked, children);
+	cr_assert_leq(st.usage, st.limit + st.max_overshoot);
+}
+
+KIND_TEST(charge, hierarchy_accounting)
+{
+	struct ps_charge *root = mk(*kind, NULL, 100);
+	struct ps_charge *mid = mk(*kind, root, 60);
+	struct ps_charge *leaf = mk(*kind, mid, 1000);
+	struct ps_charge *leaf2 = mk(*kind, root, 1000);
+	struct ps_charge *fail = NULL;
+
+	cr_assert_eq(ps_charge_kind(leaf), (int)*kind);
+	cr_assert_eq(ps_charge_parent(leaf), mid);
+	cr_assert_eq(ps_charge_parent(root), NULL);
+
+	/* 50 goes through every level (more than a batch: no stock involved). */
+	cr_assert_eq(ps_charge_try(leaf, 50, &fail), 0);
+	check_level(leaf, 50, 0);
+	check_level(mid, 0, rd(leaf, PS_CHARGE_USAGE));
+	check_level(root, 0, rd(mid, PS_CHARGE_USAGE));
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 50);
+
+	/* mid refuses 20: nothing charged anywhere, failcnt only at mid. */
+	cr_assert_eq(ps_charge_try(leaf, 20, &fail), -ENOMEM);
+	cr_assert_eq(fail, mid);
+	cr_assert_eq(rd(mid, PS_CHARGE_FAILCNT), 1);
+	cr_assert_eq(rd(leaf, PS_CHARGE_FAILCNT), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_FAILCNT), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_USAGE), 50);
+	cr_assert_eq(rd(mid, PS_CHARGE_USAGE), 50);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 50);
+
+	/* The root refuses 60 from the other leaf. */
+	fail = NULL;
+	cr_assert_eq(ps_charge_try(leaf2, 60, &fail), -ENOMEM);
+	cr_assert_eq(fail, root);
+	cr_assert_eq(rd(root, PS_CHARGE_FAILCNT), 1);
+	cr_assert_eq(rd(leaf2, PS_CHARGE_USAGE), 0);
+
+	/* A small charge (served by a stock where there is one). */
+	cr_assert_eq(ps_charge_try(leaf2, 5, NULL), 0);
+	check_level(leaf2, 5, 0);
+	check_level(root, 0, rd(mid, PS_CHARGE_USAGE) + rd(leaf2, PS_CHARGE_USAGE));
+	cr_assert_eq(ps_charge_drain_stock(root), 0);
+	cr_assert_eq(rd(leaf2, PS_CHARGE_USAGE), 5);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 55);
+	cr_assert_geq(rd(root, PS_CHARGE_MAX_USAGE), 55);
+
+	/* Exactly at the limit is allowed. */
+	cr_assert_eq(ps_charge_try(leaf, 10, NULL), 0);
+	cr_assert_eq(ps_charge_drain_stock(root), 0);
+	cr_assert_eq(rd(mid, PS_CHARGE_USAGE), 60);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 65);
+
+	/* Without a stock, uncharging more than the usage is refused, unchanged. */
+	if (*kind != PS_CHARGE_STOCK) {
+		cr_assert_eq(ps_charge_uncharge(leaf2, 6), -EINVAL);
+		cr_assert_eq(rd(leaf2, PS_CHARGE_USAGE), 5);
+		cr_assert_eq(rd(root, PS_CHARGE_USAGE), 65);
+	}
+
+	/* set_limit: -EBUSY below the usage, limit unchanged. */
+	cr_assert_eq(ps_charge_set_limit(mid, 59), -EBUSY);
+	cr_assert_eq(rd(mid, PS_CHARGE_LIMIT), 60);
+	cr_assert_eq(ps_charge_set_limit(mid, 60), 0);
+	cr_assert_eq(ps_charge_set_limit(mid, 200), 0);
+	cr_assert_eq(rd(mid, PS_CHARGE_LIMIT), 200);
+
+	/* Destroy refuses counters with children or usage. */
+	cr_assert_eq(ps_charge_destroy(mid), -EBUSY);
+	cr_assert_eq(ps_charge_destroy(leaf2), -EBUSY);
+
+	cr_assert_eq(ps_charge_uncharge(leaf, 60), 0);
+	cr_assert_eq(ps_charge_uncharge(leaf2, 5), 0);
+	cr_assert_eq(ps_charge_drain_stock(root), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 0);
+	cr_assert_eq(rd(mid, PS_CHARGE_USAGE), 0);
+
+	/* Watermarks and failcnt resets. */
+	cr_assert_eq(rd(root, PS_CHARGE_MAX_USAGE) >= 65, 1);
+	cr_assert_eq(ps_charge_reset_max(root), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_MAX_USAGE), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_MAX_OVERSHOOT), 0);
+	cr_assert_eq(ps_charge_reset_failcnt(mid), 0);
+	cr_assert_eq(rd(mid, PS_CHARGE_FAILCNT), 0);
+
+	cr_assert_eq(ps_charge_destroy(leaf), 0);
+	cr_assert_eq(ps_charge_destroy(leaf2), 0);
+	cr_assert_eq(ps_charge_destroy(mid), 0);
+	cr_assert_eq(ps_charge_destroy(root), 0);
+}
+
+KIND_TEST(charge, watermark_exact)
+{
+	struct ps_charge *c = mk(*kind, NULL, 1000);
+
+	cr_assert_eq(ps_charge_set_stock(c, 0), 0); /* exact accounting, every kind */
+	cr_assert_eq(ps_charge_try(c, 300, NULL), 0);
+	cr_assert_eq(ps_charge_try(c, 200, NULL), 0);
+	cr_assert_eq(ps_charge_uncharge(c, 400), 0);
+	cr_assert_eq(ps_charge_try(c, 100, NULL), 0);
+	cr_assert_eq(rd(c, PS_CHARGE_USAGE), 200);
+	cr_assert_eq(rd(c, PS_CHARGE_MAX_USAGE), 500);
+	cr_assert_eq(ps_charge_reset_max(c), 0);
+	cr_assert_eq(rd(c, PS_CHARGE_MAX_USAGE), 200);
+	cr_assert_eq(ps_charge_try(c, 801, NULL), -ENOMEM);
+	cr_assert_eq(rd(c, PS_CHARGE_USAGE), 200);
+	cr_assert_eq(rd(c, PS_CHARGE_FAILCNT), 1);
+	if (*kind == PS_CHARGE_ATOMIC || *kind == PS_CHARGE_STOCK)
+		cr_assert_eq(rd(c, PS_CHARGE_MAX_OVERSHOOT), 1, "a refused add overshoots by 1");
+	else
+		cr_assert_eq(rd(c, PS_CHARGE_MAX_OVERSHOOT), 0);
+	cr_assert_eq(ps_charge_uncharge(c, 200), 0);
+	cr_assert_eq(ps_charge_destroy(c), 0);
+}
+
+KIND_TEST(charge, stock_in_front)
+{
+	struct ps_charge *root = mk(*kind, NULL, 1000);
+	struct ps_charge *leaf = mk(*kind, root, 1000);
+	long batch = 16;
+
+	cr_assert_eq(ps_charge_set_stock(leaf, batch), 0);
+	cr_assert_eq(ps_charge_stock_batch(leaf), batch);
+	cr_assert_eq(ps_charge_try(leaf, 1, NULL), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_USAGE), batch, "a refill pre-charges a whole batch");
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), batch);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), batch - 1);
+	cr_assert_eq(ps_charge_try(leaf, batch - 1, NULL), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), batch);
+	/* Uncharges go to the stock, which keeps at most one batch. */
+	cr_assert_eq(ps_charge_uncharge(leaf, batch), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), batch);
+	cr_assert_eq(ps_charge_try(leaf, batch, NULL), 0);
+	cr_assert_eq(ps_charge_uncharge(leaf, 10), 0);
+	cr_assert_eq(ps_charge_uncharge(leaf, 6), 0);
+	cr_assert_leq(rd(leaf, PS_CHARGE_STOCKED), batch);
+	cr_assert_eq(ps_charge_drain_stock(root), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 0);
+
+	/* Near the limit the stocks are drained before a charge is refused. */
+	cr_assert_eq(ps_charge_set_limit(root, 20), 0);
+	cr_assert_eq(ps_charge_try(leaf, 1, NULL), 0); /* stocks 15 */
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 16);
+	cr_assert_eq(ps_charge_try(leaf, 19, NULL), 0);
+	cr_assert_eq(ps_charge_drain_stock(leaf), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 20);
+	cr_assert_eq(ps_charge_try(leaf, 1, NULL), -ENOMEM);
+	cr_assert_eq(ps_charge_uncharge(leaf, 20), 0);
+
+	/* set_limit drains stocks in the subtree before answering -EBUSY. */
+	cr_assert_eq(ps_charge_set_limit(root, 1000), 0);
+	cr_assert_eq(ps_charge_try(leaf, 1, NULL), 0);
+	cr_assert_eq(ps_charge_set_limit(root, 1), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 1);
+	cr_assert_eq(ps_charge_uncharge(leaf, 1), 0);
+
+	cr_assert_eq(ps_charge_set_stock(leaf, 0), 0);
+	cr_assert_eq(ps_charge_stock_batch(leaf), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 0);
+	cr_assert_eq(ps_charge_destroy(leaf), 0);
+	cr_assert_eq(ps_charge_destroy(root), 0);
+}
+
+/* ---- Concurrency --------------------------------------------------------- */
+
+#define NTHREADS 4
+#define MAX_NR 8
+
+struct worker {
+	pthread_t tid;
+	struct ps_charge *leaf;
+	long iters;
+	long held;
+	long refused;
+	uint64_t seed;
+};
+
+static int stop_monitor;
+
+/* Checks inside worker threads: Criterion asserts belong to the test's thread. */
+#define TCHECK(cond, ...)                                                                          \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+			abort();                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static void *charge_worker(void *arg)
+{
+	struct worker *w = arg;
+	long i, nr;
+
+	for (i = 0; i < w->iters; i++) {
+		nr = 1 + (long)(ps_test_rand(&w->seed) % MAX_NR);
+		if (ps_test_rand(&w->seed) % 8 < 5 || w->held < nr) {
+			if (!ps_charge_try(w->leaf, nr, NULL))
+				w->held += nr;
+			else
+				w->refused++;
+		} else {
+			TCHECK(ps_charge_uncharge(w->leaf, nr) == 0, "uncharge %ld", nr);
+			w->held -= nr;
+		}
+	}
+	return NULL;
+}
+
+struct monitor {
+	struct ps_charge *watch[2];
+	long bound;
+	long max_seen;
+};
+
+/* Reads usage while charges run: never above limit + bound (bound 0 for SPIN/SEQLOCK). */
+static void *charge_monitor(void *arg)
+{
+	struct monitor *m = arg;
+	struct ps_charge_stat st;
+	int i;
+
+	while (!__atomic_load_n(&stop_monitor, __ATOMIC_ACQUIRE)) {
+		for (i = 0; i < 2; i++) {
+			TCHECK(ps_charge_stat(m->watch[i], &st) == 0, "stat");
+			TCHECK(st.usage <= st.limit + m->bound, "usage %ld limit %ld bound %ld",
+					st.usage, st.limit, m->bound);
+			if (st.usage - st.limit > m->max_seen)
+				m->max_seen = st.usage - st.limit;
+		}
+		sched_yield();
+	}
+	return NULL;
+}
+
+KIND_TEST(charge, concurrent_exact_and_bounded)
+{
+	struct ps_charge *root = mk(*kind, NULL, 200);
+	struct ps_charge *parent = mk(*kind, root, 150);
+	struct worker w[NTHREADS];
+	struct monitor m = { .watch = { root, parent } };
+	pthread_t mon;
+	long sum = 0, bound, ov;
+	int i;
+
+	bound = ps_charge_overshoot_bound(*kind, NTHREADS, MAX_NR, ps_charge_stock_batch(parent));
+	m.bound = bound;
+	for (i = 0; i < NTHREADS; i++) {
+		w[i] = (struct worker){ .leaf = mk(*kind, parent, 60), .iters = ps_test_iters(200000),
+			.seed = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1) };
+	}
+	stop_monitor = 0;
+	cr_assert_eq(pthread_create(&mon, NULL, charge_monitor, &m), 0);
+	for (i = 0; i < NTHREADS; i++)
+		cr_assert_eq(pthread_create(&w[i].tid, NULL, charge_worker, &w[i]), 0);
+	for (i = 0; i < NTHREADS; i++)
+		pthread_join(w[i].tid, NULL);
+	__atomic_store_n(&stop_monitor, 1, __ATOMIC_RELEASE);
+	pthread_join(mon, NULL);
+
+	/* Quiescent: exact at every level once the stocks are back. */
+	cr_assert_eq(ps_charge_drain_stock(root), 0);
+	for (i = 0; i < NTHREADS; i++) {
+		cr_assert_eq(rd(w[i].leaf, PS_CHARGE_USAGE), w[i].held, "leaf %d", i);
+		cr_assert_leq(rd(w[i].leaf, PS_CHARGE_MAX_USAGE), 60 + bound);
+		sum += w[i].held;
+	}
+	cr_assert_eq(rd(parent, PS_CHARGE_USAGE), sum);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), sum);
+	for (i = 0; i < NTHREADS; i++)
+		cr_assert(w[i].refused > 0, "the limits were hit");
+
+	ov = rd(parent, PS_CHARGE_MAX_OVERSHOOT);
+	if (rd(root, PS_CHARGE_MAX_OVERSHOOT) > ov)
+		ov = rd(root, PS_CHARGE_MAX_OVERSHOOT);
+	cr_log_info("%s: largest overshoot %ld (monitor saw %ld), bound %ld",
+			ps_charge_kind_name(*kind), ov, m.max_seen, bound);
+	cr_assert_leq(ov, bound);
+	if (*kind == PS_CHARGE_SPIN || *kind == PS_CHARGE_SEQLOCK) {
+		cr_assert_eq(ov, 0);
+		cr_assert_leq(rd(parent, PS_CHARGE_MAX_USAGE), 150);
+		cr_assert_leq(rd(root, PS_CHARGE_MAX_USAGE), 200);
+	}
+
+	for (i = 0; i < NTHREADS; i++) {
+		cr_assert_eq(ps_charge_uncharge(w[i].leaf, w[i].held), 0);
+		cr_assert_eq(ps_charge_destroy(w[i].leaf), 0);
+	}
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 0);
+	cr_assert_eq(ps_charge_destroy(parent), 0);
+	cr_assert_eq(ps_charge_destroy(root), 0);
+}
+
+/* Set_limit racing with charges: a successful shrink is never undercut for locked kinds. */
+KIND_TEST(charge, set_limit_under_load)
+{
+	struct ps_charge *root = mk(*kind, NULL, 1000);
+	struct worker w[2];
+	long i, rounds = ps_test_iters(2000), ok = 0;
+
+	for (i = 0; i < 2; i++)
+		w[i] = (struct worker){ .leaf = mk(*kind, root, PS_CHARGE_MAX),
+			.iters = ps_test_iters(100000), .seed = 77 + (uint64_t)i };
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&w[i].tid, NULL, charge_worker, &w[i]), 0);
+	for (i = 0; i < rounds; i++) {
+		int r = ps_charge_set_limit(root, (i & 1) ? 1000 : 40);
+
+		cr_assert(r == 0 || r == -EBUSY);
+		ok += r == 0;
+	}
+	for (i = 0; i < 2; i++)
+		pthread_join(w[i].tid, NULL);
+	cr_assert_eq(ps_charge_set_limit(root, 1000), 0);
+	cr_assert_eq(ps_charge_drain_stock(root), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), w[0].held + w[1].held);
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(ps_charge_uncharge(w[i].leaf, w[i].held), 0);
+		cr_assert_eq(ps_charge_destroy(w[i].leaf), 0);
+	}
+	cr_assert_eq(ps_charge_destroy(root), 0);
+	cr_assert_gt(ok, 0);
+}
+
+/* ---- Allocation failures ------------------------------------------------- */
+
+static int fail_allocs;
+
+static void *failing_alloc(size_t size, void *ctx)
+{
+	(void)ctx;
+	return fail_allocs ? NULL : malloc(size);
+}
+
+static void plain_free(void *p, void *ctx)
+{
+	(void)ctx;
+	free(p);
+}
+
+Test(charge, allocation_failure)
+{
+	struct ps_alloc_ops ops = { .alloc = failing_alloc, .free = plain_free };
+	struct ps_charge *c;
+
+	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
+	c = mk(PS_CHARGE_SPIN, NULL, 10);
+	fail_allocs = 1;
+	errno = 0;
+	cr_expect_null(ps_charge_create(PS_CHARGE_ATOMIC, c, 10));
+	cr_expect_eq(errno, ENOMEM);
+	cr_expect_eq(ps_charge_set_stock(c, 8), -ENOMEM);
+	cr_expect_eq(ps_charge_stock_batch(c), 0);
+	cr_expect_eq(ps_charge_destroy(c), 0, "no child was linked");
+	fail_allocs = 0;
+	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+}
