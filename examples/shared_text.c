@@ -24,6 +24,7 @@
  *
  * ctest-args: -v all -r 2 -p 256 -n 2
  */
+#define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
 #include <getopt.h>
 #include <numa.h>
