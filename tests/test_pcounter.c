@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* ps_pcounter and ps_commit: batch policy, error bound under concurrency, folds, modes. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "testutil.h"
+
+#define TCHECK(cond, ...)                                                                          \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+			abort();                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static enum ps_overcommit all_modes[PS_OVERCOMMIT_COUNT] = {
+	PS_OVERCOMMIT_GUESS, PS_OVERCOMMIT_ALWAYS, PS_OVERCOMMIT_NEVER,
+};
+
+#define MODE_TEST(suite, name)                                                                     \
+	ParameterizedTestParameters(suite, name)                                                   \
+	{                                                                                          \
+		return cr_make_param_array(enum ps_overcommit, all_modes, PS_OVERCOMMIT_COUNT);    \
+	}                                                                                          \
+	ParameterizedTest(enum ps_overcommit *mode, suite, name)
+
+/* The formula as the issue states it, in 128-bit arithmetic so it cannot itself overflow. */
+static int64_t ref_batch(uint64_t total, int n, bool strict)
+{
+	unsigned __int128 sized = (unsigned __int128)(total / (uint64_t)n / (strict ? 256 : 4));
+	int64_t floor = 2 * (int64_t)n > 32 ? 2 * (int64_t)n : 32;
+
+	if (sized > INT_MAX)
+		sized = INT_MAX;
+	return (int64_t)sized > floor ? (int64_t)sized : floor;
+}
+
+Test(pcounter, batch_formula)
+{
+	static const uint64_t totals[] = { 0, 1, 255, 8192, 1 << 20, (uint64_t)1 << 32,
+		(uint64_t)1 << 40, (uint64_t)1 << 50, UINT64_MAX };
+	static const int cpus[] = { 1, 2, 4, 16, 64, 144, 1024, 100000 };
+	size_t t, c;
+	int s;
+
+	for (t = 0; t < sizeof(totals) / sizeof(totals[0]); t++)
+		for (c = 0; c < sizeof(cpus) / sizeof(cpus[0]); c++)
+			for (s = 0; s < 2; s++)
+				cr_expect_eq(ps_pcounter_compute_batch(totals[t], cpus[c], s),
+						ref_batch(totals[t], cpus[c], s),
+						"total %llu cpus %d strict %d",
+						(unsigned long long)totals[t], cpus[c], s);
+	/* Spot values: 16 GiB of 4 KiB pages on 8 CPUs. */
+	cr_expect_eq(ps_pcounter_compute_batch(4194304, 8, true), 2048);
+	cr_expect_eq(ps_pcounter_compute_batch(4194304, 8, false), 131072);
+	cr_expect_eq(ps_pcounter_compute_batch(1000, 8, true), 32);
+	cr_expect_eq(ps_pcounter_compute_batch(1000, 100, false), 200);
+	cr_expect_eq(ps_pcounter_compute_batch(UINT64_MAX, 1, false), INT_MAX);
+	cr_expect_eq(ps_pcounter_compute_batch(100, 0, false), -EINVAL);
+	cr_expect_eq(ps_pcounter_compute_batch(100, -3, true), -EINVAL);
+}
+
+Test(pcounter, error_bound_and_args)
+{
+	struct ps_pcounter *pc;
+
+	cr_expect_eq(ps_pcounter_error_bound(32, 4), 128);
+	cr_expect_eq(ps_pcounter_error_bound(32, 1000), 32 * PS_PCOUNTER_SLOTS);
+	cr_expect_eq(ps_pcounter_error_bound(0, 4), -EINVAL);
+	cr_expect_eq(ps_pcounter_error_bound(1, -1), -EINVAL);
+	errno = 0;
+	cr_expect_null(ps_pcounter_create(0, 0));
+	cr_expect_eq(errno, EINVAL);
+	pc = ps_pcounter_create(7, 4);
+	cr_assert_not_null(pc);
+	cr_expect_eq(ps_pcounter_add(NULL, 1), -EINVAL);
+	cr_expect_eq(ps_pcounter_set_batch(pc, 0), -EINVAL);
+	cr_expect_eq(ps_pcounter_set_batch(NULL, 3), -EINVAL);
+	cr_expect_eq(ps_pcounter_batch(pc), 4);
+	cr_expect_eq(ps_pcounter_fold(NULL), -EINVAL);
+	cr_expect_eq(ps_pcounter_snapshot(pc, NULL), -EINVAL);
+	cr_expect_eq(ps_pcounter_threads(NULL), -EINVAL);
+	cr_expect_eq(ps_pcounter_read(pc), 7);
+	cr_expect_eq(ps_pcounter_sum(pc), 7);
+	ps_pcounter_destroy(pc);
+	ps_pcounter_destroy(NULL);
+}
+
+Test(pcounter, batching_single_thread)
+{
+	struct ps_pcounter *pc = ps_pcounter_create(0, 10);
+	struct ps_pcounter_snapshot snap;
+	int i;
+
+	cr_assert_not_null(pc);
+	for (i = 0; i < 9; i++)
+		cr_assert_eq(ps_pcounter_add(pc, 1), 0);
+	cr_expect_eq(ps_pcounter_read(pc), 0, "9 < batch stays in the thread's slot");
+	cr_expect_eq(ps_pcounter_sum(pc), 9);
+	cr_expect_eq(ps_pcounter_threads(pc), 1);
+	cr_assert_eq(ps_pcounter_snapshot(pc, &snap), 0);
+	cr_expect_eq(snap.approx, 0);
+	cr_expect_eq(snap.exact, 9);
+	cr_expect_eq(snap.nr_deltas, 1);
+	cr_expect_eq(snap.bound, 10);
+	cr_assert_eq(ps_pcounter_add(pc, 1), 0);
+	cr_expect_eq(ps_pcounter_read(pc), 10, "reaching the batch folds");
+	cr_assert_eq(ps_pcounter_add(pc, -25), 0);
+	cr_expect_eq(ps_pcounter_read(pc), -15, "a delta beyond the batch goes straight through");
+	cr_expect_eq(ps_pcounter_read_positive(pc), 0);
+	cr_assert_eq(ps_pcounter_add(pc, 3), 0);
+	cr_expect_eq(ps_pcounter_sum(pc), -12);
+	cr_assert_eq(ps_pcounter_fold(pc), 0);
+	cr_expect_eq(ps_pcounter_read(pc), -12);
+
+	/* compare: far away answers from the approximate value, close by exactly. */
+	cr_assert_eq(ps_pcounter_add(pc, 5), 0); /* approx -12, exact -7 */
+	cr_expect_eq(ps_pcounter_compare(pc, -7), 0);
+	cr_expect_eq(ps_pcounter_compare(pc, -8), 1);
+	cr_expect_eq(ps_pcounter_compare(pc, -6), -1);
+	cr_expect_eq(ps_pcounter_compare(pc, 1000), -1);
+	cr_expect_eq(ps_pcounter_compare(pc, -1000), 1);
+	ps_pcounter_destroy(pc);
+}
+
+/* ---- |approx - exact| <= batch x threads with a delta, checked while threads run ---- */
+
+#define NTHREADS 4
+
+struct pshared {
+	struct ps_pcounter *pc;
+	long iters;
+	int stop;
+	long snapshots;
+	int64_t max_err;
+};
+
+struct padder {
+	pthread_t tid;
+	struct pshared *sh;
+	int64_t total;
+	uint64_t seed;
+};
+
+static void *adder(void *arg)
+{
+	struct padder *a = arg;
+	int32_t batch = ps_pcounter_batch(a->sh->pc);
+	int64_t d;
+	long i;
+
+	for (i = 0; i < a->sh->iters; i++) {
+		uint64_t r = ps_test_rand(&a->seed);
+
+		/* Mostly small steps with an upward drift, sometimes a whole mapping. */
+		if (r % 64 == 0)
+			d = (int64_t)(r >> 40) % (4 * (int64_t)batch) - 2 * (int64_t)batch;
+		else
+			d = (int64_t)(r % 7) - 2;
+		TCHECK(ps_pcounter_add(a->sh->pc, d) == 0, "add");
+		a->total += d;
+	}
+	return NULL;
+}
+
+static void *snapshotter(void *arg)
+{
+	struct pshared *sh = arg;
+	struct ps_pcounter_snapshot s;
+	int64_t err, bound;
+
+	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
+		TCHECK(ps_pcounter_snapshot(sh->pc, &s) == 0, "snapshot");
+		err = s.approx > s.exact ? s.approx - s.exact : s.exact - s.approx;
+		bound = ps_pcounter_error_bound(s.batch, NTHREADS);
+		TCHECK(err <= s.bound, "|%lld - %lld| > batch %d x %d deltas", (long long)s.approx,
+				(long long)s.exact, s.batch, s.nr_deltas);
+		TCHECK(s.nr_deltas <= NTHREADS, "%d deltas", s.nr_deltas);
+		TCHECK(err <= bound, "error %lld above bound %lld", (long long)err, (long long)bound);
+		if (err > sh->max_err)
+			sh->max_err = err;
+		if (++sh->snapshots % 64 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static int32_t batches[] = { 1, 32, 1000 };
+
+ParameterizedTestParameters(pcounter, concurrent_error_bound)
+{
+	return cr_make_param_array(int32_t, batches, sizeof(batches) / sizeof(batches[0]));
+}
+
+ParameterizedTest(int32_t *batch, pcounter, concurrent_error_bound)
+{
+	struct pshared sh = { .iters = ps_test_iters(1000000) };
+	struct padder a[NTHREADS];
+	pthread_t snap;
+	int64_t total = 0;
+	int i;
+
+	sh.pc = ps_pcounter_create(0, *batch);
+	cr_assert_not_null(sh.pc);
+	cr_assert_eq(pthread_create(&snap, NULL, snapshotter, &sh), 0);
+	for (i = 0; i < NTHREADS; i++) {
+		a[i] = (struct padder){ .sh = &sh, .seed = 1234567 + (uint64_t)i * 7919 };
+		cr_assert_eq(pthread_create(&a[i].tid, NULL, adder, &a[i]), 0);
+	}
+	for (i = 0; i < NTHREADS; i++) {
+		pthread_join(a[i].tid, NULL);
+		total += a[i].total;
+	}
+	__atomic_store_n(&sh.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(snap, NULL);
+	cr_log_info("batch %d: %ld snapshots, largest error %lld, bound %lld", *batch, sh.snapshots,
+			(long long)sh.max_err, (long long)ps_pcounter_error_bound(*batch, NTHREADS));
+	cr_assert_eq(ps_pcounter_threads(sh.pc), NTHREADS);
+	cr_assert_eq(ps_pcounter_sum(sh.pc), total, "exact at quiescence");
+	cr_assert_leq(llabs((long long)(ps_pcounter_read(sh.pc) - total)),
+			ps_pcounter_error_bound(*batch, NTHREADS));
+	cr_assert_eq(ps_pcounter_fold(sh.pc), 0);
+	cr_assert_eq(ps_pcounter_read(sh.pc), total);
+	ps_pcounter_destroy(sh.pc);
+}
+
+/* Shrinking the batch folds: right after the switch the cheap read is exact. */
+Test(pcounter, fold_on_switch_to_strict)
+{
+	struct pshared sh = { .iters = ps_test_iters(50000) };
+	struct padder a[NTHREADS];
+	int64_t total = 0;
+	int i;
+
+	sh.pc = ps_pcounter_create(0, 100000);
+	cr_assert_not_null(sh.pc);
+	for (i = 0; i < NTHREADS; i++) {
+		a[i] = (struct padder){ .sh = &sh, .seed = 99 + (uint64_t)i };
+		cr_assert_eq(pthread_create(&a[i].tid, NULL, adder, &a[i]), 0);
+	}
+	for (i = 0; i < NTHREADS; i++) {
+		pthread_join(a[i].tid, NULL);
+		total += a[i].total;
+	}
+	cr_assert_neq(ps_pcounter_read(sh.pc), total, "the loose batch left deltas in the slots");
+	cr_assert_eq(ps_pcounter_set_batch(sh.pc, 32), 0);
+	cr_assert_eq(ps_pcounter_read(sh.pc), total);
+	cr_assert_eq(ps_pcounter_sum(sh.pc), total);
+	/* Growing the batch folds nothing and changes nothing. */
+	cr_assert_eq(ps_pcounter_add(sh.pc, 5), 0);
+	cr_assert_eq(ps_pcounter_set_batch(sh.pc, 64), 0);
+	cr_assert_eq(ps_pcounter_read(sh.pc), total);
+	cr_assert_eq(ps_pcounter_sum(sh.pc), total + 5);
+	ps_pcounter_destroy(sh.pc);
+}
+
+/* ---- Committed memory ----------------------------------------------------- */
+
+Test(commit, names_and_args)
+{
+	struct ps_commit *cm;
+	int m;
+
+	for (m = 0; m < PS_OVERCOMMIT_COUNT; m++)
+		cr_expect_eq(ps_overcommit_from_name(ps_overcommit_name(m)), m);
+	cr_expect_str_eq(ps_overcommit_name(PS_OVERCOMMIT_NEVER), "never");
+	cr_expect_null(ps_overcommit_name(PS_OVERCOMMIT_COUNT));
+	cr_expect_eq(ps_overcommit_from_name("sometimes"), -EINVAL);
+	errno = 0;
+	cr_expect_null(ps_commit_create(PS_OVERCOMMIT_COUNT, 100, 1));
+	cr_expect_eq(errno, EINVAL);
+	cr_expect_null(ps_commit_create(PS_OVERCOMMIT_NEVER, 100, -1));
+	cm = ps_commit_create(PS_OVERCOMMIT_GUESS, 1 << 20, 0);
+	cr_assert_not_null(cm);
+	cr_expect_eq(ps_commit_charge(cm, -1), -EINVAL);
+	cr_expect_eq(ps_commit_uncharge(cm, -1), -EINVAL);
+	cr_expect_eq(ps_commit_charge(NULL, 1), -EINVAL);
+	cr_expect_eq(ps_commit_set_mode(cm, PS_OVERCOMMIT_COUNT), -EINVAL);
+	cr_expect_eq(ps_commit_mode(cm), PS_OVERCOMMIT_GUESS);
+	cr_expect_eq(ps_commit_set_limit(cm, -1), -EINVAL);
+	cr_expect_eq(ps_commit_limit(cm), 1 << 20);
+	cr_expect_eq(ps_commit_committed(cm, true), 0);
+	ps_commit_destroy(cm);
+	ps_commit_destroy(NULL);
+}
+
+MODE_TEST(commit, policy_batch_and_limits)
+{
+	const uint64_t total = (uint64_t)1 << 22; /* 16 GiB of 4 KiB pages */
+	struct ps_commit *cm = ps_commit_create(*mode, total, 4);
+	struct ps_pcounter *pc = ps_commit_counter(cm);
+	int64_t i, n;
+
+	cr_assert_not_null(cm);
+	cr_assert_eq(ps_pcounter_batch(pc),
+			ps_pcounter_compute_batch(total, 4, *mode == PS_OVERCOMMIT_NEVER));
+	cr_assert_eq(ps_commit_set_limit(cm, 1000), 0);
+	switch (*mode) {
+	case PS_OVERCOMMIT_ALWAYS:
+		cr_assert_eq(ps_commit_charge(cm, (int64_t)total * 4), 0);
+		cr_assert_eq(ps_commit_uncharge(cm, (int64_t)total * 4), 0);
+		break;
+	case PS_OVERCOMMIT_GUESS:
+		cr_assert_eq(ps_commit_charge(cm, (int64_t)total + 1), -ENOMEM);
+		cr_assert_eq(ps_commit_charge(cm, (int64_t)total), 0);
+		cr_assert_eq(ps_commit_charge(cm, (int64_t)total), 0, "only single requests count");
+		cr_assert_eq(ps_commit_uncharge(cm, 2 * (int64_t)total), 0);
+		break;
+	case PS_OVERCOMMIT_NEVER:
+		/* One page at a time up to the limit, exactly, then -ENOMEM. */
+		for (i = 0, n = 0; i < 2000; i++)
+			if (!ps_commit_charge(cm, 1))
+				n++;
+		cr_assert_eq(n, 1000);
+		cr_assert_eq(ps_commit_committed(cm, true), 1000);
+		cr_assert_eq(ps_commit_charge(cm, 1), -ENOMEM);
+		cr_assert_eq(ps_commit_committed(cm, true), 1000, "a refused charge stays refused");
+		cr_assert_eq(ps_commit_uncharge(cm, 10), 0);
+		cr_assert_eq(ps_commit_charge(cm, 11), -ENOMEM);
+		cr_assert_eq(ps_commit_charge(cm, 10), 0);
+		cr_assert_eq(ps_commit_uncharge(cm, 1000), 0);
+		break;
+	default:
+		cr_assert_fail();
+	}
+	cr_assert_eq(ps_commit_committed(cm, true), 0);
+	ps_commit_destroy(cm);
+}
+
+struct cshared {
+	struct ps_commit *cm;
+	long iters;
+	int64_t held[NTHREADS];
+	long refused[NTHREADS];
+};
+
+struct carg {
+	pthread_t tid;
+	struct cshared *sh;
+	int idx;
+};
+
+/* Like will-it-scale mmap1: commit a 32768-page mapping, give it back, again. */
+static void *committer(void *arg)
+{
+	struct carg *a = arg;
+	struct cshared *sh = a->sh;
+	long i;
+
+	for (i = 0; i < sh->iters; i++) {
+		if (!ps_commit_charge(sh->cm, 32768)) {
+			sh->held[a->idx] += 32768;
+			if (i % 3)
+				continue;
+		} else {
+			sh->refused[a->idx]++;
+		}
+		if (sh->held[a->idx]) {
+			TCHECK(ps_commit_uncharge(sh->cm, 32768) == 0, "uncharge");
+			sh->held[a->idx] -= 32768;
+		}
+	}
+	return NULL;
+}
+
+/* Loose batch while threads run, then NEVER: the first strict check sees the exact total. */
+MODE_TEST(commit, switch_to_never_is_exact)
+{
+	const uint64_t total = (uint64_t)1 << 26;
+	struct cshared sh = { .iters = ps_test_iters(20000) };
+	struct carg a[NTHREADS];
+	int64_t held = 0, committed;
+	int i;
+
+	sh.cm = ps_commit_create(*mode, total, NTHREADS);
+	cr_assert_not_null(sh.cm);
+	cr_assert_eq(ps_commit_set_limit(sh.cm, 20 * 32768), 0);
+	for (i = 0; i < NTHREADS; i++) {
+		a[i] = (struct carg){ .sh = &sh, .idx = i };
+		cr_assert_eq(pthread_create(&a[i].tid, NULL, committer, &a[i]), 0);
+	}
+	for (i = 0; i < NTHREADS; i++) {
+		pthread_join(a[i].tid, NULL);
+		held += sh.held[i];
+	}
+	cr_assert_eq(ps_commit_committed(sh.cm, true), held);
+	if (*mode == PS_OVERCOMMIT_NEVER) {
+		cr_assert_leq(held, 20 * 32768, "NEVER never lets the limit be exceeded");
+		cr_assert_gt(sh.refused[0] + sh.refused[1] + sh.refused[2] + sh.refused[3], 0);
+	}
+	/* Loose again, a sub-batch delta left in this thread's slot, then strict. */
+	cr_assert_eq(ps_commit_set_mode(sh.cm, PS_OVERCOMMIT_GUESS), 0);
+	cr_assert_eq(ps_commit_charge(sh.cm, 3), 0);
+	held += 3;
+	cr_assert_eq(ps_commit_set_mode(sh.cm, PS_OVERCOMMIT_NEVER), 0);
+	cr_assert_eq(ps_commit_mode(sh.cm), PS_OVERCOMMIT_NEVER);
+	committed = ps_commit_committed(sh.cm, false);
+	cr_assert_eq(committed, held, "approximate %lld vs exact %lld right after the switch",
+			(long long)committed, (long long)held);
+	cr_assert_eq(ps_pcounter_batch(ps_commit_counter(sh.cm)),
+			ps_pcounter_compute_batch(total, NTHREADS, true));
+	cr_assert_eq(ps_commit_uncharge(sh.cm, held), 0);
+	cr_assert_eq(ps_commit_committed(sh.cm, true), 0);
+	ps_commit_destroy(sh.cm);
+}
