@@ -75,7 +75,8 @@ int main(int argc, char **argv)
 	/* A borrowed lookup: no shared write, valid until the section ends. */
 	ps_store_read_lock(store);
 	borrowed = ps_store_lookup_borrow(store, 10);
-	printf("page 10: %s (borrowed)\n", borrowed ? ps_mode_name(ps_policy_mode(borrowed)) : "default");
+	printf("page 10: %s (borrowed)\n",
+			borrowed ? ps_mode_name(ps_policy_mode(borrowed)) : "default");
 	ps_store_read_unlock(store);
 
 	printf("ranges:\n");

@@ -55,7 +55,7 @@ struct rank {
 	pthread_barrier_t *start;
 	double lookup_s, rest_s;
 	double t_start, t_end; /* this rank's work, for the wall time */
-	int err; /* 0, or a negative errno with msg */
+	int err;	       /* 0, or a negative errno with msg */
 	char msg[160];
 };
 
@@ -109,8 +109,8 @@ static int verify(struct rank *r, const char *map)
 	for (size_t idx = 0; idx < c->pages; idx++) {
 		struct ps_policy *want = ps_store_lookup(r->store, idx);
 		struct ps_policy *got = ps_policy_from_addr(map + idx * c->page);
-		bool ok = got && (want ? ps_policy_equal(got, want) :
-					 ps_policy_mode(got) == PS_MPOL_DEFAULT);
+		bool ok = got && (want ? ps_policy_equal(got, want)
+				       : ps_policy_mode(got) == PS_MPOL_DEFAULT);
 
 		ps_policy_put(got);
 		ps_policy_put(want);
@@ -146,7 +146,8 @@ static void *rank_main(void *arg)
 		for (size_t idx = 0; idx <= c->pages; idx++) {
 			double t0 = now(), t1;
 			bool ref = false;
-			struct ps_policy *pol = idx < c->pages ? lookup(r, idx, run_pol, &ref) : NULL;
+			struct ps_policy *pol =
+					idx < c->pages ? lookup(r, idx, run_pol, &ref) : NULL;
 			int ret = 0;
 
 			t1 = now();
@@ -164,7 +165,8 @@ static void *rank_main(void *arg)
 				if (!run_pol)
 					run_pol = pol;
 				else if (ref)
-					ps_policy_put(pol); /* same policy, one reference is enough */
+					ps_policy_put(pol); /* same policy, one reference is enough
+							     */
 			}
 			if (r->sync == PS_SYNC_RCU_QSBR)
 				ps_qsbr_quiescent(); /* no borrowed pointer held here */
@@ -201,7 +203,7 @@ static int fill_store(struct ps_store *store, const struct config *c)
 		if (numa_bitmask_isbitset(allowed, i))
 			first = (int)i;
 	{
-		unsigned long one[PS_MAX_NUMNODES / (8 * sizeof(long))] = { 0 };
+		unsigned long one[PS_MAX_NUMNODES / (8 * sizeof(long))] = {0};
 
 		one[first / (8 * sizeof(long))] = 1UL << (first % (8 * sizeof(long)));
 		pols[0] = ps_policy_from_bitmask(PS_MPOL_INTERLEAVE, 0, allowed);
@@ -217,7 +219,8 @@ static int fill_store(struct ps_store *store, const struct config *c)
 		if (!pols[g % 4])
 			ret = -ENOMEM;
 		else
-			ret = ps_store_set(store, g * step, g == c->ranges - 1 ? c->pages : (g + 1) * step,
+			ret = ps_store_set(store, g * step,
+					g == c->ranges - 1 ? c->pages : (g + 1) * step,
 					pols[g % 4]);
 	}
 	for (int i = 0; i < 4; i++)
@@ -244,8 +247,12 @@ static int run_variant(enum ps_sync sync, const struct config *c, int fd)
 	}
 	pthread_barrier_init(&start, NULL, (unsigned)c->ranks + 1);
 	for (int i = 0; i < c->ranks; i++) {
-		ranks[i] = (struct rank){ .id = i, .cfg = c, .store = store, .sync = sync,
-					  .fd = fd, .start = &start };
+		ranks[i] = (struct rank){.id = i,
+				.cfg = c,
+				.store = store,
+				.sync = sync,
+				.fd = fd,
+				.start = &start};
 		if (pthread_create(&ranks[i].tid, NULL, rank_main, &ranks[i])) {
 			fprintf(stderr, "pthread_create failed\n");
 			exit(1);
@@ -279,32 +286,47 @@ static int run_variant(enum ps_sync sync, const struct config *c, int fd)
 static void usage(const char *argv0)
 {
 	fprintf(stderr,
-		"usage: %s [-v spin|rwlock|seqlock|rcu|rcu-qsbr|all] [-r ranks] [-p pages]\n"
-		"          [-n rounds] [-g ranges] [-b] [--shared]\n",
-		argv0);
+			"usage: %s [-v spin|rwlock|seqlock|rcu|rcu-qsbr|all] [-r ranks] [-p "
+			"pages]\n"
+			"          [-n rounds] [-g ranges] [-b] [--shared]\n",
+			argv0);
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = { { "shared", no_argument, NULL, 'S' },
-						  { "help", no_argument, NULL, 'h' },
-						  { NULL, 0, NULL, 0 } };
-	struct config c = { .ranks = 4, .rounds = 3, .ranges = 32, .pages = 2048 };
+	static const struct option longopts[] = {{"shared", no_argument, NULL, 'S'},
+			{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	struct config c = {.ranks = 4, .rounds = 3, .ranges = 32, .pages = 2048};
 	const char *variant = "rcu";
 	int opt, fd, ret = 0, avail;
 	char *image;
 
 	while ((opt = getopt_long(argc, argv, "v:r:p:n:g:bh", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'v': variant = optarg; break;
-		case 'r': c.ranks = atoi(optarg); break;
-		case 'p': c.pages = strtoul(optarg, NULL, 0); break;
-		case 'n': c.rounds = atoi(optarg); break;
-		case 'g': c.ranges = atoi(optarg); break;
-		case 'b': c.borrow = true; break;
-		case 'S': c.shared = true; break;
-		default: usage(argv[0]);
+		case 'v':
+			variant = optarg;
+			break;
+		case 'r':
+			c.ranks = atoi(optarg);
+			break;
+		case 'p':
+			c.pages = strtoul(optarg, NULL, 0);
+			break;
+		case 'n':
+			c.rounds = atoi(optarg);
+			break;
+		case 'g':
+			c.ranges = atoi(optarg);
+			break;
+		case 'b':
+			c.borrow = true;
+			break;
+		case 'S':
+			c.shared = true;
+			break;
+		default:
+			usage(argv[0]);
 		}
 	}
 	if (c.ranks < 1 || c.rounds < 1 || c.ranges < 1 || c.pages < (size_t)c.ranges ||

@@ -248,23 +248,22 @@ static int ps_apply_collect_fn(uint64_t start, uint64_t end, struct ps_policy *p
 static int ps_apply_pages(const struct ps_policy *pol, char *base, uint64_t first, uint64_t from,
 		uint64_t to, size_t page_size, unsigned flags)
 {
-	return ps_policy_apply(pol, base + (from - first) * page_size, (to - from) * page_size,
-			flags);
+	return ps_policy_apply(
+			pol, base + (from - first) * page_size, (to - from) * page_size, flags);
 }
 
 int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page, uint64_t npages,
 		size_t page_size, unsigned flags, size_t *done_pages)
 {
-	struct ps_apply_collect c = { 0 };
+	struct ps_apply_collect c = {0};
 	uint64_t pos = first_page;
 	size_t i;
 	int ret;
 
 	if (done_pages)
 		*done_pages = 0;
-	if (!store || !page_size || page_size % ps_sys_page_size() ||
-			(uintptr_t)base % page_size || (flags & ~PS_APPLY_ALL) ||
-			first_page + npages < first_page ||
+	if (!store || !page_size || page_size % ps_sys_page_size() || (uintptr_t)base % page_size ||
+			(flags & ~PS_APPLY_ALL) || first_page + npages < first_page ||
 			npages > (UINTPTR_MAX - (uintptr_t)base) / page_size || npages > SIZE_MAX)
 		return -EINVAL;
 	ret = ps_numa_available();

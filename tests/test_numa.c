@@ -59,7 +59,7 @@ static int apply_or_skip(const struct ps_policy *pol, void *addr, size_t len, un
 
 static struct ps_policy *node_policy(int mode, unsigned flags, int node)
 {
-	unsigned long mask[PS_MAX_NUMNODES / (8 * sizeof(unsigned long))] = { 0 };
+	unsigned long mask[PS_MAX_NUMNODES / (8 * sizeof(unsigned long))] = {0};
 	struct ps_policy *pol;
 
 	mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
@@ -110,9 +110,12 @@ struct mode_case {
 ParameterizedTestParameters(numa, readback)
 {
 	static struct mode_case cases[] = {
-		{ PS_MPOL_DEFAULT, false },	{ PS_MPOL_BIND, true },
-		{ PS_MPOL_PREFERRED, true },	{ PS_MPOL_INTERLEAVE, true },
-		{ PS_MPOL_LOCAL, false },	{ PS_MPOL_PREFERRED, false },
+			{PS_MPOL_DEFAULT, false},
+			{PS_MPOL_BIND, true},
+			{PS_MPOL_PREFERRED, true},
+			{PS_MPOL_INTERLEAVE, true},
+			{PS_MPOL_LOCAL, false},
+			{PS_MPOL_PREFERRED, false},
 	};
 
 	return cr_make_param_array(struct mode_case, cases, sizeof(cases) / sizeof(cases[0]));
@@ -138,7 +141,7 @@ ParameterizedTest(struct mode_case *c, numa, readback)
 /* Newer modes: exact read-back when the kernel knows them, EINVAL when it does not. */
 Test(numa, newer_modes)
 {
-	int modes[] = { PS_MPOL_PREFERRED_MANY, PS_MPOL_WEIGHTED_INTERLEAVE };
+	int modes[] = {PS_MPOL_PREFERRED_MANY, PS_MPOL_WEIGHTED_INTERLEAVE};
 	char *p = map_pages(NPAGES);
 
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
@@ -210,7 +213,7 @@ Test(numa, missing_node_is_einval)
 {
 	char *p = map_pages(NPAGES);
 	struct ps_policy *pref = node_policy(PS_MPOL_PREFERRED, 0, 0);
-	int modes[] = { PS_MPOL_BIND, PS_MPOL_PREFERRED, PS_MPOL_INTERLEAVE };
+	int modes[] = {PS_MPOL_BIND, PS_MPOL_PREFERRED, PS_MPOL_INTERLEAVE};
 
 	cr_assert_eq(apply_or_skip(pref, p, NPAGES * page, 0), 0);
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
@@ -232,7 +235,7 @@ Test(numa, missing_node_is_einval)
 /* Node 0 and a node that does not exist: the kernel would narrow, polstore refuses. */
 Test(numa, partly_missing_mask_is_einval)
 {
-	unsigned long mask[PS_MAX_NUMNODES / (8 * sizeof(unsigned long))] = { 0 };
+	unsigned long mask[PS_MAX_NUMNODES / (8 * sizeof(unsigned long))] = {0};
 	int node = missing_node();
 	char *p = map_pages(NPAGES);
 	struct ps_policy *pol;

@@ -130,8 +130,8 @@ PS_API int ps_policy_to_bitmask(const struct ps_policy *pol, struct bitmask *bmp
  * Return: a new policy with one reference for the caller, or NULL with
  * errno as ps_policy_create() sets it.
  */
-PS_API struct ps_policy *ps_policy_from_bitmask(int mode, unsigned flags,
-		const struct bitmask *bmp);
+PS_API struct ps_policy *ps_policy_from_bitmask(
+		int mode, unsigned flags, const struct bitmask *bmp);
 
 /**
  * ps_store_apply_range() - place a window of a mapping as a store says
