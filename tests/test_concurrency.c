@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Readers and writers together, for every variant.  Policy k is only ever
+ * set inside region k of the index space, so a lookup at idx may return
+ * NULL or policy region(idx), nothing else: a lookup returning a range that
+ * was never there, or a freed policy (valgrind/ASan), fails.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "testutil.h"
+
+#define VARIANT_TEST(suite, name)                                                                  \
+	ParameterizedTestParameters(suite, name)                                                   \
+	{                                                                                          \
+		return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);        \
+	}                                                                                          \
+	ParameterizedTest(enum ps_sync *sync, suite, name)
+
+#define REGIONS 8
+#define REGION_SIZE 512
+#define SPACE (REGIONS * REGION_SIZE)
+
+struct shared {
+	struct ps_store *store;
+	enum ps_sync sync;
+	struct ps_policy *pol[REGIONS];
+	atomic_bool stop;
+	atomic_long lookups, sets, errors;
+	long sets_per_writer;
+	uint64_t deadline_ns; /* writers stop here even if sets remain (slow grace periods) */
+	bool borrow; /* readers use the no-reference path */
+	bool qsbr_online; /* QSBR readers go online explicitly */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *writer(void *arg)
+{
+	struct shared *sh = arg;
+	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
+	long i;
+
+	for (i = 0; i < sh->sets_per_writer && now_ns() < sh->deadline_ns; i++) {
+		int k = (int)(ps_test_rand(&seed) % REGIONS);
+		uint64_t a = ps_test_rand(&seed) % REGION_SIZE, b = ps_test_rand(&seed) % REGION_SIZE;
+		uint64_t base = (uint64_t)k * REGION_SIZE;
+
+		if (a == b)
+			continue;
+		if (a > b) {
+			uint64_t t = a;
+
+			a = b;
+			b = t;
+		}
+		if (ps_store_set(sh->store, base + a, base + b,
+				    ps_test_rand(&seed) % 4 ? sh->pol[k] : NULL))
+			atomic_fetch_add(&sh->errors, 1);
+		atomic_fetch_add(&sh->sets, 1);
+	}
+	return NULL;
+}
+
+static void *reader(void *arg)
+{
+	struct shared *sh = arg;
+	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
+	long n = 0;
+
+	if (sh->sync == PS_SYNC_RCU_QSBR && sh->qsbr_online)
+		ps_qsbr_thread_online();
+	while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
+		uint64_t idx = ps_test_rand(&seed) % SPACE;
+		const struct ps_policy *want = sh->pol[idx / REGION_SIZE];
+		const struct ps_policy *got;
+
+		if (sh->borrow) {
+			ps_store_read_lock(sh->store);
+			got = ps_store_lookup_borrow(sh->store, idx);
+			if (got && ps_policy_first_node(got) != (int)(idx / REGION_SIZE))
+				atomic_fetch_add(&sh->errors, 1);
+			ps_store_read_unlock(sh->store);
+		} else {
+			struct ps_policy *p = ps_store_lookup(sh->store, idx);
+
+			got = p;
+			if (p && ps_policy_first_node(p) != (int)(idx / REGION_SIZE))
+				atomic_fetch_add(&sh->errors, 1);
+			ps_policy_put(p);
+		}
+		if (got && got != want)
+			atomic_fetch_add(&sh->errors, 1);
+		n++;
+		if (sh->qsbr_online)
+			ps_qsbr_quiescent();
+	}
+	if (sh->sync == PS_SYNC_RCU_QSBR && sh->qsbr_online)
+		ps_qsbr_thread_offline();
+	atomic_fetch_add(&sh->lookups, n);
+	return NULL;
+}
+
+static void run_mixed(enum ps_sync sync, int readers, int writers, bool borrow, bool online)
+{
+	struct shared sh = { .sync = sync, .borrow = borrow, .qsbr_online = online };
+	pthread_t rt[64], wt[8];
+	const char *why = NULL;
+	int i;
+
+	sh.store = ps_store_create(sync);
+	cr_assert_not_null(sh.store);
+	sh.sets_per_writer = ps_test_iters(3000);
+	sh.deadline_ns = now_ns() + (uint64_t)(2e9 * ps_test_scale() + 5e8);
+	for (i = 0; i < REGIONS; i++)
+		sh.pol[i] = ps_test_bind(i);
+	for (i = 0; i < readers; i++)
+		cr_assert_eq(pthread_create(&rt[i], NULL, reader, &sh), 0);
+	for (i = 0; i < writers; i++)
+		cr_assert_eq(pthread_create(&wt[i], NULL, writer, &sh), 0);
+	for (i = 0; i < writers; i++)
+		pthread_join(wt[i], NULL);
+	atomic_store(&sh.stop, true);
+	for (i = 0; i < readers; i++)
+		pthread_join(rt[i], NULL);
+	cr_assert_eq(atomic_load(&sh.errors), 0, "%s: %ld bad lookups or failed sets",
+			ps_sync_name(sync), atomic_load(&sh.errors));
+	cr_assert_gt(atomic_load(&sh.lookups), 0);
+	cr_assert_gt(atomic_load(&sh.sets), 0);
+	cr_assert_eq(ps_store_check(sh.store, &why), 0, "%s", why);
+	ps_store_destroy(sh.store);
+	for (i = 0; i < REGIONS; i++) {
+		cr_assert_eq(ps_policy_refcount(sh.pol[i]), 1);
+		ps_policy_put(sh.pol[i]);
+	}
+}
+
+VARIANT_TEST(concurrency, readers_and_writers)
+{
+	run_mixed(*sync, 3, 2, false, true);
+}
+
+VARIANT_TEST(concurrency, borrowed_readers)
+{
+	run_mixed(*sync, 3, 1, true, true);
+}
+
+VARIANT_TEST(concurrency, oversubscribed)
+{
+	/* Many more threads than the machine's cores: every variant must progress. */
+	run_mixed(*sync, 48, 4, false, true);
+}
+
+/* QSBR readers that never go online explicitly stay correct and never stall writers. */
+Test(concurrency, qsbr_implicit_readers)
+{
+	run_mixed(PS_SYNC_RCU_QSBR, 3, 2, false, false);
+	run_mixed(PS_SYNC_RCU_QSBR, 3, 1, true, false);
+}
+
+Test(concurrency, qsbr_thread_states)
+{
+	cr_assert_not(ps_qsbr_thread_is_online());
+	cr_assert_eq(ps_qsbr_thread_online(), 0);
+	cr_assert(ps_qsbr_thread_is_online());
+	ps_qsbr_quiescent();
+	ps_qsbr_thread_offline();
+	cr_assert_not(ps_qsbr_thread_is_online());
+	ps_qsbr_thread_offline(); /* idempotent */
+	ps_qsbr_quiescent(); /* a no-op offline */
+	ps_rcu_unregister_thread();
+	ps_rcu_unregister_thread(); /* harmless when not registered */
+}
+
+/* Writer fairness: continuous readers must not keep a writer out. */
+struct fair {
+	struct ps_store *store;
+	atomic_bool stop;
+	atomic_int running;
+};
+
+static void *busy_reader(void *arg)
+{
+	struct fair *f = arg;
+	uint64_t seed = 99;
+
+	atomic_fetch_add(&f->running, 1);
+	while (!atomic_load_explicit(&f->stop, memory_order_relaxed))
+		ps_policy_put(ps_store_lookup(f->store, ps_test_rand(&seed) % 1024));
+	return NULL;
+}
+
+VARIANT_TEST(concurrency, writer_not_starved)
+{
+	struct fair f = { .store = ps_store_create(*sync) };
+	struct ps_policy *a = ps_test_bind(0);
+	pthread_t t[4];
+	uint64_t worst = 0;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, busy_reader, &f);
+	while (atomic_load(&f.running) < 4)
+		usleep(100);
+	for (i = 0; i < (int)ps_test_iters(200); i++) {
+		uint64_t t0 = now_ns(), d;
+
+		cr_assert_eq(ps_store_set(f.store, (uint64_t)i % 1000, (uint64_t)i % 1000 + 8, a), 0);
+		d = now_ns() - t0;
+		if (d > worst)
+			worst = d;
+	}
+	atomic_store(&f.stop, true);
+	for (i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	/* A generous bound for a loaded 2-core machine: starvation would be unbounded. */
+	cr_assert_lt(worst, 2000000000ULL, "%s: a set waited %llu ns", ps_sync_name(*sync),
+			(unsigned long long)worst);
+	cr_log_info("%s: longest set under 4 continuous readers: %llu us", ps_sync_name(*sync),
+			(unsigned long long)(worst / 1000));
+	ps_store_destroy(f.store);
+	ps_policy_put(a);
+}

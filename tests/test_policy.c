@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* Policy creation rules (mbind(2)/LTP mbind01 cases), equality, node masks. */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "testutil.h"
+
+#define BPL (sizeof(unsigned long) * CHAR_BIT)
+
+static unsigned long mask1[PS_MAX_NUMNODES / BPL];
+
+static void set_node(unsigned long *m, int node)
+{
+	m[node / BPL] |= 1UL << (node % BPL);
+}
+
+static void expect_einval(int mode, unsigned flags, const unsigned long *mask, unsigned long maxnode)
+{
+	errno = 0;
+	cr_assert_null(ps_policy_create(mode, flags, mask, maxnode), "mode %d flags %#x", mode,
+			flags);
+	cr_assert_eq(errno, EINVAL, "mode %d flags %#x: errno %d", mode, flags, errno);
+}
+
+Test(policy, valid_modes)
+{
+	unsigned long m[1] = { 0x5 };
+	int modes[] = { PS_MPOL_BIND, PS_MPOL_INTERLEAVE, PS_MPOL_PREFERRED,
+		PS_MPOL_PREFERRED_MANY, PS_MPOL_WEIGHTED_INTERLEAVE };
+	unsigned long out[2];
+	size_t i;
+
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct ps_policy *p = ps_policy_create(modes[i], 0, m, 3);
+
+		cr_assert_not_null(p);
+		cr_assert_eq(ps_policy_mode(p), modes[i]);
+		cr_assert_eq(ps_policy_flags(p), 0u);
+		cr_assert_eq(ps_policy_weight(p), 2);
+		cr_assert_eq(ps_policy_first_node(p), 0);
+		cr_assert_eq(ps_policy_nodemask(p, out, 2 * BPL), 0);
+		cr_assert_eq(out[0], 0x5UL);
+		cr_assert_eq(out[1], 0UL);
+		cr_assert_eq(ps_policy_refcount(p), 1);
+		ps_policy_put(p);
+	}
+}
+
+Test(policy, default_and_local_take_empty_masks)
+{
+	struct ps_policy *d = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0);
+	struct ps_policy *l = ps_policy_create(PS_MPOL_LOCAL, 0, mask1, PS_MAX_NUMNODES);
+
+	cr_assert_not_null(d);
+	cr_assert_not_null(l);
+	cr_assert_eq(ps_policy_mode(d), PS_MPOL_DEFAULT);
+	cr_assert_eq(ps_policy_mode(l), PS_MPOL_LOCAL);
+	cr_assert_eq(ps_policy_first_node(l), -ENOENT);
+	ps_policy_put(d);
+	ps_policy_put(l);
+}
+
+Test(policy, preferred_empty_is_local)
+{
+	struct ps_policy *p = ps_policy_create(PS_MPOL_PREFERRED, 0, NULL, 0);
+	struct ps_policy *l = ps_policy_create(PS_MPOL_LOCAL, 0, NULL, 0);
+
+	cr_assert_not_null(p);
+	cr_assert_eq(ps_policy_mode(p), PS_MPOL_LOCAL);
+	cr_assert(ps_policy_equal(p, l));
+	ps_policy_put(p);
+	ps_policy_put(l);
+	/* ... but an empty preferred mask with a flag is refused, as mpol_new() does. */
+	expect_einval(PS_MPOL_PREFERRED, PS_MPOL_F_STATIC_NODES, NULL, 0);
+}
+
+Test(policy, einval_catalogue)
+{
+	unsigned long m[PS_MAXNODE_LIMIT / BPL + 1];
+
+	memset(m, 0, sizeof(m));
+	set_node(m, 1);
+	/* LTP mbind01: DEFAULT or LOCAL with nodes; BIND & co without. */
+	expect_einval(PS_MPOL_DEFAULT, 0, m, 8);
+	expect_einval(PS_MPOL_LOCAL, 0, m, 8);
+	expect_einval(PS_MPOL_BIND, 0, NULL, 0);
+	expect_einval(PS_MPOL_INTERLEAVE, 0, mask1, PS_MAX_NUMNODES);
+	expect_einval(PS_MPOL_PREFERRED_MANY, 0, NULL, 64);
+	expect_einval(PS_MPOL_WEIGHTED_INTERLEAVE, 0, NULL, 0);
+	/* Unknown modes and flags, both flags at once. */
+	expect_einval(-1, 0, m, 8);
+	expect_einval(PS_MPOL_MAX, 0, m, 8);
+	expect_einval(PS_MPOL_BIND, 1, m, 8);
+	expect_einval(PS_MPOL_BIND, 1u << 13, m, 8);
+	expect_einval(PS_MPOL_BIND, PS_MPOL_F_STATIC_NODES | PS_MPOL_F_RELATIVE_NODES, m, 8);
+	/* Nodes at or above PS_MAX_NUMNODES, and a mask longer than the limit. */
+	memset(m, 0, sizeof(m));
+	set_node(m, PS_MAX_NUMNODES);
+	expect_einval(PS_MPOL_BIND, 0, m, PS_MAX_NUMNODES + 1);
+	memset(m, 0, sizeof(m));
+	set_node(m, PS_MAXNODE_LIMIT - 1);
+	expect_einval(PS_MPOL_BIND, 0, m, PS_MAXNODE_LIMIT);
+	expect_einval(PS_MPOL_BIND, 0, m, PS_MAXNODE_LIMIT + 1);
+}
+
+Test(policy, bits_beyond_maxnode_are_ignored)
+{
+	unsigned long m[2] = { ~0UL, ~0UL };
+	struct ps_policy *p = ps_policy_create(PS_MPOL_BIND, PS_MPOL_F_STATIC_NODES, m, 3);
+	struct ps_policy *big;
+
+	cr_assert_not_null(p);
+	cr_assert_eq(ps_policy_weight(p), 3);
+	cr_assert_eq(ps_policy_flags(p), (unsigned)PS_MPOL_F_STATIC_NODES);
+	ps_policy_put(p);
+	/* A long mask is fine while the bits past PS_MAX_NUMNODES are clear. */
+	{
+		unsigned long l[PS_MAXNODE_LIMIT / BPL];
+
+		memset(l, 0, sizeof(l));
+		set_node(l, PS_MAX_NUMNODES - 1);
+		big = ps_policy_create(PS_MPOL_INTERLEAVE, 0, l, PS_MAXNODE_LIMIT);
+		cr_assert_not_null(big);
+		cr_assert_eq(ps_policy_first_node(big), PS_MAX_NUMNODES - 1);
+		ps_policy_put(big);
+	}
+}
+
+Test(policy, nodemask_copy_out)
+{
+	struct ps_policy *p = ps_test_bind(100);
+	unsigned long out[PS_MAX_NUMNODES / BPL];
+	unsigned long small[1] = { 0xdead };
+
+	cr_assert_eq(ps_policy_nodemask(p, small, 64), -EINVAL);
+	cr_assert_eq(small[0], 0xdeadUL, "a refused copy writes nothing");
+	cr_assert_eq(ps_policy_nodemask(p, out, 100), -EINVAL);
+	cr_assert_eq(ps_policy_nodemask(p, out, 101), 0);
+	cr_assert_eq(out[100 / BPL], 1UL << (100 % BPL));
+	cr_assert_eq(ps_policy_nodemask(NULL, out, 101), -EINVAL);
+	cr_assert_eq(ps_policy_nodemask(p, NULL, 101), -EINVAL);
+	cr_assert_eq(ps_policy_nodemask(p, out, 0), -EINVAL);
+	ps_policy_put(p);
+}
+
+Test(policy, equality_follows_mpol_equal)
+{
+	struct ps_policy *a = ps_test_bind(3), *b = ps_test_bind(3), *c = ps_test_bind(4);
+	unsigned long m[1] = { 1UL << 3 };
+	struct ps_policy *i = ps_policy_create(PS_MPOL_INTERLEAVE, 0, m, 64);
+	struct ps_policy *s = ps_policy_create(PS_MPOL_BIND, PS_MPOL_F_STATIC_NODES, m, 64);
+	struct ps_policy *l1 = ps_policy_create(PS_MPOL_LOCAL, 0, NULL, 0);
+	struct ps_policy *l2 = ps_policy_create(PS_MPOL_LOCAL, PS_MPOL_F_RELATIVE_NODES, NULL, 0);
+
+	cr_assert(ps_policy_equal(a, a));
+	cr_assert(ps_policy_equal(a, b));
+	cr_assert_not(ps_policy_equal(a, c), "different nodes");
+	cr_assert_not(ps_policy_equal(a, i), "different modes");
+	cr_assert_not(ps_policy_equal(a, s), "different flags");
+	cr_assert_not(ps_policy_equal(a, NULL));
+	cr_assert_not(ps_policy_equal(NULL, a));
+	cr_assert_not(ps_policy_equal(NULL, NULL), "NULL equals nothing");
+	cr_assert_not_null(l2);
+	cr_assert_not(ps_policy_equal(l1, l2), "flags differ, as in __mpol_equal");
+	ps_policy_put(a);
+	ps_policy_put(b);
+	ps_policy_put(c);
+	ps_policy_put(i);
+	ps_policy_put(s);
+	ps_policy_put(l1);
+	ps_policy_put(l2);
+}
+
+Test(policy, references)
+{
+	struct ps_policy *p = ps_test_bind(0);
+
+	cr_assert_eq(ps_policy_get(p), p);
+	cr_assert_eq(ps_policy_refcount(p), 2);
+	ps_policy_put(p);
+	cr_assert_eq(ps_policy_refcount(p), 1);
+	ps_policy_put(p);
+	ps_policy_put(NULL);
+	cr_assert_null(ps_policy_get(NULL));
+	cr_assert_eq(ps_policy_mode(NULL), -EINVAL);
+	cr_assert_eq(ps_policy_flags(NULL), 0u);
+	cr_assert_eq(ps_policy_refcount(NULL), -EINVAL);
+	cr_assert_str_eq(ps_mode_name(PS_MPOL_BIND), "bind");
+	cr_assert_str_eq(ps_mode_name(99), "unknown");
+}
