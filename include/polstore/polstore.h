@@ -15,5 +15,6 @@
 #include <polstore/charge.h>
 #include <polstore/pcounter.h>
 #include <polstore/idmap.h>
+#include <polstore/numa.h>
 
 #endif /* POLSTORE_POLSTORE_H */

@@ -43,14 +43,10 @@ cd "$tmp/pc"
 export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 [ "$(pkg-config --modversion polstore)" = "$(sed -n 's/^Version: //p' "$libdir/pkgconfig/polstore.pc")" ] ||
 	die "pkg-config does not see the installed polstore.pc"
-# polstore.pc names the prefix given at configure time; an install with
-# --prefix elsewhere needs the prefix taken from the .pc file's location.
+# polstore.pc is relocatable: its prefix follows the file's location.
 pc="pkg-config"
-if [ ! -d "$(pkg-config --variable=includedir polstore)/polstore" ]; then
-	echo "note: polstore.pc is not relocatable (prefix $(pkg-config --variable=prefix polstore));" \
-		"using pkg-config --define-prefix" >&2
-	pc="pkg-config --define-prefix"
-fi
+[ -d "$(pkg-config --variable=includedir polstore)/polstore" ] ||
+	die "polstore.pc is not relocatable (prefix $(pkg-config --variable=prefix polstore))"
 # Examples that call libnuma themselves (shared_text) ask for it, as any
 # program using <numa.h> must: polstore lists it in Requires.private only.
 cflags=$($pc --cflags polstore numa)

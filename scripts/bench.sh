@@ -1,0 +1,11 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# The main job: install dependencies, build polstore (Release) and run the
+# stress benchmark's default scenario.  Extra arguments go to polstore-stress,
+# e.g. scripts/bench.sh --sweep 1,2,4,16 --json
+set -eu
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DPOLSTORE_BUILD_TESTS=OFF >/dev/null
+cmake --build build-release -j"$(nproc)" --target polstore-stress >/dev/null
+exec build-release/stress/polstore-stress "$@"

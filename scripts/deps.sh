@@ -1,0 +1,23 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Install the Debian 12 packages polstore needs to build, test and benchmark.
+# Installs only what is missing; needs root (or sudo) when something is.
+set -eu
+
+PKGS="build-essential cmake pkg-config liburcu-dev libcriterion-dev libnuma-dev valgrind \
+clang libclang-rt-14-dev gnuplot-nox doxygen"
+
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+echo "polstore: installing$missing" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

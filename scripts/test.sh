@@ -1,0 +1,73 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# The whole test suite: install dependencies, then build and test polstore
+# in four configurations:
+#   build-test   Debug, invariant checks after every set, lock_stat on,
+#                -Werror; every CTest label but fuzz/tsan: unit, stress,
+#                examples, install, docs, valgrind (memcheck), helgrind, drd
+#   build-asan   AddressSanitizer + UndefinedBehaviorSanitizer; unit, stress,
+#                examples
+#   build-tsan   clang ThreadSanitizer; label tsan
+#   build-fuzz   clang libFuzzer; label fuzz (bounded time per variant)
+# POLSTORE_LONG=1 in the environment lengthens the oracle and fuzz runs.
+# POLSTORE_TEST_CONFIGS="test asan" runs a subset of the configurations.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+
+JOBS=$(nproc)
+CONFIGS=${POLSTORE_TEST_CONFIGS:-"test asan tsan fuzz"}
+passed=0
+failed=0
+status=0
+
+# run_config NAME "cmake args" "ctest args"
+run_config() {
+	local name=$1 cmake_args=$2 ctest_args=$3 log
+	echo "=== polstore: configuration $name" >&2
+	# shellcheck disable=SC2086
+	cmake -S . -B "build-$name" $cmake_args >"build-$name.cmake.log" 2>&1 ||
+		{ cat "build-$name.cmake.log"; return 1; }
+	cmake --build "build-$name" -j"$JOBS" 2>&1 | grep -E 'error|warning|Error' || true
+	[ "${PIPESTATUS[0]}" -eq 0 ] || return 1
+	log="build-$name/ctest.log"
+	# shellcheck disable=SC2086
+	(cd "build-$name" && ctest --output-on-failure -j"$JOBS" $ctest_args) 2>&1 | tee "$log"
+	local rc=${PIPESTATUS[0]}
+	local line
+	line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1 || true)
+	if [ -n "$line" ]; then
+		local f t
+		f=$(echo "$line" | sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/')
+		t=$(echo "$line" | sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/')
+		passed=$((passed + t - f))
+		failed=$((failed + f))
+	fi
+	return "$rc"
+}
+
+for c in $CONFIGS; do
+	case $c in
+	test)
+		run_config test "-DCMAKE_BUILD_TYPE=Debug -DPOLSTORE_WERROR=ON \
+			-DPOLSTORE_DEBUG_CHECKS=ON -DPOLSTORE_LOCK_STAT=ON -DPOLSTORE_VALGRIND=ON \
+			-DPOLSTORE_BUILD_DOCS=ON" "-LE fuzz|tsan" || status=1 ;;
+	asan)
+		run_config asan "-DCMAKE_BUILD_TYPE=Debug -DPOLSTORE_WERROR=ON \
+			-DPOLSTORE_SANITIZE=address,undefined" "-L unit|stress|examples" || status=1 ;;
+	tsan)
+		run_config tsan "-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+			-DPOLSTORE_WERROR=ON -DPOLSTORE_SANITIZE=thread -DPOLSTORE_ANNOTATE=ON" \
+			"-L tsan" || status=1 ;;
+	fuzz)
+		run_config fuzz "-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+			-DPOLSTORE_WERROR=ON -DPOLSTORE_FUZZ=ON -DPOLSTORE_BUILD_TESTS=OFF \
+			-DPOLSTORE_BUILD_STRESS=OFF -DPOLSTORE_BUILD_EXAMPLES=OFF" "-L fuzz" || status=1 ;;
+	*)
+		echo "polstore: unknown configuration $c" >&2
+		status=1 ;;
+	esac
+done
+
+echo "polstore: $passed passed, $failed failed"
+exit $status
