@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -232,4 +233,63 @@ VARIANT_TEST(concurrency, writer_not_starved)
 			(unsigned long long)(worst / 1000));
 	ps_store_destroy(f.store);
 	ps_policy_put(a);
+}
+
+/*
+ * A thousand threads on a 2-core machine: every variant must finish (the
+ * SPIN lock yields after bounded spinning, RWLOCK readers step aside for a
+ * writer, QSBR readers here use the implicit online/offline path so a
+ * preempted reader does not hold up grace periods for its whole timeslice).
+ */
+struct crowd {
+	struct ps_store *store;
+	struct ps_policy *pol;
+	atomic_long bad;
+	long lookups;
+};
+
+static void *crowd_reader(void *arg)
+{
+	struct crowd *c = arg;
+	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
+	long i;
+
+	for (i = 0; i < c->lookups; i++) {
+		struct ps_policy *p = ps_store_lookup(c->store, ps_test_rand(&seed) % 4096);
+
+		if (p && p != c->pol)
+			atomic_fetch_add(&c->bad, 1);
+		ps_policy_put(p);
+	}
+	return NULL;
+}
+
+VARIANT_TEST(concurrency, thousand_threads)
+{
+	long nthreads = ps_test_iters(1000);
+	struct crowd c = { .store = ps_store_create(*sync), .pol = ps_test_bind(2), .lookups = 200 };
+	pthread_t *t = calloc((size_t)nthreads, sizeof(*t));
+	pthread_attr_t attr;
+	long i, created = 0;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	cr_assert_eq(ps_store_set(c.store, 0, 4096, c.pol), 0);
+	for (i = 0; i < nthreads; i++)
+		if (pthread_create(&t[i], &attr, crowd_reader, &c) == 0)
+			created++;
+		else
+			break;
+	cr_assert_gt(created, nthreads / 2, "could create only %ld threads", created);
+	for (i = 0; i < 20; i++)
+		cr_assert_eq(ps_store_set(c.store, (uint64_t)i * 100, (uint64_t)i * 100 + 50,
+					     i % 2 ? c.pol : NULL),
+				0);
+	for (i = 0; i < created; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(atomic_load(&c.bad), 0);
+	pthread_attr_destroy(&attr);
+	free(t);
+	ps_store_destroy(c.store);
+	ps_policy_put(c.pol);
 }
