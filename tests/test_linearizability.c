@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The linearizability oracle (linearizability.h) for every variant, with
+ * fewer threads than cores and more threads than cores.  First the checker
+ * itself is shown to catch each kind of illegal result on hand-made
+ * histories, so a silent oracle means something.
+ *
+ * POLSTORE_LIN_LOOKUPS=<n> sets the lookups per test (default 200000, scaled
+ * by POLSTORE_TEST_SCALE); every test prints what it checked, e.g.
+ *   POLSTORE_LIN_LOOKUPS=10000000 ./tests/test_linearizability --jobs=1
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "linearizability.h"
+#include "testutil.h"
+
+/* ---- the checker on hand-made histories ---- */
+
+/* Two pages; version 1 sets page 0 in [10, 20], version 2 sets pages 0-1 in [30, 40]. */
+static const struct ps_lin_write hist[] = {
+	{ .version = 1, .first = 0, .last = 0, .removal = false, .begin = 10, .end = 20 },
+	{ .version = 2, .first = 0, .last = 1, .removal = false, .begin = 30, .end = 40 },
+	{ .version = 3, .first = 1, .last = 1, .removal = true, .begin = 50, .end = 60 },
+};
+
+static long check1(uint64_t begin, uint64_t end, uint32_t page, uint64_t version)
+{
+	struct ps_lin_lookup l = { begin, end, version, page, 0 };
+	FILE *log = getenv("LIN_VERBOSE") ? stderr : NULL;
+
+	return ps_lin_check(2, NULL, hist, 3, &l, 1, log);
+}
+
+Test(linearizability_checker, legal_results_pass)
+{
+	cr_assert_eq(check1(1, 5, 0, 0), 0, "empty before any write");
+	cr_assert_eq(check1(15, 16, 0, 1), 0, "during the set");
+	cr_assert_eq(check1(15, 16, 0, 0), 0, "during the set, still empty");
+	cr_assert_eq(check1(21, 29, 0, 1), 0, "after it");
+	cr_assert_eq(check1(25, 35, 0, 1), 0, "overlapping the next set: old");
+	cr_assert_eq(check1(25, 35, 0, 2), 0, "overlapping the next set: new");
+	cr_assert_eq(check1(45, 46, 1, 2), 0);
+	cr_assert_eq(check1(55, 56, 1, 0), 0, "removal in progress: gone");
+	cr_assert_eq(check1(55, 56, 1, 2), 0, "removal in progress: still there");
+	cr_assert_eq(check1(61, 62, 1, 0), 0);
+}
+
+Test(linearizability_checker, illegal_results_fail)
+{
+	cr_assert_eq(check1(41, 45, 0, 1), 1, "stale: version 2 ended before");
+	cr_assert_eq(check1(21, 25, 0, 0), 1, "stale empty after version 1 ended");
+	cr_assert_eq(check1(5, 9, 0, 1), 1, "from the future");
+	cr_assert_eq(check1(21, 25, 1, 1), 1, "version 1 never covered page 1");
+	cr_assert_eq(check1(61, 62, 1, 2), 1, "removed before the lookup began");
+	cr_assert_eq(check1(45, 46, 1, 0), 1, "nothing, but version 2 covers the page");
+	cr_assert_eq(check1(45, 46, 1, 7), 1, "never written");
+	cr_assert_eq(check1(45, 46, 1, UINT64_MAX), 1, "not a versioned policy");
+	cr_assert_eq(check1(45, 46, 2, 0), 1, "page out of range");
+}
+
+Test(linearizability_checker, initial_state_and_versions)
+{
+	struct ps_lin_initial init[2] = { { 99 }, { 0 } };
+	struct ps_lin_lookup l[] = {
+		{ 1, 5, 99, 0, 0 }, /* legal: initial */
+		{ 21, 25, 99, 0, 0 }, /* stale: version 1 ended at 20 */
+		{ 1, 5, 99, 1, 0 }, /* page 1 was empty */
+	};
+	struct ps_policy *p = ps_lin_encode(12345);
+
+	cr_assert_eq(ps_lin_check(2, init, hist, 3, l, 1, NULL), 0);
+	cr_assert_eq(ps_lin_check(2, init, hist, 3, l + 1, 1, NULL), 1);
+	cr_assert_eq(ps_lin_check(2, init, hist, 3, l + 2, 1, NULL), 1);
+	cr_assert_not_null(p);
+	cr_assert_eq(ps_lin_decode(p), 12345u);
+	cr_assert_eq(ps_lin_decode(NULL), 0u);
+	ps_policy_put(p);
+	p = ps_test_bind(200);
+	cr_assert_eq(ps_lin_decode(p), UINT64_MAX);
+	ps_policy_put(p);
+}
+
+/* ---- the stores ---- */
+
+struct lin_param {
+	enum ps_sync sync;
+	int readers, writers;
+};
+
+static struct lin_param lin_params[2 * PS_SYNC_COUNT];
+
+ParameterizedTestParameters(linearizability, store)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int s;
+
+	if (ncpu < 2)
+		ncpu = 2;
+	for (s = 0; s < PS_SYNC_COUNT; s++) {
+		/* Fewer ranks than cores when there are more than 2; 2 otherwise. */
+		lin_params[2 * s] = (struct lin_param){ (enum ps_sync)s, ncpu > 2 ? (int)ncpu - 2 : 1,
+			1 };
+		/* More ranks than cores: 2 writers and 2 readers per core. */
+		lin_params[2 * s + 1] = (struct lin_param){ (enum ps_sync)s, 2 * (int)ncpu, 2 };
+	}
+	return cr_make_param_array(struct lin_param, lin_params, 2 * PS_SYNC_COUNT);
+}
+
+ParameterizedTest(struct lin_param *p, linearizability, store, .timeout = 1200)
+{
+	const char *env = getenv("POLSTORE_LIN_LOOKUPS");
+	struct ps_lin_config cfg = {
+		.sync = p->sync,
+		.readers = p->readers,
+		.writers = p->writers,
+		.lookups = env && atol(env) > 0 ? atol(env) : ps_test_iters(200000),
+		.seed = 0x1234 + (uint64_t)p->sync * 77 + (uint64_t)p->readers,
+	};
+	struct ps_lin_result res;
+	int ret = ps_lin_run(&cfg, &res);
+
+	fprintf(stderr,
+			"linearizability: %-8s readers=%d writers=%d: %ld lookups checked, %ld "
+			"writes (%ld removals), %ld rounds, %ld violations, %ld leaked\n",
+			ps_sync_name(p->sync), p->readers, p->writers, res.lookups_checked, res.writes,
+			res.removals, res.rounds, res.violations, res.live_allocs);
+	cr_assert_eq(res.violations, 0, "%s: %ld illegal lookups (history above)",
+			ps_sync_name(p->sync), res.violations);
+	cr_assert_eq(res.live_allocs, 0, "%s: %ld allocations leaked", ps_sync_name(p->sync),
+			res.live_allocs);
+	cr_assert_eq(ret, 0);
+	cr_assert_geq(res.lookups_checked, cfg.lookups);
+	cr_assert_gt(res.writes, 0);
+}
