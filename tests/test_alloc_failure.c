@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Allocation failures everywhere: for a random operation sequence on every
+ * store variant, and for every allocating call of the companion modules,
+ * fail the k-th allocation of the call for every k the call reaches (k = 0,
+ * 1, ... until it succeeds).  Each failing call must return -ENOMEM (or NULL
+ * with errno ENOMEM) and leave the state exactly as the model says it was;
+ * the allocator counts live blocks, and every test ends with none (the
+ * valgrind label checks the same from the outside).
+ *
+ * The kernel's tricky case is here: a set inside a range that covers it on
+ * both sides (a split), where the out-of-memory path once leaked a policy
+ * reference (shared_policy_replace(), the spare after its alloc_new retry).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "store_internal.h"
+#include "testutil.h"
+
+/* ---- the failing allocator ---- */
+
+static atomic_long nallocs; /* allocation calls so far */
+static atomic_long fail_at = -1; /* the call number that fails; -1: none */
+static atomic_long live; /* blocks allocated and not freed */
+static long injected; /* failures returned */
+
+static void *inj_alloc(size_t size, void *ctx)
+{
+	long n = atomic_fetch_add(&nallocs, 1);
+	void *p;
+
+	(void)ctx;
+	if (n == atomic_load(&fail_at)) {
+		injected++;
+		return NULL;
+	}
+	p = malloc(size);
+	if (p)
+		atomic_fetch_add(&live, 1);
+	return p;
+}
+
+static void inj_free(void *p, void *ctx)
+{
+	(void)ctx;
+	atomic_fetch_sub(&live, 1);
+	free(p);
+}
+
+static void inj_setup(void)
+{
+	static const struct ps_alloc_ops ops = { inj_alloc, inj_free, NULL };
+
+	atomic_store(&live, 0);
+	atomic_store(&fail_at, -1);
+	injected = 0;
+	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
+}
+
+/* Fail the @k-th allocation from now on (k = 0: the next one). */
+static void inj_arm(long k)
+{
+	atomic_store(&fail_at, atomic_load(&nallocs) + k);
+}
+
+/* Disarm; true when the armed failure was reached (the call saw it). */
+static bool inj_disarm(void)
+{
+	long at = atomic_exchange(&fail_at, -1);
+
+	return atomic_load(&nallocs) > at;
+}
+
+static void inj_teardown(const char *what, long ops)
+{
+	fprintf(stderr, "alloc_failure: %-22s %5ld calls, %5ld allocation failures injected, "
+			"%ld blocks live at the end\n",
+			what, ops, injected, (long)atomic_load(&live));
+	cr_assert_eq(atomic_load(&live), 0, "%s: %ld blocks leaked", what, (long)atomic_load(&live));
+	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+}
+
+/*
+ * Run @call with the k-th allocation failing, k = 0, 1, ... until it
+ * succeeds; after each failure @check (the state is as before) runs.
+ * @call returns 0 on success, -ENOMEM on failure, anything else is wrong.
+ */
+#define FAIL_EACH_ALLOC(call, check)                                                               \
+	do {                                                                                       \
+		long _k;                                                                           \
+		for (_k = 0;; _k++) {                                                              \
+			int _ret;                                                                  \
+			bool _reached;                                                             \
+			inj_arm(_k);                                                               \
+			_ret = (call);                                                             \
+			_reached = inj_disarm();                                                   \
+			if (_ret == 0) {                                                           \
+				cr_assert(!_reached, "succeeded despite failure %ld", _k);         \
+				break;                                                             \
+			}                                                                          \
+			cr_assert_eq(_ret, -ENOMEM, "failure %ld: got %d", _k, _ret);              \
+			cr_assert(_reached);                                                       \
+			check;                                                                     \
+		}                                                                                  \
+	} while (0)
+
+/* ---- the store against a model ---- */
+
+#define SPACE 64
+#define MAXR 128
+
+struct mrange {
+	uint64_t start, end;
+	struct ps_policy *pol;
+};
+
+struct model {
+	struct mrange r[MAXR];
+	int n;
+};
+
+static int mrange_cmp(const void *a, const void *b)
+{
+	const struct mrange *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* shared_policy_replace() on an array: trim, split, remove, insert; no merging. */
+static void model_set(struct model *m, uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	struct model out = { .n = 0 };
+	int i;
+
+	for (i = 0; i < m->n; i++) {
+		struct mrange r = m->r[i];
+
+		if (r.end <= start || r.start >= end) {
+			out.r[out.n++] = r;
+			continue;
+		}
+		if (r.start < start)
+			out.r[out.n++] = (struct mrange){ r.start, start, r.pol };
+		if (r.end > end)
+			out.r[out.n++] = (struct mrange){ end, r.end, r.pol };
+	}
+	if (pol && ps_policy_mode(pol) != PS_MPOL_DEFAULT)
+		out.r[out.n++] = (struct mrange){ start, end, pol };
+	cr_assert_lt(out.n, MAXR);
+	qsort(out.r, (size_t)out.n, sizeof(out.r[0]), mrange_cmp);
+	*m = out;
+}
+
+struct cmp_walk {
+	const struct model *m;
+	int i;
+	bool ok;
+};
+
+static int cmp_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct cmp_walk *w = arg;
+
+	if (w->i >= w->m->n || w->m->r[w->i].start != start || w->m->r[w->i].end != end ||
+			w->m->r[w->i].pol != pol)
+		w->ok = false;
+	w->i++;
+	return 0;
+}
+
+#define NPOLS 6
+
+/* The store holds exactly the model's ranges, and every policy the references they imply. */
+static void expect_model(struct ps_store *s, const struct model *m, struct ps_policy **pols,
+		int npols)
+{
+	struct cmp_walk w = { m, 0, true };
+	const char *why = NULL;
+	int i, j;
+
+	cr_assert_eq(ps_store_check(s, &why), 0, "%s", why);
+	cr_assert_eq(ps_store_foreach(s, cmp_fn, &w), 0);
+	cr_assert(w.ok && w.i == m->n, "%s: store differs from the model (%d ranges, model %d)",
+			ps_sync_name(s->sync), w.i, m->n);
+	cr_assert_eq(ps_store_count(s), (size_t)m->n);
+	for (j = 0; j < npols; j++) {
+		long refs = 1;
+
+		for (i = 0; i < m->n; i++)
+			refs += m->r[i].pol == pols[j] ? s->ops->ntrees : 0;
+		cr_assert_eq(ps_policy_refcount(pols[j]), refs, "policy %d: %ld refs, want %ld", j,
+				ps_policy_refcount(pols[j]), refs);
+	}
+	for (i = 0; i < SPACE; i++) {
+		struct ps_policy *want = NULL, *got = ps_store_lookup(s, (uint64_t)i);
+
+		for (j = 0; j < m->n; j++)
+			if (m->r[j].start <= (uint64_t)i && (uint64_t)i < m->r[j].end)
+				want = m->r[j].pol;
+		cr_assert_eq(got, want, "lookup(%d)", i);
+		ps_policy_put(got);
+	}
+}
+
+static int create_policy(struct ps_policy **out, int node)
+{
+	unsigned long mask = 1UL << node;
+
+	*out = ps_policy_create(PS_MPOL_INTERLEAVE, 0, &mask, 64);
+	if (*out)
+		return 0;
+	cr_assert_eq(errno, ENOMEM);
+	return -ENOMEM;
+}
+
+static int create_store(struct ps_store **out, enum ps_sync sync)
+{
+	errno = 0;
+	*out = ps_store_create(sync);
+	if (*out)
+		return 0;
+	cr_assert_eq(errno, ENOMEM);
+	return -ENOMEM;
+}
+
+ParameterizedTestParameters(alloc_failure, store)
+{
+	return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);
+}
+
+ParameterizedTest(enum ps_sync *sync, alloc_failure, store)
+{
+	struct ps_policy *pols[NPOLS + 1];
+	struct model m = { .n = 0 };
+	struct ps_store *s = NULL;
+	uint64_t seed = 0xA11 + (uint64_t)*sync;
+	long ops = 0, i, nops = ps_test_iters(400);
+	char what[64];
+	int j;
+
+	inj_setup();
+	FAIL_EACH_ALLOC(create_store(&s, *sync), (void)0);
+	for (j = 0; j < NPOLS; j++)
+		FAIL_EACH_ALLOC(create_policy(&pols[j], j), (void)0);
+	pols[NPOLS] = NULL; /* removal */
+	/* The split case first: [0, 64) covers [20, 30). */
+	FAIL_EACH_ALLOC(ps_store_set(s, 0, SPACE, pols[0]), expect_model(s, &m, pols, NPOLS));
+	model_set(&m, 0, SPACE, pols[0]);
+	FAIL_EACH_ALLOC(ps_store_set(s, 20, 30, pols[1]), expect_model(s, &m, pols, NPOLS));
+	model_set(&m, 20, 30, pols[1]);
+	expect_model(s, &m, pols, NPOLS);
+	cr_assert_eq(m.n, 3);
+	for (i = 0; i < nops; i++) {
+		uint64_t r = ps_test_rand(&seed);
+		uint64_t a = r % SPACE, b = (r >> 8) % SPACE;
+		struct ps_policy *pol = pols[(r >> 16) % (NPOLS + 1)];
+
+		if ((r >> 24) % 4 == 0 && m.n) {
+			/* Strictly inside an existing range: a split. */
+			const struct mrange *c = &m.r[(r >> 32) % (uint64_t)m.n];
+
+			if (c->end - c->start < 3)
+				continue;
+			a = c->start + 1;
+			b = c->end - 1;
+		} else if (a == b) {
+			continue;
+		} else if (a > b) {
+			uint64_t t = a;
+
+			a = b;
+			b = t;
+		}
+		FAIL_EACH_ALLOC(ps_store_set(s, a, b, pol), expect_model(s, &m, pols, NPOLS));
+		model_set(&m, a, b, pol);
+		ops++;
+		if (i % 16 == 0)
+			expect_model(s, &m, pols, NPOLS);
+	}
+	expect_model(s, &m, pols, NPOLS);
+	ps_store_destroy(s);
+	for (j = 0; j < NPOLS; j++) {
+		cr_assert_eq(ps_policy_refcount(pols[j]), 1);
+		ps_policy_put(pols[j]);
+	}
+	snprintf(what, sizeof(what), "store %s", ps_sync_name(*sync));
+	inj_teardown(what, ops + NPOLS + 3);
+}
+
+/* ---- companion modules ---- */
+
+static int create_charge(struct ps_charge **out, enum ps_charge_kind kind, struct ps_charge *parent)
+{
+	errno = 0;
+	*out = ps_charge_create(kind, parent, 1000);
+	if (*out)
+		return 0;
+	cr_assert_eq(errno, ENOMEM);
+	return -ENOMEM;
+}
+
+Test(alloc_failure, charge)
+{
+	struct ps_charge *root, *kids[PS_CHARGE_KIND_COUNT];
+	long calls = 0;
+	int k;
+
+	inj_setup();
+	FAIL_EACH_ALLOC(create_charge(&root, PS_CHARGE_SPIN, NULL), (void)0);
+	calls++;
+	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++, calls++) {
+		/* A failed child must not stay linked under its parent: destroy would say EBUSY. */
+		FAIL_EACH_ALLOC(create_charge(&kids[k], (enum ps_charge_kind)k, root), (void)0);
+		cr_assert_eq(ps_charge_try(kids[k], 10, NULL), 0);
+	}
+	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++, calls++) {
+		long batch = ps_charge_stock_batch(kids[k]);
+
+		/* Enabling a stock allocates (except when there is one already). */
+		FAIL_EACH_ALLOC(ps_charge_set_stock(kids[k], 8),
+				cr_assert_eq(ps_charge_stock_batch(kids[k]), batch));
+		cr_assert_eq(ps_charge_stock_batch(kids[k]), 8);
+		cr_assert_eq(ps_charge_uncharge(kids[k], 10), 0);
+		cr_assert_eq(ps_charge_drain_stock(kids[k]), 0);
+		cr_assert_eq(ps_charge_read(kids[k], PS_CHARGE_USAGE), 0);
+	}
+	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++)
+		cr_assert_eq(ps_charge_destroy(kids[k]), 0);
+	cr_assert_eq(ps_charge_destroy(root), 0);
+	inj_teardown("charge", calls);
+}
+
+static int create_pcounter(struct ps_pcounter **out)
+{
+	errno = 0;
+	*out = ps_pcounter_create(5, 16);
+	if (*out)
+		return 0;
+	cr_assert_eq(errno, ENOMEM);
+	return -ENOMEM;
+}
+
+static int create_commit(struct ps_commit **out, enum ps_overcommit mode)
+{
+	errno = 0;
+	*out = ps_commit_create(mode, 1 << 20, 2);
+	if (*out)
+		return 0;
+	cr_assert_eq(errno, ENOMEM);
+	return -ENOMEM;
+}
+
+Test(alloc_failure, pcounter_and_commit)
+{
+	struct ps_pcounter *pc;
+	struct ps_commit *cm;
+	int mode;
+
+	inj_setup();
+	FAIL_EACH_ALLOC(create_pcounter(&pc), (void)0);
+	cr_assert_eq(ps_pcounter_add(pc, 3), 0);
+	cr_assert_eq(ps_pcounter_sum(pc), 8);
+	ps_pcounter_destroy(pc);
+	for (mode = 0; mode < PS_OVERCOMMIT_COUNT; mode++) {
+		FAIL_EACH_ALLOC(create_commit(&cm, (enum ps_overcommit)mode), (void)0);
+		cr_assert_eq(ps_commit_charge(cm, 10), 0);
+		cr_assert_eq(ps_commit_committed(cm, true), 10);
+		ps_commit_destroy(cm);
+	}
+	inj_teardown("pcounter/commit", 1 + PS_OVERCOMMIT_COUNT);
+}
+
+static int create_idmap(struct ps_idmap **out, enum ps_idmap_sync sync)
+{
+	errno = 0;
+	*out = ps_idmap_create(sync);
+	if (*out)
+		return 0;
+	cr_assert_eq(errno, ENOMEM);
+	return -ENOMEM;
+}
+
+#define IDS 64
+
+static int freed_objects;
+
+static void count_free(void *p)
+{
+	(void)p;
+	freed_objects++;
+}
+
+static void expect_ids(struct ps_idmap *map, const int *ids, int n, char *objs)
+{
+	int i;
+
+	cr_assert_eq(ps_idmap_count(map), n);
+	ps_idmap_read_lock(map);
+	for (i = 0; i < n; i++)
+		cr_assert_eq(ps_idmap_find(map, ids[i]), &objs[i], "id %d", ids[i]);
+	ps_idmap_read_unlock(map);
+}
+
+ParameterizedTestParameters(alloc_failure, idmap)
+{
+	static enum ps_idmap_sync syncs[] = { PS_IDMAP_SPIN, PS_IDMAP_RWLOCK, PS_IDMAP_RCU };
+
+	return cr_make_param_array(enum ps_idmap_sync, syncs, PS_IDMAP_SYNC_COUNT);
+}
+
+ParameterizedTest(enum ps_idmap_sync *sync, alloc_failure, idmap)
+{
+	static char objs[IDS];
+	struct ps_idmap *map;
+	uint64_t seed = 77 + (uint64_t)*sync;
+	int ids[IDS], n = 0, i;
+	char what[64];
+
+	inj_setup();
+	FAIL_EACH_ALLOC(create_idmap(&map, *sync), (void)0);
+	for (i = 0; i < IDS; i++) {
+		/* Sparse ids far apart: new levels and new leaves both allocate. */
+		int min = (int)(ps_test_rand(&seed) % 4 == 0 ? ps_test_rand(&seed) % (1u << 30) :
+								   ps_test_rand(&seed) % 4096);
+
+		FAIL_EACH_ALLOC(ps_idmap_alloc(map, &objs[n], min, PS_IDMAP_ID_MAX, &ids[n]),
+				expect_ids(map, ids, n, objs));
+		cr_assert_geq(ids[n], min);
+		n++;
+	}
+	expect_ids(map, ids, n, objs);
+	/* Deferred frees: a queue that cannot be allocated frees at once after a grace period. */
+	freed_objects = 0;
+	for (i = 0; i < n; i++) {
+		int before = freed_objects;
+
+		cr_assert_eq(ps_idmap_remove(map, ids[i], NULL), 0);
+		inj_arm(0);
+		cr_assert_eq(ps_idmap_free_rcu(map, &objs[i], count_free), 0);
+		if (inj_disarm())
+			cr_assert_eq(freed_objects, before + 1, "unqueued object freed at once");
+	}
+	ps_idmap_barrier(map);
+	cr_assert_eq(freed_objects, n);
+	cr_assert_eq(ps_idmap_count(map), 0);
+	ps_idmap_destroy(map);
+	snprintf(what, sizeof(what), "idmap %s", ps_idmap_sync_name(*sync));
+	inj_teardown(what, 2L * IDS + 1);
+}
