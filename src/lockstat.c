@@ -43,8 +43,8 @@ int ps_store_lock_stat_read(struct ps_store *store, struct ps_lock_stat_row rows
 	}
 	return 0;
 #else
-	(void)rows;
-	return store ? -EOPNOTSUPP : -EINVAL;
+	/* As documented: NULL arguments are EINVAL whether or not lock_stat is built in. */
+	return store && rows ? -EOPNOTSUPP : -EINVAL;
 #endif
 }
 

@@ -111,11 +111,16 @@ int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end, struct ps
 
 struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 {
+	struct ps_policy *pol;
+
 	if (!store) {
 		errno = EINVAL;
 		return NULL;
 	}
-	return store->ops->lookup(store, idx);
+	pol = store->ops->lookup(store, idx);
+	if (!pol)
+		errno = 0; /* documented: a miss is told from a NULL store by errno */
+	return pol;
 }
 
 void ps_store_read_lock(struct ps_store *store)
