@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * libFuzzer harness: decode the input into policy creations (arbitrary
+ * modes, flags, masks and mask lengths), sets, removals, lookups, borrowed
+ * lookups, walks and destroys on one store, and check every step against a
+ * model (the documented validity rules of ps_policy_create() and the
+ * shared_policy_replace() semantics of ps_store_set()).  Any difference
+ * aborts.  The variant comes from POLSTORE_FUZZ_SYNC (a name as
+ * ps_sync_name() prints it), or from the first input byte when unset.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <polstore/polstore.h>
+
+#define NSLOTS 8
+#define MAXR 256
+#define LONGS (PS_MAXNODE_LIMIT / 64 + 1)
+
+struct mrange {
+	uint64_t start, end;
+	struct ps_policy *pol;
+};
+
+static struct mrange model[MAXR];
+static int nmodel;
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "polstore fuzz: " __VA_ARGS__);                            \
+			fputc('\n', stderr);                                                       \
+			abort();                                                                   \
+		}                                                                                  \
+	} while (0)
+
+struct in {
+	const uint8_t *p;
+	size_t n;
+};
+
+static uint64_t take(struct in *in, int bytes)
+{
+	uint64_t v = 0;
+
+	while (bytes--) {
+		v = v << 8 | (in->n ? *in->p : 0);
+		if (in->n) {
+			in->p++;
+			in->n--;
+		}
+	}
+	return v;
+}
+
+/* An index: small, or near UINT64_MAX, so both edges are exercised. */
+static uint64_t take_idx(struct in *in)
+{
+	uint8_t b = (uint8_t)take(in, 1);
+
+	return b & 0x80 ? UINT64_MAX - (b & 0x3f) : (uint64_t)(b & 0x7f);
+}
+
+static int model_set(uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	struct mrange out[MAXR];
+	int n = 0, i, j;
+
+	for (i = 0; i < nmodel; i++) {
+		struct mrange r = model[i];
+
+		if (n >= MAXR - 3)
+			return -1;
+		if (r.end <= start || r.start >= end) {
+			out[n++] = r;
+			continue;
+		}
+		if (r.start < start)
+			out[n++] = (struct mrange){ r.start, start, r.pol };
+		if (r.end > end)
+			out[n++] = (struct mrange){ end, r.end, r.pol };
+	}
+	if (pol && ps_policy_mode(pol) != PS_MPOL_DEFAULT)
+		out[n++] = (struct mrange){ start, end, pol };
+	/* Insertion sort by start (ranges are disjoint). */
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && out[j - 1].start > out[j].start; j--) {
+			struct mrange t = out[j];
+
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	memcpy(model, out, (size_t)n * sizeof(out[0]));
+	nmodel = n;
+	return 0;
+}
+
+static struct ps_policy *model_at(uint64_t idx)
+{
+	int i;
+
+	for (i = 0; i < nmodel; i++)
+		if (model[i].start <= idx && idx < model[i].end)
+			return model[i].pol;
+	return NULL;
+}
+
+struct walk {
+	int i;
+};
+
+static int walk_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct walk *w = arg;
+
+	CHECK(w->i < nmodel, "foreach: more ranges than the model's %d", nmodel);
+	CHECK(model[w->i].start == start && model[w->i].end == end && model[w->i].pol == pol,
+			"foreach: range %d is [%llu, %llu), model [%llu, %llu)", w->i,
+			(unsigned long long)start, (unsigned long long)end,
+			(unsigned long long)model[w->i].start, (unsigned long long)model[w->i].end);
+	w->i++;
+	return 0;
+}
+
+/* The documented rules of ps_policy_create(), written independently of policy.c. */
+static int expect_create(int mode, unsigned flags, const unsigned long *mask, unsigned long maxnode,
+		int *mode_out)
+{
+	unsigned long bit;
+	int weight = 0;
+
+	if (mode < 0 || mode >= PS_MPOL_MAX || (flags & ~PS_MPOL_F_ALL) ||
+			(flags & PS_MPOL_F_ALL) == PS_MPOL_F_ALL || maxnode > PS_MAXNODE_LIMIT)
+		return -EINVAL;
+	for (bit = 0; bit < maxnode; bit++)
+		if (mask[bit / 64] >> (bit % 64) & 1) {
+			if (bit >= PS_MAX_NUMNODES)
+				return -EINVAL;
+			weight++;
+		}
+	*mode_out = mode;
+	if (mode == PS_MPOL_DEFAULT || mode == PS_MPOL_LOCAL)
+		return weight ? -EINVAL : 0;
+	if (mode == PS_MPOL_PREFERRED) {
+		if (!weight && flags)
+			return -EINVAL;
+		if (!weight)
+			*mode_out = PS_MPOL_LOCAL;
+		return 0;
+	}
+	return weight ? 0 : -EINVAL;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static unsigned long mask[LONGS];
+	struct ps_policy *slot[NSLOTS] = { NULL };
+	struct in in = { data, size };
+	const char *env = getenv("POLSTORE_FUZZ_SYNC");
+	int sync = env ? ps_sync_from_name(env) : (int)(take(&in, 1) % PS_SYNC_COUNT);
+	struct ps_store *s;
+	int i, steps = 0;
+
+	CHECK(sync >= 0, "POLSTORE_FUZZ_SYNC=%s is not a variant", env);
+	s = ps_store_create((enum ps_sync)sync);
+	CHECK(s, "store creation failed");
+	nmodel = 0;
+	while (in.n && steps++ < 512) {
+		uint8_t op = (uint8_t)take(&in, 1);
+
+		switch (op % 8) {
+		case 0: { /* create a policy from arbitrary arguments */
+			int mode = (int8_t)take(&in, 1), want_mode = 0, want;
+			unsigned flags = (unsigned)take(&in, 2) << (op >> 6 ? 2 : 0);
+			unsigned long maxnode = (unsigned long)take(&in, 2) * ((op >> 3) & 3);
+			int k = (int)(take(&in, 1) % NSLOTS);
+			struct ps_policy *p;
+
+			memset(mask, 0, sizeof(mask));
+			mask[0] = take(&in, 8);
+			mask[1] = take(&in, 1) ? take(&in, 8) : 0;
+			if (op & 0x20) /* one far bit, maybe beyond PS_MAX_NUMNODES */
+				mask[take(&in, 2) % LONGS] |= 1UL << (take(&in, 1) % 64);
+			want = expect_create(mode, flags, mask, maxnode, &want_mode);
+			errno = 0;
+			p = ps_policy_create(mode, flags, mask, maxnode);
+			CHECK(!!p == !want, "create(mode %d, flags %#x, maxnode %lu): %s, model says %d",
+					mode, flags, maxnode, p ? "accepted" : "refused", want);
+			if (!p) {
+				CHECK(errno == EINVAL, "create refused with errno %d", errno);
+				break;
+			}
+			CHECK(ps_policy_mode(p) == want_mode, "mode %d, want %d", ps_policy_mode(p),
+					want_mode);
+			CHECK(ps_policy_flags(p) == flags, "flags changed");
+			ps_policy_put(slot[k]);
+			slot[k] = p;
+			break;
+		}
+		case 1:
+		case 2: { /* set or remove */
+			uint64_t a = take_idx(&in), b = take_idx(&in);
+			int k = (int)take(&in, 1);
+			struct ps_policy *p = k % (NSLOTS + 1) == NSLOTS ? NULL : slot[k % (NSLOTS + 1)];
+			int ret;
+
+			if (op % 8 == 2 && a < b && (a = b - 1 - (take(&in, 1) % 4)) > b)
+				a = 0;
+			ret = ps_store_set(s, a, b, p);
+			if (a >= b) {
+				CHECK(ret == -EINVAL, "set(%llu, %llu): %d, want -EINVAL",
+						(unsigned long long)a, (unsigned long long)b, ret);
+				break;
+			}
+			CHECK(ret == 0, "set: %d", ret);
+			if (model_set(a, b, p)) {
+				/* The model is full: start over. */
+				ps_store_destroy(s);
+				s = ps_store_create((enum ps_sync)sync);
+				CHECK(s, "store creation failed");
+				nmodel = 0;
+			}
+			break;
+		}
+		case 3: { /* lookup with a reference */
+			uint64_t idx = take_idx(&in);
+			struct ps_policy *got = ps_store_lookup(s, idx);
+
+			CHECK(got == model_at(idx), "lookup(%llu)", (unsigned long long)idx);
+			CHECK(got || errno == 0, "a miss left errno %d", errno);
+			ps_policy_put(got);
+			break;
+		}
+		case 4: { /* borrowed lookup */
+			uint64_t idx = take_idx(&in);
+			const struct ps_policy *got;
+
+			ps_store_read_lock(s);
+			got = ps_store_lookup_borrow(s, idx);
+			ps_store_read_unlock(s);
+			CHECK(got == model_at(idx), "borrow(%llu)", (unsigned long long)idx);
+			break;
+		}
+		case 5: { /* walk and check */
+			struct walk w = { 0 };
+			const char *why = NULL;
+
+			CHECK(ps_store_foreach(s, walk_fn, &w) == 0, "foreach failed");
+			CHECK(w.i == nmodel, "foreach: %d ranges, model %d", w.i, nmodel);
+			CHECK(ps_store_count(s) == (size_t)nmodel, "count");
+			CHECK(ps_store_check(s, &why) == 0, "check: %s", why);
+			break;
+		}
+		case 6: /* destroy and start over */
+			ps_store_destroy(s);
+			s = ps_store_create((enum ps_sync)sync);
+			CHECK(s, "store creation failed");
+			nmodel = 0;
+			break;
+		default: { /* drop the caller's reference: the store keeps its own */
+			int k = (int)(take(&in, 1) % NSLOTS);
+
+			ps_policy_put(slot[k]);
+			slot[k] = NULL;
+			break;
+		}
+		}
+	}
+	ps_store_destroy(s);
+	for (i = 0; i < NSLOTS; i++)
+		ps_policy_put(slot[i]);
+	return 0;
+}
