@@ -1,0 +1,892 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The store scenarios of polstore-stress: lookup-cost, shared-text and
+ * hot-policy, for the five store variants (each with and without the
+ * policy reference) and three baselines built on the very same range tree
+ * (src/rangetree.h): no synchronisation, a pthread_rwlock_t and a
+ * pthread_mutex_t around it.
+ *
+ * The tree.  The P pages are cut into N equal slots (the last one takes
+ * the remainder); slot i starts as one range.  Policies come from a pool:
+ * K = min(N, 4096) "colours", two policies per colour; slot i may only
+ * ever hold policies of colour i % K.  Writers set either a whole slot or a
+ * random sub-range inside one slot, alternating the two policies of its
+ * colour, so the range count stays near N (between N and about 3N) and
+ * every page is always covered.
+ *
+ * Validation.  Every lookup's result is checked: the policy pointer is
+ * looked up in a read-only hash of the pool (pointer -> colour), and the
+ * colour must be that of the page's slot.  A NULL result, a pointer that is
+ * not in the pool, or a policy of another slot aborts the run with a clear
+ * message.  The pool's policies are referenced by the program for the whole
+ * run, so a pointer value stays unambiguous after its section ends.  At the
+ * end of a point, ps_store_check() (or ps_rtree_check() for baselines) and
+ * a walk of every range against the slot rule.
+ *
+ * Measurement.  One iteration in 32 is timed with the TSC: the lookup
+ * (section, lookup, reference and put) goes to a per-rank latency
+ * histogram, and lookup_share is the sum of those lookup times over the
+ * sum of the same iterations' whole times (lookup, check, fault work,
+ * quiescent state).  A preemption inside a sampled lookup thus counts in
+ * both sums and the share stays within [0, 1]; it is the fraction of a
+ * fault spent looking up, as a profile of the rank would show it.  The
+ * other 31 iterations run untimed.  Throughput counts every lookup.
+ */
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <polstore/polstore.h>
+
+#include "rangetree.h"
+#include "stress.h"
+
+/* ---- variants ---------------------------------------------------------------- */
+
+enum vkind { V_UNSYNC, V_MUTEX, V_PRWLOCK, V_STORE };
+
+struct variant {
+	const char *name;
+	enum vkind kind;
+	int sync; /* enum ps_sync for V_STORE */
+	bool noref; /* borrowed lookup in a read section, no policy reference */
+	bool lockstat; /* the store has a lock lock_stat can show */
+};
+
+static const struct variant variants[] = {
+	{ "unsync", V_UNSYNC, -1, false, false },
+	{ "unsync:noref", V_UNSYNC, -1, true, false },
+	{ "pthread_mutex", V_MUTEX, -1, false, false },
+	{ "pthread_rwlock", V_PRWLOCK, -1, false, false },
+	{ "spin", V_STORE, PS_SYNC_SPIN, false, true },
+	{ "spin:noref", V_STORE, PS_SYNC_SPIN, true, true },
+	{ "rwlock", V_STORE, PS_SYNC_RWLOCK, false, true },
+	{ "rwlock:noref", V_STORE, PS_SYNC_RWLOCK, true, true },
+	{ "seqlock", V_STORE, PS_SYNC_SEQLOCK, false, true },
+	{ "seqlock:noref", V_STORE, PS_SYNC_SEQLOCK, true, true },
+	{ "rcu", V_STORE, PS_SYNC_RCU, false, false },
+	{ "rcu:noref", V_STORE, PS_SYNC_RCU, true, false },
+	{ "rcu-qsbr", V_STORE, PS_SYNC_RCU_QSBR, false, false },
+	{ "rcu-qsbr:noref", V_STORE, PS_SYNC_RCU_QSBR, true, false },
+};
+#define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
+
+static const struct variant *unsync_ref = &variants[0], *unsync_noref = &variants[1];
+
+/* ---- the baselines' structure: one range tree and the hand-written locks ---- */
+
+struct base {
+	struct ps_rtree tree;
+	pthread_rwlock_t rw;
+	pthread_mutex_t mu;
+};
+
+/* ---- policy pool and its validation hash ------------------------------------ */
+
+#define MAX_COLOURS 4096
+
+struct pool {
+	struct ps_policy **pol; /* [colour * 2 + alt] */
+	uint32_t ncolours;
+	const void **key; /* open addressing, read-only while threads run */
+	uint32_t *colour;
+	unsigned shift; /* 64 - log2(table size) */
+};
+
+static struct pool pool;
+
+static inline size_t pool_hash(const void *p)
+{
+	return (size_t)(((uintptr_t)p * 0x9E3779B97F4A7C15ULL) >> pool.shift);
+}
+
+/* The colour of @p, or -1 when @p is not a pool policy. */
+static inline int pool_colour(const void *p)
+{
+	size_t mask = ((size_t)1 << (64 - pool.shift)) - 1, i;
+
+	for (i = pool_hash(p);; i = (i + 1) & mask) {
+		if (pool.key[i] == p)
+			return (int)pool.colour[i];
+		if (!pool.key[i])
+			return -1;
+	}
+}
+
+static void pool_create(uint32_t ncolours)
+{
+	unsigned bits = 1;
+	uint32_t c;
+	int alt;
+
+	pool.ncolours = ncolours;
+	while (((size_t)1 << bits) < (size_t)ncolours * 2 * 4)
+		bits++;
+	pool.shift = 64 - bits;
+	pool.pol = calloc((size_t)ncolours * 2, sizeof(*pool.pol));
+	pool.key = calloc((size_t)1 << bits, sizeof(*pool.key));
+	pool.colour = calloc((size_t)1 << bits, sizeof(*pool.colour));
+	if (!pool.pol || !pool.key || !pool.colour)
+		stress_die("out of memory for the policy pool");
+	for (c = 0; c < ncolours; c++) {
+		for (alt = 0; alt < 2; alt++) {
+			unsigned long mask = 1UL << (c % 64);
+			struct ps_policy *p = ps_policy_create(
+					alt ? PS_MPOL_INTERLEAVE : PS_MPOL_BIND, 0, &mask, 64);
+			size_t i, m = ((size_t)1 << bits) - 1;
+
+			if (!p)
+				stress_die("ps_policy_create: %s", strerror(errno));
+			pool.pol[c * 2 + alt] = p;
+			for (i = pool_hash(p); pool.key[i]; i = (i + 1) & m)
+				;
+			pool.key[i] = p;
+			pool.colour[i] = c;
+		}
+	}
+}
+
+static void pool_destroy(void)
+{
+	uint32_t i;
+
+	for (i = 0; i < pool.ncolours * 2; i++)
+		ps_policy_put(pool.pol[i]);
+	free(pool.pol);
+	free(pool.key);
+	free(pool.colour);
+	memset(&pool, 0, sizeof(pool));
+}
+
+/* ---- one point's context ----------------------------------------------------- */
+
+struct layout {
+	uint64_t pages;
+	uint64_t nslots;
+	uint64_t slot_len;
+	int slot_shift; /* log2(slot_len) when a power of two, else -1 */
+	uint64_t lo, n; /* readers draw pages from [lo, lo + n) */
+	uint64_t hot_slot; /* hot-policy: the slot writers leave alone; else ~0 */
+};
+
+static inline uint64_t slot_of(const struct layout *l, uint64_t page)
+{
+	uint64_t s = l->slot_shift >= 0 ? page >> l->slot_shift : page / l->slot_len;
+
+	return s < l->nslots ? s : l->nslots - 1;
+}
+
+static inline uint64_t slot_start(const struct layout *l, uint64_t s)
+{
+	return s * l->slot_len;
+}
+
+static inline uint64_t slot_end(const struct layout *l, uint64_t s)
+{
+	return s + 1 == l->nslots ? l->pages : (s + 1) * l->slot_len;
+}
+
+static inline uint32_t colour_of_slot(uint64_t s)
+{
+	return (uint32_t)(s % pool.ncolours);
+}
+
+struct ctx;
+
+struct rank {
+	struct ctx *c;
+	pthread_t th;
+	int id;
+	uint64_t seed;
+	uint64_t ops;
+	uint64_t t_start, t_end;
+	uint64_t iter_ticks; /* sampled iterations, whole: lookup, check, work, quiescence */
+	struct stress_hist hist;
+} __attribute__((aligned(64)));
+
+struct writer {
+	struct ctx *c;
+	pthread_t th;
+	int id;
+	uint64_t ops;
+	uint64_t max_wait_ns;
+} __attribute__((aligned(64)));
+
+struct ctx {
+	const struct variant *v;
+	struct ps_store *store;
+	struct base *base;
+	struct layout l;
+	unsigned work_iters;
+	bool sequential;
+	int nranks;
+	struct stress_gate gate;
+	int stop __attribute__((aligned(64))); /* read by every rank, written once */
+	char pad[60];
+};
+
+static void __attribute__((noinline, noreturn)) bad_lookup(const struct ctx *c, uint64_t page,
+		const void *pol)
+{
+	uint64_t s = slot_of(&c->l, page);
+	int got = pol ? pool_colour(pol) : -1;
+
+	if (!pol)
+		stress_fail("VALIDATION FAILED: %s: lookup of page %llu returned no policy, "
+			    "but every page is always covered (slot %llu)",
+				c->v->name, (unsigned long long)page, (unsigned long long)s);
+	if (got < 0)
+		stress_fail("VALIDATION FAILED: %s: lookup of page %llu returned %p, a policy "
+			    "that was never set in this store",
+				c->v->name, (unsigned long long)page, pol);
+	stress_fail("VALIDATION FAILED: %s: lookup of page %llu (slot %llu, colour %u) returned "
+		    "a policy only ever set in slots of colour %d",
+			c->v->name, (unsigned long long)page, (unsigned long long)s,
+			colour_of_slot(s), got);
+}
+
+static inline void validate(const struct ctx *c, uint64_t page, const void *pol)
+{
+	if (ps_unlikely(!pol || pool_colour(pol) != (int)colour_of_slot(slot_of(&c->l, page))))
+		bad_lookup(c, page, pol);
+}
+
+static inline uint64_t next_page(const struct ctx *c, uint64_t *rng, uint64_t *seq)
+{
+	if (c->sequential) {
+		uint64_t p = c->l.lo + *seq;
+
+		if (++*seq == c->l.n)
+			*seq = 0;
+		return p;
+	}
+	return c->l.lo + stress_below(rng, c->l.n);
+}
+
+static inline const struct ps_policy *base_lookup(struct base *b, uint64_t page)
+{
+	struct ps_range *r = ps_rtree_lookup(&b->tree, page);
+
+	return r ? r->pol : NULL;
+}
+
+/*
+ * The lookups, one per variant.  "ref" lookups return a policy reference
+ * that is put right after (as a fault would once it allocated the page);
+ * "noref" lookups borrow the pointer inside a read-side section.  Both
+ * forms are timed whole: section, lookup, reference and put.
+ */
+/* A rank's loop, specialised per lookup form so no call is added around it. */
+#define DEFINE_RANK_LOOP(name, LOOKUP, QUIESCE)                                                   \
+	static void name(struct rank *rk)                                                         \
+	{                                                                                         \
+		struct ctx *c = rk->c;                                                            \
+		uint64_t rng = rk->seed, ops = 0;                                                 \
+		uint64_t seq = c->sequential ? (uint64_t)rk->id * c->l.n / (uint64_t)c->nranks    \
+					     : 0;                                                 \
+		const void *pol;                                                                  \
+                                                                                                  \
+		while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {                            \
+			uint64_t page = next_page(c, &rng, &seq);                                 \
+                                                                                                  \
+			if (!(ops & STRESS_SAMPLE_MASK)) {                                        \
+				uint64_t t0 = stress_ticks(), t1;                                 \
+				LOOKUP;                                                           \
+				t1 = stress_ticks();                                              \
+				validate(c, page, pol);                                           \
+				stress_work(c->work_iters);                                       \
+				QUIESCE;                                                          \
+				stress_hist_add(&rk->hist, t1 - t0);                              \
+				rk->iter_ticks += stress_ticks() - t0;                            \
+			} else {                                                                  \
+				LOOKUP;                                                           \
+				validate(c, page, pol);                                           \
+				stress_work(c->work_iters);                                       \
+				QUIESCE;                                                          \
+			}                                                                         \
+			ops++;                                                                    \
+		}                                                                                 \
+		rk->ops = ops;                                                                    \
+	}
+
+#define LK_UNSYNC_REF                                                                              \
+	do {                                                                                       \
+		pol = ps_policy_get((struct ps_policy *)base_lookup(c->base, page));               \
+		ps_policy_put((struct ps_policy *)pol);                                            \
+	} while (0)
+#define LK_UNSYNC_NOREF pol = base_lookup(c->base, page)
+#define LK_MUTEX                                                                                   \
+	do {                                                                                       \
+		pthread_mutex_lock(&c->base->mu);                                                  \
+		pol = ps_policy_get((struct ps_policy *)base_lookup(c->base, page));               \
+		pthread_mutex_unlock(&c->base->mu);                                                \
+		ps_policy_put((struct ps_policy *)pol);                                            \
+	} while (0)
+#define LK_PRWLOCK                                                                                 \
+	do {                                                                                       \
+		pthread_rwlock_rdlock(&c->base->rw);                                               \
+		pol = ps_policy_get((struct ps_policy *)base_lookup(c->base, page));               \
+		pthread_rwlock_unlock(&c->base->rw);                                               \
+		ps_policy_put((struct ps_policy *)pol);                                            \
+	} while (0)
+#define LK_STORE_REF                                                                               \
+	do {                                                                                       \
+		pol = ps_store_lookup(c->store, page);                                             \
+		ps_policy_put((struct ps_policy *)pol);                                            \
+	} while (0)
+#define LK_STORE_NOREF                                                                             \
+	do {                                                                                       \
+		ps_store_read_lock(c->store);                                                      \
+		pol = ps_store_lookup_borrow(c->store, page);                                      \
+		ps_store_read_unlock(c->store);                                                    \
+	} while (0)
+
+DEFINE_RANK_LOOP(loop_unsync_ref, LK_UNSYNC_REF, (void)0)
+DEFINE_RANK_LOOP(loop_unsync_noref, LK_UNSYNC_NOREF, (void)0)
+DEFINE_RANK_LOOP(loop_mutex, LK_MUTEX, (void)0)
+DEFINE_RANK_LOOP(loop_prwlock, LK_PRWLOCK, (void)0)
+DEFINE_RANK_LOOP(loop_store_ref, LK_STORE_REF, (void)0)
+DEFINE_RANK_LOOP(loop_store_noref, LK_STORE_NOREF, (void)0)
+DEFINE_RANK_LOOP(loop_qsbr_ref, LK_STORE_REF, ps_qsbr_quiescent())
+DEFINE_RANK_LOOP(loop_qsbr_noref, LK_STORE_NOREF, ps_qsbr_quiescent())
+
+static void *rank_main(void *arg)
+{
+	struct rank *rk = arg;
+	struct ctx *c = rk->c;
+	const struct variant *v = c->v;
+	bool qsbr = v->kind == V_STORE && v->sync == PS_SYNC_RCU_QSBR;
+
+	stress_gate_wait(&c->gate);
+	/* QSBR rules (polstore/rcu.h): online to read, quiescent every loop, offline to leave. */
+	if (qsbr)
+		ps_qsbr_thread_online();
+	rk->t_start = stress_now_ns();
+	switch (v->kind) {
+	case V_UNSYNC:
+		if (v->noref)
+			loop_unsync_noref(rk);
+		else
+			loop_unsync_ref(rk);
+		break;
+	case V_MUTEX:
+		loop_mutex(rk);
+		break;
+	case V_PRWLOCK:
+		loop_prwlock(rk);
+		break;
+	case V_STORE:
+		if (qsbr)
+			v->noref ? loop_qsbr_noref(rk) : loop_qsbr_ref(rk);
+		else
+			v->noref ? loop_store_noref(rk) : loop_store_ref(rk);
+		break;
+	}
+	rk->t_end = stress_now_ns();
+	if (qsbr)
+		ps_qsbr_thread_offline();
+	return NULL;
+}
+
+/* ---- writers ---------------------------------------------------------------- */
+
+static void base_set(struct ctx *c, uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	struct ps_range_list spares = { NULL }, removed = { NULL };
+
+	/* As the library's locked_set(): allocate first, then change under the lock. */
+	if (ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW))
+		stress_die("out of memory");
+	if (c->v->kind == V_MUTEX)
+		pthread_mutex_lock(&c->base->mu);
+	else if (c->v->kind == V_PRWLOCK)
+		pthread_rwlock_wrlock(&c->base->rw);
+	ps_rtree_set(&c->base->tree, start, end, pol, &spares, &removed);
+	if (c->v->kind == V_MUTEX)
+		pthread_mutex_unlock(&c->base->mu);
+	else if (c->v->kind == V_PRWLOCK)
+		pthread_rwlock_unlock(&c->base->rw);
+	ps_range_list_free(&removed);
+	ps_range_list_free(&spares);
+}
+
+static void do_set(struct ctx *c, uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	int ret;
+
+	if (c->v->kind != V_STORE) {
+		base_set(c, start, end, pol);
+		return;
+	}
+	ret = ps_store_set(c->store, start, end, pol);
+	if (ret)
+		stress_die("ps_store_set(%llu, %llu): %s", (unsigned long long)start,
+				(unsigned long long)end, strerror(-ret));
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	struct ctx *c = w->c;
+	uint64_t rng = stress_seed_for(stress_opts.seed, 100000 + (uint64_t)w->id);
+	uint64_t interval = stress_opts.write_interval_ns, next;
+	unsigned alt = 0;
+
+	stress_gate_wait(&c->gate);
+	next = stress_now_ns();
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t s, lo, hi, start, end, t0, t1;
+
+		if (interval) {
+			uint64_t now = stress_now_ns();
+
+			next += interval;
+			if (next > now)
+				stress_sleep_until(next);
+			else
+				next = now; /* late: no burst to catch up */
+			if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
+				break;
+		}
+		do
+			s = stress_below(&rng, c->l.nslots);
+		while (s == c->l.hot_slot && c->l.nslots > 1);
+		lo = slot_start(&c->l, s);
+		hi = slot_end(&c->l, s);
+		if (stress_rand(&rng) & 1) {
+			start = lo;
+			end = hi;
+		} else {
+			start = lo + stress_below(&rng, hi - lo);
+			end = start + 1 + stress_below(&rng, hi - start);
+		}
+		alt ^= 1;
+		t0 = stress_now_ns();
+		do_set(c, start, end, pool.pol[colour_of_slot(s) * 2 + alt]);
+		t1 = stress_now_ns();
+		w->ops++;
+		if (t1 - t0 > w->max_wait_ns)
+			w->max_wait_ns = t1 - t0;
+	}
+	return NULL;
+}
+
+/* ---- building and checking the tree ----------------------------------------- */
+
+static void layout_init(struct layout *l, uint64_t pages, uint64_t nranges, bool hot)
+{
+	memset(l, 0, sizeof(*l));
+	if (pages < nranges)
+		pages = nranges;
+	l->pages = pages;
+	l->nslots = nranges;
+	l->slot_len = pages / nranges;
+	l->slot_shift = -1;
+	if (!(l->slot_len & (l->slot_len - 1)))
+		l->slot_shift = __builtin_ctzll(l->slot_len);
+	l->hot_slot = ~0ULL;
+	l->lo = 0;
+	l->n = pages;
+	if (hot) {
+		l->hot_slot = l->nslots / 2;
+		l->lo = slot_start(l, l->hot_slot);
+		l->n = slot_end(l, l->hot_slot) - l->lo;
+	}
+}
+
+static void ctx_build(struct ctx *c, const struct variant *v, const struct layout *l)
+{
+	uint64_t s;
+
+	memset(c, 0, sizeof(*c));
+	c->v = v;
+	c->l = *l;
+	if (v->kind == V_STORE) {
+		/* Fill from a thread that never reads: no reader is registered, grace periods are short. */
+		c->store = ps_store_create((enum ps_sync)v->sync);
+		if (!c->store)
+			stress_die("ps_store_create(%s): %s", v->name, strerror(errno));
+	} else {
+		c->base = calloc(1, sizeof(*c->base));
+		if (!c->base)
+			stress_die("out of memory");
+		ps_rtree_init(&c->base->tree);
+		pthread_rwlock_init(&c->base->rw, NULL);
+		pthread_mutex_init(&c->base->mu, NULL);
+	}
+	for (s = 0; s < l->nslots; s++)
+		do_set(c, slot_start(l, s), slot_end(l, s), pool.pol[colour_of_slot(s) * 2]);
+}
+
+struct walk_check {
+	const struct ctx *c;
+	uint64_t n;
+};
+
+static int walk_one(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct walk_check *w = arg;
+	const struct layout *l = &w->c->l;
+	uint64_t s = slot_of(l, start);
+
+	if (end > slot_end(l, s) || pool_colour(pol) != (int)colour_of_slot(s))
+		stress_fail("VALIDATION FAILED: %s: range [%llu, %llu) crosses its slot or holds "
+			    "a policy of another slot",
+				w->c->v->name, (unsigned long long)start, (unsigned long long)end);
+	w->n += end - start;
+	return 0;
+}
+
+/* Tree invariants and the slot rule over every range; returns the range count. */
+static uint64_t ctx_check(struct ctx *c)
+{
+	struct walk_check w = { c, 0 };
+	const char *why = "?";
+	uint64_t count;
+
+	if (c->v->kind == V_STORE) {
+		if (ps_store_check(c->store, &why))
+			stress_fail("VALIDATION FAILED: %s: ps_store_check(): %s", c->v->name, why);
+		ps_store_foreach(c->store, walk_one, &w);
+		count = ps_store_count(c->store);
+	} else {
+		if (ps_rtree_check(&c->base->tree, &why))
+			stress_fail("VALIDATION FAILED: %s: ps_rtree_check(): %s", c->v->name, why);
+		ps_rtree_foreach(&c->base->tree, walk_one, &w);
+		count = c->base->tree.count;
+	}
+	if (w.n != c->l.pages)
+		stress_fail("VALIDATION FAILED: %s: ranges cover %llu pages of %llu", c->v->name,
+				(unsigned long long)w.n, (unsigned long long)c->l.pages);
+	return count;
+}
+
+static void ctx_destroy(struct ctx *c)
+{
+	if (c->store) {
+		ps_store_destroy(c->store);
+	} else {
+		struct ps_range_list removed = { NULL };
+
+		ps_rtree_clear(&c->base->tree, &removed);
+		ps_range_list_free(&removed);
+		pthread_rwlock_destroy(&c->base->rw);
+		pthread_mutex_destroy(&c->base->mu);
+		free(c->base);
+	}
+}
+
+/* ---- lookup-cost: one rank, no writer, no other work ------------------------ */
+
+struct cost_arg {
+	struct ctx *c;
+	double seconds;
+	bool null_lookup; /* measure the loop without a lookup: its overhead */
+	double ns_per_iter;
+};
+
+#define COST_CHECK_MASK 255 /* validate one lookup in 256: the check is not the cost */
+
+#define DEFINE_COST_LOOP(name, LOOKUP, QUIESCE)                                                   \
+	static uint64_t name(struct ctx *c, uint64_t deadline)                                    \
+	{                                                                                         \
+		uint64_t rng = stress_seed_for(stress_opts.seed, 7), ops = 0, seq = 0;            \
+		const void *pol;                                                                  \
+		uintptr_t sink = 0;                                                               \
+                                                                                                  \
+		for (;;) {                                                                        \
+			unsigned i;                                                               \
+                                                                                                  \
+			for (i = 0; i < 1024; i++) {                                              \
+				uint64_t page = next_page(c, &rng, &seq);                         \
+                                                                                                  \
+				LOOKUP;                                                           \
+				sink += (uintptr_t)pol;                                           \
+				if (!(i & COST_CHECK_MASK))                                       \
+					validate(c, page, pol);                                   \
+				QUIESCE;                                                          \
+			}                                                                         \
+			ops += 1024;                                                              \
+			if (stress_now_ns() >= deadline)                                          \
+				break;                                                            \
+		}                                                                                 \
+		__asm__ __volatile__("" ::"r"(sink));                                             \
+		return ops;                                                                       \
+	}
+
+#define LK_NULL pol = pool.pol[colour_of_slot(slot_of(&c->l, page)) * 2]
+DEFINE_COST_LOOP(cost_null, LK_NULL, (void)0)
+DEFINE_COST_LOOP(cost_unsync_ref, LK_UNSYNC_REF, (void)0)
+DEFINE_COST_LOOP(cost_unsync_noref, LK_UNSYNC_NOREF, (void)0)
+DEFINE_COST_LOOP(cost_mutex, LK_MUTEX, (void)0)
+DEFINE_COST_LOOP(cost_prwlock, LK_PRWLOCK, (void)0)
+DEFINE_COST_LOOP(cost_store_ref, LK_STORE_REF, (void)0)
+DEFINE_COST_LOOP(cost_store_noref, LK_STORE_NOREF, (void)0)
+DEFINE_COST_LOOP(cost_qsbr_ref, LK_STORE_REF, ps_qsbr_quiescent())
+DEFINE_COST_LOOP(cost_qsbr_noref, LK_STORE_NOREF, ps_qsbr_quiescent())
+
+static void *cost_main(void *arg)
+{
+	struct cost_arg *a = arg;
+	struct ctx *c = a->c;
+	const struct variant *v = c->v;
+	bool qsbr = v->kind == V_STORE && v->sync == PS_SYNC_RCU_QSBR;
+	uint64_t t0, t1, ops, warm = stress_now_ns() + 20000000;
+
+	if (qsbr)
+		ps_qsbr_thread_online();
+	/* Warm caches and registration, then measure. */
+#define RUN_COST(deadline)                                                                         \
+	(a->null_lookup                ? cost_null(c, deadline)                                    \
+	 : v->kind == V_UNSYNC         ? (v->noref ? cost_unsync_noref(c, deadline)                \
+						   : cost_unsync_ref(c, deadline))                 \
+	 : v->kind == V_MUTEX          ? cost_mutex(c, deadline)                                   \
+	 : v->kind == V_PRWLOCK        ? cost_prwlock(c, deadline)                                 \
+	 : qsbr                        ? (v->noref ? cost_qsbr_noref(c, deadline)                  \
+						   : cost_qsbr_ref(c, deadline))                   \
+				       : (v->noref ? cost_store_noref(c, deadline)                 \
+						   : cost_store_ref(c, deadline)))
+	RUN_COST(warm);
+	t0 = stress_now_ns();
+	ops = RUN_COST(t0 + (uint64_t)(a->seconds * 1e9));
+	t1 = stress_now_ns();
+	a->ns_per_iter = (double)(t1 - t0) / (double)ops;
+	if (qsbr)
+		ps_qsbr_thread_offline();
+	return NULL;
+}
+
+static double measure_cost(struct ctx *c, double seconds, bool null_lookup)
+{
+	struct cost_arg a = { c, seconds, null_lookup, 0 };
+	pthread_t t;
+
+	/* A fresh thread: the driver thread never registers with liburcu. */
+	stress_thread_start(&t, cost_main, &a);
+	pthread_join(t, NULL);
+	return a.ns_per_iter;
+}
+
+/* Time of one unsynchronised lookup (with its loop) on a layout: the default fault work. */
+static double calibrate_lookup_ns(const struct layout *l)
+{
+	struct ctx c;
+	double ns;
+
+	ctx_build(&c, unsync_noref, l);
+	ns = measure_cost(&c, 0.05, false);
+	ctx_destroy(&c);
+	return ns;
+}
+
+void stress_run_lookup_cost(void)
+{
+	int r;
+	size_t i;
+
+	for (r = 0; r < stress_opts.nranges; r++) {
+		uint64_t n = stress_opts.ranges[r];
+		struct layout l;
+		double seconds = stress_opts.duration_s < 0.3 ? stress_opts.duration_s : 0.3;
+		double base_ns = -1, overhead;
+		struct ctx c;
+
+		pool_create(n < MAX_COLOURS ? (uint32_t)n : MAX_COLOURS);
+		layout_init(&l, stress_opts.pages, n, false);
+		/* The loop without a lookup: RNG, sampled check, sink. */
+		ctx_build(&c, unsync_noref, &l);
+		overhead = measure_cost(&c, seconds / 2, true);
+		ctx_destroy(&c);
+		for (i = 0; i < NVARIANTS; i++) {
+			const struct variant *v = &variants[i];
+			struct stress_point p;
+			size_t before;
+			double ns;
+
+			if (v->kind != V_UNSYNC && !stress_variant_selected(v->name))
+				continue;
+			stress_progress("lookup-cost: %s, %llu ranges", v->name,
+					(unsigned long long)n);
+			before = stress_live_bytes();
+			ctx_build(&c, v, &l);
+			stress_point_init(&p, "lookup-cost", v->name, 1);
+			p.pages = l.pages;
+			p.ranges = n;
+			p.bytes_per_range = (double)(stress_live_bytes() - before) / (double)n;
+			if (c.store)
+				p.store_bytes_per_range =
+						(double)ps_store_memory(c.store) / (double)n;
+			else
+				p.store_bytes_per_range =
+						(double)(sizeof(*c.base) + n * sizeof(struct ps_range)) /
+						(double)n;
+			ns = measure_cost(&c, seconds, false);
+			p.ranges_end = ctx_check(&c);
+			ctx_destroy(&c);
+			p.overhead_ns = overhead;
+			p.lookup_ns = ns - overhead;
+			p.ops_per_sec = 1e9 / ns;
+			p.duration_s = seconds;
+			if (v == unsync_ref)
+				base_ns = p.lookup_ns;
+			/* Like with like: :noref forms against unsync:noref. */
+			if (v->noref) {
+				const struct stress_point *b =
+						stress_find("lookup-cost", "unsync:noref", 1, n);
+
+				p.baseline = "unsync:noref";
+				p.cost_ratio = b ? p.lookup_ns / b->lookup_ns : NAN;
+			} else {
+				p.baseline = "unsync";
+				p.cost_ratio = base_ns > 0 ? p.lookup_ns / base_ns : NAN;
+			}
+			stress_emit(&p);
+		}
+		pool_destroy();
+	}
+}
+
+/* ---- shared-text and hot-policy ----------------------------------------------- */
+
+static void run_point(const char *scenario, const struct variant *v, const struct layout *l,
+		int nranks, double fault_ns, unsigned work_iters)
+{
+	struct ctx *c = aligned_alloc(64, sizeof(*c));
+	struct rank *ranks;
+	struct writer *writers;
+	struct stress_point p;
+	struct stress_hist *h;
+	int nwriters = v->kind == V_UNSYNC ? 0 : stress_opts.writers, i;
+	uint64_t t_go, t_stop, ops = 0, wops = 0, wmax = 0;
+	double lookup_ticks = 0, iter_ticks = 0;
+	const struct stress_point *b;
+
+	if (!c)
+		stress_die("out of memory");
+	ctx_build(c, v, l);
+	c->work_iters = work_iters;
+	c->sequential = stress_opts.sequential;
+	c->nranks = nranks;
+	stress_gate_init(&c->gate);
+	if (v->kind == V_STORE && v->lockstat && ps_lock_stat_enabled())
+		ps_store_lock_stat_reset(c->store);
+	ranks = aligned_alloc(64, sizeof(*ranks) * (size_t)nranks);
+	writers = aligned_alloc(64, sizeof(*writers) * (size_t)(nwriters ? nwriters : 1));
+	h = calloc(1, sizeof(*h));
+	if (!ranks || !writers || !h)
+		stress_die("out of memory");
+	memset(ranks, 0, sizeof(*ranks) * (size_t)nranks);
+	memset(writers, 0, sizeof(*writers) * (size_t)(nwriters ? nwriters : 1));
+	for (i = 0; i < nranks; i++) {
+		ranks[i].c = c;
+		ranks[i].id = i;
+		ranks[i].seed = stress_seed_for(stress_opts.seed, (uint64_t)i);
+		stress_thread_start(&ranks[i].th, rank_main, &ranks[i]);
+	}
+	for (i = 0; i < nwriters; i++) {
+		writers[i].c = c;
+		writers[i].id = i;
+		stress_thread_start(&writers[i].th, writer_main, &writers[i]);
+	}
+	t_go = stress_gate_open(&c->gate, nranks + nwriters);
+	stress_sleep_until(t_go + (uint64_t)(stress_opts.duration_s * 1e9));
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	t_stop = stress_now_ns();
+	/* Ranks first: QSBR writers in a grace period finish once the ranks went offline. */
+	for (i = 0; i < nranks; i++) {
+		pthread_join(ranks[i].th, NULL);
+		ops += ranks[i].ops;
+		stress_hist_merge(h, &ranks[i].hist);
+		lookup_ticks += (double)ranks[i].hist.sum;
+		iter_ticks += (double)ranks[i].iter_ticks;
+	}
+	for (i = 0; i < nwriters; i++) {
+		pthread_join(writers[i].th, NULL);
+		wops += writers[i].ops;
+		if (writers[i].max_wait_ns > wmax)
+			wmax = writers[i].max_wait_ns;
+	}
+
+	stress_point_init(&p, scenario, v->name, nranks);
+	p.writers = nwriters;
+	p.pages = l->pages;
+	p.ranges = l->nslots;
+	p.fault_work_ns = fault_ns;
+	p.duration_s = (double)(t_stop - t_go) / 1e9;
+	p.ops = ops;
+	p.ops_per_sec = (double)ops / p.duration_s;
+	p.lookup_share = iter_ticks > 0 ? lookup_ticks / iter_ticks : NAN;
+	stress_hist_to_point(h, &p);
+	if (nwriters) {
+		p.writer_ops_per_sec = (double)wops / p.duration_s;
+		p.writer_max_wait_ns = (double)wmax;
+	}
+	p.baseline = v->noref ? "unsync:noref" : "unsync";
+	b = stress_find(scenario, p.baseline, 1, l->nslots);
+	if (b)
+		p.efficiency = p.ops_per_sec / ((double)nranks * b->ops_per_sec);
+	else if (v->kind == V_UNSYNC && nranks == 1)
+		p.efficiency = 1.0; /* this point is the baseline */
+	if (v->kind == V_STORE && v->lockstat && ps_lock_stat_enabled())
+		p.has_lockstat = !ps_store_lock_stat_read(c->store, p.lockstat);
+	p.ranges_end = ctx_check(c);
+	stress_emit(&p);
+
+	stress_gate_destroy(&c->gate);
+	ctx_destroy(c);
+	free(h);
+	free(ranks);
+	free(writers);
+	free(c);
+}
+
+void stress_run_store(const char *scenario)
+{
+	bool hot = !strcmp(scenario, "hot-policy");
+	uint64_t n = stress_opts.ranges[0];
+	struct layout l;
+	double fault_ns;
+	unsigned work_iters;
+	int r;
+	size_t i;
+
+	pool_create(n < MAX_COLOURS ? (uint32_t)n : MAX_COLOURS);
+	layout_init(&l, stress_opts.pages, n, hot);
+	fault_ns = stress_opts.fault_work_ns >= 0 ? (double)stress_opts.fault_work_ns
+						  : calibrate_lookup_ns(&l);
+	work_iters = stress_work_iters(fault_ns);
+	stress_progress("%s: %llu pages, %llu ranges, fault work %.0f ns (%u loop iterations)",
+			scenario, (unsigned long long)l.pages, (unsigned long long)n, fault_ns,
+			work_iters);
+	/* The efficiency baselines: the unsynchronised lookups on one rank. */
+	for (i = 0; i < 2; i++) {
+		stress_progress("%s: %s, 1 rank (baseline)", scenario, variants[i].name);
+		run_point(scenario, &variants[i], &l, 1, fault_ns, work_iters);
+	}
+	for (r = 0; r < stress_opts.nranks; r++) {
+		int nranks = stress_opts.ranks[r];
+
+		for (i = 0; i < NVARIANTS; i++) {
+			if (!stress_variant_selected(variants[i].name))
+				continue;
+			if (nranks == 1 && variants[i].kind == V_UNSYNC)
+				continue; /* measured above */
+			stress_progress("%s: %s, %d ranks", scenario, variants[i].name, nranks);
+			run_point(scenario, &variants[i], &l, nranks, fault_ns, work_iters);
+		}
+	}
+	pool_destroy();
+}
+
+bool stress_variant_known(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < NVARIANTS; i++)
+		if (!strcmp(variants[i].name, name))
+			return true;
+	return false;
+}

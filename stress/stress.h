@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * polstore-stress: what the scenario files (store.c, companion.c) share
+ * with the driver (polstore-stress.c): the options, one measured point,
+ * timing, the sampled latency histogram, the start gate and errors.
+ */
+#ifndef POLSTORE_STRESS_H
+#define POLSTORE_STRESS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <polstore/lockstat.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define STRESS_HAVE_TSC 1
+#endif
+
+#define STRESS_MAX_LIST 32
+
+struct stress_opts {
+	char scenarios[256];
+	char variants[512]; /* comma list or "all" */
+	int ranks[STRESS_MAX_LIST];
+	int nranks;
+	double duration_s;
+	uint64_t pages;
+	uint64_t ranges[STRESS_MAX_LIST];
+	int nranges;
+	int writers;
+	uint64_t write_interval_ns;
+	long fault_work_ns; /* -1: calibrate to one unsynchronised lookup */
+	uint64_t seed;
+	bool sequential;
+	bool json, csv, quiet;
+	const char *plot;
+};
+
+/*
+ * One measured point.  Fields that do not apply are negative (or NaN for
+ * doubles) and are left out of the JSON object / empty in CSV.
+ */
+struct stress_point {
+	const char *scenario;
+	char variant[40];
+	const char *baseline; /* the single-rank point efficiency divides by */
+	int ranks;
+	int writers;
+	uint64_t pages, ranges, ranges_end;
+	double duration_s;
+	double fault_work_ns;
+	uint64_t ops;
+	double ops_per_sec;
+	double efficiency;
+	double lookup_share;
+	double mean_ns;
+	double p50_ns, p99_ns, p999_ns, max_ns;
+	uint64_t samples;
+	double writer_ops_per_sec;
+	double writer_max_wait_ns;
+	/* lookup-cost */
+	double lookup_ns, overhead_ns, cost_ratio, bytes_per_range, store_bytes_per_range;
+	/* companions */
+	double max_overshoot, overshoot_bound, max_error, error_bound;
+	char note[64];
+	bool has_lockstat;
+	struct ps_lock_stat_row lockstat[2];
+};
+
+void stress_point_init(struct stress_point *p, const char *scenario, const char *variant,
+		int ranks);
+/* Record a finished point: kept for the tables, printed at once as JSON/CSV. */
+void stress_emit(const struct stress_point *p);
+/* The points recorded so far (for baselines and summaries). */
+const struct stress_point *stress_find(const char *scenario, const char *variant, int ranks,
+		uint64_t ranges);
+void stress_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void stress_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* A broken invariant: message on stderr, then abort() for a core dump. */
+void stress_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+extern struct stress_opts stress_opts;
+extern double stress_ns_per_tick;
+extern double stress_work_iters_per_ns;
+
+/* ---- time ---------------------------------------------------------------- */
+
+static inline uint64_t stress_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A cheap timestamp for sampled lookups: the TSC where there is one. */
+static inline uint64_t stress_ticks(void)
+{
+#ifdef STRESS_HAVE_TSC
+	return __rdtsc();
+#else
+	return stress_now_ns();
+#endif
+}
+
+void stress_calibrate(void);
+void stress_sleep_ns(uint64_t ns);
+void stress_sleep_until(uint64_t t); /* CLOCK_MONOTONIC ns */
+
+/* The calibrated "other work" of a fault: a dependent busy loop. */
+static inline void stress_work(unsigned iters)
+{
+	unsigned i;
+
+	for (i = 0; i < iters; i++)
+		__asm__ __volatile__("" ::: "memory");
+}
+
+unsigned stress_work_iters(double ns);
+
+/* ---- random numbers -------------------------------------------------------- */
+
+static inline uint64_t stress_rand(uint64_t *s)
+{
+	/* xorshift64* */
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* Uniform in [0, n) without a division. */
+static inline uint64_t stress_below(uint64_t *s, uint64_t n)
+{
+	return (uint64_t)(((unsigned __int128)stress_rand(s) * n) >> 64);
+}
+
+static inline uint64_t stress_seed_for(uint64_t seed, uint64_t stream)
+{
+	uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (stream + 1);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	z ^= z >> 31;
+	return z ? z : 1;
+}
+
+/* ---- sampled latency histogram (ticks), log-linear, 16 steps per octave ---- */
+
+#define STRESS_HSUB 16
+#define STRESS_HBUCKETS (61 * STRESS_HSUB)
+#define STRESS_SAMPLE_MASK 31 /* time one lookup in 32 */
+
+struct stress_hist {
+	uint64_t count[STRESS_HBUCKETS];
+	uint64_t n, sum, max;
+};
+
+static inline unsigned stress_hbucket(uint64_t v)
+{
+	unsigned e;
+
+	if (v < STRESS_HSUB)
+		return (unsigned)v;
+	e = 63u - (unsigned)__builtin_clzll(v);
+	return (e - 3) * STRESS_HSUB + (unsigned)((v >> (e - 4)) & (STRESS_HSUB - 1));
+}
+
+static inline void stress_hist_add(struct stress_hist *h, uint64_t v)
+{
+	h->count[stress_hbucket(v)]++;
+	h->n++;
+	h->sum += v;
+	if (v > h->max)
+		h->max = v;
+}
+
+void stress_hist_merge(struct stress_hist *into, const struct stress_hist *h);
+/* The @q quantile in ns (ticks converted), the bucket's midpoint. */
+double stress_hist_quantile_ns(const struct stress_hist *h, double q);
+/* Fill the latency fields of @p from @h. */
+void stress_hist_to_point(const struct stress_hist *h, struct stress_point *p);
+
+/* ---- start gate: every thread ready, then go together ----------------------- */
+
+struct stress_gate {
+	int ready, go;
+};
+
+void stress_gate_init(struct stress_gate *g);
+void stress_gate_destroy(struct stress_gate *g);
+void stress_gate_wait(struct stress_gate *g);		/* a worker */
+/* The driver: wait until @nthreads wait, release them; returns the release time. */
+uint64_t stress_gate_open(struct stress_gate *g, int nthreads);
+
+/* Thread with a small stack (1024 ranks fit easily). */
+void stress_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* Live bytes the library holds (malloc_usable_size of every block it owns). */
+size_t stress_live_bytes(void);
+
+/* ---- scenarios -------------------------------------------------------------- */
+
+bool stress_variant_selected(const char *name);
+bool stress_variant_known(const char *name); /* a store-scenario variant */
+void stress_run_lookup_cost(void);
+void stress_run_store(const char *scenario); /* shared-text, hot-policy */
+void stress_run_memcg_charge(void);
+void stress_run_mmap_commit(void);
+void stress_run_css_walk(void);
+
+#endif /* POLSTORE_STRESS_H */
