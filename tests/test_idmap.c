@@ -555,7 +555,7 @@ IDMAP_TEST(idmap, writer_not_starved)
 	struct rshared sh = { .slow = ps_test_scale() < 0.5 };
 	bool stalled = false;
 	pthread_t r[3];
-	long i, n = ps_test_iters(1000);
+	long i, n = ps_test_iters(300);
 	uint64_t t, worst = 0, start;
 	long before, during, first;
 	int id;
