@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <pthread.h>
 
+#include "annotate.h"
 #include "store_internal.h"
 
 struct ps_store_latch {
@@ -51,7 +52,10 @@ static inline struct ps_store_latch *to_latch(struct ps_store *s)
 
 static inline const struct ps_rtree *latch_cur(struct ps_store_latch *ls)
 {
-	return PS_LOAD_ACQUIRE(ls->cur); /* pairs with the publish in latch_set() */
+	const struct ps_rtree *t = PS_LOAD_ACQUIRE(ls->cur); /* pairs with the publish in latch_set() */
+
+	PS_ANNOTATE_HAPPENS_AFTER(&ls->cur);
+	return t;
 }
 
 static struct ps_store *latch_create(void)
@@ -88,7 +92,7 @@ static void latch_read_lock(struct ps_store *s)
 
 static void latch_read_unlock(struct ps_store *s)
 {
-	(void)s;
+	PS_ANNOTATE_HAPPENS_BEFORE(s); /* pairs with the grace period in latch_set() */
 	PS_LATCH_READ_EXIT();
 }
 
@@ -104,6 +108,7 @@ static struct ps_policy *latch_lookup(struct ps_store *s, uint64_t idx)
 	PS_LATCH_READ_ENTER();
 	/* The tree holds its reference for our whole section: a plain increment is safe. */
 	pol = ps_policy_get(ps_rtree_lookup_pol(latch_cur(to_latch(s)), idx));
+	PS_ANNOTATE_HAPPENS_BEFORE(s);
 	PS_LATCH_READ_EXIT();
 	return pol;
 }
@@ -119,8 +124,11 @@ static void latch_set(struct ps_store *s, uint64_t start, uint64_t end, struct p
 	old = ls->cur;
 	standby = old == &ls->tree[0] ? &ls->tree[1] : &ls->tree[0];
 	ps_rtree_set(standby, start, end, pol, spares, &removed);
+	PS_ANNOTATE_HAPPENS_BEFORE(&ls->cur);
 	PS_STORE_RELEASE(ls->cur, standby);
 	PS_LATCH_SYNCHRONIZE();
+	/* The grace period: every reader of the old tree left (PS_LATCH_READ_EXIT). */
+	PS_ANNOTATE_HAPPENS_AFTER(&ls->base);
 	ps_rtree_set(old, start, end, pol, spares, &removed);
 	pthread_mutex_unlock(&ls->wlock);
 	ps_range_list_free(&removed);
@@ -133,6 +141,7 @@ static int latch_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 	/* The current tree cannot change until we leave the section: a snapshot. */
 	PS_LATCH_READ_ENTER();
 	ret = ps_rtree_foreach(latch_cur(to_latch(s)), fn, arg);
+	PS_ANNOTATE_HAPPENS_BEFORE(s);
 	PS_LATCH_READ_EXIT();
 	return ret;
 }

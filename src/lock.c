@@ -83,6 +83,7 @@ void ps_rwlock_read_lock(struct ps_rwlock *l)
 #endif
 		PS_WAIT_WHILE(__atomic_load_n(&l->writer, __ATOMIC_ACQUIRE));
 	}
+	PS_ANNOTATE_HAPPENS_AFTER(&l->writer); /* pairs with ps_rwlock_write_unlock() */
 #ifdef POLSTORE_LOCK_STAT
 	ps_rwlock_read_hold_start = _ps_lstat_acquired(&l->stat, PS_LOCK_STAT_READ, wait_start);
 #endif
@@ -94,6 +95,7 @@ void ps_rwlock_read_unlock(struct ps_rwlock *l)
 	_ps_lstat_released(&l->stat, PS_LOCK_STAT_READ, ps_rwlock_read_hold_start);
 #endif
 	/* Release: our reads of the protected data happen before a writer's stores. */
+	PS_ANNOTATE_HAPPENS_BEFORE(&l->slot[0]);
 	__atomic_fetch_sub(&my_slot(l)->readers, 1, __ATOMIC_RELEASE);
 }
 
@@ -120,6 +122,7 @@ void ps_rwlock_write_lock(struct ps_rwlock *l)
 		/* Acquire: pairs with read_unlock's release. */
 		PS_WAIT_WHILE(__atomic_load_n(&l->slot[i].readers, __ATOMIC_SEQ_CST));
 	}
+	PS_ANNOTATE_HAPPENS_AFTER(&l->slot[0]); /* every reader that left: read_unlock() */
 #ifdef POLSTORE_LOCK_STAT
 	l->wlock.hold_start = _ps_lstat_acquired(&l->stat, PS_LOCK_STAT_WRITE, wait_start);
 #endif
@@ -130,6 +133,8 @@ void ps_rwlock_write_unlock(struct ps_rwlock *l)
 #ifdef POLSTORE_LOCK_STAT
 	_ps_lstat_released(&l->stat, PS_LOCK_STAT_WRITE, l->wlock.hold_start);
 #endif
+	PS_ANNOTATE_HAPPENS_BEFORE(&l->writer);
+	PS_ANNOTATE_HAPPENS_BEFORE(&l->wlock);
 	__atomic_store_n(&l->writer, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&l->wlock.locked, 0, __ATOMIC_RELEASE);
 }

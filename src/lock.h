@@ -29,6 +29,7 @@
 
 #include <polstore/lockstat.h>
 
+#include "annotate.h"
 #include "compiler.h"
 
 #define PS_SPIN_ROUNDS 128 /* pause rounds before a waiter yields */
@@ -86,6 +87,7 @@ static inline void ps_spin_lock(struct ps_spinlock *l)
 	if (ps_unlikely(!ps_spin_trylock(l)))
 		_ps_spin_lock_slow(l);
 #endif
+	PS_ANNOTATE_HAPPENS_AFTER(l); /* pairs with ps_spin_unlock() */
 }
 
 static inline void ps_spin_unlock(struct ps_spinlock *l)
@@ -93,6 +95,7 @@ static inline void ps_spin_unlock(struct ps_spinlock *l)
 #ifdef POLSTORE_LOCK_STAT
 	_ps_lstat_released(&l->stat, PS_LOCK_STAT_WRITE, l->hold_start);
 #endif
+	PS_ANNOTATE_HAPPENS_BEFORE(l);
 	__atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
 }
 
@@ -138,7 +141,10 @@ struct ps_seqcount {
 
 static inline unsigned ps_seq_read_begin(const struct ps_seqcount *s)
 {
-	return __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+	unsigned seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+
+	PS_ANNOTATE_HAPPENS_AFTER(s); /* pairs with ps_seq_write_end() */
+	return seq;
 }
 
 /*
@@ -162,6 +168,7 @@ static inline void ps_seq_write_begin(struct ps_seqcount *s)
 static inline void ps_seq_write_end(struct ps_seqcount *s)
 {
 	/* Release: the section's stores are visible to whoever sees the even count. */
+	PS_ANNOTATE_HAPPENS_BEFORE(s);
 	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
 }
 

@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 
+#include "annotate.h"
 #include "rcu_memb.h"
 #include "store_internal.h"
 
@@ -69,7 +70,7 @@ static void seq_read_lock(struct ps_store *s)
 
 static void seq_read_unlock(struct ps_store *s)
 {
-	(void)s;
+	PS_ANNOTATE_HAPPENS_BEFORE(s); /* pairs with the grace period in seq_set() */
 	ps_memb_read_unlock();
 }
 
@@ -106,6 +107,7 @@ static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
 	ps_memb_read_lock();
 	/* Still in the section: the range, and its reference, outlive us. */
 	pol = ps_policy_get((struct ps_policy *)seq_lookup_borrow(s, idx));
+	PS_ANNOTATE_HAPPENS_BEFORE(s);
 	ps_memb_read_unlock();
 	return pol;
 }
@@ -124,6 +126,7 @@ static void seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_
 	/* Trims free nothing; removed ranges wait until no reader can hold them. */
 	if (removed.head) {
 		urcu_memb_synchronize_rcu();
+		PS_ANNOTATE_HAPPENS_AFTER(s);
 		ps_range_list_free(&removed);
 	}
 }
