@@ -300,6 +300,11 @@ const struct stress_point *stress_find(const char *scenario, const char *variant
 	return NULL;
 }
 
+const struct stress_point *stress_point_at(size_t i)
+{
+	return i < npoints ? &points[i] : NULL;
+}
+
 /* Column: key, and how to print it from a point. */
 enum ctype { C_STR, C_INT, C_U64, C_DBL };
 struct col {

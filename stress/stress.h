@@ -78,6 +78,8 @@ void stress_emit(const struct stress_point *p);
 /* The points recorded so far (for baselines and summaries). */
 const struct stress_point *stress_find(const char *scenario, const char *variant, int ranks,
 		uint64_t ranges);
+/* The @i-th point recorded, or NULL past the end. */
+const struct stress_point *stress_point_at(size_t i);
 void stress_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void stress_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* A broken invariant: message on stderr, then abort() for a core dump. */
