@@ -75,6 +75,12 @@ enum ps_charge_field {
 
 /**
  * struct ps_charge_stat - all fields of a counter, read together
+ * @usage: pages charged at this level (see PS_CHARGE_USAGE)
+ * @limit: the level's limit (PS_CHARGE_LIMIT)
+ * @max_usage: watermark of successful charges since reset (PS_CHARGE_MAX_USAGE)
+ * @failcnt: charges this level refused since reset (PS_CHARGE_FAILCNT)
+ * @max_overshoot: largest usage - limit ever reached (PS_CHARGE_MAX_OVERSHOOT)
+ * @stocked: pages pre-charged here and held in thread stocks (PS_CHARGE_STOCKED)
  *
  * SPIN reads them under the lock and SEQLOCK in one retried section, so they
  * are mutually consistent; ATOMIC and STOCK read them one by one.
