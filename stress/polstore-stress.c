@@ -281,6 +281,9 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->ranges = p->ranges_end = p->pages = 0;
 	p->duration_s = p->fault_work_ns = NAN;
 	p->ops_per_sec = p->efficiency = p->lookup_share = p->mean_ns = NAN;
+	p->rank_cpu_s = p->cpu_efficiency = NAN;
+	p->ops_per_sec_min = p->ops_per_sec_max = NAN;
+	p->reps = -1;
 	p->p50_ns = p->p99_ns = p->p999_ns = p->max_ns = NAN;
 	p->writer_ops_per_sec = p->writer_max_wait_ns = NAN;
 	p->lookup_ns = p->overhead_ns = p->cost_ratio = NAN;
@@ -326,7 +329,12 @@ static const struct col cols[] = {
 	COL("fault_work_ns", C_DBL, fault_work_ns, "%.1f"),
 	COL("ops", C_U64, ops, NULL),
 	COL("ops_per_sec", C_DBL, ops_per_sec, "%.0f"),
+	COL("reps", C_INT, reps, NULL),
+	COL("ops_per_sec_min", C_DBL, ops_per_sec_min, "%.0f"),
+	COL("ops_per_sec_max", C_DBL, ops_per_sec_max, "%.0f"),
 	COL("efficiency", C_DBL, efficiency, "%.4f"),
+	COL("rank_cpu_s", C_DBL, rank_cpu_s, "%.3f"),
+	COL("cpu_efficiency", C_DBL, cpu_efficiency, "%.4f"),
 	COL("lookup_share", C_DBL, lookup_share, "%.4f"),
 	COL("mean_ns", C_DBL, mean_ns, "%.1f"),
 	COL("p50_ns", C_DBL, p50_ns, "%.0f"),
@@ -519,7 +527,7 @@ static void table_store(const char *scenario)
 	for (i = 0; i < npoints; i++) {
 		const struct stress_point *p = &points[i];
 		const struct stress_point *prw;
-		char t[32], pr[32], e[32], ls[32], p50[16], p99[16], p999[16], mx[16], w[32],
+		char t[32], pr[32], e[32], ce[32], ls[32], p50[16], p99[16], p999[16], mx[16], w[32],
 				ww[16], x[16];
 
 		if (strcmp(p->scenario, scenario))
@@ -534,9 +542,10 @@ static void table_store(const char *scenario)
 									 : "uniform",
 					stress_opts.writers, (double)stress_opts.write_interval_ns / 1e3,
 					p->fault_work_ns, stress_opts.duration_s);
-			printf("  %-15s %5s %9s %9s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n", "variant",
-					"ranks", "Mlkup/s", "per-rank", "eff", "lookup%", "p50",
-					"p99", "p99.9", "max", "wr-set/s", "wr-wait", "x p_rw");
+			printf("  %-15s %5s %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n",
+					"variant", "ranks", "Mlkup/s", "per-rank", "eff", "cpueff",
+					"lookup%", "p50", "p99", "p99.9", "max", "wr-set/s", "wr-wait",
+					"x p_rw");
 			header = true;
 		}
 		fmt_num(t, sizeof(t), "%.2f", p->ops_per_sec / 1e6);
@@ -551,12 +560,15 @@ static void table_store(const char *scenario)
 		fmt_ns(ww, sizeof(ww), p->writer_max_wait_ns);
 		prw = stress_find(scenario, "pthread_rwlock", p->ranks, p->ranges);
 		fmt_num(x, sizeof(x), "%.2f", prw ? p->ops_per_sec / prw->ops_per_sec : NAN);
-		printf("  %-15s %5d %9s %9s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n", p->variant,
-				p->ranks, t, pr, e, ls, p50, p99, p999, mx, w, ww, x);
+		fmt_num(ce, sizeof(ce), "%.3f", p->cpu_efficiency);
+		printf("  %-15s %5d %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n",
+				p->variant, p->ranks, t, pr, e, ce, ls, p50, p99, p999, mx, w, ww, x);
 	}
 	if (header)
 		printf("  (eff: throughput / (ranks x the 1-rank unsync throughput, or unsync:noref "
-		       "for :noref);\n   latencies sampled 1 lookup in %d; x p_rw: throughput / "
+		       "for :noref);\n   cpueff: lookups per CPU-second the ranks got / the "
+		       "baseline's (insensitive to\n   other processes' load, blind to time a rank "
+		       "sleeps);\n   latencies sampled 1 lookup in %d; x p_rw: throughput / "
 		       "pthread_rwlock's at the same ranks)\n",
 				STRESS_SAMPLE_MASK + 1);
 }
@@ -610,7 +622,8 @@ void stress_print_companions(void);
 
 /* ---- target summary ------------------------------------------------------------------- */
 
-static void target(const char *what, double measured, const char *op, double want, const char *fmt)
+static void target_cpu(const char *what, double measured, const char *op, double want,
+		const char *fmt, double cpu)
 {
 	char m[32];
 	bool met;
@@ -619,7 +632,16 @@ static void target(const char *what, double measured, const char *op, double wan
 		return;
 	snprintf(m, sizeof(m), fmt, measured);
 	met = !strcmp(op, ">=") ? measured >= want : measured <= want;
-	printf("  %-58s %10s  (%s %g)  %s\n", what, m, op, want, met ? "met" : "MISSED");
+	printf("  %-58s %10s  (%s %g)  %-6s", what, m, op, want, met ? "met" : "MISSED");
+	if (!isnan(cpu))
+		printf("  cpu-normalised %.3f %s", cpu,
+				(!strcmp(op, ">=") ? cpu >= want : cpu <= want) ? "met" : "MISSED");
+	putchar('\n');
+}
+
+static void target(const char *what, double measured, const char *op, double want, const char *fmt)
+{
+	target_cpu(what, measured, op, want, fmt, NAN);
 }
 
 static double ratio(const struct stress_point *a, const struct stress_point *b)
@@ -651,7 +673,8 @@ static void summary(void)
 			any = true;
 	if (!any && !stress_find("lookup-cost", "rcu", 1, 0))
 		return;
-	printf("\ntargets (issue 3), ratios from this run:\n");
+	printf("\ntargets (issues 3 and 4), ratios from this run (cpu-normalised: per CPU-second "
+	       "the ranks got):\n");
 	for (i = 0; i < 6; i++) {
 		snprintf(what, sizeof(what), "lookup cost %s / %s, 1 rank, N=%llu", cost_v[i],
 				strchr(cost_v[i], ':') ? "unsync:noref" : "unsync",
@@ -661,8 +684,9 @@ static void summary(void)
 	}
 	for (i = 0; i < 4; i++) {
 		snprintf(what, sizeof(what), "shared-text efficiency %s, 2 ranks", eff_v[i]);
-		target(what, F(stress_find("shared-text", eff_v[i], 2, 0), efficiency), ">=",
-				eff_t[i], "%.3f");
+		target_cpu(what, F(stress_find("shared-text", eff_v[i], 2, 0), efficiency), ">=",
+				eff_t[i], "%.3f",
+				F(stress_find("shared-text", eff_v[i], 2, 0), cpu_efficiency));
 	}
 	target("shared-text rwlock / pthread_rwlock, 2 ranks",
 			ratio(stress_find("shared-text", "rwlock", 2, 0),
@@ -672,8 +696,8 @@ static void summary(void)
 		static const char *const nv[] = { "rcu:noref", "rcu-qsbr:noref", "seqlock:noref" };
 
 		snprintf(what, sizeof(what), "hot-policy efficiency %s, 2 ranks", nv[i]);
-		target(what, F(stress_find("hot-policy", nv[i], 2, 0), efficiency), ">=", 0.90,
-				"%.3f");
+		target_cpu(what, F(stress_find("hot-policy", nv[i], 2, 0), efficiency), ">=", 0.90,
+				"%.3f", F(stress_find("hot-policy", nv[i], 2, 0), cpu_efficiency));
 	}
 	for (i = 0; i < 2; i++) {
 		static const int rk[] = { 256, 1024 };
@@ -684,6 +708,21 @@ static void summary(void)
 						stress_find("shared-text", "rcu", 2, 0)),
 				">=", 0.8, "%.3f");
 	}
+	target("memcg-charge atomic / spin, 2 ranks",
+			ratio(stress_find("memcg-charge", "atomic", 2, 0),
+					stress_find("memcg-charge", "spin", 2, 0)),
+			">=", 2.0, "%.2f");
+	target("memcg-charge stock efficiency (vs 1 rank), 2 ranks",
+			F(stress_find("memcg-charge", "stock", 2, 0), efficiency), ">=", 0.8, "%.3f");
+	target("mmap-commit loose / strict, 2 ranks",
+			ratio(stress_find("mmap-commit", "loose", 2, 0),
+					stress_find("mmap-commit", "strict", 2, 0)),
+			">=", 5.0, "%.2f");
+	target("css-walk rcu efficiency (vs 1 rank), 2 ranks",
+			F(stress_find("css-walk", "rcu", 2, 0), efficiency), ">=", 0.9, "%.3f");
+	target("css-walk rwlock longest writer wait (ms), 2 ranks",
+			F(stress_find("css-walk", "rwlock", 2, 0), writer_max_wait_ns) / 1e6, "<=", 10,
+			"%.3f");
 	for (i = 0; i < 2; i++) {
 		static const char *const wv[] = { "rwlock", "seqlock" };
 
@@ -857,6 +896,10 @@ static void usage(FILE *out)
 			"  --ranks LIST         rank (reader thread) counts, e.g. 1,2 [1,2]\n"
 			"  --sweep LIST         same as --ranks, e.g. 1,2,4,16,64,256,1024\n"
 			"  --duration SECONDS   measuring time per point [1.0]\n"
+			"  --repeat K           measure every point K times, interleaved; report "
+			"the\n"
+			"                       median-throughput repetition and the worst writer "
+			"wait [1]\n"
 			"  --pages N            pages in the shared text region [16384]\n"
 			"  --ranges LIST        policy ranges N [64]; lookup-cost runs each value,\n"
 			"                       e.g. 100,10000,1000000; the others use the first\n"
@@ -952,6 +995,7 @@ static void parse(int argc, char **argv)
 	stress_opts.ranks[1] = 2;
 	stress_opts.nranks = 2;
 	stress_opts.duration_s = 1.0;
+	stress_opts.repeat = 1;
 	stress_opts.pages = 16384;
 	stress_opts.ranges[0] = 64;
 	stress_opts.nranges = 1;
@@ -1032,6 +1076,11 @@ static void parse(int argc, char **argv)
 			stress_opts.duration_s = strtod(v, &end);
 			if (*end || !(stress_opts.duration_s > 0) || stress_opts.duration_s > 3600)
 				bad("--duration", v);
+		} else if (FLAG("--repeat")) {
+			NEEDV();
+			stress_opts.repeat = (int)strtol(v, &end, 10);
+			if (*end || stress_opts.repeat < 1 || stress_opts.repeat > 100)
+				bad("--repeat", v);
 		} else if (FLAG("--pages")) {
 			NEEDV();
 			if (parse_list_u64(v, &stress_opts.pages, 1) != 1 || !stress_opts.pages ||

@@ -202,7 +202,7 @@ struct rank {
 	int id;
 	uint64_t seed;
 	uint64_t ops;
-	uint64_t t_start, t_end;
+	uint64_t t_start, t_end, cpu_start, cpu_end;
 	uint64_t iter_ticks; /* sampled iterations, whole: lookup, check, work, quiescence */
 	struct stress_hist hist;
 } __attribute__((aligned(64)));
@@ -365,6 +365,7 @@ static void *rank_main(void *arg)
 	if (qsbr)
 		ps_qsbr_thread_online();
 	rk->t_start = stress_now_ns();
+	rk->cpu_start = stress_thread_cpu_ns();
 	switch (v->kind) {
 	case V_UNSYNC:
 		if (v->noref)
@@ -386,6 +387,7 @@ static void *rank_main(void *arg)
 		break;
 	}
 	rk->t_end = stress_now_ns();
+	rk->cpu_end = stress_thread_cpu_ns();
 	if (qsbr)
 		ps_qsbr_thread_offline();
 	return NULL;
@@ -650,9 +652,13 @@ static void *cost_main(void *arg)
 				       : (v->noref ? cost_store_noref(c, deadline)                 \
 						   : cost_store_ref(c, deadline)))
 	RUN_COST(warm);
-	t0 = stress_now_ns();
-	ops = RUN_COST(t0 + (uint64_t)(a->seconds * 1e9));
-	t1 = stress_now_ns();
+	/*
+	 * Thread CPU time, not wall time: on a shared machine the time slices
+	 * other processes take are not the lookup's cost.
+	 */
+	t0 = stress_thread_cpu_ns();
+	ops = RUN_COST(stress_now_ns() + (uint64_t)(a->seconds * 1e9));
+	t1 = stress_thread_cpu_ns();
 	a->ns_per_iter = (double)(t1 - t0) / (double)ops;
 	if (qsbr)
 		ps_qsbr_thread_offline();
@@ -682,77 +688,106 @@ static double calibrate_lookup_ns(const struct layout *l)
 	return ns;
 }
 
+static int dbl_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 void stress_run_lookup_cost(void)
 {
-	int r;
+	int r, reps = stress_opts.repeat, rep;
 	size_t i;
 
 	for (r = 0; r < stress_opts.nranges; r++) {
 		uint64_t n = stress_opts.ranges[r];
 		struct layout l;
 		double seconds = stress_opts.duration_s < 0.3 ? stress_opts.duration_s : 0.3;
-		double base_ns = -1, overhead;
+		double base_ns = -1, base_noref_ns = -1, overhead;
+		double *ns = calloc(NVARIANTS * (size_t)reps, sizeof(*ns));
+		struct stress_point *pts = calloc(NVARIANTS, sizeof(*pts));
 		struct ctx c;
 
+		if (!ns || !pts)
+			stress_die("out of memory");
 		pool_create(n < MAX_COLOURS ? (uint32_t)n : MAX_COLOURS);
 		layout_init(&l, stress_opts.pages, n, false);
 		/* The loop without a lookup: RNG, sampled check, sink. */
 		ctx_build(&c, unsync_noref, &l);
 		overhead = measure_cost(&c, seconds / 2, true);
 		ctx_destroy(&c);
+		/* Repetitions interleaved across variants; the median is reported. */
+		for (rep = 0; rep < reps; rep++) {
+			for (i = 0; i < NVARIANTS; i++) {
+				const struct variant *v = &variants[i];
+				struct stress_point *p = &pts[i];
+				size_t before;
+
+				if (v->kind != V_UNSYNC && !stress_variant_selected(v->name))
+					continue;
+				stress_progress("lookup-cost: %s, %llu ranges (repetition %d/%d)",
+						v->name, (unsigned long long)n, rep + 1, reps);
+				before = stress_live_bytes();
+				ctx_build(&c, v, &l);
+				if (!rep) {
+					stress_point_init(p, "lookup-cost", v->name, 1);
+					p->pages = l.pages;
+					p->ranges = n;
+					p->bytes_per_range =
+							(double)(stress_live_bytes() - before) / (double)n;
+					p->store_bytes_per_range =
+							c.store ? (double)ps_store_memory(c.store) / (double)n
+								: (double)(sizeof(*c.base) +
+										  n * sizeof(struct ps_range)) /
+										  (double)n;
+				}
+				ns[i * (size_t)reps + (size_t)rep] = measure_cost(&c, seconds, false);
+				p->ranges_end = ctx_check(&c);
+				ctx_destroy(&c);
+			}
+		}
 		for (i = 0; i < NVARIANTS; i++) {
 			const struct variant *v = &variants[i];
-			struct stress_point p;
-			size_t before;
-			double ns;
+			struct stress_point *p = &pts[i];
+			double med;
 
 			if (v->kind != V_UNSYNC && !stress_variant_selected(v->name))
 				continue;
-			stress_progress("lookup-cost: %s, %llu ranges", v->name,
-					(unsigned long long)n);
-			before = stress_live_bytes();
-			ctx_build(&c, v, &l);
-			stress_point_init(&p, "lookup-cost", v->name, 1);
-			p.pages = l.pages;
-			p.ranges = n;
-			p.bytes_per_range = (double)(stress_live_bytes() - before) / (double)n;
-			if (c.store)
-				p.store_bytes_per_range =
-						(double)ps_store_memory(c.store) / (double)n;
-			else
-				p.store_bytes_per_range =
-						(double)(sizeof(*c.base) + n * sizeof(struct ps_range)) /
-						(double)n;
-			ns = measure_cost(&c, seconds, false);
-			p.ranges_end = ctx_check(&c);
-			ctx_destroy(&c);
-			p.overhead_ns = overhead;
-			p.lookup_ns = ns - overhead;
-			p.ops_per_sec = 1e9 / ns;
-			p.duration_s = seconds;
+			qsort(&ns[i * (size_t)reps], (size_t)reps, sizeof(double), dbl_cmp);
+			med = ns[i * (size_t)reps + (size_t)reps / 2];
+			p->reps = reps;
+			p->overhead_ns = overhead;
+			p->lookup_ns = med - overhead;
+			p->ops_per_sec = 1e9 / med;
+			p->duration_s = seconds;
 			if (v == unsync_ref)
-				base_ns = p.lookup_ns;
+				base_ns = p->lookup_ns;
+			if (v == unsync_noref)
+				base_noref_ns = p->lookup_ns;
 			/* Like with like: :noref forms against unsync:noref. */
-			if (v->noref) {
-				const struct stress_point *b =
-						stress_find("lookup-cost", "unsync:noref", 1, n);
-
-				p.baseline = "unsync:noref";
-				p.cost_ratio = b ? p.lookup_ns / b->lookup_ns : NAN;
-			} else {
-				p.baseline = "unsync";
-				p.cost_ratio = base_ns > 0 ? p.lookup_ns / base_ns : NAN;
-			}
-			stress_emit(&p);
+			p->baseline = v->noref ? "unsync:noref" : "unsync";
+			p->cost_ratio = p->lookup_ns / (v->noref ? base_noref_ns : base_ns);
+			stress_emit(p);
 		}
+		free(ns);
+		free(pts);
 		pool_destroy();
 	}
 }
 
 /* ---- shared-text and hot-policy ----------------------------------------------- */
 
+static int point_by_ops(const void *a, const void *b)
+{
+	double x = ((const struct stress_point *)a)->ops_per_sec;
+	double y = ((const struct stress_point *)b)->ops_per_sec;
+
+	return x < y ? -1 : x > y;
+}
+
 static void run_point(const char *scenario, const struct variant *v, const struct layout *l,
-		int nranks, double fault_ns, unsigned work_iters)
+		int nranks, double fault_ns, unsigned work_iters, struct stress_point *out)
 {
 	struct ctx *c = aligned_alloc(64, sizeof(*c));
 	struct rank *ranks;
@@ -761,8 +796,7 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	struct stress_hist *h;
 	int nwriters = v->kind == V_UNSYNC ? 0 : stress_opts.writers, i;
 	uint64_t t_go, t_stop, ops = 0, wops = 0, wmax = 0;
-	double lookup_ticks = 0, iter_ticks = 0;
-	const struct stress_point *b;
+	double lookup_ticks = 0, iter_ticks = 0, cpu_ns = 0;
 
 	if (!c)
 		stress_die("out of memory");
@@ -802,6 +836,7 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 		stress_hist_merge(h, &ranks[i].hist);
 		lookup_ticks += (double)ranks[i].hist.sum;
 		iter_ticks += (double)ranks[i].iter_ticks;
+		cpu_ns += (double)(ranks[i].cpu_end - ranks[i].cpu_start);
 	}
 	for (i = 0; i < nwriters; i++) {
 		pthread_join(writers[i].th, NULL);
@@ -825,15 +860,11 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 		p.writer_max_wait_ns = (double)wmax;
 	}
 	p.baseline = v->noref ? "unsync:noref" : "unsync";
-	b = stress_find(scenario, p.baseline, 1, l->nslots);
-	if (b)
-		p.efficiency = p.ops_per_sec / ((double)nranks * b->ops_per_sec);
-	else if (v->kind == V_UNSYNC && nranks == 1)
-		p.efficiency = 1.0; /* this point is the baseline */
+	p.rank_cpu_s = cpu_ns / 1e9;
 	if (v->kind == V_STORE && v->lockstat && ps_lock_stat_enabled())
 		p.has_lockstat = !ps_store_lock_stat_read(c->store, p.lockstat);
 	p.ranges_end = ctx_check(c);
-	stress_emit(&p);
+	*out = p;
 
 	stress_gate_destroy(&c->gate);
 	ctx_destroy(c);
@@ -861,22 +892,70 @@ void stress_run_store(const char *scenario)
 	stress_progress("%s: %llu pages, %llu ranges, fault work %.0f ns (%u loop iterations)",
 			scenario, (unsigned long long)l.pages, (unsigned long long)n, fault_ns,
 			work_iters);
-	/* The efficiency baselines: the unsynchronised lookups on one rank. */
-	for (i = 0; i < 2; i++) {
-		stress_progress("%s: %s, 1 rank (baseline)", scenario, variants[i].name);
-		run_point(scenario, &variants[i], &l, 1, fault_ns, work_iters);
-	}
-	for (r = 0; r < stress_opts.nranks; r++) {
-		int nranks = stress_opts.ranks[r];
+	/*
+	 * Every point --repeat times, the repetitions interleaved (all
+	 * variants once, then again), so a burst of load from other processes
+	 * hits one repetition of many variants rather than every repetition of
+	 * one.  Reported: the repetition with the median throughput, and the
+	 * worst writer wait of all repetitions.
+	 */
+	{
+		int nr = stress_opts.nranks, reps = stress_opts.repeat, rep, k;
+		size_t npt = (size_t)(nr + 1) * NVARIANTS;
+		struct stress_point *all = calloc(npt * (size_t)reps, sizeof(*all));
+		bool *want = calloc(npt, sizeof(*want));
 
-		for (i = 0; i < NVARIANTS; i++) {
-			if (!stress_variant_selected(variants[i].name))
+		if (!all || !want)
+			stress_die("out of memory");
+		/* Slot [0][i]: the 1-rank baselines; [r + 1][i]: --ranks[r]. */
+		want[0] = want[1] = true;
+		for (r = 0; r < nr; r++)
+			for (i = 0; i < NVARIANTS; i++)
+				want[(size_t)(r + 1) * NVARIANTS + i] =
+						stress_variant_selected(variants[i].name) &&
+						!(stress_opts.ranks[r] == 1 && variants[i].kind == V_UNSYNC);
+		for (rep = 0; rep < reps; rep++)
+			for (k = 0; k < (int)npt; k++) {
+				const struct variant *v = &variants[k % NVARIANTS];
+				int nranks = k < (int)NVARIANTS ? 1 : stress_opts.ranks[k / NVARIANTS - 1];
+
+				if (!want[k])
+					continue;
+				stress_progress("%s: %s, %d rank%s%s (repetition %d/%d)", scenario,
+						v->name, nranks, nranks > 1 ? "s" : "",
+						k < (int)NVARIANTS ? ", baseline" : "", rep + 1, reps);
+				run_point(scenario, v, &l, nranks, fault_ns, work_iters,
+						&all[(size_t)k * (size_t)reps + (size_t)rep]);
+			}
+		for (k = 0; k < (int)npt; k++) {
+			struct stress_point *pr = &all[(size_t)k * (size_t)reps], p;
+			const struct stress_point *b;
+			double wmax = 0;
+
+			if (!want[k])
 				continue;
-			if (nranks == 1 && variants[i].kind == V_UNSYNC)
-				continue; /* measured above */
-			stress_progress("%s: %s, %d ranks", scenario, variants[i].name, nranks);
-			run_point(scenario, &variants[i], &l, nranks, fault_ns, work_iters);
+			qsort(pr, (size_t)reps, sizeof(*pr), point_by_ops);
+			for (rep = 0; rep < reps; rep++)
+				if (pr[rep].writer_max_wait_ns > wmax)
+					wmax = pr[rep].writer_max_wait_ns;
+			p = pr[reps / 2];
+			if (!isnan(p.writer_max_wait_ns))
+				p.writer_max_wait_ns = wmax;
+			p.reps = reps;
+			p.ops_per_sec_min = pr[0].ops_per_sec;
+			p.ops_per_sec_max = pr[reps - 1].ops_per_sec;
+			b = stress_find(scenario, p.baseline, 1, l.nslots);
+			if (b) {
+				p.efficiency = p.ops_per_sec / ((double)p.ranks * b->ops_per_sec);
+				p.cpu_efficiency = ((double)p.ops / p.rank_cpu_s) /
+						   ((double)b->ops / b->rank_cpu_s);
+			} else if (k < 2) {
+				p.efficiency = p.cpu_efficiency = 1.0; /* the baseline itself */
+			}
+			stress_emit(&p);
 		}
+		free(all);
+		free(want);
 	}
 	pool_destroy();
 }

@@ -28,6 +28,7 @@ struct stress_opts {
 	int ranks[STRESS_MAX_LIST];
 	int nranks;
 	double duration_s;
+	int repeat;
 	uint64_t pages;
 	uint64_t ranges[STRESS_MAX_LIST];
 	int nranges;
@@ -55,7 +56,11 @@ struct stress_point {
 	double fault_work_ns;
 	uint64_t ops;
 	double ops_per_sec;
+	int reps; /* repetitions; the point is the one with the median throughput */
+	double ops_per_sec_min, ops_per_sec_max;
 	double efficiency;
+	double rank_cpu_s; /* CPU time the ranks got, summed */
+	double cpu_efficiency; /* ops per rank CPU second / the baseline's */
 	double lookup_share;
 	double mean_ns;
 	double p50_ns, p99_ns, p999_ns, max_ns;
@@ -107,6 +112,14 @@ static inline uint64_t stress_ticks(void)
 #else
 	return stress_now_ns();
 #endif
+}
+
+static inline uint64_t stress_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 void stress_calibrate(void);
