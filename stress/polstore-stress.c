@@ -286,7 +286,8 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->reps = -1;
 	p->p50_ns = p->p99_ns = p->p999_ns = p->max_ns = NAN;
 	p->writer_ops_per_sec = p->writer_max_wait_ns = NAN;
-	p->lookup_ns = p->overhead_ns = p->cost_ratio = NAN;
+	p->lookup_ns = p->overhead_ns = p->cost_ratio = p->lookup_ns_median = NAN;
+	p->lookup_share_all = NAN;
 	p->bytes_per_range = p->store_bytes_per_range = NAN;
 	p->max_overshoot = p->overshoot_bound = p->max_error = p->error_bound = NAN;
 }
@@ -336,6 +337,7 @@ static const struct col cols[] = {
 	COL("rank_cpu_s", C_DBL, rank_cpu_s, "%.3f"),
 	COL("cpu_efficiency", C_DBL, cpu_efficiency, "%.4f"),
 	COL("lookup_share", C_DBL, lookup_share, "%.4f"),
+	COL("lookup_share_all", C_DBL, lookup_share_all, "%.4f"),
 	COL("mean_ns", C_DBL, mean_ns, "%.1f"),
 	COL("p50_ns", C_DBL, p50_ns, "%.0f"),
 	COL("p99_ns", C_DBL, p99_ns, "%.0f"),
@@ -345,6 +347,7 @@ static const struct col cols[] = {
 	COL("writer_ops_per_sec", C_DBL, writer_ops_per_sec, "%.1f"),
 	COL("writer_max_wait_ns", C_DBL, writer_max_wait_ns, "%.0f"),
 	COL("lookup_ns", C_DBL, lookup_ns, "%.2f"),
+	COL("lookup_ns_median", C_DBL, lookup_ns_median, "%.2f"),
 	COL("overhead_ns", C_DBL, overhead_ns, "%.2f"),
 	COL("cost_ratio", C_DBL, cost_ratio, "%.4f"),
 	COL("bytes_per_range", C_DBL, bytes_per_range, "%.1f"),
@@ -566,7 +569,8 @@ static void table_store(const char *scenario)
 	}
 	if (header)
 		printf("  (eff: throughput / (ranks x the 1-rank unsync throughput, or unsync:noref "
-		       "for :noref);\n   cpueff: lookups per CPU-second the ranks got / the "
+		       "for :noref);\n   lookup%%: time in the lookup / time of the sampled faults that kept the "
+		       "CPU (< 100 us);\n   cpueff: lookups per CPU-second the ranks got / the "
 		       "baseline's (insensitive to\n   other processes' load, blind to time a rank "
 		       "sleeps);\n   latencies sampled 1 lookup in %d; x p_rw: throughput / "
 		       "pthread_rwlock's at the same ranks)\n",

@@ -203,7 +203,10 @@ struct rank {
 	uint64_t seed;
 	uint64_t ops;
 	uint64_t t_start, t_end, cpu_start, cpu_end;
-	uint64_t iter_ticks; /* sampled iterations, whole: lookup, check, work, quiescence */
+	/* Sampled iterations, whole (lookup, check, work, quiescence), and their lookups. */
+	uint64_t iter_ticks, lookup_ticks;
+	/* The same over samples that kept the CPU (iteration < STRESS_ONCPU_NS). */
+	uint64_t iter_ticks_oncpu, lookup_ticks_oncpu;
 	struct stress_hist hist;
 } __attribute__((aligned(64)));
 
@@ -279,6 +282,28 @@ static inline const struct ps_policy *base_lookup(struct base *b, uint64_t page)
  * "noref" lookups borrow the pointer inside a read-side section.  Both
  * forms are timed whole: section, lookup, reference and put.
  */
+/*
+ * lookup_share is computed twice: over every sampled iteration, and over
+ * those that took less than STRESS_ONCPU_NS, i.e. where the rank most
+ * likely kept its CPU.  On a machine shared with other work one preemption
+ * of a few ms inside a 30 ns lookup otherwise decides the share; the first
+ * form keeps it (waiting for a preempted lock holder is a real cost under
+ * oversubscription), the second shows the share while running.
+ */
+#define STRESS_ONCPU_NS 100000
+
+static uint64_t oncpu_ticks; /* STRESS_ONCPU_NS in ticks */
+
+static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
+{
+	rk->lookup_ticks += lookup;
+	rk->iter_ticks += iter;
+	if (iter < oncpu_ticks) {
+		rk->lookup_ticks_oncpu += lookup;
+		rk->iter_ticks_oncpu += iter;
+	}
+}
+
 /* A rank's loop, specialised per lookup form so no call is added around it. */
 #define DEFINE_RANK_LOOP(name, LOOKUP, QUIESCE)                                                   \
 	static void name(struct rank *rk)                                                         \
@@ -300,7 +325,7 @@ static inline const struct ps_policy *base_lookup(struct base *b, uint64_t page)
 				stress_work(c->work_iters);                                       \
 				QUIESCE;                                                          \
 				stress_hist_add(&rk->hist, t1 - t0);                              \
-				rk->iter_ticks += stress_ticks() - t0;                            \
+				sample_share(rk, t1 - t0, stress_ticks() - t0);                   \
 			} else {                                                                  \
 				LOOKUP;                                                           \
 				validate(c, page, pol);                                           \
@@ -717,7 +742,7 @@ void stress_run_lookup_cost(void)
 		ctx_build(&c, unsync_noref, &l);
 		overhead = measure_cost(&c, seconds / 2, true);
 		ctx_destroy(&c);
-		/* Repetitions interleaved across variants; the median is reported. */
+		/* Repetitions interleaved across variants; the fastest is reported. */
 		for (rep = 0; rep < reps; rep++) {
 			for (i = 0; i < NVARIANTS; i++) {
 				const struct variant *v = &variants[i];
@@ -754,11 +779,16 @@ void stress_run_lookup_cost(void)
 
 			if (v->kind != V_UNSYNC && !stress_variant_selected(v->name))
 				continue;
+			/*
+			 * The fastest repetition: on one rank without writers, other
+			 * processes (caches, a busy SMT sibling) only ever add time.
+			 */
 			qsort(&ns[i * (size_t)reps], (size_t)reps, sizeof(double), dbl_cmp);
-			med = ns[i * (size_t)reps + (size_t)reps / 2];
+			med = ns[i * (size_t)reps];
 			p->reps = reps;
 			p->overhead_ns = overhead;
 			p->lookup_ns = med - overhead;
+			p->lookup_ns_median = ns[i * (size_t)reps + (size_t)reps / 2] - overhead;
 			p->ops_per_sec = 1e9 / med;
 			p->duration_s = seconds;
 			if (v == unsync_ref)
@@ -796,10 +826,11 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	struct stress_hist *h;
 	int nwriters = v->kind == V_UNSYNC ? 0 : stress_opts.writers, i;
 	uint64_t t_go, t_stop, ops = 0, wops = 0, wmax = 0;
-	double lookup_ticks = 0, iter_ticks = 0, cpu_ns = 0;
+	double lookup_ticks = 0, iter_ticks = 0, cpu_ns = 0, lookup_oncpu = 0, iter_oncpu = 0;
 
 	if (!c)
 		stress_die("out of memory");
+	oncpu_ticks = (uint64_t)(STRESS_ONCPU_NS / stress_ns_per_tick);
 	ctx_build(c, v, l);
 	c->work_iters = work_iters;
 	c->sequential = stress_opts.sequential;
@@ -834,8 +865,10 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 		pthread_join(ranks[i].th, NULL);
 		ops += ranks[i].ops;
 		stress_hist_merge(h, &ranks[i].hist);
-		lookup_ticks += (double)ranks[i].hist.sum;
+		lookup_ticks += (double)ranks[i].lookup_ticks;
 		iter_ticks += (double)ranks[i].iter_ticks;
+		lookup_oncpu += (double)ranks[i].lookup_ticks_oncpu;
+		iter_oncpu += (double)ranks[i].iter_ticks_oncpu;
 		cpu_ns += (double)(ranks[i].cpu_end - ranks[i].cpu_start);
 	}
 	for (i = 0; i < nwriters; i++) {
@@ -853,7 +886,8 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	p.duration_s = (double)(t_stop - t_go) / 1e9;
 	p.ops = ops;
 	p.ops_per_sec = (double)ops / p.duration_s;
-	p.lookup_share = iter_ticks > 0 ? lookup_ticks / iter_ticks : NAN;
+	p.lookup_share_all = iter_ticks > 0 ? lookup_ticks / iter_ticks : NAN;
+	p.lookup_share = iter_oncpu > 0 ? lookup_oncpu / iter_oncpu : NAN;
 	stress_hist_to_point(h, &p);
 	if (nwriters) {
 		p.writer_ops_per_sec = (double)wops / p.duration_s;

@@ -61,14 +61,15 @@ struct stress_point {
 	double efficiency;
 	double rank_cpu_s; /* CPU time the ranks got, summed */
 	double cpu_efficiency; /* ops per rank CPU second / the baseline's */
-	double lookup_share;
+	double lookup_share; /* sampled iterations that kept the CPU */
+	double lookup_share_all; /* every sampled iteration */
 	double mean_ns;
 	double p50_ns, p99_ns, p999_ns, max_ns;
 	uint64_t samples;
 	double writer_ops_per_sec;
 	double writer_max_wait_ns;
 	/* lookup-cost */
-	double lookup_ns, overhead_ns, cost_ratio, bytes_per_range, store_bytes_per_range;
+	double lookup_ns, lookup_ns_median, overhead_ns, cost_ratio, bytes_per_range, store_bytes_per_range;
 	/* companions */
 	double max_overshoot, overshoot_bound, max_error, error_bound;
 	char note[64];

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Markdown tables from polstore-stress --json output (for BENCHMARKS.md).
+
+Usage: stress/report.py FILE.jsonl [FILE.jsonl ...]
+"""
+import json
+import sys
+
+
+def fmt(v, f="{:.3f}"):
+    if v is None:
+        return "-"
+    return f.format(v)
+
+
+def ns(v):
+    if v is None:
+        return "-"
+    if v < 10000:
+        return "%.0f" % v
+    if v < 1e7:
+        return "%.0f us" % (v / 1e3)
+    return "%.1f ms" % (v / 1e6)
+
+
+def main():
+    pts = []
+    for path in sys.argv[1:]:
+        with open(path) as f:
+            pts += [json.loads(line) for line in f if line.startswith("{")]
+    scen = []
+    for p in pts:
+        if p["scenario"] not in scen:
+            scen.append(p["scenario"])
+    for s in scen:
+        sp = [p for p in pts if p["scenario"] == s]
+        print("\n#### %s\n" % s)
+        if s == "lookup-cost":
+            print("| ranges | variant | ns/lookup | x baseline | baseline | bytes/range (allocator) | ps_store_memory/range |")
+            print("|---:|---|---:|---:|---|---:|---:|")
+            for p in sp:
+                print("| %d | %s | %s | %s | %s | %s | %s |" % (
+                    p["ranges"], p["variant"], fmt(p.get("lookup_ns"), "{:.2f}"),
+                    fmt(p.get("cost_ratio")), p.get("baseline", ""),
+                    fmt(p.get("bytes_per_range"), "{:.1f}"),
+                    fmt(p.get("store_bytes_per_range"), "{:.1f}")))
+        elif s in ("shared-text", "hot-policy"):
+            print("| variant | ranks | Mlookups/s | (min..max of reps) | efficiency | cpu-eff | lookup % | p50 ns | p99 ns | p99.9 ns | max | writer sets/s | writer max wait |")
+            print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for p in sp:
+                mm = ""
+                if p.get("reps", 1) > 1:
+                    mm = "%.2f..%.2f" % (p["ops_per_sec_min"] / 1e6, p["ops_per_sec_max"] / 1e6)
+                print("| %s | %d | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    p["variant"], p["ranks"], p["ops_per_sec"] / 1e6, mm,
+                    fmt(p.get("efficiency")), fmt(p.get("cpu_efficiency")),
+                    fmt(p.get("lookup_share", 0) * 100, "{:.1f}"),
+                    ns(p.get("p50_ns")), ns(p.get("p99_ns")), ns(p.get("p999_ns")),
+                    ns(p.get("max_ns")), fmt(p.get("writer_ops_per_sec"), "{:.0f}"),
+                    ns(p.get("writer_max_wait_ns"))))
+        else:
+            print("| variant | ranks | Mops/s | efficiency (vs own 1 rank) | p50 ns | p99 ns | writer ops/s | writer max wait | bound check | note |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+            for p in sp:
+                b = ""
+                if "max_overshoot" in p:
+                    b = "overshoot %d / bound %d" % (p["max_overshoot"], p["overshoot_bound"])
+                elif "max_error" in p:
+                    b = "error %d / bound %d" % (p["max_error"], p["error_bound"])
+                print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s |" % (
+                    p["variant"], p["ranks"], p["ops_per_sec"] / 1e6, fmt(p.get("efficiency")),
+                    ns(p.get("p50_ns")), ns(p.get("p99_ns")),
+                    fmt(p.get("writer_ops_per_sec"), "{:.0f}"), ns(p.get("writer_max_wait_ns")),
+                    b, p.get("note", "")))
+
+
+if __name__ == "__main__":
+    main()
