@@ -20,12 +20,7 @@ static enum ps_charge_kind all_kinds[PS_CHARGE_KIND_COUNT] = {
 	PS_CHARGE_SPIN, PS_CHARGE_SEQLOCK, PS_CHARGE_ATOMIC, PS_CHARGE_STOCK,
 };
 
-#define KIND_TEST(suite, name)                                                                     \
-	ParameterizedTestParameters(suite, name)                                                   \
-	{                                                                                          \
-		return cr_make_param_array(enum ps_charge_kind, all_kinds, PS_CHARGE_KIND_COUNT);  \
-	}                                                                                          \
-	ParameterizedTest(enum ps_charge_kind *kind, suite, name)
+#define KIND_TEST(suite, name) PS_PARAM_TEST(enum ps_charge_kind, kind, all_kinds, PS_CHARGE_KIND_COUNT, suite, name)
 
 static long rd(const struct ps_charge *c, enum ps_charge_field f)
 {
@@ -290,17 +285,6 @@ struct worker {
 };
 
 static int stop_monitor;
-
-/* Checks inside worker threads: Criterion asserts belong to the test's thread. */
-#define TCHECK(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fputc('\n', stderr);                                                       \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
 
 static void *charge_worker(void *arg)
 {

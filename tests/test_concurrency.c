@@ -17,13 +17,6 @@
 
 #include "testutil.h"
 
-#define VARIANT_TEST(suite, name)                                                                  \
-	ParameterizedTestParameters(suite, name)                                                   \
-	{                                                                                          \
-		return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);        \
-	}                                                                                          \
-	ParameterizedTest(enum ps_sync *sync, suite, name)
-
 #define REGIONS 8
 #define REGION_SIZE 512
 #define SPACE (REGIONS * REGION_SIZE)

@@ -16,13 +16,6 @@
 
 #include "testutil.h"
 
-#define VARIANT_TEST(suite, name)                                                                  \
-	ParameterizedTestParameters(suite, name)                                                   \
-	{                                                                                          \
-		return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);        \
-	}                                                                                          \
-	ParameterizedTest(enum ps_sync *sync, suite, name)
-
 static int count_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
 {
 	(void)start;

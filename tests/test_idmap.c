@@ -14,26 +14,11 @@
 
 #include "testutil.h"
 
-#define TCHECK(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fputc('\n', stderr);                                                       \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
 static enum ps_idmap_sync all_syncs[PS_IDMAP_SYNC_COUNT] = {
 	PS_IDMAP_SPIN, PS_IDMAP_RWLOCK, PS_IDMAP_RCU,
 };
 
-#define IDMAP_TEST(suite, name)                                                                    \
-	ParameterizedTestParameters(suite, name)                                                   \
-	{                                                                                          \
-		return cr_make_param_array(enum ps_idmap_sync, all_syncs, PS_IDMAP_SYNC_COUNT);    \
-	}                                                                                          \
-	ParameterizedTest(enum ps_idmap_sync *sync, suite, name)
+#define IDMAP_TEST(suite, name) PS_PARAM_TEST(enum ps_idmap_sync, sync, all_syncs, PS_IDMAP_SYNC_COUNT, suite, name)
 
 /* Distinct non-NULL fake objects: never dereferenced. */
 static char objs[4096];

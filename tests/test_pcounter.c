@@ -12,26 +12,11 @@
 
 #include "testutil.h"
 
-#define TCHECK(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fputc('\n', stderr);                                                       \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
 static enum ps_overcommit all_modes[PS_OVERCOMMIT_COUNT] = {
 	PS_OVERCOMMIT_GUESS, PS_OVERCOMMIT_ALWAYS, PS_OVERCOMMIT_NEVER,
 };
 
-#define MODE_TEST(suite, name)                                                                     \
-	ParameterizedTestParameters(suite, name)                                                   \
-	{                                                                                          \
-		return cr_make_param_array(enum ps_overcommit, all_modes, PS_OVERCOMMIT_COUNT);    \
-	}                                                                                          \
-	ParameterizedTest(enum ps_overcommit *mode, suite, name)
+#define MODE_TEST(suite, name) PS_PARAM_TEST(enum ps_overcommit, mode, all_modes, PS_OVERCOMMIT_COUNT, suite, name)
 
 /* The formula as the issue states it, in 128-bit arithmetic so it cannot itself overflow. */
 static int64_t ref_batch(uint64_t total, int n, bool strict)

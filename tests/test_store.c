@@ -14,13 +14,6 @@
 #include "store_internal.h"
 #include "testutil.h"
 
-#define VARIANT_TEST(suite, name)                                                                  \
-	ParameterizedTestParameters(suite, name)                                                   \
-	{                                                                                          \
-		return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);        \
-	}                                                                                          \
-	ParameterizedTest(enum ps_sync *sync, suite, name)
-
 struct seen_range {
 	uint64_t start, end;
 	struct ps_policy *pol;

@@ -6,7 +6,44 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
 #include <polstore/polstore.h>
+
+/*
+ * PS_PARAM_TEST(type, var, values, count, suite, name): a Criterion test run
+ * once per element of @values (an array of @count @type); the body sees
+ * `type *var`.  Each module wraps it (every store variant, every charge
+ * kind, ...) so a test is written once for all its variants.
+ */
+#define PS_PARAM_TEST(type, var, values, count, suite, name)                                       \
+	ParameterizedTestParameters(suite, name)                                                   \
+	{                                                                                          \
+		return cr_make_param_array(type, values, count);                                   \
+	}                                                                                          \
+	ParameterizedTest(type *var, suite, name)
+
+/* A test run for every store variant; the body sees `enum ps_sync *sync`. */
+#define VARIANT_TEST(suite, name)                                                                  \
+	PS_PARAM_TEST(enum ps_sync, sync, ps_test_all_syncs, PS_SYNC_COUNT, suite, name)
+
+/*
+ * Checks inside worker threads, where Criterion asserts do not belong:
+ * print what failed and abort, which fails the test as a crash.
+ */
+#define TCHECK(cond, ...)                                                                          \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+			abort();                                                                   \
+		}                                                                                  \
+	} while (0)
 
 /* Every store variant, for ParameterizedTestParameters(). */
 extern enum ps_sync ps_test_all_syncs[PS_SYNC_COUNT];
