@@ -423,34 +423,19 @@ KIND_TEST(charge, set_limit_under_load)
 
 /* ---- Allocation failures ------------------------------------------------- */
 
-static int fail_allocs;
-
-static void *failing_alloc(size_t size, void *ctx)
-{
-	(void)ctx;
-	return fail_allocs ? NULL : malloc(size);
-}
-
-static void plain_free(void *p, void *ctx)
-{
-	(void)ctx;
-	free(p);
-}
-
 Test(charge, allocation_failure)
 {
-	struct ps_alloc_ops ops = { .alloc = failing_alloc, .free = plain_free };
 	struct ps_charge *c;
 
-	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
+	ps_test_alloc_fail_after(-1);
 	c = mk(PS_CHARGE_SPIN, NULL, 10);
-	fail_allocs = 1;
+	ps_test_alloc_fail_after(0);
 	errno = 0;
 	cr_expect_null(ps_charge_create(PS_CHARGE_ATOMIC, c, 10));
 	cr_expect_eq(errno, ENOMEM);
 	cr_expect_eq(ps_charge_set_stock(c, 8), -ENOMEM);
 	cr_expect_eq(ps_charge_stock_batch(c), 0);
 	cr_expect_eq(ps_charge_destroy(c), 0, "no child was linked");
-	fail_allocs = 0;
-	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+	ps_test_alloc_fail_after(-1);
+	ps_test_alloc_restore();
 }

@@ -282,31 +282,16 @@ IDMAP_TEST(idmap, differential)
 
 /* ---- Allocation failure leaves the bindings as they were ---------------- */
 
-static int fail_allocs;
-
-static void *failing_alloc(size_t size, void *ctx)
-{
-	(void)ctx;
-	return fail_allocs ? NULL : malloc(size);
-}
-
-static void plain_free(void *p, void *ctx)
-{
-	(void)ctx;
-	free(p);
-}
-
 IDMAP_TEST(idmap, allocation_failure)
 {
-	struct ps_alloc_ops ops = { .alloc = failing_alloc, .free = plain_free };
 	struct ps_idmap *map;
 	int i;
 
-	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
+	ps_test_alloc_fail_after(-1);
 	map = mk(*sync);
 	for (i = 0; i < 64; i++)
 		cr_assert_eq(alloc(map, OBJ(i), 0, INT_MAX), i);
-	fail_allocs = 1;
+	ps_test_alloc_fail_after(0);
 	cr_assert_eq(alloc(map, OBJ(1), 0, 63), -ENOSPC);
 	cr_assert_eq(alloc(map, OBJ(1), 0, INT_MAX), -ENOMEM, "needs a new leaf");
 	cr_assert_eq(alloc(map, OBJ(1), 1 << 20, INT_MAX), -ENOMEM, "needs new levels");
@@ -314,12 +299,12 @@ IDMAP_TEST(idmap, allocation_failure)
 	errno = 0;
 	cr_assert_null(ps_idmap_create(*sync));
 	cr_assert_eq(errno, ENOMEM);
-	fail_allocs = 0;
+	ps_test_alloc_fail_after(-1);
 	cr_assert_eq(alloc(map, OBJ(1), 0, INT_MAX), 64);
 	cr_assert_eq(alloc(map, OBJ(1), 1 << 20, INT_MAX), 1 << 20);
 	cr_assert_eq(find(map, 63), OBJ(63));
 	ps_idmap_destroy(map);
-	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+	ps_test_alloc_restore();
 }
 
 /* ---- Deferred frees -------------------------------------------------------- */

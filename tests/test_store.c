@@ -371,42 +371,23 @@ VARIANT_TEST(store, differential_random)
 }
 
 /* Allocation failure: fail the k-th allocation for every k a set reaches. */
-static long fail_countdown = -1;
-
-static void *failing_alloc(size_t size, void *ctx)
-{
-	(void)ctx;
-	if (fail_countdown == 0)
-		return NULL;
-	if (fail_countdown > 0)
-		fail_countdown--;
-	return malloc(size);
-}
-
-static void plain_free(void *p, void *ctx)
-{
-	(void)ctx;
-	free(p);
-}
-
 VARIANT_TEST(store, enomem_changes_nothing)
 {
-	struct ps_alloc_ops ops = { failing_alloc, plain_free, NULL };
 	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2);
 	struct ps_store *s;
 	long k;
 
-	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
+	ps_test_alloc_fail_after(-1);
 	s = ps_store_create(*sync);
 	cr_assert_eq(ps_store_set(s, 0, 100, a), 0);
 	for (k = 0;; k++) {
 		struct seen_range w[] = { { 0, 100, a } };
 		int ret;
 
-		fail_countdown = k;
+		ps_test_alloc_fail_after(k);
 		/* The split case: [0,100) covers [40,60). */
 		ret = ps_store_set(s, 40, 60, b);
-		fail_countdown = -1;
+		ps_test_alloc_fail_after(-1);
 		if (ret == 0)
 			break;
 		cr_assert_eq(ret, -ENOMEM);
@@ -420,13 +401,13 @@ VARIANT_TEST(store, enomem_changes_nothing)
 
 		expect_ranges(s, w, 3);
 	}
-	fail_countdown = 0;
+	ps_test_alloc_fail_after(0);
 	errno = 0;
 	cr_assert_null(ps_store_create(*sync));
 	cr_assert_eq(errno, ENOMEM);
-	fail_countdown = -1;
+	ps_test_alloc_fail_after(-1);
 	ps_store_destroy(s);
-	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+	ps_test_alloc_restore();
 	ps_policy_put(a);
 	ps_policy_put(b);
 }

@@ -42,3 +42,38 @@ struct ps_policy *ps_test_bind(int node)
 	}
 	return pol;
 }
+
+static long ps_test_countdown = -1;
+
+static void *ps_test_failing_alloc(size_t size, void *ctx)
+{
+	(void)ctx;
+	if (ps_test_countdown == 0)
+		return NULL;
+	if (ps_test_countdown > 0)
+		ps_test_countdown--;
+	return malloc(size);
+}
+
+static void ps_test_plain_free(void *p, void *ctx)
+{
+	(void)ctx;
+	free(p);
+}
+
+void ps_test_alloc_fail_after(long k)
+{
+	static const struct ps_alloc_ops ops = { ps_test_failing_alloc, ps_test_plain_free, NULL };
+
+	ps_test_countdown = k;
+	if (ps_set_alloc_ops(&ops)) {
+		fprintf(stderr, "ps_set_alloc_ops refused the test allocator\n");
+		abort();
+	}
+}
+
+void ps_test_alloc_restore(void)
+{
+	ps_test_countdown = -1;
+	ps_set_alloc_ops(NULL);
+}

@@ -58,6 +58,16 @@ long ps_test_iters(long normal);
 /* A BIND policy on node @node (0 <= node < PS_MAX_NUMNODES); aborts on failure. */
 struct ps_policy *ps_test_bind(int node);
 
+/*
+ * Allocation-failure injection through ps_set_alloc_ops(): after
+ * ps_test_alloc_fail_after(k), k allocations succeed and every later one
+ * fails until the next call; k < 0 never fails.  The first call installs the
+ * failing allocator (malloc/free underneath); ps_test_alloc_restore() puts
+ * polstore back on malloc/free.
+ */
+void ps_test_alloc_fail_after(long k);
+void ps_test_alloc_restore(void);
+
 /* xorshift64*: deterministic per-thread random numbers. */
 static inline uint64_t ps_test_rand(uint64_t *state)
 {
