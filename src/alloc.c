@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The allocator every polstore object comes from (polstore/alloc.h).
+ * The allocator every polstore object comes from (polstore/alloc.h), and
+ * the per-thread index of compiler.h.
  *
  * The hooks are read without synchronisation: ps_set_alloc_ops() may only be
  * called while no other thread is inside polstore, so the caller's own
@@ -88,4 +89,15 @@ void _ps_free_aligned(void *ptr)
 {
 	if (ptr)
 		_ps_free(((void **)ptr)[-1]);
+}
+
+/* Thread indices (compiler.h); -1 until the thread first asks. */
+__thread int _ps_thread_idx __attribute__((tls_model("initial-exec"))) = -1;
+static unsigned ps_thread_next_idx;
+
+int _ps_thread_index_slow(void)
+{
+	_ps_thread_idx = (int)(__atomic_fetch_add(&ps_thread_next_idx, 1, __ATOMIC_RELAXED) &
+			       0x7fffffff);
+	return _ps_thread_idx;
 }

@@ -244,9 +244,6 @@ static void charge_hier_uncharge(struct ps_charge *c, long nr)
 
 /* ---- Per-thread stock ---------------------------------------------------- */
 
-static unsigned charge_next_slot;
-static __thread int charge_my_slot = -1;
-
 /*
  * A thread's slot index, the same for every counter, handed out round-robin
  * so the first PS_CHARGE_STOCK_SLOTS threads never share one.  Shared slots
@@ -254,10 +251,7 @@ static __thread int charge_my_slot = -1;
  */
 static inline struct charge_stock_slot *charge_slot(struct charge_stock_slot *stock)
 {
-	if (ps_unlikely(charge_my_slot < 0))
-		charge_my_slot = (int)(__atomic_fetch_add(&charge_next_slot, 1, __ATOMIC_RELAXED) %
-				PS_CHARGE_STOCK_SLOTS);
-	return &stock[charge_my_slot];
+	return &stock[_ps_thread_index() % PS_CHARGE_STOCK_SLOTS];
 }
 
 static bool charge_stock_take(struct charge_stock_slot *s, long nr)

@@ -36,6 +36,22 @@ static inline void ps_cpu_relax(void)
 #endif
 }
 
+/*
+ * A small number for the calling thread, handed out 0, 1, 2, ... in the
+ * order threads first ask, and fixed for the thread's life.  Per-thread slot
+ * arrays index with `_ps_thread_index() % NSLOTS`, so the first NSLOTS
+ * threads never share a slot (a hash of the thread id could collide).
+ */
+extern __thread int _ps_thread_idx __attribute__((tls_model("initial-exec")));
+int _ps_thread_index_slow(void);
+
+static inline unsigned _ps_thread_index(void)
+{
+	int i = _ps_thread_idx;
+
+	return (unsigned)(ps_likely(i >= 0) ? i : _ps_thread_index_slow());
+}
+
 /* Allocation through the hooks of polstore/alloc.h. */
 void *_ps_alloc(size_t size);
 void *_ps_zalloc(size_t size);

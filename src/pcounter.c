@@ -41,16 +41,9 @@ struct ps_pcounter {
 	struct pcounter_slot slot[PS_PCOUNTER_SLOTS];
 };
 
-static unsigned pcounter_next_slot;
-static __thread int pcounter_my_slot = -1;
-
 static inline int pcounter_slot_index(void)
 {
-	if (ps_unlikely(pcounter_my_slot < 0))
-		pcounter_my_slot = (int)(__atomic_fetch_add(&pcounter_next_slot, 1,
-						 __ATOMIC_RELAXED) %
-				PS_PCOUNTER_SLOTS);
-	return pcounter_my_slot;
+	return (int)(_ps_thread_index() % PS_PCOUNTER_SLOTS);
 }
 
 struct ps_pcounter *ps_pcounter_create(int64_t initial, int32_t batch)
