@@ -6,6 +6,11 @@
 set -eu
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DPOLSTORE_BUILD_TESTS=OFF >/dev/null
-cmake --build build-release -j"$(nproc)" --target polstore-stress >/dev/null
+log=build-release.log
+echo "polstore: building (Release) into build-release/, log in $log" >&2
+if ! { cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DPOLSTORE_BUILD_TESTS=OFF &&
+	cmake --build build-release -j"$(nproc)" --target polstore-stress; } >"$log" 2>&1; then
+	cat "$log" >&2
+	exit 1
+fi
 exec build-release/stress/polstore-stress "$@"
