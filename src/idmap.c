@@ -30,6 +30,7 @@
 
 #include <polstore/idmap.h>
 
+#include "annotate.h"
 #include "compiler.h"
 #include "lock.h"
 #include "rcu_memb.h"
@@ -215,6 +216,7 @@ void ps_idmap_read_unlock(struct ps_idmap *map)
 		ps_rwlock_read_unlock(&map->rw);
 		break;
 	default:
+		PS_ANNOTATE_HAPPENS_BEFORE(map); /* pairs with idmap_synchronize() */
 		ps_memb_read_unlock();
 		break;
 	}
@@ -492,10 +494,17 @@ int ps_idmap_remove(struct ps_idmap *map, int id, void **old)
 
 /* ---- Grace periods --------------------------------------------------------- */
 
+/* A grace period: every read section that could see a removed object ended. */
+static void idmap_synchronize(struct ps_idmap *map)
+{
+	urcu_memb_synchronize_rcu();
+	PS_ANNOTATE_HAPPENS_AFTER(map); /* pairs with ps_idmap_read_unlock() */
+}
+
 void ps_idmap_synchronize(struct ps_idmap *map)
 {
 	if (map && map->sync == PS_IDMAP_RCU)
-		urcu_memb_synchronize_rcu();
+		idmap_synchronize(map);
 }
 
 static void idmap_run_deferred(struct idmap_deferred *d, int n)
@@ -522,7 +531,7 @@ int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 		map->defer = _ps_alloc(sizeof(*map->defer) * PS_IDMAP_FREE_BATCH);
 	if (!map->defer) {
 		ps_spin_unlock(&map->defer_lock);
-		urcu_memb_synchronize_rcu();
+		idmap_synchronize(map);
 		free_fn(ptr);
 		return 0;
 	}
@@ -537,7 +546,7 @@ int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 	ps_spin_unlock(&map->defer_lock);
 	if (batch) {
 		/* Every object in the batch was removed before this grace period began. */
-		urcu_memb_synchronize_rcu();
+		idmap_synchronize(map);
 		idmap_run_deferred(batch, n);
 		_ps_free(batch);
 	}
@@ -560,7 +569,7 @@ void ps_idmap_barrier(struct ps_idmap *map)
 	if (!batch)
 		return;
 	if (n) {
-		urcu_memb_synchronize_rcu();
+		idmap_synchronize(map);
 		idmap_run_deferred(batch, n);
 	}
 	_ps_free(batch);

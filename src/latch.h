@@ -68,6 +68,7 @@ static struct ps_store *latch_create(void)
 	ps_rtree_init(&ls->tree[0]);
 	ps_rtree_init(&ls->tree[1]);
 	ls->cur = &ls->tree[0];
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&ls->cur, sizeof(ls->cur)); /* atomics only */
 	pthread_mutex_init(&ls->wlock, NULL);
 	return &ls->base;
 }

@@ -14,6 +14,7 @@ void _ps_yield(void)
 void ps_spin_init(struct ps_spinlock *l)
 {
 	memset(l, 0, sizeof(*l));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&l->locked, sizeof(l->locked)); /* atomics only */
 }
 
 void _ps_spin_lock_slow(struct ps_spinlock *l)
@@ -38,8 +39,14 @@ struct ps_lstat *ps_spin_stat(struct ps_spinlock *l)
 
 void ps_rwlock_init(struct ps_rwlock *l)
 {
+	int i;
+
 	memset(l, 0, sizeof(*l));
 	ps_spin_init(&l->wlock);
+	/* Atomics only; their ordering is annotated at lock and unlock. */
+	for (i = 0; i < PS_RWLOCK_SLOTS; i++)
+		PS_ANNOTATE_BENIGN_RACE_SIZED(&l->slot[i].readers, sizeof(l->slot[i].readers));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&l->writer, sizeof(l->writer));
 }
 
 /* A thread's slot: assigned round-robin on first use, so a few threads never share one. */

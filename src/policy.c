@@ -9,6 +9,7 @@
 
 #include <polstore/policy.h>
 
+#include "annotate.h"
 #include "compiler.h"
 #include "policy_internal.h"
 
@@ -80,6 +81,7 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 		goto inval;
 	}
 	pol->refcnt = 1;
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&pol->refcnt, sizeof(pol->refcnt)); /* atomics only */
 	pol->mode = mode;
 	pol->flags = flags;
 	pol->weight = weight;
@@ -104,6 +106,7 @@ void ps_policy_put(struct ps_policy *pol)
 	if (!pol)
 		return;
 	/* Release: our uses of *pol happen before the free on whichever thread frees. */
+	PS_ANNOTATE_HAPPENS_BEFORE(pol);
 	old = __atomic_fetch_sub(&pol->refcnt, 1, __ATOMIC_RELEASE);
 #ifndef NDEBUG
 	if (old <= 0)
@@ -111,6 +114,8 @@ void ps_policy_put(struct ps_policy *pol)
 #endif
 	if (old == 1) {
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		/* Every put's release (and HAPPENS_BEFORE above) precedes the free. */
+		PS_ANNOTATE_HAPPENS_AFTER(pol);
 		_ps_free(pol);
 	}
 }

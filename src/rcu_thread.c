@@ -7,6 +7,7 @@
 
 #include <polstore/rcu.h>
 
+#include "annotate.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
 
@@ -30,11 +31,14 @@ static void ps_rcu_keys_create(void)
 	/* Failure leaves threads registered until exit of the process: harmless. */
 	(void)pthread_key_create(&ps_rcu_keys[PS_FLAVOR_MEMB], ps_memb_key_destructor);
 	(void)pthread_key_create(&ps_rcu_keys[PS_FLAVOR_QSBR], ps_qsbr_key_destructor);
+	/* glibc's pthread_once fast path is an atomic load checkers do not see. */
+	PS_ANNOTATE_HAPPENS_BEFORE(&ps_rcu_keys_once);
 }
 
 void _ps_rcu_thread_registered(enum ps_flavor flavor)
 {
 	pthread_once(&ps_rcu_keys_once, ps_rcu_keys_create);
+	PS_ANNOTATE_HAPPENS_AFTER(&ps_rcu_keys_once); /* the keys were created */
 	(void)pthread_setspecific(ps_rcu_keys[flavor], (void *)1);
 }
 

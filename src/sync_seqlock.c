@@ -49,6 +49,7 @@ static struct ps_store *seq_create(void)
 	ss->base.size = sizeof(*ss);
 	ps_rtree_init(&ss->tree);
 	ps_spin_init(&ss->lock);
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&ss->seq.seq, sizeof(ss->seq.seq)); /* atomics only */
 	return &ss->base;
 }
 
@@ -89,8 +90,15 @@ static const struct ps_policy *seq_lookup_borrow(struct ps_store *s, uint64_t id
 			ps_cpu_relax(); /* a writer is inside: don't walk a tree in flux */
 			continue;
 		}
+		/*
+		 * A walk racing a writer by design: its result is used only if
+		 * the count did not change, and nodes stay valid memory for the
+		 * whole memb section.  Not a data race to report.
+		 */
+		PS_ANNOTATE_IGNORE_READS_BEGIN();
 		r = ps_rtree_lookup(&ss->tree, idx);
 		pol = r && r != PS_RTREE_OVERRUN ? PS_READ_ONCE(r->pol) : NULL;
+		PS_ANNOTATE_IGNORE_READS_END();
 		if (!ps_seq_read_retry(&ss->seq, start) && r != PS_RTREE_OVERRUN)
 			return pol;
 	}
