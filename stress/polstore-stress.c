@@ -811,6 +811,7 @@ static void plot(const char *file)
 	fprintf(g, "set terminal %s size 1200,%d%s\nset output '%s'\n",
 			png ? "pngcairo" : "svg", nblocks[1] ? 900 : 480,
 			png ? "" : " dynamic font 'sans,11'", file);
+	fprintf(g, "set termoption noenhanced\n");
 	fprintf(g, "set multiplot layout %d,2\nset logscale x 2\nset grid\nset key outside right "
 		   "top font ',9'\nset xlabel 'ranks (threads) on %ld CPUs'\n",
 			nblocks[1] ? 2 : 1, sysconf(_SC_NPROCESSORS_ONLN));

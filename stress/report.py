@@ -46,30 +46,32 @@ def main():
                     fmt(p.get("bytes_per_range"), "{:.1f}"),
                     fmt(p.get("store_bytes_per_range"), "{:.1f}")))
         elif s in ("shared-text", "hot-policy"):
-            print("| variant | ranks | Mlookups/s | (min..max of reps) | efficiency | cpu-eff | lookup % | p50 ns | p99 ns | p99.9 ns | max | writer sets/s | writer max wait |")
-            print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print("| variant | ranks | Mlookups/s | (min..max of reps) | efficiency | cpu-eff | CPUs used | lookup % | p50 ns | p99 ns | p99.9 ns | max | writer sets/s | writer max wait |")
+            print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for p in sp:
                 mm = ""
                 if p.get("reps", 1) > 1:
                     mm = "%.2f..%.2f" % (p["ops_per_sec_min"] / 1e6, p["ops_per_sec_max"] / 1e6)
-                print("| %s | %d | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                print("| %s | %d | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     p["variant"], p["ranks"], p["ops_per_sec"] / 1e6, mm,
                     fmt(p.get("efficiency")), fmt(p.get("cpu_efficiency")),
+                    fmt(p["rank_cpu_s"] / p["duration_s"], "{:.2f}") if "rank_cpu_s" in p else "-",
                     fmt(p.get("lookup_share", 0) * 100, "{:.1f}"),
                     ns(p.get("p50_ns")), ns(p.get("p99_ns")), ns(p.get("p999_ns")),
                     ns(p.get("max_ns")), fmt(p.get("writer_ops_per_sec"), "{:.0f}"),
                     ns(p.get("writer_max_wait_ns"))))
         else:
-            print("| variant | ranks | Mops/s | efficiency (vs own 1 rank) | p50 ns | p99 ns | writer ops/s | writer max wait | bound check | note |")
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+            print("| variant | ranks | Mops/s | efficiency (vs own 1 rank) | cpu-eff | p50 ns | p99 ns | writer ops/s | writer max wait | bound check | note |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
             for p in sp:
                 b = ""
                 if "max_overshoot" in p:
                     b = "overshoot %d / bound %d" % (p["max_overshoot"], p["overshoot_bound"])
                 elif "max_error" in p:
                     b = "error %d / bound %d" % (p["max_error"], p["error_bound"])
-                print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s |" % (
+                print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     p["variant"], p["ranks"], p["ops_per_sec"] / 1e6, fmt(p.get("efficiency")),
+                    fmt(p.get("cpu_efficiency")),
                     ns(p.get("p50_ns")), ns(p.get("p99_ns")),
                     fmt(p.get("writer_ops_per_sec"), "{:.0f}"), ns(p.get("writer_max_wait_ns")),
                     b, p.get("note", "")))

@@ -88,6 +88,8 @@ struct cthread {
 	uint64_t ops, fails;
 	uint64_t max_wait_ns;
 	double aux; /* scenario-specific maximum */
+	uint64_t cpu_ns; /* the thread's CPU time */
+	void *(*fn)(void *);
 	struct stress_hist hist;
 } __attribute__((aligned(64)));
 
@@ -101,6 +103,16 @@ struct crun {
 	double duration_s;
 	int stop __attribute__((aligned(64)));
 };
+
+/* Every thread runs through here: its CPU time is what it got of the machine. */
+static void *crun_trampoline(void *arg)
+{
+	struct cthread *t = arg;
+
+	t->fn(t);
+	t->cpu_ns = stress_thread_cpu_ns();
+	return NULL;
+}
 
 static inline bool crun_stopped(const struct crun *r)
 {
@@ -123,12 +135,14 @@ static void crun_go(struct crun *r)
 	for (i = 0; i < r->nranks; i++) {
 		r->ranks[i].r = r;
 		r->ranks[i].id = i;
-		stress_thread_start(&r->ranks[i].th, r->rank_fn, &r->ranks[i]);
+		r->ranks[i].fn = r->rank_fn;
+		stress_thread_start(&r->ranks[i].th, crun_trampoline, &r->ranks[i]);
 	}
 	for (i = 0; i < nw; i++) {
 		r->writers[i].r = r;
 		r->writers[i].id = i;
-		stress_thread_start(&r->writers[i].th, r->writer_fn, &r->writers[i]);
+		r->writers[i].fn = r->writer_fn;
+		stress_thread_start(&r->writers[i].th, crun_trampoline, &r->writers[i]);
 	}
 	t_go = stress_gate_open(&r->gate, r->nranks + nw);
 	stress_sleep_until(t_go + (uint64_t)(stress_opts.duration_s * 1e9));
@@ -147,6 +161,7 @@ static void crun_point(struct crun *r, struct stress_point *p)
 {
 	struct stress_hist *h = calloc(1, sizeof(*h));
 	uint64_t ops = 0, wops = 0, wmax = 0;
+	double cpu = 0;
 	const struct stress_point *b;
 	int i;
 
@@ -154,8 +169,10 @@ static void crun_point(struct crun *r, struct stress_point *p)
 		stress_die("out of memory");
 	for (i = 0; i < r->nranks; i++) {
 		ops += r->ranks[i].ops;
+		cpu += (double)r->ranks[i].cpu_ns;
 		stress_hist_merge(h, &r->ranks[i].hist);
 	}
+	p->rank_cpu_s = cpu / 1e9;
 	for (i = 0; i < r->nwriters; i++) {
 		wops += r->writers[i].ops;
 		if (r->writers[i].max_wait_ns > wmax)
@@ -172,10 +189,12 @@ static void crun_point(struct crun *r, struct stress_point *p)
 	stress_hist_to_point(h, p);
 	b = stress_find(p->scenario, p->variant, 1, 0);
 	p->baseline = p->variant;
-	if (p->ranks == 1)
-		p->efficiency = 1.0;
-	else if (b)
+	if (p->ranks == 1) {
+		p->efficiency = p->cpu_efficiency = 1.0;
+	} else if (b) {
 		p->efficiency = p->ops_per_sec / ((double)p->ranks * b->ops_per_sec);
+		p->cpu_efficiency = ((double)p->ops / p->rank_cpu_s) / ((double)b->ops / b->rank_cpu_s);
+	}
 	free(h);
 	free(r->ranks);
 	free(r->writers);
@@ -706,7 +725,7 @@ static void companion_table(const char *scenario, const char *title, const char 
 
 	for (i = 0;; i++) {
 		const struct stress_point *p = stress_point_at(i);
-		char t[32], e[32], p50[16], p99[16], mx[16], w[32], ww[16], x[48];
+		char t[32], e[32], ce[32], p50[16], p99[16], mx[16], w[32], ww[16], x[48];
 
 		if (!p)
 			break;
@@ -715,9 +734,9 @@ static void companion_table(const char *scenario, const char *title, const char 
 		if (!header) {
 			printf("\n%s: %s, %.2f s per point\n", scenario, title,
 					stress_opts.duration_s);
-			printf("  %-14s %5s %9s %6s %7s %7s %7s %8s %7s  %s\n", "variant", "ranks",
-					"Mops/s", "eff", "p50", "p99", "max", "wr-op/s", "wr-wait",
-					extra);
+			printf("  %-14s %5s %9s %6s %6s %7s %7s %7s %8s %7s  %s\n", "variant",
+					"ranks", "Mops/s", "eff", "cpueff", "p50", "p99", "max",
+					"wr-op/s", "wr-wait", extra);
 			header = true;
 		}
 		snprintf(t, sizeof(t), "%.3f", p->ops_per_sec / 1e6);
@@ -737,8 +756,9 @@ static void companion_table(const char *scenario, const char *title, const char 
 			snprintf(x, sizeof(x), "%.0f / %.0f", p->max_error, p->error_bound);
 		else
 			x[0] = 0;
-		printf("  %-14s %5d %9s %6s %7s %7s %7s %8s %7s  %s  (%s)\n", p->variant, p->ranks,
-				t, e, p50, p99, mx, w, ww, x, p->note);
+		snprintf(ce, sizeof(ce), isnan(p->cpu_efficiency) ? "-" : "%.3f", p->cpu_efficiency);
+		printf("  %-14s %5d %9s %6s %6s %7s %7s %7s %8s %7s  %s  (%s)\n", p->variant,
+				p->ranks, t, e, ce, p50, p99, mx, w, ww, x, p->note);
 	}
 }
 
