@@ -19,11 +19,28 @@ void ps_spin_init(struct ps_spinlock *l)
 
 void _ps_spin_lock_slow(struct ps_spinlock *l)
 {
-	/* Spin on a load so waiters share the line read-only until it is freed. */
+	unsigned rounds = 0, yields = 0;
+	bool mine = false; /* we raised @starving: the next turn is ours */
+
 	for (;;) {
-		PS_WAIT_WHILE(PS_READ_ONCE(l->locked));
-		if (!__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE))
+		/* Spin on loads so waiters share the line read-only until it is freed. */
+		if (!PS_READ_ONCE(l->locked) && (mine || !PS_READ_ONCE(l->starving)) &&
+				!__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)) {
+			if (mine)
+				PS_WRITE_ONCE(l->starving, 0);
 			return;
+		}
+		if (++rounds < PS_SPIN_ROUNDS) {
+			ps_cpu_relax();
+			continue;
+		}
+		_ps_yield();
+		if (!mine && ++yields >= PS_SPIN_STARVE_YIELDS) {
+			int zero = 0;
+
+			mine = __atomic_compare_exchange_n(&l->starving, &zero, 1, false,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		}
 	}
 }
 

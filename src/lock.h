@@ -6,7 +6,12 @@
  * ps_spinlock: test-and-test-and-set; waiters spin on a read-only load for
  *   a bounded number of rounds, then sched_yield(), so a preempted holder
  *   gets the CPU back when threads outnumber cores (no livelock with 1000
- *   threads on 2 cores).
+ *   threads on 2 cores).  TTAS is unfair: a thread that releases and
+ *   re-takes the lock in a loop can keep a waiter out indefinitely (seen
+ *   with readers against a writer).  So a waiter that has yielded
+ *   PS_SPIN_STARVE_YIELDS times raises @starving; while it is raised nobody
+ *   else takes the lock, and the starving waiter clears it once it has the
+ *   lock.  A waiter thus waits at most for its yields plus one hand-off.
  *
  * ps_rwlock: a writer-preferring reader-writer lock whose readers announce
  *   themselves on per-slot counters, one cache line each, a slot per thread
@@ -33,6 +38,7 @@
 #include "compiler.h"
 
 #define PS_SPIN_ROUNDS 128 /* pause rounds before a waiter yields */
+#define PS_SPIN_STARVE_YIELDS 16 /* yields before a waiter claims the next turn */
 #define PS_RWLOCK_SLOTS 64
 
 #ifdef POLSTORE_LOCK_STAT
@@ -59,6 +65,7 @@ void _ps_lstat_released(struct ps_lstat *st, int dir, uint64_t hold_start);
 
 struct ps_spinlock {
 	int locked;
+	int starving; /* a long waiter claims the next acquisition */
 #ifdef POLSTORE_LOCK_STAT
 	uint64_t hold_start; /* written by the holder only */
 	struct ps_lstat stat;
@@ -70,7 +77,8 @@ void _ps_spin_lock_slow(struct ps_spinlock *l);
 
 static inline bool ps_spin_trylock(struct ps_spinlock *l)
 {
-	return !PS_READ_ONCE(l->locked) && !__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE);
+	return !PS_READ_ONCE(l->locked) && !PS_READ_ONCE(l->starving) &&
+	       !__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE);
 }
 
 static inline void ps_spin_lock(struct ps_spinlock *l)
