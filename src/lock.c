@@ -15,6 +15,7 @@ void ps_spin_init(struct ps_spinlock *l)
 {
 	memset(l, 0, sizeof(*l));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&l->locked, sizeof(l->locked)); /* atomics only */
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&l->starving, sizeof(l->starving)); /* atomics only */
 }
 
 void _ps_spin_lock_slow(struct ps_spinlock *l)
