@@ -67,17 +67,10 @@ void ps_rwlock_init(struct ps_rwlock *l)
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&l->writer, sizeof(l->writer));
 }
 
-/* A thread's slot: assigned round-robin on first use, so a few threads never share one. */
-static unsigned ps_rwlock_next_slot;
-static __thread int ps_rwlock_my_slot = -1;
-
+/* A thread's slot: its thread index, so the first PS_RWLOCK_SLOTS threads never share one. */
 static inline struct ps_rwlock_slot *my_slot(struct ps_rwlock *l)
 {
-	if (ps_unlikely(ps_rwlock_my_slot < 0))
-		ps_rwlock_my_slot = (int)(__atomic_fetch_add(&ps_rwlock_next_slot, 1,
-						  __ATOMIC_RELAXED) %
-				PS_RWLOCK_SLOTS);
-	return &l->slot[ps_rwlock_my_slot];
+	return &l->slot[_ps_thread_index() % PS_RWLOCK_SLOTS];
 }
 
 #ifdef POLSTORE_LOCK_STAT
