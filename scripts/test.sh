@@ -16,6 +16,10 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 
 JOBS=$(nproc)
+FUZZ_SECONDS=20
+if [ "${POLSTORE_LONG:-0}" = 1 ]; then
+	FUZZ_SECONDS=600
+fi
 CONFIGS=${POLSTORE_TEST_CONFIGS:-"test asan tsan fuzz"}
 passed=0
 failed=0
@@ -51,7 +55,17 @@ for c in $CONFIGS; do
 	test)
 		run_config test "-DCMAKE_BUILD_TYPE=Debug -DPOLSTORE_WERROR=ON \
 			-DPOLSTORE_DEBUG_CHECKS=ON -DPOLSTORE_LOCK_STAT=ON -DPOLSTORE_VALGRIND=ON \
-			-DPOLSTORE_BUILD_DOCS=ON" "-LE fuzz|tsan" || status=1 ;;
+			-DPOLSTORE_BUILD_DOCS=ON" "-LE fuzz|tsan" || status=1
+		if [ "${POLSTORE_LONG:-0}" = 1 ]; then
+			echo "=== polstore: long linearizability run (10^7 lookups per configuration)" >&2
+			if POLSTORE_LIN_LOOKUPS=10000000 build-test/tests/test_linearizability \
+				--jobs=1 --filter 'linearizability/store'; then
+				passed=$((passed + 1))
+			else
+				failed=$((failed + 1))
+				status=1
+			fi
+		fi ;;
 	asan)
 		run_config asan "-DCMAKE_BUILD_TYPE=Debug -DPOLSTORE_WERROR=ON \
 			-DPOLSTORE_SANITIZE=address,undefined" "-L unit|stress|examples" || status=1 ;;
@@ -61,7 +75,8 @@ for c in $CONFIGS; do
 			"-L tsan" || status=1 ;;
 	fuzz)
 		run_config fuzz "-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-			-DPOLSTORE_WERROR=ON -DPOLSTORE_FUZZ=ON -DPOLSTORE_BUILD_TESTS=OFF \
+			-DPOLSTORE_WERROR=ON -DPOLSTORE_FUZZ=ON -DPOLSTORE_SANITIZE=address,undefined \
+			-DPOLSTORE_FUZZ_SECONDS=$FUZZ_SECONDS -DPOLSTORE_BUILD_TESTS=OFF \
 			-DPOLSTORE_BUILD_STRESS=OFF -DPOLSTORE_BUILD_EXAMPLES=OFF" "-L fuzz" || status=1 ;;
 	*)
 		echo "polstore: unknown configuration $c" >&2
