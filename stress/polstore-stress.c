@@ -30,8 +30,8 @@ struct stress_opts stress_opts;
 double stress_ns_per_tick = 1.0;
 double stress_work_iters_per_ns = 1.0;
 
-static const char *const all_scenarios[] = { "lookup-cost", "shared-text", "hot-policy",
-	"memcg-charge", "mmap-commit", "css-walk" };
+static const char *const all_scenarios[] = {"lookup-cost", "shared-text", "hot-policy",
+		"memcg-charge", "mmap-commit", "css-walk"};
 #define NSCENARIOS (sizeof(all_scenarios) / sizeof(all_scenarios[0]))
 
 /* ---- errors and progress ---------------------------------------------------- */
@@ -80,7 +80,7 @@ void stress_progress(const char *fmt, ...)
 
 void stress_sleep_ns(uint64_t ns)
 {
-	struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
@@ -88,7 +88,7 @@ void stress_sleep_ns(uint64_t ns)
 
 void stress_sleep_until(uint64_t t)
 {
-	struct timespec ts = { (time_t)(t / 1000000000u), (long)(t % 1000000000u) };
+	struct timespec ts = {(time_t)(t / 1000000000u), (long)(t % 1000000000u)};
 
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
@@ -269,8 +269,7 @@ static struct stress_point *points;
 static size_t npoints, cap_points;
 static bool csv_header_done;
 
-void stress_point_init(struct stress_point *p, const char *scenario, const char *variant,
-		int ranks)
+void stress_point_init(struct stress_point *p, const char *scenario, const char *variant, int ranks)
 {
 	memset(p, 0, sizeof(*p));
 	p->scenario = scenario;
@@ -292,8 +291,8 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->max_overshoot = p->overshoot_bound = p->max_error = p->error_bound = NAN;
 }
 
-const struct stress_point *stress_find(const char *scenario, const char *variant, int ranks,
-		uint64_t ranges)
+const struct stress_point *stress_find(
+		const char *scenario, const char *variant, int ranks, uint64_t ranges)
 {
 	size_t i;
 
@@ -318,44 +317,47 @@ struct col {
 	const char *fmt;
 };
 
-#define COL(k, t, f, fmt) { k, t, offsetof(struct stress_point, f), fmt }
+#define COL(k, t, f, fmt)                                                                          \
+	{                                                                                          \
+		k, t, offsetof(struct stress_point, f), fmt                                        \
+	}
 static const struct col cols[] = {
-	COL("variant", C_STR, variant, NULL),
-	COL("ranks", C_INT, ranks, NULL),
-	COL("writers", C_INT, writers, NULL),
-	COL("pages", C_U64, pages, NULL),
-	COL("ranges", C_U64, ranges, NULL),
-	COL("ranges_end", C_U64, ranges_end, NULL),
-	COL("duration_s", C_DBL, duration_s, "%.3f"),
-	COL("fault_work_ns", C_DBL, fault_work_ns, "%.1f"),
-	COL("ops", C_U64, ops, NULL),
-	COL("ops_per_sec", C_DBL, ops_per_sec, "%.0f"),
-	COL("reps", C_INT, reps, NULL),
-	COL("ops_per_sec_min", C_DBL, ops_per_sec_min, "%.0f"),
-	COL("ops_per_sec_max", C_DBL, ops_per_sec_max, "%.0f"),
-	COL("efficiency", C_DBL, efficiency, "%.4f"),
-	COL("rank_cpu_s", C_DBL, rank_cpu_s, "%.3f"),
-	COL("cpu_efficiency", C_DBL, cpu_efficiency, "%.4f"),
-	COL("lookup_share", C_DBL, lookup_share, "%.4f"),
-	COL("lookup_share_all", C_DBL, lookup_share_all, "%.4f"),
-	COL("mean_ns", C_DBL, mean_ns, "%.1f"),
-	COL("p50_ns", C_DBL, p50_ns, "%.0f"),
-	COL("p99_ns", C_DBL, p99_ns, "%.0f"),
-	COL("p999_ns", C_DBL, p999_ns, "%.0f"),
-	COL("max_ns", C_DBL, max_ns, "%.0f"),
-	COL("samples", C_U64, samples, NULL),
-	COL("writer_ops_per_sec", C_DBL, writer_ops_per_sec, "%.1f"),
-	COL("writer_max_wait_ns", C_DBL, writer_max_wait_ns, "%.0f"),
-	COL("lookup_ns", C_DBL, lookup_ns, "%.2f"),
-	COL("lookup_ns_median", C_DBL, lookup_ns_median, "%.2f"),
-	COL("overhead_ns", C_DBL, overhead_ns, "%.2f"),
-	COL("cost_ratio", C_DBL, cost_ratio, "%.4f"),
-	COL("bytes_per_range", C_DBL, bytes_per_range, "%.1f"),
-	COL("store_bytes_per_range", C_DBL, store_bytes_per_range, "%.1f"),
-	COL("max_overshoot", C_DBL, max_overshoot, "%.0f"),
-	COL("overshoot_bound", C_DBL, overshoot_bound, "%.0f"),
-	COL("max_error", C_DBL, max_error, "%.0f"),
-	COL("error_bound", C_DBL, error_bound, "%.0f"),
+		COL("variant", C_STR, variant, NULL),
+		COL("ranks", C_INT, ranks, NULL),
+		COL("writers", C_INT, writers, NULL),
+		COL("pages", C_U64, pages, NULL),
+		COL("ranges", C_U64, ranges, NULL),
+		COL("ranges_end", C_U64, ranges_end, NULL),
+		COL("duration_s", C_DBL, duration_s, "%.3f"),
+		COL("fault_work_ns", C_DBL, fault_work_ns, "%.1f"),
+		COL("ops", C_U64, ops, NULL),
+		COL("ops_per_sec", C_DBL, ops_per_sec, "%.0f"),
+		COL("reps", C_INT, reps, NULL),
+		COL("ops_per_sec_min", C_DBL, ops_per_sec_min, "%.0f"),
+		COL("ops_per_sec_max", C_DBL, ops_per_sec_max, "%.0f"),
+		COL("efficiency", C_DBL, efficiency, "%.4f"),
+		COL("rank_cpu_s", C_DBL, rank_cpu_s, "%.3f"),
+		COL("cpu_efficiency", C_DBL, cpu_efficiency, "%.4f"),
+		COL("lookup_share", C_DBL, lookup_share, "%.4f"),
+		COL("lookup_share_all", C_DBL, lookup_share_all, "%.4f"),
+		COL("mean_ns", C_DBL, mean_ns, "%.1f"),
+		COL("p50_ns", C_DBL, p50_ns, "%.0f"),
+		COL("p99_ns", C_DBL, p99_ns, "%.0f"),
+		COL("p999_ns", C_DBL, p999_ns, "%.0f"),
+		COL("max_ns", C_DBL, max_ns, "%.0f"),
+		COL("samples", C_U64, samples, NULL),
+		COL("writer_ops_per_sec", C_DBL, writer_ops_per_sec, "%.1f"),
+		COL("writer_max_wait_ns", C_DBL, writer_max_wait_ns, "%.0f"),
+		COL("lookup_ns", C_DBL, lookup_ns, "%.2f"),
+		COL("lookup_ns_median", C_DBL, lookup_ns_median, "%.2f"),
+		COL("overhead_ns", C_DBL, overhead_ns, "%.2f"),
+		COL("cost_ratio", C_DBL, cost_ratio, "%.4f"),
+		COL("bytes_per_range", C_DBL, bytes_per_range, "%.1f"),
+		COL("store_bytes_per_range", C_DBL, store_bytes_per_range, "%.1f"),
+		COL("max_overshoot", C_DBL, max_overshoot, "%.0f"),
+		COL("overshoot_bound", C_DBL, overshoot_bound, "%.0f"),
+		COL("max_error", C_DBL, max_error, "%.0f"),
+		COL("error_bound", C_DBL, error_bound, "%.0f"),
 };
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
 
@@ -505,12 +507,13 @@ static void table_lookup_cost(void)
 		if (strcmp(p->scenario, "lookup-cost"))
 			continue;
 		if (p->ranges != last) {
-			printf("\nlookup-cost: one rank, no writer, no other work; %llu ranges over "
+			printf("\nlookup-cost: one rank, no writer, no other work; %llu ranges "
+			       "over "
 			       "%llu pages (loop overhead %.1f ns subtracted)\n",
 					(unsigned long long)p->ranges, (unsigned long long)p->pages,
 					p->overhead_ns);
-			printf("  %-16s %10s %8s %-13s %12s %12s\n", "variant", "ns/lookup", "x base",
-					"(base)", "bytes/range", "(ps_memory)");
+			printf("  %-16s %10s %8s %-13s %12s %12s\n", "variant", "ns/lookup",
+					"x base", "(base)", "bytes/range", "(ps_memory)");
 			last = p->ranges;
 		}
 		fmt_num(a, sizeof(a), "%.2f", p->lookup_ns);
@@ -530,25 +533,27 @@ static void table_store(const char *scenario)
 	for (i = 0; i < npoints; i++) {
 		const struct stress_point *p = &points[i];
 		const struct stress_point *prw;
-		char t[32], pr[32], e[32], ce[32], ls[32], p50[16], p99[16], p999[16], mx[16], w[32],
-				ww[16], x[16];
+		char t[32], pr[32], e[32], ce[32], ls[32], p50[16], p99[16], p999[16], mx[16],
+				w[32], ww[16], x[16];
 
 		if (strcmp(p->scenario, scenario))
 			continue;
 		if (!header) {
-			printf("\n%s: %llu pages, %llu ranges, %s pages, %d writer(s) every %.0f us, "
+			printf("\n%s: %llu pages, %llu ranges, %s pages, %d writer(s) every %.0f "
+			       "us, "
 			       "fault work %.0f ns, %.2f s per point\n",
 					scenario, (unsigned long long)p->pages,
 					(unsigned long long)p->ranges,
 					!strcmp(scenario, "hot-policy") ? "one hot range's"
-					: stress_opts.sequential	 ? "sequential"
-									 : "uniform",
-					stress_opts.writers, (double)stress_opts.write_interval_ns / 1e3,
+					: stress_opts.sequential	? "sequential"
+									: "uniform",
+					stress_opts.writers,
+					(double)stress_opts.write_interval_ns / 1e3,
 					p->fault_work_ns, stress_opts.duration_s);
 			printf("  %-15s %5s %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n",
 					"variant", "ranks", "Mlkup/s", "per-rank", "eff", "cpueff",
-					"lookup%", "p50", "p99", "p99.9", "max", "wr-set/s", "wr-wait",
-					"x p_rw");
+					"lookup%", "p50", "p99", "p99.9", "max", "wr-set/s",
+					"wr-wait", "x p_rw");
 			header = true;
 		}
 		fmt_num(t, sizeof(t), "%.2f", p->ops_per_sec / 1e6);
@@ -564,12 +569,14 @@ static void table_store(const char *scenario)
 		prw = stress_find(scenario, "pthread_rwlock", p->ranks, p->ranges);
 		fmt_num(x, sizeof(x), "%.2f", prw ? p->ops_per_sec / prw->ops_per_sec : NAN);
 		fmt_num(ce, sizeof(ce), "%.3f", p->cpu_efficiency);
-		printf("  %-15s %5d %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n",
-				p->variant, p->ranks, t, pr, e, ce, ls, p50, p99, p999, mx, w, ww, x);
+		printf("  %-15s %5d %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n", p->variant,
+				p->ranks, t, pr, e, ce, ls, p50, p99, p999, mx, w, ww, x);
 	}
 	if (header)
-		printf("  (eff: throughput / (ranks x the 1-rank unsync throughput, or unsync:noref "
-		       "for :noref);\n   lookup%%: time in the lookup / time of the sampled faults that kept the "
+		printf("  (eff: throughput / (ranks x the 1-rank unsync throughput, or "
+		       "unsync:noref "
+		       "for :noref);\n   lookup%%: time in the lookup / time of the sampled faults "
+		       "that kept the "
 		       "CPU (< 100 us);\n   cpueff: lookups per CPU-second the ranks got / the "
 		       "baseline's (insensitive to\n   other processes' load, blind to time a rank "
 		       "sleeps);\n   latencies sampled 1 lookup in %d; x p_rw: throughput / "
@@ -591,7 +598,8 @@ static void table_lockstat(void)
 		if (!p->has_lockstat)
 			continue;
 		if (!header) {
-			printf("\nlock_stat (times in us, as /proc/lock_stat), per scenario, variant "
+			printf("\nlock_stat (times in us, as /proc/lock_stat), per scenario, "
+			       "variant "
 			       "and ranks:\n");
 			header = true;
 		}
@@ -600,18 +608,21 @@ static void table_lockstat(void)
 			r = (struct ps_lock_stat_row *)&p->lockstat[d];
 			if (d == PS_LOCK_STAT_READ && !r->acquisitions)
 				continue;
-			printf("%38s-%c: %10llu %10llu %9.2f %11.2f %13.2f %9.2f %10llu %11llu %9.2f "
+			printf("%38s-%c: %10llu %10llu %9.2f %11.2f %13.2f %9.2f %10llu %11llu "
+			       "%9.2f "
 			       "%11.2f %13.2f %9.2f\n",
 					name, d == PS_LOCK_STAT_WRITE ? 'W' : 'R',
 					(unsigned long long)r->con_bounces,
 					(unsigned long long)r->contentions, r->wait_min_ns / 1e3,
 					r->wait_max_ns / 1e3, r->wait_total_ns / 1e3,
-					r->contentions ? (double)r->wait_total_ns / r->contentions / 1e3
+					r->contentions ? (double)r->wait_total_ns / r->contentions /
+									 1e3
 						       : 0.0,
 					(unsigned long long)r->acq_bounces,
 					(unsigned long long)r->acquisitions, r->hold_min_ns / 1e3,
 					r->hold_max_ns / 1e3, r->hold_total_ns / 1e3,
-					r->acquisitions ? (double)r->hold_total_ns / r->acquisitions / 1e3
+					r->acquisitions ? (double)r->hold_total_ns /
+									  r->acquisitions / 1e3
 							: 0.0);
 		}
 	}
@@ -662,11 +673,11 @@ static double fld(const struct stress_point *p, size_t off)
 
 static void summary(void)
 {
-	static const char *const cost_v[] = { "rcu", "rcu-qsbr", "seqlock", "rcu:noref",
-		"rcu-qsbr:noref", "seqlock:noref" };
-	static const double cost_t[] = { 1.10, 1.10, 1.15, 1.10, 1.10, 1.15 };
-	static const char *const eff_v[] = { "rcu", "rcu-qsbr", "seqlock", "rwlock" };
-	static const double eff_t[] = { 0.90, 0.90, 0.85, 0.75 };
+	static const char *const cost_v[] = {"rcu", "rcu-qsbr", "seqlock", "rcu:noref",
+			"rcu-qsbr:noref", "seqlock:noref"};
+	static const double cost_t[] = {1.10, 1.10, 1.15, 1.10, 1.10, 1.15};
+	static const char *const eff_v[] = {"rcu", "rcu-qsbr", "seqlock", "rwlock"};
+	static const double eff_t[] = {0.90, 0.90, 0.85, 0.75};
 	uint64_t n = stress_opts.ranges[0];
 	char what[96];
 	size_t i;
@@ -683,13 +694,13 @@ static void summary(void)
 		snprintf(what, sizeof(what), "lookup cost %s / %s, 1 rank, N=%llu", cost_v[i],
 				strchr(cost_v[i], ':') ? "unsync:noref" : "unsync",
 				(unsigned long long)n);
-		target(what, F(stress_find("lookup-cost", cost_v[i], 1, n), cost_ratio), "<=",
-				cost_t[i], "%.3f");
+		target(what, F(stress_find("lookup-cost", cost_v[i], 1, n), cost_ratio),
+				"<=", cost_t[i], "%.3f");
 	}
 	for (i = 0; i < 4; i++) {
 		snprintf(what, sizeof(what), "shared-text efficiency %s, 2 ranks", eff_v[i]);
-		target_cpu(what, F(stress_find("shared-text", eff_v[i], 2, 0), efficiency), ">=",
-				eff_t[i], "%.3f",
+		target_cpu(what, F(stress_find("shared-text", eff_v[i], 2, 0), efficiency),
+				">=", eff_t[i], "%.3f",
 				F(stress_find("shared-text", eff_v[i], 2, 0), cpu_efficiency));
 	}
 	target("shared-text rwlock / pthread_rwlock, 2 ranks",
@@ -697,16 +708,17 @@ static void summary(void)
 					stress_find("shared-text", "pthread_rwlock", 2, 0)),
 			">=", 1.5, "%.2f");
 	for (i = 0; i < 3; i++) {
-		static const char *const nv[] = { "rcu:noref", "rcu-qsbr:noref", "seqlock:noref" };
+		static const char *const nv[] = {"rcu:noref", "rcu-qsbr:noref", "seqlock:noref"};
 
 		snprintf(what, sizeof(what), "hot-policy efficiency %s, 2 ranks", nv[i]);
 		target_cpu(what, F(stress_find("hot-policy", nv[i], 2, 0), efficiency), ">=", 0.90,
 				"%.3f", F(stress_find("hot-policy", nv[i], 2, 0), cpu_efficiency));
 	}
 	for (i = 0; i < 2; i++) {
-		static const int rk[] = { 256, 1024 };
+		static const int rk[] = {256, 1024};
 
-		snprintf(what, sizeof(what), "shared-text rcu throughput %d ranks / 2 ranks", rk[i]);
+		snprintf(what, sizeof(what), "shared-text rcu throughput %d ranks / 2 ranks",
+				rk[i]);
 		target(what,
 				ratio(stress_find("shared-text", "rcu", rk[i], 0),
 						stress_find("shared-text", "rcu", 2, 0)),
@@ -717,7 +729,8 @@ static void summary(void)
 					stress_find("memcg-charge", "spin", 2, 0)),
 			">=", 2.0, "%.2f");
 	target("memcg-charge stock efficiency (vs 1 rank), 2 ranks",
-			F(stress_find("memcg-charge", "stock", 2, 0), efficiency), ">=", 0.8, "%.3f");
+			F(stress_find("memcg-charge", "stock", 2, 0), efficiency), ">=", 0.8,
+			"%.3f");
 	target("mmap-commit loose / strict, 2 ranks",
 			ratio(stress_find("mmap-commit", "loose", 2, 0),
 					stress_find("mmap-commit", "strict", 2, 0)),
@@ -725,12 +738,13 @@ static void summary(void)
 	target("css-walk rcu efficiency (vs 1 rank), 2 ranks",
 			F(stress_find("css-walk", "rcu", 2, 0), efficiency), ">=", 0.9, "%.3f");
 	target("css-walk rwlock longest writer wait (ms), 2 ranks",
-			F(stress_find("css-walk", "rwlock", 2, 0), writer_max_wait_ns) / 1e6, "<=", 10,
-			"%.3f");
+			F(stress_find("css-walk", "rwlock", 2, 0), writer_max_wait_ns) / 1e6,
+			"<=", 10, "%.3f");
 	for (i = 0; i < 2; i++) {
-		static const char *const wv[] = { "rwlock", "seqlock" };
+		static const char *const wv[] = {"rwlock", "seqlock"};
 
-		snprintf(what, sizeof(what), "shared-text %s longest writer wait (ms), 2 ranks", wv[i]);
+		snprintf(what, sizeof(what), "shared-text %s longest writer wait (ms), 2 ranks",
+				wv[i]);
 		target(what, F(stress_find("shared-text", wv[i], 2, 0), writer_max_wait_ns) / 1e6,
 				"<=", 10, "%.3f");
 	}
@@ -758,20 +772,21 @@ static bool in_path(const char *prog)
 static void plot(const char *file)
 {
 	char dat[4200], gp[4200], cmd[8600];
-	const char *scn[] = { "shared-text", "hot-policy" };
+	const char *scn[] = {"shared-text", "hot-policy"};
 	const char *ext = strrchr(file, '.');
 	bool png = ext && !strcasecmp(ext, ".png");
 	FILE *d, *g;
 	int block = 0, s, first;
 	size_t i, j;
-	char titles[2][2048] = { "", "" };
-	int nblocks[2] = { 0, 0 };
+	char titles[2][2048] = {"", ""};
+	int nblocks[2] = {0, 0};
 
 	snprintf(dat, sizeof(dat), "%s.dat", file);
 	snprintf(gp, sizeof(gp), "%s.gp", file);
 	d = fopen(dat, "w");
 	if (!d) {
-		fprintf(stderr, "polstore-stress: --plot: cannot write %s: %s\n", dat, strerror(errno));
+		fprintf(stderr, "polstore-stress: --plot: cannot write %s: %s\n", dat,
+				strerror(errno));
 		return;
 	}
 	/* One block per (scenario, variant), two blank lines apart: gnuplot's "index". */
@@ -793,7 +808,8 @@ static void plot(const char *file)
 				if (!strcmp(points[j].scenario, scn[s]) &&
 						!strcmp(points[j].variant, points[i].variant))
 					fprintf(d, "%d %.0f %.4f\n", points[j].ranks,
-							points[j].ops_per_sec, points[j].efficiency);
+							points[j].ops_per_sec,
+							points[j].efficiency);
 			fprintf(d, "\n\n");
 			strncat(titles[s], points[i].variant,
 					sizeof(titles[s]) - strlen(titles[s]) - 2);
@@ -808,26 +824,32 @@ static void plot(const char *file)
 		fprintf(stderr, "polstore-stress: --plot: cannot write %s\n", gp);
 		return;
 	}
-	fprintf(g, "set terminal %s size 1200,%d%s\nset output '%s'\n",
-			png ? "pngcairo" : "svg", nblocks[1] ? 900 : 480,
-			png ? "" : " dynamic font 'sans,11'", file);
+	fprintf(g, "set terminal %s size 1200,%d%s\nset output '%s'\n", png ? "pngcairo" : "svg",
+			nblocks[1] ? 900 : 480, png ? "" : " dynamic font 'sans,11'", file);
 	fprintf(g, "set termoption noenhanced\n");
-	fprintf(g, "set multiplot layout %d,2\nset logscale x 2\nset grid\nset key outside right "
-		   "top font ',9'\nset xlabel 'ranks (threads) on %ld CPUs'\n",
+	fprintf(g,
+			"set multiplot layout %d,2\nset logscale x 2\nset grid\nset key outside "
+			"right "
+			"top font ',9'\nset xlabel 'ranks (threads) on %ld CPUs'\n",
 			nblocks[1] ? 2 : 1, sysconf(_SC_NPROCESSORS_ONLN));
 	first = 0;
 	for (s = 0; s < 2; s++) {
 		if (!nblocks[s])
 			continue;
 		fprintf(g, "titles = \"%s\"\n", titles[s]);
-		fprintf(g, "set title '%s: lookups/s'\nset logscale y\nset ylabel 'lookups/s'\n"
-			   "plot for [i=0:%d] '%s' index (i+%d) using 1:2 with linespoints title "
-			   "word(titles, i+1)\n",
+		fprintf(g,
+				"set title '%s: lookups/s'\nset logscale y\nset ylabel "
+				"'lookups/s'\n"
+				"plot for [i=0:%d] '%s' index (i+%d) using 1:2 with linespoints "
+				"title "
+				"word(titles, i+1)\n",
 				scn[s], nblocks[s] - 1, dat, first);
-		fprintf(g, "set title '%s: efficiency'\nunset logscale y\nset ylabel "
-			   "'efficiency'\nset yrange [0:*]\n"
-			   "plot for [i=0:%d] '%s' index (i+%d) using 1:3 with linespoints title "
-			   "word(titles, i+1)\nset autoscale y\n",
+		fprintf(g,
+				"set title '%s: efficiency'\nunset logscale y\nset ylabel "
+				"'efficiency'\nset yrange [0:*]\n"
+				"plot for [i=0:%d] '%s' index (i+%d) using 1:3 with linespoints "
+				"title "
+				"word(titles, i+1)\nset autoscale y\n",
 				scn[s], nblocks[s] - 1, dat, first);
 		first += nblocks[s];
 	}
@@ -840,7 +862,8 @@ static void plot(const char *file)
 		return;
 	}
 	if (!in_path("gnuplot")) {
-		fprintf(stderr, "polstore-stress: --plot: gnuplot is NOT installed (e.g. apt-get "
+		fprintf(stderr,
+				"polstore-stress: --plot: gnuplot is NOT installed (e.g. apt-get "
 				"install gnuplot-nox): no %s; the data is in %s and the script in "
 				"%s\n",
 				file, dat, gp);
@@ -848,7 +871,9 @@ static void plot(const char *file)
 	}
 	snprintf(cmd, sizeof(cmd), "gnuplot '%s'", gp);
 	if (system(cmd))
-		fprintf(stderr, "polstore-stress: --plot: gnuplot failed; data in %s, script in %s\n",
+		fprintf(stderr,
+				"polstore-stress: --plot: gnuplot failed; data in %s, script in "
+				"%s\n",
 				dat, gp);
 	else
 		stress_progress("plot written to %s (data %s, script %s)", file, dat, gp);
@@ -858,82 +883,81 @@ static void plot(const char *file)
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-			"Usage: polstore-stress [OPTION]...\n"
-			"Measure and validate polstore's store variants against hand-written "
-			"baselines.\n"
-			"With no option: lookup-cost and shared-text, every variant, 1 and 2 "
-			"ranks,\n"
-			"a human table and the issue-3 target summary (about 30-40 s).\n"
-			"\n"
-			"Scenarios (--scenario, comma-separated; default lookup-cost,shared-text):\n"
-			"  lookup-cost   one rank, no writer, no other work: ns per lookup per "
-			"variant,\n"
-			"                ratio to the unsynchronised lookup, and bytes per range "
-			"measured\n"
-			"                from the allocator; run for every --ranges value\n"
-			"  shared-text   ranks fault on uniform (or --sequential) pages of a shared "
-			"text\n"
-			"                region: lookup, validate, --fault-work of other work; "
-			"writers\n"
-			"                ps_store_set() a whole range or a random sub-range of one\n"
-			"  hot-policy    as shared-text, but every rank hits the same range (writers\n"
-			"                set the others): the policy refcount is the shared line\n"
-			"  memcg-charge  ranks charge/uncharge pages through leaves under a shared "
-			"parent\n"
-			"                and root (ps_charge kinds spin, seqlock, atomic, stock, "
-			"plus\n"
-			"                stock-private: a private hierarchy per rank)\n"
-			"  mmap-commit   ranks commit/uncommit 32768 pages (ps_commit), strict and "
-			"loose\n"
-			"                batch, max approximation error against its bound\n"
-			"  css-walk      ranks walk all ids with get_next, writers alloc/remove ids\n"
-			"                (ps_idmap spin, rwlock, rcu)\n"
-			"  all           every scenario above\n"
-			"\n"
-			"Options (defaults in brackets):\n"
-			"  --variants LIST      comma list or 'all' [all]; store scenarios: unsync,\n"
-			"                       unsync:noref, pthread_mutex, pthread_rwlock, spin, "
-			"rwlock,\n"
-			"                       seqlock, rcu, rcu-qsbr, each also with ':noref'; "
-			"the\n"
-			"                       1-rank unsync and unsync:noref baselines always run\n"
-			"  --ranks LIST         rank (reader thread) counts, e.g. 1,2 [1,2]\n"
-			"  --sweep LIST         same as --ranks, e.g. 1,2,4,16,64,256,1024\n"
-			"  --duration SECONDS   measuring time per point [1.0]\n"
-			"  --repeat K           measure every point K times, interleaved; report "
-			"the\n"
-			"                       median-throughput repetition and the worst writer "
-			"wait [1]\n"
-			"  --pages N            pages in the shared text region [16384]\n"
-			"  --ranges LIST        policy ranges N [64]; lookup-cost runs each value,\n"
-			"                       e.g. 100,10000,1000000; the others use the first\n"
-			"  --writers N          writer threads calling ps_store_set() [1]\n"
-			"  --write-interval US  microseconds between a writer's sets; 0 = flat out "
-			"[1000]\n"
-			"  --fault-work NS      other work per fault in ns, or 'auto': the measured "
-			"cost\n"
-			"                       of one unsynchronised lookup [auto]\n"
-			"  --pattern P          uniform or sequential page order [uniform]\n"
-			"  --sequential         same as --pattern sequential\n"
-			"  --seed N             random seed [1]\n"
-			"  --scenario LIST      see above [lookup-cost,shared-text]\n"
-			"  --json               JSON Lines on stdout, one object per point\n"
-			"  --csv                CSV on stdout, one row per point\n"
-			"  --plot FILE.svg      throughput and efficiency against ranks per "
-			"variant\n"
-			"                       (gnuplot; .png for PNG); FILE.dat and FILE.gp kept\n"
-			"  --quiet              no progress lines on stderr\n"
-			"  --help               this text\n"
-			"\n"
-			"Every lookup is validated (a policy never set at that page aborts the "
-			"run);\n"
-			"ps_store_check() runs after every point.  lock_stat tables are printed "
-			"for the\n"
-			"locking variants when the library was built with "
-			"-DPOLSTORE_LOCK_STAT=ON.\n"
-			"Exit status: 0 ok, 1 usage error, 2 runtime error, abort on a broken "
-			"invariant.\n");
+	fprintf(out, "Usage: polstore-stress [OPTION]...\n"
+		     "Measure and validate polstore's store variants against hand-written "
+		     "baselines.\n"
+		     "With no option: lookup-cost and shared-text, every variant, 1 and 2 "
+		     "ranks,\n"
+		     "a human table and the issue-3 target summary (about 30-40 s).\n"
+		     "\n"
+		     "Scenarios (--scenario, comma-separated; default lookup-cost,shared-text):\n"
+		     "  lookup-cost   one rank, no writer, no other work: ns per lookup per "
+		     "variant,\n"
+		     "                ratio to the unsynchronised lookup, and bytes per range "
+		     "measured\n"
+		     "                from the allocator; run for every --ranges value\n"
+		     "  shared-text   ranks fault on uniform (or --sequential) pages of a shared "
+		     "text\n"
+		     "                region: lookup, validate, --fault-work of other work; "
+		     "writers\n"
+		     "                ps_store_set() a whole range or a random sub-range of one\n"
+		     "  hot-policy    as shared-text, but every rank hits the same range (writers\n"
+		     "                set the others): the policy refcount is the shared line\n"
+		     "  memcg-charge  ranks charge/uncharge pages through leaves under a shared "
+		     "parent\n"
+		     "                and root (ps_charge kinds spin, seqlock, atomic, stock, "
+		     "plus\n"
+		     "                stock-private: a private hierarchy per rank)\n"
+		     "  mmap-commit   ranks commit/uncommit 32768 pages (ps_commit), strict and "
+		     "loose\n"
+		     "                batch, max approximation error against its bound\n"
+		     "  css-walk      ranks walk all ids with get_next, writers alloc/remove ids\n"
+		     "                (ps_idmap spin, rwlock, rcu)\n"
+		     "  all           every scenario above\n"
+		     "\n"
+		     "Options (defaults in brackets):\n"
+		     "  --variants LIST      comma list or 'all' [all]; store scenarios: unsync,\n"
+		     "                       unsync:noref, pthread_mutex, pthread_rwlock, spin, "
+		     "rwlock,\n"
+		     "                       seqlock, rcu, rcu-qsbr, each also with ':noref'; "
+		     "the\n"
+		     "                       1-rank unsync and unsync:noref baselines always run\n"
+		     "  --ranks LIST         rank (reader thread) counts, e.g. 1,2 [1,2]\n"
+		     "  --sweep LIST         same as --ranks, e.g. 1,2,4,16,64,256,1024\n"
+		     "  --duration SECONDS   measuring time per point [1.0]\n"
+		     "  --repeat K           measure every point K times, interleaved; report "
+		     "the\n"
+		     "                       median-throughput repetition and the worst writer "
+		     "wait [1]\n"
+		     "  --pages N            pages in the shared text region [16384]\n"
+		     "  --ranges LIST        policy ranges N [64]; lookup-cost runs each value,\n"
+		     "                       e.g. 100,10000,1000000; the others use the first\n"
+		     "  --writers N          writer threads calling ps_store_set() [1]\n"
+		     "  --write-interval US  microseconds between a writer's sets; 0 = flat out "
+		     "[1000]\n"
+		     "  --fault-work NS      other work per fault in ns, or 'auto': the measured "
+		     "cost\n"
+		     "                       of one unsynchronised lookup [auto]\n"
+		     "  --pattern P          uniform or sequential page order [uniform]\n"
+		     "  --sequential         same as --pattern sequential\n"
+		     "  --seed N             random seed [1]\n"
+		     "  --scenario LIST      see above [lookup-cost,shared-text]\n"
+		     "  --json               JSON Lines on stdout, one object per point\n"
+		     "  --csv                CSV on stdout, one row per point\n"
+		     "  --plot FILE.svg      throughput and efficiency against ranks per "
+		     "variant\n"
+		     "                       (gnuplot; .png for PNG); FILE.dat and FILE.gp kept\n"
+		     "  --quiet              no progress lines on stderr\n"
+		     "  --help               this text\n"
+		     "\n"
+		     "Every lookup is validated (a policy never set at that page aborts the "
+		     "run);\n"
+		     "ps_store_check() runs after every point.  lock_stat tables are printed "
+		     "for the\n"
+		     "locking variants when the library was built with "
+		     "-DPOLSTORE_LOCK_STAT=ON.\n"
+		     "Exit status: 0 ok, 1 usage error, 2 runtime error, abort on a broken "
+		     "invariant.\n");
 }
 
 static int parse_list_u64(const char *s, uint64_t *out, int max)
@@ -1095,7 +1119,8 @@ static void parse(int argc, char **argv)
 			int k;
 
 			NEEDV();
-			stress_opts.nranges = parse_list_u64(v, stress_opts.ranges, STRESS_MAX_LIST);
+			stress_opts.nranges =
+					parse_list_u64(v, stress_opts.ranges, STRESS_MAX_LIST);
 			if (stress_opts.nranges <= 0)
 				bad("--ranges", v);
 			for (k = 0; k < stress_opts.nranges; k++)
@@ -1135,7 +1160,8 @@ static void parse(int argc, char **argv)
 			NEEDV();
 			snprintf(stress_opts.scenarios, sizeof(stress_opts.scenarios), "%s", v);
 			snprintf(buf, sizeof(buf), "%s", v);
-			for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			for (tok = strtok_r(buf, ",", &save); tok;
+					tok = strtok_r(NULL, ",", &save)) {
 				bool ok = !strcmp(tok, "all");
 
 				for (k = 0; k < NSCENARIOS; k++)
@@ -1156,7 +1182,7 @@ static void parse(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	struct ps_alloc_ops ops = { count_alloc, count_free, NULL };
+	struct ps_alloc_ops ops = {count_alloc, count_free, NULL};
 	bool human;
 
 	t_program_start = stress_now_ns();
@@ -1169,7 +1195,8 @@ int main(int argc, char **argv)
 	if (human)
 		printf("polstore-stress %s: %ld CPUs online, lock_stat %s, seed %llu\n",
 				ps_version(), sysconf(_SC_NPROCESSORS_ONLN),
-				ps_lock_stat_enabled() ? "on" : "off (build with -DPOLSTORE_LOCK_STAT=ON)",
+				ps_lock_stat_enabled() ? "on"
+						       : "off (build with -DPOLSTORE_LOCK_STAT=ON)",
 				(unsigned long long)stress_opts.seed);
 
 	if (scenario_selected("lookup-cost"))

@@ -54,10 +54,9 @@
 bool stress_companion_variant_known(const char *name);
 void stress_print_companions(void);
 
-static const char *const memcg_variants[] = { "spin", "seqlock", "atomic", "stock",
-	"stock:private" };
-static const char *const commit_variants[] = { "strict", "loose" };
-static const char *const walk_variants[] = { "spin", "rwlock", "rcu" };
+static const char *const memcg_variants[] = {"spin", "seqlock", "atomic", "stock", "stock:private"};
+static const char *const commit_variants[] = {"strict", "loose"};
+static const char *const walk_variants[] = {"spin", "rwlock", "rcu"};
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -87,7 +86,7 @@ struct cthread {
 	int id;
 	uint64_t ops, fails;
 	uint64_t max_wait_ns;
-	double aux; /* scenario-specific maximum */
+	double aux;	 /* scenario-specific maximum */
 	uint64_t cpu_ns; /* the thread's CPU time */
 	void *(*fn)(void *);
 	struct stress_hist hist;
@@ -193,7 +192,8 @@ static void crun_point(struct crun *r, struct stress_point *p)
 		p->efficiency = p->cpu_efficiency = 1.0;
 	} else if (b) {
 		p->efficiency = p->ops_per_sec / ((double)p->ranks * b->ops_per_sec);
-		p->cpu_efficiency = ((double)p->ops / p->rank_cpu_s) / ((double)b->ops / b->rank_cpu_s);
+		p->cpu_efficiency =
+				((double)p->ops / p->rank_cpu_s) / ((double)b->ops / b->rank_cpu_s);
 	}
 	free(h);
 	free(r->ranks);
@@ -214,7 +214,7 @@ static int companion_ranks(int *out)
 
 /* ---- memcg-charge ------------------------------------------------------------ */
 
-#define MC_HOLD_MAX 64 /* pages a rank holds at its peak */
+#define MC_HOLD_MAX 64	     /* pages a rank holds at its peak */
 #define MC_LIMIT_PER_RANK 48 /* parent limit per rank: the peaks fail */
 
 struct memcg {
@@ -286,15 +286,16 @@ static struct ps_charge *charge_new(enum ps_charge_kind kind, struct ps_charge *
 
 static void memcg_point(const char *variant, int nranks)
 {
-	struct memcg m = { 0 };
-	struct crun r = { 0 };
+	struct memcg m = {0};
+	struct crun r = {0};
 	struct stress_point p;
 	long bound = 0, over = 0, failcnt = 0;
 	int i;
 
 	m.private_ = strstr(variant, ":private") != NULL;
 	m.stock = !strncmp(variant, "stock", 5);
-	m.kind = m.stock ? PS_CHARGE_ATOMIC : (enum ps_charge_kind)ps_charge_kind_from_name(variant);
+	m.kind = m.stock ? PS_CHARGE_ATOMIC
+			 : (enum ps_charge_kind)ps_charge_kind_from_name(variant);
 	m.leaf = calloc((size_t)nranks, sizeof(*m.leaf));
 	m.proot = calloc((size_t)nranks, sizeof(*m.proot));
 	m.pparent = calloc((size_t)nranks, sizeof(*m.pparent));
@@ -328,8 +329,8 @@ static void memcg_point(const char *variant, int nranks)
 		ps_charge_drain_stock(top);
 	}
 	for (i = 0; i < nranks; i++) {
-		struct ps_charge *lv[3] = { m.leaf[i], m.private_ ? m.pparent[i] : m.parent,
-			m.private_ ? m.proot[i] : m.root };
+		struct ps_charge *lv[3] = {m.leaf[i], m.private_ ? m.pparent[i] : m.parent,
+				m.private_ ? m.proot[i] : m.root};
 		int k;
 
 		for (k = 0; k < 3; k++) {
@@ -337,7 +338,8 @@ static void memcg_point(const char *variant, int nranks)
 			long o = ps_charge_read(lv[k], PS_CHARGE_MAX_OVERSHOOT);
 
 			if (u != 0)
-				stress_fail("VALIDATION FAILED: memcg-charge %s: usage %ld at level %d "
+				stress_fail("VALIDATION FAILED: memcg-charge %s: usage %ld at "
+					    "level %d "
 					    "of rank %d after every page was uncharged",
 						variant, u, k, i);
 			if (o > over)
@@ -345,8 +347,8 @@ static void memcg_point(const char *variant, int nranks)
 		}
 	}
 	/* Every rank charges the parent: nranks threads, 1 page each, or a stock batch. */
-	bound = ps_charge_overshoot_bound(m.kind, m.private_ ? 1 : nranks, 1,
-			m.stock ? PS_CHARGE_STOCK_BATCH : 0);
+	bound = ps_charge_overshoot_bound(
+			m.kind, m.private_ ? 1 : nranks, 1, m.stock ? PS_CHARGE_STOCK_BATCH : 0);
 	if (over > bound)
 		stress_fail("VALIDATION FAILED: memcg-charge %s: overshoot %ld pages above the "
 			    "documented bound %ld",
@@ -360,7 +362,8 @@ static void memcg_point(const char *variant, int nranks)
 	for (i = 0; i < nranks; i++) {
 		if (ps_charge_destroy(m.leaf[i]))
 			stress_fail("memcg-charge: leaf %d busy at destroy", i);
-		if (m.private_ && (ps_charge_destroy(m.pparent[i]) || ps_charge_destroy(m.proot[i])))
+		if (m.private_ &&
+				(ps_charge_destroy(m.pparent[i]) || ps_charge_destroy(m.proot[i])))
 			stress_fail("memcg-charge: private hierarchy %d busy at destroy", i);
 	}
 	if (!m.private_ && (ps_charge_destroy(m.parent) || ps_charge_destroy(m.root)))
@@ -442,7 +445,8 @@ static void *commit_monitor(void *arg)
 		t1 = stress_now_ns();
 		err = s.approx > s.exact ? s.approx - s.exact : s.exact - s.approx;
 		if (err > s.bound)
-			stress_fail("VALIDATION FAILED: mmap-commit: |approx %lld - exact %lld| = %lld "
+			stress_fail("VALIDATION FAILED: mmap-commit: |approx %lld - exact %lld| = "
+				    "%lld "
 				    "above the bound %lld (batch %d x %d deltas)",
 					(long long)s.approx, (long long)s.exact, (long long)err,
 					(long long)s.bound, s.batch, s.nr_deltas);
@@ -460,9 +464,9 @@ static void commit_point(const char *variant, int nranks)
 	bool strict = !strcmp(variant, "strict");
 	long phys = sysconf(_SC_PHYS_PAGES);
 	uint64_t total = phys > 0 ? (uint64_t)phys : (1ULL << 22);
-	struct ps_commit *cm = ps_commit_create(strict ? PS_OVERCOMMIT_NEVER : PS_OVERCOMMIT_GUESS,
-			total, 0);
-	struct crun r = { 0 };
+	struct ps_commit *cm = ps_commit_create(
+			strict ? PS_OVERCOMMIT_NEVER : PS_OVERCOMMIT_GUESS, total, 0);
+	struct crun r = {0};
 	struct stress_point p;
 	int32_t batch;
 	int64_t committed;
@@ -492,7 +496,8 @@ static void commit_point(const char *variant, int nranks)
 	p.writer_ops_per_sec = NAN; /* the monitor is not a writer */
 	p.writer_max_wait_ns = NAN;
 	if (p.max_error > p.error_bound)
-		stress_fail("VALIDATION FAILED: mmap-commit %s: error %.0f above batch x ranks %.0f",
+		stress_fail("VALIDATION FAILED: mmap-commit %s: error %.0f above batch x ranks "
+			    "%.0f",
 				variant, p.max_error, p.error_bound);
 	snprintf(p.note, sizeof(p.note), "batch %d, %llu refused", batch,
 			(unsigned long long)fails);
@@ -530,7 +535,7 @@ struct walk {
 	struct ps_idmap *map;
 	const char *variant;
 	struct wobj *graveyard; /* freed objects, poisoned, released at the end */
-	long expected; /* bound ids, per the writers' successful calls */
+	long expected;		/* bound ids, per the writers' successful calls */
 };
 
 static struct walk *walk_cur;
@@ -544,8 +549,8 @@ static void wobj_free(void *p)
 	head = __atomic_load_n(&walk_cur->graveyard, __ATOMIC_RELAXED);
 	do
 		o->next_dead = head;
-	while (!__atomic_compare_exchange_n(&walk_cur->graveyard, &head, o, true, __ATOMIC_RELEASE,
-			__ATOMIC_RELAXED));
+	while (!__atomic_compare_exchange_n(
+			&walk_cur->graveyard, &head, o, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 
 static void *walk_rank(void *arg)
@@ -615,7 +620,8 @@ static void *walk_writer(void *arg)
 		if (!ret) {
 			__atomic_fetch_sub(&w->expected, 1, __ATOMIC_RELAXED);
 			if (old->id != victim)
-				stress_fail("VALIDATION FAILED: css-walk %s: removing id %d returned "
+				stress_fail("VALIDATION FAILED: css-walk %s: removing id %d "
+					    "returned "
 					    "the object of id %d",
 						w->variant, victim, old->id);
 			ps_idmap_free_rcu(w->map, old, wobj_free);
@@ -640,8 +646,8 @@ static void *walk_writer(void *arg)
 
 static void walk_point(const char *variant, int nranks)
 {
-	struct walk w = { 0 };
-	struct crun r = { 0 };
+	struct walk w = {0};
+	struct crun r = {0};
 	struct stress_point p;
 	struct wobj *o;
 	int i, id, n;
@@ -672,7 +678,8 @@ static void walk_point(const char *variant, int nranks)
 	ps_idmap_read_lock(w.map);
 	for (id = 0; (o = ps_idmap_get_next(w.map, &id)); id++, n++)
 		if (o->id != id || o->magic != OBJ_LIVE)
-			stress_fail("VALIDATION FAILED: css-walk %s: id %d holds object %d at the end",
+			stress_fail("VALIDATION FAILED: css-walk %s: id %d holds object %d at the "
+				    "end",
 					variant, id, o->id);
 	ps_idmap_read_unlock(w.map);
 	if (n != w.expected || ps_idmap_count(w.map) != n)
@@ -756,7 +763,8 @@ static void companion_table(const char *scenario, const char *title, const char 
 			snprintf(x, sizeof(x), "%.0f / %.0f", p->max_error, p->error_bound);
 		else
 			x[0] = 0;
-		snprintf(ce, sizeof(ce), isnan(p->cpu_efficiency) ? "-" : "%.3f", p->cpu_efficiency);
+		snprintf(ce, sizeof(ce), isnan(p->cpu_efficiency) ? "-" : "%.3f",
+				p->cpu_efficiency);
 		printf("  %-14s %5d %9s %6s %6s %7s %7s %7s %8s %7s  %s  (%s)\n", p->variant,
 				p->ranks, t, e, ce, p50, p99, mx, w, ww, x, p->note);
 	}

@@ -51,26 +51,26 @@ enum vkind { V_UNSYNC, V_MUTEX, V_PRWLOCK, V_STORE };
 struct variant {
 	const char *name;
 	enum vkind kind;
-	int sync; /* enum ps_sync for V_STORE */
-	bool noref; /* borrowed lookup in a read section, no policy reference */
+	int sync;      /* enum ps_sync for V_STORE */
+	bool noref;    /* borrowed lookup in a read section, no policy reference */
 	bool lockstat; /* the store has a lock lock_stat can show */
 };
 
 static const struct variant variants[] = {
-	{ "unsync", V_UNSYNC, -1, false, false },
-	{ "unsync:noref", V_UNSYNC, -1, true, false },
-	{ "pthread_mutex", V_MUTEX, -1, false, false },
-	{ "pthread_rwlock", V_PRWLOCK, -1, false, false },
-	{ "spin", V_STORE, PS_SYNC_SPIN, false, true },
-	{ "spin:noref", V_STORE, PS_SYNC_SPIN, true, true },
-	{ "rwlock", V_STORE, PS_SYNC_RWLOCK, false, true },
-	{ "rwlock:noref", V_STORE, PS_SYNC_RWLOCK, true, true },
-	{ "seqlock", V_STORE, PS_SYNC_SEQLOCK, false, true },
-	{ "seqlock:noref", V_STORE, PS_SYNC_SEQLOCK, true, true },
-	{ "rcu", V_STORE, PS_SYNC_RCU, false, false },
-	{ "rcu:noref", V_STORE, PS_SYNC_RCU, true, false },
-	{ "rcu-qsbr", V_STORE, PS_SYNC_RCU_QSBR, false, false },
-	{ "rcu-qsbr:noref", V_STORE, PS_SYNC_RCU_QSBR, true, false },
+		{"unsync", V_UNSYNC, -1, false, false},
+		{"unsync:noref", V_UNSYNC, -1, true, false},
+		{"pthread_mutex", V_MUTEX, -1, false, false},
+		{"pthread_rwlock", V_PRWLOCK, -1, false, false},
+		{"spin", V_STORE, PS_SYNC_SPIN, false, true},
+		{"spin:noref", V_STORE, PS_SYNC_SPIN, true, true},
+		{"rwlock", V_STORE, PS_SYNC_RWLOCK, false, true},
+		{"rwlock:noref", V_STORE, PS_SYNC_RWLOCK, true, true},
+		{"seqlock", V_STORE, PS_SYNC_SEQLOCK, false, true},
+		{"seqlock:noref", V_STORE, PS_SYNC_SEQLOCK, true, true},
+		{"rcu", V_STORE, PS_SYNC_RCU, false, false},
+		{"rcu:noref", V_STORE, PS_SYNC_RCU, true, false},
+		{"rcu-qsbr", V_STORE, PS_SYNC_RCU_QSBR, false, false},
+		{"rcu-qsbr:noref", V_STORE, PS_SYNC_RCU_QSBR, true, false},
 };
 #define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
 
@@ -167,8 +167,8 @@ struct layout {
 	uint64_t pages;
 	uint64_t nslots;
 	uint64_t slot_len;
-	int slot_shift; /* log2(slot_len) when a power of two, else -1 */
-	uint64_t lo, n; /* readers draw pages from [lo, lo + n) */
+	int slot_shift;	   /* log2(slot_len) when a power of two, else -1 */
+	uint64_t lo, n;	   /* readers draw pages from [lo, lo + n) */
 	uint64_t hot_slot; /* hot-policy: the slot writers leave alone; else ~0 */
 };
 
@@ -231,8 +231,8 @@ struct ctx {
 	char pad[60];
 };
 
-static void __attribute__((noinline, noreturn)) bad_lookup(const struct ctx *c, uint64_t page,
-		const void *pol)
+static void __attribute__((noinline, noreturn))
+bad_lookup(const struct ctx *c, uint64_t page, const void *pol)
 {
 	uint64_t s = slot_of(&c->l, page);
 	int got = pol ? pool_colour(pol) : -1;
@@ -305,36 +305,36 @@ static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
 }
 
 /* A rank's loop, specialised per lookup form so no call is added around it. */
-#define DEFINE_RANK_LOOP(name, LOOKUP, QUIESCE)                                                   \
-	static void name(struct rank *rk)                                                         \
-	{                                                                                         \
-		struct ctx *c = rk->c;                                                            \
-		uint64_t rng = rk->seed, ops = 0;                                                 \
-		uint64_t seq = c->sequential ? (uint64_t)rk->id * c->l.n / (uint64_t)c->nranks    \
-					     : 0;                                                 \
-		const void *pol;                                                                  \
-                                                                                                  \
-		while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {                            \
-			uint64_t page = next_page(c, &rng, &seq);                                 \
-                                                                                                  \
-			if (!(ops & STRESS_SAMPLE_MASK)) {                                        \
-				uint64_t t0 = stress_ticks(), t1;                                 \
-				LOOKUP;                                                           \
-				t1 = stress_ticks();                                              \
-				validate(c, page, pol);                                           \
-				stress_work(c->work_iters);                                       \
-				QUIESCE;                                                          \
-				stress_hist_add(&rk->hist, t1 - t0);                              \
-				sample_share(rk, t1 - t0, stress_ticks() - t0);                   \
-			} else {                                                                  \
-				LOOKUP;                                                           \
-				validate(c, page, pol);                                           \
-				stress_work(c->work_iters);                                       \
-				QUIESCE;                                                          \
-			}                                                                         \
-			ops++;                                                                    \
-		}                                                                                 \
-		rk->ops = ops;                                                                    \
+#define DEFINE_RANK_LOOP(name, LOOKUP, QUIESCE)                                                    \
+	static void name(struct rank *rk)                                                          \
+	{                                                                                          \
+		struct ctx *c = rk->c;                                                             \
+		uint64_t rng = rk->seed, ops = 0;                                                  \
+		uint64_t seq = c->sequential ? (uint64_t)rk->id * c->l.n / (uint64_t)c->nranks     \
+					     : 0;                                                  \
+		const void *pol;                                                                   \
+                                                                                                   \
+		while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {                             \
+			uint64_t page = next_page(c, &rng, &seq);                                  \
+                                                                                                   \
+			if (!(ops & STRESS_SAMPLE_MASK)) {                                         \
+				uint64_t t0 = stress_ticks(), t1;                                  \
+				LOOKUP;                                                            \
+				t1 = stress_ticks();                                               \
+				validate(c, page, pol);                                            \
+				stress_work(c->work_iters);                                        \
+				QUIESCE;                                                           \
+				stress_hist_add(&rk->hist, t1 - t0);                               \
+				sample_share(rk, t1 - t0, stress_ticks() - t0);                    \
+			} else {                                                                   \
+				LOOKUP;                                                            \
+				validate(c, page, pol);                                            \
+				stress_work(c->work_iters);                                        \
+				QUIESCE;                                                           \
+			}                                                                          \
+			ops++;                                                                     \
+		}                                                                                  \
+		rk->ops = ops;                                                                     \
 	}
 
 #define LK_UNSYNC_REF                                                                              \
@@ -422,7 +422,7 @@ static void *rank_main(void *arg)
 
 static void base_set(struct ctx *c, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	struct ps_range_list spares = { NULL }, removed = { NULL };
+	struct ps_range_list spares = {NULL}, removed = {NULL};
 
 	/* As the library's locked_set(): allocate first, then change under the lock. */
 	if (ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW))
@@ -539,7 +539,8 @@ static void ctx_build(struct ctx *c, const struct variant *v, const struct layou
 	c->v = v;
 	c->l = *l;
 	if (v->kind == V_STORE) {
-		/* Fill from a thread that never reads: no reader is registered, grace periods are short. */
+		/* Fill from a thread that never reads: no reader is registered, grace periods are
+		 * short. */
 		c->store = ps_store_create((enum ps_sync)v->sync);
 		if (!c->store)
 			stress_die("ps_store_create(%s): %s", v->name, strerror(errno));
@@ -577,7 +578,7 @@ static int walk_one(uint64_t start, uint64_t end, struct ps_policy *pol, void *a
 /* Tree invariants and the slot rule over every range; returns the range count. */
 static uint64_t ctx_check(struct ctx *c)
 {
-	struct walk_check w = { c, 0 };
+	struct walk_check w = {c, 0};
 	const char *why = "?";
 	uint64_t count;
 
@@ -603,7 +604,7 @@ static void ctx_destroy(struct ctx *c)
 	if (c->store) {
 		ps_store_destroy(c->store);
 	} else {
-		struct ps_range_list removed = { NULL };
+		struct ps_range_list removed = {NULL};
 
 		ps_rtree_clear(&c->base->tree, &removed);
 		ps_range_list_free(&removed);
@@ -624,31 +625,31 @@ struct cost_arg {
 
 #define COST_CHECK_MASK 255 /* validate one lookup in 256: the check is not the cost */
 
-#define DEFINE_COST_LOOP(name, LOOKUP, QUIESCE)                                                   \
-	static uint64_t name(struct ctx *c, uint64_t deadline)                                    \
-	{                                                                                         \
-		uint64_t rng = stress_seed_for(stress_opts.seed, 7), ops = 0, seq = 0;            \
-		const void *pol;                                                                  \
-		uintptr_t sink = 0;                                                               \
-                                                                                                  \
-		for (;;) {                                                                        \
-			unsigned i;                                                               \
-                                                                                                  \
-			for (i = 0; i < 1024; i++) {                                              \
-				uint64_t page = next_page(c, &rng, &seq);                         \
-                                                                                                  \
-				LOOKUP;                                                           \
-				sink += (uintptr_t)pol;                                           \
-				if (!(i & COST_CHECK_MASK))                                       \
-					validate(c, page, pol);                                   \
-				QUIESCE;                                                          \
-			}                                                                         \
-			ops += 1024;                                                              \
-			if (stress_now_ns() >= deadline)                                          \
-				break;                                                            \
-		}                                                                                 \
-		__asm__ __volatile__("" ::"r"(sink));                                             \
-		return ops;                                                                       \
+#define DEFINE_COST_LOOP(name, LOOKUP, QUIESCE)                                                    \
+	static uint64_t name(struct ctx *c, uint64_t deadline)                                     \
+	{                                                                                          \
+		uint64_t rng = stress_seed_for(stress_opts.seed, 7), ops = 0, seq = 0;             \
+		const void *pol;                                                                   \
+		uintptr_t sink = 0;                                                                \
+                                                                                                   \
+		for (;;) {                                                                         \
+			unsigned i;                                                                \
+                                                                                                   \
+			for (i = 0; i < 1024; i++) {                                               \
+				uint64_t page = next_page(c, &rng, &seq);                          \
+                                                                                                   \
+				LOOKUP;                                                            \
+				sink += (uintptr_t)pol;                                            \
+				if (!(i & COST_CHECK_MASK))                                        \
+					validate(c, page, pol);                                    \
+				QUIESCE;                                                           \
+			}                                                                          \
+			ops += 1024;                                                               \
+			if (stress_now_ns() >= deadline)                                           \
+				break;                                                             \
+		}                                                                                  \
+		__asm__ __volatile__("" ::"r"(sink));                                              \
+		return ops;                                                                        \
 	}
 
 #define LK_NULL pol = pool.pol[colour_of_slot(slot_of(&c->l, page)) * 2]
@@ -672,17 +673,17 @@ static void *cost_main(void *arg)
 
 	if (qsbr)
 		ps_qsbr_thread_online();
-	/* Warm caches and registration, then measure. */
+		/* Warm caches and registration, then measure. */
 #define RUN_COST(deadline)                                                                         \
-	(a->null_lookup                ? cost_null(c, deadline)                                    \
-	 : v->kind == V_UNSYNC         ? (v->noref ? cost_unsync_noref(c, deadline)                \
-						   : cost_unsync_ref(c, deadline))                 \
-	 : v->kind == V_MUTEX          ? cost_mutex(c, deadline)                                   \
-	 : v->kind == V_PRWLOCK        ? cost_prwlock(c, deadline)                                 \
-	 : qsbr                        ? (v->noref ? cost_qsbr_noref(c, deadline)                  \
-						   : cost_qsbr_ref(c, deadline))                   \
-				       : (v->noref ? cost_store_noref(c, deadline)                 \
-						   : cost_store_ref(c, deadline)))
+	(a->null_lookup			       ? cost_null(c, deadline)                            \
+			: v->kind == V_UNSYNC  ? (v->noref ? cost_unsync_noref(c, deadline)        \
+							   : cost_unsync_ref(c, deadline))         \
+			: v->kind == V_MUTEX   ? cost_mutex(c, deadline)                           \
+			: v->kind == V_PRWLOCK ? cost_prwlock(c, deadline)                         \
+			: qsbr		       ? (v->noref ? cost_qsbr_noref(c, deadline)          \
+							   : cost_qsbr_ref(c, deadline))           \
+					       : (v->noref ? cost_store_noref(c, deadline)         \
+							   : cost_store_ref(c, deadline)))
 	RUN_COST(warm);
 	/*
 	 * Thread CPU time, not wall time: on a shared machine the time slices
@@ -699,7 +700,7 @@ static void *cost_main(void *arg)
 
 static double measure_cost(struct ctx *c, double seconds, bool null_lookup)
 {
-	struct cost_arg a = { c, seconds, null_lookup, 0 };
+	struct cost_arg a = {c, seconds, null_lookup, 0};
 	pthread_t t;
 
 	/* A fresh thread: the driver thread never registers with liburcu. */
@@ -767,14 +768,17 @@ void stress_run_lookup_cost(void)
 					p->pages = l.pages;
 					p->ranges = n;
 					p->bytes_per_range =
-							(double)(stress_live_bytes() - before) / (double)n;
+							(double)(stress_live_bytes() - before) /
+							(double)n;
 					p->store_bytes_per_range =
-							c.store ? (double)ps_store_memory(c.store) / (double)n
+							c.store ? (double)ps_store_memory(c.store) /
+											(double)n
 								: (double)(sizeof(*c.base) +
 										  n * sizeof(struct ps_range)) /
-										  (double)n;
+											(double)n;
 				}
-				ns[i * (size_t)reps + (size_t)rep] = measure_cost(&c, seconds, false);
+				ns[i * (size_t)reps + (size_t)rep] =
+						measure_cost(&c, seconds, false);
 				p->ranges_end = ctx_check(&c);
 				ctx_destroy(&c);
 			}
@@ -954,17 +958,21 @@ void stress_run_store(const char *scenario)
 			for (i = 0; i < NVARIANTS; i++)
 				want[(size_t)(r + 1) * NVARIANTS + i] =
 						stress_variant_selected(variants[i].name) &&
-						!(stress_opts.ranks[r] == 1 && variants[i].kind == V_UNSYNC);
+						!(stress_opts.ranks[r] == 1 &&
+								variants[i].kind == V_UNSYNC);
 		for (rep = 0; rep < reps; rep++)
 			for (k = 0; k < (int)npt; k++) {
 				const struct variant *v = &variants[k % NVARIANTS];
-				int nranks = k < (int)NVARIANTS ? 1 : stress_opts.ranks[k / NVARIANTS - 1];
+				int nranks = k < (int)NVARIANTS
+							     ? 1
+							     : stress_opts.ranks[k / NVARIANTS - 1];
 
 				if (!want[k])
 					continue;
 				stress_progress("%s: %s, %d rank%s%s (repetition %d/%d)", scenario,
 						v->name, nranks, nranks > 1 ? "s" : "",
-						k < (int)NVARIANTS ? ", baseline" : "", rep + 1, reps);
+						k < (int)NVARIANTS ? ", baseline" : "", rep + 1,
+						reps);
 				run_point(scenario, v, &l, nranks, fault_ns, work_iters,
 						&all[(size_t)k * (size_t)reps + (size_t)rep]);
 			}

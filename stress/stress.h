@@ -59,9 +59,9 @@ struct stress_point {
 	int reps; /* repetitions; the point is the one with the median throughput */
 	double ops_per_sec_min, ops_per_sec_max;
 	double efficiency;
-	double rank_cpu_s; /* CPU time the ranks got, summed */
-	double cpu_efficiency; /* ops per rank CPU second / the baseline's */
-	double lookup_share; /* sampled iterations that kept the CPU */
+	double rank_cpu_s;	 /* CPU time the ranks got, summed */
+	double cpu_efficiency;	 /* ops per rank CPU second / the baseline's */
+	double lookup_share;	 /* sampled iterations that kept the CPU */
 	double lookup_share_all; /* every sampled iteration */
 	double mean_ns;
 	double p50_ns, p99_ns, p999_ns, max_ns;
@@ -69,7 +69,8 @@ struct stress_point {
 	double writer_ops_per_sec;
 	double writer_max_wait_ns;
 	/* lookup-cost */
-	double lookup_ns, lookup_ns_median, overhead_ns, cost_ratio, bytes_per_range, store_bytes_per_range;
+	double lookup_ns, lookup_ns_median, overhead_ns, cost_ratio, bytes_per_range,
+			store_bytes_per_range;
 	/* companions */
 	double max_overshoot, overshoot_bound, max_error, error_bound;
 	char note[64];
@@ -77,13 +78,13 @@ struct stress_point {
 	struct ps_lock_stat_row lockstat[2];
 };
 
-void stress_point_init(struct stress_point *p, const char *scenario, const char *variant,
-		int ranks);
+void stress_point_init(
+		struct stress_point *p, const char *scenario, const char *variant, int ranks);
 /* Record a finished point: kept for the tables, printed at once as JSON/CSV. */
 void stress_emit(const struct stress_point *p);
 /* The points recorded so far (for baselines and summaries). */
-const struct stress_point *stress_find(const char *scenario, const char *variant, int ranks,
-		uint64_t ranges);
+const struct stress_point *stress_find(
+		const char *scenario, const char *variant, int ranks, uint64_t ranges);
 /* The @i-th point recorded, or NULL past the end. */
 const struct stress_point *stress_point_at(size_t i);
 void stress_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -212,7 +213,7 @@ struct stress_gate {
 
 void stress_gate_init(struct stress_gate *g);
 void stress_gate_destroy(struct stress_gate *g);
-void stress_gate_wait(struct stress_gate *g);		/* a worker */
+void stress_gate_wait(struct stress_gate *g); /* a worker */
 /* The driver: wait until @nthreads wait, release them; returns the release time. */
 uint64_t stress_gate_open(struct stress_gate *g, int nthreads);
 
