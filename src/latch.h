@@ -108,7 +108,7 @@ static struct ps_policy *latch_lookup(struct ps_store *s, uint64_t idx)
 
 	PS_LATCH_READ_ENTER();
 	/* The tree holds its reference for our whole section: a plain increment is safe. */
-	pol = ps_policy_get(ps_rtree_lookup_pol(latch_cur(to_latch(s)), idx));
+	pol = _ps_policy_get(ps_rtree_lookup_pol(latch_cur(to_latch(s)), idx));
 	PS_ANNOTATE_HAPPENS_BEFORE(s);
 	PS_LATCH_READ_EXIT();
 	return pol;

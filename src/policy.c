@@ -94,9 +94,7 @@ inval:
 
 struct ps_policy *ps_policy_get(struct ps_policy *pol)
 {
-	if (pol)
-		__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
-	return pol;
+	return _ps_policy_get(pol);
 }
 
 void ps_policy_put(struct ps_policy *pol)

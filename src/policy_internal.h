@@ -23,4 +23,12 @@ struct ps_policy {
 	unsigned long nodes[PS_NODEMASK_LONGS];
 };
 
+/* ps_policy_get() inlined for the library's own lookup paths (one call less per lookup). */
+static inline struct ps_policy *_ps_policy_get(struct ps_policy *pol)
+{
+	if (pol)
+		__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
+	return pol;
+}
+
 #endif /* POLSTORE_SRC_POLICY_INTERNAL_H */

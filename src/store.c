@@ -65,6 +65,10 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	}
 	s->ops = ps_sync_table[sync];
 	s->sync = sync;
+	s->lookup = s->ops->lookup;
+	s->lookup_borrow = s->ops->lookup_borrow;
+	s->read_lock = s->ops->read_lock;
+	s->read_unlock = s->ops->read_unlock;
 	return s;
 }
 
@@ -113,11 +117,11 @@ struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 {
 	struct ps_policy *pol;
 
-	if (!store) {
+	if (ps_unlikely(!store)) {
 		errno = EINVAL;
 		return NULL;
 	}
-	pol = store->ops->lookup(store, idx);
+	pol = store->lookup(store, idx);
 	if (!pol)
 		errno = 0; /* documented: a miss is told from a NULL store by errno */
 	return pol;
@@ -126,18 +130,18 @@ struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 void ps_store_read_lock(struct ps_store *store)
 {
 	if (store)
-		store->ops->read_lock(store);
+		store->read_lock(store);
 }
 
 void ps_store_read_unlock(struct ps_store *store)
 {
 	if (store)
-		store->ops->read_unlock(store);
+		store->read_unlock(store);
 }
 
 const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, uint64_t idx)
 {
-	return store ? store->ops->lookup_borrow(store, idx) : NULL;
+	return store ? store->lookup_borrow(store, idx) : NULL;
 }
 
 int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)

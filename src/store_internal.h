@@ -11,11 +11,20 @@
 #include <polstore/store.h>
 
 #include "lock.h"
+#include "policy_internal.h"
 #include "rangetree.h"
 
 struct ps_sync_ops;
 
 struct ps_store {
+	/*
+	 * The read-side operations, copied from @ops at creation: one load
+	 * less on every lookup than going through @ops.
+	 */
+	struct ps_policy *(*lookup)(struct ps_store *store, uint64_t idx);
+	const struct ps_policy *(*lookup_borrow)(struct ps_store *store, uint64_t idx);
+	void (*read_lock)(struct ps_store *store);
+	void (*read_unlock)(struct ps_store *store);
 	const struct ps_sync_ops *ops;
 	enum ps_sync sync;
 	size_t size; /* bytes of the variant's store object, for ps_store_memory() */

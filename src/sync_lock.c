@@ -95,7 +95,7 @@ static struct ps_policy *locked_lookup(struct ps_store *s, uint64_t idx)
 	struct ps_policy *pol;
 
 	locked_read_lock(s);
-	pol = ps_policy_get(ps_rtree_lookup_pol(&to_locked(s)->tree, idx));
+	pol = _ps_policy_get(ps_rtree_lookup_pol(&to_locked(s)->tree, idx));
 	locked_read_unlock(s);
 	return pol;
 }

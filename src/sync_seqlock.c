@@ -114,7 +114,7 @@ static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
 
 	ps_memb_read_lock();
 	/* Still in the section: the range, and its reference, outlive us. */
-	pol = ps_policy_get((struct ps_policy *)seq_lookup_borrow(s, idx));
+	pol = _ps_policy_get((struct ps_policy *)seq_lookup_borrow(s, idx));
 	PS_ANNOTATE_HAPPENS_BEFORE(s);
 	ps_memb_read_unlock();
 	return pol;
