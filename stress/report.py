@@ -17,6 +17,11 @@ def fmt(v, f="{:.3f}"):
 def ns(v):
     if v is None:
         return "-"
+    if v >= 2**63:
+        # polstore-stress at 310daf2 stores "now - first due set" (unsigned) for
+        # a writer that never completed a set; when that writer passed the start
+        # gate only after the point had stopped, the difference wraps to ~2^64.
+        return "(writer first ran at the end)"
     if v < 10000:
         return "%.0f" % v
     if v < 1e7:
