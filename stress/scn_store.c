@@ -503,8 +503,12 @@ static void *writer_main(void *arg)
 	 * A writer that never completed a set (it never got a CPU, with 1024
 	 * ranks) waited at least from its first due set until now.
 	 */
-	if (!w->ops)
-		w->max_wait_ns = stress_now_ns() - first_due;
+	if (!w->ops) {
+		uint64_t now = stress_now_ns();
+
+		/* It may first run only after the point ended: then it waited 0 so far. */
+		w->max_wait_ns = now > first_due ? now - first_due : 0;
+	}
 	return NULL;
 }
 
