@@ -113,6 +113,15 @@ int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end, struct ps
 	return 0;
 }
 
+int ps_store_synchronize(struct ps_store *store)
+{
+	if (!store)
+		return -EINVAL;
+	if (store->ops->synchronize)
+		store->ops->synchronize(store);
+	return 0;
+}
+
 struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 {
 	struct ps_policy *pol;

@@ -45,6 +45,8 @@ struct ps_sync_ops {
 	const struct ps_policy *(*lookup_borrow)(struct ps_store *store, uint64_t idx);
 	void (*set)(struct ps_store *store, uint64_t start, uint64_t end, struct ps_policy *pol,
 			struct ps_range_list *spares);
+	/* Free what earlier sets retired (NULL: the variant defers nothing). */
+	void (*synchronize)(struct ps_store *store);
 	int (*foreach)(struct ps_store *store, ps_foreach_fn fn, void *arg);
 	/* Under the writer lock: check and count the tree(s). */
 	int (*check)(struct ps_store *store, const char **why);

@@ -11,6 +11,11 @@
  * rename_lock).  Until then an unlinked range is still valid memory holding
  * its policy reference, so even a reader that reached it through a stale
  * pointer reads real nodes and may take a plain reference on its policy.
+ * Unlinked ranges are retired in batches: a set that fills the batch
+ * (PS_SEQ_RETIRE_BATCH ranges) takes it, and only that set waits for a
+ * grace period before freeing it, so most sets never wait, and at most a
+ * batch of ranges (with their policy references) is held back.
+ * ps_store_synchronize() frees a partial batch on demand.
  *
  * Why a reader never loops forever: writers rotate in place, so a racing
  * walk can see a transient cycle; ps_rtree_lookup() gives up after
@@ -27,12 +32,15 @@
 #include "store_internal.h"
 
 #define PS_SEQ_RETRIES 4
+#define PS_SEQ_RETIRE_BATCH 64
 
 struct ps_store_seq {
 	struct ps_store base;
 	struct ps_seqcount seq __ps_cacheline_aligned;
 	struct ps_rtree tree; /* same line as @seq: one miss for a reader */
 	struct ps_spinlock lock __ps_cacheline_aligned;
+	struct ps_range_list retired; /* unlinked, waiting for a grace period; under @lock */
+	unsigned nretired;
 };
 
 static inline struct ps_store_seq *to_seq(struct ps_store *s)
@@ -60,6 +68,7 @@ static void seq_destroy(struct ps_store *s)
 
 	ps_rtree_clear(&ss->tree, &removed);
 	ps_range_list_free(&removed);
+	ps_range_list_free(&ss->retired); /* no reader may run during destroy */
 	_ps_free_aligned(ss);
 }
 
@@ -120,23 +129,54 @@ static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
 	return pol;
 }
 
+/* Free @batch once no reader can still hold one of its ranges. */
+static void seq_reclaim(struct ps_store *s, struct ps_range_list *batch)
+{
+	if (!batch->head)
+		return;
+	urcu_memb_synchronize_rcu();
+	PS_ANNOTATE_HAPPENS_AFTER(s);
+	ps_range_list_free(batch);
+}
+
 static void seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol,
 		struct ps_range_list *spares)
 {
 	struct ps_store_seq *ss = to_seq(s);
-	struct ps_range_list removed = { NULL };
+	struct ps_range_list removed = { NULL }, batch = { NULL };
+	struct ps_range *r;
 
 	ps_spin_lock(&ss->lock);
 	ps_seq_write_begin(&ss->seq);
 	ps_rtree_set(&ss->tree, start, end, pol, spares, &removed);
 	ps_seq_write_end(&ss->seq);
-	ps_spin_unlock(&ss->lock);
-	/* Trims free nothing; removed ranges wait until no reader can hold them. */
-	if (removed.head) {
-		urcu_memb_synchronize_rcu();
-		PS_ANNOTATE_HAPPENS_AFTER(s);
-		ps_range_list_free(&removed);
+	/* Trims free nothing; removed ranges join the batch waiting for a grace period. */
+	while ((r = removed.head)) {
+		removed.head = r->next_free;
+		r->next_free = ss->retired.head;
+		ss->retired.head = r;
+		ss->nretired++;
 	}
+	if (ss->nretired >= PS_SEQ_RETIRE_BATCH) {
+		batch = ss->retired;
+		ss->retired.head = NULL;
+		ss->nretired = 0;
+	}
+	ps_spin_unlock(&ss->lock);
+	seq_reclaim(s, &batch);
+}
+
+static void seq_synchronize(struct ps_store *s)
+{
+	struct ps_store_seq *ss = to_seq(s);
+	struct ps_range_list batch;
+
+	ps_spin_lock(&ss->lock);
+	batch = ss->retired;
+	ss->retired.head = NULL;
+	ss->nretired = 0;
+	ps_spin_unlock(&ss->lock);
+	seq_reclaim(s, &batch);
 }
 
 static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
@@ -186,6 +226,7 @@ const struct ps_sync_ops _ps_sync_seqlock_ops = {
 	.read_unlock = seq_read_unlock,
 	.lookup_borrow = seq_lookup_borrow,
 	.set = seq_set,
+	.synchronize = seq_synchronize,
 	.foreach = seq_foreach,
 	.check = seq_check,
 	.tree = seq_tree,

@@ -115,6 +115,7 @@ VARIANT_TEST(store, einval_leaves_state)
 	cr_assert_eq(errno, EINVAL);
 	cr_assert_eq(ps_store_count(NULL), 0u);
 	cr_assert_eq(ps_store_check(NULL, NULL), -EINVAL);
+	cr_assert_eq(ps_store_synchronize(NULL), -EINVAL);
 	ps_store_destroy(NULL);
 	ps_store_destroy(s);
 	ps_policy_put(a);
@@ -218,6 +219,26 @@ VARIANT_TEST(store, uint64_edges)
 	ps_store_destroy(s);
 	ps_policy_put(a);
 	ps_policy_put(b);
+}
+
+/* SEQLOCK frees removed ranges in batches; ps_store_synchronize() flushes. */
+VARIANT_TEST(store, removed_ranges_release_their_references)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *a = ps_test_bind(1);
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		cr_assert_eq(ps_store_set(s, (uint64_t)i, (uint64_t)i + 1, a), 0);
+		cr_assert_eq(ps_store_set(s, (uint64_t)i, (uint64_t)i + 1, NULL), 0);
+	}
+	/* At most one batch is held back, whatever the number of removals. */
+	cr_assert_leq(ps_policy_refcount(a), 1 + 64);
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_assert_eq(ps_policy_refcount(a), 1);
+	cr_assert_eq(ps_store_count(s), 0u);
+	ps_store_destroy(s);
+	ps_policy_put(a);
 }
 
 VARIANT_TEST(store, references_outlive_the_store)
@@ -349,7 +370,11 @@ VARIANT_TEST(store, differential_random)
 			cr_assert_eq(ps_store_set(s, a, b, pol), 0);
 			model_set(&m, a, b, pol);
 			model_compare(s, &m, step);
-			/* Every range holds one reference per tree the variant keeps. */
+			/*
+			 * Every range holds one reference per tree the variant
+			 * keeps, once ranges retired by earlier sets are freed.
+			 */
+			cr_assert_eq(ps_store_synchronize(s), 0);
 			for (p = 0; p < NPOL; p++) {
 				long holders = 0;
 				uint64_t i;

@@ -114,15 +114,36 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * Every node the update may need is allocated before anything changes, so an
  * allocation failure leaves the store exactly as it was.
  *
+ * SEQLOCK stores free the ranges a set removes in batches after a grace
+ * period (their policy references are dropped then too; see
+ * ps_store_synchronize()).
+ *
  * Context: any thread; writers are serialised by the store.  Allocates.
- * For RCU and SEQLOCK stores it waits for a grace period (it may block for
+ * RCU and RCU_QSBR stores wait for a grace period on every set, SEQLOCK
+ * stores on the set that fills a batch of removed ranges (it may block for
  * as long as the longest read-side section in progress), so it must not be
- * called inside a read-side section of the same flavour, nor, for
- * RCU_QSBR, from a thread other threads wait on for a quiescent state.
+ * called inside a read-side section, nor, for RCU_QSBR, from a thread other
+ * threads wait on for a quiescent state.
  * Return: 0; -EINVAL when @store is NULL or @start >= @end; -ENOMEM.
  */
 PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
 		struct ps_policy *pol);
+
+/**
+ * ps_store_synchronize() - free what earlier sets removed but still hold
+ * @store: the store
+ *
+ * SEQLOCK stores keep removed ranges, and their policy references, until a
+ * batch of them has gathered and a grace period has passed; this frees the
+ * partial batch now, so that after it returns every policy reference the
+ * store holds belongs to a range in the store.  Other variants free removed
+ * ranges before ps_store_set() returns: a no-op for them.
+ *
+ * Context: any thread, not inside a read-side section; may wait for a
+ * grace period.
+ * Return: 0, or -EINVAL when @store is NULL.
+ */
+PS_API int ps_store_synchronize(struct ps_store *store);
 
 /**
  * ps_store_lookup() - the policy covering @idx, with a new reference
