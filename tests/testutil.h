@@ -80,4 +80,21 @@ static inline uint64_t ps_test_rand(uint64_t *state)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
+/*
+ * A random non-empty sub-range [*a, *b) of [base, base + size): false (and
+ * nothing written) when the two random points coincide, so callers skip
+ * that round.
+ */
+static inline bool ps_test_rand_range(uint64_t *state, uint64_t base, uint64_t size, uint64_t *a,
+		uint64_t *b)
+{
+	uint64_t x = ps_test_rand(state) % size, y = ps_test_rand(state) % size;
+
+	if (x == y)
+		return false;
+	*a = base + (x < y ? x : y);
+	*b = base + (x < y ? y : x);
+	return true;
+}
+
 #endif /* POLSTORE_TESTUTIL_H */

@@ -156,18 +156,11 @@ static void *mix_writer(void *arg)
 
 	while (now_ns() < m->end || n < 16) {
 		int k = (int)(ps_test_rand(&seed) % REGIONS);
-		uint64_t a = ps_test_rand(&seed) % REGION_SIZE, b = ps_test_rand(&seed) % REGION_SIZE;
-		uint64_t base = (uint64_t)k * REGION_SIZE;
+		uint64_t a, b;
 
-		if (a == b)
+		if (!ps_test_rand_range(&seed, (uint64_t)k * REGION_SIZE, REGION_SIZE, &a, &b))
 			continue;
-		if (a > b) {
-			uint64_t t = a;
-
-			a = b;
-			b = t;
-		}
-		CHECK(ps_store_set(m->store, base + a, base + b,
+		CHECK(ps_store_set(m->store, a, b,
 				      ps_test_rand(&seed) % 4 ? m->pol[k] : NULL) == 0,
 				"set failed");
 		n++;
