@@ -11,11 +11,15 @@
  * rename_lock).  Until then an unlinked range is still valid memory holding
  * its policy reference, so even a reader that reached it through a stale
  * pointer reads real nodes and may take a plain reference on its policy.
- * Unlinked ranges are retired in batches: a set that fills the batch
- * (PS_SEQ_RETIRE_BATCH ranges) takes it, and only that set waits for a
- * grace period before freeing it, so most sets never wait, and at most a
- * batch of ranges (with their policy references) is held back.
- * ps_store_synchronize() frees a partial batch on demand.
+ * Unlinked ranges are retired in batches: the set that fills a batch
+ * (PS_SEQ_RETIRE_BATCH ranges) hands it to liburcu's call_rcu(), whose
+ * worker frees it after a grace period, so no set waits for one (should
+ * the small batch header fail to allocate, that set waits and frees the
+ * batch itself: nothing is lost).  At most one partial batch per store
+ * plus the batches in flight are held back, with their policy references;
+ * ps_store_synchronize() frees the partial batch and waits for those in
+ * flight.  polstore registers liburcu's call_rcu fork hooks with
+ * pthread_atfork() the first time it hands a batch over.
  *
  * Why a reader never loops forever: writers rotate in place, so a racing
  * walk can see a transient cycle; ps_rtree_lookup() gives up after
@@ -26,6 +30,7 @@
  * count read.  The fallback linearizes when it holds the lock.
  */
 #include <errno.h>
+#include <pthread.h>
 
 #include "annotate.h"
 #include "rcu_memb.h"
@@ -69,6 +74,8 @@ static void seq_destroy(struct ps_store *s)
 	ps_rtree_clear(&ss->tree, &removed);
 	ps_range_list_free(&removed);
 	ps_range_list_free(&ss->retired); /* no reader may run during destroy */
+	/* Batches in flight hold policy references: they are dropped when destroy returns. */
+	urcu_memb_barrier();
 	_ps_free_aligned(ss);
 }
 
@@ -129,14 +136,50 @@ static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
 	return pol;
 }
 
-/* Free @batch once no reader can still hold one of its ranges. */
-static void seq_reclaim(struct ps_store *s, struct ps_range_list *batch)
+/* A batch of retired ranges on its way through call_rcu(). */
+struct seq_batch {
+	struct rcu_head head;
+	struct ps_range_list list;
+	struct ps_store *store; /* for the checkers' annotation only: may be gone */
+};
+
+static void seq_batch_free(struct rcu_head *head)
 {
-	if (!batch->head)
+	struct seq_batch *b = ps_container_of(head, struct seq_batch, head);
+
+	/* A grace period has passed since the ranges were unlinked: readers let go. */
+	PS_ANNOTATE_HAPPENS_AFTER(b->store);
+	ps_range_list_free(&b->list);
+	_ps_free(b);
+}
+
+static pthread_once_t seq_atfork_once = PTHREAD_ONCE_INIT;
+
+/* liburcu's rule for programs that use call_rcu() and fork(). */
+static void seq_register_atfork(void)
+{
+	(void)pthread_atfork(urcu_memb_call_rcu_before_fork, urcu_memb_call_rcu_after_fork_parent,
+			urcu_memb_call_rcu_after_fork_child);
+}
+
+/* Free @list once no reader can still hold one of its ranges, without waiting if possible. */
+static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
+{
+	struct seq_batch *b;
+
+	if (!list->head)
 		return;
+	b = _ps_alloc(sizeof(*b));
+	if (ps_likely(b)) {
+		pthread_once(&seq_atfork_once, seq_register_atfork);
+		b->list = *list;
+		b->store = s;
+		urcu_memb_call_rcu(&b->head, seq_batch_free);
+		return;
+	}
 	urcu_memb_synchronize_rcu();
 	PS_ANNOTATE_HAPPENS_AFTER(s);
-	ps_range_list_free(batch);
+	ps_range_list_free(list);
 }
 
 static void seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol,
@@ -176,7 +219,13 @@ static void seq_synchronize(struct ps_store *s)
 	ss->retired.head = NULL;
 	ss->nretired = 0;
 	ps_spin_unlock(&ss->lock);
-	seq_reclaim(s, &batch);
+	if (batch.head) {
+		urcu_memb_synchronize_rcu();
+		PS_ANNOTATE_HAPPENS_AFTER(s);
+		ps_range_list_free(&batch);
+	}
+	/* And the batches handed to call_rcu() (by any store: liburcu waits for all). */
+	urcu_memb_barrier();
 }
 
 static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)

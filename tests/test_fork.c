@@ -189,3 +189,42 @@ Test(fork, qsbr_online_thread_child_reads)
 	ps_store_destroy(id.s);
 	ps_policy_put(a);
 }
+
+/* Removed ranges through call_rcu (SEQLOCK batches) in the parent and in the child. */
+static int churn(struct ps_store *s, struct ps_policy *a, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (ps_store_set(s, 1000 + (uint64_t)i, 1001 + (uint64_t)i, a) ||
+				ps_store_set(s, 1000 + (uint64_t)i, 1001 + (uint64_t)i, NULL))
+			return -1;
+	return ps_store_synchronize(s);
+}
+
+VARIANT_TEST(fork, deferred_frees_work_in_the_child)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *a = ps_test_bind(1);
+	pid_t pid;
+
+	cr_assert_eq(churn(s, a, 300), 0, "parent churn");
+	cr_assert_eq(ps_policy_refcount(a), 1);
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		alarm(20);
+		/* The child's call_rcu worker (restarted by the atfork hook) frees its batches. */
+		if (churn(s, a, 300))
+			_exit(1);
+		if (ps_policy_refcount(a) != 1)
+			_exit(2);
+		ps_store_destroy(s);
+		_exit(0);
+	}
+	expect_child(pid);
+	cr_assert_eq(churn(s, a, 100), 0, "parent churn after the fork");
+	cr_assert_eq(ps_policy_refcount(a), 1);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}

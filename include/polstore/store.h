@@ -84,7 +84,9 @@ PS_API struct ps_store *ps_store_create(enum ps_sync sync);
  * References that callers got from ps_store_lookup() stay valid until they
  * are put.
  *
- * Context: no other thread may use @store during or after the call.
+ * Context: no other thread may use @store during or after the call; not
+ * inside a read-side section nor a call_rcu callback (SEQLOCK waits for its
+ * batches in flight).
  */
 PS_API void ps_store_destroy(struct ps_store *store);
 
@@ -115,15 +117,16 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * allocation failure leaves the store exactly as it was.
  *
  * SEQLOCK stores free the ranges a set removes in batches after a grace
- * period (their policy references are dropped then too; see
- * ps_store_synchronize()).
+ * period, through liburcu's call_rcu() (their policy references are
+ * dropped then too; see ps_store_synchronize()).
  *
  * Context: any thread; writers are serialised by the store.  Allocates.
- * RCU and RCU_QSBR stores wait for a grace period on every set, SEQLOCK
- * stores on the set that fills a batch of removed ranges (it may block for
- * as long as the longest read-side section in progress), so it must not be
- * called inside a read-side section, nor, for RCU_QSBR, from a thread other
- * threads wait on for a quiescent state.
+ * RCU and RCU_QSBR stores wait for a grace period on every set (it may
+ * block for as long as the longest read-side section in progress), so it
+ * must not be called inside a read-side section, nor, for RCU_QSBR, from a
+ * thread other threads wait on for a quiescent state.  SEQLOCK sets never
+ * wait for a grace period (unless a small batch header cannot be
+ * allocated; then that set waits for one instead of failing).
  * Return: 0; -EINVAL when @store is NULL or @start >= @end; -ENOMEM.
  */
 PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
@@ -134,13 +137,14 @@ PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
  * @store: the store
  *
  * SEQLOCK stores keep removed ranges, and their policy references, until a
- * batch of them has gathered and a grace period has passed; this frees the
- * partial batch now, so that after it returns every policy reference the
- * store holds belongs to a range in the store.  Other variants free removed
- * ranges before ps_store_set() returns: a no-op for them.
+ * batch of them has gathered, then free the batch after a grace period in
+ * liburcu's call_rcu worker.  This frees the partial batch and waits for
+ * the batches in flight, so that after it returns every policy reference
+ * the store holds belongs to a range in the store.  Other variants free
+ * removed ranges before ps_store_set() returns: a no-op for them.
  *
- * Context: any thread, not inside a read-side section; may wait for a
- * grace period.
+ * Context: any thread, not inside a read-side section nor a call_rcu
+ * callback; may wait for grace periods.
  * Return: 0, or -EINVAL when @store is NULL.
  */
 PS_API int ps_store_synchronize(struct ps_store *store);
