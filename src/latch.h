@@ -3,7 +3,9 @@
  * The RCU store: a latch of two range trees, written once and compiled once
  * per liburcu flavour (sync_rcu.c: memb, sync_qsbr.c: qsbr).  The including
  * file defines PS_LATCH_READ_ENTER(), PS_LATCH_READ_EXIT(),
- * PS_LATCH_SYNCHRONIZE() and PS_LATCH_OPS (the name of the ops table).
+ * PS_LATCH_SYNCHRONIZE() and PS_LATCH_OPS (the name of the ops table), and
+ * may define PS_LATCH_WRITE_ENTER() / PS_LATCH_WRITE_EXIT(token) around the
+ * writer's mutex (QSBR: a writer must not wait for the mutex while online).
  *
  * Why readers are safe.  In-place red-black rotations can hide a node from
  * a reader walking the tree at that moment (the warning in Linux's
@@ -37,6 +39,11 @@
 
 #include "annotate.h"
 #include "store_internal.h"
+
+#ifndef PS_LATCH_WRITE_ENTER
+#define PS_LATCH_WRITE_ENTER() false
+#define PS_LATCH_WRITE_EXIT(token) ((void)(token))
+#endif
 
 struct ps_store_latch {
 	struct ps_store base;
@@ -120,6 +127,7 @@ static void latch_set(struct ps_store *s, uint64_t start, uint64_t end, struct p
 	struct ps_store_latch *ls = to_latch(s);
 	struct ps_range_list removed = { NULL };
 	struct ps_rtree *old, *standby;
+	bool token = PS_LATCH_WRITE_ENTER();
 
 	pthread_mutex_lock(&ls->wlock);
 	old = ls->cur;
@@ -132,6 +140,7 @@ static void latch_set(struct ps_store *s, uint64_t start, uint64_t end, struct p
 	PS_ANNOTATE_HAPPENS_AFTER(&ls->base);
 	ps_rtree_set(old, start, end, pol, spares, &removed);
 	pthread_mutex_unlock(&ls->wlock);
+	PS_LATCH_WRITE_EXIT(token);
 	ps_range_list_free(&removed);
 }
 
@@ -150,6 +159,7 @@ static int latch_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 static int latch_check(struct ps_store *s, const char **why)
 {
 	struct ps_store_latch *ls = to_latch(s);
+	bool token = PS_LATCH_WRITE_ENTER();
 	int ret;
 
 	pthread_mutex_lock(&ls->wlock);
@@ -165,6 +175,7 @@ static int latch_check(struct ps_store *s, const char **why)
 		ret = -EUCLEAN;
 	}
 	pthread_mutex_unlock(&ls->wlock);
+	PS_LATCH_WRITE_EXIT(token);
 	return ret;
 }
 

@@ -3,10 +3,10 @@
  * RCU store, liburcu qsbr flavour: the latch of latch.h, and the thread
  * rules of polstore/rcu.h.
  *
- * A thread is in one of three states (TLS): unregistered, registered but
- * offline, or online by its own ps_qsbr_thread_online().  Only the last
- * reads for free; the others go online for each read-side section and back
- * offline after it (PS_LATCH_READ_EXIT), so they never stall a writer.
+ * A thread that is online (by ps_qsbr_thread_online(), or registered and
+ * put online by the application itself) reads for free; any other thread
+ * goes online for its outermost read-side section and back offline after
+ * it (PS_LATCH_READ_EXIT), so it never stalls a writer.
  */
 #ifndef _LGPL_SOURCE
 #define _LGPL_SOURCE
@@ -20,16 +20,30 @@
 #include "rcu_thread.h"
 #include "store_internal.h"
 
-enum ps_qsbr_state { PS_QSBR_UNREGISTERED, PS_QSBR_OFFLINE, PS_QSBR_ONLINE };
+/*
+ * "Online" is liburcu's own state (registered, non-zero counter), so threads
+ * the application registered itself are honoured, never registered twice
+ * and never unregistered by polstore.
+ */
+static inline bool qsbr_online_now(void)
+{
+	return URCU_TLS(urcu_qsbr_reader).registered && URCU_TLS(urcu_qsbr_reader).ctr;
+}
 
-static __thread enum ps_qsbr_state ps_qsbr_state __attribute__((tls_model("initial-exec")));
-/* The current section went online by itself and goes offline at its end. */
-static __thread bool ps_qsbr_auto __attribute__((tls_model("initial-exec")));
+/* polstore registered this thread, so it unregisters it at exit. */
+static __thread bool ps_qsbr_ours __attribute__((tls_model("initial-exec")));
+/*
+ * Read-side sections, counting from the outermost one that went online by
+ * itself (the thread was offline): the section that brings it to 0 goes
+ * offline again.  0 when the thread is online by its own choice.
+ */
+static __thread unsigned ps_qsbr_auto_depth __attribute__((tls_model("initial-exec")));
 
 static void ps_qsbr_go_online(void)
 {
-	if (ps_qsbr_state == PS_QSBR_UNREGISTERED) {
+	if (!URCU_TLS(urcu_qsbr_reader).registered) {
 		urcu_qsbr_register_thread(); /* registers online */
+		ps_qsbr_ours = true;
 		_ps_rcu_thread_registered(PS_FLAVOR_QSBR);
 	} else {
 		urcu_qsbr_thread_online();
@@ -38,47 +52,48 @@ static void ps_qsbr_go_online(void)
 
 int ps_qsbr_thread_online(void)
 {
-	if (ps_qsbr_state != PS_QSBR_ONLINE)
+	if (!qsbr_online_now())
 		ps_qsbr_go_online();
-	ps_qsbr_state = PS_QSBR_ONLINE;
+	/* Inside a section that went online by itself: it now stays online. */
+	ps_qsbr_auto_depth = 0;
 	return 0;
 }
 
 void ps_qsbr_thread_offline(void)
 {
-	if (ps_qsbr_state == PS_QSBR_ONLINE) {
+	/* Inside an automatic section the section's end goes offline anyway. */
+	if (!ps_qsbr_auto_depth && qsbr_online_now())
 		urcu_qsbr_thread_offline();
-		ps_qsbr_state = PS_QSBR_OFFLINE;
-	}
 }
 
 void ps_qsbr_quiescent(void)
 {
-	if (ps_qsbr_state == PS_QSBR_ONLINE)
+	if (!ps_qsbr_auto_depth && qsbr_online_now())
 		urcu_qsbr_quiescent_state();
 }
 
 bool ps_qsbr_thread_is_online(void)
 {
-	return ps_qsbr_state == PS_QSBR_ONLINE;
+	return !ps_qsbr_auto_depth && qsbr_online_now();
 }
 
 void _ps_qsbr_thread_exit(void)
 {
-	if (ps_qsbr_state != PS_QSBR_UNREGISTERED) {
+	if (ps_qsbr_ours) {
 		/* Unregistering an online thread takes it offline first. */
 		urcu_qsbr_unregister_thread();
-		ps_qsbr_state = PS_QSBR_UNREGISTERED;
+		ps_qsbr_ours = false;
+		ps_qsbr_auto_depth = 0;
 	}
 }
 
 static inline void ps_qsbr_read_enter(void)
 {
-	if (ps_unlikely(ps_qsbr_state != PS_QSBR_ONLINE)) {
+	if (ps_unlikely(!qsbr_online_now())) {
 		ps_qsbr_go_online();
-		if (ps_qsbr_state == PS_QSBR_UNREGISTERED)
-			ps_qsbr_state = PS_QSBR_OFFLINE;
-		ps_qsbr_auto = true;
+		ps_qsbr_auto_depth = 1;
+	} else if (ps_unlikely(ps_qsbr_auto_depth)) {
+		ps_qsbr_auto_depth++; /* nested in an automatic section */
 	}
 	urcu_qsbr_read_lock();
 }
@@ -86,14 +101,33 @@ static inline void ps_qsbr_read_enter(void)
 static inline void ps_qsbr_read_exit(void)
 {
 	urcu_qsbr_read_unlock();
-	if (ps_unlikely(ps_qsbr_auto)) {
-		ps_qsbr_auto = false;
+	if (ps_unlikely(ps_qsbr_auto_depth) && --ps_qsbr_auto_depth == 0)
 		urcu_qsbr_thread_offline();
-	}
+}
+
+/*
+ * A writer that is online would stall the writer ahead of it (which waits
+ * for its quiescent state) while it waits for that writer's mutex: writers
+ * go offline for the update and come back online after it.
+ */
+static inline bool ps_qsbr_write_enter(void)
+{
+	if (!qsbr_online_now())
+		return false;
+	urcu_qsbr_thread_offline();
+	return true;
+}
+
+static inline void ps_qsbr_write_exit(bool was_online)
+{
+	if (was_online)
+		urcu_qsbr_thread_online();
 }
 
 #define PS_LATCH_READ_ENTER() ps_qsbr_read_enter()
 #define PS_LATCH_READ_EXIT() ps_qsbr_read_exit()
 #define PS_LATCH_SYNCHRONIZE() urcu_qsbr_synchronize_rcu()
+#define PS_LATCH_WRITE_ENTER() ps_qsbr_write_enter()
+#define PS_LATCH_WRITE_EXIT(token) ps_qsbr_write_exit(token)
 #define PS_LATCH_OPS _ps_sync_qsbr_ops
 #include "latch.h"

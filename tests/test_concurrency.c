@@ -285,3 +285,96 @@ VARIANT_TEST(concurrency, thousand_threads)
 	ps_store_destroy(c.store);
 	ps_policy_put(c.pol);
 }
+
+/*
+ * A read-side section nested in another (a foreach callback that looks up
+ * in a second store of the same variant) must keep the thread protected
+ * until the outer section ends: a set on the walked store started meanwhile
+ * must not return (it would edit the tree the walk is in) before the walk is
+ * over.  The reader never goes online explicitly (QSBR's automatic path).
+ */
+struct nested {
+	struct ps_store *store, *other;
+	atomic_int phase; /* 1: callback ran its inner lookup; 2: walk over */
+	atomic_int set_returned_early;
+};
+
+static int nested_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct nested *n = arg;
+
+	(void)start;
+	(void)end;
+	(void)pol;
+	if (atomic_load(&n->phase) == 0) {
+		ps_policy_put(ps_store_lookup(n->other, 5)); /* the nested section */
+		atomic_store(&n->phase, 1);
+		usleep(200 * 1000); /* a set that does not wait would return now */
+	}
+	return 0;
+}
+
+static void *nested_walker(void *arg)
+{
+	struct nested *n = arg;
+
+	ps_store_foreach(n->store, nested_cb, n);
+	atomic_store(&n->phase, 2);
+	return NULL;
+}
+
+PS_PARAM_TEST(enum ps_sync, sync, ps_test_all_syncs, PS_SYNC_COUNT, concurrency,
+		nested_sections_stay_protected, .timeout = 60)
+{
+	struct nested n = { .store = ps_store_create(*sync), .other = ps_store_create(*sync) };
+	struct ps_policy *a = ps_test_bind(1);
+	pthread_t t;
+
+	cr_assert_eq(ps_store_set(n.other, 0, 10, a), 0);
+	cr_assert_eq(ps_store_set(n.store, 0, 10, a), 0);
+	cr_assert_eq(ps_store_set(n.store, 20, 30, a), 0);
+	pthread_create(&t, NULL, nested_walker, &n);
+	while (atomic_load(&n.phase) == 0)
+		usleep(1000);
+	cr_assert_eq(ps_store_set(n.store, 20, 30, NULL), 0);
+	/* SPIN/RWLOCK/SEQLOCK foreach holds the writer lock; RCU waits a grace period. */
+	if (atomic_load(&n.phase) != 2)
+		atomic_store(&n.set_returned_early, 1);
+	pthread_join(t, NULL);
+	cr_assert_eq(atomic_load(&n.set_returned_early), 0,
+			"%s: a set returned while a walk was still in the tree", ps_sync_name(*sync));
+	ps_store_destroy(n.store);
+	ps_store_destroy(n.other);
+	ps_policy_put(a);
+}
+
+/* Two QSBR writers that are online must not deadlock on each other. */
+static void *online_writer(void *arg)
+{
+	struct ps_store *s = arg;
+	struct ps_policy *p = ps_test_bind(3);
+	int i;
+
+	ps_qsbr_thread_online();
+	for (i = 0; i < 200; i++) {
+		if (ps_store_set(s, (uint64_t)i, (uint64_t)i + 2, i % 3 ? p : NULL))
+			abort();
+		ps_qsbr_quiescent();
+	}
+	ps_qsbr_thread_offline();
+	ps_policy_put(p);
+	return NULL;
+}
+
+Test(concurrency, qsbr_online_writers, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
+	pthread_t t[2];
+
+	pthread_create(&t[0], NULL, online_writer, s);
+	pthread_create(&t[1], NULL, online_writer, s);
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+	cr_assert_eq(ps_store_check(s, NULL), 0);
+	ps_store_destroy(s);
+}

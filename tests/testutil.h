@@ -20,12 +20,12 @@
  * `type *var`.  Each module wraps it (every store variant, every charge
  * kind, ...) so a test is written once for all its variants.
  */
-#define PS_PARAM_TEST(type, var, values, count, suite, name)                                       \
+#define PS_PARAM_TEST(type, var, values, count, suite, name, ...)                                  \
 	ParameterizedTestParameters(suite, name)                                                   \
 	{                                                                                          \
 		return cr_make_param_array(type, values, count);                                   \
 	}                                                                                          \
-	ParameterizedTest(type *var, suite, name)
+	ParameterizedTest(type *var, suite, name, ##__VA_ARGS__)
 
 /* A test run for every store variant; the body sees `enum ps_sync *sync`. */
 #define VARIANT_TEST(suite, name)                                                                  \
