@@ -15,12 +15,15 @@
 
 #include "compiler.h"
 
-extern __thread bool _ps_memb_registered __attribute__((tls_model("initial-exec")));
 void _ps_memb_register(void);
 
+/*
+ * liburcu's own flag decides, so a thread the application registered itself
+ * is never registered twice (nor unregistered by polstore).
+ */
 static inline void ps_memb_read_lock(void)
 {
-	if (ps_unlikely(!_ps_memb_registered))
+	if (ps_unlikely(!URCU_TLS(urcu_memb_reader).registered))
 		_ps_memb_register();
 	urcu_memb_read_lock();
 }

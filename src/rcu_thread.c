@@ -4,6 +4,7 @@
  * unregisters the exiting thread, so users never have to.
  */
 #include <pthread.h>
+#include <stdbool.h>
 
 #include <polstore/rcu.h>
 
@@ -12,6 +13,7 @@
 #include "store_internal.h"
 
 static pthread_key_t ps_rcu_keys[2];
+static bool ps_rcu_key_ok[2]; /* pthread_key_create() succeeded */
 static pthread_once_t ps_rcu_keys_once = PTHREAD_ONCE_INIT;
 
 static void ps_memb_key_destructor(void *unused)
@@ -29,8 +31,10 @@ static void ps_qsbr_key_destructor(void *unused)
 static void ps_rcu_keys_create(void)
 {
 	/* Failure leaves threads registered until exit of the process: harmless. */
-	(void)pthread_key_create(&ps_rcu_keys[PS_FLAVOR_MEMB], ps_memb_key_destructor);
-	(void)pthread_key_create(&ps_rcu_keys[PS_FLAVOR_QSBR], ps_qsbr_key_destructor);
+	ps_rcu_key_ok[PS_FLAVOR_MEMB] =
+			!pthread_key_create(&ps_rcu_keys[PS_FLAVOR_MEMB], ps_memb_key_destructor);
+	ps_rcu_key_ok[PS_FLAVOR_QSBR] =
+			!pthread_key_create(&ps_rcu_keys[PS_FLAVOR_QSBR], ps_qsbr_key_destructor);
 	/* glibc's pthread_once fast path is an atomic load checkers do not see. */
 	PS_ANNOTATE_HAPPENS_BEFORE(&ps_rcu_keys_once);
 }
@@ -39,7 +43,8 @@ void _ps_rcu_thread_registered(enum ps_flavor flavor)
 {
 	pthread_once(&ps_rcu_keys_once, ps_rcu_keys_create);
 	PS_ANNOTATE_HAPPENS_AFTER(&ps_rcu_keys_once); /* the keys were created */
-	(void)pthread_setspecific(ps_rcu_keys[flavor], (void *)1);
+	if (ps_rcu_key_ok[flavor])
+		(void)pthread_setspecific(ps_rcu_keys[flavor], (void *)1);
 }
 
 void ps_rcu_unregister_thread(void)

@@ -9,20 +9,21 @@
 #include "rcu_thread.h"
 #include "store_internal.h"
 
-__thread bool _ps_memb_registered __attribute__((tls_model("initial-exec")));
+/* polstore registered this thread, so it unregisters it at exit. */
+static __thread bool ps_memb_ours __attribute__((tls_model("initial-exec")));
 
 void _ps_memb_register(void)
 {
 	urcu_memb_register_thread();
-	_ps_memb_registered = true;
+	ps_memb_ours = true;
 	_ps_rcu_thread_registered(PS_FLAVOR_MEMB);
 }
 
 void _ps_memb_thread_exit(void)
 {
-	if (_ps_memb_registered) {
+	if (ps_memb_ours) {
 		urcu_memb_unregister_thread();
-		_ps_memb_registered = false;
+		ps_memb_ours = false;
 	}
 }
 
