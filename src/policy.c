@@ -67,8 +67,12 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 	weight = ps_nodes_import(pol->nodes, nodemask, maxnode);
 	if (weight < 0)
 		goto inval;
-	if (mode == PS_MPOL_DEFAULT || mode == PS_MPOL_LOCAL) {
+	if (mode == PS_MPOL_DEFAULT) {
 		if (weight)
+			goto inval;
+	} else if (mode == PS_MPOL_LOCAL) {
+		/* As mpol_new(): no nodes, and no node-mask flag to apply to them. */
+		if (weight || flags)
 			goto inval;
 	} else if (mode == PS_MPOL_PREFERRED) {
 		/* As mpol_new(): an empty preferred mask is local allocation, flagless. */

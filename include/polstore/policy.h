@@ -65,7 +65,8 @@ struct ps_policy;
  * LOCAL take an empty mask; BIND, INTERLEAVE, PREFERRED_MANY and
  * WEIGHTED_INTERLEAVE need at least one node; PREFERRED with an empty mask
  * means "allocate locally" and, as in the kernel, becomes a LOCAL policy
- * (ps_policy_mode() then reads PS_MPOL_LOCAL); it may not carry a flag.
+ * (ps_policy_mode() then reads PS_MPOL_LOCAL); it may not carry a flag,
+ * and neither may LOCAL, as in the kernel's mpol_new().
  * Node existence is not checked here: ps_policy_apply() checks it.
  *
  * Context: any thread; allocates memory through the polstore allocator.
