@@ -39,6 +39,9 @@
 #define PS_SEQ_RETRIES 4
 #define PS_SEQ_RETIRE_BATCH 64
 
+/* Annotation key: every batch freed happens before urcu_memb_barrier() returns. */
+static char seq_batches_done __attribute__((unused));
+
 struct ps_store_seq {
 	struct ps_store base;
 	struct ps_seqcount seq __ps_cacheline_aligned;
@@ -76,6 +79,7 @@ static void seq_destroy(struct ps_store *s)
 	ps_range_list_free(&ss->retired); /* no reader may run during destroy */
 	/* Batches in flight hold policy references: they are dropped when destroy returns. */
 	urcu_memb_barrier();
+	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 	_ps_free_aligned(ss);
 }
 
@@ -147,10 +151,12 @@ static void seq_batch_free(struct rcu_head *head)
 {
 	struct seq_batch *b = ps_container_of(head, struct seq_batch, head);
 
+	PS_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before call_rcu() */
 	/* A grace period has passed since the ranges were unlinked: readers let go. */
 	PS_ANNOTATE_HAPPENS_AFTER(b->store);
 	ps_range_list_free(&b->list);
 	_ps_free(b);
+	PS_ANNOTATE_HAPPENS_BEFORE(&seq_batches_done);
 }
 
 static pthread_once_t seq_atfork_once = PTHREAD_ONCE_INIT;
@@ -174,6 +180,7 @@ static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 		pthread_once(&seq_atfork_once, seq_register_atfork);
 		b->list = *list;
 		b->store = s;
+		PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
 		urcu_memb_call_rcu(&b->head, seq_batch_free);
 		return;
 	}
@@ -226,6 +233,7 @@ static void seq_synchronize(struct ps_store *s)
 	}
 	/* And the batches handed to call_rcu() (by any store: liburcu waits for all). */
 	urcu_memb_barrier();
+	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 }
 
 static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
