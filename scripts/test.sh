@@ -3,6 +3,7 @@
 # The whole test suite: install dependencies, then build and test polstore
 # in four configurations:
 #   build-test   Debug, invariant checks after every set, lock_stat on,
+#                thread-checker annotations (POLSTORE_ANNOTATE),
 #                -Werror; every CTest label but fuzz/tsan: unit, stress,
 #                examples, install, docs, valgrind (memcheck), helgrind, drd
 #   build-asan   AddressSanitizer + UndefinedBehaviorSanitizer; unit, stress,
@@ -54,7 +55,7 @@ for c in $CONFIGS; do
 	case $c in
 	test)
 		run_config test "-DCMAKE_BUILD_TYPE=Debug -DPOLSTORE_WERROR=ON \
-			-DPOLSTORE_DEBUG_CHECKS=ON -DPOLSTORE_LOCK_STAT=ON -DPOLSTORE_VALGRIND=ON \
+			-DPOLSTORE_DEBUG_CHECKS=ON -DPOLSTORE_LOCK_STAT=ON -DPOLSTORE_VALGRIND=ON -DPOLSTORE_ANNOTATE=ON \
 			-DPOLSTORE_BUILD_DOCS=ON" "-LE fuzz|tsan" || status=1
 		if [ "${POLSTORE_LONG:-0}" = 1 ]; then
 			echo "=== polstore: long linearizability run (10^7 lookups per configuration)" >&2

@@ -70,8 +70,13 @@ static struct ps_store *locked_create(void)
 		return NULL;
 	ls->base.size = sizeof(*ls);
 	ps_rtree_init(&ls->tree);
-	/* Both kinds start as all-zero memory; init the larger. */
+	/*
+	 * The variant is set by the caller after create(): initialise both
+	 * members of the union (both start as zeroes; each init also tells
+	 * the thread checkers which of its words are atomics-only).
+	 */
 	ps_rwlock_init(&ls->lock.rw);
+	ps_spin_init(&ls->lock.spin);
 	return &ls->base;
 }
 
