@@ -295,7 +295,7 @@ VARIANT_TEST(concurrency, thousand_threads)
  */
 struct nested {
 	struct ps_store *store, *other;
-	atomic_int phase; /* 1: callback ran its inner lookup; 2: walk over */
+	atomic_int phase; /* 1: callback ran its inner lookup; 2: callback about to return */
 	atomic_int set_returned_early;
 };
 
@@ -310,6 +310,8 @@ static int nested_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *
 		ps_policy_put(ps_store_lookup(n->other, 5)); /* the nested section */
 		atomic_store(&n->phase, 1);
 		usleep(200 * 1000); /* a set that does not wait would return now */
+		/* Still inside the walk's section: a correct set returns after this. */
+		atomic_store(&n->phase, 2);
 	}
 	return 0;
 }
@@ -319,7 +321,6 @@ static void *nested_walker(void *arg)
 	struct nested *n = arg;
 
 	ps_store_foreach(n->store, nested_cb, n);
-	atomic_store(&n->phase, 2);
 	return NULL;
 }
 
