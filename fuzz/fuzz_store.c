@@ -142,8 +142,10 @@ static int expect_create(int mode, unsigned flags, const unsigned long *mask, un
 			weight++;
 		}
 	*mode_out = mode;
-	if (mode == PS_MPOL_DEFAULT || mode == PS_MPOL_LOCAL)
+	if (mode == PS_MPOL_DEFAULT)
 		return weight ? -EINVAL : 0;
+	if (mode == PS_MPOL_LOCAL) /* mpol_new(): no nodes, no node-mask flag */
+		return weight || flags ? -EINVAL : 0;
 	if (mode == PS_MPOL_PREFERRED) {
 		if (!weight && flags)
 			return -EINVAL;
