@@ -428,18 +428,30 @@ struct ps_charge *ps_charge_parent(const struct ps_charge *c)
 	return c ? c->parent : NULL;
 }
 
+/*
+ * The calling thread's stock slot of @c when a charge or uncharge of @nr
+ * goes through the stock (a stock exists and @nr fits one batch), with the
+ * batch in @batch; NULL when it goes straight to the hierarchy.
+ */
+static struct charge_stock_slot *charge_stock_for(struct ps_charge *c, long nr, long *batch)
+{
+	struct charge_stock_slot *stock;
+
+	*batch = PS_READ_ONCE(c->stock_batch);
+	stock = PS_LOAD_ACQUIRE(c->stock);
+	return *batch && stock && nr <= *batch ? charge_slot(stock) : NULL;
+}
+
 int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
 {
-	struct charge_stock_slot *stock, *s;
+	struct charge_stock_slot *s;
 	struct ps_charge *refused;
 	long batch;
 
 	if (!c || nr < 0 || nr > PS_CHARGE_MAX)
 		return -EINVAL;
-	batch = PS_READ_ONCE(c->stock_batch);
-	stock = PS_LOAD_ACQUIRE(c->stock);
-	if (batch && stock && nr <= batch) {
-		s = charge_slot(stock);
+	s = charge_stock_for(c, nr, &batch);
+	if (s) {
 		if (ps_likely(charge_stock_take(s, nr)))
 			return 0;
 		/* Refill: a whole batch, the rest of it kept in our slot. */
@@ -461,15 +473,14 @@ int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
 
 int ps_charge_uncharge(struct ps_charge *c, long nr)
 {
-	struct charge_stock_slot *stock;
+	struct charge_stock_slot *s;
 	long batch;
 
 	if (!c || nr < 0 || nr > PS_CHARGE_MAX)
 		return -EINVAL;
-	batch = PS_READ_ONCE(c->stock_batch);
-	stock = PS_LOAD_ACQUIRE(c->stock);
-	if (batch && stock && nr <= batch) {
-		charge_stock_put(c, charge_slot(stock), nr, batch);
+	s = charge_stock_for(c, nr, &batch);
+	if (s) {
+		charge_stock_put(c, s, nr, batch);
 		return 0;
 	}
 	if (!charge_level_uncharge_checked(c, nr))
