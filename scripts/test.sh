@@ -59,8 +59,8 @@ for c in $CONFIGS; do
 			-DPOLSTORE_BUILD_DOCS=ON" "-LE fuzz|tsan" || status=1
 		if [ "${POLSTORE_LONG:-0}" = 1 ]; then
 			echo "=== polstore: long linearizability run (10^7 lookups per configuration)" >&2
-			if POLSTORE_LIN_LOOKUPS=10000000 build-test/tests/test_linearizability \
-				--jobs=1 --filter 'linearizability/store'; then
+			if build-test/stress/polstore-stress --check --lookups 10000000 \
+				--writes 100000; then
 				passed=$((passed + 1))
 			else
 				failed=$((failed + 1))

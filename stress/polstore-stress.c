@@ -915,6 +915,25 @@ static void usage(FILE *out)
 		     "                (ps_idmap spin, rwlock, rcu)\n"
 		     "  all           every scenario above\n"
 		     "\n"
+		     "Linearizability check (instead of the scenarios):\n"
+		     "  --check              run the oracle on every selected store variant\n"
+		     "                       (spin, rwlock, seqlock, rcu, rcu-qsbr): versioned "
+		     "sets and\n"
+		     "                       removals against timed lookups; an illegal lookup "
+		     "prints\n"
+		     "                       the history that proves it and aborts.  Without "
+		     "--ranks\n"
+		     "                       or --writers: CPUs/2 readers + 1 writer, then "
+		     "2 x CPUs\n"
+		     "                       readers + 2 writers (below and above the core "
+		     "count)\n"
+		     "  --lookups N          lookups checked per configuration [1000000]\n"
+		     "  --writes N           and at least N sets and removals; more rounds run "
+		     "until\n"
+		     "                       the writers (an RCU set waits a grace period) "
+		     "got there [10000]\n"
+		     "                       (--pages: pages written and read [48])\n"
+		     "\n"
 		     "Options (defaults in brackets):\n"
 		     "  --variants LIST      comma list or 'all' [all]; store scenarios: unsync,\n"
 		     "                       unsync:noref, pthread_mutex, pthread_rwlock, spin, "
@@ -1016,6 +1035,7 @@ bool stress_companion_variant_known(const char *name);
 
 static void parse(int argc, char **argv)
 {
+	bool scenario_given = false;
 	int i;
 
 	snprintf(stress_opts.scenarios, sizeof(stress_opts.scenarios), "lookup-cost,shared-text");
@@ -1032,6 +1052,8 @@ static void parse(int argc, char **argv)
 	stress_opts.write_interval_ns = 1000000;
 	stress_opts.fault_work_ns = -1;
 	stress_opts.seed = 1;
+	stress_opts.check_lookups = 1000000;
+	stress_opts.check_writes = 10000;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = NULL;
@@ -1062,6 +1084,22 @@ static void parse(int argc, char **argv)
 	} while (0)
 		if (FLAG("--json")) {
 			stress_opts.json = true;
+		} else if (FLAG("--check")) {
+			stress_opts.check = true;
+		} else if (FLAG("--lookups")) {
+			uint64_t n;
+
+			NEEDV();
+			if (parse_list_u64(v, &n, 1) != 1 || !n || n > 1000000000000ULL)
+				bad("--lookups", v);
+			stress_opts.check_lookups = (long)n;
+		} else if (FLAG("--writes")) {
+			uint64_t n;
+
+			NEEDV();
+			if (parse_list_u64(v, &n, 1) != 1 || n > 1000000000ULL)
+				bad("--writes", v);
+			stress_opts.check_writes = (long)n;
 		} else if (FLAG("--csv")) {
 			stress_opts.csv = true;
 		} else if (FLAG("--quiet")) {
@@ -1100,6 +1138,7 @@ static void parse(int argc, char **argv)
 				stress_opts.ranks[k] = (int)l[k];
 			}
 			stress_opts.nranks = n;
+			stress_opts.ranks_given = true;
 		} else if (FLAG("--duration")) {
 			NEEDV();
 			stress_opts.duration_s = strtod(v, &end);
@@ -1115,6 +1154,7 @@ static void parse(int argc, char **argv)
 			if (parse_list_u64(v, &stress_opts.pages, 1) != 1 || !stress_opts.pages ||
 					stress_opts.pages > (1ULL << 40))
 				bad("--pages", v);
+			stress_opts.pages_given = true;
 		} else if (FLAG("--ranges")) {
 			int k;
 
@@ -1131,6 +1171,7 @@ static void parse(int argc, char **argv)
 			stress_opts.writers = (int)strtol(v, &end, 10);
 			if (*end || stress_opts.writers < 0 || stress_opts.writers > 64)
 				bad("--writers", v);
+			stress_opts.writers_given = true;
 		} else if (FLAG("--write-interval")) {
 			double us;
 
@@ -1158,6 +1199,7 @@ static void parse(int argc, char **argv)
 			size_t k;
 
 			NEEDV();
+			scenario_given = true;
 			snprintf(stress_opts.scenarios, sizeof(stress_opts.scenarios), "%s", v);
 			snprintf(buf, sizeof(buf), "%s", v);
 			for (tok = strtok_r(buf, ",", &save); tok;
@@ -1178,6 +1220,21 @@ static void parse(int argc, char **argv)
 	}
 	if (stress_opts.json && stress_opts.csv)
 		bad("combination", "--json with --csv");
+	if (stress_opts.check) {
+		char buf[512], *tok, *save;
+
+		if (scenario_given)
+			bad("combination", "--check with --scenario");
+		if (stress_opts.writers < 1)
+			bad("--writers for --check (at least 1)", "0");
+		if (stress_opts.pages_given && stress_opts.pages > (1u << 20))
+			bad("--pages for --check (at most 1048576)", "too many");
+		snprintf(buf, sizeof(buf), "%s", stress_opts.variants);
+		for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (strcmp(tok, "all") && !stress_check_variant_known(tok))
+				bad("variant for --check (spin, rwlock, seqlock, rcu, rcu-qsbr)",
+						tok);
+	}
 }
 
 int main(int argc, char **argv)
@@ -1187,6 +1244,8 @@ int main(int argc, char **argv)
 
 	t_program_start = stress_now_ns();
 	parse(argc, argv);
+	if (stress_opts.check)
+		return stress_run_check(); /* it installs its own counting allocator */
 	human = !stress_opts.json && !stress_opts.csv;
 	/* Before any polstore object exists: count every byte the library holds. */
 	if (ps_set_alloc_ops(&ops))

@@ -39,6 +39,11 @@ struct stress_opts {
 	bool sequential;
 	bool json, csv, quiet;
 	const char *plot;
+	/* --check: the linearizability oracle instead of the scenarios */
+	bool check;
+	long check_lookups; /* per configuration */
+	long check_writes; /* at least, per configuration */
+	bool ranks_given, writers_given, pages_given; /* on the command line */
 };
 
 /*
@@ -232,5 +237,7 @@ void stress_run_store(const char *scenario); /* shared-text, hot-policy */
 void stress_run_memcg_charge(void);
 void stress_run_mmap_commit(void);
 void stress_run_css_walk(void);
+bool stress_check_variant_known(const char *name); /* spin ... rcu-qsbr, also :noref */
+int stress_run_check(void); /* --check */
 
 #endif /* POLSTORE_STRESS_H */

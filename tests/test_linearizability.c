@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The linearizability oracle (linearizability.h) for every variant, with
+ * The linearizability oracle (stress/linearizability.h, also run by
+ * polstore-stress --check) for every variant, with
  * fewer threads than cores and more threads than cores.  First the checker
  * itself is shown to catch each kind of illegal result on hand-made
  * histories, so a silent oracle means something.
@@ -136,4 +137,27 @@ ParameterizedTest(struct lin_param *p, linearizability, store, .timeout = 1200)
 	cr_assert_eq(ret, 0);
 	cr_assert_geq(res.lookups_checked, cfg.lookups);
 	cr_assert_gt(res.writes, 0);
+}
+
+/*
+ * min_writes: an RCU set waits for a grace period, so a round of lookups may
+ * finish with few writes; more rounds run until the writers reached it.
+ */
+Test(linearizability, min_writes_adds_rounds, .timeout = 600)
+{
+	struct ps_lin_config cfg = {
+		.sync = PS_SYNC_RCU,
+		.readers = 1,
+		.writers = 1,
+		.lookups = 1000,
+		.min_writes = ps_test_iters(3000),
+		.seed = 99,
+	};
+	struct ps_lin_result res;
+
+	cr_assert_eq(ps_lin_run(&cfg, &res), 0);
+	cr_assert_eq(res.violations, 0);
+	cr_assert_geq(res.writes, cfg.min_writes, "%ld writes in %ld rounds", res.writes,
+			res.rounds);
+	cr_assert_geq(res.lookups_checked, cfg.lookups);
 }

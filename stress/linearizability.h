@@ -40,6 +40,7 @@ struct ps_lin_config {
 	int readers; /* >= 1 */
 	int writers; /* >= 1 */
 	long lookups; /* total over all readers and rounds */
+	long min_writes; /* more rounds until this many writes finished (4096 rounds at most) */
 	int npages; /* pages 0 .. npages-1; 0 picks 48 */
 	uint64_t seed;
 	FILE *log; /* violations (with their history slice) go here; NULL: stderr */

@@ -18,12 +18,25 @@
 #include <unistd.h>
 
 #include "linearizability.h"
-#include "testutil.h"
 
 #define LIN_MARK (1UL << 48) /* always set: the mask is never empty */
 #define LIN_VMASK (LIN_MARK - 1)
 #define LIN_ROUND_LOOKUPS (1L << 18) /* per round, all readers together */
 #define LIN_ROUND_WRITES (1L << 17)
+#define LIN_PRINT_MAX 10 /* violations printed in full per round; the rest are counted */
+#define LIN_MAX_ROUNDS 4096 /* min_writes gives up after this many rounds */
+
+/* xorshift64*: the oracle depends on nothing but polstore and libc. */
+static inline uint64_t lin_rand(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*state = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
 
 struct ps_policy *ps_lin_encode(uint64_t version)
 {
@@ -136,6 +149,12 @@ static void print_violation(FILE *log, const char *why, const struct ps_lin_look
 	}
 }
 
+/* Where the @n-th violation of a round is printed: @log for the first few, then nowhere. */
+static FILE *shown(FILE *log, long n)
+{
+	return n <= LIN_PRINT_MAX ? log : NULL;
+}
+
 long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 		const struct ps_lin_write *writes, long nwrites, const struct ps_lin_lookup *lookups,
 		long nlookups, FILE *log)
@@ -218,7 +237,7 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 			k = first_begin_after(pg->rm, pg->nrm, l->end - 1) - 1;
 			if (k < 0) {
 				violations++;
-				print_violation(log,
+				print_violation(shown(log, violations),
 						"returned nothing, but no removal of the page began "
 						"before the lookup ended",
 						l, pg, NULL, NULL);
@@ -227,8 +246,8 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 			w = &pg->rm[pg->premax[k]];
 		} else if (l->version == UINT64_MAX) {
 			violations++;
-			print_violation(log, "returned a policy that carries no version", l, pg, NULL,
-					NULL);
+			print_violation(shown(log, violations),
+					"returned a policy that carries no version", l, pg, NULL, NULL);
 			continue;
 		} else if (l->version == pg->init_version) {
 			w = &pg->init;
@@ -239,21 +258,23 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 			hit = bsearch(&kp, byver, (size_t)nwrites, sizeof(*byver), write_ver_cmp);
 			if (!hit || (*hit)->removal) {
 				violations++;
-				print_violation(log, "returned a version that was never set", l, pg,
-						NULL, NULL);
+				print_violation(shown(log, violations),
+						"returned a version that was never set", l, pg, NULL,
+						NULL);
 				continue;
 			}
 			found = (struct lin_entry){ (*hit)->begin, (*hit)->end, *hit };
 			w = &found;
 			if (l->page < (*hit)->first || l->page > (*hit)->last) {
 				violations++;
-				print_violation(log, "returned a version that does not cover the page",
-						l, pg, w, NULL);
+				print_violation(shown(log, violations),
+						"returned a version that does not cover the page", l,
+						pg, w, NULL);
 				continue;
 			}
 			if (w->begin >= l->end) {
 				violations++;
-				print_violation(log,
+				print_violation(shown(log, violations),
 						"returned a version whose set began after the lookup "
 						"ended",
 						l, pg, w, NULL);
@@ -264,13 +285,16 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 		k = first_begin_after(pg->all, pg->nall, w->end);
 		if (k < pg->nall && pg->all[pg->sufmin[k]].end < l->begin) {
 			violations++;
-			print_violation(log,
+			print_violation(shown(log, violations),
 					"stale: a later write covering the page ended before the "
 					"lookup began",
 					l, pg, w, &pg->all[pg->sufmin[k]]);
 		}
 	}
 
+	if (log && violations > LIN_PRINT_MAX)
+		fprintf(log, "... and %ld more illegal lookups (not shown)\n",
+				violations - LIN_PRINT_MAX);
 	for (p = 0; p < npages; p++) {
 		free(pages[p].all);
 		free(pages[p].sufmin);
@@ -345,7 +369,7 @@ static void *lin_writer(void *arg)
 		long slot = atomic_fetch_add(&run->nwrites, 1);
 		struct ps_lin_write *w;
 		struct ps_policy *pol = NULL;
-		uint64_t r = ps_test_rand(&t->seed);
+		uint64_t r = lin_rand(&t->seed);
 		uint32_t first = (uint32_t)(r % (uint64_t)np), len;
 		int kind = (int)((r >> 16) % 20);
 
@@ -389,7 +413,7 @@ static void *lin_reader(void *arg)
 		ps_qsbr_thread_online();
 	pthread_barrier_wait(&run->start);
 	for (i = 0; i < run->quota; i++) {
-		uint64_t r = ps_test_rand(&t->seed);
+		uint64_t r = lin_rand(&t->seed);
 		uint32_t page = (uint32_t)(r % (uint64_t)run->npages);
 		struct ps_lin_lookup *l = &out[i];
 
@@ -452,12 +476,16 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 	if (!run.store || !initial || !th || !run.writes || !run.lookups)
 		abort();
 
-	while (remaining > 0) {
+	/*
+	 * Slow writers (an RCU set waits for a grace period) finish few writes
+	 * per round: min_writes keeps rounds coming until enough did.
+	 */
+	while (remaining > 0 || (res->writes < cfg->min_writes && res->rounds < LIN_MAX_ROUNDS)) {
 		long nlook, nw, v, page;
 		const char *why = NULL;
 
 		run.quota = LIN_ROUND_LOOKUPS / cfg->readers;
-		if (run.quota * cfg->readers > remaining)
+		if (remaining > 0 && run.quota * cfg->readers > remaining)
 			run.quota = (remaining + cfg->readers - 1) / cfg->readers;
 		atomic_store(&run.nwrites, 0);
 		atomic_store(&run.readers_left, cfg->readers);
