@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Writers of the companion modules get in under continuous load (issue 5,
+ * "starvation and fairness"): three threads charge, add or commit without
+ * pause while the test thread calls the operations that take the module's
+ * lock or fold every thread's share, and times each call.  The bound is
+ * generous for a loaded 2-core machine (a starved writer waits forever, a
+ * fair one micro- to milliseconds); the figures are logged for
+ * RELIABILITY.md.  The store's and the id map's writers are timed the same
+ * way in test_concurrency.c (writer_not_starved) and test_idmap.c.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "testutil.h"
+
+#define NLOAD 3
+#define BOUND_NS 2000000000ULL
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The load: NLOAD threads running @fn(@obj, index) until told to stop. */
+struct load {
+	void (*fn)(void *obj, int idx);
+	void *obj;
+	atomic_bool stop;
+	atomic_int running;
+	atomic_long ops;
+	pthread_t tid[NLOAD];
+	int idx[NLOAD];
+};
+
+struct load_arg {
+	struct load *l;
+	int idx;
+};
+
+static struct load_arg load_args[NLOAD];
+
+static void *load_thread(void *arg)
+{
+	struct load_arg *a = arg;
+	struct load *l = a->l;
+	long n = 0;
+
+	atomic_fetch_add(&l->running, 1);
+	while (!atomic_load_explicit(&l->stop, memory_order_relaxed)) {
+		l->fn(l->obj, a->idx);
+		if (!(++n & 63))
+			atomic_fetch_add_explicit(&l->ops, 64, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static void load_start(struct load *l)
+{
+	int i;
+
+	for (i = 0; i < NLOAD; i++) {
+		load_args[i] = (struct load_arg){ l, i };
+		cr_assert_eq(pthread_create(&l->tid[i], NULL, load_thread, &load_args[i]), 0);
+	}
+	while (atomic_load(&l->running) < NLOAD || atomic_load(&l->ops) < 64 * NLOAD)
+		sched_yield();
+}
+
+/* Stops the load; returns the operations it did while the writer ran. */
+static long load_stop(struct load *l, long ops_at_start)
+{
+	int i;
+
+	atomic_store(&l->stop, true);
+	for (i = 0; i < NLOAD; i++)
+		pthread_join(l->tid[i], NULL);
+	return atomic_load(&l->ops) - ops_at_start;
+}
+
+/*
+ * The writer's loop: at least ps_test_iters(300) rounds and at least 0.3 s
+ * (scaled, 50 ms at the least), so the load runs throughout.
+ */
+static bool writer_more(long i, uint64_t start)
+{
+	double secs = 0.3 * ps_test_scale();
+
+	if (secs < 0.05)
+		secs = 0.05;
+	return i < ps_test_iters(300) || now_ns() - start < (uint64_t)(secs * 1e9);
+}
+
+/* The worst time of one call, in ns. */
+struct worst {
+	const char *what;
+	uint64_t ns;
+};
+
+#define TIMED(w, call)                                                                             \
+	do {                                                                                       \
+		uint64_t t0_ = now_ns(), d_;                                                       \
+		int r_ = (call);                                                                   \
+		d_ = now_ns() - t0_;                                                               \
+		cr_assert_geq(r_, 0, "%s: %s", (w)->what, strerror(-r_));                          \
+		if (d_ > (w)->ns)                                                                  \
+			(w)->ns = d_;                                                              \
+	} while (0)
+
+static void report(const char *module, const char *kind, const struct worst *w, int nw,
+		long writes, long load_ops)
+{
+	char line[512];
+	size_t off = 0;
+	int i;
+
+	for (i = 0; i < nw; i++) {
+		off += (size_t)snprintf(line + off, sizeof(line) - off, "%s%s %.3f ms",
+				i ? ", " : "", w[i].what, (double)w[i].ns / 1e6);
+		cr_assert_lt(w[i].ns, BOUND_NS, "%s %s: %s waited %.3f s", module, kind, w[i].what,
+				(double)w[i].ns / 1e9);
+	}
+	cr_assert_gt(load_ops, 0, "%s %s: the load made no progress", module, kind);
+	cr_log_info("%s %s: %ld writer calls under %d continuous threads (%ld of their "
+		    "operations meanwhile), worst: %s",
+			module, kind, writes, NLOAD, load_ops, line);
+}
+
+/* ---- ps_charge: set_limit, stat and drain against chargers ---- */
+
+static enum ps_charge_kind all_kinds[PS_CHARGE_KIND_COUNT] = {
+	PS_CHARGE_SPIN, PS_CHARGE_SEQLOCK, PS_CHARGE_ATOMIC, PS_CHARGE_STOCK,
+};
+
+struct charge_tree {
+	struct ps_charge *root, *leaf[NLOAD];
+};
+
+static void charge_one(void *obj, int idx)
+{
+	struct charge_tree *t = obj;
+
+	TCHECK(ps_charge_try(t->leaf[idx], 1, NULL) == 0, "charge");
+	TCHECK(ps_charge_uncharge(t->leaf[idx], 1) == 0, "uncharge");
+}
+
+PS_PARAM_TEST(enum ps_charge_kind, kind, all_kinds, PS_CHARGE_KIND_COUNT, fairness, charge_writer)
+{
+	struct charge_tree t;
+	struct load l = { .fn = charge_one, .obj = &t };
+	struct worst w[3] = { { "set_limit", 0 }, { "stat", 0 }, { "drain_stock", 0 } };
+	struct ps_charge_stat st;
+	long i, ops0;
+	uint64_t start;
+
+	t.root = ps_charge_create(*kind, NULL, 1L << 40);
+	cr_assert_not_null(t.root);
+	for (i = 0; i < NLOAD; i++) {
+		t.leaf[i] = ps_charge_create(*kind, t.root, 1L << 30);
+		cr_assert_not_null(t.leaf[i]);
+	}
+	load_start(&l);
+	ops0 = atomic_load(&l.ops);
+	start = now_ns();
+	for (i = 0; writer_more(i, start); i++) {
+		TIMED(&w[0], ps_charge_set_limit(t.root, (i & 1) ? 1L << 40 : 1L << 39));
+		TIMED(&w[1], ps_charge_stat(t.root, &st));
+		TIMED(&w[2], ps_charge_drain_stock(t.root));
+	}
+	report("charge", ps_charge_kind_name(*kind), w, 3, 3 * i, load_stop(&l, ops0));
+	for (i = 0; i < NLOAD; i++)
+		cr_assert_eq(ps_charge_destroy(t.leaf[i]), 0);
+	cr_assert_eq(ps_charge_read(t.root, PS_CHARGE_USAGE), 0);
+	cr_assert_eq(ps_charge_destroy(t.root), 0);
+}
+
+/* ---- ps_pcounter: sum, fold and set_batch against adders ---- */
+
+static void pcounter_one(void *obj, int idx)
+{
+	(void)idx;
+	TCHECK(ps_pcounter_add(obj, 1) == 0, "add");
+	TCHECK(ps_pcounter_add(obj, -1) == 0, "add");
+}
+
+static int sum_call(struct ps_pcounter *pc)
+{
+	(void)ps_pcounter_sum(pc);
+	return 0;
+}
+
+Test(fairness, pcounter_writer)
+{
+	struct ps_pcounter *pc = ps_pcounter_create(0, 32);
+	struct load l = { .fn = pcounter_one };
+	struct worst w[3] = { { "sum", 0 }, { "fold", 0 }, { "set_batch", 0 } };
+	long i, ops0;
+	uint64_t start;
+
+	cr_assert_not_null(pc);
+	l.obj = pc;
+	load_start(&l);
+	ops0 = atomic_load(&l.ops);
+	start = now_ns();
+	for (i = 0; writer_more(i, start); i++) {
+		TIMED(&w[0], sum_call(pc));
+		TIMED(&w[1], ps_pcounter_fold(pc));
+		TIMED(&w[2], ps_pcounter_set_batch(pc, (i & 1) ? 32 : 64));
+	}
+	report("pcounter", "batch 32/64", w, 3, 3 * i, load_stop(&l, ops0));
+	cr_assert_eq(ps_pcounter_sum(pc), 0);
+	ps_pcounter_destroy(pc);
+}
+
+/* ---- ps_commit: set_mode (a switch to NEVER folds) and exact reads against committers ---- */
+
+static void commit_one(void *obj, int idx)
+{
+	(void)idx;
+	TCHECK(ps_commit_charge(obj, 1) == 0, "commit");
+	TCHECK(ps_commit_uncharge(obj, 1) == 0, "uncommit");
+}
+
+static int exact_call(struct ps_commit *cm)
+{
+	return ps_commit_committed(cm, true) >= 0 ? 0 : -EINVAL;
+}
+
+Test(fairness, commit_writer)
+{
+	struct ps_commit *cm = ps_commit_create(PS_OVERCOMMIT_GUESS, 1ULL << 30, NLOAD + 1);
+	struct load l = { .fn = commit_one };
+	struct worst w[2] = { { "set_mode", 0 }, { "committed(exact)", 0 } };
+	long i, ops0;
+	uint64_t start;
+
+	cr_assert_not_null(cm);
+	l.obj = cm;
+	load_start(&l);
+	ops0 = atomic_load(&l.ops);
+	start = now_ns();
+	for (i = 0; writer_more(i, start); i++) {
+		TIMED(&w[0], ps_commit_set_mode(cm, (i & 1) ? PS_OVERCOMMIT_GUESS
+							   : PS_OVERCOMMIT_NEVER));
+		TIMED(&w[1], exact_call(cm));
+	}
+	report("commit", "guess/never", w, 2, 2 * i, load_stop(&l, ops0));
+	cr_assert_eq(ps_commit_committed(cm, true), 0);
+	ps_commit_destroy(cm);
+}
