@@ -105,11 +105,15 @@ static long first_begin_after(const struct lin_entry *e, long n, uint64_t t)
 	return lo;
 }
 
-static void print_entry(FILE *log, const char *tag, const struct lin_entry *e, uint32_t page)
+static void print_entry(FILE *log, const char *tag, const struct lin_entry *e, uint32_t page,
+		uint64_t init_version)
 {
-	if (!e->w)
-		fprintf(log, "  %-9s initial state of page %u (version %s)\n", tag, page,
-				"carried from the previous round");
+	if (!e->w && init_version)
+		fprintf(log, "  %-9s the state of page %u when the round began: version %" PRIu64
+			     "\n", tag, page, init_version);
+	else if (!e->w)
+		fprintf(log, "  %-9s the state of page %u when the round began: empty\n", tag,
+				page);
 	else
 		fprintf(log,
 				"  %-9s %s version %" PRIu64 " pages [%u, %u] began %" PRIu64
@@ -129,13 +133,16 @@ static void print_violation(FILE *log, const char *why, const struct ps_lin_look
 		return;
 	fprintf(log,
 			"LINEARIZABILITY VIOLATION: %s\n  lookup    reader %u page %u began %" PRIu64
-			" ended %" PRIu64 " returned %s%" PRIu64 "\n",
-			why, l->reader, l->page, l->begin, l->end, l->version ? "version " : "nothing ",
-			l->version);
+			" ended %" PRIu64 " returned ",
+			why, l->reader, l->page, l->begin, l->end);
+	if (l->version)
+		fprintf(log, "version %" PRIu64 "\n", l->version);
+	else
+		fputs("nothing\n", log);
 	if (w)
-		print_entry(log, "returned", w, l->page);
+		print_entry(log, "returned", w, l->page, pg->init_version);
 	if (later)
-		print_entry(log, "overwrote", later, l->page);
+		print_entry(log, "overwrote", later, l->page, pg->init_version);
 	fprintf(log, "  history of page %u from tick %" PRIu64 " to %" PRIu64
 			" (initial version %" PRIu64 "):\n",
 			l->page, from, l->end, pg->init_version);
@@ -144,7 +151,7 @@ static void print_violation(FILE *log, const char *why, const struct ps_lin_look
 
 		if (e->end < from || e->begin > l->end)
 			continue;
-		print_entry(log, "write", e, l->page);
+		print_entry(log, "write", e, l->page, pg->init_version);
 		shown++;
 	}
 }
@@ -471,7 +478,10 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 	initial = calloc((size_t)run.npages, sizeof(*initial));
 	th = calloc((size_t)nthreads, sizeof(*th));
 	run.writes = calloc(LIN_ROUND_WRITES, sizeof(*run.writes));
-	run.lookups = malloc(((size_t)LIN_ROUND_LOOKUPS + (size_t)run.npages) *
+	/* A round: LIN_ROUND_LOOKUPS lookups, or one per reader if there are more readers. */
+	run.lookups = malloc(((size_t)(cfg->readers > LIN_ROUND_LOOKUPS ? cfg->readers
+									: LIN_ROUND_LOOKUPS) +
+				     (size_t)run.npages) *
 			     sizeof(*run.lookups));
 	if (!run.store || !initial || !th || !run.writes || !run.lookups)
 		abort();
@@ -485,6 +495,8 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 		const char *why = NULL;
 
 		run.quota = LIN_ROUND_LOOKUPS / cfg->readers;
+		if (run.quota < 1)
+			run.quota = 1;
 		if (remaining > 0 && run.quota * cfg->readers > remaining)
 			run.quota = (remaining + cfg->readers - 1) / cfg->readers;
 		atomic_store(&run.nwrites, 0);

@@ -1036,6 +1036,7 @@ bool stress_companion_variant_known(const char *name);
 static void parse(int argc, char **argv)
 {
 	bool scenario_given = false;
+	const char *scenario_only = NULL, *check_only = NULL; /* an option given, for the checks */
 	int i;
 
 	snprintf(stress_opts.scenarios, sizeof(stress_opts.scenarios), "lookup-cost,shared-text");
@@ -1082,6 +1083,12 @@ static void parse(int argc, char **argv)
 			v = argv[++i];                                                             \
 		}                                                                                  \
 	} while (0)
+		if (FLAG("--duration") || FLAG("--repeat") || FLAG("--plot") ||
+				FLAG("--write-interval") || FLAG("--ranges") || FLAG("--pattern") ||
+				FLAG("--sequential") || FLAG("--fault-work"))
+			scenario_only = a;
+		if (FLAG("--lookups") || FLAG("--writes"))
+			check_only = a;
 		if (FLAG("--json")) {
 			stress_opts.json = true;
 		} else if (FLAG("--check")) {
@@ -1220,11 +1227,15 @@ static void parse(int argc, char **argv)
 	}
 	if (stress_opts.json && stress_opts.csv)
 		bad("combination", "--json with --csv");
+	if (!stress_opts.check && check_only)
+		bad("option without --check", check_only);
 	if (stress_opts.check) {
 		char buf[512], *tok, *save;
 
 		if (scenario_given)
 			bad("combination", "--check with --scenario");
+		if (scenario_only)
+			bad("option with --check (it measures no speed)", scenario_only);
 		if (stress_opts.writers < 1)
 			bad("--writers for --check (at least 1)", "0");
 		if (stress_opts.pages_given && stress_opts.pages > (1u << 20))

@@ -149,6 +149,12 @@ int stress_run_check(void)
 			ret = ps_lin_run(&cfg, &res);
 			check_print(name, &configs[i], &res, npages,
 					(double)(stress_now_ns() - t0) / 1e9);
+			if (res.writes < cfg.min_writes)
+				fprintf(stderr,
+						"polstore-stress: check %s: the writers finished only "
+						"%ld of the %ld writes asked for in %ld rounds (lookups "
+						"were still checked)\n",
+						name, res.writes, cfg.min_writes, res.rounds);
 			if (res.live_allocs)
 				stress_fail("check %s: %ld allocations leaked after destroy", name,
 						res.live_allocs);
