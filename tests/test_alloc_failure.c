@@ -296,6 +296,63 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store)
 	inj_teardown(what, ops + NPOLS + 3);
 }
 
+/*
+ * SEQLOCK stores hand removed ranges to call_rcu() in batches of 64; the
+ * batch's own allocation comes after the tree changed, so when it fails the
+ * set must still succeed: it waits for a grace period and frees the batch
+ * itself.  expect_model() flushes batches (ps_store_synchronize()), so here
+ * the sets run back to back, each one retiring the range the last one made,
+ * and every allocation of every set fails once in turn.
+ */
+Test(alloc_failure, seqlock_retire_batch)
+{
+	struct ps_policy *pols[2];
+	struct ps_store *s = NULL;
+	struct model m = { .n = 0 };
+	long i, k, fallbacks = 0, nsets = 3 * 64 + 8;
+	char what[64];
+
+	inj_setup();
+	s = ps_store_create(PS_SYNC_SEQLOCK);
+	cr_assert_not_null(s);
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(create_policy(&pols[i], (int)i), 0);
+	for (i = 0; i < nsets; i++) {
+		struct ps_policy *pol = pols[i & 1], *got;
+
+		for (k = 0;; k++) {
+			int ret;
+			bool reached;
+
+			inj_arm(k);
+			ret = ps_store_set(s, 0, SPACE, pol);
+			reached = inj_disarm();
+			if (ret == 0) {
+				/* Only the batch may fail without failing the set. */
+				fallbacks += reached;
+				break;
+			}
+			cr_assert_eq(ret, -ENOMEM, "set %ld, failure %ld: got %d", i, k, ret);
+			cr_assert(reached);
+			/* Unchanged, checked without flushing the batch being collected. */
+			got = ps_store_lookup(s, SPACE / 2);
+			cr_assert_eq(got, i ? pols[(i - 1) & 1] : NULL);
+			ps_policy_put(got);
+			cr_assert_eq(ps_store_count(s), i ? 1u : 0u);
+		}
+		model_set(&m, 0, SPACE, pol);
+	}
+	cr_assert_geq(fallbacks, 3, "the batch allocation failed %ld times", fallbacks);
+	expect_model(s, &m, pols, 2);
+	ps_store_destroy(s);
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(ps_policy_refcount(pols[i]), 1);
+		ps_policy_put(pols[i]);
+	}
+	snprintf(what, sizeof(what), "seqlock retire batch");
+	inj_teardown(what, nsets);
+}
+
 /* ---- companion modules ---- */
 
 static int create_charge(struct ps_charge **out, enum ps_charge_kind kind, struct ps_charge *parent)

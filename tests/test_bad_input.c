@@ -83,6 +83,9 @@ Test(bad_input, policy)
 	/* Masks that do not suit the mode. */
 	BAD_NULL(ps_policy_create(PS_MPOL_DEFAULT, 0, &m1, 1), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_LOCAL, 0, &m1, 1), EINVAL);
+	/* LOCAL takes no node-mask flag (mpol_new() refuses them too). */
+	BAD_NULL(ps_policy_create(PS_MPOL_LOCAL, PS_MPOL_F_STATIC_NODES, NULL, 0), EINVAL);
+	BAD_NULL(ps_policy_create(PS_MPOL_LOCAL, PS_MPOL_F_RELATIVE_NODES, NULL, 0), EINVAL);
 	for (mode = 0; mode < PS_MPOL_MAX; mode++) {
 		if (mode == PS_MPOL_DEFAULT || mode == PS_MPOL_LOCAL || mode == PS_MPOL_PREFERRED)
 			continue;
@@ -266,6 +269,7 @@ ParameterizedTest(enum ps_sync *sync, bad_input, store)
 	BAD(ps_store_count(NULL), 0);
 	BAD(ps_store_check(NULL, NULL), -EINVAL);
 	BAD(ps_store_memory(NULL), 0);
+	BAD(ps_store_synchronize(NULL), -EINVAL);
 	/* alloc.h: an allocator lacking a function is refused and the old one stays. */
 	half1.alloc = plain_alloc;
 	BAD(ps_set_alloc_ops(&half1), -EINVAL);
