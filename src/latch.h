@@ -5,7 +5,10 @@
  * file defines PS_LATCH_READ_ENTER(), PS_LATCH_READ_EXIT(),
  * PS_LATCH_SYNCHRONIZE() and PS_LATCH_OPS (the name of the ops table), and
  * may define PS_LATCH_WRITE_ENTER() / PS_LATCH_WRITE_EXIT(token) around the
- * writer's mutex (QSBR: a writer must not wait for the mutex while online).
+ * writer's mutex (QSBR: a writer must not wait for the mutex while online),
+ * and PS_LATCH_LOOKUP_ENTER() / PS_LATCH_LOOKUP_EXIT(token) for the section
+ * of a single lookup, when the flavour can make it cheaper than a general
+ * section (QSBR: an online thread needs none at all).
  *
  * Why readers are safe.  In-place red-black rotations can hide a node from
  * a reader walking the tree at that moment (the warning in Linux's
@@ -39,6 +42,11 @@
 
 #include "annotate.h"
 #include "store_internal.h"
+
+#ifndef PS_LATCH_LOOKUP_ENTER
+#define PS_LATCH_LOOKUP_ENTER() (PS_LATCH_READ_ENTER(), true)
+#define PS_LATCH_LOOKUP_EXIT(token) ((void)(token), PS_LATCH_READ_EXIT())
+#endif
 
 #ifndef PS_LATCH_WRITE_ENTER
 #define PS_LATCH_WRITE_ENTER() false
@@ -112,13 +120,13 @@ static const struct ps_policy *latch_lookup_borrow(struct ps_store *s, uint64_t 
 static struct ps_policy *latch_lookup(struct ps_store *s, uint64_t idx)
 {
 	struct ps_policy *pol;
+	bool token = PS_LATCH_LOOKUP_ENTER();
 
-	PS_LATCH_READ_ENTER();
 	/* The tree holds its reference for our whole section: a plain increment is safe. */
 	pol = _ps_policy_get(ps_rtree_lookup_pol(latch_cur(to_latch(s)), idx));
 	PS_ANNOTATE_HAPPENS_BEFORE(s);
-	PS_LATCH_READ_EXIT();
-	return pol;
+	PS_LATCH_LOOKUP_EXIT(token);
+	return ps_lookup_result(pol);
 }
 
 static void latch_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol,

@@ -124,16 +124,12 @@ int ps_store_synchronize(struct ps_store *store)
 
 struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 {
-	struct ps_policy *pol;
-
 	if (ps_unlikely(!store)) {
 		errno = EINVAL;
 		return NULL;
 	}
-	pol = store->lookup(store, idx);
-	if (!pol)
-		errno = 0; /* documented: a miss is told from a NULL store by errno */
-	return pol;
+	/* A tail call: the variant sets errno on a miss (ps_lookup_result()). */
+	return store->lookup(store, idx);
 }
 
 void ps_store_read_lock(struct ps_store *store)

@@ -7,6 +7,8 @@
 #ifndef POLSTORE_SRC_STORE_INTERNAL_H
 #define POLSTORE_SRC_STORE_INTERNAL_H
 
+#include <errno.h>
+
 #include <polstore/lockstat.h>
 #include <polstore/store.h>
 
@@ -32,8 +34,10 @@ struct ps_store {
 
 /*
  * Arguments are already checked by store.c: @store is not NULL and
- * start < end.  @set receives ranges preallocated for PS_RTREE_SET_MAX_NEW
- * per tree the variant keeps (@ntrees); it owns the list afterwards.
+ * start < end.  @lookup returns through ps_lookup_result(), so that
+ * ps_store_lookup() can tail-call it: one call per lookup, not two.
+ * @set receives ranges preallocated for PS_RTREE_SET_MAX_NEW per tree the
+ * variant keeps (@ntrees); it owns the list afterwards.
  */
 struct ps_sync_ops {
 	int ntrees;
@@ -63,6 +67,17 @@ extern const struct ps_sync_ops _ps_sync_qsbr_ops;
 /* Thread registration with the liburcu flavours (sync_rcu.c, sync_qsbr.c). */
 void _ps_memb_thread_exit(void);
 void _ps_qsbr_thread_exit(void);
+
+/*
+ * What every variant's lookup returns: @pol, with errno set to 0 on a miss,
+ * as ps_store_lookup() documents (a miss is told from a NULL store by errno).
+ */
+static inline struct ps_policy *ps_lookup_result(struct ps_policy *pol)
+{
+	if (ps_unlikely(!pol))
+		errno = 0;
+	return pol;
+}
 
 /* Look the policy up in @t and return it (borrowed) or NULL; for a tree no writer changes. */
 static inline struct ps_policy *ps_rtree_lookup_pol(const struct ps_rtree *t, uint64_t idx)

@@ -102,7 +102,7 @@ static struct ps_policy *locked_lookup(struct ps_store *s, uint64_t idx)
 	locked_read_lock(s);
 	pol = _ps_policy_get(ps_rtree_lookup_pol(&to_locked(s)->tree, idx));
 	locked_read_unlock(s);
-	return pol;
+	return ps_lookup_result(pol);
 }
 
 static void locked_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol,

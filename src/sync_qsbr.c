@@ -21,13 +21,16 @@
 #include "store_internal.h"
 
 /*
- * "Online" is liburcu's own state (registered, non-zero counter), so threads
- * the application registered itself are honoured, never registered twice
- * and never unregistered by polstore.
+ * "Online" is liburcu's own state, so threads the application registered
+ * itself are honoured, never registered twice and never unregistered by
+ * polstore.  For the qsbr flavour liburcu's "inside a read-side section"
+ * is exactly "online": a non-zero counter, which only a registered thread
+ * has (liburcu zeroes it before it unregisters a thread).  One thread-local
+ * load, the only one a lookup by an online thread makes.
  */
 static inline bool qsbr_online_now(void)
 {
-	return URCU_TLS(urcu_qsbr_reader).registered && URCU_TLS(urcu_qsbr_reader).ctr;
+	return urcu_qsbr_read_ongoing();
 }
 
 /* polstore registered this thread, so it unregisters it at exit. */
@@ -68,7 +71,8 @@ void ps_qsbr_thread_offline(void)
 
 void ps_qsbr_quiescent(void)
 {
-	if (!ps_qsbr_auto_depth && qsbr_online_now())
+	/* Not inside an automatic section: its end goes offline instead. */
+	if (ps_likely(qsbr_online_now()) && ps_likely(!ps_qsbr_auto_depth))
 		urcu_qsbr_quiescent_state();
 }
 
@@ -106,6 +110,31 @@ static inline void ps_qsbr_read_exit(void)
 }
 
 /*
+ * The section of one lookup.  An online thread is inside a read-side
+ * section already (QSBR: from one quiescent state to the next), whether
+ * by its own choice or inside an automatic section, and the lookup does
+ * not change that: it needs nothing, not even the depth count.  An offline
+ * thread opens an automatic section; the token says so.
+ */
+static inline bool ps_qsbr_lookup_enter(void)
+{
+	if (ps_likely(qsbr_online_now())) {
+		urcu_qsbr_read_lock();
+		return false;
+	}
+	ps_qsbr_read_enter();
+	return true;
+}
+
+static inline void ps_qsbr_lookup_exit(bool token)
+{
+	if (ps_unlikely(token))
+		ps_qsbr_read_exit();
+	else
+		urcu_qsbr_read_unlock();
+}
+
+/*
  * A writer that is online would stall the writer ahead of it (which waits
  * for its quiescent state) while it waits for that writer's mutex: writers
  * go offline for the update and come back online after it.
@@ -125,6 +154,8 @@ static inline void ps_qsbr_write_exit(bool was_online)
 }
 
 #define PS_LATCH_READ_ENTER() ps_qsbr_read_enter()
+#define PS_LATCH_LOOKUP_ENTER() ps_qsbr_lookup_enter()
+#define PS_LATCH_LOOKUP_EXIT(token) ps_qsbr_lookup_exit(token)
 #define PS_LATCH_READ_EXIT() ps_qsbr_read_exit()
 #define PS_LATCH_SYNCHRONIZE() urcu_qsbr_synchronize_rcu()
 #define PS_LATCH_WRITE_ENTER() ps_qsbr_write_enter()

@@ -95,10 +95,21 @@ static void seq_read_unlock(struct ps_store *s)
 	ps_memb_read_unlock();
 }
 
-/* Inside a memb read-side section. */
-static const struct ps_policy *seq_lookup_borrow(struct ps_store *s, uint64_t idx)
+/* The fallback after PS_SEQ_RETRIES failed tries: out of line, off the fast path. */
+static __attribute__((noinline, cold)) struct ps_policy *seq_read_locked(
+		struct ps_store_seq *ss, uint64_t idx)
 {
-	struct ps_store_seq *ss = to_seq(s);
+	struct ps_policy *pol;
+
+	ps_spin_lock(&ss->lock);
+	pol = ps_rtree_lookup_pol(&ss->tree, idx);
+	ps_spin_unlock(&ss->lock);
+	return pol;
+}
+
+/* Inside a memb read-side section; inlined into both lookups. */
+static inline struct ps_policy *seq_read(struct ps_store_seq *ss, uint64_t idx)
+{
 	struct ps_policy *pol;
 	int tries;
 
@@ -122,10 +133,12 @@ static const struct ps_policy *seq_lookup_borrow(struct ps_store *s, uint64_t id
 		if (!ps_seq_read_retry(&ss->seq, start) && r != PS_RTREE_OVERRUN)
 			return pol;
 	}
-	ps_spin_lock(&ss->lock);
-	pol = ps_rtree_lookup_pol(&ss->tree, idx);
-	ps_spin_unlock(&ss->lock);
-	return pol;
+	return seq_read_locked(ss, idx);
+}
+
+static const struct ps_policy *seq_lookup_borrow(struct ps_store *s, uint64_t idx)
+{
+	return seq_read(to_seq(s), idx);
 }
 
 static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
@@ -134,10 +147,10 @@ static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
 
 	ps_memb_read_lock();
 	/* Still in the section: the range, and its reference, outlive us. */
-	pol = _ps_policy_get((struct ps_policy *)seq_lookup_borrow(s, idx));
+	pol = _ps_policy_get(seq_read(to_seq(s), idx));
 	PS_ANNOTATE_HAPPENS_BEFORE(s);
 	ps_memb_read_unlock();
-	return pol;
+	return ps_lookup_result(pol);
 }
 
 /* A batch of retired ranges on its way through call_rcu(). */
