@@ -121,6 +121,64 @@ VARIANT_TEST(store, einval_leaves_state)
 	ps_policy_put(a);
 }
 
+/*
+ * Each variant's lookup sets errno on a miss itself (ps_store_lookup() tail-
+ * calls it): a miss reads errno 0 whatever errno was, also inside a section.
+ */
+VARIANT_TEST(store, miss_sets_errno_zero)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *a = ps_test_bind(1), *got;
+
+	cr_assert_eq(ps_store_set(s, 10, 20, a), 0);
+	errno = EAGAIN;
+	cr_assert_null(ps_store_lookup(s, 9));
+	cr_assert_eq(errno, 0, "%s: errno %d after a miss", ps_sync_name(*sync), errno);
+	errno = EAGAIN;
+	cr_assert_null(ps_store_lookup(s, 20));
+	cr_assert_eq(errno, 0);
+	got = ps_store_lookup(s, 19);
+	cr_assert_eq(got, a);
+	/* Ours, one per tree, and the lookup's. */
+	cr_assert_eq(ps_policy_refcount(a), 2 + s->ops->ntrees);
+	ps_policy_put(got);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
+/*
+ * RCU_QSBR lookups leave the thread as they found it: an online thread
+ * stays online (the lookup skips the section bookkeeping), an offline one
+ * stays offline, also for a lookup inside an automatic section.
+ */
+Test(store, qsbr_lookup_keeps_thread_state)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
+	struct ps_policy *a = ps_test_bind(1);
+
+	cr_assert_eq(ps_store_set(s, 0, 8, a), 0);
+	cr_assert_not(ps_qsbr_thread_is_online());
+	ps_policy_put(ps_store_lookup(s, 1));
+	cr_assert_not(ps_qsbr_thread_is_online());
+	ps_store_read_lock(s); /* automatic section: online until its end */
+	cr_assert_eq(ps_store_lookup_borrow(s, 2), a);
+	ps_policy_put(ps_store_lookup(s, 3));
+	cr_assert_eq(ps_store_lookup_borrow(s, 4), a);
+	ps_store_read_unlock(s);
+	cr_assert_not(ps_qsbr_thread_is_online());
+	cr_assert_eq(ps_qsbr_thread_online(), 0);
+	ps_policy_put(ps_store_lookup(s, 5));
+	cr_assert_null(ps_store_lookup(s, 9));
+	cr_assert(ps_qsbr_thread_is_online());
+	ps_qsbr_quiescent();
+	ps_qsbr_thread_offline();
+	/* A set waits for a grace period: no section may be left open above. */
+	cr_assert_eq(ps_store_set(s, 0, 8, NULL), 0);
+	cr_assert_eq(ps_policy_refcount(a), 1);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
 VARIANT_TEST(store, split_trim_remove)
 {
 	struct ps_store *s = ps_store_create(*sync);
