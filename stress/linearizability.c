@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "linearizability.h"
+#include "xorshift.h"
 
 #define LIN_MARK (1UL << 48) /* always set: the mask is never empty */
 #define LIN_VMASK (LIN_MARK - 1)
@@ -26,17 +27,6 @@
 #define LIN_PRINT_MAX 10 /* violations printed in full per round; the rest are counted */
 #define LIN_MAX_ROUNDS 4096 /* min_writes gives up after this many rounds */
 
-/* xorshift64*: the oracle depends on nothing but polstore and libc. */
-static inline uint64_t lin_rand(uint64_t *state)
-{
-	uint64_t x = *state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*state = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
 
 struct ps_policy *ps_lin_encode(uint64_t version)
 {
@@ -156,10 +146,12 @@ static void print_violation(FILE *log, const char *why, const struct ps_lin_look
 	}
 }
 
-/* Where the @n-th violation of a round is printed: @log for the first few, then nowhere. */
-static FILE *shown(FILE *log, long n)
+/* Count an illegal lookup; print it in full if it is one of the first few of the round. */
+static void illegal(FILE *log, long *violations, const char *why, const struct ps_lin_lookup *l,
+		const struct lin_page *pg, const struct lin_entry *w, const struct lin_entry *later)
 {
-	return n <= LIN_PRINT_MAX ? log : NULL;
+	if (++*violations <= LIN_PRINT_MAX)
+		print_violation(log, why, l, pg, w, later);
 }
 
 long ps_lin_check(int npages, const struct ps_lin_initial *initial,
@@ -243,8 +235,7 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 			/* Any removal (or an empty initial state) that began before we ended. */
 			k = first_begin_after(pg->rm, pg->nrm, l->end - 1) - 1;
 			if (k < 0) {
-				violations++;
-				print_violation(shown(log, violations),
+				illegal(log, &violations,
 						"returned nothing, but no removal of the page began "
 						"before the lookup ended",
 						l, pg, NULL, NULL);
@@ -252,8 +243,7 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 			}
 			w = &pg->rm[pg->premax[k]];
 		} else if (l->version == UINT64_MAX) {
-			violations++;
-			print_violation(shown(log, violations),
+			illegal(log, &violations,
 					"returned a policy that carries no version", l, pg, NULL, NULL);
 			continue;
 		} else if (l->version == pg->init_version) {
@@ -264,8 +254,7 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 
 			hit = bsearch(&kp, byver, (size_t)nwrites, sizeof(*byver), write_ver_cmp);
 			if (!hit || (*hit)->removal) {
-				violations++;
-				print_violation(shown(log, violations),
+				illegal(log, &violations,
 						"returned a version that was never set", l, pg, NULL,
 						NULL);
 				continue;
@@ -273,15 +262,13 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 			found = (struct lin_entry){ (*hit)->begin, (*hit)->end, *hit };
 			w = &found;
 			if (l->page < (*hit)->first || l->page > (*hit)->last) {
-				violations++;
-				print_violation(shown(log, violations),
+				illegal(log, &violations,
 						"returned a version that does not cover the page", l,
 						pg, w, NULL);
 				continue;
 			}
 			if (w->begin >= l->end) {
-				violations++;
-				print_violation(shown(log, violations),
+				illegal(log, &violations,
 						"returned a version whose set began after the lookup "
 						"ended",
 						l, pg, w, NULL);
@@ -291,8 +278,7 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 		/* (c): a write covering the page that began after w ended and ended before l began. */
 		k = first_begin_after(pg->all, pg->nall, w->end);
 		if (k < pg->nall && pg->all[pg->sufmin[k]].end < l->begin) {
-			violations++;
-			print_violation(shown(log, violations),
+			illegal(log, &violations,
 					"stale: a later write covering the page ended before the "
 					"lookup began",
 					l, pg, w, &pg->all[pg->sufmin[k]]);
@@ -376,7 +362,7 @@ static void *lin_writer(void *arg)
 		long slot = atomic_fetch_add(&run->nwrites, 1);
 		struct ps_lin_write *w;
 		struct ps_policy *pol = NULL;
-		uint64_t r = lin_rand(&t->seed);
+		uint64_t r = ps_xorshift64s(&t->seed);
 		uint32_t first = (uint32_t)(r % (uint64_t)np), len;
 		int kind = (int)((r >> 16) % 20);
 
@@ -420,7 +406,7 @@ static void *lin_reader(void *arg)
 		ps_qsbr_thread_online();
 	pthread_barrier_wait(&run->start);
 	for (i = 0; i < run->quota; i++) {
-		uint64_t r = lin_rand(&t->seed);
+		uint64_t r = ps_xorshift64s(&t->seed);
 		uint32_t page = (uint32_t)(r % (uint64_t)run->npages);
 		struct ps_lin_lookup *l = &out[i];
 

@@ -15,6 +15,8 @@
 
 #include <polstore/lockstat.h>
 
+#include "xorshift.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #define STRESS_HAVE_TSC 1
@@ -148,14 +150,7 @@ unsigned stress_work_iters(double ns);
 
 static inline uint64_t stress_rand(uint64_t *s)
 {
-	/* xorshift64* */
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545F4914F6CDD1DULL;
+	return ps_xorshift64s(s);
 }
 
 /* Uniform in [0, n) without a division. */

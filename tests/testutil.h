@@ -14,6 +14,8 @@
 
 #include <polstore/polstore.h>
 
+#include "xorshift.h" /* stress/xorshift.h */
+
 /*
  * PS_PARAM_TEST(type, var, values, count, suite, name): a Criterion test run
  * once per element of @values (an array of @count @type); the body sees
@@ -71,13 +73,7 @@ void ps_test_alloc_restore(void);
 /* xorshift64*: deterministic per-thread random numbers. */
 static inline uint64_t ps_test_rand(uint64_t *state)
 {
-	uint64_t x = *state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*state = x;
-	return x * 0x2545F4914F6CDD1DULL;
+	return ps_xorshift64s(state);
 }
 
 /*
