@@ -6,9 +6,9 @@
  * PS_LATCH_SYNCHRONIZE() and PS_LATCH_OPS (the name of the ops table), and
  * may define PS_LATCH_WRITE_ENTER() / PS_LATCH_WRITE_EXIT(token) around the
  * writer's mutex (QSBR: a writer must not wait for the mutex while online),
- * and PS_LATCH_LOOKUP_ENTER() / PS_LATCH_LOOKUP_EXIT(token) for the section
- * of a single lookup, when the flavour can make it cheaper than a general
- * section (QSBR: an online thread needs none at all).
+ * and PS_LATCH_IN_SECTION(), true when the calling thread is inside a
+ * read-side section already, so that a lookup needs no section of its own
+ * (QSBR: an online thread).
  *
  * Why readers are safe.  In-place red-black rotations can hide a node from
  * a reader walking the tree at that moment (the warning in Linux's
@@ -43,9 +43,12 @@
 #include "annotate.h"
 #include "store_internal.h"
 
-#ifndef PS_LATCH_LOOKUP_ENTER
-#define PS_LATCH_LOOKUP_ENTER() (PS_LATCH_READ_ENTER(), true)
-#define PS_LATCH_LOOKUP_EXIT(token) ((void)(token), PS_LATCH_READ_EXIT())
+#ifdef PS_LATCH_IN_SECTION
+/* Out of line, off the path of the lookups that need no section. */
+#define PS_LATCH_LOOKUP_SECTION static __attribute__((noinline))
+#else
+#define PS_LATCH_IN_SECTION() false
+#define PS_LATCH_LOOKUP_SECTION static inline
 #endif
 
 #ifndef PS_LATCH_WRITE_ENTER
@@ -117,16 +120,32 @@ static const struct ps_policy *latch_lookup_borrow(struct ps_store *s, uint64_t 
 	return ps_rtree_lookup_pol(latch_cur(to_latch(s)), idx);
 }
 
-static struct ps_policy *latch_lookup(struct ps_store *s, uint64_t idx)
+/* Inside a read-side section. */
+static inline struct ps_policy *latch_get(struct ps_store *s, uint64_t idx)
 {
 	struct ps_policy *pol;
-	bool token = PS_LATCH_LOOKUP_ENTER();
 
 	/* The tree holds its reference for our whole section: a plain increment is safe. */
 	pol = _ps_policy_get(ps_rtree_lookup_pol(latch_cur(to_latch(s)), idx));
 	PS_ANNOTATE_HAPPENS_BEFORE(s);
-	PS_LATCH_LOOKUP_EXIT(token);
+	return pol;
+}
+
+PS_LATCH_LOOKUP_SECTION struct ps_policy *latch_lookup_section(struct ps_store *s, uint64_t idx)
+{
+	struct ps_policy *pol;
+
+	PS_LATCH_READ_ENTER();
+	pol = latch_get(s, idx);
+	PS_LATCH_READ_EXIT();
 	return ps_lookup_result(pol);
+}
+
+static struct ps_policy *latch_lookup(struct ps_store *s, uint64_t idx)
+{
+	if (!PS_LATCH_IN_SECTION())
+		return latch_lookup_section(s, idx);
+	return ps_lookup_result(latch_get(s, idx));
 }
 
 static void latch_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol,

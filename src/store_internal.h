@@ -7,8 +7,6 @@
 #ifndef POLSTORE_SRC_STORE_INTERNAL_H
 #define POLSTORE_SRC_STORE_INTERNAL_H
 
-#include <errno.h>
-
 #include <polstore/lockstat.h>
 #include <polstore/store.h>
 
@@ -68,15 +66,18 @@ extern const struct ps_sync_ops _ps_sync_qsbr_ops;
 void _ps_memb_thread_exit(void);
 void _ps_qsbr_thread_exit(void);
 
+/* Set errno to 0 and return NULL (store.c); out of line, a tail call. */
+struct ps_policy *_ps_lookup_miss(void);
+
 /*
  * What every variant's lookup returns: @pol, with errno set to 0 on a miss,
  * as ps_store_lookup() documents (a miss is told from a NULL store by errno).
+ * errno is libc's thread-local: out of line, setting it is a tail call off
+ * the path of a hit.
  */
 static inline struct ps_policy *ps_lookup_result(struct ps_policy *pol)
 {
-	if (ps_unlikely(!pol))
-		errno = 0;
-	return pol;
+	return ps_likely(pol) ? pol : _ps_lookup_miss();
 }
 
 /* Look the policy up in @t and return it (borrowed) or NULL; for a tree no writer changes. */

@@ -110,28 +110,14 @@ static inline void ps_qsbr_read_exit(void)
 }
 
 /*
- * The section of one lookup.  An online thread is inside a read-side
- * section already (QSBR: from one quiescent state to the next), whether
- * by its own choice or inside an automatic section, and the lookup does
- * not change that: it needs nothing, not even the depth count.  An offline
- * thread opens an automatic section; the token says so.
+ * An online thread is inside a read-side section already (QSBR: from one
+ * quiescent state to the next), by its own choice or inside an automatic
+ * section, and a lookup does not change that: it needs no section of its
+ * own, not even the depth count.  An offline thread opens an automatic one.
  */
-static inline bool ps_qsbr_lookup_enter(void)
+static inline bool ps_qsbr_in_section(void)
 {
-	if (ps_likely(qsbr_online_now())) {
-		urcu_qsbr_read_lock();
-		return false;
-	}
-	ps_qsbr_read_enter();
-	return true;
-}
-
-static inline void ps_qsbr_lookup_exit(bool token)
-{
-	if (ps_unlikely(token))
-		ps_qsbr_read_exit();
-	else
-		urcu_qsbr_read_unlock();
+	return ps_likely(qsbr_online_now());
 }
 
 /*
@@ -154,8 +140,7 @@ static inline void ps_qsbr_write_exit(bool was_online)
 }
 
 #define PS_LATCH_READ_ENTER() ps_qsbr_read_enter()
-#define PS_LATCH_LOOKUP_ENTER() ps_qsbr_lookup_enter()
-#define PS_LATCH_LOOKUP_EXIT(token) ps_qsbr_lookup_exit(token)
+#define PS_LATCH_IN_SECTION() ps_qsbr_in_section()
 #define PS_LATCH_READ_EXIT() ps_qsbr_read_exit()
 #define PS_LATCH_SYNCHRONIZE() urcu_qsbr_synchronize_rcu()
 #define PS_LATCH_WRITE_ENTER() ps_qsbr_write_enter()
