@@ -18,6 +18,12 @@ void ps_spin_init(struct ps_spinlock *l)
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&l->starving, sizeof(l->starving)); /* atomics only */
 }
 
+void ps_seq_init(struct ps_seqcount *s)
+{
+	PS_WRITE_ONCE(s->seq, 0);
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&s->seq, sizeof(s->seq)); /* atomics only */
+}
+
 void _ps_spin_lock_slow(struct ps_spinlock *l)
 {
 	unsigned rounds = 0, yields = 0;
@@ -131,6 +137,12 @@ void ps_rwlock_write_lock(struct ps_rwlock *l)
 	if (!ps_spin_trylock(&l->wlock))
 		_ps_spin_lock_slow(&l->wlock);
 #endif
+	/*
+	 * The previous writer's section happens before ours: pairs with
+	 * write_unlock()'s HAPPENS_BEFORE(&l->wlock).  Without it the checkers
+	 * saw two writers' stores as unordered whenever no reader linked them.
+	 */
+	PS_ANNOTATE_HAPPENS_AFTER(&l->wlock);
 	__atomic_store_n(&l->writer, 1, __ATOMIC_SEQ_CST);
 	for (i = 0; i < PS_RWLOCK_SLOTS; i++) {
 #ifdef POLSTORE_LOCK_STAT

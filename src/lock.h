@@ -147,6 +147,14 @@ struct ps_seqcount {
 	unsigned seq;
 };
 
+/*
+ * ps_seq_init() - zero @s and declare its count to the thread checkers.
+ * Context: before @s is shared.  The count is touched only with atomics
+ * (and the writer's own plain read, under the writer lock); the ordering it
+ * carries is annotated in ps_seq_read_begin() and ps_seq_write_end().
+ */
+void ps_seq_init(struct ps_seqcount *s);
+
 static inline unsigned ps_seq_read_begin(const struct ps_seqcount *s)
 {
 	unsigned seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
