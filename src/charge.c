@@ -31,6 +31,7 @@
 
 #include <polstore/charge.h>
 
+#include "annotate.h"
 #include "compiler.h"
 #include "lock.h"
 
@@ -62,6 +63,19 @@ struct ps_charge {
 static struct ps_spinlock charge_topo;
 /* Counters that have had a stock; 0 lets refusals skip the drain-and-retry. */
 static long charge_nr_stocked;
+
+/*
+ * The statics above are zero from the start; this runs ps_spin_init() on
+ * charge_topo all the same, before main(), so that its lock words are
+ * declared to helgrind/DRD like every other spinlock's, and declares
+ * charge_nr_stocked, touched only with atomics (its RMWs under charge_topo,
+ * lockless PS_READ_ONCE in ps_charge_try()).
+ */
+__attribute__((constructor)) static void charge_init_statics(void)
+{
+	ps_spin_init(&charge_topo);
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&charge_nr_stocked, sizeof(charge_nr_stocked));
+}
 
 static const char *const charge_kind_names[PS_CHARGE_KIND_COUNT] = {
 	[PS_CHARGE_SPIN] = "spin",
@@ -114,6 +128,32 @@ static void charge_underflow(const struct ps_charge *c, long usage)
 	(void)c;
 	(void)usage;
 #endif
+}
+
+/*
+ * Declare to helgrind/DRD the words of @c that are only ever accessed with
+ * atomics (they see atomics as plain accesses).  Context: before @c is shared.
+ *  - @stock_batch (PS_READ_ONCE/PS_WRITE_ONCE) and @stock (release store
+ *    under charge_topo, acquire loads; plain reads only under charge_topo or
+ *    by destroy), every kind; the slots are declared when allocated;
+ *  - the counter words, for every kind but SPIN: ATOMIC and STOCK update
+ *    them with atomic RMWs and read them lockless; SEQLOCK writes them with
+ *    PS_WRITE_ONCE under c->lock and its readers load them with
+ *    PS_READ_ONCE inside a seqcount section that retries when a writer got
+ *    in (the lock holder's plain reads never meet a concurrent write).
+ *    SPIN keeps every access under c->lock, so the checkers still check it.
+ */
+static void charge_declare_atomics(struct ps_charge *c)
+{
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->stock_batch, sizeof(c->stock_batch));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->stock, sizeof(c->stock));
+	if (c->kind == PS_CHARGE_SPIN)
+		return;
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->usage, sizeof(c->usage));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->max_usage, sizeof(c->max_usage));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->failcnt, sizeof(c->failcnt));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->max_overshoot, sizeof(c->max_overshoot));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->limit, sizeof(c->limit));
 }
 
 /* Locked kinds: the caller holds c->lock.  Stores are WRITE_ONCE for SEQLOCK readers. */
@@ -344,6 +384,8 @@ static int charge_enable_stock(struct ps_charge *c)
 	if (!c->stock) {
 		stock = _ps_zalloc_aligned(sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
 		if (stock) {
+			/* Slots: only ever atomic RMWs and loads once zeroed. */
+			PS_ANNOTATE_BENIGN_RACE_SIZED(stock, sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
 			/* Release: the zeroed slots are visible to whoever loads the pointer. */
 			PS_STORE_RELEASE(c->stock, stock);
 			__atomic_add_fetch(&charge_nr_stocked, 1, __ATOMIC_RELAXED);
@@ -372,6 +414,8 @@ struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *p
 	c->limit = limit;
 	c->parent = parent;
 	ps_spin_init(&c->lock);
+	ps_seq_init(&c->seq);
+	charge_declare_atomics(c);
 	if (kind == PS_CHARGE_STOCK) {
 		if (charge_enable_stock(c)) {
 			_ps_free_aligned(c);
