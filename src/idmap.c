@@ -15,6 +15,16 @@
  * That is all the RCU variant needs, plus deferred frees of the caller's
  * objects; for SPIN and RWLOCK the same loads run under the lock.
  *
+ * Thread checkers (helgrind/DRD see atomics as plain accesses): the root
+ * pointer, every slot and @count are declared atomics-only words (each
+ * write is a release store or PS_WRITE_ONCE under the writer lock, each
+ * lockless read an acquire load or PS_READ_ONCE; a writer's plain reads
+ * under the lock never meet a concurrent write).  What a release store
+ * publishes (a node's @shift and slot 0, or the caller's object) is handed
+ * over with HAPPENS_BEFORE on the word's address just before the store and
+ * HAPPENS_AFTER on it after an acquire load that returned non-NULL: see
+ * idmap_publish() and idmap_subscribed().
+ *
  * Allocation: @full has bit i set when slot i of a leaf holds an object, or
  * when child i of an inner node exists and is itself full.  Writers alone
  * read and write it (under the writer lock), so readers pay nothing for it.
@@ -101,6 +111,29 @@ int ps_idmap_sync_from_name(const char *name)
 	return -EINVAL;
 }
 
+/*
+ * Release-store @v into @word (map->root or a slot) for lockless readers.
+ * Stores of NULL publish nothing but go through here all the same.
+ */
+#define idmap_publish(word, v)                                                                     \
+	do {                                                                                       \
+		PS_ANNOTATE_HAPPENS_BEFORE(&(word)); /* pairs with idmap_subscribed() */         \
+		PS_STORE_RELEASE(word, v);                                                         \
+	} while (0)
+
+/*
+ * @p was just acquire-loaded from @word: what its idmap_publish() made
+ * visible (a node filled in, the caller's initialised object) is visible
+ * here.  Returns @p.
+ */
+static inline void *idmap_subscribed(const void *word, void *p)
+{
+	if (p)
+		PS_ANNOTATE_HAPPENS_AFTER(word);
+	(void)word;
+	return p;
+}
+
 static inline uint64_t idmap_span(const struct idmap_node *n)
 {
 	return (uint64_t)IDMAP_FANOUT << n->shift;
@@ -115,8 +148,10 @@ static struct idmap_node *idmap_node_new(unsigned shift)
 {
 	struct idmap_node *n = _ps_zalloc(sizeof(*n));
 
-	if (n)
+	if (n) {
 		n->shift = shift;
+		PS_ANNOTATE_BENIGN_RACE_SIZED(n->slots, sizeof(n->slots)); /* atomics only */
+	}
 	return n;
 }
 
@@ -145,6 +180,8 @@ struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
 		return NULL;
 	}
 	map->sync = sync;
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->root, sizeof(map->root)); /* atomics only */
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->count, sizeof(map->count)); /* atomics only */
 	ps_rwlock_init(&map->rw);
 	ps_spin_init(&map->lock);
 	ps_spin_init(&map->defer_lock);
@@ -235,16 +272,19 @@ void *ps_idmap_find(const struct ps_idmap *map, int id)
 		idmap_bug("find outside a read-side section");
 #endif
 	/* Acquire: pairs with the release that published the node; its @shift and slots are set. */
-	n = PS_LOAD_ACQUIRE(map->root);
+	n = idmap_subscribed(&map->root, PS_LOAD_ACQUIRE(map->root));
 	if (!n || (uint64_t)id >= idmap_span(n))
 		return NULL;
 	while (n->shift) {
-		n = PS_LOAD_ACQUIRE(n->slots[idmap_index(n, (uint64_t)id)]);
+		unsigned i = idmap_index(n, (uint64_t)id);
+
+		n = idmap_subscribed(&n->slots[i], PS_LOAD_ACQUIRE(n->slots[i]));
 		if (!n)
 			return NULL;
 	}
 	/* Acquire: the object's initialisation before ps_idmap_alloc() is visible. */
-	return PS_LOAD_ACQUIRE(n->slots[id & IDMAP_MASK]);
+	id &= IDMAP_MASK;
+	return idmap_subscribed(&n->slots[id], PS_LOAD_ACQUIRE(n->slots[id]));
 }
 
 /* The lowest bound id >= @start under @n, which covers [@base, @base + span). */
@@ -255,7 +295,7 @@ static void *idmap_next(const struct idmap_node *n, uint64_t start, uint64_t bas
 	void *p;
 
 	for (; i < IDMAP_FANOUT; i++) {
-		p = PS_LOAD_ACQUIRE(n->slots[i]);
+		p = idmap_subscribed(&n->slots[i], PS_LOAD_ACQUIRE(n->slots[i]));
 		if (!p)
 			continue;
 		cbase = base + ((uint64_t)i << n->shift);
@@ -282,7 +322,7 @@ void *ps_idmap_get_next(const struct ps_idmap *map, int *id)
 	if (idmap_read_depth <= 0)
 		idmap_bug("get_next outside a read-side section");
 #endif
-	root = PS_LOAD_ACQUIRE(map->root);
+	root = idmap_subscribed(&map->root, PS_LOAD_ACQUIRE(map->root));
 	if (!root || (uint64_t)*id >= idmap_span(root))
 		return NULL;
 	p = idmap_next(root, (uint64_t)*id, 0, &found);
@@ -360,7 +400,7 @@ static int idmap_grow(struct ps_idmap *map)
 			n->full = 1;
 	}
 	/* Release: @shift and slot 0 are visible to a reader that loads the new root. */
-	PS_STORE_RELEASE(map->root, n);
+	idmap_publish(map->root, n);
 	return 0;
 }
 
@@ -380,13 +420,13 @@ static int idmap_bind(struct ps_idmap *map, uint64_t id, void *ptr)
 			/* Nodes created so far stay, empty: the bindings are unchanged. */
 			if (!c)
 				return -ENOMEM;
-			PS_STORE_RELEASE(n->slots[i], c);
+			idmap_publish(n->slots[i], c);
 		}
 		path[depth++] = n;
 		n = c;
 	}
 	/* Release: the caller's initialisation of *ptr happens before a reader finds it. */
-	PS_STORE_RELEASE(n->slots[id & IDMAP_MASK], ptr);
+	idmap_publish(n->slots[id & IDMAP_MASK], ptr);
 	n->full |= 1ULL << (id & IDMAP_MASK);
 	/* A node that just became full marks its bit in the parent, and so on up. */
 	while (n->full == IDMAP_FULL && depth > 0) {
@@ -455,7 +495,7 @@ int ps_idmap_replace(struct ps_idmap *map, int id, void *ptr, void **old)
 	leaf = idmap_leaf(map, (uint64_t)id);
 	prev = leaf ? leaf->slots[id & IDMAP_MASK] : NULL;
 	if (prev)
-		PS_STORE_RELEASE(leaf->slots[id & IDMAP_MASK], ptr);
+		idmap_publish(leaf->slots[id & IDMAP_MASK], ptr);
 	idmap_write_unlock(map);
 	if (!prev)
 		return -ENOENT;
@@ -477,7 +517,7 @@ int ps_idmap_remove(struct ps_idmap *map, int id, void **old)
 	if (n)
 		prev = n->slots[uid & IDMAP_MASK];
 	if (prev) {
-		PS_STORE_RELEASE(n->slots[uid & IDMAP_MASK], NULL);
+		idmap_publish(n->slots[uid & IDMAP_MASK], NULL);
 		/* Nothing on the path to a free id is full any more. */
 		for (n = map->root; n; n = n->shift ? n->slots[idmap_index(n, uid)] : NULL)
 			n->full &= ~(1ULL << idmap_index(n, uid));
