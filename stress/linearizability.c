@@ -329,7 +329,8 @@ struct lin_run {
 	_Atomic uint64_t clock;
 	uint64_t version_base;
 	struct ps_lin_write *writes;
-	atomic_long nwrites; /* slots claimed; may exceed LIN_ROUND_WRITES */
+	long round_writes; /* writes per round at most, <= LIN_ROUND_WRITES */
+	atomic_long nwrites; /* slots claimed; may exceed round_writes */
 	struct ps_lin_lookup *lookups;
 	long quota; /* per reader this round */
 	atomic_int readers_left;
@@ -366,7 +367,7 @@ static void *lin_writer(void *arg)
 		uint32_t first = (uint32_t)(r % (uint64_t)np), len;
 		int kind = (int)((r >> 16) % 20);
 
-		if (slot >= LIN_ROUND_WRITES)
+		if (slot >= run->round_writes)
 			break;
 		w = &run->writes[slot];
 		/* Mostly short ranges (splits and trims), sometimes wide ones. */
@@ -456,6 +457,9 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 	run.cfg = cfg;
 	run.npages = cfg->npages > 0 ? cfg->npages : 48;
 	run.version_base = 1;
+	run.round_writes = cfg->round_writes > 0 && cfg->round_writes < LIN_ROUND_WRITES ?
+					   cfg->round_writes :
+					   LIN_ROUND_WRITES;
 	atomic_store(&lin_live, 0);
 	/* Counted allocations: every policy and node must be freed by the end. */
 	if (ps_set_alloc_ops(&ops))
@@ -501,8 +505,8 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 			pthread_join(th[i].tid, NULL);
 		pthread_barrier_destroy(&run.start);
 		nw = atomic_load(&run.nwrites);
-		if (nw > LIN_ROUND_WRITES)
-			nw = LIN_ROUND_WRITES;
+		if (nw > run.round_writes)
+			nw = run.round_writes;
 		/* A slot claimed after stop was never written: keep only finished writes. */
 		for (v = 0; v < nw; v++)
 			if (!run.writes[v].end)

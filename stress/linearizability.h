@@ -45,6 +45,12 @@ struct ps_lin_config {
 	uint64_t seed;
 	FILE *log; /* violations (with their history slice) go here; NULL: stderr */
 	bool abort_on_violation; /* abort() after printing, as a stress binary would */
+	/*
+	 * Writes per round at most (0: 131072).  Under valgrind, which runs one
+	 * thread at a time, a writer given whole time slices would otherwise
+	 * make the round take minutes.
+	 */
+	long round_writes;
 };
 
 struct ps_lin_result {
