@@ -33,6 +33,7 @@
  * siblings' bits.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,20 @@ struct idmap_deferred {
 	void (*fn)(void *);
 };
 
+/*
+ * A batch of deferred frees.  The batch being filled hangs off the map; a
+ * full one (or the one ps_idmap_barrier() takes) is "in flight" while its
+ * taker waits for a grace period and runs it, on the map's in-flight list
+ * in the order taken, so that a barrier can wait for every batch taken
+ * before it, including those other threads are still running.
+ */
+struct idmap_batch {
+	struct idmap_batch *next; /* in flight: the next one taken */
+	uint64_t ticket; /* in flight: when it was taken */
+	int n;
+	struct idmap_deferred e[PS_IDMAP_FREE_BATCH];
+};
+
 struct ps_idmap {
 	struct ps_rwlock rw; /* RWLOCK */
 	struct ps_spinlock lock __ps_cacheline_aligned; /* SPIN: everyone; RCU: writers */
@@ -70,9 +85,11 @@ struct ps_idmap {
 	struct idmap_node *root; /* release-published */
 	int count; /* PS_WRITE_ONCE under the writer lock */
 
-	struct ps_spinlock defer_lock;
-	struct idmap_deferred *defer; /* PS_IDMAP_FREE_BATCH entries, or NULL */
-	int ndefer;
+	pthread_mutex_t defer_lock; /* the fields below */
+	pthread_cond_t defer_done; /* a batch in flight finished */
+	struct idmap_batch *defer; /* being filled, or NULL */
+	struct idmap_batch *inflight, **inflight_tail; /* taken, not yet run: by ticket */
+	uint64_t tickets; /* batches taken so far */
 };
 
 static const char *const idmap_sync_names[PS_IDMAP_SYNC_COUNT] = {
@@ -184,7 +201,9 @@ struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->count, sizeof(map->count)); /* atomics only */
 	ps_rwlock_init(&map->rw);
 	ps_spin_init(&map->lock);
-	ps_spin_init(&map->defer_lock);
+	pthread_mutex_init(&map->defer_lock, NULL);
+	pthread_cond_init(&map->defer_done, NULL);
+	map->inflight_tail = &map->inflight;
 	return map;
 }
 
@@ -195,6 +214,8 @@ void ps_idmap_destroy(struct ps_idmap *map)
 	ps_idmap_barrier(map);
 	if (map->root)
 		idmap_node_free(map->root);
+	pthread_cond_destroy(&map->defer_done);
+	pthread_mutex_destroy(&map->defer_lock);
 	_ps_free_aligned(map);
 }
 
@@ -547,18 +568,44 @@ void ps_idmap_synchronize(struct ps_idmap *map)
 		idmap_synchronize(map);
 }
 
-static void idmap_run_deferred(struct idmap_deferred *d, int n)
+/* Take the batch being filled and put it in flight.  Context: under defer_lock. */
+static struct idmap_batch *idmap_take_batch(struct ps_idmap *map)
 {
+	struct idmap_batch *b = map->defer;
+
+	map->defer = NULL;
+	b->next = NULL;
+	b->ticket = ++map->tickets;
+	*map->inflight_tail = b;
+	map->inflight_tail = &b->next;
+	return b;
+}
+
+/* Wait for a grace period, run @b's frees, take it out of flight and free it. */
+static void idmap_run_batch(struct ps_idmap *map, struct idmap_batch *b)
+{
+	struct idmap_batch **pp;
 	int i;
 
-	for (i = 0; i < n; i++)
-		d[i].fn(d[i].ptr);
+	/* Every object in the batch was removed before this grace period began. */
+	if (b->n)
+		idmap_synchronize(map);
+	for (i = 0; i < b->n; i++)
+		b->e[i].fn(b->e[i].ptr);
+	pthread_mutex_lock(&map->defer_lock);
+	for (pp = &map->inflight; *pp != b; pp = &(*pp)->next)
+		;
+	*pp = b->next;
+	if (!*pp)
+		map->inflight_tail = pp;
+	pthread_cond_broadcast(&map->defer_done);
+	pthread_mutex_unlock(&map->defer_lock);
+	_ps_free(b);
 }
 
 int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 {
-	struct idmap_deferred *batch = NULL;
-	int n = 0;
+	struct idmap_batch *batch = NULL;
 
 	if (!map || !ptr || !free_fn)
 		return -EINVAL;
@@ -566,51 +613,45 @@ int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 		free_fn(ptr);
 		return 0;
 	}
-	ps_spin_lock(&map->defer_lock);
-	if (!map->defer)
-		map->defer = _ps_alloc(sizeof(*map->defer) * PS_IDMAP_FREE_BATCH);
+	pthread_mutex_lock(&map->defer_lock);
 	if (!map->defer) {
-		ps_spin_unlock(&map->defer_lock);
+		map->defer = _ps_alloc(sizeof(*map->defer));
+		if (map->defer)
+			map->defer->n = 0;
+	}
+	if (!map->defer) {
+		pthread_mutex_unlock(&map->defer_lock);
 		idmap_synchronize(map);
 		free_fn(ptr);
 		return 0;
 	}
-	map->defer[map->ndefer].ptr = ptr;
-	map->defer[map->ndefer].fn = free_fn;
-	if (++map->ndefer == PS_IDMAP_FREE_BATCH) {
-		batch = map->defer;
-		n = map->ndefer;
-		map->defer = NULL;
-		map->ndefer = 0;
-	}
-	ps_spin_unlock(&map->defer_lock);
-	if (batch) {
-		/* Every object in the batch was removed before this grace period began. */
-		idmap_synchronize(map);
-		idmap_run_deferred(batch, n);
-		_ps_free(batch);
-	}
+	map->defer->e[map->defer->n].ptr = ptr;
+	map->defer->e[map->defer->n].fn = free_fn;
+	if (++map->defer->n == PS_IDMAP_FREE_BATCH)
+		batch = idmap_take_batch(map);
+	pthread_mutex_unlock(&map->defer_lock);
+	if (batch)
+		idmap_run_batch(map, batch);
 	return 0;
 }
 
 void ps_idmap_barrier(struct ps_idmap *map)
 {
-	struct idmap_deferred *batch;
-	int n;
+	struct idmap_batch *batch = NULL;
+	uint64_t upto;
 
 	if (!map)
 		return;
-	ps_spin_lock(&map->defer_lock);
-	batch = map->defer;
-	n = map->ndefer;
-	map->defer = NULL;
-	map->ndefer = 0;
-	ps_spin_unlock(&map->defer_lock);
-	if (!batch)
-		return;
-	if (n) {
-		idmap_synchronize(map);
-		idmap_run_deferred(batch, n);
-	}
-	_ps_free(batch);
+	pthread_mutex_lock(&map->defer_lock);
+	if (map->defer)
+		batch = idmap_take_batch(map);
+	upto = map->tickets;
+	pthread_mutex_unlock(&map->defer_lock);
+	if (batch)
+		idmap_run_batch(map, batch);
+	/* Batches other threads took before us may still be running: wait for them. */
+	pthread_mutex_lock(&map->defer_lock);
+	while (map->inflight && map->inflight->ticket <= upto)
+		pthread_cond_wait(&map->defer_done, &map->defer_lock);
+	pthread_mutex_unlock(&map->defer_lock);
 }

@@ -237,6 +237,11 @@ PS_API int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(vo
  * ps_idmap_barrier() - run every free ps_idmap_free_rcu() has queued
  * @map: the map
  *
+ * When it returns, every free queued on @map before the call has run: those
+ * still queued (after a grace period) and those of full batches that other
+ * threads' ps_idmap_free_rcu() calls took and are still running (it waits
+ * for them).
+ *
  * Context: as ps_idmap_synchronize(); may block.
  */
 PS_API void ps_idmap_barrier(struct ps_idmap *map);
