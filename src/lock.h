@@ -90,12 +90,14 @@ static inline void ps_spin_lock(struct ps_spinlock *l)
 		wait_start = _ps_lstat_now();
 		_ps_spin_lock_slow(l);
 	}
+	/* Before the holder's first write, hold_start included. */
+	PS_ANNOTATE_HAPPENS_AFTER(l); /* pairs with ps_spin_unlock() */
 	l->hold_start = _ps_lstat_acquired(&l->stat, PS_LOCK_STAT_WRITE, wait_start);
 #else
 	if (ps_unlikely(!ps_spin_trylock(l)))
 		_ps_spin_lock_slow(l);
-#endif
 	PS_ANNOTATE_HAPPENS_AFTER(l); /* pairs with ps_spin_unlock() */
+#endif
 }
 
 static inline void ps_spin_unlock(struct ps_spinlock *l)
