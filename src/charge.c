@@ -37,6 +37,13 @@
 
 struct charge_stock_slot {
 	long nr;
+	/*
+	 * Refills still to be made at the charge's own size after a refused
+	 * batch refill (near the limit a batch only hoards headroom that other
+	 * threads' charges then drain back).  A hint: relaxed atomics, races
+	 * between threads sharing a slot only change how much is pre-charged.
+	 */
+	long lean;
 } __ps_cacheline_aligned;
 
 struct ps_charge {
@@ -305,15 +312,22 @@ static bool charge_stock_take(struct charge_stock_slot *s, long nr)
 	return false;
 }
 
-/* Add @nr pre-charged pages to a slot of @c; return what exceeds @batch to the hierarchy. */
+/*
+ * Add @nr pre-charged pages to a slot of @c.  When the slot would hold more
+ * than @batch, it keeps half a batch and the rest goes back to the
+ * hierarchy: a run of uncharges then walks the shared levels once per half
+ * batch, not once per call as trimming to exactly @batch would, and the half
+ * kept still serves the charges that follow.
+ */
 static void charge_stock_put(struct ps_charge *c, struct charge_stock_slot *s, long nr, long batch)
 {
 	long cur = __atomic_add_fetch(&s->nr, nr, __ATOMIC_RELAXED);
+	long keep = batch / 2;
 
 	while (cur > batch) {
-		if (__atomic_compare_exchange_n(&s->nr, &cur, batch, true, __ATOMIC_RELAXED,
+		if (__atomic_compare_exchange_n(&s->nr, &cur, keep, true, __ATOMIC_RELAXED,
 				__ATOMIC_RELAXED)) {
-			charge_hier_uncharge(c, cur - batch);
+			charge_hier_uncharge(c, cur - keep);
 			return;
 		}
 	}
@@ -327,7 +341,14 @@ static void charge_drain_one(struct ps_charge *c)
 
 	if (!stock)
 		return;
+	/*
+	 * Load before exchanging: an empty slot's line is not written (nor
+	 * taken from its owner's cache).  A put landing after the load is a
+	 * put after the drain; at quiescence the load sees every put.
+	 */
 	for (i = 0; i < PS_CHARGE_STOCK_SLOTS; i++) {
+		if (!__atomic_load_n(&stock[i].nr, __ATOMIC_RELAXED))
+			continue;
 		v = __atomic_exchange_n(&stock[i].nr, 0, __ATOMIC_RELAXED);
 		if (v)
 			charge_hier_uncharge(c, v);
@@ -490,7 +511,7 @@ int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
 {
 	struct charge_stock_slot *s;
 	struct ps_charge *refused;
-	long batch;
+	long batch, lean;
 
 	if (!c || nr < 0 || nr > PS_CHARGE_MAX)
 		return -EINVAL;
@@ -498,11 +519,18 @@ int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
 	if (s) {
 		if (ps_likely(charge_stock_take(s, nr)))
 			return 0;
-		/* Refill: a whole batch, the rest of it kept in our slot. */
-		if (!charge_hier_try(c, batch, NULL, false)) {
+		lean = __atomic_load_n(&s->lean, __ATOMIC_RELAXED);
+		if (lean > 0) {
+			/* Near the limit: charge only @nr, as the walk below does. */
+			__atomic_store_n(&s->lean, lean - 1, __ATOMIC_RELAXED);
+		} else if (!charge_hier_try(c, batch, NULL, false)) {
+			/* Refill: a whole batch, the rest of it kept in our slot. */
 			if (batch > nr)
 				charge_stock_put(c, s, batch - nr, batch);
 			return 0;
+		} else if (batch > nr) {
+			/* Refused: the next @batch refills charge only their own @nr. */
+			__atomic_store_n(&s->lean, batch, __ATOMIC_RELAXED);
 		}
 	}
 	/* No stock anywhere: the plain walk, failcnt counted at the first refusal. */

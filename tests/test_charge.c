@@ -271,6 +271,50 @@ KIND_TEST(charge, stock_in_front)
 	cr_assert_eq(ps_charge_destroy(root), 0);
 }
 
+KIND_TEST(charge, stock_lean_refill_and_half_trim)
+{
+	struct ps_charge *root = mk(*kind, NULL, 20);
+	struct ps_charge *leaf = mk(*kind, root, 1000);
+	long batch = 16, held, i;
+
+	cr_assert_eq(ps_charge_set_stock(leaf, batch), 0);
+	cr_assert_eq(ps_charge_try(leaf, 1, NULL), 0);
+	cr_assert_eq(ps_charge_try(leaf, batch - 1, NULL), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), 0);
+	/* The batch refill is refused (16 + 16 > 20): only the page is charged. */
+	cr_assert_eq(ps_charge_try(leaf, 1, NULL), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), batch + 1);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_FAILCNT), 0, "a refused refill is not a refusal");
+	/* Room again, but the next batch refills still charge only their page. */
+	cr_assert_eq(ps_charge_set_limit(root, 1000), 0);
+	for (i = 0; i < batch; i++) {
+		cr_assert_eq(ps_charge_try(leaf, 1, NULL), 0);
+		cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), 0, "lean refill %ld pre-charged", i);
+	}
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 2 * batch + 1);
+	/* Then whole batches again. */
+	cr_assert_eq(ps_charge_try(leaf, 1, NULL), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), batch - 1);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 3 * batch + 1);
+	held = 2 * batch + 2;
+	/* Uncharges fill the stock to one batch; beyond it, half a batch is kept. */
+	cr_assert_eq(ps_charge_uncharge(leaf, 1), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), batch);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 3 * batch + 1);
+	cr_assert_eq(ps_charge_uncharge(leaf, 1), 0);
+	held -= 2;
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), batch / 2);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), held + batch / 2);
+	cr_assert_eq(ps_charge_uncharge(leaf, held), 0);
+	cr_assert_leq(rd(leaf, PS_CHARGE_STOCKED), batch);
+	cr_assert_eq(ps_charge_drain_stock(root), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_USAGE), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 0);
+	cr_assert_eq(ps_charge_destroy(leaf), 0);
+	cr_assert_eq(ps_charge_destroy(root), 0);
+}
+
 /* ---- Concurrency --------------------------------------------------------- */
 
 #define NTHREADS 4

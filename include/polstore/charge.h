@@ -170,8 +170,11 @@ PS_API struct ps_charge *ps_charge_parent(const struct ps_charge *c);
  * limit, the levels already charged are uncharged, the refusing level's
  * failcnt is incremented and it is stored in *@fail.  With a stock, small
  * charges (@nr <= batch) are served from the calling thread's stock and
- * refilled a batch at a time; before refusing, the stocks of every counter
- * under the refusing level are drained and the charge retried once.
+ * refilled a batch at a time; when a batch refill is refused, the charge is
+ * made for @nr alone, and so are the calling thread's next batch refills of
+ * that stock (near the limit a pre-charged batch would only hold headroom
+ * other charges need).  Before refusing, the stocks of every counter under
+ * the refusing level are drained and the charge retried once.
  *
  * Context: any thread; never sleeps (spinning waiters yield).  Does not
  * allocate.
@@ -185,8 +188,9 @@ PS_API int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail);
  * @c: the counter @nr was charged to
  * @nr: how much, 0 to PS_CHARGE_MAX
  *
- * With a stock, @nr goes to the calling thread's stock; whatever the stock
- * holds beyond one batch is uncharged from the hierarchy.
+ * With a stock, @nr goes to the calling thread's stock; when the stock would
+ * then hold more than one batch, it keeps half a batch and the rest is
+ * uncharged from the hierarchy.
  *
  * Context: any thread; never sleeps.
  * Return: 0; -EINVAL when @c is NULL, @nr is out of range, or (without a
