@@ -41,7 +41,6 @@ struct load {
 	atomic_int running;
 	atomic_long ops;
 	pthread_t tid[NLOAD];
-	int idx[NLOAD];
 };
 
 struct load_arg {
@@ -137,6 +136,27 @@ static void report(const char *module, const char *kind, const struct worst *w, 
 			module, kind, writes, NLOAD, load_ops, line);
 }
 
+/*
+ * The writer's side of every test: start the load (@fn on @obj), run @round
+ * (one round of the writer's timed calls, @nw of them, into @w) until
+ * writer_more() says stop, stop the load and report.
+ */
+static void run_writer(const char *module, const char *kind, void (*fn)(void *obj, int idx),
+		void *obj, void (*round)(void *obj, struct worst *w, long i), struct worst *w,
+		int nw)
+{
+	struct load l = { .fn = fn, .obj = obj };
+	long i, ops0;
+	uint64_t start;
+
+	load_start(&l);
+	ops0 = atomic_load(&l.ops);
+	start = now_ns();
+	for (i = 0; writer_more(i, start); i++)
+		round(obj, w, i);
+	report(module, kind, w, nw, nw * i, load_stop(&l, ops0));
+}
+
 /* ---- ps_charge: set_limit, stat and drain against chargers ---- */
 
 static enum ps_charge_kind all_kinds[PS_CHARGE_KIND_COUNT] = {
@@ -155,14 +175,21 @@ static void charge_one(void *obj, int idx)
 	TCHECK(ps_charge_uncharge(t->leaf[idx], 1) == 0, "uncharge");
 }
 
+static void charge_round(void *obj, struct worst *w, long i)
+{
+	struct charge_tree *t = obj;
+	struct ps_charge_stat st;
+
+	TIMED(&w[0], ps_charge_set_limit(t->root, (i & 1) ? 1L << 40 : 1L << 39));
+	TIMED(&w[1], ps_charge_stat(t->root, &st));
+	TIMED(&w[2], ps_charge_drain_stock(t->root));
+}
+
 PS_PARAM_TEST(enum ps_charge_kind, kind, all_kinds, PS_CHARGE_KIND_COUNT, fairness, charge_writer)
 {
 	struct charge_tree t;
-	struct load l = { .fn = charge_one, .obj = &t };
 	struct worst w[3] = { { "set_limit", 0 }, { "stat", 0 }, { "drain_stock", 0 } };
-	struct ps_charge_stat st;
-	long i, ops0;
-	uint64_t start;
+	long i;
 
 	t.root = ps_charge_create(*kind, NULL, 1L << 40);
 	cr_assert_not_null(t.root);
@@ -170,15 +197,7 @@ PS_PARAM_TEST(enum ps_charge_kind, kind, all_kinds, PS_CHARGE_KIND_COUNT, fairne
 		t.leaf[i] = ps_charge_create(*kind, t.root, 1L << 30);
 		cr_assert_not_null(t.leaf[i]);
 	}
-	load_start(&l);
-	ops0 = atomic_load(&l.ops);
-	start = now_ns();
-	for (i = 0; writer_more(i, start); i++) {
-		TIMED(&w[0], ps_charge_set_limit(t.root, (i & 1) ? 1L << 40 : 1L << 39));
-		TIMED(&w[1], ps_charge_stat(t.root, &st));
-		TIMED(&w[2], ps_charge_drain_stock(t.root));
-	}
-	report("charge", ps_charge_kind_name(*kind), w, 3, 3 * i, load_stop(&l, ops0));
+	run_writer("charge", ps_charge_kind_name(*kind), charge_one, &t, charge_round, w, 3);
 	for (i = 0; i < NLOAD; i++)
 		cr_assert_eq(ps_charge_destroy(t.leaf[i]), 0);
 	cr_assert_eq(ps_charge_read(t.root, PS_CHARGE_USAGE), 0);
@@ -200,25 +219,20 @@ static int sum_call(struct ps_pcounter *pc)
 	return 0;
 }
 
+static void pcounter_round(void *obj, struct worst *w, long i)
+{
+	TIMED(&w[0], sum_call(obj));
+	TIMED(&w[1], ps_pcounter_fold(obj));
+	TIMED(&w[2], ps_pcounter_set_batch(obj, (i & 1) ? 32 : 64));
+}
+
 Test(fairness, pcounter_writer)
 {
 	struct ps_pcounter *pc = ps_pcounter_create(0, 32);
-	struct load l = { .fn = pcounter_one };
 	struct worst w[3] = { { "sum", 0 }, { "fold", 0 }, { "set_batch", 0 } };
-	long i, ops0;
-	uint64_t start;
 
 	cr_assert_not_null(pc);
-	l.obj = pc;
-	load_start(&l);
-	ops0 = atomic_load(&l.ops);
-	start = now_ns();
-	for (i = 0; writer_more(i, start); i++) {
-		TIMED(&w[0], sum_call(pc));
-		TIMED(&w[1], ps_pcounter_fold(pc));
-		TIMED(&w[2], ps_pcounter_set_batch(pc, (i & 1) ? 32 : 64));
-	}
-	report("pcounter", "batch 32/64", w, 3, 3 * i, load_stop(&l, ops0));
+	run_writer("pcounter", "batch 32/64", pcounter_one, pc, pcounter_round, w, 3);
 	cr_assert_eq(ps_pcounter_sum(pc), 0);
 	ps_pcounter_destroy(pc);
 }
@@ -237,25 +251,19 @@ static int exact_call(struct ps_commit *cm)
 	return ps_commit_committed(cm, true) >= 0 ? 0 : -EINVAL;
 }
 
+static void commit_round(void *obj, struct worst *w, long i)
+{
+	TIMED(&w[0], ps_commit_set_mode(obj, (i & 1) ? PS_OVERCOMMIT_GUESS : PS_OVERCOMMIT_NEVER));
+	TIMED(&w[1], exact_call(obj));
+}
+
 Test(fairness, commit_writer)
 {
 	struct ps_commit *cm = ps_commit_create(PS_OVERCOMMIT_GUESS, 1ULL << 30, NLOAD + 1);
-	struct load l = { .fn = commit_one };
 	struct worst w[2] = { { "set_mode", 0 }, { "committed(exact)", 0 } };
-	long i, ops0;
-	uint64_t start;
 
 	cr_assert_not_null(cm);
-	l.obj = cm;
-	load_start(&l);
-	ops0 = atomic_load(&l.ops);
-	start = now_ns();
-	for (i = 0; writer_more(i, start); i++) {
-		TIMED(&w[0], ps_commit_set_mode(cm, (i & 1) ? PS_OVERCOMMIT_GUESS
-							   : PS_OVERCOMMIT_NEVER));
-		TIMED(&w[1], exact_call(cm));
-	}
-	report("commit", "guess/never", w, 2, 2 * i, load_stop(&l, ops0));
+	run_writer("commit", "guess/never", commit_one, cm, commit_round, w, 2);
 	cr_assert_eq(ps_commit_committed(cm, true), 0);
 	ps_commit_destroy(cm);
 }
