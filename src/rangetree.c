@@ -3,13 +3,18 @@
  * The range tree's update algorithm, after the kernel's
  * shared_policy_replace(): remove what [start, end) covers, trim what it
  * overlaps, split what covers it, insert the new range.  Ranges are never
- * merged.
+ * merged.  One algorithm (rtree_apply()) for both kinds of writer: it finds
+ * every range it changes by key, through the tree core's path operations,
+ * so it never holds a node across a change (copy on write, a change may
+ * replace nodes by copies).
  *
  * Invariants (ps_rtree_check()): ranges are non-empty, ordered by start,
  * pairwise disjoint (so their ends are ordered too), each holds a non-NULL,
  * non-DEFAULT policy with a positive count, and @count is the node count.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "policy_internal.h"
 #include "rangetree.h"
@@ -29,8 +34,10 @@ static struct ps_range *list_pop(struct ps_range_list *l)
 {
 	struct ps_range *r = l->head;
 
-	if (r)
+	if (r) {
 		l->head = r->next_free;
+		l->n--;
+	}
 	return r;
 }
 
@@ -38,47 +45,47 @@ static void list_push(struct ps_range_list *l, struct ps_range *r)
 {
 	r->next_free = l->head;
 	l->head = r;
+	l->n++;
 }
 
-/* The leftmost range whose end is above @start: the first that can overlap it. */
-static struct ps_range *first_ending_after(const struct ps_rtree *t, uint64_t start)
+/*
+ * The leftmost range whose end is above @start (the first that can
+ * overlap [start, ...)), with @path ending at it.  Ranges are disjoint and
+ * ordered, so their ends are ordered like their starts.
+ */
+static struct ps_range *first_ending_after(const struct ps_rb_root *root, uint64_t start,
+		struct ps_rb_path *path)
 {
-	struct ps_rb_node *n = t->root.node;
-	struct ps_range *best = NULL;
+	struct ps_rb_node *n = root->node;
+	int best_depth = 0;
 
+	path->depth = 0;
 	while (n) {
-		struct ps_range *r = rb_range(n);
+		int right = !(rb_range(n)->end > start);
 
-		if (r->end > start) {
-			best = r;
-			n = n->child[0];
-		} else {
-			n = n->child[1];
-		}
+		ps_rb_path_push(path, n, right);
+		if (!right)
+			best_depth = path->depth;
+		n = n->child[right];
 	}
-	return best;
+	path->depth = best_depth;
+	return best_depth ? rb_range(path->node[best_depth - 1]) : NULL;
 }
 
-static void rtree_insert(struct ps_rtree *t, struct ps_range *nr)
+/* Link @nr (payload set) by its start; ranges never overlap, so starts are unique. */
+static void rtree_insert(struct ps_rb_tx *tx, size_t *count, struct ps_range *nr)
 {
-	struct ps_rb_node *parent = NULL, *n = t->root.node;
-	int dir = 0;
+	struct ps_rb_path path = { .depth = 0 };
+	struct ps_rb_node *n = tx->root->node;
 
 	while (n) {
-		parent = n;
-		dir = nr->start >= rb_range(n)->start;
+		int dir = nr->start >= rb_range(n)->start;
+
+		ps_rb_path_push(&path, n, dir);
 		n = n->child[dir];
 	}
-	ps_rb_link(&t->root, &nr->rb, parent, dir);
-	ps_rb_insert_color(&t->root, &nr->rb);
-	PS_WRITE_ONCE(t->count, t->count + 1);
-}
-
-static void rtree_remove(struct ps_rtree *t, struct ps_range *r, struct ps_range_list *removed)
-{
-	ps_rb_erase(&t->root, &r->rb);
-	PS_WRITE_ONCE(t->count, t->count - 1);
-	list_push(removed, r);
+	ps_rb_insert(tx, &path, &nr->rb);
+	PS_WRITE_ONCE(*count, *count + 1);
 }
 
 /* Fill a spare range; the release store that links it publishes these fields. */
@@ -87,49 +94,159 @@ static struct ps_range *new_range(struct ps_range_list *spares, uint64_t start, 
 {
 	struct ps_range *r = list_pop(spares);
 
+	if (!r) {
+		/* ps_rtree_cow_need() or the caller's fill was wrong: a bug, not a state to go on in. */
+		fprintf(stderr, "polstore: range tree update ran out of preallocated ranges\n");
+		abort();
+	}
 	PS_WRITE_ONCE(r->start, start);
 	PS_WRITE_ONCE(r->end, end);
 	PS_WRITE_ONCE(r->pol, ps_policy_get(pol));
 	return r;
 }
 
-void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
-		struct ps_range_list *spares, struct ps_range_list *removed)
+/*
+ * shared_policy_replace() on the tree @tx changes.  Each loop turn finds
+ * the first range still overlapping [start, end) afresh (O(log n)): after a
+ * left trim its end is @start, after a removal it is gone, so the search
+ * moves on.  Copy on write the path nodes found by earlier turns are owned
+ * already and are not copied again.
+ */
+static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
+		struct ps_policy *pol, struct ps_range_list *spares, struct ps_range_list *removed)
 {
-	struct ps_range *r = first_ending_after(t, start);
+	struct ps_rb_path path;
+	struct ps_range *r;
 
-	while (r && r->start < end) {
-		struct ps_range *next = rb_range(ps_rb_next(&r->rb));
-
+	while ((r = first_ending_after(tx->root, start, &path)) && r->start < end) {
 		if (r->start >= start) {
 			if (r->end <= end) {
-				rtree_remove(t, r, removed); /* inside: drop it */
-			} else {
-				PS_WRITE_ONCE(r->start, end); /* sticks out on the right */
-				break;
+				/* Inside: drop it (its reference goes with it). */
+				r = rb_range(ps_rb_erase(tx, &path));
+				PS_WRITE_ONCE(*count, *count - 1);
+				list_push(removed, r);
+				continue;
 			}
-		} else if (r->end > end) {
+			/* Sticks out on the right: keep [end, r->end). */
+			r = rb_range(ps_rb_own(tx, &path));
+			PS_WRITE_ONCE(r->start, end);
+			break;
+		}
+		if (r->end > end) {
 			/* Covers both edges: keep [r->start, start) here, re-add [end, r->end). */
 			struct ps_range *tail = new_range(spares, end, r->end, r->pol);
 
+			r = rb_range(ps_rb_own(tx, &path));
 			PS_WRITE_ONCE(r->end, start);
-			rtree_insert(t, tail);
+			rtree_insert(tx, count, tail);
 			break;
-		} else {
-			PS_WRITE_ONCE(r->end, start); /* sticks out on the left */
 		}
-		r = next;
+		/* Sticks out on the left: keep [r->start, start). */
+		r = rb_range(ps_rb_own(tx, &path));
+		PS_WRITE_ONCE(r->end, start);
 	}
 	if (pol && pol->mode != PS_MPOL_DEFAULT)
-		rtree_insert(t, new_range(spares, start, end, pol));
+		rtree_insert(tx, count, new_range(spares, start, end, pol));
+}
+
+void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
+		struct ps_range_list *spares, struct ps_range_list *removed)
+{
+	struct ps_rb_tx tx = { .root = &t->root, .gen = 0, .copy = NULL };
+
+	rtree_apply(&tx, &t->count, start, end, pol, spares, removed);
+}
+
+/* ---- copy on write ---------------------------------------------------------- */
+
+/* The tree core's copy hook: a spare takes the published range's payload. */
+static struct ps_rb_node *cow_copy(struct ps_rb_tx *tx, const struct ps_rb_node *old)
+{
+	struct ps_rtree_cow *c = ps_container_of(tx, struct ps_rtree_cow, tx);
+	struct ps_range *o = ps_container_of(old, struct ps_range, rb);
+	struct ps_range *r;
+
+	r = new_range(c->spares, o->start, o->end, NULL);
+	r->pol = o->pol; /* the reference moves to the copy (see struct ps_rtree_cow) */
+	list_push(&c->replaced, (struct ps_range *)o);
+	return &r->rb;
+}
+
+/* How many ranges overlap [start, end): at most @cap counted. */
+static size_t count_overlaps(const struct ps_rtree *t, uint64_t start, uint64_t end, size_t cap)
+{
+	struct ps_rb_path path;
+	struct ps_rb_iter it;
+	struct ps_rb_node *n;
+	size_t k = 0;
+	int i;
+
+	/*
+	 * The in-order successors of the first overlapping range are the
+	 * nodes on its path where the search went left: seed an iterator
+	 * with them.
+	 */
+	if (!first_ending_after(&t->root, start, &path))
+		return 0;
+	it.depth = 0;
+	for (i = 0; i < path.depth; i++)
+		if (path.dir[i] == 0)
+			it.stack[it.depth++] = path.node[i];
+	for (n = it.stack[it.depth - 1]; n && k < cap && rb_range(n)->start < end;
+			n = ps_rb_iter_next(&it))
+		k++;
+	return k;
+}
+
+size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end, int grow)
+{
+	/* The set itself may add two ranges: the new one and a split tail. */
+	int h = ps_rb_height_bound(&t->root, grow + PS_RTREE_SET_MAX_NEW);
+	size_t per_erase = ps_rb_copies_erase(h);
+	/* Two trims (or one trim and a split), two insertions. */
+	size_t fixed = 2 * (size_t)h + 2 * ps_rb_copies_insert(h);
+	size_t cap = t->count + (size_t)grow * PS_RTREE_SET_MAX_NEW;
+	size_t k, copies;
+
+	/* No range is copied twice in one update: past @cap, counting is pointless. */
+	k = count_overlaps(t, start, end, cap / per_erase + 1);
+	copies = k * per_erase + fixed;
+	if (copies > cap)
+		copies = cap;
+	return copies + PS_RTREE_SET_MAX_NEW;
+}
+
+void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
+		struct ps_range_list *spares)
+{
+	c->root.node = t->root.node;
+	c->count = t->count;
+	c->tx.root = &c->root;
+	c->tx.gen = gen;
+	c->tx.copy = cow_copy;
+	c->spares = spares;
+	c->replaced = (struct ps_range_list){ NULL, 0 };
+	c->removed = (struct ps_range_list){ NULL, 0 };
+}
+
+void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	rtree_apply(&c->tx, &c->count, start, end, pol, c->spares, &c->removed);
+}
+
+void ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t)
+{
+	PS_STORE_RELEASE(t->root.node, c->root.node);
+	PS_WRITE_ONCE(t->count, c->count);
 }
 
 int ps_rtree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg)
 {
+	struct ps_rb_iter it;
 	struct ps_rb_node *n;
 	int ret;
 
-	for (n = ps_rb_first(&t->root); n; n = ps_rb_next(n)) {
+	for (n = ps_rb_iter_first(&it, &t->root); n; n = ps_rb_iter_next(&it)) {
 		struct ps_range *r = rb_range(n);
 
 		ret = fn(r->start, r->end, r->pol, arg);
@@ -142,6 +259,7 @@ int ps_rtree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg)
 int ps_rtree_check(const struct ps_rtree *t, const char **why)
 {
 	const struct ps_range *prev = NULL;
+	struct ps_rb_iter it;
 	struct ps_rb_node *n;
 	long count = ps_rb_check(&t->root, why);
 
@@ -151,7 +269,7 @@ int ps_rtree_check(const struct ps_rtree *t, const char **why)
 		*why = "range count does not match the tree";
 		return -EUCLEAN;
 	}
-	for (n = ps_rb_first(&t->root); n; n = ps_rb_next(n)) {
+	for (n = ps_rb_iter_first(&it, &t->root); n; n = ps_rb_iter_next(&it)) {
 		const struct ps_range *r = rb_range(n);
 
 		if (r->start >= r->end) {
@@ -175,19 +293,6 @@ int ps_rtree_check(const struct ps_rtree *t, const char **why)
 	return 0;
 }
 
-bool ps_rtree_same(const struct ps_rtree *a, const struct ps_rtree *b)
-{
-	struct ps_rb_node *x = ps_rb_first(&a->root), *y = ps_rb_first(&b->root);
-
-	for (; x && y; x = ps_rb_next(x), y = ps_rb_next(y)) {
-		const struct ps_range *ra = rb_range(x), *rb = rb_range(y);
-
-		if (ra->start != rb->start || ra->end != rb->end || ra->pol != rb->pol)
-			return false;
-	}
-	return !x && !y && a->count == b->count;
-}
-
 /* Post-order unlink: no rebalancing needed as the whole tree goes. */
 static void clear_subtree(struct ps_rb_node *n, struct ps_range_list *removed)
 {
@@ -209,13 +314,11 @@ void ps_rtree_clear(struct ps_rtree *t, struct ps_range_list *removed)
 
 int ps_range_list_fill(struct ps_range_list *list, int n)
 {
-	struct ps_range_list fresh = { NULL };
+	struct ps_range_list fresh = { NULL, 0 };
 	struct ps_range *r;
-	int have = 0;
+	size_t have;
 
-	for (r = list->head; r; r = r->next_free)
-		have++;
-	for (; have < n; have++) {
+	for (have = list->n; have < (size_t)n; have++) {
 		r = _ps_zalloc(sizeof(*r));
 		if (!r) {
 			ps_range_list_free(&fresh);
@@ -236,4 +339,20 @@ void ps_range_list_free(struct ps_range_list *list)
 		ps_policy_put(r->pol);
 		_ps_free(r);
 	}
+}
+
+void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, size_t n)
+{
+	struct ps_range *r;
+
+	while (n-- && (r = list_pop(src)))
+		list_push(dst, r);
+}
+
+void ps_range_list_free_nopol(struct ps_range_list *list)
+{
+	struct ps_range *r;
+
+	while ((r = list_pop(list)))
+		_ps_free(r);
 }

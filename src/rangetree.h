@@ -4,6 +4,14 @@
  * policy reference, kept in a red-black tree ordered by start.  This is the
  * one tree core every synchronisation variant uses; it knows nothing about
  * locks.  Writers are serialised by the caller.
+ *
+ * Two ways to update, one algorithm (rangetree.c):
+ *  - in place, ps_rtree_set(): the published tree changes under its lock
+ *    (spin, rwlock) or under a sequence count (seqlock);
+ *  - copy on write, ps_rtree_cow_*(): an update builds a new version that
+ *    shares every unchanged node with the published one and is published
+ *    by one release store of the root (rcu, rcu-qsbr).  Published ranges
+ *    are never written.
  */
 #ifndef POLSTORE_SRC_RANGETREE_H
 #define POLSTORE_SRC_RANGETREE_H
@@ -16,15 +24,15 @@
 #include "rbtree.h"
 
 /*
- * @start, @end and @pol are loaded by lockless readers while the writer
- * may trim the range, so they are accessed with PS_READ_ONCE/PS_WRITE_ONCE.
- * @pol never changes once the range is linked.
+ * @start, @end and @pol are loaded by lockless readers while an in-place
+ * writer may trim the range, so they are accessed with
+ * PS_READ_ONCE/PS_WRITE_ONCE.  @pol never changes once the range is linked.
  */
 struct ps_range {
 	struct ps_rb_node rb;
 	uint64_t start;
 	uint64_t end;
-	struct ps_policy *pol; /* one reference, owned by the range */
+	struct ps_policy *pol; /* one reference, owned by the range (see ps_rtree_cow) */
 	struct ps_range *next_free; /* on a ps_range_list once unlinked or spare */
 };
 
@@ -36,9 +44,10 @@ struct ps_rtree {
 /* A singly-linked list of ranges: spares for a set, or ranges it removed. */
 struct ps_range_list {
 	struct ps_range *head;
+	size_t n; /* ranges on the list */
 };
 
-/* Most ranges one ps_rtree_set() takes from its spares: the new range and a split tail. */
+/* Most ranges one set takes for itself: the new range and a split tail. */
 #define PS_RTREE_SET_MAX_NEW 2
 
 /** ps_rtree_lookup() outcome for a walk that exceeded PS_RB_MAX_DEPTH. */
@@ -47,9 +56,10 @@ struct ps_range_list {
 /**
  * ps_rtree_lookup() - the range containing @idx
  *
- * Safe for a lockless reader of a tree a writer may be changing: every load
- * is atomic and the walk stops after PS_RB_MAX_DEPTH steps (returning
- * PS_RTREE_OVERRUN).  Such a reader must validate the result.
+ * Safe for a lockless reader of a tree an in-place writer may be changing:
+ * every load is atomic and the walk stops after PS_RB_MAX_DEPTH steps
+ * (returning PS_RTREE_OVERRUN).  Such a reader must validate the result.
+ * A reader of a published copy-on-write version never sees the overrun.
  * Return: the range, NULL, or PS_RTREE_OVERRUN.
  */
 static inline struct ps_range *ps_rtree_lookup(const struct ps_rtree *t, uint64_t idx)
@@ -73,25 +83,78 @@ static inline struct ps_range *ps_rtree_lookup(const struct ps_rtree *t, uint64_
 void ps_rtree_init(struct ps_rtree *t);
 
 /**
- * ps_rtree_set() - apply shared_policy_replace() semantics to one tree
+ * ps_rtree_set() - apply shared_policy_replace() semantics to one tree, in place
  * @spares: at least PS_RTREE_SET_MAX_NEW preallocated ranges; those used
  *          are taken off the list
- * @removed: receives the ranges unlinked from the tree; the caller frees
- *           them with ps_range_list_free() once no reader can reach them
+ * @removed: receives the ranges unlinked from the tree, each with its
+ *           policy reference; the caller frees them with
+ *           ps_range_list_free() once no reader can reach them
  *
  * Cannot fail.  @pol NULL or DEFAULT only removes.
  */
 void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
 		struct ps_range_list *spares, struct ps_range_list *removed);
 
-/** ps_rtree_foreach() - in-order walk for a tree no writer is changing. */
+/*
+ * One copy-on-write update: any number of sets applied to a private
+ * version of a published tree, then published at once.
+ *
+ * References: a policy reference belongs to a range, not to a node.  When
+ * a published range is copied, the copy takes the reference over and the
+ * original goes to @replaced: it is freed after a grace period without
+ * touching its policy (a reader that found it is protected by the
+ * reference the copy holds, and if the copy is removed later, that removal
+ * waits for its own grace period, which waits for this reader too).  A
+ * range the update removes goes to @removed and drops its reference after
+ * a grace period.
+ */
+struct ps_rtree_cow {
+	struct ps_rb_tx tx;
+	struct ps_rb_root root;          /* the private version */
+	size_t count;                    /* its range count */
+	struct ps_range_list *spares;    /* copies and new ranges come from here */
+	struct ps_range_list replaced;   /* published ranges copied: no reference */
+	struct ps_range_list removed;    /* ranges removed: each with its reference */
+};
+
+/**
+ * ps_rtree_cow_need() - spares one ps_rtree_cow_set() of [start, end) may take
+ * @grow: sets the update applied before this one (each may add two ranges
+ *        and raise the height)
+ *
+ * A bound computed from the tree's height and the number of ranges the
+ * set overlaps (O(log n + k) to count): every operation's worst case (see
+ * ps_rb_copies_*()), capped by the fact that each published range is copied
+ * at most once per update.
+ */
+size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end, int grow);
+
+/** ps_rtree_cow_begin() - start an update of @t with generation @gen (> every earlier one). */
+void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
+		struct ps_range_list *spares);
+
+/**
+ * ps_rtree_cow_set() - ps_rtree_set() on the private version
+ *
+ * Takes at most ps_rtree_cow_need() spares (checked: running out is a bug
+ * and aborts).  Cannot fail.
+ */
+void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol);
+
+/**
+ * ps_rtree_cow_publish() - make the private version the one readers see
+ *
+ * One release store of the root: a reader that loads it (acquire) sees every
+ * node of the new version initialised.  The count follows; it is a hint for
+ * readers (ps_store_count()).
+ */
+void ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t);
+
+/** ps_rtree_foreach() - in-order walk of a tree no writer is changing (or a published version). */
 int ps_rtree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg);
 
 /** ps_rtree_check() - rb properties, order, no overlap, count, policies. */
 int ps_rtree_check(const struct ps_rtree *t, const char **why);
-
-/** ps_rtree_same() - do two trees hold the same ranges with the same policies? */
-bool ps_rtree_same(const struct ps_rtree *a, const struct ps_rtree *b);
 
 /** ps_rtree_clear() - unlink every range onto @removed (tree becomes empty). */
 void ps_rtree_clear(struct ps_rtree *t, struct ps_range_list *removed);
@@ -101,5 +164,11 @@ int ps_range_list_fill(struct ps_range_list *list, int n);
 
 /** ps_range_list_free() - put each range's policy (if any) and free it. */
 void ps_range_list_free(struct ps_range_list *list);
+
+/** ps_range_list_move() - move @n ranges (at most all) from @src onto @dst. */
+void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, size_t n);
+
+/** ps_range_list_free_nopol() - free each range, leaving its policy alone. */
+void ps_range_list_free_nopol(struct ps_range_list *list);
 
 #endif /* POLSTORE_SRC_RANGETREE_H */

@@ -100,17 +100,15 @@ static void ps_store_debug_check(struct ps_store *store)
 
 int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	struct ps_range_list spares = { NULL };
+	int ret;
 
 	if (!store || start >= end)
 		return -EINVAL;
-	/* Allocate every node the update can need before anything changes. */
-	if (ps_range_list_fill(&spares, store->ops->ntrees * PS_RTREE_SET_MAX_NEW))
-		return -ENOMEM;
-	store->ops->set(store, start, end, pol, &spares);
-	ps_range_list_free(&spares);
-	ps_store_debug_check(store);
-	return 0;
+	/* The variant allocates every node the update can need before anything changes. */
+	ret = store->ops->set(store, start, end, pol);
+	if (!ret)
+		ps_store_debug_check(store);
+	return ret;
 }
 
 int ps_store_synchronize(struct ps_store *store)
@@ -180,8 +178,8 @@ size_t ps_store_memory(struct ps_store *store)
 {
 	if (!store)
 		return 0;
-	return store->size +
-	       (size_t)store->ops->ntrees * ps_store_count(store) * sizeof(struct ps_range);
+	return store->size + (ps_store_count(store) +
+			(store->ops->held ? store->ops->held(store) : 0)) * sizeof(struct ps_range);
 }
 
 bool ps_lock_stat_enabled(void)

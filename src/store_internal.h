@@ -34,24 +34,24 @@ struct ps_store {
  * Arguments are already checked by store.c: @store is not NULL and
  * start < end.  @lookup returns through ps_lookup_result(), so that
  * ps_store_lookup() can tail-call it: one call per lookup, not two.
- * @set receives ranges preallocated for PS_RTREE_SET_MAX_NEW per tree the
- * variant keeps (@ntrees); it owns the list afterwards.
+ * @set allocates everything it can need before it changes anything and
+ * returns 0 or -ENOMEM (nothing changed).
  */
 struct ps_sync_ops {
-	int ntrees;
 	struct ps_store *(*create)(void);
 	void (*destroy)(struct ps_store *store);
 	struct ps_policy *(*lookup)(struct ps_store *store, uint64_t idx);
 	void (*read_lock)(struct ps_store *store);
 	void (*read_unlock)(struct ps_store *store);
 	const struct ps_policy *(*lookup_borrow)(struct ps_store *store, uint64_t idx);
-	void (*set)(struct ps_store *store, uint64_t start, uint64_t end, struct ps_policy *pol,
-			struct ps_range_list *spares);
+	int (*set)(struct ps_store *store, uint64_t start, uint64_t end, struct ps_policy *pol);
 	/* Free what earlier sets retired (NULL: the variant defers nothing). */
 	void (*synchronize)(struct ps_store *store);
 	int (*foreach)(struct ps_store *store, ps_foreach_fn fn, void *arg);
-	/* Under the writer lock: check and count the tree(s). */
+	/* Under the writer lock: check the tree. */
 	int (*check)(struct ps_store *store, const char **why);
+	/* Ranges held besides the live ones: spares and retired ones not yet freed (NULL: none). */
+	size_t (*held)(struct ps_store *store);
 	const struct ps_rtree *(*tree)(struct ps_store *store); /* the tree readers see now */
 	struct ps_lstat *(*lock_stat)(struct ps_store *store, int dir);
 };

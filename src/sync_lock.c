@@ -8,6 +8,8 @@
  * seen half-updated, lookups are linearizable at the acquisition, and
  * removed ranges can be freed as soon as the lock is dropped.
  */
+#include <errno.h>
+
 #include "store_internal.h"
 
 struct ps_store_locked {
@@ -105,17 +107,21 @@ static struct ps_policy *locked_lookup(struct ps_store *s, uint64_t idx)
 	return ps_lookup_result(pol);
 }
 
-static void locked_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol,
-		struct ps_range_list *spares)
+static int locked_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_store_locked *ls = to_locked(s);
-	struct ps_range_list removed = { NULL };
+	struct ps_range_list spares = { NULL, 0 }, removed = { NULL, 0 };
 
+	/* In place a set takes no copies: the new range and a split tail at most. */
+	if (ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW))
+		return -ENOMEM;
 	locked_write_lock(ls);
-	ps_rtree_set(&ls->tree, start, end, pol, spares, &removed);
+	ps_rtree_set(&ls->tree, start, end, pol, &spares, &removed);
 	locked_write_unlock(ls);
 	/* No reader can reach them: they were unlinked under the exclusive lock. */
 	ps_range_list_free(&removed);
+	ps_range_list_free(&spares);
+	return 0;
 }
 
 static int locked_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
@@ -153,7 +159,7 @@ static struct ps_lstat *locked_lock_stat(struct ps_store *s, int dir)
 }
 
 #define PS_LOCKED_OPS                                                                              \
-	.ntrees = 1, .create = locked_create, .destroy = locked_destroy,                           \
+	.create = locked_create, .destroy = locked_destroy,                           \
 	.lookup = locked_lookup, .read_lock = locked_read_lock,                                    \
 	.read_unlock = locked_read_unlock, .lookup_borrow = locked_lookup_borrow,                  \
 	.set = locked_set, .foreach = locked_foreach, .check = locked_check,                       \

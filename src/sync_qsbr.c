@@ -11,6 +11,7 @@
 #ifndef _LGPL_SOURCE
 #define _LGPL_SOURCE
 #endif
+#include <pthread.h>
 #include <stdbool.h>
 #include <urcu/urcu-qsbr.h>
 
@@ -121,11 +122,11 @@ static inline bool ps_qsbr_in_section(void)
 }
 
 /*
- * A writer that is online would stall the writer ahead of it (which waits
- * for its quiescent state) while it waits for that writer's mutex: writers
- * go offline for the update and come back online after it.
+ * Waiting for a grace period where the contract allows it
+ * (ps_store_synchronize()): an online thread would wait for itself, so it
+ * goes offline for the wait and comes back online after it.
  */
-static inline bool ps_qsbr_write_enter(void)
+static inline bool ps_qsbr_wait_enter(void)
 {
 	if (!qsbr_online_now())
 		return false;
@@ -133,17 +134,39 @@ static inline bool ps_qsbr_write_enter(void)
 	return true;
 }
 
-static inline void ps_qsbr_write_exit(bool was_online)
+static inline void ps_qsbr_wait_exit(bool was_online)
 {
 	if (was_online)
 		urcu_qsbr_thread_online();
 }
 
-#define PS_LATCH_READ_ENTER() ps_qsbr_read_enter()
-#define PS_LATCH_IN_SECTION() ps_qsbr_in_section()
-#define PS_LATCH_READ_EXIT() ps_qsbr_read_exit()
-#define PS_LATCH_SYNCHRONIZE() urcu_qsbr_synchronize_rcu()
-#define PS_LATCH_WRITE_ENTER() ps_qsbr_write_enter()
-#define PS_LATCH_WRITE_EXIT(token) ps_qsbr_write_exit(token)
-#define PS_LATCH_OPS _ps_sync_qsbr_ops
-#include "latch.h"
+static pthread_once_t ps_qsbr_atfork_once = PTHREAD_ONCE_INIT;
+
+/* liburcu's rule for programs that use call_rcu() and fork(). */
+static void ps_qsbr_register_atfork(void)
+{
+	(void)pthread_atfork(urcu_qsbr_call_rcu_before_fork, urcu_qsbr_call_rcu_after_fork_parent,
+			urcu_qsbr_call_rcu_after_fork_child);
+}
+
+/* liburcu requires a registered caller: an offline thread is online for the call. */
+static void ps_qsbr_call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *head))
+{
+	pthread_once(&ps_qsbr_atfork_once, ps_qsbr_register_atfork);
+	ps_qsbr_read_enter();
+	urcu_qsbr_call_rcu(head, fn);
+	ps_qsbr_read_exit();
+}
+
+#define PS_COW_READ_ENTER() ps_qsbr_read_enter()
+#define PS_COW_IN_SECTION() ps_qsbr_in_section()
+#define PS_COW_READ_EXIT() ps_qsbr_read_exit()
+/* An online thread may hold borrowed policies: only an offline one may wait unasked. */
+#define PS_COW_CAN_WAIT() (!qsbr_online_now())
+#define PS_COW_WAIT_ENTER() ps_qsbr_wait_enter()
+#define PS_COW_WAIT_EXIT(token) ps_qsbr_wait_exit(token)
+#define PS_COW_SYNCHRONIZE() urcu_qsbr_synchronize_rcu()
+#define PS_COW_BARRIER() urcu_qsbr_barrier()
+#define PS_COW_CALL_RCU(head, fn) ps_qsbr_call_rcu(head, fn)
+#define PS_COW_OPS _ps_sync_qsbr_ops
+#include "sync_cow.h"

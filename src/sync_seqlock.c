@@ -48,7 +48,6 @@ struct ps_store_seq {
 	struct ps_rtree tree; /* same line as @seq: one miss for a reader */
 	struct ps_spinlock lock __ps_cacheline_aligned;
 	struct ps_range_list retired; /* unlinked, waiting for a grace period; under @lock */
-	unsigned nretired;
 };
 
 static inline struct ps_store_seq *to_seq(struct ps_store *s)
@@ -172,15 +171,6 @@ static void seq_batch_free(struct rcu_head *head)
 	PS_ANNOTATE_HAPPENS_BEFORE(&seq_batches_done);
 }
 
-static pthread_once_t seq_atfork_once = PTHREAD_ONCE_INIT;
-
-/* liburcu's rule for programs that use call_rcu() and fork(). */
-static void seq_register_atfork(void)
-{
-	(void)pthread_atfork(urcu_memb_call_rcu_before_fork, urcu_memb_call_rcu_after_fork_parent,
-			urcu_memb_call_rcu_after_fork_child);
-}
-
 /* Free @list once no reader can still hold one of its ranges, without waiting if possible. */
 static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 {
@@ -190,11 +180,10 @@ static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 		return;
 	b = _ps_alloc(sizeof(*b));
 	if (ps_likely(b)) {
-		pthread_once(&seq_atfork_once, seq_register_atfork);
 		b->list = *list;
 		b->store = s;
 		PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
-		urcu_memb_call_rcu(&b->head, seq_batch_free);
+		_ps_memb_call_rcu(&b->head, seq_batch_free);
 		return;
 	}
 	urcu_memb_synchronize_rcu();
@@ -202,31 +191,28 @@ static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 	ps_range_list_free(list);
 }
 
-static void seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol,
-		struct ps_range_list *spares)
+static int seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_store_seq *ss = to_seq(s);
-	struct ps_range_list removed = { NULL }, batch = { NULL };
-	struct ps_range *r;
+	struct ps_range_list spares = { NULL, 0 }, removed = { NULL, 0 }, batch = { NULL, 0 };
 
+	/* In place a set takes no copies: the new range and a split tail at most. */
+	if (ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW))
+		return -ENOMEM;
 	ps_spin_lock(&ss->lock);
 	ps_seq_write_begin(&ss->seq);
-	ps_rtree_set(&ss->tree, start, end, pol, spares, &removed);
+	ps_rtree_set(&ss->tree, start, end, pol, &spares, &removed);
 	ps_seq_write_end(&ss->seq);
 	/* Trims free nothing; removed ranges join the batch waiting for a grace period. */
-	while ((r = removed.head)) {
-		removed.head = r->next_free;
-		r->next_free = ss->retired.head;
-		ss->retired.head = r;
-		ss->nretired++;
-	}
-	if (ss->nretired >= PS_SEQ_RETIRE_BATCH) {
+	ps_range_list_move(&ss->retired, &removed, removed.n);
+	if (ss->retired.n >= PS_SEQ_RETIRE_BATCH) {
 		batch = ss->retired;
-		ss->retired.head = NULL;
-		ss->nretired = 0;
+		ss->retired = (struct ps_range_list){ NULL, 0 };
 	}
 	ps_spin_unlock(&ss->lock);
 	seq_reclaim(s, &batch);
+	ps_range_list_free(&spares);
+	return 0;
 }
 
 static void seq_synchronize(struct ps_store *s)
@@ -236,8 +222,7 @@ static void seq_synchronize(struct ps_store *s)
 
 	ps_spin_lock(&ss->lock);
 	batch = ss->retired;
-	ss->retired.head = NULL;
-	ss->nretired = 0;
+	ss->retired = (struct ps_range_list){ NULL, 0 };
 	ps_spin_unlock(&ss->lock);
 	if (batch.head) {
 		urcu_memb_synchronize_rcu();
@@ -288,7 +273,6 @@ static struct ps_lstat *seq_lock_stat(struct ps_store *s, int dir)
 }
 
 const struct ps_sync_ops _ps_sync_seqlock_ops = {
-	.ntrees = 1,
 	.create = seq_create,
 	.destroy = seq_destroy,
 	.lookup = seq_lookup,

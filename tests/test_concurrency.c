@@ -289,28 +289,33 @@ VARIANT_TEST(concurrency, thousand_threads)
 /*
  * A read-side section nested in another (a foreach callback that looks up
  * in a second store of the same variant) must keep the thread protected
- * until the outer section ends: a set on the walked store started meanwhile
- * must not return (it would edit the tree the walk is in) before the walk is
- * over.  The reader never goes online explicitly (QSBR's automatic path).
+ * until the outer section ends.  A set on the walked store started meanwhile
+ * returns at once (rcu, rcu-qsbr: it publishes a new version) or after the
+ * walk (the others hold the writer lock across foreach); either way the walk
+ * goes on in its own snapshot and still sees the range the set removed, with
+ * its policy alive, and ps_store_synchronize() (which frees what the set
+ * retired) does not return before the walk is over.  The reader never goes
+ * online explicitly (QSBR's automatic path).
  */
 struct nested {
 	struct ps_store *store, *other;
 	atomic_int phase; /* 1: callback ran its inner lookup; 2: callback about to return */
-	atomic_int set_returned_early;
+	atomic_int saw_removed; /* the walk reached [20, 30) with its policy alive */
+	atomic_int sync_returned_early;
 };
 
 static int nested_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
 {
 	struct nested *n = arg;
 
-	(void)start;
-	(void)end;
-	(void)pol;
+	if (start == 20 && end == 30 && ps_policy_refcount(pol) > 0 &&
+			ps_policy_first_node(pol) == 1)
+		atomic_store(&n->saw_removed, 1);
 	if (atomic_load(&n->phase) == 0) {
 		ps_policy_put(ps_store_lookup(n->other, 5)); /* the nested section */
 		atomic_store(&n->phase, 1);
-		usleep(200 * 1000); /* a set that does not wait would return now */
-		/* Still inside the walk's section: a correct set returns after this. */
+		usleep(200 * 1000); /* a synchronize that does not wait would return now */
+		/* Still inside the walk's section: a correct synchronize returns after this. */
 		atomic_store(&n->phase, 2);
 	}
 	return 0;
@@ -338,14 +343,21 @@ PS_PARAM_TEST(enum ps_sync, sync, ps_test_all_syncs, PS_SYNC_COUNT, concurrency,
 	while (atomic_load(&n.phase) == 0)
 		usleep(1000);
 	cr_assert_eq(ps_store_set(n.store, 20, 30, NULL), 0);
-	/* SPIN/RWLOCK/SEQLOCK foreach holds the writer lock; RCU waits a grace period. */
+	/* The removed range is freed, with its reference, only after a grace period. */
+	cr_assert_eq(ps_store_synchronize(n.store), 0);
 	if (atomic_load(&n.phase) != 2)
-		atomic_store(&n.set_returned_early, 1);
+		atomic_store(&n.sync_returned_early, 1);
 	pthread_join(t, NULL);
-	cr_assert_eq(atomic_load(&n.set_returned_early), 0,
-			"%s: a set returned while a walk was still in the tree", ps_sync_name(*sync));
+	cr_assert_eq(atomic_load(&n.sync_returned_early), 0,
+			"%s: a synchronize returned while a walk was still in the tree",
+			ps_sync_name(*sync));
+	cr_assert_eq(atomic_load(&n.saw_removed), 1,
+			"%s: the walk's snapshot lost the range a concurrent set removed",
+			ps_sync_name(*sync));
+	cr_assert_null(ps_store_lookup(n.store, 25));
 	ps_store_destroy(n.store);
 	ps_store_destroy(n.other);
+	cr_assert_eq(ps_policy_refcount(a), 1);
 	ps_policy_put(a);
 }
 
