@@ -36,7 +36,8 @@ static struct ps_range *list_pop(struct ps_range_list *l)
 
 	if (r) {
 		l->head = r->next_free;
-		l->n--;
+		if (!--l->n)
+			l->tail = NULL;
 	}
 	return r;
 }
@@ -45,7 +46,8 @@ static void list_push(struct ps_range_list *l, struct ps_range *r)
 {
 	r->next_free = l->head;
 	l->head = r;
-	l->n++;
+	if (!l->n++)
+		l->tail = r;
 }
 
 /*
@@ -105,22 +107,57 @@ static struct ps_range *new_range(struct ps_range_list *spares, uint64_t start, 
 	return r;
 }
 
+/* The path to the range that starts at @key (it exists). */
+static struct ps_range *path_to_start(const struct ps_rb_root *root, uint64_t key,
+		struct ps_rb_path *path)
+{
+	struct ps_rb_node *n = root->node;
+
+	path->depth = 0;
+	for (;;) {
+		struct ps_range *r = rb_range(n);
+		int dir = key > r->start;
+
+		ps_rb_path_push(path, n, dir);
+		if (key == r->start)
+			return r;
+		n = n->child[dir];
+	}
+}
+
 /*
  * shared_policy_replace() on the tree @tx changes.  Each loop turn finds
- * the first range still overlapping [start, end) afresh (O(log n)): after a
- * left trim its end is @start, after a removal it is gone, so the search
+ * the first range still overlapping [cursor, end) afresh (O(log n)): after
+ * a left trim its end is @start, after a removal it is gone, so the search
  * moves on.  Copy on write the path nodes found by earlier turns are owned
  * already and are not copied again.
+ *
+ * When a new range goes in, the first range [start, end) covers whole (the
+ * victim) is not removed but becomes the new range: its node keeps its
+ * place in the tree (its predecessor ends at or before @start by then, its
+ * successors start at or after @end), so the set changes one path instead
+ * of erasing and inserting with two rebalancings.  The victim's old policy
+ * reference goes to @removed on the spare that the new range would have
+ * taken, so it is dropped exactly when an erased range's would be.
  */
 static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
 		struct ps_policy *pol, struct ps_range_list *spares, struct ps_range_list *removed)
 {
+	bool add = pol && pol->mode != PS_MPOL_DEFAULT, have_victim = false;
+	uint64_t cursor = start, victim = 0;
 	struct ps_rb_path path;
 	struct ps_range *r;
 
-	while ((r = first_ending_after(tx->root, start, &path)) && r->start < end) {
+	while ((r = first_ending_after(tx->root, cursor, &path)) && r->start < end) {
 		if (r->start >= start) {
 			if (r->end <= end) {
+				if (add && !have_victim) {
+					/* Kept for the new range; the search goes on past it. */
+					have_victim = true;
+					victim = r->start;
+					cursor = r->end;
+					continue;
+				}
 				/* Inside: drop it (its reference goes with it). */
 				r = rb_range(ps_rb_erase(tx, &path));
 				PS_WRITE_ONCE(*count, *count - 1);
@@ -145,8 +182,23 @@ static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 		r = rb_range(ps_rb_own(tx, &path));
 		PS_WRITE_ONCE(r->end, start);
 	}
-	if (pol && pol->mode != PS_MPOL_DEFAULT)
+	if (!add)
+		return;
+	if (!have_victim) {
 		rtree_insert(tx, count, new_range(spares, start, end, pol));
+		return;
+	}
+	{
+		struct ps_range *old = new_range(spares, 0, 0, NULL);
+
+		path_to_start(tx->root, victim, &path);
+		r = rb_range(ps_rb_own(tx, &path));
+		old->pol = r->pol; /* the old reference, dropped like an erased range's */
+		list_push(removed, old);
+		PS_WRITE_ONCE(r->pol, ps_policy_get(pol));
+		PS_WRITE_ONCE(r->start, start);
+		PS_WRITE_ONCE(r->end, end);
+	}
 }
 
 void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
@@ -225,8 +277,8 @@ void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64
 	c->tx.gen = gen;
 	c->tx.copy = cow_copy;
 	c->spares = spares;
-	c->replaced = (struct ps_range_list){ NULL, 0 };
-	c->removed = (struct ps_range_list){ NULL, 0 };
+	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
+	c->removed = (struct ps_range_list){ NULL, 0, NULL };
 }
 
 void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol)
@@ -314,7 +366,7 @@ void ps_rtree_clear(struct ps_rtree *t, struct ps_range_list *removed)
 
 int ps_range_list_fill(struct ps_range_list *list, int n)
 {
-	struct ps_range_list fresh = { NULL, 0 };
+	struct ps_range_list fresh = { NULL, 0, NULL };
 	struct ps_range *r;
 	size_t have;
 
@@ -347,6 +399,28 @@ void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, si
 
 	while (n-- && (r = list_pop(src)))
 		list_push(dst, r);
+}
+
+void ps_range_list_splice(struct ps_range_list *dst, struct ps_range_list *src)
+{
+	if (!src->n)
+		return;
+	src->tail->next_free = dst->head;
+	if (!dst->n)
+		dst->tail = src->tail;
+	dst->head = src->head;
+	dst->n += src->n;
+	*src = (struct ps_range_list){ NULL, 0, NULL };
+}
+
+void ps_range_list_put_policies(struct ps_range_list *list)
+{
+	struct ps_range *r;
+
+	for (r = list->head; r; r = r->next_free) {
+		ps_policy_put(r->pol);
+		r->pol = NULL;
+	}
 }
 
 void ps_range_list_free_nopol(struct ps_range_list *list)

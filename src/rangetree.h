@@ -25,8 +25,9 @@
 
 /*
  * @start, @end and @pol are loaded by lockless readers while an in-place
- * writer may trim the range, so they are accessed with
- * PS_READ_ONCE/PS_WRITE_ONCE.  @pol never changes once the range is linked.
+ * writer may trim the range, or turn it into the range a set adds (then
+ * @pol changes too, and the old reference is dropped like a removed
+ * range's), so they are accessed with PS_READ_ONCE/PS_WRITE_ONCE.
  */
 struct ps_range {
 	struct ps_rb_node rb;
@@ -45,6 +46,7 @@ struct ps_rtree {
 struct ps_range_list {
 	struct ps_range *head;
 	size_t n; /* ranges on the list */
+	struct ps_range *tail; /* the last one, for ps_range_list_splice() */
 };
 
 /* Most ranges one set takes for itself: the new range and a split tail. */
@@ -165,8 +167,14 @@ int ps_range_list_fill(struct ps_range_list *list, int n);
 /** ps_range_list_free() - put each range's policy (if any) and free it. */
 void ps_range_list_free(struct ps_range_list *list);
 
-/** ps_range_list_move() - move @n ranges (at most all) from @src onto @dst. */
+/** ps_range_list_move() - move @n ranges (at most all) from @src onto @dst, one by one. */
 void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, size_t n);
+
+/** ps_range_list_splice() - move all of @src onto @dst in O(1). */
+void ps_range_list_splice(struct ps_range_list *dst, struct ps_range_list *src);
+
+/** ps_range_list_put_policies() - put each range's policy; the ranges stay, without one. */
+void ps_range_list_put_policies(struct ps_range_list *list);
 
 /** ps_range_list_free_nopol() - free each range, leaving its policy alone. */
 void ps_range_list_free_nopol(struct ps_range_list *list);

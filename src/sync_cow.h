@@ -40,6 +40,11 @@
  * and allocates the retire batch header it may fill; -ENOMEM there leaves
  * everything as it was.  Only then is the new version built, from spares.
  *
+ * Recycling: the worker does not free the ranges of a batch but pushes
+ * them (policy references dropped) on the store's recycle stack while the
+ * store holds fewer than PS_COW_SPARE_MAX spares; the next set moves them
+ * into its pool, so a steady writer allocates nothing.
+ *
  * Memory bound: ranges retired but not yet freed are the partial batch
  * (< PS_COW_RETIRE_BATCH) plus the batches in flight.  Should the
  * call_rcu worker fall behind by more than PS_COW_INFLIGHT_MAX ranges, a
@@ -61,12 +66,20 @@
 #define PS_COW_LOOKUP_SECTION static inline
 #endif
 
-/* Ranges per retire batch handed to call_rcu(). */
-#define PS_COW_RETIRE_BATCH 128
+/*
+ * Ranges per retire batch handed to call_rcu(): the worker's grace periods
+ * (each a membarrier, an interrupt on every CPU) follow the batches when a
+ * writer runs flat out, so batches are large.
+ */
+#define PS_COW_RETIRE_BATCH 1024
 /* Retired ranges in flight past which a set that may wait frees its own batch. */
-#define PS_COW_INFLIGHT_MAX 65536
-/* Spares kept in the pool between sets: enough for typical sets in large trees. */
-#define PS_COW_POOL_KEEP 512
+#define PS_COW_INFLIGHT_MAX (1 << 18)
+/*
+ * Spare ranges a store keeps at most, in its pool and on its recycle stack
+ * together (beyond, the worker frees what a grace period released, and a
+ * set frees the pool's excess): a steady writer then allocates nothing.
+ */
+#define PS_COW_SPARE_MAX 4096
 
 /* Annotation key: every batch freed happens before the flavour's barrier returns. */
 static char cow_batches_done __attribute__((unused));
@@ -85,9 +98,17 @@ struct ps_store_cow {
 	/* Under @wlock: */
 	uint64_t gen;                  /* the last update's generation */
 	struct ps_range_list pool;     /* spare ranges */
+	size_t npool;                  /* atomic copy of @pool.n, for the worker */
 	struct cow_batch *batch;       /* the partial retire batch, or NULL */
 	/* Atomic: ranges handed to call_rcu() and not yet freed. */
 	size_t inflight;
+	/*
+	 * Atomic: ranges a grace period freed, for the next sets' pool (a
+	 * stack: the worker pushes whole batches, the writer takes it all),
+	 * and an upper bound of their number.
+	 */
+	struct ps_range *recycle;
+	size_t nrecycle;
 };
 
 static inline struct ps_store_cow *to_cow(struct ps_store *s)
@@ -111,6 +132,9 @@ static struct ps_store *cow_create(void)
 	ps_rtree_init(&cs->tree);
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->tree, sizeof(cs->tree)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->inflight, sizeof(cs->inflight));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->recycle, sizeof(cs->recycle));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nrecycle, sizeof(cs->nrecycle));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->npool, sizeof(cs->npool));
 	pthread_mutex_init(&cs->wlock, NULL);
 	return &cs->base;
 }
@@ -127,6 +151,55 @@ static void batch_free_now(struct cow_batch *b)
 	_ps_free(b);
 }
 
+/*
+ * Give @list's ranges (no policy references left) to the store's next sets:
+ * one compare-and-swap pushes the whole chain.  Only the writer takes from
+ * the stack, and it takes everything (an exchange), so no ABA can arise.
+ */
+static void cow_recycle(struct ps_store_cow *cs, struct ps_range_list *list)
+{
+	struct ps_range *head = list->head, *tail = list->tail, *old;
+
+	if (!head)
+		return;
+	/* Counted first: @nrecycle never falls below what the stack holds. */
+	__atomic_fetch_add(&cs->nrecycle, list->n, __ATOMIC_RELAXED);
+	PS_ANNOTATE_HAPPENS_BEFORE(&cs->recycle);
+	old = __atomic_load_n(&cs->recycle, __ATOMIC_RELAXED);
+	do
+		tail->next_free = old;
+	while (!__atomic_compare_exchange_n(&cs->recycle, &old, head, true, __ATOMIC_RELEASE,
+			__ATOMIC_RELAXED));
+	*list = (struct ps_range_list){ NULL, 0, NULL };
+}
+
+/* Under @wlock: move what the worker recycled into the pool. */
+static void cow_take_recycled(struct ps_store_cow *cs)
+{
+	struct ps_range_list got = { NULL, 0, NULL };
+
+	got.head = __atomic_exchange_n(&cs->recycle, NULL, __ATOMIC_ACQUIRE);
+	if (!got.head)
+		return;
+	PS_ANNOTATE_HAPPENS_AFTER(&cs->recycle);
+	for (got.tail = got.head, got.n = 1; got.tail->next_free; got.n++)
+		got.tail = got.tail->next_free;
+	__atomic_fetch_sub(&cs->nrecycle, got.n, __ATOMIC_RELAXED);
+	ps_range_list_splice(&cs->pool, &got);
+}
+
+/* After a grace period: drop the removed ranges' references, recycle or free the batch. */
+static void cow_batch_release(struct ps_store_cow *cs, struct cow_batch *b)
+{
+	ps_range_list_put_policies(&b->removed);
+	if (__atomic_load_n(&cs->nrecycle, __ATOMIC_RELAXED) +
+			__atomic_load_n(&cs->npool, __ATOMIC_RELAXED) < PS_COW_SPARE_MAX) {
+		ps_range_list_splice(&b->replaced, &b->removed);
+		cow_recycle(cs, &b->replaced);
+	}
+	batch_free_now(b);
+}
+
 static void cow_batch_free(struct rcu_head *head)
 {
 	struct cow_batch *b = ps_container_of(head, struct cow_batch, head);
@@ -136,7 +209,7 @@ static void cow_batch_free(struct rcu_head *head)
 	PS_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before call_rcu() */
 	/* A grace period has passed since the ranges left the published tree: readers let go. */
 	PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-	batch_free_now(b);
+	cow_batch_release(cs, b);
 	/* The store outlives this: destroy waits for every callback (PS_COW_BARRIER). */
 	__atomic_fetch_sub(&cs->inflight, n, __ATOMIC_RELAXED);
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_batches_done);
@@ -145,12 +218,11 @@ static void cow_batch_free(struct rcu_head *head)
 static void cow_destroy(struct ps_store *s)
 {
 	struct ps_store_cow *cs = to_cow(s);
-	struct ps_range_list removed = { NULL, 0 };
+	struct ps_range_list removed = { NULL, 0, NULL };
 
 	/* No reader may run during destroy (store.h): everything can go at once. */
 	ps_rtree_clear(&cs->tree, &removed);
 	ps_range_list_free(&removed);
-	ps_range_list_free(&cs->pool);
 	if (cs->batch)
 		batch_free_now(cs->batch);
 	/* Batches in flight point at the store: wait for them (any thread may destroy). */
@@ -161,6 +233,9 @@ static void cow_destroy(struct ps_store *s)
 		PS_COW_WAIT_EXIT(token);
 	}
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_batches_done);
+	/* Spares own no reference (a recycled one may still point at a policy). */
+	cow_take_recycled(cs);
+	ps_range_list_free_nopol(&cs->pool);
 	pthread_mutex_destroy(&cs->wlock);
 	_ps_free_aligned(cs);
 }
@@ -217,10 +292,10 @@ static void cow_reclaim(struct ps_store_cow *cs, struct cow_batch *b)
 
 	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) > PS_COW_INFLIGHT_MAX &&
 			PS_COW_CAN_WAIT()) {
-		/* The worker is behind: free this batch here rather than queue more. */
+		/* The worker is behind: reclaim this batch here rather than queue more. */
 		PS_COW_SYNCHRONIZE();
 		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-		batch_free_now(b);
+		cow_batch_release(cs, b);
 		return;
 	}
 	b->store = cs;
@@ -237,21 +312,31 @@ static int cow_prepare(struct ps_store_cow *cs, size_t need)
 		if (!cs->batch)
 			return -ENOMEM;
 	}
+	if (__atomic_load_n(&cs->recycle, __ATOMIC_RELAXED))
+		cow_take_recycled(cs);
 	if (cs->pool.n < need && ps_range_list_fill(&cs->pool, (int)need))
 		return -ENOMEM;
 	return 0;
 }
 
+/* ps_rtree_cow_need(), skipped when the pool holds a spare for every range already. */
+static size_t cow_need(struct ps_store_cow *cs, uint64_t start, uint64_t end)
+{
+	if (cs->pool.n >= cs->tree.count + PS_RTREE_SET_MAX_NEW)
+		return cs->tree.count + PS_RTREE_SET_MAX_NEW;
+	return ps_rtree_cow_need(&cs->tree, start, end, 0);
+}
+
 static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_store_cow *cs = to_cow(s);
-	struct ps_range_list excess = { NULL, 0 };
+	struct ps_range_list excess = { NULL, 0, NULL };
 	struct cow_batch *full = NULL;
 	struct ps_rtree_cow c;
 	int ret;
 
 	pthread_mutex_lock(&cs->wlock);
-	ret = cow_prepare(cs, ps_rtree_cow_need(&cs->tree, start, end, 0));
+	ret = cow_prepare(cs, cow_need(cs, start, end));
 	if (ret) {
 		pthread_mutex_unlock(&cs->wlock);
 		return ret;
@@ -261,14 +346,15 @@ static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 	PS_ANNOTATE_HAPPENS_BEFORE(&cs->tree);
 	ps_rtree_cow_publish(&c, &cs->tree);
 	/* What left the published tree waits for a grace period. */
-	ps_range_list_move(&cs->batch->replaced, &c.replaced, c.replaced.n);
-	ps_range_list_move(&cs->batch->removed, &c.removed, c.removed.n);
+	ps_range_list_splice(&cs->batch->replaced, &c.replaced);
+	ps_range_list_splice(&cs->batch->removed, &c.removed);
 	if (batch_ranges(cs->batch) >= PS_COW_RETIRE_BATCH) {
 		full = cs->batch;
 		cs->batch = NULL;
 	}
-	if (cs->pool.n > PS_COW_POOL_KEEP)
-		ps_range_list_move(&excess, &cs->pool, cs->pool.n - PS_COW_POOL_KEEP);
+	if (cs->pool.n > PS_COW_SPARE_MAX)
+		ps_range_list_move(&excess, &cs->pool, cs->pool.n - PS_COW_SPARE_MAX);
+	__atomic_store_n(&cs->npool, cs->pool.n, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cs->wlock);
 	ps_range_list_free_nopol(&excess);
 	if (full)
@@ -336,7 +422,8 @@ static size_t cow_held(struct ps_store *s)
 	pthread_mutex_lock(&cs->wlock);
 	n = cs->pool.n + (cs->batch ? batch_ranges(cs->batch) : 0);
 	pthread_mutex_unlock(&cs->wlock);
-	return n + __atomic_load_n(&cs->inflight, __ATOMIC_RELAXED);
+	return n + __atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&cs->nrecycle, __ATOMIC_RELAXED);
 }
 
 static struct ps_lstat *cow_lock_stat(struct ps_store *s, int dir)

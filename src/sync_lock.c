@@ -110,7 +110,7 @@ static struct ps_policy *locked_lookup(struct ps_store *s, uint64_t idx)
 static int locked_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_store_locked *ls = to_locked(s);
-	struct ps_range_list spares = { NULL, 0 }, removed = { NULL, 0 };
+	struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
 
 	/* In place a set takes no copies: the new range and a split tail at most. */
 	if (ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW))

@@ -194,7 +194,7 @@ static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 static int seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_store_seq *ss = to_seq(s);
-	struct ps_range_list spares = { NULL, 0 }, removed = { NULL, 0 }, batch = { NULL, 0 };
+	struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL }, batch = { NULL, 0, NULL };
 
 	/* In place a set takes no copies: the new range and a split tail at most. */
 	if (ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW))
@@ -204,10 +204,10 @@ static int seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 	ps_rtree_set(&ss->tree, start, end, pol, &spares, &removed);
 	ps_seq_write_end(&ss->seq);
 	/* Trims free nothing; removed ranges join the batch waiting for a grace period. */
-	ps_range_list_move(&ss->retired, &removed, removed.n);
+	ps_range_list_splice(&ss->retired, &removed);
 	if (ss->retired.n >= PS_SEQ_RETIRE_BATCH) {
 		batch = ss->retired;
-		ss->retired = (struct ps_range_list){ NULL, 0 };
+		ss->retired = (struct ps_range_list){ NULL, 0, NULL };
 	}
 	ps_spin_unlock(&ss->lock);
 	seq_reclaim(s, &batch);
@@ -222,7 +222,7 @@ static void seq_synchronize(struct ps_store *s)
 
 	ps_spin_lock(&ss->lock);
 	batch = ss->retired;
-	ss->retired = (struct ps_range_list){ NULL, 0 };
+	ss->retired = (struct ps_range_list){ NULL, 0, NULL };
 	ps_spin_unlock(&ss->lock);
 	if (batch.head) {
 		urcu_memb_synchronize_rcu();
