@@ -133,9 +133,10 @@ static int expect_create(int mode, unsigned flags, const unsigned long *mask, un
 	int weight = 0;
 
 	if (mode < 0 || mode >= PS_MPOL_MAX || (flags & ~PS_MPOL_F_ALL) ||
-			(flags & PS_MPOL_F_ALL) == PS_MPOL_F_ALL || maxnode > PS_MAXNODE_LIMIT)
+			(flags & PS_MPOL_F_ALL) == PS_MPOL_F_ALL ||
+			(mask && maxnode > PS_MAXNODE_LIMIT))
 		return -EINVAL;
-	for (bit = 0; bit < maxnode; bit++)
+	for (bit = 0; mask && bit < maxnode; bit++)
 		if (mask[bit / 64] >> (bit % 64) & 1) {
 			if (bit >= PS_MAX_NUMNODES)
 				return -EINVAL;
@@ -182,15 +183,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			unsigned long maxnode = (unsigned long)take(&in, 2) * ((op >> 3) & 3);
 			int k = (int)(take(&in, 1) % NSLOTS);
 			struct ps_policy *p;
+			const unsigned long *arg = mask;
+			uint8_t sel;
 
 			memset(mask, 0, sizeof(mask));
 			mask[0] = take(&in, 8);
-			mask[1] = take(&in, 1) ? take(&in, 8) : 0;
+			sel = (uint8_t)take(&in, 1);
+			mask[1] = sel ? take(&in, 8) : 0;
+			if (sel == 0xff) /* a NULL mask: empty, whatever maxnode says */
+				arg = NULL;
 			if (op & 0x20) /* one far bit, maybe beyond PS_MAX_NUMNODES */
 				mask[take(&in, 2) % LONGS] |= 1UL << (take(&in, 1) % 64);
-			want = expect_create(mode, flags, mask, maxnode, &want_mode);
+			want = expect_create(mode, flags, arg, maxnode, &want_mode);
 			errno = 0;
-			p = ps_policy_create(mode, flags, mask, maxnode);
+			p = ps_policy_create(mode, flags, arg, maxnode);
 			CHECK(!!p == !want, "create(mode %d, flags %#x, maxnode %lu): %s, model says %d",
 					mode, flags, maxnode, p ? "accepted" : "refused", want);
 			if (!p) {

@@ -77,6 +77,40 @@ Test(policy, preferred_empty_is_local)
 	expect_einval(PS_MPOL_PREFERRED, PS_MPOL_F_STATIC_NODES, NULL, 0);
 }
 
+/*
+ * A NULL mask names no node, so @maxnode has nothing to measure: the kernel's
+ * get_nodes() looks at the length only when there is a mask to copy.
+ */
+Test(policy, null_mask_ignores_maxnode)
+{
+	unsigned long maxnodes[] = { PS_MAXNODE_LIMIT + 1, 1UL << 40, ULONG_MAX };
+	size_t i;
+
+	for (i = 0; i < sizeof(maxnodes) / sizeof(maxnodes[0]); i++) {
+		struct ps_policy *d = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, maxnodes[i]);
+		struct ps_policy *l = ps_policy_create(PS_MPOL_LOCAL, 0, NULL, maxnodes[i]);
+		struct ps_policy *p = ps_policy_create(PS_MPOL_PREFERRED, 0, NULL, maxnodes[i]);
+
+		cr_assert_not_null(d, "DEFAULT, NULL mask, maxnode %lu", maxnodes[i]);
+		cr_assert_not_null(l, "LOCAL, NULL mask, maxnode %lu", maxnodes[i]);
+		cr_assert_not_null(p, "PREFERRED, NULL mask, maxnode %lu", maxnodes[i]);
+		cr_assert_eq(ps_policy_mode(d), PS_MPOL_DEFAULT);
+		cr_assert_eq(ps_policy_mode(l), PS_MPOL_LOCAL);
+		cr_assert_eq(ps_policy_mode(p), PS_MPOL_LOCAL);
+		cr_assert_eq(ps_policy_weight(d), 0);
+		cr_assert(ps_policy_equal(l, p));
+		ps_policy_put(d);
+		ps_policy_put(l);
+		ps_policy_put(p);
+		/* Still refused: modes that need nodes, and a real mask that is too long. */
+		expect_einval(PS_MPOL_BIND, 0, NULL, maxnodes[i]);
+		expect_einval(PS_MPOL_PREFERRED, PS_MPOL_F_STATIC_NODES, NULL, maxnodes[i]);
+		expect_einval(PS_MPOL_DEFAULT, PS_MPOL_F_ALL, NULL, maxnodes[i]);
+	}
+	expect_einval(PS_MPOL_DEFAULT, 0, mask1, PS_MAXNODE_LIMIT + 1);
+	expect_einval(PS_MPOL_LOCAL, 0, mask1, ULONG_MAX);
+}
+
 Test(policy, einval_catalogue)
 {
 	unsigned long m[PS_MAXNODE_LIMIT / BPL + 1];

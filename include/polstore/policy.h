@@ -57,9 +57,10 @@ struct ps_policy;
  * ps_policy_create() - create a policy with one reference held by the caller
  * @mode: one of enum ps_mode
  * @flags: 0 or one of PS_MPOL_F_STATIC_NODES, PS_MPOL_F_RELATIVE_NODES
- * @nodemask: @maxnode bits, bit i is node i; may be NULL when @maxnode is 0
- *            (a NULL mask is empty whatever @maxnode says)
- * @maxnode: number of valid bits in @nodemask, at most PS_MAXNODE_LIMIT
+ * @nodemask: @maxnode bits, bit i is node i; may be NULL (a NULL mask is
+ *            empty whatever @maxnode says)
+ * @maxnode: number of valid bits in @nodemask, at most PS_MAXNODE_LIMIT;
+ *           ignored when @nodemask is NULL
  *
  * The rules are those of mbind(2) as LTP's mbind01 checks them: DEFAULT and
  * LOCAL take an empty mask; BIND, INTERLEAVE, PREFERRED_MANY and
@@ -71,8 +72,8 @@ struct ps_policy;
  *
  * Context: any thread; allocates memory through the polstore allocator.
  * Return: the new policy, or NULL with errno set to EINVAL (unknown mode or
- * flag, both flags, a node >= PS_MAX_NUMNODES, @maxnode too large, a mask
- * that does not suit the mode) or ENOMEM.
+ * flag, both flags, a node >= PS_MAX_NUMNODES, @maxnode too large for a
+ * non-NULL @nodemask, a mask that does not suit the mode) or ENOMEM.
  */
 PS_API struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long *nodemask,
 		unsigned long maxnode);
