@@ -75,8 +75,15 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 	if (weight < 0)
 		goto inval;
 	if (mode == PS_MPOL_DEFAULT) {
+		/*
+		 * As mpol_new(): DEFAULT takes no nodes, and the kernel keeps no
+		 * policy object for it, so a node-mask flag (already checked to
+		 * be a known one, not both) is accepted and dropped.  Every
+		 * DEFAULT policy is then flagless and equal to every other.
+		 */
 		if (weight)
 			goto inval;
+		flags = 0;
 	} else if (mode == PS_MPOL_LOCAL) {
 		/* As mpol_new(): no nodes, and no node-mask flag to apply to them. */
 		if (weight || flags)

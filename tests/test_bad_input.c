@@ -71,6 +71,9 @@ Test(bad_input, policy)
 	BAD_NULL(ps_policy_create(PS_MPOL_BIND, 1u << 31, &m1, 1), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_BIND, UINT_MAX, &m1, 1), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_BIND, PS_MPOL_F_ALL, &m1, 1), EINVAL);
+	/* DEFAULT drops a flag, but only after the flag checks. */
+	BAD_NULL(ps_policy_create(PS_MPOL_DEFAULT, PS_MPOL_F_ALL, NULL, 0), EINVAL);
+	BAD_NULL(ps_policy_create(PS_MPOL_DEFAULT, 1u << 13, NULL, 0), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_BIND, 0, big, PS_MAXNODE_LIMIT + 1), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_BIND, 0, &m1, ULONG_MAX), EINVAL);
 	/* A node >= PS_MAX_NUMNODES, at the first and the last bit maxnode allows. */

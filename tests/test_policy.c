@@ -111,6 +111,33 @@ Test(policy, null_mask_ignores_maxnode)
 	expect_einval(PS_MPOL_LOCAL, 0, mask1, ULONG_MAX);
 }
 
+/*
+ * The kernel keeps no DEFAULT policy object (mpol_new() hands back "no
+ * policy"), so a node-mask flag given with DEFAULT has nothing to stay on.
+ */
+Test(policy, default_keeps_no_flag)
+{
+	struct ps_policy *d = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0);
+	struct ps_policy *s = ps_policy_create(PS_MPOL_DEFAULT, PS_MPOL_F_STATIC_NODES, NULL, 0);
+	struct ps_policy *r = ps_policy_create(PS_MPOL_DEFAULT, PS_MPOL_F_RELATIVE_NODES, mask1,
+			PS_MAX_NUMNODES);
+
+	cr_assert_not_null(s);
+	cr_assert_not_null(r);
+	cr_assert_eq(ps_policy_mode(s), PS_MPOL_DEFAULT);
+	cr_assert_eq(ps_policy_flags(s), 0u, "DEFAULT dropped STATIC_NODES");
+	cr_assert_eq(ps_policy_flags(r), 0u, "DEFAULT dropped RELATIVE_NODES");
+	cr_assert(ps_policy_equal(d, s), "DEFAULT equals DEFAULT|STATIC_NODES");
+	cr_assert(ps_policy_equal(d, r), "DEFAULT equals DEFAULT|RELATIVE_NODES");
+	cr_assert(ps_policy_equal(s, r));
+	ps_policy_put(d);
+	ps_policy_put(s);
+	ps_policy_put(r);
+	/* Flag checks come first: unknown flags and both flags stay refused. */
+	expect_einval(PS_MPOL_DEFAULT, PS_MPOL_F_ALL, NULL, 0);
+	expect_einval(PS_MPOL_DEFAULT, 1u << 13, NULL, 0);
+}
+
 Test(policy, einval_catalogue)
 {
 	unsigned long m[PS_MAXNODE_LIMIT / BPL + 1];
