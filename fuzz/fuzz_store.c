@@ -127,23 +127,27 @@ static int walk_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *ar
 
 /* The documented rules of ps_policy_create(), written independently of policy.c. */
 static int expect_create(int mode, unsigned flags, const unsigned long *mask, unsigned long maxnode,
-		int *mode_out)
+		int *mode_out, unsigned *flags_out)
 {
 	unsigned long bit;
 	int weight = 0;
 
 	if (mode < 0 || mode >= PS_MPOL_MAX || (flags & ~PS_MPOL_F_ALL) ||
-			(flags & PS_MPOL_F_ALL) == PS_MPOL_F_ALL || maxnode > PS_MAXNODE_LIMIT)
+			(flags & PS_MPOL_F_ALL) == PS_MPOL_F_ALL ||
+			(mask && maxnode > PS_MAXNODE_LIMIT))
 		return -EINVAL;
-	for (bit = 0; bit < maxnode; bit++)
+	for (bit = 0; mask && bit < maxnode; bit++)
 		if (mask[bit / 64] >> (bit % 64) & 1) {
 			if (bit >= PS_MAX_NUMNODES)
 				return -EINVAL;
 			weight++;
 		}
 	*mode_out = mode;
-	if (mode == PS_MPOL_DEFAULT)
+	*flags_out = flags;
+	if (mode == PS_MPOL_DEFAULT) { /* no policy object in the kernel, no flag kept */
+		*flags_out = 0;
 		return weight ? -EINVAL : 0;
+	}
 	if (mode == PS_MPOL_LOCAL) /* mpol_new(): no nodes, no node-mask flag */
 		return weight || flags ? -EINVAL : 0;
 	if (mode == PS_MPOL_PREFERRED) {
@@ -178,19 +182,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		switch (op % 8) {
 		case 0: { /* create a policy from arbitrary arguments */
 			int mode = (int8_t)take(&in, 1), want_mode = 0, want;
+			unsigned want_flags = 0;
 			unsigned flags = (unsigned)take(&in, 2) << (op >> 6 ? 2 : 0);
 			unsigned long maxnode = (unsigned long)take(&in, 2) * ((op >> 3) & 3);
 			int k = (int)(take(&in, 1) % NSLOTS);
 			struct ps_policy *p;
+			const unsigned long *arg = mask;
+			uint8_t sel;
 
 			memset(mask, 0, sizeof(mask));
 			mask[0] = take(&in, 8);
-			mask[1] = take(&in, 1) ? take(&in, 8) : 0;
+			sel = (uint8_t)take(&in, 1);
+			mask[1] = sel ? take(&in, 8) : 0;
+			if (sel == 0xff) /* a NULL mask: empty, whatever maxnode says */
+				arg = NULL;
 			if (op & 0x20) /* one far bit, maybe beyond PS_MAX_NUMNODES */
 				mask[take(&in, 2) % LONGS] |= 1UL << (take(&in, 1) % 64);
-			want = expect_create(mode, flags, mask, maxnode, &want_mode);
+			want = expect_create(mode, flags, arg, maxnode, &want_mode, &want_flags);
 			errno = 0;
-			p = ps_policy_create(mode, flags, mask, maxnode);
+			p = ps_policy_create(mode, flags, arg, maxnode);
 			CHECK(!!p == !want, "create(mode %d, flags %#x, maxnode %lu): %s, model says %d",
 					mode, flags, maxnode, p ? "accepted" : "refused", want);
 			if (!p) {
@@ -199,7 +209,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			CHECK(ps_policy_mode(p) == want_mode, "mode %d, want %d", ps_policy_mode(p),
 					want_mode);
-			CHECK(ps_policy_flags(p) == flags, "flags changed");
+			CHECK(ps_policy_flags(p) == want_flags, "flags %#x, want %#x",
+					ps_policy_flags(p), want_flags);
 			ps_policy_put(slot[k]);
 			slot[k] = p;
 			break;

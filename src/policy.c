@@ -20,8 +20,9 @@ static bool ps_mode_needs_nodes(int mode)
 }
 
 /*
- * Copy @maxnode bits of @src into @dst.  Returns the number of nodes, or
- * -EINVAL when a node >= PS_MAX_NUMNODES is set.
+ * Copy @maxnode bits of @src into @dst; a NULL @src is empty, whatever
+ * @maxnode is.  Returns the number of nodes, or -EINVAL when a node >=
+ * PS_MAX_NUMNODES is set.
  */
 static int ps_nodes_import(unsigned long *dst, const unsigned long *src, unsigned long maxnode)
 {
@@ -54,8 +55,14 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 	struct ps_policy *pol;
 	int weight;
 
+	/*
+	 * A NULL mask is empty and @maxnode measures nothing, so only a real
+	 * mask is held to PS_MAXNODE_LIMIT (the kernel's get_nodes() likewise
+	 * checks the length only when there is a mask to copy).
+	 */
 	if (mode < 0 || mode >= PS_MPOL_MAX || (flags & ~PS_MPOL_F_ALL) ||
-			(flags & PS_MPOL_F_ALL) == PS_MPOL_F_ALL || maxnode > PS_MAXNODE_LIMIT) {
+			(flags & PS_MPOL_F_ALL) == PS_MPOL_F_ALL ||
+			(nodemask && maxnode > PS_MAXNODE_LIMIT)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -68,8 +75,15 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 	if (weight < 0)
 		goto inval;
 	if (mode == PS_MPOL_DEFAULT) {
+		/*
+		 * As mpol_new(): DEFAULT takes no nodes, and the kernel keeps no
+		 * policy object for it, so a node-mask flag (already checked to
+		 * be a known one, not both) is accepted and dropped.  Every
+		 * DEFAULT policy is then flagless and equal to every other.
+		 */
 		if (weight)
 			goto inval;
+		flags = 0;
 	} else if (mode == PS_MPOL_LOCAL) {
 		/* As mpol_new(): no nodes, and no node-mask flag to apply to them. */
 		if (weight || flags)

@@ -71,6 +71,9 @@ Test(bad_input, policy)
 	BAD_NULL(ps_policy_create(PS_MPOL_BIND, 1u << 31, &m1, 1), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_BIND, UINT_MAX, &m1, 1), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_BIND, PS_MPOL_F_ALL, &m1, 1), EINVAL);
+	/* DEFAULT drops a flag, but only after the flag checks. */
+	BAD_NULL(ps_policy_create(PS_MPOL_DEFAULT, PS_MPOL_F_ALL, NULL, 0), EINVAL);
+	BAD_NULL(ps_policy_create(PS_MPOL_DEFAULT, 1u << 13, NULL, 0), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_BIND, 0, big, PS_MAXNODE_LIMIT + 1), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_BIND, 0, &m1, ULONG_MAX), EINVAL);
 	/* A node >= PS_MAX_NUMNODES, at the first and the last bit maxnode allows. */
@@ -83,6 +86,10 @@ Test(bad_input, policy)
 	/* Masks that do not suit the mode. */
 	BAD_NULL(ps_policy_create(PS_MPOL_DEFAULT, 0, &m1, 1), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_LOCAL, 0, &m1, 1), EINVAL);
+	/* A real mask longer than the limit, even an empty one where no nodes are wanted. */
+	BAD_NULL(ps_policy_create(PS_MPOL_DEFAULT, 0, big, PS_MAXNODE_LIMIT + 1), EINVAL);
+	BAD_NULL(ps_policy_create(PS_MPOL_LOCAL, 0, big, PS_MAXNODE_LIMIT + 1), EINVAL);
+	BAD_NULL(ps_policy_create(PS_MPOL_PREFERRED, 0, big, PS_MAXNODE_LIMIT + 1), EINVAL);
 	/* LOCAL takes no node-mask flag (mpol_new() refuses them too). */
 	BAD_NULL(ps_policy_create(PS_MPOL_LOCAL, PS_MPOL_F_STATIC_NODES, NULL, 0), EINVAL);
 	BAD_NULL(ps_policy_create(PS_MPOL_LOCAL, PS_MPOL_F_RELATIVE_NODES, NULL, 0), EINVAL);
@@ -91,6 +98,7 @@ Test(bad_input, policy)
 			continue;
 		BAD_NULL(ps_policy_create(mode, 0, &m0, 64), EINVAL);
 		BAD_NULL(ps_policy_create(mode, 0, NULL, 64), EINVAL); /* NULL mask is empty */
+		BAD_NULL(ps_policy_create(mode, 0, NULL, ULONG_MAX), EINVAL); /* at any length */
 		BAD_NULL(ps_policy_create(mode, 0, &m1, 0), EINVAL); /* no valid bit */
 		BAD_NULL(ps_policy_create(mode, 0, big, PS_MAXNODE_LIMIT), EINVAL);
 	}

@@ -77,6 +77,67 @@ Test(policy, preferred_empty_is_local)
 	expect_einval(PS_MPOL_PREFERRED, PS_MPOL_F_STATIC_NODES, NULL, 0);
 }
 
+/*
+ * A NULL mask names no node, so @maxnode has nothing to measure: the kernel's
+ * get_nodes() looks at the length only when there is a mask to copy.
+ */
+Test(policy, null_mask_ignores_maxnode)
+{
+	unsigned long maxnodes[] = { PS_MAXNODE_LIMIT + 1, 1UL << 40, ULONG_MAX };
+	size_t i;
+
+	for (i = 0; i < sizeof(maxnodes) / sizeof(maxnodes[0]); i++) {
+		struct ps_policy *d = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, maxnodes[i]);
+		struct ps_policy *l = ps_policy_create(PS_MPOL_LOCAL, 0, NULL, maxnodes[i]);
+		struct ps_policy *p = ps_policy_create(PS_MPOL_PREFERRED, 0, NULL, maxnodes[i]);
+
+		cr_assert_not_null(d, "DEFAULT, NULL mask, maxnode %lu", maxnodes[i]);
+		cr_assert_not_null(l, "LOCAL, NULL mask, maxnode %lu", maxnodes[i]);
+		cr_assert_not_null(p, "PREFERRED, NULL mask, maxnode %lu", maxnodes[i]);
+		cr_assert_eq(ps_policy_mode(d), PS_MPOL_DEFAULT);
+		cr_assert_eq(ps_policy_mode(l), PS_MPOL_LOCAL);
+		cr_assert_eq(ps_policy_mode(p), PS_MPOL_LOCAL);
+		cr_assert_eq(ps_policy_weight(d), 0);
+		cr_assert(ps_policy_equal(l, p));
+		ps_policy_put(d);
+		ps_policy_put(l);
+		ps_policy_put(p);
+		/* Still refused: modes that need nodes, and a real mask that is too long. */
+		expect_einval(PS_MPOL_BIND, 0, NULL, maxnodes[i]);
+		expect_einval(PS_MPOL_PREFERRED, PS_MPOL_F_STATIC_NODES, NULL, maxnodes[i]);
+		expect_einval(PS_MPOL_DEFAULT, PS_MPOL_F_ALL, NULL, maxnodes[i]);
+	}
+	expect_einval(PS_MPOL_DEFAULT, 0, mask1, PS_MAXNODE_LIMIT + 1);
+	expect_einval(PS_MPOL_LOCAL, 0, mask1, ULONG_MAX);
+}
+
+/*
+ * The kernel keeps no DEFAULT policy object (mpol_new() hands back "no
+ * policy"), so a node-mask flag given with DEFAULT has nothing to stay on.
+ */
+Test(policy, default_keeps_no_flag)
+{
+	struct ps_policy *d = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0);
+	struct ps_policy *s = ps_policy_create(PS_MPOL_DEFAULT, PS_MPOL_F_STATIC_NODES, NULL, 0);
+	struct ps_policy *r = ps_policy_create(PS_MPOL_DEFAULT, PS_MPOL_F_RELATIVE_NODES, mask1,
+			PS_MAX_NUMNODES);
+
+	cr_assert_not_null(s);
+	cr_assert_not_null(r);
+	cr_assert_eq(ps_policy_mode(s), PS_MPOL_DEFAULT);
+	cr_assert_eq(ps_policy_flags(s), 0u, "DEFAULT dropped STATIC_NODES");
+	cr_assert_eq(ps_policy_flags(r), 0u, "DEFAULT dropped RELATIVE_NODES");
+	cr_assert(ps_policy_equal(d, s), "DEFAULT equals DEFAULT|STATIC_NODES");
+	cr_assert(ps_policy_equal(d, r), "DEFAULT equals DEFAULT|RELATIVE_NODES");
+	cr_assert(ps_policy_equal(s, r));
+	ps_policy_put(d);
+	ps_policy_put(s);
+	ps_policy_put(r);
+	/* Flag checks come first: unknown flags and both flags stay refused. */
+	expect_einval(PS_MPOL_DEFAULT, PS_MPOL_F_ALL, NULL, 0);
+	expect_einval(PS_MPOL_DEFAULT, 1u << 13, NULL, 0);
+}
+
 Test(policy, einval_catalogue)
 {
 	unsigned long m[PS_MAXNODE_LIMIT / BPL + 1];

@@ -57,22 +57,25 @@ struct ps_policy;
  * ps_policy_create() - create a policy with one reference held by the caller
  * @mode: one of enum ps_mode
  * @flags: 0 or one of PS_MPOL_F_STATIC_NODES, PS_MPOL_F_RELATIVE_NODES
- * @nodemask: @maxnode bits, bit i is node i; may be NULL when @maxnode is 0
- *            (a NULL mask is empty whatever @maxnode says)
- * @maxnode: number of valid bits in @nodemask, at most PS_MAXNODE_LIMIT
+ * @nodemask: @maxnode bits, bit i is node i; may be NULL (a NULL mask is
+ *            empty whatever @maxnode says)
+ * @maxnode: number of valid bits in @nodemask, at most PS_MAXNODE_LIMIT;
+ *           ignored when @nodemask is NULL
  *
  * The rules are those of mbind(2) as LTP's mbind01 checks them: DEFAULT and
  * LOCAL take an empty mask; BIND, INTERLEAVE, PREFERRED_MANY and
  * WEIGHTED_INTERLEAVE need at least one node; PREFERRED with an empty mask
  * means "allocate locally" and, as in the kernel, becomes a LOCAL policy
  * (ps_policy_mode() then reads PS_MPOL_LOCAL); it may not carry a flag,
- * and neither may LOCAL, as in the kernel's mpol_new().
+ * and neither may LOCAL, as in the kernel's mpol_new().  DEFAULT accepts a
+ * flag and drops it (ps_policy_flags() reads 0), as the kernel keeps no
+ * DEFAULT policy to hold one.
  * Node existence is not checked here: ps_policy_apply() checks it.
  *
  * Context: any thread; allocates memory through the polstore allocator.
  * Return: the new policy, or NULL with errno set to EINVAL (unknown mode or
- * flag, both flags, a node >= PS_MAX_NUMNODES, @maxnode too large, a mask
- * that does not suit the mode) or ENOMEM.
+ * flag, both flags, a node >= PS_MAX_NUMNODES, @maxnode too large for a
+ * non-NULL @nodemask, a mask that does not suit the mode) or ENOMEM.
  */
 PS_API struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long *nodemask,
 		unsigned long maxnode);
@@ -112,7 +115,8 @@ PS_API int ps_policy_mode(const struct ps_policy *pol);
  * @pol: the policy
  *
  * Context: any thread; reads immutable data, writes nothing.
- * Return: the PS_MPOL_F_* flags given at creation; 0 when @pol is NULL.
+ * Return: the PS_MPOL_F_* flags given at creation (always 0 for a DEFAULT
+ * policy, which drops them); 0 when @pol is NULL.
  */
 PS_API unsigned ps_policy_flags(const struct ps_policy *pol);
 
@@ -154,8 +158,8 @@ PS_API int ps_policy_first_node(const struct ps_policy *pol);
  * @b: a policy or NULL
  *
  * Follows the kernel's __mpol_equal(): same mode, same flags and same nodes;
- * two LOCAL policies are equal whatever else; NULL equals nothing (not even
- * NULL).
+ * two LOCAL policies are equal whatever else, and so are two DEFAULT ones
+ * (they carry no flag and no node); NULL equals nothing (not even NULL).
  *
  * Context: any thread; writes nothing.
  * Return: true when equal.
