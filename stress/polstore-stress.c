@@ -290,6 +290,7 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->bytes_per_range = p->store_bytes_per_range = NAN;
 	p->max_overshoot = p->overshoot_bound = p->max_error = p->error_bound = NAN;
 	p->set_ns = p->set_ns_min = p->set_ns_max = p->restore_ns = p->restore_ratio = NAN;
+	p->set_ns_oncpu = NAN;
 	p->sync_ns_per_set = p->retired_bytes_max = NAN;
 }
 
@@ -365,8 +366,10 @@ static const struct col cols[] = {
 		COL("set_ns", C_DBL, set_ns, "%.1f"),
 		COL("set_ns_min", C_DBL, set_ns_min, "%.1f"),
 		COL("set_ns_max", C_DBL, set_ns_max, "%.1f"),
+		COL("set_ns_oncpu", C_DBL, set_ns_oncpu, "%.1f"),
 		COL("restore_kind", C_STR, restore_kind, NULL),
 		COL("restores", C_U64, restores, NULL),
+		COL("slow_sets", C_U64, slow_sets, NULL),
 		COL("restore_ns", C_DBL, restore_ns, "%.1f"),
 		COL("restore_ratio", C_DBL, restore_ratio, "%.4f"),
 		COL("sync_ns_per_set", C_DBL, sync_ns_per_set, "%.1f"),
@@ -391,7 +394,8 @@ static bool col_value(const struct stress_point *p, const struct col *c, char *b
 		snprintf(buf, n, "%d", *(const int *)f);
 		return true;
 	case C_U64:
-		if (!*(const uint64_t *)f && strcmp(c->key, "ops"))
+		if (!*(const uint64_t *)f && strcmp(c->key, "ops") &&
+				(strcmp(c->key, "slow_sets") || strcmp(p->scenario, "write-cost")))
 			return false;
 		if (!strcmp(c->key, "ops") && !strcmp(p->scenario, "lookup-cost"))
 			return false;
@@ -668,9 +672,10 @@ static void table_write_cost(void)
 			       "%d repetition(s) of %.2f s per kind and variant\n",
 					(unsigned long long)p->ranges, (unsigned long long)p->pages,
 					p->overhead_ns, p->reps, p->duration_s);
-			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s\n", "kind",
+			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %5s\n", "kind",
 					"variant", "ns/set", "x unsync", "(min..max ns)", "restore",
-					"ns/set", "x unsync", "sync/set", "retired", "sets");
+					"ns/set", "x unsync", "sync/set", "retired", "sets",
+					"slow");
 			last = p->ranges;
 			last_kind = "";
 		}
@@ -684,17 +689,18 @@ static void table_write_cost(void)
 		fmt_num(e, sizeof(e), "%.3f", p->restore_ratio);
 		fmt_num(f, sizeof(f), "%.1f", p->sync_ns_per_set);
 		fmt_num(g, sizeof(g), "%.0f", p->retired_bytes_max);
-		printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9llu\n",
+		printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9llu %5llu\n",
 				strcmp(p->kind, last_kind) ? p->kind : "", p->variant, a, b, c,
 				p->restore_kind[0] ? p->restore_kind : "-", d, e, f, g,
-				(unsigned long long)p->ops);
+				(unsigned long long)p->ops, (unsigned long long)p->slow_sets);
 		last_kind = p->kind;
 	}
 	if (last)
 		printf("  (restore: the set(s) that put the tree back after each timed set, "
 		       "timed apart;\n   sync/set: ps_store_synchronize() time per timed set, "
 		       "outside the timed sets;\n   retired: most bytes one synchronize call "
-		       "released; sets: the kind's timed sets, all repetitions)\n");
+		       "released; sets: the kind's timed sets, all repetitions;\n   slow: of "
+		       "those, how many took 100 us or more (preempted?), counted in ns/set)\n");
 }
 
 /* ---- target summary ------------------------------------------------------------------- */

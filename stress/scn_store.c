@@ -1043,7 +1043,12 @@ void stress_run_store(const char *scenario)
  *
  * ns/set = the TSC time of the kind's sets / their number, minus the cost
  * of the timestamps themselves (measured back to back); median over the
- * repetitions, with the fastest and slowest.  The ratio divides that median
+ * repetitions, with the fastest and slowest.  It is wall time: a set that
+ * is preempted counts whole.  So that this shows, the sets of the kind
+ * that took STRESS_ONCPU_NS (100 us) or more are counted (slow_sets), and
+ * set_ns_oncpu is the same median without them: on a quiet machine the
+ * two agree and slow_sets is ~0; a variant with a genuinely slow set now
+ * and then has both a higher ns/set and many slow sets.  The ratio divides that median
  * by unsync's median for the same kind and N.  A restoring kind's ns/set is
  * taken over every repetition's restoring sets together.
  *
@@ -1077,6 +1082,8 @@ static const char *const wc_restore_name[WC_NKINDS] = {"", "unsplit", "re-add", 
 
 struct wc_sum {
 	uint64_t set_ticks, sets, restore_ticks, restores;
+	uint64_t slow;	     /* the kind's own sets that took STRESS_ONCPU_NS or more */
+	uint64_t fast_ticks; /* the kind's own sets that took less */
 	uint64_t sync_ns, syncs;
 	double retired_max; /* bytes */
 };
@@ -1100,6 +1107,17 @@ static inline uint64_t wc_timed(struct ctx *c, uint64_t start, uint64_t end, str
 
 	do_set(c, start, end, pol);
 	return stress_ticks() - t0;
+}
+
+/* One of the kind's own sets took @t ticks. */
+static inline void wc_count_set(struct wc_sum *sum, uint64_t t)
+{
+	sum->set_ticks += t;
+	sum->sets++;
+	if (t >= oncpu_ticks)
+		sum->slow++;
+	else
+		sum->fast_ticks += t;
 }
 
 static uint64_t wc_count(struct ctx *c)
@@ -1138,34 +1156,30 @@ static void wc_run_kind(struct wc_arg *a, enum wc_kind k)
 		case WC_REPLACE:
 			s = stress_below(&rng, l->nslots);
 			a->cur[s] ^= 1;
-			sum->set_ticks += wc_timed(
-					c, slot_start(l, s), slot_end(l, s), wc_pol(s, a->cur[s]));
-			sum->sets++;
+			wc_count_set(sum, wc_timed(c, slot_start(l, s), slot_end(l, s),
+							  wc_pol(s, a->cur[s])));
 			break;
 		case WC_SPLIT:
 			s = stress_below(&rng, l->nslots);
 			lo = slot_start(l, s);
 			hi = slot_end(l, s);
-			sum->set_ticks += wc_timed(c, lo + 1, hi - 1, wc_pol(s, a->cur[s] ^ 1));
+			wc_count_set(sum, wc_timed(c, lo + 1, hi - 1, wc_pol(s, a->cur[s] ^ 1)));
 			sum->restore_ticks += wc_timed(c, lo, hi, wc_pol(s, a->cur[s]));
-			sum->sets++;
 			sum->restores++;
 			break;
 		case WC_REMOVE:
 			s = stress_below(&rng, l->nslots);
 			lo = slot_start(l, s);
 			hi = slot_end(l, s);
-			sum->set_ticks += wc_timed(c, lo, hi, NULL);
+			wc_count_set(sum, wc_timed(c, lo, hi, NULL));
 			sum->restore_ticks += wc_timed(c, lo, hi, wc_pol(s, a->cur[s]));
-			sum->sets++;
 			sum->restores++;
 			break;
 		case WC_SPAN:
 			s = stress_below(&rng, l->nslots - (WC_SPAN_RANGES - 1));
-			sum->set_ticks += wc_timed(c, slot_start(l, s),
-					slot_end(l, s + WC_SPAN_RANGES - 1),
-					wc_pol(s, a->cur[s] ^ 1));
-			sum->sets++;
+			wc_count_set(sum, wc_timed(c, slot_start(l, s),
+							  slot_end(l, s + WC_SPAN_RANGES - 1),
+							  wc_pol(s, a->cur[s] ^ 1)));
 			for (i = s; i < s + WC_SPAN_RANGES; i++)
 				sum->restore_ticks += wc_timed(c, slot_start(l, i), slot_end(l, i),
 						wc_pol(i, a->cur[i]));
@@ -1285,6 +1299,7 @@ void stress_run_write_cost(void)
 	double overhead_ns = wc_tick_overhead() * stress_ns_per_tick;
 	size_t i;
 
+	oncpu_ticks = (uint64_t)(STRESS_ONCPU_NS / stress_ns_per_tick);
 	for (r = 0; r < nr; r++) {
 		uint64_t n = stress_opts.ranges_given ? stress_opts.ranges[r]
 						      : wc_default_ranges[r];
@@ -1293,7 +1308,7 @@ void stress_run_write_cost(void)
 		struct ctx *cs;
 		uint8_t **cur;
 		struct wc_sum *sums; /* [variant][rep][kind] */
-		double *ns, base_ns[WC_NKINDS], base_rns[WC_NKINDS];
+		double *ns, *fns, base_ns[WC_NKINDS], base_rns[WC_NKINDS];
 		size_t nv = 0;
 		struct layout l;
 
@@ -1308,7 +1323,8 @@ void stress_run_write_cost(void)
 		cur = calloc(nv, sizeof(*cur));
 		sums = calloc(nv * (size_t)reps * WC_NKINDS, sizeof(*sums));
 		ns = calloc((size_t)reps, sizeof(*ns));
-		if (!cs || !cur || !sums || !ns)
+		fns = calloc((size_t)reps, sizeof(*fns));
+		if (!cs || !cur || !sums || !ns || !fns)
 			stress_die("out of memory");
 		/* Every tree of this N is built once and kept: repetitions alternate variants. */
 		for (i = 0; i < nv; i++) {
@@ -1366,6 +1382,9 @@ void stress_run_write_cost(void)
 									(size_t)k];
 
 					ns[rep] = wc_ns(sm->set_ticks, sm->sets, overhead_ns);
+					fns[rep] = wc_ns(sm->fast_ticks, sm->sets - sm->slow,
+							overhead_ns);
+					tot.slow += sm->slow;
 					tot.set_ticks += sm->set_ticks;
 					tot.sets += sm->sets;
 					tot.restore_ticks += sm->restore_ticks;
@@ -1376,6 +1395,7 @@ void stress_run_write_cost(void)
 						tot.retired_max = sm->retired_max;
 				}
 				qsort(ns, (size_t)reps, sizeof(*ns), dbl_cmp);
+				qsort(fns, (size_t)reps, sizeof(*fns), dbl_cmp);
 				stress_point_init(&p, "write-cost", vs[i]->name, 1);
 				snprintf(p.kind, sizeof(p.kind), "%s", wc_name[k]);
 				snprintf(p.restore_kind, sizeof(p.restore_kind), "%s",
@@ -1392,6 +1412,8 @@ void stress_run_write_cost(void)
 				p.set_ns = ns[reps / 2];
 				p.set_ns_min = ns[0];
 				p.set_ns_max = ns[reps - 1];
+				p.set_ns_oncpu = fns[reps / 2];
+				p.slow_sets = tot.slow;
 				/* Restores: over all repetitions (the spread is in set_ns). */
 				rns = wc_ns(tot.restore_ticks, tot.restores, overhead_ns);
 				p.restore_ns = rns;
@@ -1418,6 +1440,7 @@ void stress_run_write_cost(void)
 		free(cur);
 		free(sums);
 		free(ns);
+		free(fns);
 		pool_destroy();
 	}
 }

@@ -84,13 +84,14 @@ struct stress_point {
 	 * write-cost: the kind of set (and of the set that restores it), ns per
 	 * set (median over repetitions, with its spread), the restoring set's
 	 * ns and ratio, ps_store_synchronize() time per timed set, and the most
-	 * bytes one synchronize call released.  cost_ratio and overhead_ns are
+	 * bytes one synchronize call released; slow_sets took 100 us or more,
+	 * set_ns_oncpu leaves them out.  cost_ratio and overhead_ns are
 	 * shared with lookup-cost.
 	 */
 	char kind[16], restore_kind[16];
-	uint64_t restores;
-	double set_ns, set_ns_min, set_ns_max, restore_ns, restore_ratio, sync_ns_per_set,
-			retired_bytes_max;
+	uint64_t restores, slow_sets;
+	double set_ns, set_ns_min, set_ns_max, set_ns_oncpu, restore_ns, restore_ratio,
+			sync_ns_per_set, retired_bytes_max;
 	char note[64];
 	bool has_lockstat;
 	struct ps_lock_stat_row lockstat[2];
