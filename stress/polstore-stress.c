@@ -5,7 +5,7 @@
  * This file is the driver: options, the points measured so far, the human
  * tables / JSON Lines / CSV output, the target summary, the gnuplot curves,
  * and the helpers the scenario files share (stress.h).  The scenarios live
- * in scn_store.c (lookup-cost, shared-text, hot-policy) and scn_companion.c
+ * in scn_store.c (lookup-cost, shared-text, hot-policy, write-cost) and scn_companion.c
  * (memcg-charge, mmap-commit, css-walk).  `polstore-stress --help` and
  * docs/polstore-stress.1 describe the options; BENCHMARKS.md the results.
  */
@@ -31,7 +31,7 @@ double stress_ns_per_tick = 1.0;
 double stress_work_iters_per_ns = 1.0;
 
 static const char *const all_scenarios[] = {"lookup-cost", "shared-text", "hot-policy",
-		"memcg-charge", "mmap-commit", "css-walk"};
+		"memcg-charge", "mmap-commit", "css-walk", "write-cost"};
 #define NSCENARIOS (sizeof(all_scenarios) / sizeof(all_scenarios[0]))
 
 /* ---- errors and progress ---------------------------------------------------- */
@@ -289,6 +289,9 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->lookup_share_all = NAN;
 	p->bytes_per_range = p->store_bytes_per_range = NAN;
 	p->max_overshoot = p->overshoot_bound = p->max_error = p->error_bound = NAN;
+	p->set_ns = p->set_ns_min = p->set_ns_max = p->restore_ns = p->restore_ratio = NAN;
+	p->set_ns_oncpu = NAN;
+	p->sync_ns_per_set = p->retired_bytes_max = NAN;
 }
 
 const struct stress_point *stress_find(
@@ -358,6 +361,19 @@ static const struct col cols[] = {
 		COL("overshoot_bound", C_DBL, overshoot_bound, "%.0f"),
 		COL("max_error", C_DBL, max_error, "%.0f"),
 		COL("error_bound", C_DBL, error_bound, "%.0f"),
+		/* write-cost (after the older columns: CSV keeps their positions) */
+		COL("kind", C_STR, kind, NULL),
+		COL("set_ns", C_DBL, set_ns, "%.1f"),
+		COL("set_ns_min", C_DBL, set_ns_min, "%.1f"),
+		COL("set_ns_max", C_DBL, set_ns_max, "%.1f"),
+		COL("set_ns_oncpu", C_DBL, set_ns_oncpu, "%.1f"),
+		COL("restore_kind", C_STR, restore_kind, NULL),
+		COL("restores", C_U64, restores, NULL),
+		COL("slow_sets", C_U64, slow_sets, NULL),
+		COL("restore_ns", C_DBL, restore_ns, "%.1f"),
+		COL("restore_ratio", C_DBL, restore_ratio, "%.4f"),
+		COL("sync_ns_per_set", C_DBL, sync_ns_per_set, "%.1f"),
+		COL("retired_bytes_max", C_DBL, retired_bytes_max, "%.0f"),
 };
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
 
@@ -368,6 +384,8 @@ static bool col_value(const struct stress_point *p, const struct col *c, char *b
 
 	switch (c->type) {
 	case C_STR:
+		if (!*(const char *)f)
+			return false; /* an empty kind: not a write-cost point */
 		snprintf(buf, n, "%s", (const char *)f);
 		return true;
 	case C_INT:
@@ -376,7 +394,8 @@ static bool col_value(const struct stress_point *p, const struct col *c, char *b
 		snprintf(buf, n, "%d", *(const int *)f);
 		return true;
 	case C_U64:
-		if (!*(const uint64_t *)f && strcmp(c->key, "ops"))
+		if (!*(const uint64_t *)f && strcmp(c->key, "ops") &&
+				(strcmp(c->key, "slow_sets") || strcmp(p->scenario, "write-cost")))
 			return false;
 		if (!strcmp(c->key, "ops") && !strcmp(p->scenario, "lookup-cost"))
 			return false;
@@ -635,6 +654,55 @@ static void table_lockstat(void)
 
 void stress_print_companions(void);
 
+static void table_write_cost(void)
+{
+	uint64_t last = 0;
+	const char *last_kind = "";
+	size_t i;
+
+	for (i = 0; i < npoints; i++) {
+		const struct stress_point *p = &points[i];
+		char a[32], b[32], c[48], d[32], e[32], f[32], g[32];
+
+		if (strcmp(p->scenario, "write-cost"))
+			continue;
+		if (p->ranges != last) {
+			printf("\nwrite-cost: one thread, no readers; %llu ranges over %llu pages; "
+			       "ns per set (TSC, %.1f ns of\n  timestamps subtracted), median of "
+			       "%d repetition(s) of %.2f s per kind and variant\n",
+					(unsigned long long)p->ranges, (unsigned long long)p->pages,
+					p->overhead_ns, p->reps, p->duration_s);
+			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %5s\n", "kind",
+					"variant", "ns/set", "x unsync", "(min..max ns)", "restore",
+					"ns/set", "x unsync", "sync/set", "retired", "sets",
+					"slow");
+			last = p->ranges;
+			last_kind = "";
+		}
+		fmt_num(a, sizeof(a), "%.1f", p->set_ns);
+		fmt_num(b, sizeof(b), "%.3f", p->cost_ratio);
+		if (isnan(p->set_ns_min))
+			snprintf(c, sizeof(c), "-");
+		else
+			snprintf(c, sizeof(c), "(%.0f..%.0f)", p->set_ns_min, p->set_ns_max);
+		fmt_num(d, sizeof(d), "%.1f", p->restore_ns);
+		fmt_num(e, sizeof(e), "%.3f", p->restore_ratio);
+		fmt_num(f, sizeof(f), "%.1f", p->sync_ns_per_set);
+		fmt_num(g, sizeof(g), "%.0f", p->retired_bytes_max);
+		printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9llu %5llu\n",
+				strcmp(p->kind, last_kind) ? p->kind : "", p->variant, a, b, c,
+				p->restore_kind[0] ? p->restore_kind : "-", d, e, f, g,
+				(unsigned long long)p->ops, (unsigned long long)p->slow_sets);
+		last_kind = p->kind;
+	}
+	if (last)
+		printf("  (restore: the set(s) that put the tree back after each timed set, "
+		       "timed apart;\n   sync/set: ps_store_synchronize() time per timed set, "
+		       "outside the timed sets;\n   retired: most bytes one synchronize call "
+		       "released; sets: the kind's timed sets, all repetitions;\n   slow: of "
+		       "those, how many took 100 us or more (preempted?), counted in ns/set)\n");
+}
+
 /* ---- target summary ------------------------------------------------------------------- */
 
 static void target_cpu(const char *what, double measured, const char *op, double want,
@@ -747,6 +815,63 @@ static void summary(void)
 				wv[i]);
 		target(what, F(stress_find("shared-text", wv[i], 2, 0), writer_max_wait_ns) / 1e6,
 				"<=", 10, "%.3f");
+	}
+}
+
+/*
+ * write-cost: an RCU store's set costs at most 3x the unsync in-place set,
+ * at every N, for every kind of set timed (a kind's own sets and the sets
+ * that restore it); the worst kind is named.
+ */
+static void summary_write_cost(void)
+{
+	static const char *const wv[] = {"rcu", "rcu-qsbr"};
+	uint64_t done[STRESS_MAX_LIST * 4];
+	size_t ndone = 0, i, j, d;
+	bool header = false;
+	int v;
+
+	for (i = 0; i < npoints; i++) {
+		uint64_t n = points[i].ranges;
+
+		if (strcmp(points[i].scenario, "write-cost"))
+			continue;
+		for (d = 0; d < ndone && done[d] != n; d++)
+			;
+		if (d < ndone || ndone == sizeof(done) / sizeof(done[0]))
+			continue;
+		done[ndone++] = n;
+		for (v = 0; v < 2; v++) {
+			double worst = NAN;
+			const char *wk = "";
+			char what[96];
+
+			for (j = 0; j < npoints; j++) {
+				const struct stress_point *p = &points[j];
+
+				if (strcmp(p->scenario, "write-cost") || p->ranges != n ||
+						strcmp(p->variant, wv[v]))
+					continue;
+				if (!isnan(p->cost_ratio) && !(p->cost_ratio <= worst)) {
+					worst = p->cost_ratio;
+					wk = p->kind;
+				}
+				if (!isnan(p->restore_ratio) && !(p->restore_ratio <= worst)) {
+					worst = p->restore_ratio;
+					wk = p->restore_kind;
+				}
+			}
+			if (isnan(worst))
+				continue;
+			if (!header) {
+				printf("\nwrite-cost target: set cost / the unsync in-place set, "
+				       "worst kind, at every N:\n");
+				header = true;
+			}
+			snprintf(what, sizeof(what), "write-cost %s / unsync set, N=%llu (%s)",
+					wv[v], (unsigned long long)n, wk);
+			target(what, worst, "<=", 3.0, "%.2f");
+		}
 	}
 }
 
@@ -913,6 +1038,13 @@ static void usage(FILE *out)
 		     "                batch, max approximation error against its bound\n"
 		     "  css-walk      ranks walk all ids with get_next, writers alloc/remove ids\n"
 		     "                (ps_idmap spin, rwlock, rcu)\n"
+		     "  write-cost    one thread, no readers: ns per ps_store_set() for each "
+		     "store\n"
+		     "                variant and the unsync in-place set, kinds replace, split,\n"
+		     "                remove, span16 (restoring sets timed apart), ratio\n"
+		     "                to unsync; --ranges [100,10000,1000000], median of "
+		     "--repeat,\n"
+		     "                min(--duration, 0.1) s per kind (not in the default run)\n"
 		     "  all           every scenario above\n"
 		     "\n"
 		     "Linearizability check (instead of the scenarios):\n"
@@ -949,8 +1081,9 @@ static void usage(FILE *out)
 		     "                       median-throughput repetition and the worst writer "
 		     "wait [1]\n"
 		     "  --pages N            pages in the shared text region [16384]\n"
-		     "  --ranges LIST        policy ranges N [64]; lookup-cost runs each value,\n"
-		     "                       e.g. 100,10000,1000000; the others use the first\n"
+		     "  --ranges LIST        policy ranges N [64]; lookup-cost and write-cost run\n"
+		     "                       each value, e.g. 100,10000,1000000 (write-cost's\n"
+		     "                       default); the others use the first\n"
 		     "  --writers N          writer threads calling ps_store_set() [1]\n"
 		     "  --write-interval US  microseconds between a writer's sets; 0 = flat out "
 		     "[1000]\n"
@@ -1165,6 +1298,7 @@ static void parse(int argc, char **argv)
 		} else if (FLAG("--ranges")) {
 			int k;
 
+			stress_opts.ranges_given = true;
 			NEEDV();
 			stress_opts.nranges =
 					parse_list_u64(v, stress_opts.ranges, STRESS_MAX_LIST);
@@ -1281,14 +1415,18 @@ int main(int argc, char **argv)
 		stress_run_mmap_commit();
 	if (scenario_selected("css-walk"))
 		stress_run_css_walk();
+	if (scenario_selected("write-cost"))
+		stress_run_write_cost();
 
 	if (human) {
 		table_lookup_cost();
 		table_store("shared-text");
 		table_store("hot-policy");
 		stress_print_companions();
+		table_write_cost();
 		table_lockstat();
 		summary();
+		summary_write_cost();
 		fflush(stdout);
 	}
 	if (stress_opts.plot)

@@ -45,7 +45,7 @@ struct stress_opts {
 	bool check;
 	long check_lookups; /* per configuration */
 	long check_writes; /* at least, per configuration */
-	bool ranks_given, writers_given, pages_given; /* on the command line */
+	bool ranks_given, writers_given, pages_given, ranges_given; /* on the command line */
 };
 
 /*
@@ -80,6 +80,18 @@ struct stress_point {
 			store_bytes_per_range;
 	/* companions */
 	double max_overshoot, overshoot_bound, max_error, error_bound;
+	/*
+	 * write-cost: the kind of set (and of the set that restores it), ns per
+	 * set (median over repetitions, with its spread), the restoring set's
+	 * ns and ratio, ps_store_synchronize() time per timed set, and the most
+	 * bytes one synchronize call released; slow_sets took 100 us or more,
+	 * set_ns_oncpu leaves them out.  cost_ratio and overhead_ns are
+	 * shared with lookup-cost.
+	 */
+	char kind[16], restore_kind[16];
+	uint64_t restores, slow_sets;
+	double set_ns, set_ns_min, set_ns_max, set_ns_oncpu, restore_ns, restore_ratio,
+			sync_ns_per_set, retired_bytes_max;
 	char note[64];
 	bool has_lockstat;
 	struct ps_lock_stat_row lockstat[2];
@@ -229,6 +241,7 @@ bool stress_variant_selected(const char *name);
 bool stress_variant_known(const char *name); /* a store-scenario variant */
 void stress_run_lookup_cost(void);
 void stress_run_store(const char *scenario); /* shared-text, hot-policy */
+void stress_run_write_cost(void);
 void stress_run_memcg_charge(void);
 void stress_run_mmap_commit(void);
 void stress_run_css_walk(void);
