@@ -13,6 +13,7 @@
  * non-DEFAULT policy with a positive count, and @count is the node count.
  */
 #include <errno.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -30,7 +31,7 @@ void ps_rtree_init(struct ps_rtree *t)
 	t->count = 0;
 }
 
-static struct ps_range *list_pop(struct ps_range_list *l)
+struct ps_range *ps_range_list_pop(struct ps_range_list *l)
 {
 	struct ps_range *r = l->head;
 
@@ -90,11 +91,28 @@ static void rtree_insert(struct ps_rb_tx *tx, size_t *count, struct ps_range *nr
 	PS_WRITE_ONCE(*count, *count + 1);
 }
 
+/*
+ * Where a set takes its spares: a list (in place: two of them) or an array
+ * of pointers (copy on write: many, taken without touching the range's
+ * memory until it is written, so cold spares cost no dependent load).
+ */
+struct spares {
+	struct ps_range_list *list;
+	struct ps_range_vec *vec;
+};
+
+static inline struct ps_range *spare_take(struct spares *s)
+{
+	if (s->vec)
+		return s->vec->n ? s->vec->v[--s->vec->n] : NULL;
+	return ps_range_list_pop(s->list);
+}
+
 /* Fill a spare range; the release store that links it publishes these fields. */
-static struct ps_range *new_range(struct ps_range_list *spares, uint64_t start, uint64_t end,
+static struct ps_range *new_range(struct spares *spares, uint64_t start, uint64_t end,
 		struct ps_policy *pol)
 {
-	struct ps_range *r = list_pop(spares);
+	struct ps_range *r = spare_take(spares);
 
 	if (!r) {
 		/* ps_rtree_cow_need() or the caller's fill was wrong: a bug, not a state to go on in. */
@@ -141,7 +159,7 @@ static struct ps_range *path_to_start(const struct ps_rb_root *root, uint64_t ke
  * taken, so it is dropped exactly when an erased range's would be.
  */
 static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
-		struct ps_policy *pol, struct ps_range_list *spares, struct ps_range_list *removed)
+		struct ps_policy *pol, struct spares *spares, struct ps_range_list *removed)
 {
 	bool add = pol && pol->mode != PS_MPOL_DEFAULT, have_victim = false;
 	uint64_t cursor = start, victim = 0;
@@ -205,8 +223,9 @@ void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_po
 		struct ps_range_list *spares, struct ps_range_list *removed)
 {
 	struct ps_rb_tx tx = { .root = &t->root, .gen = 0, .copy = NULL };
+	struct spares s = { .list = spares, .vec = NULL };
 
-	rtree_apply(&tx, &t->count, start, end, pol, spares, removed);
+	rtree_apply(&tx, &t->count, start, end, pol, &s, removed);
 }
 
 /* ---- copy on write ---------------------------------------------------------- */
@@ -217,8 +236,9 @@ static struct ps_rb_node *cow_copy(struct ps_rb_tx *tx, const struct ps_rb_node 
 	struct ps_rtree_cow *c = ps_container_of(tx, struct ps_rtree_cow, tx);
 	struct ps_range *o = ps_container_of(old, struct ps_range, rb);
 	struct ps_range *r;
+	struct spares s = { .list = NULL, .vec = c->spares };
 
-	r = new_range(c->spares, o->start, o->end, NULL);
+	r = new_range(&s, o->start, o->end, NULL);
 	r->pol = o->pol; /* the reference moves to the copy (see struct ps_rtree_cow) */
 	list_push(&c->replaced, (struct ps_range *)o);
 	return &r->rb;
@@ -269,7 +289,7 @@ size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end,
 }
 
 void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
-		struct ps_range_list *spares)
+		struct ps_range_vec *spares)
 {
 	c->root.node = t->root.node;
 	c->count = t->count;
@@ -283,7 +303,9 @@ void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64
 
 void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	rtree_apply(&c->tx, &c->count, start, end, pol, c->spares, &c->removed);
+	struct spares s = { .list = NULL, .vec = c->spares };
+
+	rtree_apply(&c->tx, &c->count, start, end, pol, &s, &c->removed);
 }
 
 void ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t)
@@ -378,7 +400,7 @@ int ps_range_list_fill(struct ps_range_list *list, int n)
 		}
 		list_push(&fresh, r);
 	}
-	while ((r = list_pop(&fresh)))
+	while ((r = ps_range_list_pop(&fresh)))
 		list_push(list, r);
 	return 0;
 }
@@ -387,7 +409,7 @@ void ps_range_list_free(struct ps_range_list *list)
 {
 	struct ps_range *r;
 
-	while ((r = list_pop(list))) {
+	while ((r = ps_range_list_pop(list))) {
 		ps_policy_put(r->pol);
 		_ps_free(r);
 	}
@@ -397,7 +419,7 @@ void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, si
 {
 	struct ps_range *r;
 
-	while (n-- && (r = list_pop(src)))
+	while (n-- && (r = ps_range_list_pop(src)))
 		list_push(dst, r);
 }
 
@@ -423,10 +445,60 @@ void ps_range_list_put_policies(struct ps_range_list *list)
 	}
 }
 
+int ps_range_vec_reserve(struct ps_range_vec *vec, size_t n)
+{
+	if (vec->cap < n) {
+		/* Grow geometrically: the pool's size settles after a few sets. */
+		size_t cap = vec->cap ? vec->cap : 64;
+		struct ps_range **v;
+
+		while (cap < n)
+			cap *= 2;
+		v = _ps_alloc(cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		if (vec->n)
+			memcpy(v, vec->v, vec->n * sizeof(*v));
+		_ps_free(vec->v);
+		vec->v = v;
+		vec->cap = cap;
+	}
+	return 0;
+}
+
+int ps_range_vec_fill(struct ps_range_vec *vec, size_t n)
+{
+	if (ps_range_vec_reserve(vec, n))
+		return -ENOMEM;
+	while (vec->n < n) {
+		struct ps_range *r = _ps_alloc(sizeof(*r));
+
+		if (!r)
+			return -ENOMEM; /* what was allocated stays: spares are no state */
+		r->pol = NULL;
+		vec->v[vec->n++] = r;
+	}
+	return 0;
+}
+
+void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep)
+{
+	while (vec->n > keep)
+		_ps_free(vec->v[--vec->n]);
+}
+
+void ps_range_vec_free(struct ps_range_vec *vec)
+{
+	ps_range_vec_trim(vec, 0);
+	_ps_free(vec->v);
+	vec->v = NULL;
+	vec->cap = 0;
+}
+
 void ps_range_list_free_nopol(struct ps_range_list *list)
 {
 	struct ps_range *r;
 
-	while ((r = list_pop(list)))
+	while ((r = ps_range_list_pop(list)))
 		_ps_free(r);
 }

@@ -49,6 +49,12 @@ struct ps_range_list {
 	struct ps_range *tail; /* the last one, for ps_range_list_splice() */
 };
 
+/* Spare ranges by pointer (copy on write), ranges [0, n) of @v. */
+struct ps_range_vec {
+	struct ps_range **v;
+	size_t n, cap;
+};
+
 /* Most ranges one set takes for itself: the new range and a split tail. */
 #define PS_RTREE_SET_MAX_NEW 2
 
@@ -114,7 +120,7 @@ struct ps_rtree_cow {
 	struct ps_rb_tx tx;
 	struct ps_rb_root root;          /* the private version */
 	size_t count;                    /* its range count */
-	struct ps_range_list *spares;    /* copies and new ranges come from here */
+	struct ps_range_vec *spares;     /* copies and new ranges come from here */
 	struct ps_range_list replaced;   /* published ranges copied: no reference */
 	struct ps_range_list removed;    /* ranges removed: each with its reference */
 };
@@ -133,7 +139,7 @@ size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end,
 
 /** ps_rtree_cow_begin() - start an update of @t with generation @gen (> every earlier one). */
 void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
-		struct ps_range_list *spares);
+		struct ps_range_vec *spares);
 
 /**
  * ps_rtree_cow_set() - ps_rtree_set() on the private version
@@ -167,6 +173,9 @@ int ps_range_list_fill(struct ps_range_list *list, int n);
 /** ps_range_list_free() - put each range's policy (if any) and free it. */
 void ps_range_list_free(struct ps_range_list *list);
 
+/** ps_range_list_pop() - take the first range off @l, or NULL. */
+struct ps_range *ps_range_list_pop(struct ps_range_list *l);
+
 /** ps_range_list_move() - move @n ranges (at most all) from @src onto @dst, one by one. */
 void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, size_t n);
 
@@ -175,6 +184,23 @@ void ps_range_list_splice(struct ps_range_list *dst, struct ps_range_list *src);
 
 /** ps_range_list_put_policies() - put each range's policy; the ranges stay, without one. */
 void ps_range_list_put_policies(struct ps_range_list *list);
+
+/** ps_range_vec_reserve() - room for @n pointers in @vec; 0 or -ENOMEM (unchanged). */
+int ps_range_vec_reserve(struct ps_range_vec *vec, size_t n);
+
+/**
+ * ps_range_vec_fill() - allocate ranges until @vec holds @n
+ *
+ * Return: 0, or -ENOMEM (@vec keeps what it holds, possibly more than
+ * before: spares are no state).
+ */
+int ps_range_vec_fill(struct ps_range_vec *vec, size_t n);
+
+/** ps_range_vec_trim() - free the spares beyond @keep (no policy touched). */
+void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep);
+
+/** ps_range_vec_free() - free every spare and the array. */
+void ps_range_vec_free(struct ps_range_vec *vec);
 
 /** ps_range_list_free_nopol() - free each range, leaving its policy alone. */
 void ps_range_list_free_nopol(struct ps_range_list *list);

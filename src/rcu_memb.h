@@ -18,14 +18,6 @@
 void _ps_memb_register(void);
 
 /*
- * call_rcu() of the memb flavour for polstore's deferred frees: liburcu
- * requires a registered caller (it holds a read-side section across its
- * per-CPU data), so the calling thread is registered as for a read; and
- * liburcu's call_rcu fork hooks are registered once.
- */
-void _ps_memb_call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *head));
-
-/*
  * liburcu's own flag decides, so a thread the application registered itself
  * is never registered twice (nor unregistered by polstore).
  */

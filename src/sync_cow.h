@@ -14,8 +14,8 @@
  *   PS_COW_CAN_WAIT()      true when the thread is outside every
  *                          read-side section (QSBR: offline), so that it
  *                          may wait without being told it may;
- *   PS_COW_SYNCHRONIZE(), PS_COW_BARRIER(), PS_COW_CALL_RCU(head, fn)
- *                          the flavour's grace period, barrier, call_rcu;
+ *   PS_COW_SYNCHRONIZE()   the flavour's grace period;
+ *   PS_COW_RECLAIMER       the flavour's reclaim thread (rcu_reclaim.h);
  *   PS_COW_OPS             the name of the ops table.
  *
  * Why readers are safe.  A version of the tree, once published, is never
@@ -29,9 +29,10 @@
  *
  * Why nothing is freed under a reader.  The nodes a set replaced (the
  * originals of its copies) and the ranges it removed go on the store's
- * retire batch; a full batch goes to the flavour's call_rcu(), whose worker
- * frees it after a grace period, i.e. after every reader that could have
- * loaded a root reaching them has left its section.  Removed ranges drop
+ * retire batch; a full batch goes to the flavour's reclaim thread
+ * (rcu_reclaim.h), which releases it after a grace period, i.e. after
+ * every reader that could have loaded a root reaching them has left its
+ * section.  Removed ranges drop
  * their policy reference then; replaced ones drop none (the copy took it
  * over: struct ps_rtree_cow).  So a set never waits for readers.
  *
@@ -40,22 +41,27 @@
  * and allocates the retire batch header it may fill; -ENOMEM there leaves
  * everything as it was.  Only then is the new version built, from spares.
  *
- * Recycling: the worker does not free the ranges of a batch but pushes
- * them (policy references dropped) on the store's recycle stack while the
+ * Recycling: the reclaim thread does not free the ranges of a batch but hands
+ * them (policy references dropped) to the store's recycle array while the
  * store holds fewer than PS_COW_SPARE_MAX spares; the next set moves them
- * into its pool, so a steady writer allocates nothing.
+ * into its pool, so a steady writer allocates nothing.  Spares are kept by
+ * pointer: taking one from an array costs no load from its memory (a list
+ * would make each take a dependent cache miss on a range that may be cold).
+ * ps_store_synchronize() gives back every spare beyond PS_COW_SPARE_IDLE.
  *
  * Memory bound: ranges retired but not yet freed are the partial batch
  * (< PS_COW_RETIRE_BATCH) plus the batches in flight.  Should the
- * call_rcu worker fall behind by more than PS_COW_INFLIGHT_MAX ranges, a
+ * reclaim thread fall behind by more than PS_COW_INFLIGHT_MAX ranges, a
  * set called outside every read-side section (PS_COW_CAN_WAIT()) frees its
  * batch itself after a grace period instead of queueing it; one called
  * inside a section queues it anyway: a set never waits there.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "annotate.h"
+#include "rcu_reclaim.h"
 #include "store_internal.h"
 
 #ifdef PS_COW_IN_SECTION
@@ -66,29 +72,35 @@
 #define PS_COW_LOOKUP_SECTION static inline
 #endif
 
-/*
- * Ranges per retire batch handed to call_rcu(): the worker's grace periods
- * (each a membarrier, an interrupt on every CPU) follow the batches when a
- * writer runs flat out, so batches are large.
- */
-#define PS_COW_RETIRE_BATCH 1024
+/* Ranges per retire batch handed to the reclaim thread. */
+#define PS_COW_RETIRE_BATCH 256
 /* Retired ranges in flight past which a set that may wait frees its own batch. */
 #define PS_COW_INFLIGHT_MAX (1 << 18)
 /*
- * Spare ranges a store keeps at most, in its pool and on its recycle stack
+ * Spare ranges a store keeps at most, in its pool and on its recycle list
  * together (beyond, the worker frees what a grace period released, and a
- * set frees the pool's excess): a steady writer then allocates nothing.
+ * set frees the pool's excess), and what ps_store_synchronize() leaves.
  */
-#define PS_COW_SPARE_MAX 4096
+#define PS_COW_SPARE_MAX 65536
+#define PS_COW_SPARE_IDLE 256
 
 /* Annotation key: every batch freed happens before the flavour's barrier returns. */
 static char cow_batches_done __attribute__((unused));
 
+/*
+ * Retired ranges by pointer, and the policy references to drop with them,
+ * recorded by the writer while the ranges are still in its cache: the
+ * worker then releases a batch without loading a single range.
+ */
 struct cow_batch {
-	struct rcu_head head;
-	struct ps_range_list replaced; /* freed without touching their policies */
-	struct ps_range_list removed;  /* freed with their policy references */
+	struct ps_reclaim_item item;
 	struct ps_store_cow *store;
+	struct cow_batch *next_stalled;
+	size_t n, npols, cap;
+	struct ps_range **ranges;  /* [cap]: retired ranges */
+	struct ps_policy **pols;   /* [cap]: the references removed ones held */
+	/* What did not fit (a set that retired many): released by walking them. */
+	struct ps_range_list over_replaced, over_removed;
 };
 
 struct ps_store_cow {
@@ -97,18 +109,16 @@ struct ps_store_cow {
 	pthread_mutex_t wlock __ps_cacheline_aligned;
 	/* Under @wlock: */
 	uint64_t gen;                  /* the last update's generation */
-	struct ps_range_list pool;     /* spare ranges */
+	struct ps_range_vec pool;      /* spare ranges */
 	size_t npool;                  /* atomic copy of @pool.n, for the worker */
 	struct cow_batch *batch;       /* the partial retire batch, or NULL */
-	/* Atomic: ranges handed to call_rcu() and not yet freed. */
+	struct cow_batch *stalled;     /* full batches no reclaim thread took */
+	/* Atomic: ranges handed to the reclaim thread and not yet released. */
 	size_t inflight;
-	/*
-	 * Atomic: ranges a grace period freed, for the next sets' pool (a
-	 * stack: the worker pushes whole batches, the writer takes it all),
-	 * and an upper bound of their number.
-	 */
-	struct ps_range *recycle;
-	size_t nrecycle;
+	/* Ranges a grace period released, for the next sets' pool; under @rlock. */
+	pthread_mutex_t rlock;
+	struct ps_range_vec recycle;
+	size_t nrecycle; /* atomic copy of @recycle.n: a hint read without @rlock */
 };
 
 static inline struct ps_store_cow *to_cow(struct ps_store *s)
@@ -132,85 +142,112 @@ static struct ps_store *cow_create(void)
 	ps_rtree_init(&cs->tree);
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->tree, sizeof(cs->tree)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->inflight, sizeof(cs->inflight));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->recycle, sizeof(cs->recycle));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nrecycle, sizeof(cs->nrecycle));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->npool, sizeof(cs->npool));
 	pthread_mutex_init(&cs->wlock, NULL);
+	pthread_mutex_init(&cs->rlock, NULL);
 	return &cs->base;
 }
 
-static size_t batch_ranges(const struct cow_batch *b)
+static inline size_t batch_ranges(const struct cow_batch *b)
 {
-	return b->replaced.n + b->removed.n;
+	return b->n + b->over_replaced.n + b->over_removed.n;
+}
+
+static struct cow_batch *batch_alloc(void)
+{
+	/* A batch is handed over once it holds PS_COW_RETIRE_BATCH: room for the set that fills it. */
+	size_t cap = 2 * PS_COW_RETIRE_BATCH;
+	struct cow_batch *b = _ps_zalloc(sizeof(*b) + 2 * cap * sizeof(void *));
+
+	if (!b)
+		return NULL;
+	b->ranges = (struct ps_range **)(b + 1);
+	b->pols = (struct ps_policy **)(b->ranges + cap);
+	b->cap = cap;
+	return b;
+}
+
+/* Drop the references of the removed ranges, and free those that did not fit. */
+static void batch_put_policies(struct cow_batch *b)
+{
+	size_t i;
+
+	for (i = 0; i < b->npols; i++)
+		ps_policy_put(b->pols[i]);
+	b->npols = 0;
+	ps_range_list_free(&b->over_removed);
+	ps_range_list_free_nopol(&b->over_replaced);
 }
 
 static void batch_free_now(struct cow_batch *b)
 {
-	ps_range_list_free_nopol(&b->replaced);
-	ps_range_list_free(&b->removed);
+	size_t i;
+
+	batch_put_policies(b);
+	for (i = 0; i < b->n; i++)
+		_ps_free(b->ranges[i]);
 	_ps_free(b);
 }
 
-/*
- * Give @list's ranges (no policy references left) to the store's next sets:
- * one compare-and-swap pushes the whole chain.  Only the writer takes from
- * the stack, and it takes everything (an exchange), so no ABA can arise.
- */
-static void cow_recycle(struct ps_store_cow *cs, struct ps_range_list *list)
+/* Give @b's ranges (no policy references left) to the store's next sets, or free them. */
+static void cow_recycle(struct ps_store_cow *cs, struct cow_batch *b)
 {
-	struct ps_range *head = list->head, *tail = list->tail, *old;
-
-	if (!head)
-		return;
-	/* Counted first: @nrecycle never falls below what the stack holds. */
-	__atomic_fetch_add(&cs->nrecycle, list->n, __ATOMIC_RELAXED);
-	PS_ANNOTATE_HAPPENS_BEFORE(&cs->recycle);
-	old = __atomic_load_n(&cs->recycle, __ATOMIC_RELAXED);
-	do
-		tail->next_free = old;
-	while (!__atomic_compare_exchange_n(&cs->recycle, &old, head, true, __ATOMIC_RELEASE,
-			__ATOMIC_RELAXED));
-	*list = (struct ps_range_list){ NULL, 0, NULL };
+	pthread_mutex_lock(&cs->rlock);
+	if (ps_range_vec_reserve(&cs->recycle, cs->recycle.n + b->n)) {
+		pthread_mutex_unlock(&cs->rlock);
+		return; /* recycling is an optimisation: the caller frees them */
+	}
+	memcpy(cs->recycle.v + cs->recycle.n, b->ranges, b->n * sizeof(*b->ranges));
+	cs->recycle.n += b->n;
+	b->n = 0;
+	__atomic_store_n(&cs->nrecycle, cs->recycle.n, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&cs->rlock);
 }
 
-/* Under @wlock: move what the worker recycled into the pool. */
+/* Under @wlock: move what the worker recycled into the pool (if the pool can grow). */
 static void cow_take_recycled(struct ps_store_cow *cs)
 {
-	struct ps_range_list got = { NULL, 0, NULL };
+	pthread_mutex_lock(&cs->rlock);
+	if (!cs->pool.n && cs->pool.cap <= cs->recycle.cap) {
+		/* Swap the arrays: nothing to copy. */
+		struct ps_range_vec t = cs->pool;
 
-	got.head = __atomic_exchange_n(&cs->recycle, NULL, __ATOMIC_ACQUIRE);
-	if (!got.head)
+		cs->pool = cs->recycle;
+		cs->recycle = t;
+	} else if (!ps_range_vec_reserve(&cs->pool, cs->pool.n + cs->recycle.n)) {
+		memcpy(cs->pool.v + cs->pool.n, cs->recycle.v, cs->recycle.n * sizeof(*cs->pool.v));
+		cs->pool.n += cs->recycle.n;
+		cs->recycle.n = 0;
+	} else {
+		pthread_mutex_unlock(&cs->rlock);
 		return;
-	PS_ANNOTATE_HAPPENS_AFTER(&cs->recycle);
-	for (got.tail = got.head, got.n = 1; got.tail->next_free; got.n++)
-		got.tail = got.tail->next_free;
-	__atomic_fetch_sub(&cs->nrecycle, got.n, __ATOMIC_RELAXED);
-	ps_range_list_splice(&cs->pool, &got);
+	}
+	__atomic_store_n(&cs->nrecycle, cs->recycle.n, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&cs->rlock);
 }
 
 /* After a grace period: drop the removed ranges' references, recycle or free the batch. */
 static void cow_batch_release(struct ps_store_cow *cs, struct cow_batch *b)
 {
-	ps_range_list_put_policies(&b->removed);
+	batch_put_policies(b);
 	if (__atomic_load_n(&cs->nrecycle, __ATOMIC_RELAXED) +
-			__atomic_load_n(&cs->npool, __ATOMIC_RELAXED) < PS_COW_SPARE_MAX) {
-		ps_range_list_splice(&b->replaced, &b->removed);
-		cow_recycle(cs, &b->replaced);
-	}
+			__atomic_load_n(&cs->npool, __ATOMIC_RELAXED) < PS_COW_SPARE_MAX)
+		cow_recycle(cs, b);
 	batch_free_now(b);
 }
 
-static void cow_batch_free(struct rcu_head *head)
+static void cow_batch_free(struct ps_reclaim_item *item)
 {
-	struct cow_batch *b = ps_container_of(head, struct cow_batch, head);
+	struct cow_batch *b = ps_container_of(item, struct cow_batch, item);
 	struct ps_store_cow *cs = b->store;
 	size_t n = batch_ranges(b);
 
-	PS_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before call_rcu() */
+	PS_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before queueing it */
 	/* A grace period has passed since the ranges left the published tree: readers let go. */
 	PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
 	cow_batch_release(cs, b);
-	/* The store outlives this: destroy waits for every callback (PS_COW_BARRIER). */
+	/* The store outlives this: destroy waits for every batch (the barrier). */
 	__atomic_fetch_sub(&cs->inflight, n, __ATOMIC_RELAXED);
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_batches_done);
 }
@@ -225,18 +262,25 @@ static void cow_destroy(struct ps_store *s)
 	ps_range_list_free(&removed);
 	if (cs->batch)
 		batch_free_now(cs->batch);
+	while (cs->stalled) {
+		struct cow_batch *b = cs->stalled;
+
+		cs->stalled = b->next_stalled;
+		batch_free_now(b);
+	}
 	/* Batches in flight point at the store: wait for them (any thread may destroy). */
 	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED)) {
 		bool token = PS_COW_WAIT_ENTER();
 
-		PS_COW_BARRIER();
+		_ps_reclaim_barrier(PS_COW_RECLAIMER);
 		PS_COW_WAIT_EXIT(token);
 	}
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_batches_done);
 	/* Spares own no reference (a recycled one may still point at a policy). */
-	cow_take_recycled(cs);
-	ps_range_list_free_nopol(&cs->pool);
+	ps_range_vec_free(&cs->pool);
+	ps_range_vec_free(&cs->recycle);
 	pthread_mutex_destroy(&cs->wlock);
+	pthread_mutex_destroy(&cs->rlock);
 	_ps_free_aligned(cs);
 }
 
@@ -285,58 +329,97 @@ static struct ps_policy *cow_lookup(struct ps_store *s, uint64_t idx)
 	return ps_lookup_result(cow_get(s, idx));
 }
 
-/* Hand a full batch over; called without @wlock. */
+/* Release @b here, after a grace period; the caller may wait. */
+static void cow_release_here(struct ps_store_cow *cs, struct cow_batch *b)
+{
+	PS_COW_SYNCHRONIZE();
+	PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
+	cow_batch_release(cs, b);
+}
+
+/*
+ * Hand a full batch over; called without @wlock.  Stalled batches (no
+ * reclaim thread could be started) go first, or wait for a caller that may
+ * wait for a grace period.
+ */
 static void cow_reclaim(struct ps_store_cow *cs, struct cow_batch *b)
 {
-	size_t n = batch_ranges(b);
+	bool can_wait = PS_COW_CAN_WAIT();
 
-	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) > PS_COW_INFLIGHT_MAX &&
-			PS_COW_CAN_WAIT()) {
-		/* The worker is behind: reclaim this batch here rather than queue more. */
-		PS_COW_SYNCHRONIZE();
-		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-		cow_batch_release(cs, b);
+	if (can_wait &&
+			__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) > PS_COW_INFLIGHT_MAX) {
+		/* The reclaim thread is behind: reclaim this batch here rather than queue more. */
+		cow_release_here(cs, b);
 		return;
 	}
 	b->store = cs;
-	__atomic_fetch_add(&cs->inflight, n, __ATOMIC_RELAXED);
+	b->item.release = cow_batch_free;
+	__atomic_fetch_add(&cs->inflight, batch_ranges(b), __ATOMIC_RELAXED);
 	PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
-	PS_COW_CALL_RCU(&b->head, cow_batch_free);
+	if (!_ps_reclaim_defer(PS_COW_RECLAIMER, &b->item))
+		return;
+	__atomic_fetch_sub(&cs->inflight, batch_ranges(b), __ATOMIC_RELAXED);
+	if (can_wait) {
+		cow_release_here(cs, b);
+		return;
+	}
+	pthread_mutex_lock(&cs->wlock);
+	b->next_stalled = cs->stalled;
+	cs->stalled = b;
+	pthread_mutex_unlock(&cs->wlock);
 }
 
-/* Under @wlock: top the pool up to @need spares and make sure a batch header exists. */
+/* Under @wlock: free the pool's spares beyond @keep. */
+static void cow_trim_pool(struct ps_store_cow *cs, size_t keep)
+{
+	ps_range_vec_trim(&cs->pool, keep);
+	__atomic_store_n(&cs->npool, cs->pool.n, __ATOMIC_RELAXED);
+}
+
+/*
+ * Under @wlock: top the pool up to @need spares and make sure a batch
+ * exists (what does not fit in its arrays goes on its lists: no
+ * allocation after the set).
+ */
 static int cow_prepare(struct ps_store_cow *cs, size_t need)
 {
 	if (!cs->batch) {
-		cs->batch = _ps_zalloc(sizeof(*cs->batch));
+		cs->batch = batch_alloc();
 		if (!cs->batch)
 			return -ENOMEM;
 	}
-	if (__atomic_load_n(&cs->recycle, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&cs->nrecycle, __ATOMIC_RELAXED))
 		cow_take_recycled(cs);
-	if (cs->pool.n < need && ps_range_list_fill(&cs->pool, (int)need))
+	if (cs->pool.n < need && ps_range_vec_fill(&cs->pool, need))
 		return -ENOMEM;
 	return 0;
 }
 
-/* ps_rtree_cow_need(), skipped when the pool holds a spare for every range already. */
-static size_t cow_need(struct ps_store_cow *cs, uint64_t start, uint64_t end)
+/* Record what the update retired, while it is in cache; the arrays' overflow goes on lists. */
+static void cow_retire(struct cow_batch *b, struct ps_rtree_cow *c)
 {
-	if (cs->pool.n >= cs->tree.count + PS_RTREE_SET_MAX_NEW)
-		return cs->tree.count + PS_RTREE_SET_MAX_NEW;
-	return ps_rtree_cow_need(&cs->tree, start, end, 0);
+	struct ps_range *r;
+
+	while (b->n < b->cap && (r = ps_range_list_pop(&c->replaced)))
+		b->ranges[b->n++] = r;
+	while (b->n < b->cap && (r = ps_range_list_pop(&c->removed))) {
+		b->ranges[b->n++] = r;
+		if (r->pol)
+			b->pols[b->npols++] = r->pol;
+	}
+	ps_range_list_splice(&b->over_replaced, &c->replaced);
+	ps_range_list_splice(&b->over_removed, &c->removed);
 }
 
 static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_store_cow *cs = to_cow(s);
-	struct ps_range_list excess = { NULL, 0, NULL };
 	struct cow_batch *full = NULL;
 	struct ps_rtree_cow c;
 	int ret;
 
 	pthread_mutex_lock(&cs->wlock);
-	ret = cow_prepare(cs, cow_need(cs, start, end));
+	ret = cow_prepare(cs, ps_rtree_cow_need(&cs->tree, start, end, 0));
 	if (ret) {
 		pthread_mutex_unlock(&cs->wlock);
 		return ret;
@@ -346,17 +429,15 @@ static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 	PS_ANNOTATE_HAPPENS_BEFORE(&cs->tree);
 	ps_rtree_cow_publish(&c, &cs->tree);
 	/* What left the published tree waits for a grace period. */
-	ps_range_list_splice(&cs->batch->replaced, &c.replaced);
-	ps_range_list_splice(&cs->batch->removed, &c.removed);
+	cow_retire(cs->batch, &c);
 	if (batch_ranges(cs->batch) >= PS_COW_RETIRE_BATCH) {
 		full = cs->batch;
 		cs->batch = NULL;
 	}
 	if (cs->pool.n > PS_COW_SPARE_MAX)
-		ps_range_list_move(&excess, &cs->pool, cs->pool.n - PS_COW_SPARE_MAX);
+		cow_trim_pool(cs, PS_COW_SPARE_MAX);
 	__atomic_store_n(&cs->npool, cs->pool.n, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cs->wlock);
-	ps_range_list_free_nopol(&excess);
 	if (full)
 		cow_reclaim(cs, full);
 	return 0;
@@ -371,18 +452,36 @@ static void cow_synchronize(struct ps_store *s)
 	pthread_mutex_lock(&cs->wlock);
 	b = cs->batch;
 	cs->batch = NULL;
+	if (b)
+		b->next_stalled = cs->stalled;
+	else
+		b = cs->stalled;
+	cs->stalled = NULL;
 	pthread_mutex_unlock(&cs->wlock);
 	/* Documented: never inside a read-side section; a QSBR thread goes offline here. */
 	token = PS_COW_WAIT_ENTER();
 	if (b) {
 		PS_COW_SYNCHRONIZE();
 		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-		batch_free_now(b);
+		while (b) {
+			struct cow_batch *next = b->next_stalled;
+
+			batch_free_now(b);
+			b = next;
+		}
 	}
-	/* And the batches handed to call_rcu() (by any store: liburcu waits for all). */
-	PS_COW_BARRIER();
+	/* And the batches handed to the reclaim thread (by any store of the flavour). */
+	_ps_reclaim_barrier(PS_COW_RECLAIMER);
 	PS_COW_WAIT_EXIT(token);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_batches_done);
+	/* An idle store keeps few spares. */
+	pthread_mutex_lock(&cs->wlock);
+	pthread_mutex_lock(&cs->rlock);
+	ps_range_vec_trim(&cs->recycle, 0);
+	__atomic_store_n(&cs->nrecycle, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&cs->rlock);
+	cow_trim_pool(cs, PS_COW_SPARE_IDLE);
+	pthread_mutex_unlock(&cs->wlock);
 }
 
 static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)

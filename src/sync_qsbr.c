@@ -18,6 +18,7 @@
 #include <polstore/rcu.h>
 
 #include "compiler.h"
+#include "rcu_reclaim.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
 
@@ -140,23 +141,7 @@ static inline void ps_qsbr_wait_exit(bool was_online)
 		urcu_qsbr_thread_online();
 }
 
-static pthread_once_t ps_qsbr_atfork_once = PTHREAD_ONCE_INIT;
-
-/* liburcu's rule for programs that use call_rcu() and fork(). */
-static void ps_qsbr_register_atfork(void)
-{
-	(void)pthread_atfork(urcu_qsbr_call_rcu_before_fork, urcu_qsbr_call_rcu_after_fork_parent,
-			urcu_qsbr_call_rcu_after_fork_child);
-}
-
-/* liburcu requires a registered caller: an offline thread is online for the call. */
-static void ps_qsbr_call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *head))
-{
-	pthread_once(&ps_qsbr_atfork_once, ps_qsbr_register_atfork);
-	ps_qsbr_read_enter();
-	urcu_qsbr_call_rcu(head, fn);
-	ps_qsbr_read_exit();
-}
+struct ps_reclaimer _ps_reclaim_qsbr = PS_RECLAIMER_INIT(urcu_qsbr_synchronize_rcu);
 
 #define PS_COW_READ_ENTER() ps_qsbr_read_enter()
 #define PS_COW_IN_SECTION() ps_qsbr_in_section()
@@ -166,7 +151,6 @@ static void ps_qsbr_call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *
 #define PS_COW_WAIT_ENTER() ps_qsbr_wait_enter()
 #define PS_COW_WAIT_EXIT(token) ps_qsbr_wait_exit(token)
 #define PS_COW_SYNCHRONIZE() urcu_qsbr_synchronize_rcu()
-#define PS_COW_BARRIER() urcu_qsbr_barrier()
-#define PS_COW_CALL_RCU(head, fn) ps_qsbr_call_rcu(head, fn)
+#define PS_COW_RECLAIMER (&_ps_reclaim_qsbr)
 #define PS_COW_OPS _ps_sync_qsbr_ops
 #include "sync_cow.h"

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "rcu_memb.h"
+#include "rcu_reclaim.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
 
@@ -21,22 +22,7 @@ void _ps_memb_register(void)
 	_ps_rcu_thread_registered(PS_FLAVOR_MEMB);
 }
 
-static pthread_once_t ps_memb_atfork_once = PTHREAD_ONCE_INIT;
-
-/* liburcu's rule for programs that use call_rcu() and fork(). */
-static void ps_memb_register_atfork(void)
-{
-	(void)pthread_atfork(urcu_memb_call_rcu_before_fork, urcu_memb_call_rcu_after_fork_parent,
-			urcu_memb_call_rcu_after_fork_child);
-}
-
-void _ps_memb_call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *head))
-{
-	pthread_once(&ps_memb_atfork_once, ps_memb_register_atfork);
-	ps_memb_read_lock();
-	urcu_memb_call_rcu(head, fn);
-	ps_memb_read_unlock();
-}
+struct ps_reclaimer _ps_reclaim_memb = PS_RECLAIMER_INIT(urcu_memb_synchronize_rcu);
 
 void _ps_memb_thread_exit(void)
 {
@@ -53,7 +39,6 @@ void _ps_memb_thread_exit(void)
 #define PS_COW_WAIT_ENTER() false
 #define PS_COW_WAIT_EXIT(token) ((void)(token))
 #define PS_COW_SYNCHRONIZE() urcu_memb_synchronize_rcu()
-#define PS_COW_BARRIER() urcu_memb_barrier()
-#define PS_COW_CALL_RCU(head, fn) _ps_memb_call_rcu(head, fn)
+#define PS_COW_RECLAIMER (&_ps_reclaim_memb)
 #define PS_COW_OPS _ps_sync_rcu_ops
 #include "sync_cow.h"

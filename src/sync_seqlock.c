@@ -12,14 +12,13 @@
  * its policy reference, so even a reader that reached it through a stale
  * pointer reads real nodes and may take a plain reference on its policy.
  * Unlinked ranges are retired in batches: the set that fills a batch
- * (PS_SEQ_RETIRE_BATCH ranges) hands it to liburcu's call_rcu(), whose
- * worker frees it after a grace period, so no set waits for one (should
- * the small batch header fail to allocate, that set waits and frees the
- * batch itself: nothing is lost).  At most one partial batch per store
- * plus the batches in flight are held back, with their policy references;
- * ps_store_synchronize() frees the partial batch and waits for those in
- * flight.  polstore registers liburcu's call_rcu fork hooks with
- * pthread_atfork() the first time it hands a batch over.
+ * (PS_SEQ_RETIRE_BATCH ranges) hands it to the memb reclaim thread
+ * (rcu_reclaim.h), which frees it after a grace period, so no set waits
+ * for one (should the small batch header fail to allocate, or no reclaim
+ * thread start, that set waits and frees the batch itself: nothing is
+ * lost).  At most one partial batch per store plus the batches in flight
+ * are held back, with their policy references; ps_store_synchronize()
+ * frees the partial batch and waits for those in flight.
  *
  * Why a reader never loops forever: writers rotate in place, so a racing
  * walk can see a transient cycle; ps_rtree_lookup() gives up after
@@ -34,12 +33,13 @@
 
 #include "annotate.h"
 #include "rcu_memb.h"
+#include "rcu_reclaim.h"
 #include "store_internal.h"
 
 #define PS_SEQ_RETRIES 4
 #define PS_SEQ_RETIRE_BATCH 64
 
-/* Annotation key: every batch freed happens before urcu_memb_barrier() returns. */
+/* Annotation key: every batch freed happens before the reclaim barrier returns. */
 static char seq_batches_done __attribute__((unused));
 
 struct ps_store_seq {
@@ -77,7 +77,7 @@ static void seq_destroy(struct ps_store *s)
 	ps_range_list_free(&removed);
 	ps_range_list_free(&ss->retired); /* no reader may run during destroy */
 	/* Batches in flight hold policy references: they are dropped when destroy returns. */
-	urcu_memb_barrier();
+	_ps_reclaim_barrier(&_ps_reclaim_memb);
 	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 	_ps_free_aligned(ss);
 }
@@ -152,18 +152,18 @@ static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
 	return ps_lookup_result(pol);
 }
 
-/* A batch of retired ranges on its way through call_rcu(). */
+/* A batch of retired ranges on its way through the memb reclaim thread. */
 struct seq_batch {
-	struct rcu_head head;
+	struct ps_reclaim_item item;
 	struct ps_range_list list;
 	struct ps_store *store; /* for the checkers' annotation only: may be gone */
 };
 
-static void seq_batch_free(struct rcu_head *head)
+static void seq_batch_free(struct ps_reclaim_item *item)
 {
-	struct seq_batch *b = ps_container_of(head, struct seq_batch, head);
+	struct seq_batch *b = ps_container_of(item, struct seq_batch, item);
 
-	PS_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before call_rcu() */
+	PS_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before queueing it */
 	/* A grace period has passed since the ranges were unlinked: readers let go. */
 	PS_ANNOTATE_HAPPENS_AFTER(b->store);
 	ps_range_list_free(&b->list);
@@ -182,9 +182,11 @@ static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 	if (ps_likely(b)) {
 		b->list = *list;
 		b->store = s;
+		b->item.release = seq_batch_free;
 		PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
-		_ps_memb_call_rcu(&b->head, seq_batch_free);
-		return;
+		if (!_ps_reclaim_defer(&_ps_reclaim_memb, &b->item))
+			return;
+		_ps_free(b);
 	}
 	urcu_memb_synchronize_rcu();
 	PS_ANNOTATE_HAPPENS_AFTER(s);
@@ -229,8 +231,8 @@ static void seq_synchronize(struct ps_store *s)
 		PS_ANNOTATE_HAPPENS_AFTER(s);
 		ps_range_list_free(&batch);
 	}
-	/* And the batches handed to call_rcu() (by any store: liburcu waits for all). */
-	urcu_memb_barrier();
+	/* And the batches handed to the reclaim thread (by any memb store). */
+	_ps_reclaim_barrier(&_ps_reclaim_memb);
 	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 }
 

@@ -368,6 +368,7 @@ Test(rbtree, range_cow_sets_within_need)
 		uint64_t b = a + len > 4096 ? 4096 : a + len;
 		struct ps_policy *pol = pols[ps_test_rand(&seed) % 3];
 		struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
+		struct ps_range_vec vspares = { NULL, 0, 0 };
 		size_t need = ps_rtree_cow_need(&pub, a, b, 0);
 		struct ps_rtree_cow c;
 		struct ps_rtree old = pub;
@@ -375,15 +376,15 @@ Test(rbtree, range_cow_sets_within_need)
 		uint64_t x;
 
 		maxneed = need > maxneed ? need : maxneed;
-		cr_assert_eq(ps_range_list_fill(&spares, (int)need), 0);
-		ps_rtree_cow_begin(&c, &pub, ++gen, &spares);
+		cr_assert_eq(ps_range_vec_fill(&vspares, need), 0);
+		ps_rtree_cow_begin(&c, &pub, ++gen, &vspares);
 		ps_rtree_cow_set(&c, a, b, pol);
 		ps_rtree_cow_publish(&c, &pub);
 		cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
 		/* The old version still holds what it held: a reader of it sees it whole. */
 		cr_assert_eq(ps_rb_check(&old.root, &why), (long)old.count, "op %d: old version: %s", op,
 				why ? why : "count");
-		ps_range_list_free(&spares);
+		ps_range_vec_free(&vspares);
 
 		cr_assert_eq(ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW), 0);
 		ps_rtree_set(&inplace, a, b, pol, &spares, &removed);

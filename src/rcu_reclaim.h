@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Freeing after a grace period without waiting for one: polstore's own
+ * call_rcu.
+ *
+ * One reclaim thread per liburcu flavour (started on first use) takes what
+ * writers queued, waits for one grace period of its flavour, and runs each
+ * item's release function, in the order queued.  liburcu's own call_rcu
+ * worker sleeps 10 ms after every round, so a writer going flat out would
+ * keep 10 ms of retired memory in flight and get it back cold; this thread
+ * starts a grace period as soon as there is work, at most one per
+ * PS_RECLAIM_PERIOD_NS (each memb grace period interrupts every CPU that
+ * runs a thread of the process), so in-flight memory is about a
+ * millisecond of writes.
+ *
+ * It also keeps polstore off liburcu's call_rcu machinery altogether: no
+ * registration is required of the queueing thread (liburcu requires a
+ * registered caller for call_rcu()), and there are no liburcu fork hooks
+ * for polstore to register a second time next to the application's.  The
+ * thread is fork-safe: fork() waits until it is between grace periods and
+ * its queue is consistent, and the child starts a new one on its next use.
+ */
+#ifndef POLSTORE_SRC_RCU_RECLAIM_H
+#define POLSTORE_SRC_RCU_RECLAIM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ps_reclaim_item {
+	struct ps_reclaim_item *next;
+	/* Runs after a grace period, on the reclaim thread or a waiting caller's. */
+	void (*release)(struct ps_reclaim_item *item);
+};
+
+/* One per liburcu flavour: statically initialised with PS_RECLAIMER_INIT(). */
+struct ps_reclaimer {
+	void (*synchronize)(void);     /* the flavour's synchronize_rcu() */
+	pthread_mutex_t lock;          /* the fields below */
+	pthread_mutex_t gp_lock;       /* held by the thread across a grace period and its releases */
+	pthread_cond_t work;           /* the thread waits here for items */
+	pthread_cond_t done;           /* barrier callers wait here */
+	struct ps_reclaim_item *head, *tail; /* queued, FIFO */
+	int barriers;                  /* callers waiting in _ps_reclaim_barrier() */
+	bool started;                  /* a thread runs (in this process) */
+};
+
+#define PS_RECLAIMER_INIT(sync_fn)                                                                 \
+	{                                                                                          \
+		.synchronize = (sync_fn), .lock = PTHREAD_MUTEX_INITIALIZER,                        \
+		.gp_lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,            \
+		.done = PTHREAD_COND_INITIALIZER,                                                  \
+	}
+
+/**
+ * _ps_reclaim_defer() - run @item->release after a grace period of @rc's flavour
+ *
+ * Context: any thread, registered or not, inside a read-side section too:
+ * never waits for a grace period (takes a mutex no holder keeps across
+ * one).
+ * Return: 0, or -EAGAIN when no reclaim thread could be started: nothing
+ * was queued, and the caller must wait for a grace period itself (or keep
+ * the item for later).
+ */
+int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
+
+/**
+ * _ps_reclaim_barrier() - wait until every item queued on @rc before the
+ * call has been released
+ *
+ * Context: outside every read-side section of the flavour (QSBR: offline);
+ * may sleep.
+ */
+void _ps_reclaim_barrier(struct ps_reclaimer *rc);
+
+extern struct ps_reclaimer _ps_reclaim_memb;
+extern struct ps_reclaimer _ps_reclaim_qsbr;
+
+#endif /* POLSTORE_SRC_RCU_RECLAIM_H */
