@@ -2,6 +2,12 @@
 /*
  * Thread-exit hooks: a pthread key per liburcu flavour whose destructor
  * unregisters the exiting thread, so users never have to.
+ *
+ * The destructor runs among the thread's thread-specific-data destructors,
+ * after its cancellation cleanup handlers: a thread that dies inside
+ * read-side sections (pthread_exit() in a foreach callback, cancellation
+ * at a cancellation point) has them closed there, which wakes a grace
+ * period already waiting for it (_ps_memb_thread_died()).
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -19,13 +25,13 @@ static pthread_once_t ps_rcu_keys_once = PTHREAD_ONCE_INIT;
 static void ps_memb_key_destructor(void *unused)
 {
 	(void)unused;
-	_ps_memb_thread_exit();
+	_ps_memb_thread_died();
 }
 
 static void ps_qsbr_key_destructor(void *unused)
 {
 	(void)unused;
-	_ps_qsbr_thread_exit();
+	_ps_qsbr_thread_died();
 }
 
 static void ps_rcu_keys_create(void)

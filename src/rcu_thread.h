@@ -8,4 +8,13 @@ enum ps_flavor { PS_FLAVOR_MEMB, PS_FLAVOR_QSBR };
 /* Arrange for the calling thread to leave @flavor when it exits. */
 void _ps_rcu_thread_registered(enum ps_flavor flavor);
 
+/*
+ * The calling thread exits, perhaps from inside read-side sections
+ * (pthread_exit() in a foreach callback, cancellation): close them, which
+ * wakes a grace period waiting for them, then leave the flavour.  Only for
+ * threads polstore registered itself.  sync_rcu.c / sync_qsbr.c.
+ */
+void _ps_memb_thread_died(void);
+void _ps_qsbr_thread_died(void);
+
 #endif /* POLSTORE_SRC_RCU_THREAD_H */

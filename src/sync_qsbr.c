@@ -91,6 +91,18 @@ void _ps_qsbr_thread_exit(void)
 	}
 }
 
+/*
+ * For qsbr "inside a read-side section" is "online", and liburcu's
+ * unregistration takes an online thread offline and wakes a grace period
+ * waiting for it (urcu_qsbr_thread_offline()): a thread that dies online,
+ * inside an automatic section or by its own choice, needs nothing more.
+ * urcu_qsbr_read_lock() keeps no count outside liburcu's debug builds.
+ */
+void _ps_qsbr_thread_died(void)
+{
+	_ps_qsbr_thread_exit();
+}
+
 static inline void ps_qsbr_read_enter(void)
 {
 	if (ps_unlikely(!qsbr_online_now())) {

@@ -2,7 +2,7 @@
 /*
  * RCU store, liburcu memb flavour: the latch of latch.h with memb read-side
  * sections.  A thread registers itself on its first read-side section and
- * leaves at exit (rcu_thread.c).  Also home of the memb registration the
+ * leaves at exit, closing any section it dies in (rcu_thread.c).  Also home of the memb registration the
  * SEQLOCK store shares.
  */
 #include "rcu_memb.h"
@@ -25,6 +25,25 @@ void _ps_memb_thread_exit(void)
 		urcu_memb_unregister_thread();
 		ps_memb_ours = false;
 	}
+}
+
+/*
+ * Unregistering alone would not do for a thread that dies inside read-side
+ * sections: a grace period already waiting for it sleeps on liburcu's
+ * futex until a reader's outermost read_unlock() wakes it, and
+ * urcu_memb_unregister_thread() only unlinks the thread.  So close every
+ * nesting level first, with read_unlock() itself: the outermost one stores
+ * a zero count (ordered after the section by liburcu's barriers) and wakes
+ * the waiter, which then sees the thread quiescent.  What the thread
+ * borrowed is no longer protected from here on.
+ */
+void _ps_memb_thread_died(void)
+{
+	if (!ps_memb_ours)
+		return;
+	while (urcu_memb_read_ongoing())
+		urcu_memb_read_unlock();
+	_ps_memb_thread_exit();
 }
 
 #define PS_LATCH_READ_ENTER() ps_memb_read_lock()

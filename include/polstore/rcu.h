@@ -20,6 +20,23 @@
  *    passed a quiescent state: an online thread that never reports one
  *    stalls every writer.
  * Threads are unregistered from liburcu at exit whatever they did.
+ *
+ * A thread that ends inside read-side sections (pthread_exit() in a
+ * ps_store_foreach() callback or between ps_store_read_lock() and
+ * ps_store_read_unlock(), or cancellation at a cancellation point there)
+ * has them closed when it exits, so writers and grace periods waiting for
+ * it carry on (RCU, RCU_QSBR and SEQLOCK stores, RCU id maps).  Its
+ * cancellation cleanup handlers still run inside the sections and may use
+ * what it borrowed; the sections are closed by polstore's
+ * thread-specific-data destructor, and from then on the policies it
+ * borrowed are no longer protected: another thread-specific-data
+ * destructor must not touch them.  References it took (ps_store_lookup())
+ * are its to put, in a cleanup handler, or they leak.  This covers the
+ * threads polstore registered; a thread the application registered with
+ * liburcu itself must leave its sections before it unregisters.
+ * SPIN and RWLOCK read-side sections and foreach walks hold the store's
+ * lock: a thread must not exit or be cancelled there (the lock would stay
+ * held, as a mutex would).
  */
 #ifndef POLSTORE_RCU_H
 #define POLSTORE_RCU_H

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Thread lifecycle against the stores and the liburcu flavours: a reader
+ * that exits or is cancelled inside its read-side section, thread-exit keys
+ * that cannot be created, contexts the grace-period waiters allow, locks
+ * waited for at fork(), allocator hooks swapped after the deferred frees,
+ * dlclose() of the library with threads still alive.
+ *
+ * A hang is the failure most of these look for: every wait that could hang
+ * runs in a helper thread joined with a deadline (or in a forked child under
+ * alarm()), so it is reported as a failed assertion, not a stuck run; each
+ * test also has a Criterion .timeout as a backstop.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef _LGPL_SOURCE
+#define _LGPL_SOURCE
+#endif
+#include <urcu/urcu-memb.h>
+#include <urcu/urcu-qsbr.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "testutil.h"
+
+/* How long a wait that must end may take before it counts as a hang. */
+#define HANG_S 10
+
+static struct timespec deadline_in(int secs)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += secs;
+	return ts;
+}
+
+/* 0 when @t ended within @secs, ETIMEDOUT when it is still running (a hang). */
+static int join_within(pthread_t t, int secs)
+{
+	struct timespec ts = deadline_in(secs);
+
+	return pthread_timedjoin_np(t, NULL, &ts);
+}
+
+static void wait_sem(sem_t *s, const char *what)
+{
+	struct timespec ts = deadline_in(HANG_S);
+	int ret;
+
+	while ((ret = sem_timedwait(s, &ts)) && errno == EINTR)
+		;
+	cr_assert_eq(ret, 0, "timed out waiting for %s", what);
+}
+
+/* Run in a forked child; @fn's return is the exit status, a hang is killed by alarm(). */
+static __attribute__((unused)) int in_child(int (*fn)(void *), void *arg, int alarm_s)
+{
+	pid_t pid = fork();
+	int status;
+
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		alarm((unsigned)alarm_s);
+		_exit(fn(arg));
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		return -WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+/* ---- 1. A reader that dies inside its read-side section ---------------------- */
+
+enum death {
+	EXIT_IN_FOREACH, /* pthread_exit() inside a ps_store_foreach() callback */
+	EXIT_IN_SECTION, /* pthread_exit() between ps_store_read_lock() and unlock */
+	CANCEL_IN_FOREACH, /* cancelled at a cancellation point in a foreach callback */
+	CANCEL_IN_SECTION, /* cancelled at a cancellation point inside read_lock/unlock */
+};
+
+static const char *const death_names[] = {
+	"pthread_exit in foreach",
+	"pthread_exit in read section",
+	"cancel in foreach",
+	"cancel in read section",
+};
+
+struct death_case {
+	enum ps_sync sync;
+	enum death how;
+	bool online; /* RCU_QSBR reader online by ps_qsbr_thread_online() */
+};
+
+static struct death_case death_cases[] = {
+	{ PS_SYNC_RCU, EXIT_IN_FOREACH, false },
+	{ PS_SYNC_RCU, EXIT_IN_SECTION, false },
+	{ PS_SYNC_RCU, CANCEL_IN_FOREACH, false },
+	{ PS_SYNC_RCU, CANCEL_IN_SECTION, false },
+	{ PS_SYNC_SEQLOCK, EXIT_IN_FOREACH, false },
+	{ PS_SYNC_SEQLOCK, EXIT_IN_SECTION, false },
+	{ PS_SYNC_SEQLOCK, CANCEL_IN_FOREACH, false },
+	{ PS_SYNC_SEQLOCK, CANCEL_IN_SECTION, false },
+	{ PS_SYNC_RCU_QSBR, EXIT_IN_FOREACH, false },
+	{ PS_SYNC_RCU_QSBR, EXIT_IN_SECTION, false },
+	{ PS_SYNC_RCU_QSBR, CANCEL_IN_FOREACH, false },
+	{ PS_SYNC_RCU_QSBR, CANCEL_IN_SECTION, false },
+	{ PS_SYNC_RCU_QSBR, EXIT_IN_SECTION, true },
+	{ PS_SYNC_RCU_QSBR, CANCEL_IN_SECTION, true },
+};
+
+struct dying {
+	struct ps_store *s;
+	const struct death_case *c;
+	sem_t inside; /* posted by the reader once inside its section */
+	sem_t go; /* posted by the test: die now (EXIT_*) */
+	const struct ps_policy *borrowed;
+};
+
+static bool death_cancels(enum death how)
+{
+	return how == CANCEL_IN_FOREACH || how == CANCEL_IN_SECTION;
+}
+
+static void die_here(struct dying *d)
+{
+	sem_post(&d->inside);
+	if (death_cancels(d->c->how)) {
+		for (;;)
+			pause(); /* a cancellation point; the test cancels us here */
+	}
+	while (sem_wait(&d->go))
+		;
+	pthread_exit(NULL);
+}
+
+static int dying_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	(void)start;
+	(void)end;
+	(void)pol;
+	die_here(arg);
+	return 0;
+}
+
+static void *dying_reader(void *arg)
+{
+	struct dying *d = arg;
+
+	if (d->c->online)
+		ps_qsbr_thread_online();
+	if (d->c->how == EXIT_IN_FOREACH || d->c->how == CANCEL_IN_FOREACH) {
+		ps_store_foreach(d->s, dying_cb, d);
+	} else {
+		/* Nested sections: every level must be closed when the thread dies. */
+		ps_store_read_lock(d->s);
+		ps_store_read_lock(d->s);
+		d->borrowed = ps_store_lookup_borrow(d->s, 5);
+		die_here(d);
+	}
+	abort(); /* not reached */
+}
+
+/* Every wait for readers a store offers: sets, synchronize (and with it call_rcu barriers). */
+struct waiter {
+	struct ps_store *s;
+	struct ps_policy *pol;
+	atomic_int done;
+};
+
+static void *waiter_fn(void *arg)
+{
+	struct waiter *w = arg;
+
+	ps_store_synchronize(w->s);
+	ps_store_set(w->s, 100, 110, w->pol);
+	ps_store_synchronize(w->s);
+	ps_store_set(w->s, 100, 110, NULL);
+	ps_store_synchronize(w->s);
+	atomic_store(&w->done, 1);
+	return NULL;
+}
+
+/* The futex liburcu sleeps on when a grace period waits for a reader. */
+static int32_t *gp_futex(enum ps_sync sync)
+{
+	return sync == PS_SYNC_RCU_QSBR ? &urcu_qsbr_gp.futex : &urcu_memb_gp.futex;
+}
+
+/*
+ * Wait until the waiter is asleep in a grace period (liburcu set the
+ * futex to -1 and sleeps until a reader wakes it) or finished.  Only then
+ * does the reader die, so the test always checks the hard case: a grace
+ * period that already waits for the dying thread.
+ */
+static void until_waiter_sleeps(struct waiter *w, enum ps_sync sync)
+{
+	int32_t *futex = gp_futex(sync);
+	int i;
+
+	for (i = 0; i < HANG_S * 1000; i++) {
+		if (__atomic_load_n(futex, __ATOMIC_SEQ_CST) == -1 || atomic_load(&w->done))
+			return;
+		usleep(1000);
+	}
+	cr_assert_fail("the writer neither waited for the reader nor finished");
+}
+
+PS_PARAM_TEST(struct death_case, c, death_cases, sizeof(death_cases) / sizeof(death_cases[0]),
+		lifecycle, reader_dies_in_section, .timeout = 4 * HANG_S)
+{
+	struct dying d = { .c = c };
+	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2);
+	struct waiter w = { .pol = b };
+	const char *name = ps_sync_name(c->sync), *how = death_names[c->how];
+	pthread_t rt, wt;
+	const char *why = NULL;
+	struct ps_policy *got;
+
+	d.s = w.s = ps_store_create(c->sync);
+	cr_assert_not_null(d.s);
+	sem_init(&d.inside, 0, 0);
+	sem_init(&d.go, 0, 0);
+	/* A replaced range: SEQLOCK then has a retired batch that synchronize frees. */
+	cr_assert_eq(ps_store_set(d.s, 0, 10, b), 0);
+	cr_assert_eq(ps_store_set(d.s, 0, 10, a), 0);
+	cr_assert_eq(pthread_create(&rt, NULL, dying_reader, &d), 0);
+	wait_sem(&d.inside, "the reader to enter its section");
+
+	/* A writer that waits for the reader (SEQLOCK foreach: for its lock). */
+	cr_assert_eq(pthread_create(&wt, NULL, waiter_fn, &w), 0);
+	if (!(c->sync == PS_SYNC_SEQLOCK &&
+			    (c->how == EXIT_IN_FOREACH || c->how == CANCEL_IN_FOREACH)))
+		until_waiter_sleeps(&w, c->sync);
+
+	if (death_cancels(c->how))
+		cr_assert_eq(pthread_cancel(rt), 0);
+	else
+		sem_post(&d.go);
+	cr_assert_eq(join_within(rt, HANG_S), 0, "%s, %s: the reader did not finish dying", name,
+			how);
+	cr_assert_eq(join_within(wt, HANG_S), 0,
+			"%s, %s: a writer waiting for the dead reader never woke up", name, how);
+
+	/* And every wait started after the death. */
+	w.done = 0;
+	cr_assert_eq(pthread_create(&wt, NULL, waiter_fn, &w), 0);
+	cr_assert_eq(join_within(wt, HANG_S), 0, "%s, %s: a writer after the death hangs", name,
+			how);
+
+	got = ps_store_lookup(d.s, 5);
+	cr_assert_eq(got, a);
+	ps_policy_put(got);
+	cr_assert_eq(ps_store_check(d.s, &why), 0, "%s", why);
+	ps_store_destroy(d.s);
+	cr_assert_eq(ps_policy_refcount(a), 1);
+	cr_assert_eq(ps_policy_refcount(b), 1);
+	ps_policy_put(a);
+	ps_policy_put(b);
+	sem_destroy(&d.inside);
+	sem_destroy(&d.go);
+}
+
+/* The same for an RCU id map, which shares the memb flavour with the stores. */
+struct idmap_dying {
+	struct ps_idmap *map;
+	sem_t inside;
+};
+
+static void *idmap_dying_reader(void *arg)
+{
+	struct idmap_dying *d = arg;
+
+	ps_idmap_read_lock(d->map);
+	(void)ps_idmap_find(d->map, 0);
+	sem_post(&d->inside);
+	for (;;)
+		pause(); /* cancelled here */
+	return NULL;
+}
+
+static void *idmap_syncer(void *arg)
+{
+	ps_idmap_synchronize(arg);
+	return NULL;
+}
+
+Test(lifecycle, idmap_reader_cancelled_in_section, .timeout = 4 * HANG_S)
+{
+	struct idmap_dying d = { .map = ps_idmap_create(PS_IDMAP_RCU) };
+	struct waiter w = { 0 };
+	pthread_t rt, wt;
+
+	cr_assert_not_null(d.map);
+	sem_init(&d.inside, 0, 0);
+	cr_assert_eq(pthread_create(&rt, NULL, idmap_dying_reader, &d), 0);
+	wait_sem(&d.inside, "the reader to enter its section");
+	cr_assert_eq(pthread_create(&wt, NULL, idmap_syncer, d.map), 0);
+	until_waiter_sleeps(&w, PS_SYNC_RCU);
+	cr_assert_eq(pthread_cancel(rt), 0);
+	cr_assert_eq(join_within(rt, HANG_S), 0);
+	cr_assert_eq(join_within(wt, HANG_S), 0,
+			"ps_idmap_synchronize() never woke up after its reader was cancelled");
+	ps_idmap_synchronize(d.map);
+	ps_idmap_destroy(d.map);
+	sem_destroy(&d.inside);
+}
