@@ -55,8 +55,13 @@ static void ps_qsbr_go_online(void)
 
 int ps_qsbr_thread_online(void)
 {
-	if (!qsbr_online_now())
+	if (!qsbr_online_now()) {
+		int err = _ps_rcu_thread_init(); /* no registration without the exit hook */
+
+		if (err)
+			return err;
 		ps_qsbr_go_online();
+	}
 	/* Inside a section that went online by itself: it now stays online. */
 	ps_qsbr_auto_depth = 0;
 	return 0;

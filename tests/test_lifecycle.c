@@ -67,7 +67,7 @@ static void wait_sem(sem_t *s, const char *what)
 }
 
 /* Run in a forked child; @fn's return is the exit status, a hang is killed by alarm(). */
-static __attribute__((unused)) int in_child(int (*fn)(void *), void *arg, int alarm_s)
+static int in_child(int (*fn)(void *), void *arg, int alarm_s)
 {
 	pid_t pid = fork();
 	int status;
@@ -317,4 +317,90 @@ Test(lifecycle, idmap_reader_cancelled_in_section, .timeout = 4 * HANG_S)
 	ps_idmap_synchronize(d.map);
 	ps_idmap_destroy(d.map);
 	sem_destroy(&d.inside);
+}
+
+/* ---- 4. Thread-exit keys that cannot be created ------------------------------- */
+
+static atomic_long counted_allocs;
+
+static void *counting_alloc(size_t size, void *ctx)
+{
+	(void)ctx;
+	atomic_fetch_add(&counted_allocs, 1);
+	return malloc(size);
+}
+
+static void counting_free(void *p, void *ctx)
+{
+	(void)ctx;
+	free(p);
+}
+
+static void *reader_exits(void *arg)
+{
+	ps_policy_put(ps_store_lookup(arg, 1));
+	return NULL;
+}
+
+/*
+ * In a fresh child (no polstore key created yet): use up every pthread key,
+ * then every entry point that could register a thread with liburcu must
+ * fail with pthread_key_create()'s EAGAIN and allocate nothing; the lock
+ * variants do not need the keys.  Once two keys are free again, creation
+ * succeeds and readers come and go.
+ */
+static int keys_exhausted_child(void *unused)
+{
+	static const struct ps_alloc_ops counting = { counting_alloc, counting_free, NULL };
+	static const enum ps_sync needs_keys[] = { PS_SYNC_SEQLOCK, PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+	static pthread_key_t keys[PTHREAD_KEYS_MAX];
+	struct ps_store *s;
+	pthread_t t;
+	int n = 0, err = 0;
+	unsigned i;
+
+	(void)unused;
+	while (n < PTHREAD_KEYS_MAX && !(err = pthread_key_create(&keys[n], NULL)))
+		n++;
+	if (err != EAGAIN || n < 2)
+		return 1;
+	if (ps_set_alloc_ops(&counting))
+		return 2;
+	for (i = 0; i < sizeof(needs_keys) / sizeof(needs_keys[0]); i++) {
+		errno = 0;
+		s = ps_store_create(needs_keys[i]);
+		if (s || errno != EAGAIN)
+			return 10 + (int)i;
+	}
+	errno = 0;
+	if (ps_idmap_create(PS_IDMAP_RCU) || errno != EAGAIN)
+		return 20;
+	if (ps_qsbr_thread_online() != -EAGAIN || ps_qsbr_thread_is_online())
+		return 21;
+	if (atomic_load(&counted_allocs))
+		return 22; /* a failed creation allocated something */
+	/* The lock variants need no key. */
+	s = ps_store_create(PS_SYNC_SPIN);
+	if (!s)
+		return 23;
+	ps_store_destroy(s);
+	/* Keys again: everything works, readers come and go. */
+	pthread_key_delete(keys[--n]);
+	pthread_key_delete(keys[--n]);
+	s = ps_store_create(PS_SYNC_RCU);
+	if (!s)
+		return 30;
+	if (pthread_create(&t, NULL, reader_exits, s) || pthread_join(t, NULL))
+		return 31;
+	if (ps_store_set(s, 0, 10, NULL) || ps_store_synchronize(s))
+		return 32;
+	ps_store_destroy(s);
+	return 0;
+}
+
+Test(lifecycle, no_thread_keys_no_rcu_store, .timeout = 4 * HANG_S)
+{
+	int ret = in_child(keys_exhausted_child, NULL, HANG_S);
+
+	cr_assert_eq(ret, 0, "child failed at step %d (a negative step: killed by that signal)", ret);
 }

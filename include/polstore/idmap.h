@@ -72,7 +72,10 @@ PS_API int ps_idmap_sync_from_name(const char *name);
  * @sync: the variant
  *
  * Context: any thread; allocates.
- * Return: the map, or NULL with errno EINVAL (unknown @sync) or ENOMEM.
+ * Return: the map, or NULL with errno EINVAL (unknown @sync) or ENOMEM, or
+ * for RCU maps EAGAIN or ENOMEM when polstore cannot create the
+ * thread-specific-data keys that unregister its readers at exit
+ * (pthread_key_create() failed; a later call tries again).
  */
 PS_API struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync);
 

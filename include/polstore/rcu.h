@@ -19,7 +19,12 @@
  *    (ps_store_set() on a QSBR store) wait until every online thread has
  *    passed a quiescent state: an online thread that never reports one
  *    stalls every writer.
- * Threads are unregistered from liburcu at exit whatever they did.
+ * Threads are unregistered from liburcu at exit whatever they did, by a
+ * thread-specific-data key polstore creates before any thread can register
+ * (when the first RCU, RCU_QSBR or SEQLOCK store or RCU id map is created,
+ * or a thread goes online): when pthread_key_create() fails, those calls
+ * fail (errno / return EAGAIN or ENOMEM) rather than leave a thread
+ * registered past its exit.
  *
  * A thread that ends inside read-side sections (pthread_exit() in a
  * ps_store_foreach() callback or between ps_store_read_lock() and
@@ -53,7 +58,9 @@ extern "C" {
  * ps_qsbr_thread_online() - register with urcu-qsbr if needed, go online
  *
  * Context: the calling thread, outside any read-side section.
- * Return: 0.
+ * Return: 0, or -EAGAIN / -ENOMEM when polstore cannot create the
+ * thread-specific-data key that unregisters the thread at exit
+ * (pthread_key_create() failed): the thread is left as it was.
  */
 PS_API int ps_qsbr_thread_online(void);
 
