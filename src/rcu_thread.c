@@ -14,6 +14,10 @@
  * pthread_key_create() does.  A registered thread without its key would
  * never leave liburcu's registry, and once glibc reused its stack for a
  * new thread, its stale read-side count could stall every grace period.
+ *
+ * The keys are deleted when the library is unloaded (or the process
+ * exits), so a thread still alive after dlclose() does not run a
+ * destructor in unmapped code when it exits.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -29,9 +33,9 @@ static pthread_key_t ps_rcu_keys[2];
 static bool ps_rcu_key_ok[2]; /* ps_rcu_keys[i] exists; under ps_rcu_keys_lock */
 static pthread_mutex_t ps_rcu_keys_lock = PTHREAD_MUTEX_INITIALIZER;
 /*
- * Both keys exist: set with a release store under the lock once they do.
- * Read with an acquire load, which orders the reader after the key values
- * were written.
+ * Both keys exist: set with a release store under the lock once they do,
+ * cleared when they are deleted.  Read with an acquire load, which orders
+ * the reader after the key values were written.
  */
 static int ps_rcu_keys_ready;
 
@@ -91,6 +95,33 @@ void _ps_rcu_thread_registered(enum ps_flavor flavor)
 	 */
 	if (ps_likely(!_ps_rcu_thread_init()))
 		(void)pthread_setspecific(ps_rcu_keys[flavor], (void *)1);
+}
+
+void _ps_rcu_thread_unregistered(enum ps_flavor flavor)
+{
+	/* No destructor call at exit for a thread that left already. */
+	if (ps_rcu_keys_exist())
+		(void)pthread_setspecific(ps_rcu_keys[flavor], NULL);
+}
+
+/*
+ * At dlclose() of the shared library (or exit of the process): a thread
+ * that exits later must not call a destructor that is no longer mapped.
+ * Threads still registered then stay registered: polstore/rcu.h asks to
+ * unregister them before unloading.
+ */
+__attribute__((destructor)) static void ps_rcu_keys_delete(void)
+{
+	int i;
+
+	pthread_mutex_lock(&ps_rcu_keys_lock);
+	__atomic_store_n(&ps_rcu_keys_ready, 0, __ATOMIC_RELAXED);
+	for (i = PS_FLAVOR_MEMB; i <= PS_FLAVOR_QSBR; i++) {
+		if (ps_rcu_key_ok[i])
+			(void)pthread_key_delete(ps_rcu_keys[i]);
+		ps_rcu_key_ok[i] = false;
+	}
+	pthread_mutex_unlock(&ps_rcu_keys_lock);
 }
 
 void ps_rcu_unregister_thread(void)

@@ -18,6 +18,9 @@ int _ps_rcu_thread_init(void);
 /* Arrange for the calling thread to leave @flavor when it exits. */
 void _ps_rcu_thread_registered(enum ps_flavor flavor);
 
+/* Forget the calling thread's exit hooks: it left liburcu already. */
+void _ps_rcu_thread_unregistered(enum ps_flavor flavor);
+
 /*
  * The calling thread exits, perhaps from inside read-side sections
  * (pthread_exit() in a foreach callback, cancellation): close them, which

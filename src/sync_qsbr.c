@@ -93,6 +93,7 @@ void _ps_qsbr_thread_exit(void)
 		urcu_qsbr_unregister_thread();
 		ps_qsbr_ours = false;
 		ps_qsbr_auto_depth = 0;
+		_ps_rcu_thread_unregistered(PS_FLAVOR_QSBR);
 	}
 }
 

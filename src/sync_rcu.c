@@ -24,6 +24,7 @@ void _ps_memb_thread_exit(void)
 	if (ps_memb_ours) {
 		urcu_memb_unregister_thread();
 		ps_memb_ours = false;
+		_ps_rcu_thread_unregistered(PS_FLAVOR_MEMB);
 	}
 }
 

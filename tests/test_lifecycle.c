@@ -404,3 +404,93 @@ Test(lifecycle, no_thread_keys_no_rcu_store, .timeout = 4 * HANG_S)
 
 	cr_assert_eq(ret, 0, "child failed at step %d (a negative step: killed by that signal)", ret);
 }
+
+/* ---- 6d. dlclose() with a reader thread still alive --------------------------- */
+
+struct dl_api {
+	struct ps_store *(*create)(enum ps_sync sync);
+	struct ps_policy *(*lookup)(struct ps_store *s, uint64_t idx);
+	void (*destroy)(struct ps_store *s);
+	void (*unregister)(void);
+};
+
+struct dl_reader {
+	struct dl_api api;
+	struct ps_store *s;
+	bool unregister;
+	sem_t ready, go;
+};
+
+static void *dl_reader_fn(void *arg)
+{
+	struct dl_reader *r = arg;
+
+	(void)r->api.lookup(r->s, 1); /* registers with liburcu: the exit key is set */
+	if (r->unregister)
+		r->api.unregister();
+	sem_post(&r->ready);
+	while (sem_wait(&r->go))
+		;
+	return NULL; /* exits after the library is gone */
+}
+
+/*
+ * A thread reads an RCU store of the dlopen()ed library and is still alive
+ * when the library is dlclose()d; when it exits later, no destructor may
+ * run in the unmapped library.  With @unregister it called
+ * ps_rcu_unregister_thread() first, as polstore/rcu.h asks.  Without, it is
+ * still registered (the library's keys must be gone at unload); the child
+ * exits before liburcu could look at its stale registration again.
+ */
+static int dlclose_child(void *arg)
+{
+	struct dl_reader r = { .unregister = *(bool *)arg };
+	void *h = dlopen(PS_TEST_SHARED_LIB, RTLD_NOW | RTLD_LOCAL);
+	pthread_t t;
+
+	if (!h)
+		return 1;
+	*(void **)&r.api.create = dlsym(h, "ps_store_create");
+	*(void **)&r.api.lookup = dlsym(h, "ps_store_lookup");
+	*(void **)&r.api.destroy = dlsym(h, "ps_store_destroy");
+	*(void **)&r.api.unregister = dlsym(h, "ps_rcu_unregister_thread");
+	if (!r.api.create || !r.api.lookup || !r.api.destroy || !r.api.unregister)
+		return 2;
+	r.s = r.api.create(PS_SYNC_RCU);
+	if (!r.s)
+		return 3;
+	sem_init(&r.ready, 0, 0);
+	sem_init(&r.go, 0, 0);
+	if (pthread_create(&t, NULL, dl_reader_fn, &r))
+		return 4;
+	while (sem_wait(&r.ready))
+		;
+	r.api.destroy(r.s);
+	if (dlclose(h))
+		return 5;
+	if (dlopen(PS_TEST_SHARED_LIB, RTLD_NOW | RTLD_NOLOAD))
+		return 77; /* still mapped: nothing to check */
+	sem_post(&r.go);
+	if (pthread_join(t, NULL))
+		return 6;
+	return 0;
+}
+
+static void expect_dlclose_child(bool unregister)
+{
+	int ret = in_child(dlclose_child, &unregister, HANG_S);
+
+	if (ret == 77)
+		cr_skip_test("dlclose() did not unmap %s", PS_TEST_SHARED_LIB);
+	cr_assert_eq(ret, 0, "child failed at step %d (a negative step: killed by that signal)", ret);
+}
+
+Test(lifecycle, dlclose_then_unregistered_thread_exits, .timeout = 4 * HANG_S)
+{
+	expect_dlclose_child(true);
+}
+
+Test(lifecycle, dlclose_then_registered_thread_exits, .timeout = 4 * HANG_S)
+{
+	expect_dlclose_child(false);
+}

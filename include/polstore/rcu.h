@@ -42,6 +42,15 @@
  * SPIN and RWLOCK read-side sections and foreach walks hold the store's
  * lock: a thread must not exit or be cancelled there (the lock would stay
  * held, as a mutex would).
+ *
+ * Unloading the shared library (dlclose()): destroy every store and map
+ * first, and have every thread that is still alive and read an RCU,
+ * RCU_QSBR or SEQLOCK store or RCU map call ps_rcu_unregister_thread().
+ * The library deletes its thread-exit keys when it is unloaded, so a
+ * thread that exits afterwards calls nothing in it; a thread that was not
+ * unregistered stays in liburcu's registry, which matters when liburcu
+ * itself stays loaded (the program or another library uses it).  SEQLOCK
+ * stores start liburcu's call_rcu worker thread, which is liburcu's.
  */
 #ifndef POLSTORE_RCU_H
 #define POLSTORE_RCU_H
@@ -97,8 +106,10 @@ PS_API bool ps_qsbr_thread_is_online(void);
  * ps_rcu_unregister_thread() - leave liburcu now rather than at thread exit
  *
  * Unregisters the calling thread from both flavours it may be registered
- * with.  Harmless when it is not registered; it registers again on its next
- * read of an RCU or SEQLOCK store.
+ * with (only if polstore registered it), and cancels its thread-exit hook.
+ * Harmless when it is not registered; it registers again on its next read
+ * of an RCU or SEQLOCK store.  Call it in every thread still alive before
+ * the library is dlclose()d.
  *
  * Context: the calling thread, outside any read-side section.
  */
