@@ -319,6 +319,169 @@ Test(lifecycle, idmap_reader_cancelled_in_section, .timeout = 4 * HANG_S)
 	sem_destroy(&d.inside);
 }
 
+/* ---- 5. Where the RCU id map's grace-period waits may be called --------------- */
+
+enum gp_context {
+	CTX_NONE,
+	CTX_SPIN_STORE, /* ps_store_read_lock() of a SPIN store */
+	CTX_RWLOCK_STORE,
+	CTX_QSBR_STORE, /* an RCU_QSBR section: another liburcu flavour */
+	CTX_QSBR_ONLINE, /* the same, the thread online by ps_qsbr_thread_online() */
+	CTX_SPIN_MAP, /* ps_idmap_read_lock() of a SPIN map */
+	CTX_RWLOCK_MAP,
+	CTX_RCU_STORE, /* forbidden from here on: memb sections */
+	CTX_SEQLOCK_STORE,
+	CTX_RCU_STORE_FOREACH,
+	CTX_RCU_MAP,
+};
+
+static const char *const gp_context_names[] = {
+	"no section", "SPIN store section", "RWLOCK store section", "RCU_QSBR store section",
+	"RCU_QSBR store section, online", "SPIN map section", "RWLOCK map section",
+	"RCU store section", "SEQLOCK store section", "RCU store foreach callback",
+	"RCU map section",
+};
+
+struct gp_run {
+	enum gp_context ctx;
+	struct ps_idmap *map; /* the RCU map whose waits are called */
+	int progress_fd; /* forbidden cases: written just before the first wait */
+};
+
+/* Every call of idmap.h that may wait for a grace period on an RCU map. */
+static void gp_waits(struct gp_run *r)
+{
+	int i;
+
+	if (r->progress_fd >= 0 && write(r->progress_fd, "w", 1) != 1)
+		abort();
+	for (i = 0; i <= PS_IDMAP_FREE_BATCH; i++) /* the 64th waits for a grace period */
+		ps_idmap_free_rcu(r->map, malloc(16), free);
+	ps_idmap_barrier(r->map); /* waits: one free queued */
+	ps_idmap_synchronize(r->map);
+}
+
+static int gp_foreach_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	(void)start;
+	(void)end;
+	(void)pol;
+	gp_waits(arg);
+	return 1;
+}
+
+/* Enter @r->ctx, call the waits inside, leave. */
+static void gp_in_context(struct gp_run *r)
+{
+	static const enum ps_sync store_sync[] = {
+		[CTX_SPIN_STORE] = PS_SYNC_SPIN, [CTX_RWLOCK_STORE] = PS_SYNC_RWLOCK,
+		[CTX_QSBR_STORE] = PS_SYNC_RCU_QSBR, [CTX_QSBR_ONLINE] = PS_SYNC_RCU_QSBR,
+		[CTX_RCU_STORE] = PS_SYNC_RCU, [CTX_SEQLOCK_STORE] = PS_SYNC_SEQLOCK,
+		[CTX_RCU_STORE_FOREACH] = PS_SYNC_RCU,
+	};
+	struct ps_policy *a = ps_test_bind(0);
+	struct ps_store *s = NULL;
+	struct ps_idmap *m = NULL;
+
+	switch (r->ctx) {
+	case CTX_NONE:
+		gp_waits(r);
+		break;
+	case CTX_SPIN_MAP:
+	case CTX_RWLOCK_MAP:
+	case CTX_RCU_MAP:
+		m = r->ctx == CTX_RCU_MAP ? r->map :
+		    ps_idmap_create(r->ctx == CTX_SPIN_MAP ? PS_IDMAP_SPIN : PS_IDMAP_RWLOCK);
+		ps_idmap_read_lock(m);
+		gp_waits(r);
+		ps_idmap_read_unlock(m);
+		if (m != r->map)
+			ps_idmap_destroy(m);
+		break;
+	default:
+		s = ps_store_create(store_sync[r->ctx]);
+		if (!s || ps_store_set(s, 0, 10, a))
+			abort();
+		if (r->ctx == CTX_QSBR_ONLINE)
+			ps_qsbr_thread_online();
+		if (r->ctx == CTX_RCU_STORE_FOREACH) {
+			ps_store_foreach(s, gp_foreach_cb, r);
+		} else {
+			ps_store_read_lock(s);
+			gp_waits(r);
+			ps_store_read_unlock(s);
+		}
+		if (r->ctx == CTX_QSBR_ONLINE)
+			ps_qsbr_thread_offline();
+		ps_store_destroy(s);
+		break;
+	}
+	ps_policy_put(a);
+}
+
+static void *gp_thread(void *arg)
+{
+	gp_in_context(arg);
+	return NULL;
+}
+
+/* Allowed contexts: every wait returns. */
+Test(lifecycle, idmap_waits_in_allowed_contexts, .timeout = 4 * HANG_S)
+{
+	struct gp_run r = { .map = ps_idmap_create(PS_IDMAP_RCU), .progress_fd = -1 };
+	pthread_t t;
+
+	cr_assert_not_null(r.map);
+	for (r.ctx = CTX_NONE; r.ctx < CTX_RCU_STORE; r.ctx++) {
+		cr_assert_eq(pthread_create(&t, NULL, gp_thread, &r), 0);
+		cr_assert_eq(join_within(t, HANG_S), 0, "idmap grace-period waits hang in a %s",
+				gp_context_names[r.ctx]);
+	}
+	ps_idmap_destroy(r.map);
+}
+
+#define HUNG_EXIT 99
+
+/* A plain exit rather than death by SIGALRM, which valgrind reports as an error. */
+static void hung(int sig)
+{
+	(void)sig;
+	_exit(HUNG_EXIT);
+}
+
+static int gp_forbidden_child(void *arg)
+{
+	signal(SIGALRM, hung);
+	gp_in_context(arg);
+	return 0; /* returned: the documentation forbids too much */
+}
+
+/*
+ * Forbidden contexts: the waits never return (the grace period waits for
+ * the caller's own memb section), so the documentation forbids exactly
+ * these.  Each runs in a child killed by alarm() after it reached the wait.
+ */
+Test(lifecycle, idmap_waits_in_memb_sections_deadlock, .timeout = 4 * HANG_S)
+{
+	struct gp_run r = { .map = ps_idmap_create(PS_IDMAP_RCU) };
+	int fds[2], ret;
+	char c;
+
+	cr_assert_not_null(r.map);
+	for (r.ctx = CTX_RCU_STORE; r.ctx <= CTX_RCU_MAP; r.ctx++) {
+		cr_assert_eq(pipe(fds), 0);
+		r.progress_fd = fds[1];
+		ret = in_child(gp_forbidden_child, &r, 2);
+		close(fds[1]);
+		cr_assert_eq(read(fds[0], &c, 1), 1, "%s: the child never reached the wait",
+				gp_context_names[r.ctx]);
+		close(fds[0]);
+		cr_assert_eq(ret, HUNG_EXIT, "%s: expected a deadlock, got %d",
+				gp_context_names[r.ctx], ret);
+	}
+	ps_idmap_destroy(r.map);
+}
+
 /* ---- 4. Thread-exit keys that cannot be created ------------------------------- */
 
 static atomic_long counted_allocs;

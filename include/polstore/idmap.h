@@ -86,8 +86,8 @@ PS_API struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync);
  * Runs the frees still deferred by ps_idmap_free_rcu() (after a grace
  * period).  Objects still bound are not touched.
  *
- * Context: no other thread may use @map during or after the call; not
- * inside a read-side section.
+ * Context: no other thread may use @map during or after the call; for RCU
+ * maps as ps_idmap_synchronize() (it may wait for a grace period).
  */
 PS_API void ps_idmap_destroy(struct ps_idmap *map);
 
@@ -211,7 +211,15 @@ PS_API int ps_idmap_count(const struct ps_idmap *map);
  * before the call has ended.  For SPIN and RWLOCK maps, returns at once:
  * readers use objects only inside their section, which excluded the writer.
  *
- * Context: any thread, not inside a read-side section; may block.
+ * Context: SPIN and RWLOCK maps: any thread.  RCU maps: any thread outside
+ * every liburcu memb read-side section, which the grace period would wait
+ * for, the caller's own included, forever: not inside a read-side section
+ * of any RCU map, nor of an RCU or SEQLOCK store (between
+ * ps_store_read_lock() and ps_store_read_unlock(), or in an RCU store's
+ * ps_store_foreach() callback): stores and maps share the memb flavour.
+ * Sections of SPIN/RWLOCK maps and stores and of RCU_QSBR stores (another
+ * flavour) are fine, though an online RCU_QSBR thread that waits here also
+ * holds up RCU_QSBR writers meanwhile.  May block.
  */
 PS_API void ps_idmap_synchronize(struct ps_idmap *map);
 
@@ -226,8 +234,9 @@ PS_API void ps_idmap_synchronize(struct ps_idmap *map);
  * period and frees the whole queue, so grace periods are amortised.
  * ps_idmap_barrier() and ps_idmap_destroy() flush the queue.
  *
- * Context: any thread, not inside a read-side section of any RCU map; may
- * block.
+ * Context: SPIN and RWLOCK maps: where @free_fn may run.  RCU maps: as
+ * ps_idmap_synchronize() (a call that fills the queue, or cannot allocate,
+ * waits for a grace period); may block.
  * Return: 0, or -EINVAL for a NULL argument (nothing freed).  When queueing
  * cannot allocate, it waits for a grace period and frees @ptr at once.
  */
@@ -245,7 +254,8 @@ PS_API int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(vo
  * threads' ps_idmap_free_rcu() calls took and are still running (it waits
  * for them).
  *
- * Context: as ps_idmap_synchronize(); may block.
+ * Context: as ps_idmap_synchronize() (it waits for a grace period when
+ * frees are queued, and for other threads' batches); may block.
  */
 PS_API void ps_idmap_barrier(struct ps_idmap *map);
 
