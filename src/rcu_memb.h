@@ -33,4 +33,18 @@ static inline void ps_memb_read_unlock(void)
 	urcu_memb_read_unlock();
 }
 
+/*
+ * liburcu's call_rcu() "must be called by registered RCU read-side
+ * threads" (urcu-call-rcu-impl.h): it looks its per-CPU or per-thread
+ * call_rcu data up inside a read-side section, so that
+ * free_all_cpu_call_rcu_data() can wait for it.  A writer may never have
+ * read: register it as a reader would be (and unregistered at its exit).
+ */
+static inline void ps_memb_call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *head))
+{
+	if (ps_unlikely(!URCU_TLS(urcu_memb_reader).registered))
+		_ps_memb_register();
+	urcu_memb_call_rcu(head, fn);
+}
+
 #endif /* POLSTORE_SRC_RCU_MEMB_H */

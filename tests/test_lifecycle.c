@@ -657,3 +657,39 @@ Test(lifecycle, dlclose_then_registered_thread_exits, .timeout = 4 * HANG_S)
 {
 	expect_dlclose_child(false);
 }
+
+/* ---- 6a. call_rcu() only from registered threads ------------------------------ */
+
+struct seq_writer {
+	struct ps_store *s;
+	struct ps_policy *a;
+	int registered; /* liburcu's memb flag after the sets */
+};
+
+static void *seq_writer_fn(void *arg)
+{
+	struct seq_writer *w = arg;
+	uint64_t i;
+
+	/* Never reads; removes enough ranges to hand a batch to call_rcu(). */
+	for (i = 0; i < 2 * 64; i++)
+		if (ps_store_set(w->s, i, i + 1, w->a) || ps_store_set(w->s, i, i + 1, NULL))
+			abort();
+	w->registered = URCU_TLS(urcu_memb_reader).registered;
+	return NULL;
+}
+
+Test(lifecycle, seqlock_writer_registered_for_call_rcu, .timeout = 4 * HANG_S)
+{
+	struct seq_writer w = { .s = ps_store_create(PS_SYNC_SEQLOCK), .a = ps_test_bind(1) };
+	pthread_t t;
+
+	cr_assert_not_null(w.s);
+	cr_assert_eq(pthread_create(&t, NULL, seq_writer_fn, &w), 0);
+	cr_assert_eq(join_within(t, HANG_S), 0);
+	cr_assert(w.registered, "a SEQLOCK writer called call_rcu() without being registered");
+	cr_assert_eq(ps_store_synchronize(w.s), 0);
+	cr_assert_eq(ps_policy_refcount(w.a), 1);
+	ps_store_destroy(w.s);
+	ps_policy_put(w.a);
+}
