@@ -194,7 +194,7 @@ static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 		b->list = *list;
 		b->store = s;
 		PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
-		urcu_memb_call_rcu(&b->head, seq_batch_free);
+		ps_memb_call_rcu(&b->head, seq_batch_free); /* registers the caller */
 		return;
 	}
 	urcu_memb_synchronize_rcu();
