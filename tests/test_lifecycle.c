@@ -484,7 +484,8 @@ Test(lifecycle, idmap_waits_in_memb_sections_deadlock, .timeout = 4 * HANG_S)
 
 /* ---- 4. Thread-exit keys that cannot be created ------------------------------- */
 
-static atomic_long counted_allocs;
+static atomic_long counted_allocs, foreign_frees;
+static pthread_t counting_owner; /* frees from any other thread are counted */
 
 static void *counting_alloc(size_t size, void *ctx)
 {
@@ -496,6 +497,8 @@ static void *counting_alloc(size_t size, void *ctx)
 static void counting_free(void *p, void *ctx)
 {
 	(void)ctx;
+	if (!pthread_equal(pthread_self(), counting_owner))
+		atomic_fetch_add(&foreign_frees, 1);
 	free(p);
 }
 
@@ -523,6 +526,7 @@ static int keys_exhausted_child(void *unused)
 	unsigned i;
 
 	(void)unused;
+	counting_owner = pthread_self();
 	while (n < PTHREAD_KEYS_MAX && !(err = pthread_key_create(&keys[n], NULL)))
 		n++;
 	if (err != EAGAIN || n < 2)
@@ -692,4 +696,46 @@ Test(lifecycle, seqlock_writer_registered_for_call_rcu, .timeout = 4 * HANG_S)
 	cr_assert_eq(ps_policy_refcount(w.a), 1);
 	ps_store_destroy(w.s);
 	ps_policy_put(w.a);
+}
+
+/* ---- 6b. Swapping the allocator hooks ----------------------------------------- */
+
+/*
+ * polstore/alloc.h: once ps_store_synchronize() has returned on every
+ * store, liburcu's call_rcu worker has nothing of polstore's left to free,
+ * so the hooks can be swapped: no free through them comes from another
+ * thread afterwards.  (Before it, SEQLOCK batches are still in flight.)
+ */
+Test(lifecycle, alloc_hooks_idle_after_synchronize, .timeout = 4 * HANG_S)
+{
+	static const struct ps_alloc_ops counting = { counting_alloc, counting_free, NULL };
+	struct ps_store *s[2];
+	struct ps_policy *a;
+	long after;
+	int i, k;
+
+	counting_owner = pthread_self();
+	cr_assert_eq(ps_set_alloc_ops(&counting), 0);
+	a = ps_test_bind(1);
+	for (k = 0; k < 2; k++) {
+		s[k] = ps_store_create(PS_SYNC_SEQLOCK);
+		cr_assert_not_null(s[k]);
+		for (i = 0; i < 300; i++) { /* several batches of removed ranges */
+			cr_assert_eq(ps_store_set(s[k], (uint64_t)i, (uint64_t)i + 1, a), 0);
+			cr_assert_eq(ps_store_set(s[k], (uint64_t)i, (uint64_t)i + 1, NULL), 0);
+		}
+	}
+	for (k = 0; k < 2; k++)
+		cr_assert_eq(ps_store_synchronize(s[k]), 0);
+	after = atomic_load(&foreign_frees);
+	cr_assert_gt(after, 0, "no batch went through the call_rcu worker");
+	usleep(100 * 1000);
+	cr_assert_eq(atomic_load(&foreign_frees), after,
+			"the call_rcu worker freed through the hooks after ps_store_synchronize()");
+	/* Safe now: both allocators wrap malloc()/free(). */
+	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+	for (k = 0; k < 2; k++)
+		ps_store_destroy(s[k]);
+	ps_policy_put(a);
+	cr_assert_eq(atomic_load(&foreign_frees), after);
 }
