@@ -739,3 +739,106 @@ Test(lifecycle, alloc_hooks_idle_after_synchronize, .timeout = 4 * HANG_S)
 	ps_policy_put(a);
 	cr_assert_eq(atomic_load(&foreign_frees), after);
 }
+
+/* ---- 6c. A thread waiting for a store's lock at fork() ------------------------- */
+
+static int count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	(void)start;
+	(void)end;
+	(void)pol;
+	(*(int *)arg)++;
+	return 0;
+}
+
+/* The variants whose writers (and SPIN/RWLOCK readers) take a lock. */
+static enum ps_sync lock_syncs[] = { PS_SYNC_SPIN, PS_SYNC_RWLOCK, PS_SYNC_SEQLOCK };
+
+struct lock_fork {
+	struct ps_store *a, *b; /* @a: locked and waited for at the fork; @b: idle */
+	struct ps_policy *pol;
+	sem_t holding, release, waiting;
+};
+
+static int hold_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct lock_fork *f = arg;
+
+	(void)start;
+	(void)end;
+	(void)pol;
+	sem_post(&f->holding);
+	while (sem_wait(&f->release))
+		;
+	return 1;
+}
+
+static void *lock_holder(void *arg)
+{
+	struct lock_fork *f = arg;
+
+	ps_store_foreach(f->a, hold_cb, f); /* holds @a's lock until released */
+	return NULL;
+}
+
+static void *lock_waiter(void *arg)
+{
+	struct lock_fork *f = arg;
+
+	sem_post(&f->waiting);
+	if (ps_store_set(f->a, 20, 30, f->pol)) /* waits for the holder */
+		abort();
+	return NULL;
+}
+
+/* docs/fork.md: stores no thread was using or waiting for work in the child. */
+static int lock_fork_child(void *arg)
+{
+	struct lock_fork *f = arg;
+	struct ps_policy *got;
+	int n = 0;
+
+	got = ps_store_lookup(f->b, 5);
+	if (got != f->pol)
+		return 1;
+	ps_policy_put(got);
+	if (ps_store_set(f->b, 0, 4, NULL) || ps_store_set(f->b, 40, 50, f->pol))
+		return 2;
+	if (ps_store_foreach(f->b, count_ranges, &n) || n != 2)
+		return 3;
+	if (ps_store_check(f->b, NULL) || ps_store_synchronize(f->b))
+		return 4;
+	ps_store_destroy(f->b);
+	return 0;
+}
+
+PS_PARAM_TEST(enum ps_sync, sync, lock_syncs, 3, lifecycle, lock_waiter_at_fork,
+		.timeout = 4 * HANG_S)
+{
+	struct lock_fork f = { .a = ps_store_create(*sync), .b = ps_store_create(*sync),
+		.pol = ps_test_bind(1) };
+	pthread_t h, w;
+	int ret;
+
+	cr_assert(f.a && f.b);
+	sem_init(&f.holding, 0, 0);
+	sem_init(&f.release, 0, 0);
+	sem_init(&f.waiting, 0, 0);
+	cr_assert_eq(ps_store_set(f.a, 0, 10, f.pol), 0);
+	cr_assert_eq(ps_store_set(f.b, 0, 10, f.pol), 0);
+	cr_assert_eq(pthread_create(&h, NULL, lock_holder, &f), 0);
+	wait_sem(&f.holding, "the holder to take the lock");
+	cr_assert_eq(pthread_create(&w, NULL, lock_waiter, &f), 0);
+	wait_sem(&f.waiting, "the waiter to start");
+	usleep(20 * 1000); /* long enough to have yielded and claimed the next turn */
+	ret = in_child(lock_fork_child, &f, HANG_S);
+	cr_assert_eq(ret, 0, "%s: child failed at step %d (a negative step: killed by that signal)",
+			ps_sync_name(*sync), ret);
+	sem_post(&f.release);
+	cr_assert_eq(join_within(h, HANG_S), 0);
+	cr_assert_eq(join_within(w, HANG_S), 0);
+	cr_assert_eq(ps_store_check(f.a, NULL), 0);
+	ps_store_destroy(f.a);
+	ps_store_destroy(f.b);
+	ps_policy_put(f.pol);
+}
