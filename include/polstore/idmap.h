@@ -183,16 +183,44 @@ PS_API void *ps_idmap_find(const struct ps_idmap *map, int id);
  * @map: the map
  * @id: in: where to start; out: the id found
  *
- * Walk all ids with
- * `for (id = 0; (p = ps_idmap_get_next(map, &id)); id++)` inside one
- * section, or one section per step (RCU: an id bound or unbound during the
- * walk may or may not be seen; ids seen are seen in increasing order).
+ * Walk all ids with ps_idmap_for_each() inside one section, or one section
+ * per step (RCU: an id bound or unbound during the walk may or may not be
+ * seen; ids seen are seen in increasing order):
+ *
+ *	for (id = 0;; id++) {
+ *		ps_idmap_read_lock(map);
+ *		p = ps_idmap_get_next(map, &id);
+ *		if (p)
+ *			use(p);
+ *		ps_idmap_read_unlock(map);
+ *		if (!p || id == PS_IDMAP_ID_MAX)
+ *			break;
+ *	}
+ *
+ * Stop at PS_IDMAP_ID_MAX as above: the id after it would overflow an int
+ * (`id++` past INT_MAX is undefined behaviour, not the end of the walk).
  *
  * Context: inside ps_idmap_read_lock(@map).
  * Return: the object (*@id set to its id), or NULL (*@id unchanged) when no
  * id >= *@id is bound or an argument is invalid.
  */
 PS_API void *ps_idmap_get_next(const struct ps_idmap *map, int *id);
+
+/**
+ * ps_idmap_for_each() - walk every bound id in increasing order
+ * @map: the map
+ * @p: an object pointer lvalue (void * in C++): each object in turn
+ * @id: an int lvalue: each object's id
+ *
+ * A loop header: `ps_idmap_for_each(map, p, id) { ... }`.  Ends after the
+ * last bound id, PS_IDMAP_ID_MAX included, without overflowing @id (which
+ * is -1 then).  @break leaves @id at the id being visited.
+ *
+ * Context: inside ps_idmap_read_lock(@map), for the whole loop.
+ */
+#define ps_idmap_for_each(map, p, id)                                                              \
+	for ((id) = 0; (id) >= 0 && ((p) = ps_idmap_get_next((map), &(id))) != NULL;               \
+	     (id) = (id) < PS_IDMAP_ID_MAX ? (id) + 1 : -1)
 
 /**
  * ps_idmap_count() - number of bound ids
