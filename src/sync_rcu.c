@@ -2,8 +2,8 @@
 /*
  * RCU store, liburcu memb flavour: the latch of latch.h with memb read-side
  * sections.  A thread registers itself on its first read-side section and
- * leaves at exit, closing any section it dies in (rcu_thread.c).  Also home of the memb registration the
- * SEQLOCK store shares.
+ * leaves at exit, closing any section it dies in (rcu_thread.c).  Also home of the memb
+ * registration the SEQLOCK store shares.
  */
 #include "rcu_memb.h"
 #include "rcu_thread.h"

@@ -218,7 +218,9 @@ static void *reader(void *arg)
 static void run_mixed(enum ps_sync sync, int readers, int writers, bool borrow, bool online,
 		bool churn)
 {
-	struct shared sh = { .sync = sync, .borrow = borrow, .qsbr_online = online, .churn = churn };
+	struct shared sh = {
+		.sync = sync, .borrow = borrow, .qsbr_online = online, .churn = churn
+	};
 	pthread_t rt[64], wt[8];
 	const char *why = NULL;
 	int i;

@@ -569,7 +569,7 @@ Test(lifecycle, no_thread_keys_no_rcu_store, .timeout = 4 * HANG_S)
 {
 	int ret = in_child(keys_exhausted_child, NULL, HANG_S);
 
-	cr_assert_eq(ret, 0, "child failed at step %d (a negative step: killed by that signal)", ret);
+	cr_assert_eq(ret, 0, "child failed at step %d (negative: killed by that signal)", ret);
 }
 
 /* ---- 6d. dlclose() with a reader thread still alive --------------------------- */
@@ -649,7 +649,7 @@ static void expect_dlclose_child(bool unregister)
 
 	if (ret == 77)
 		cr_skip_test("dlclose() did not unmap %s", PS_TEST_SHARED_LIB);
-	cr_assert_eq(ret, 0, "child failed at step %d (a negative step: killed by that signal)", ret);
+	cr_assert_eq(ret, 0, "child failed at step %d (negative: killed by that signal)", ret);
 }
 
 Test(lifecycle, dlclose_then_unregistered_thread_exits, .timeout = 4 * HANG_S)
