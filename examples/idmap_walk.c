@@ -34,7 +34,7 @@ static void *walker(void *arg)
 			if (g)
 				seen += g->pages >= 0; /* use the group inside the section only */
 			ps_idmap_read_unlock(map);
-			if (!g)
+			if (!g || id == PS_IDMAP_ID_MAX)
 				break;
 		}
 		walks++;

@@ -45,6 +45,7 @@
 #include "compiler.h"
 #include "lock.h"
 #include "rcu_memb.h"
+#include "rcu_thread.h"
 
 #define IDMAP_BITS 6
 #define IDMAP_FANOUT (1 << IDMAP_BITS)
@@ -186,9 +187,16 @@ static void idmap_node_free(struct idmap_node *n)
 struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
 {
 	struct ps_idmap *map;
+	int err;
 
 	if ((unsigned)sync >= PS_IDMAP_SYNC_COUNT) {
 		errno = EINVAL;
+		return NULL;
+	}
+	/* RCU readers register with liburcu: never without the thread-exit hook. */
+	err = sync == PS_IDMAP_RCU ? _ps_rcu_thread_init() : 0;
+	if (err) {
+		errno = -err;
 		return NULL;
 	}
 	map = _ps_zalloc_aligned(sizeof(*map));

@@ -11,6 +11,7 @@
 #include <polstore/store.h>
 #include <polstore/version.h>
 
+#include "rcu_thread.h"
 #include "store_internal.h"
 
 static const struct ps_sync_ops *const ps_sync_table[PS_SYNC_COUNT] = {
@@ -53,9 +54,16 @@ int ps_sync_from_name(const char *name)
 struct ps_store *ps_store_create(enum ps_sync sync)
 {
 	struct ps_store *s;
+	int err;
 
 	if ((unsigned)sync >= PS_SYNC_COUNT) {
 		errno = EINVAL;
+		return NULL;
+	}
+	/* RCU, RCU_QSBR and SEQLOCK readers register with liburcu: the exit hook first. */
+	err = sync == PS_SYNC_SPIN || sync == PS_SYNC_RWLOCK ? 0 : _ps_rcu_thread_init();
+	if (err) {
+		errno = -err;
 		return NULL;
 	}
 	s = ps_sync_table[sync]->create();

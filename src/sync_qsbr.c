@@ -57,8 +57,13 @@ static void ps_qsbr_go_online(void)
 
 int ps_qsbr_thread_online(void)
 {
-	if (!qsbr_online_now())
+	if (!qsbr_online_now()) {
+		int err = _ps_rcu_thread_init(); /* no registration without the exit hook */
+
+		if (err)
+			return err;
 		ps_qsbr_go_online();
+	}
 	/* Inside a section that went online by itself: it now stays online. */
 	ps_qsbr_auto_depth = 0;
 	return 0;
@@ -90,7 +95,20 @@ void _ps_qsbr_thread_exit(void)
 		urcu_qsbr_unregister_thread();
 		ps_qsbr_ours = false;
 		ps_qsbr_auto_depth = 0;
+		_ps_rcu_thread_unregistered(PS_FLAVOR_QSBR);
 	}
+}
+
+/*
+ * For qsbr "inside a read-side section" is "online", and liburcu's
+ * unregistration takes an online thread offline and wakes a grace period
+ * waiting for it (urcu_qsbr_thread_offline()): a thread that dies online,
+ * inside an automatic section or by its own choice, needs nothing more.
+ * urcu_qsbr_read_lock() keeps no count outside liburcu's debug builds.
+ */
+void _ps_qsbr_thread_died(void)
+{
+	_ps_qsbr_thread_exit();
 }
 
 static inline void ps_qsbr_read_enter(void)

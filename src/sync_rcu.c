@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * RCU store, liburcu memb flavour: the latch of latch.h with memb read-side
+ * RCU store, liburcu memb flavour: the copy-on-write store of sync_cow.h with memb read-side
  * sections.  A thread registers itself on its first read-side section and
- * leaves at exit (rcu_thread.c).  Also home of the memb registration the
- * SEQLOCK store shares.
+ * leaves at exit, closing any section it dies in (rcu_thread.c).  Also home of the memb
+ * registration the SEQLOCK store shares.
  */
 #include <pthread.h>
 
@@ -29,7 +29,27 @@ void _ps_memb_thread_exit(void)
 	if (ps_memb_ours) {
 		urcu_memb_unregister_thread();
 		ps_memb_ours = false;
+		_ps_rcu_thread_unregistered(PS_FLAVOR_MEMB);
 	}
+}
+
+/*
+ * Unregistering alone would not do for a thread that dies inside read-side
+ * sections: a grace period already waiting for it sleeps on liburcu's
+ * futex until a reader's outermost read_unlock() wakes it, and
+ * urcu_memb_unregister_thread() only unlinks the thread.  So close every
+ * nesting level first, with read_unlock() itself: the outermost one stores
+ * a zero count (ordered after the section by liburcu's barriers) and wakes
+ * the waiter, which then sees the thread quiescent.  What the thread
+ * borrowed is no longer protected from here on.
+ */
+void _ps_memb_thread_died(void)
+{
+	if (!ps_memb_ours)
+		return;
+	while (urcu_memb_read_ongoing())
+		urcu_memb_read_unlock();
+	_ps_memb_thread_exit();
 }
 
 #define PS_COW_READ_ENTER() ps_memb_read_lock()

@@ -236,6 +236,11 @@ static void seq_synchronize(struct ps_store *s)
 	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 }
 
+static void seq_foreach_unlock(void *lock)
+{
+	ps_spin_unlock(lock);
+}
+
 static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
 	struct ps_store_seq *ss = to_seq(s);
@@ -243,8 +248,10 @@ static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 
 	/* A walk cannot be retried once callbacks ran: hold the writer lock. */
 	ps_spin_lock(&ss->lock);
+	/* A callback may end its thread (pthread_exit(), cancellation): unlock then too. */
+	pthread_cleanup_push(seq_foreach_unlock, &ss->lock);
 	ret = ps_rtree_foreach(&ss->tree, fn, arg);
-	ps_spin_unlock(&ss->lock);
+	pthread_cleanup_pop(1);
 	return ret;
 }
 

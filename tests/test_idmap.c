@@ -155,6 +155,51 @@ IDMAP_TEST(idmap, full_subtrees)
 	ps_idmap_destroy(map);
 }
 
+/*
+ * Walks that reach PS_IDMAP_ID_MAX end there, in one section
+ * (ps_idmap_for_each()) or one section per step (the idiom of idmap.h).
+ * This file is built with -ftrapv: an id++ past INT_MAX aborts.
+ */
+IDMAP_TEST(idmap, walks_end_at_id_max)
+{
+	static const int ids[] = { 0, 5, PS_IDMAP_ID_MAX - 1, PS_IDMAP_ID_MAX };
+	const int n = sizeof(ids) / sizeof(ids[0]);
+	struct ps_idmap *map = mk(*sync);
+	int i, id, seen = 0;
+	void *p;
+
+	for (i = 0; i < n; i++)
+		cr_assert_eq(alloc(map, OBJ(i), ids[i], ids[i]), ids[i]);
+	ps_idmap_read_lock(map);
+	ps_idmap_for_each(map, p, id) {
+		cr_assert_lt(seen, n);
+		cr_assert_eq(id, ids[seen]);
+		cr_assert_eq(p, OBJ(seen));
+		seen++;
+	}
+	cr_assert_eq(seen, n);
+	ps_idmap_for_each(map, p, id)
+		if (id == 5)
+			break;
+	cr_assert_eq(id, 5, "break leaves the id being visited");
+	ps_idmap_read_unlock(map);
+
+	seen = 0;
+	for (id = 0;; id++) {
+		ps_idmap_read_lock(map);
+		p = ps_idmap_get_next(map, &id);
+		if (p) {
+			cr_assert_eq(id, ids[seen]);
+			seen++;
+		}
+		ps_idmap_read_unlock(map);
+		if (!p || id == PS_IDMAP_ID_MAX)
+			break;
+	}
+	cr_assert_eq(seen, n);
+	ps_idmap_destroy(map);
+}
+
 IDMAP_TEST(idmap, replace_remove_get_next)
 {
 	static const int ids[] = { 0, 1, 63, 64, 65, 4095, 4096, 262143, 262144, 1 << 20,
@@ -170,14 +215,14 @@ IDMAP_TEST(idmap, replace_remove_get_next)
 
 	/* A walk visits every id once, in order. */
 	ps_idmap_read_lock(map);
-	for (id = 0, seen = 0; (p = ps_idmap_get_next(map, &id)); id++, seen++) {
+	seen = 0;
+	ps_idmap_for_each(map, p, id) {
 		cr_assert_lt(seen, n);
 		cr_assert_eq(id, ids[seen]);
 		cr_assert_eq(p, OBJ(seen));
-		if (id == INT_MAX)
-			break;
+		seen++;
 	}
-	cr_assert_eq(seen, n - 1, "stopped at INT_MAX before counting it");
+	cr_assert_eq(seen, n);
 	id = 66;
 	cr_assert_eq(ps_idmap_get_next(map, &id), OBJ(5));
 	cr_assert_eq(id, 4095);
@@ -269,7 +314,8 @@ IDMAP_TEST(idmap, differential)
 	}
 	cr_assert_eq(ps_idmap_count(map), count);
 	ps_idmap_read_lock(map);
-	for (id = 0, i = 0; (p = ps_idmap_get_next(map, &id)); id++) {
+	i = 0;
+	ps_idmap_for_each(map, p, id) {
 		while (!model[i])
 			i++;
 		cr_assert_eq(id, i);
@@ -450,7 +496,7 @@ static void *walker(void *arg)
 			 */
 			if (sh->slow)
 				sched_yield();
-			if (!o)
+			if (!o || id == PS_IDMAP_ID_MAX)
 				break;
 			prev = id;
 			reads++;

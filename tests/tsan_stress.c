@@ -441,11 +441,8 @@ static void *idm_reader(void *arg)
 			check_obj(o, id);
 			n++;
 		}
-		id = 0;
-		while ((o = ps_idmap_get_next(d->map, &id))) {
+		ps_idmap_for_each(d->map, o, id)
 			check_obj(o, id);
-			id++;
-		}
 		ps_idmap_read_unlock(d->map);
 	}
 	atomic_fetch_add(&d->found, n);
@@ -513,6 +510,8 @@ static void idmap_all(void)
 				break;
 			ps_idmap_remove(d.map, id, NULL);
 			obj_free(o);
+			if (id == PS_IDMAP_ID_MAX)
+				break;
 			id++;
 		}
 		ps_idmap_destroy(d.map);

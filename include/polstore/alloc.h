@@ -36,7 +36,13 @@ struct ps_alloc_ops {
  * or make its @free able to free what the previous allocator returned (a
  * wrapper around malloc()/free() that only fails some calls, for example).
  *
- * Context: while no other thread is inside polstore.
+ * Stores may hand removed ranges to liburcu's call_rcu worker thread (SEQLOCK
+ * stores do), which frees them later through the hooks installed at that
+ * moment, without any polstore call in progress: call ps_store_synchronize()
+ * on every store (or destroy it) first, so that nothing is left in flight.
+ *
+ * Context: while no other thread is inside polstore, and after
+ * ps_store_synchronize() on every store.
  * Return: 0, or -EINVAL when @ops lacks @alloc or @free.
  */
 PS_API int ps_set_alloc_ops(const struct ps_alloc_ops *ops);

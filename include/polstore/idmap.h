@@ -72,7 +72,10 @@ PS_API int ps_idmap_sync_from_name(const char *name);
  * @sync: the variant
  *
  * Context: any thread; allocates.
- * Return: the map, or NULL with errno EINVAL (unknown @sync) or ENOMEM.
+ * Return: the map, or NULL with errno EINVAL (unknown @sync) or ENOMEM, or
+ * for RCU maps EAGAIN or ENOMEM when polstore cannot create the
+ * thread-specific-data keys that unregister its readers at exit
+ * (pthread_key_create() failed; a later call tries again).
  */
 PS_API struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync);
 
@@ -83,8 +86,8 @@ PS_API struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync);
  * Runs the frees still deferred by ps_idmap_free_rcu() (after a grace
  * period).  Objects still bound are not touched.
  *
- * Context: no other thread may use @map during or after the call; not
- * inside a read-side section.
+ * Context: no other thread may use @map during or after the call; for RCU
+ * maps as ps_idmap_synchronize() (it may wait for a grace period).
  */
 PS_API void ps_idmap_destroy(struct ps_idmap *map);
 
@@ -180,16 +183,44 @@ PS_API void *ps_idmap_find(const struct ps_idmap *map, int id);
  * @map: the map
  * @id: in: where to start; out: the id found
  *
- * Walk all ids with
- * `for (id = 0; (p = ps_idmap_get_next(map, &id)); id++)` inside one
- * section, or one section per step (RCU: an id bound or unbound during the
- * walk may or may not be seen; ids seen are seen in increasing order).
+ * Walk all ids with ps_idmap_for_each() inside one section, or one section
+ * per step (RCU: an id bound or unbound during the walk may or may not be
+ * seen; ids seen are seen in increasing order):
+ *
+ *	for (id = 0;; id++) {
+ *		ps_idmap_read_lock(map);
+ *		p = ps_idmap_get_next(map, &id);
+ *		if (p)
+ *			use(p);
+ *		ps_idmap_read_unlock(map);
+ *		if (!p || id == PS_IDMAP_ID_MAX)
+ *			break;
+ *	}
+ *
+ * Stop at PS_IDMAP_ID_MAX as above: the id after it would overflow an int
+ * (`id++` past INT_MAX is undefined behaviour, not the end of the walk).
  *
  * Context: inside ps_idmap_read_lock(@map).
  * Return: the object (*@id set to its id), or NULL (*@id unchanged) when no
  * id >= *@id is bound or an argument is invalid.
  */
 PS_API void *ps_idmap_get_next(const struct ps_idmap *map, int *id);
+
+/**
+ * ps_idmap_for_each() - walk every bound id in increasing order
+ * @map: the map
+ * @p: an object pointer lvalue (void * in C++): each object in turn
+ * @id: an int lvalue: each object's id
+ *
+ * A loop header: `ps_idmap_for_each(map, p, id) { ... }`.  Ends after the
+ * last bound id, PS_IDMAP_ID_MAX included, without overflowing @id (which
+ * is -1 then).  @break leaves @id at the id being visited.
+ *
+ * Context: inside ps_idmap_read_lock(@map), for the whole loop.
+ */
+#define ps_idmap_for_each(map, p, id)                                                              \
+	for ((id) = 0; (id) >= 0 && ((p) = ps_idmap_get_next((map), &(id))) != NULL;               \
+	     (id) = (id) < PS_IDMAP_ID_MAX ? (id) + 1 : -1)
 
 /**
  * ps_idmap_count() - number of bound ids
@@ -208,7 +239,15 @@ PS_API int ps_idmap_count(const struct ps_idmap *map);
  * before the call has ended.  For SPIN and RWLOCK maps, returns at once:
  * readers use objects only inside their section, which excluded the writer.
  *
- * Context: any thread, not inside a read-side section; may block.
+ * Context: SPIN and RWLOCK maps: any thread.  RCU maps: any thread outside
+ * every liburcu memb read-side section, which the grace period would wait
+ * for, the caller's own included, forever: not inside a read-side section
+ * of any RCU map, nor of an RCU or SEQLOCK store (between
+ * ps_store_read_lock() and ps_store_read_unlock(), or in an RCU store's
+ * ps_store_foreach() callback): stores and maps share the memb flavour.
+ * Sections of SPIN/RWLOCK maps and stores and of RCU_QSBR stores (another
+ * flavour) are fine, though an online RCU_QSBR thread that waits here also
+ * holds up RCU_QSBR writers meanwhile.  May block.
  */
 PS_API void ps_idmap_synchronize(struct ps_idmap *map);
 
@@ -223,8 +262,9 @@ PS_API void ps_idmap_synchronize(struct ps_idmap *map);
  * period and frees the whole queue, so grace periods are amortised.
  * ps_idmap_barrier() and ps_idmap_destroy() flush the queue.
  *
- * Context: any thread, not inside a read-side section of any RCU map; may
- * block.
+ * Context: SPIN and RWLOCK maps: where @free_fn may run.  RCU maps: as
+ * ps_idmap_synchronize() (a call that fills the queue, or cannot allocate,
+ * waits for a grace period); may block.
  * Return: 0, or -EINVAL for a NULL argument (nothing freed).  When queueing
  * cannot allocate, it waits for a grace period and frees @ptr at once.
  */
@@ -242,7 +282,8 @@ PS_API int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(vo
  * threads' ps_idmap_free_rcu() calls took and are still running (it waits
  * for them).
  *
- * Context: as ps_idmap_synchronize(); may block.
+ * Context: as ps_idmap_synchronize() (it waits for a grace period when
+ * frees are queued, and for other threads' batches); may block.
  */
 PS_API void ps_idmap_barrier(struct ps_idmap *map);
 

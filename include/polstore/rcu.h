@@ -19,7 +19,38 @@
  *    (ps_store_set() on a QSBR store) wait until every online thread has
  *    passed a quiescent state: an online thread that never reports one
  *    stalls every writer.
- * Threads are unregistered from liburcu at exit whatever they did.
+ * Threads are unregistered from liburcu at exit whatever they did, by a
+ * thread-specific-data key polstore creates before any thread can register
+ * (when the first RCU, RCU_QSBR or SEQLOCK store or RCU id map is created,
+ * or a thread goes online): when pthread_key_create() fails, those calls
+ * fail (errno / return EAGAIN or ENOMEM) rather than leave a thread
+ * registered past its exit.
+ *
+ * A thread that ends inside read-side sections (pthread_exit() in a
+ * ps_store_foreach() callback or between ps_store_read_lock() and
+ * ps_store_read_unlock(), or cancellation at a cancellation point there)
+ * has them closed when it exits, so writers and grace periods waiting for
+ * it carry on (RCU, RCU_QSBR and SEQLOCK stores, RCU id maps).  Its
+ * cancellation cleanup handlers still run inside the sections and may use
+ * what it borrowed; the sections are closed by polstore's
+ * thread-specific-data destructor, and from then on the policies it
+ * borrowed are no longer protected: another thread-specific-data
+ * destructor must not touch them.  References it took (ps_store_lookup())
+ * are its to put, in a cleanup handler, or they leak.  This covers the
+ * threads polstore registered; a thread the application registered with
+ * liburcu itself must leave its sections before it unregisters.
+ * SPIN and RWLOCK read-side sections and foreach walks hold the store's
+ * lock: a thread must not exit or be cancelled there (the lock would stay
+ * held, as a mutex would).
+ *
+ * Unloading the shared library (dlclose()): destroy every store and map
+ * first, and have every thread that is still alive and read an RCU,
+ * RCU_QSBR or SEQLOCK store or RCU map call ps_rcu_unregister_thread().
+ * The library deletes its thread-exit keys when it is unloaded, so a
+ * thread that exits afterwards calls nothing in it; a thread that was not
+ * unregistered stays in liburcu's registry, which matters when liburcu
+ * itself stays loaded (the program or another library uses it).  SEQLOCK
+ * stores start liburcu's call_rcu worker thread, which is liburcu's.
  */
 #ifndef POLSTORE_RCU_H
 #define POLSTORE_RCU_H
@@ -36,7 +67,9 @@ extern "C" {
  * ps_qsbr_thread_online() - register with urcu-qsbr if needed, go online
  *
  * Context: the calling thread, outside any read-side section.
- * Return: 0.
+ * Return: 0, or -EAGAIN / -ENOMEM when polstore cannot create the
+ * thread-specific-data key that unregisters the thread at exit
+ * (pthread_key_create() failed): the thread is left as it was.
  */
 PS_API int ps_qsbr_thread_online(void);
 
@@ -73,8 +106,10 @@ PS_API bool ps_qsbr_thread_is_online(void);
  * ps_rcu_unregister_thread() - leave liburcu now rather than at thread exit
  *
  * Unregisters the calling thread from both flavours it may be registered
- * with.  Harmless when it is not registered; it registers again on its next
- * read of an RCU or SEQLOCK store.
+ * with (only if polstore registered it), and cancels its thread-exit hook.
+ * Harmless when it is not registered; it registers again on its next read
+ * of an RCU or SEQLOCK store.  Call it in every thread still alive before
+ * the library is dlclose()d.
  *
  * Context: the calling thread, outside any read-side section.
  */

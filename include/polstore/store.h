@@ -73,7 +73,10 @@ PS_API int ps_sync_from_name(const char *name);
  * @sync: the synchronisation variant
  *
  * Context: any thread; allocates.
- * Return: the store, or NULL with errno EINVAL (unknown @sync) or ENOMEM.
+ * Return: the store, or NULL with errno EINVAL (unknown @sync) or ENOMEM;
+ * for SEQLOCK, RCU and RCU_QSBR also EAGAIN or ENOMEM when polstore cannot
+ * create the thread-specific-data keys that unregister reader threads from
+ * liburcu at exit (pthread_key_create() failed; a later call tries again).
  */
 PS_API struct ps_store *ps_store_create(enum ps_sync sync);
 
