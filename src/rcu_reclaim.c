@@ -15,6 +15,7 @@
  * queue, and starts a thread on its next defer or barrier.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <time.h>
 
@@ -46,6 +47,11 @@ static void *reclaim_thread(void *arg)
 		uint64_t now;
 
 		while (!rc->head) {
+			if (rc->stop) {
+				pthread_mutex_unlock(&rc->lock);
+				pthread_mutex_unlock(&rc->gp_lock);
+				return NULL;
+			}
 			pthread_mutex_unlock(&rc->gp_lock); /* between grace periods: fork may go */
 			pthread_cond_wait(&rc->work, &rc->lock);
 			pthread_mutex_unlock(&rc->lock);
@@ -79,21 +85,17 @@ static void *reclaim_thread(void *arg)
 static bool reclaim_start(struct ps_reclaimer *rc)
 {
 	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t t;
 	int ret;
 
 	if (rc->started)
 		return true;
-	if (pthread_attr_init(&attr))
+	if (rc->stop)
 		return false;
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	/* The application's signals are not ours to take. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	ret = pthread_create(&t, &attr, reclaim_thread, rc);
+	ret = pthread_create(&rc->thread, NULL, reclaim_thread, rc);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
 	rc->started = !ret;
 	return rc->started;
 }
@@ -132,6 +134,35 @@ static void reclaim_atfork_child(void)
 		pthread_cond_init(&rc->done, NULL);
 		pthread_mutex_unlock(&rc->lock);
 		pthread_mutex_unlock(&rc->gp_lock);
+	}
+}
+
+/*
+ * Library unload or process exit: stop the threads, which exit once their
+ * queue is empty, and join them, so that none runs this library's code
+ * after dlclose().  A thread still inside a grace period that does not end
+ * (a reader stuck in a section at exit) is given up on after a second.
+ */
+__attribute__((destructor)) static void reclaim_unload(void)
+{
+	size_t i;
+
+	for (i = 0; i < NRECLAIMERS; i++) {
+		struct ps_reclaimer *rc = reclaimers[i];
+		struct timespec ts;
+		bool started;
+
+		pthread_mutex_lock(&rc->lock);
+		rc->stop = true;
+		started = rc->started;
+		pthread_cond_signal(&rc->work);
+		pthread_mutex_unlock(&rc->lock);
+		if (!started)
+			continue;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (!pthread_timedjoin_np(rc->thread, NULL, &ts))
+			rc->started = false;
 	}
 }
 

@@ -19,6 +19,8 @@
  * for polstore to register a second time next to the application's.  The
  * thread is fork-safe: fork() waits until it is between grace periods and
  * its queue is consistent, and the child starts a new one on its next use.
+ * When the library is unloaded (or the process exits) an idle thread is
+ * stopped and joined, so no thread runs the library's code after dlclose().
  */
 #ifndef POLSTORE_SRC_RCU_RECLAIM_H
 #define POLSTORE_SRC_RCU_RECLAIM_H
@@ -43,6 +45,8 @@ struct ps_reclaimer {
 	struct ps_reclaim_item *head, *tail; /* queued, FIFO */
 	int barriers;                  /* callers waiting in _ps_reclaim_barrier() */
 	bool started;                  /* a thread runs (in this process) */
+	bool stop;                     /* the library is being unloaded: the thread exits */
+	pthread_t thread;
 };
 
 #define PS_RECLAIMER_INIT(sync_fn)                                                                 \

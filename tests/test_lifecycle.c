@@ -223,7 +223,20 @@ PS_PARAM_TEST(struct death_case, c, death_cases, sizeof(death_cases) / sizeof(de
 		lifecycle, reader_dies_in_section, .timeout = 4 * HANG_S)
 {
 	struct dying d = { .c = c };
-	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2);
+	struct ps_policy *a, *b;
+#ifdef __SANITIZE_ADDRESS__
+	/*
+	 * GCC 12's ASan reports a stack-buffer-overflow inside its own
+	 * sigaltstack interceptor (__asan_handle_no_return) when a thread
+	 * unwinds through SEQLOCK foreach's pthread_cleanup_push() frame: a
+	 * false positive of the sanitizer.  These two cases run in the plain
+	 * and valgrind builds.
+	 */
+	if (c->sync == PS_SYNC_SEQLOCK && (c->how == EXIT_IN_FOREACH || c->how == CANCEL_IN_FOREACH))
+		cr_skip_test("ASan false positive on unwinding through pthread_cleanup_push()");
+#endif
+	a = ps_test_bind(1);
+	b = ps_test_bind(2);
 	struct waiter w = { .pol = b };
 	const char *name = ps_sync_name(c->sync), *how = death_names[c->how];
 	pthread_t rt, wt;

@@ -119,17 +119,27 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * Every node the update may need is allocated before anything changes, so an
  * allocation failure leaves the store exactly as it was.
  *
- * SEQLOCK stores free the ranges a set removes in batches after a grace
- * period, through liburcu's call_rcu() (their policy references are
- * dropped then too; see ps_store_synchronize()).
+ * SEQLOCK, RCU and RCU_QSBR stores free what a set removes (and, for RCU
+ * and RCU_QSBR, the tree nodes it replaced by copies) in batches after a
+ * grace period, on polstore's reclaim thread; policy references of removed
+ * ranges are dropped then too (see ps_store_synchronize()).
+ *
+ * RCU and RCU_QSBR: the set copies the nodes it changes and publishes the
+ * new version with one pointer store; it never waits for a grace period or
+ * for readers.  Readers see the version before or after it, never a mix.
  *
  * Context: any thread; writers are serialised by the store.  Allocates.
- * RCU and RCU_QSBR stores wait for a grace period on every set (it may
- * block for as long as the longest read-side section in progress), so it
- * must not be called inside a read-side section, nor, for RCU_QSBR, from a
- * thread other threads wait on for a quiescent state.  SEQLOCK sets never
- * wait for a grace period (unless a small batch header cannot be
- * allocated; then that set waits for one instead of failing).
+ * SPIN, RWLOCK, SEQLOCK: not inside a read-side section or foreach callback
+ * of the same store (they hold or wait for its lock).  SEQLOCK sets never
+ * wait for a grace period, unless a small batch header cannot be allocated
+ * (then that set waits for one instead of failing: not inside any memb
+ * read-side section then).  RCU and RCU_QSBR: also inside a read-side
+ * section of any store, a foreach callback (of this store too: the walk
+ * goes on in its snapshot), and from an online QSBR thread; what the caller
+ * borrowed stays valid until its section ends.  Only when the reclaim thread
+ * has fallen far behind (PS_COW_INFLIGHT_MAX ranges in flight) does a set
+ * called outside every section (QSBR: offline) wait for one grace period
+ * to free its batch itself.
  * Return: 0; -EINVAL when @store is NULL or @start >= @end; -ENOMEM.
  */
 PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
@@ -139,15 +149,20 @@ PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
  * ps_store_synchronize() - free what earlier sets removed but still hold
  * @store: the store
  *
- * SEQLOCK stores keep removed ranges, and their policy references, until a
- * batch of them has gathered, then free the batch after a grace period in
- * liburcu's call_rcu worker.  This frees the partial batch and waits for
- * the batches in flight, so that after it returns every policy reference
- * the store holds belongs to a range in the store.  Other variants free
- * removed ranges before ps_store_set() returns: a no-op for them.
+ * SEQLOCK, RCU and RCU_QSBR stores keep removed ranges, and their policy
+ * references, until a batch of them has gathered, then free the batch after
+ * a grace period on polstore's reclaim thread of the store's liburcu
+ * flavour.  This frees the partial batch and waits for the batches in
+ * flight, so that after it returns every policy reference the store holds
+ * belongs to a range in the store.  RCU and RCU_QSBR stores also give back
+ * the spare nodes they keep for their next sets, beyond a few hundred.
+ * SPIN and RWLOCK stores free removed ranges before ps_store_set()
+ * returns: a no-op for them.
  *
- * Context: any thread, not inside a read-side section nor a call_rcu
- * callback; may wait for grace periods.
+ * Context: any thread, not inside a read-side section of an RCU, RCU_QSBR
+ * or SEQLOCK store or RCU id map (it waits for grace periods; an online
+ * QSBR thread goes offline for the wait and back online after it), nor a
+ * foreach callback of such a store.
  * Return: 0, or -EINVAL when @store is NULL.
  */
 PS_API int ps_store_synchronize(struct ps_store *store);
@@ -177,9 +192,10 @@ PS_API struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx);
  * Borrowed policies (ps_store_lookup_borrow()) stay valid until the matching
  * ps_store_read_unlock().  Per variant: SPIN takes the lock, RWLOCK takes it
  * shared, SEQLOCK and RCU enter an RCU read-side section, RCU_QSBR marks the
- * thread online if it is not.  Sections must not nest, must not call
- * ps_store_set() on the same store, and should be short: writers wait for
- * them.
+ * thread online if it is not.  Sections must not nest and should be
+ * short: SPIN, RWLOCK and SEQLOCK writers wait for them, and RCU variants
+ * free nothing retired while one is open.  Inside a section, SPIN, RWLOCK
+ * and SEQLOCK stores must not be set; RCU and RCU_QSBR stores may be.
  *
  * Context: any thread.
  */
@@ -253,22 +269,27 @@ PS_API size_t ps_store_count(struct ps_store *store);
  * @store: the store
  * @why: if not NULL, receives a static description of the first violation
  *
- * Checks the red-black properties, parent links, ascending non-overlapping
- * non-empty ranges, the range count, a non-NULL non-DEFAULT policy with a
- * positive reference count in every range, and for RCU variants that both
- * trees of the latch hold the same ranges.  Debug builds
+ * Checks the red-black properties, the depth bound, ascending
+ * non-overlapping non-empty ranges, the range count, and a non-NULL
+ * non-DEFAULT policy with a positive reference count in every range (RCU
+ * variants: of the published version).  Debug builds
  * (POLSTORE_DEBUG_CHECKS) run it after every set and abort on a violation.
  *
- * Context: any thread; takes the writer lock, so it excludes sets.
+ * Context: any thread; takes the writer lock, so it excludes sets.  It
+ * never waits for a grace period: RCU and RCU_QSBR stores allow it inside
+ * a read-side section too.
  * Return: 0, -EINVAL for a NULL store, or -EUCLEAN on a violation.
  */
 PS_API int ps_store_check(struct ps_store *store, const char **why);
 
 /**
- * ps_store_memory() - bytes the store holds for its ranges and tree(s)
+ * ps_store_memory() - bytes the store holds for its ranges
  * @store: the store
  *
- * Counts nodes and the store itself, not the policies (which are shared).
+ * Counts the store itself and its nodes, not the policies (which are
+ * shared): RCU and RCU_QSBR stores include the nodes retired but not yet
+ * freed and the spare nodes kept for the next sets (bounded: see
+ * ps_store_synchronize()).
  *
  * Context: any thread; lock-free, approximate under concurrent sets.
  * Return: the byte count; 0 for NULL.

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * What an RCU or RCU_QSBR reader keeps while writers go on: sets never wait
+ * for readers, so a reader's version must stay whole (every range, every
+ * policy alive) for as long as its section lasts, however many sets run
+ * meanwhile; and a set may be called inside a section, a foreach callback
+ * or from an online QSBR thread without waiting and without freeing what
+ * the caller borrowed.  Freed memory read here is caught by ASan and
+ * valgrind (this suite runs under both), a hang by the timeouts.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <pthread.h>
+#include <semaphore.h>
+
+#include "testutil.h"
+
+static const enum ps_sync cow_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+#define COW_TEST(name, ...)                                                                        \
+	PS_PARAM_TEST(enum ps_sync, sync, cow_syncs, 2, snapshot, name, ##__VA_ARGS__)
+
+/* A policy that says which range it was made for: BIND on node (start / 16) % 64. */
+static struct ps_policy *range_policy(uint64_t start)
+{
+	return ps_test_bind((int)((start / 16) % 64));
+}
+
+static bool policy_fits(const struct ps_policy *pol, uint64_t start)
+{
+	return ps_policy_first_node(pol) == (int)((start / 16) % 64);
+}
+
+#define NRANGES 64 /* [16 i, 16 i + 16), i < NRANGES */
+
+struct walker {
+	struct ps_store *s;
+	sem_t in_walk, go_on;
+	int seen, bad;
+};
+
+static int walk_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct walker *w = arg;
+
+	if (w->seen == 0) {
+		sem_post(&w->in_walk);
+		sem_wait(&w->go_on); /* the writer runs thousands of sets now */
+	}
+	/* The version the walk started in: the original ranges, policies alive. */
+	if (start != (uint64_t)w->seen * 16 || end != start + 16 || ps_policy_refcount(pol) <= 0 ||
+			!policy_fits(pol, start))
+		w->bad++;
+	w->seen++;
+	return 0;
+}
+
+static void *walker_main(void *arg)
+{
+	struct walker *w = arg;
+
+	ps_store_foreach(w->s, walk_cb, w);
+	return NULL;
+}
+
+/*
+ * Churn: every set installs a fresh policy that only the store owns (the
+ * test puts its own reference at once), removes whole stretches and puts
+ * them back, so every range and policy of the walker's version is retired
+ * and would be freed if the walker's section did not hold it.
+ */
+static void churn(struct ps_store *s, long sets, uint64_t seed)
+{
+	long i;
+
+	for (i = 0; i < sets; i++) {
+		uint64_t a = ps_test_rand(&seed) % NRANGES, n = 1 + ps_test_rand(&seed) % 8;
+		uint64_t start = a * 16, end = (a + n > NRANGES ? NRANGES : a + n) * 16;
+
+		if (i % 5 == 0) {
+			cr_assert_eq(ps_store_set(s, start, end, NULL), 0);
+		} else {
+			struct ps_policy *p = range_policy(start);
+
+			cr_assert_eq(ps_store_set(s, start, end, p), 0);
+			ps_policy_put(p);
+		}
+	}
+	cr_assert_eq(ps_store_set(s, 0, NRANGES * 16, NULL), 0); /* and everything goes */
+}
+
+COW_TEST(old_version_whole_after_many_sets, .timeout = 120)
+{
+	struct walker w = { .s = ps_store_create(*sync) };
+	pthread_t t;
+	uint64_t i;
+
+	cr_assert_not_null(w.s);
+	sem_init(&w.in_walk, 0, 0);
+	sem_init(&w.go_on, 0, 0);
+	for (i = 0; i < NRANGES; i++) {
+		struct ps_policy *p = range_policy(i * 16);
+
+		cr_assert_eq(ps_store_set(w.s, i * 16, i * 16 + 16, p), 0);
+		ps_policy_put(p); /* the store owns it alone */
+	}
+	cr_assert_eq(pthread_create(&t, NULL, walker_main, &w), 0);
+	sem_wait(&w.in_walk);
+	churn(w.s, ps_test_iters(20000), 42);
+	cr_assert_eq(ps_store_count(w.s), 0);
+	sem_post(&w.go_on);
+	pthread_join(t, NULL);
+	cr_assert_eq(w.seen, NRANGES, "%s: the walk saw %d ranges of its version", ps_sync_name(*sync),
+			w.seen);
+	cr_assert_eq(w.bad, 0, "%s: %d ranges of the walk's version changed or lost their policy",
+			ps_sync_name(*sync), w.bad);
+	cr_assert_eq(ps_store_synchronize(w.s), 0);
+	ps_store_destroy(w.s);
+	sem_destroy(&w.in_walk);
+	sem_destroy(&w.go_on);
+}
+
+/* A set inside the caller's own read-side section returns, and the borrowed policy stays valid. */
+COW_TEST(set_inside_read_section, .timeout = 30)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *a = ps_test_bind(3), *b = ps_test_bind(4);
+	const struct ps_policy *p;
+
+	cr_assert_eq(ps_store_set(s, 0, 100, a), 0);
+	ps_store_read_lock(s);
+	p = ps_store_lookup_borrow(s, 50);
+	cr_assert_eq(p, a);
+	cr_assert_eq(ps_store_set(s, 0, 100, NULL), 0);
+	cr_assert_eq(ps_store_set(s, 40, 60, b), 0);
+	cr_assert_eq(ps_store_check(s, NULL), 0);
+	/* The section sees the new version from here on, and p is still the old policy. */
+	cr_assert_eq(ps_store_lookup_borrow(s, 50), b);
+	cr_assert_null(ps_store_lookup_borrow(s, 10));
+	cr_assert_eq(ps_policy_first_node(p), 3);
+	ps_store_read_unlock(s);
+	ps_policy_put(a); /* only a retired range still holds it: freed after a grace period */
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_assert_eq(ps_policy_refcount(b), 2);
+	ps_store_destroy(s);
+	cr_assert_eq(ps_policy_refcount(b), 1);
+	ps_policy_put(b);
+}
+
+struct cb_setter {
+	struct ps_store *s;
+	struct ps_policy *b;
+	int calls;
+};
+
+static int set_in_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct cb_setter *c = arg;
+
+	(void)end;
+	cr_assert_eq(ps_policy_first_node(pol), 3, "the walk sees its own version");
+	/* Remove the range the walk stands on and the ones after it. */
+	cr_assert_eq(ps_store_set(c->s, start, 1000, c->calls % 2 ? c->b : NULL), 0);
+	c->calls++;
+	return 0;
+}
+
+/* A set from inside a foreach callback of the same store: the walk goes on in its snapshot. */
+COW_TEST(set_inside_own_foreach, .timeout = 30)
+{
+	struct cb_setter c = { .s = ps_store_create(*sync), .b = ps_test_bind(5) };
+	struct ps_policy *a = ps_test_bind(3);
+	uint64_t i;
+
+	for (i = 0; i < 10; i++)
+		cr_assert_eq(ps_store_set(c.s, i * 10, i * 10 + 5, a), 0);
+	cr_assert_eq(ps_store_foreach(c.s, set_in_cb, &c), 0);
+	cr_assert_eq(c.calls, 10, "the snapshot's ten ranges, whatever the sets did");
+	cr_assert_eq(ps_store_check(c.s, NULL), 0);
+	cr_assert_eq(ps_store_synchronize(c.s), 0);
+	ps_store_destroy(c.s);
+	cr_assert_eq(ps_policy_refcount(a), 1);
+	cr_assert_eq(ps_policy_refcount(c.b), 1);
+	ps_policy_put(a);
+	ps_policy_put(c.b);
+}
+
+/* An online QSBR thread keeps borrowed policies across its own sets: a set is no quiescent state. */
+Test(snapshot, qsbr_online_set_keeps_borrowed, .timeout = 30)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
+	struct ps_policy *a = ps_test_bind(6), *b = ps_test_bind(7);
+	const struct ps_policy *p;
+	int i;
+
+	cr_assert_eq(ps_store_set(s, 0, 10, a), 0);
+	cr_assert_eq(ps_qsbr_thread_online(), 0);
+	p = ps_store_lookup_borrow(s, 5);
+	cr_assert_eq(p, a);
+	ps_policy_put(a);
+	/* Enough sets to fill retire batches: none may be freed while we are online. */
+	cr_assert_eq(ps_store_set(s, 0, 10, NULL), 0);
+	for (i = 0; i < 3000; i++)
+		cr_assert_eq(ps_store_set(s, 20 + i % 50, 21 + i % 50, i % 3 ? NULL : b), 0);
+	cr_assert(ps_qsbr_thread_is_online(), "a set took the thread offline");
+	cr_assert_eq(ps_policy_first_node(p), 6);
+	cr_assert_eq(ps_policy_refcount(p), 1, "the retired range still holds the policy");
+	ps_qsbr_quiescent();
+	ps_qsbr_thread_offline();
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	ps_store_destroy(s);
+	cr_assert_eq(ps_policy_refcount(b), 1);
+	ps_policy_put(b);
+}
