@@ -819,6 +819,79 @@ static void summary(void)
 }
 
 /*
+ * Issue 10, RCU stores whose writers never wait.  A run with
+ * --write-interval 0 measures the flat-out writer beside 1 rank (sets/s
+ * against seqlock's in the same run); a run with a paced writer (the
+ * default, 1 kHz) measures what the readers and the writer get: the share
+ * of the requested sets achieved, the longest set, the readers'
+ * efficiency.  Bytes per range come from lookup-cost at the largest N.
+ */
+static void issue10_header(bool *header)
+{
+	if (!*header)
+		printf("\ntargets (issue 10, RCU writers that never wait), ratios from this run:\n");
+	*header = true;
+}
+
+static void summary_rcu_writers(void)
+{
+	static const char *const rv[] = {"rcu", "rcu-qsbr"};
+	uint64_t nmax = 0;
+	char what[96];
+	size_t i;
+	int v;
+	bool header = false;
+
+	for (v = 0; v < 2; v++) {
+		const struct stress_point *r1 = stress_find("shared-text", rv[v], 1, 0);
+		const struct stress_point *s1 = stress_find("shared-text", "seqlock", 1, 0);
+		const struct stress_point *r2 = stress_find("shared-text", rv[v], 2, 0);
+		char noref[32];
+
+		if (stress_opts.write_interval_ns == 0 && r1 && s1 && stress_opts.writers == 1) {
+			issue10_header(&header);
+			snprintf(what, sizeof(what), "flat-out writer beside 1 rank: %s / seqlock sets/s",
+					rv[v]);
+			target(what, r1->writer_ops_per_sec / s1->writer_ops_per_sec, ">=", 0.5,
+					"%.3f");
+		}
+		if (stress_opts.write_interval_ns == 0 || !r2)
+			continue;
+		issue10_header(&header);
+		snprintf(what, sizeof(what), "shared-text %s sets achieved / requested, 2 ranks",
+				rv[v]);
+		target(what,
+				r2->writer_ops_per_sec /
+						(1e9 / (double)stress_opts.write_interval_ns * stress_opts.writers),
+				">=", 0.95, "%.3f");
+		snprintf(what, sizeof(what), "shared-text %s longest writer wait (ms), 2 ranks", rv[v]);
+		target(what, r2->writer_max_wait_ns / 1e6, "<=", 1.0, "%.3f");
+		snprintf(noref, sizeof(noref), "%s:noref", rv[v]);
+		snprintf(what, sizeof(what), "shared-text %s cpu efficiency, 2 ranks", noref);
+		target(what, F(stress_find("shared-text", noref, 2, 0), cpu_efficiency), ">=", 0.85,
+				"%.3f");
+		snprintf(what, sizeof(what), "shared-text %s / rwlock efficiency (counted), 2 ranks",
+				rv[v]);
+		target(what, r2->efficiency / F(stress_find("shared-text", "rwlock", 2, 0), efficiency),
+				">=", 1.0, "%.3f");
+	}
+	for (i = 0; i < npoints; i++)
+		if (!strcmp(points[i].scenario, "lookup-cost") && points[i].ranges > nmax)
+			nmax = points[i].ranges;
+	for (v = 0; v < 2 && nmax >= 1000000; v++) {
+		const struct stress_point *r = stress_find("lookup-cost", rv[v], 1, nmax);
+		const struct stress_point *sp = stress_find("lookup-cost", "spin", 1, nmax);
+
+		if (!r || !sp)
+			continue;
+		issue10_header(&header);
+		snprintf(what, sizeof(what), "bytes per range %s / spin, N=%llu", rv[v],
+				(unsigned long long)nmax);
+		target(what, r->bytes_per_range / sp->bytes_per_range, "<=", 1.15, "%.3f");
+	}
+}
+
+/*
  * write-cost: an RCU store's set costs at most 3x the unsync in-place set,
  * at every N, for every kind of set timed (a kind's own sets and the sets
  * that restore it); the worst kind is named.
@@ -1427,6 +1500,7 @@ int main(int argc, char **argv)
 		table_lockstat();
 		summary();
 		summary_write_cost();
+		summary_rcu_writers();
 		fflush(stdout);
 	}
 	if (stress_opts.plot)
