@@ -4,21 +4,31 @@
  *
  * Why an item is released only after every reader that could see what it
  * frees has left: the writer unpublished that memory before it queued the
- * item (the caller's contract); the thread takes items from the queue and
+ * item (the caller's contract); the thread takes items off the stack and
  * only then starts a grace period, which waits for every read-side section
  * begun before it, hence for every reader that loaded a pointer to the
  * memory before it was unpublished.
  *
+ * Waking the thread without a lock on the writer's side: the thread sets
+ * @idle and then looks at the stack once more before it sleeps; a writer
+ * pushes and then looks at @idle.  Both are sequentially consistent, so at
+ * least one of them sees the other's store: either the thread finds the
+ * item, or the writer sees @idle and signals under @lock, which the thread
+ * holds from setting @idle until pthread_cond_wait() releases it, so the
+ * signal cannot fall between the two.
+ *
  * Fork: the prepare handler takes every reclaimer's gp_lock (so its thread
  * is not inside a grace period, where it would hold liburcu's internal
- * lock) and then its queue lock; the child finds no thread, keeps the
- * queue, and starts a thread on its next defer or barrier.
+ * lock, nor between taking a stack and releasing it) and then its @lock;
+ * the child finds no thread, keeps the stack, and starts a thread on its
+ * next defer or barrier.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
 
+#include "compiler.h"
 #include "rcu_reclaim.h"
 
 /* Least time between two grace periods of one reclaim thread (none while a barrier waits). */
@@ -35,69 +45,128 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Take the whole stack, oldest first. */
+static struct ps_reclaim_item *take_all(struct ps_reclaimer *rc)
+{
+	struct ps_reclaim_item *it = __atomic_exchange_n(&rc->head, NULL, __ATOMIC_ACQUIRE);
+	struct ps_reclaim_item *fifo = NULL, *next;
+
+	for (; it; it = next) {
+		next = it->next;
+		it->next = fifo;
+		fifo = it;
+	}
+	return fifo;
+}
+
+static void release_all(struct ps_reclaim_item *batch)
+{
+	struct ps_reclaim_item *next;
+
+	for (; batch; batch = next) {
+		next = batch->next;
+		batch->release(batch);
+	}
+}
+
+/* Under @lock: wait until there is work (true) or the thread must stop (false). */
+static bool wait_for_work(struct ps_reclaimer *rc)
+{
+	for (;;) {
+		if (__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST))
+			return true;
+		if (rc->stop)
+			return false;
+		__atomic_store_n(&rc->idle, 1, __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST))
+			pthread_cond_wait(&rc->work, &rc->lock);
+		__atomic_store_n(&rc->idle, 0, __ATOMIC_RELAXED);
+	}
+}
+
 static void *reclaim_thread(void *arg)
 {
 	struct ps_reclaimer *rc = arg;
 	uint64_t last_gp = 0;
 
-	pthread_mutex_lock(&rc->gp_lock);
-	pthread_mutex_lock(&rc->lock);
 	for (;;) {
-		struct ps_reclaim_item *batch, *next;
 		uint64_t now;
+		bool hurry;
 
-		while (!rc->head) {
-			if (rc->stop) {
-				pthread_mutex_unlock(&rc->lock);
-				pthread_mutex_unlock(&rc->gp_lock);
-				return NULL;
-			}
-			pthread_mutex_unlock(&rc->gp_lock); /* between grace periods: fork may go */
-			pthread_cond_wait(&rc->work, &rc->lock);
+		pthread_mutex_lock(&rc->lock);
+		if (!wait_for_work(rc)) {
 			pthread_mutex_unlock(&rc->lock);
-			pthread_mutex_lock(&rc->gp_lock);
-			pthread_mutex_lock(&rc->lock);
+			return NULL;
 		}
+		hurry = rc->barriers > 0;
+		pthread_mutex_unlock(&rc->lock);
 		now = now_ns();
-		if (!rc->barriers && now - last_gp < PS_RECLAIM_PERIOD_NS) {
+		if (!hurry && now - last_gp < PS_RECLAIM_PERIOD_NS) {
 			/* Let more work gather: fewer grace periods, fewer interrupts. */
 			struct timespec ts = { 0, (long)(PS_RECLAIM_PERIOD_NS - (now - last_gp)) };
 
-			pthread_mutex_unlock(&rc->lock);
 			nanosleep(&ts, NULL);
-			pthread_mutex_lock(&rc->lock);
 		}
-		batch = rc->head;
-		rc->head = rc->tail = NULL;
-		pthread_mutex_unlock(&rc->lock);
+		pthread_mutex_lock(&rc->gp_lock);
 		last_gp = now_ns();
-		rc->synchronize();
-		for (; batch; batch = next) {
-			next = batch->next;
-			batch->release(batch);
+		{
+			struct ps_reclaim_item *batch = take_all(rc);
+
+			rc->synchronize();
+			release_all(batch);
 		}
-		pthread_mutex_lock(&rc->lock);
+		pthread_mutex_unlock(&rc->gp_lock);
 	}
-	return NULL;
 }
 
-/* Under rc->lock: start the thread if none runs; false if it cannot be started. */
+/* Start the thread if none runs; false if it cannot be started. */
 static bool reclaim_start(struct ps_reclaimer *rc)
 {
 	sigset_t all, old;
 	int ret;
 
-	if (rc->started)
+	if (__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))
 		return true;
-	if (rc->stop)
-		return false;
-	/* The application's signals are not ours to take. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	ret = pthread_create(&rc->thread, NULL, reclaim_thread, rc);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	rc->started = !ret;
-	return rc->started;
+	pthread_mutex_lock(&rc->lock);
+	if (!rc->started && !rc->stop) {
+		/* The application's signals are not ours to take. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		ret = pthread_create(&rc->thread, NULL, reclaim_thread, rc);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		__atomic_store_n(&rc->started, !ret, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&rc->lock);
+	return __atomic_load_n(&rc->started, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Library unload or process exit: stop the threads, which exit once their
+ * stack is empty, and join them, so that none runs this library's code
+ * after dlclose().  A thread still inside a grace period that does not end
+ * (a reader stuck in a section at exit) is given up on after a second.
+ */
+__attribute__((destructor)) static void reclaim_unload(void)
+{
+	size_t i;
+
+	for (i = 0; i < NRECLAIMERS; i++) {
+		struct ps_reclaimer *rc = reclaimers[i];
+		struct timespec ts;
+		bool started;
+
+		pthread_mutex_lock(&rc->lock);
+		rc->stop = true;
+		started = rc->started;
+		pthread_cond_signal(&rc->work);
+		pthread_mutex_unlock(&rc->lock);
+		if (!started)
+			continue;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (!pthread_timedjoin_np(rc->thread, NULL, &ts))
+			__atomic_store_n(&rc->started, false, __ATOMIC_RELEASE);
+	}
 }
 
 static void reclaim_atfork_prepare(void)
@@ -129,40 +198,12 @@ static void reclaim_atfork_child(void)
 
 		/* No thread survives fork(); no waiter exists in the child. */
 		rc->started = false;
+		rc->idle = 0;
 		rc->barriers = 0;
 		pthread_cond_init(&rc->work, NULL);
 		pthread_cond_init(&rc->done, NULL);
 		pthread_mutex_unlock(&rc->lock);
 		pthread_mutex_unlock(&rc->gp_lock);
-	}
-}
-
-/*
- * Library unload or process exit: stop the threads, which exit once their
- * queue is empty, and join them, so that none runs this library's code
- * after dlclose().  A thread still inside a grace period that does not end
- * (a reader stuck in a section at exit) is given up on after a second.
- */
-__attribute__((destructor)) static void reclaim_unload(void)
-{
-	size_t i;
-
-	for (i = 0; i < NRECLAIMERS; i++) {
-		struct ps_reclaimer *rc = reclaimers[i];
-		struct timespec ts;
-		bool started;
-
-		pthread_mutex_lock(&rc->lock);
-		rc->stop = true;
-		started = rc->started;
-		pthread_cond_signal(&rc->work);
-		pthread_mutex_unlock(&rc->lock);
-		if (!started)
-			continue;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		if (!pthread_timedjoin_np(rc->thread, NULL, &ts))
-			rc->started = false;
 	}
 }
 
@@ -173,29 +214,30 @@ static void reclaim_register_atfork(void)
 	(void)pthread_atfork(reclaim_atfork_prepare, reclaim_atfork_parent, reclaim_atfork_child);
 }
 
-/* Under rc->lock. */
-static void reclaim_enqueue(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+static void push(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
-	item->next = NULL;
-	if (rc->tail)
-		rc->tail->next = item;
-	else
-		rc->head = item;
-	rc->tail = item;
+	struct ps_reclaim_item *old = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
+
+	/* Release: the item's contents (and what it frees) before the thread takes it. */
+	do
+		item->next = old;
+	while (!__atomic_compare_exchange_n(&rc->head, &old, item, true, __ATOMIC_SEQ_CST,
+			__ATOMIC_RELAXED));
 }
 
 int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
-	pthread_once(&reclaim_atfork_once, reclaim_register_atfork);
-	pthread_mutex_lock(&rc->lock);
-	if (!reclaim_start(rc)) {
-		pthread_mutex_unlock(&rc->lock);
-		return -EAGAIN;
+	if (ps_unlikely(!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))) {
+		pthread_once(&reclaim_atfork_once, reclaim_register_atfork);
+		if (!reclaim_start(rc))
+			return -EAGAIN;
 	}
-	reclaim_enqueue(rc, item);
-	if (rc->head == item)
+	push(rc, item);
+	if (__atomic_load_n(&rc->idle, __ATOMIC_SEQ_CST)) {
+		pthread_mutex_lock(&rc->lock);
 		pthread_cond_signal(&rc->work);
-	pthread_mutex_unlock(&rc->lock);
+		pthread_mutex_unlock(&rc->lock);
+	}
 	return 0;
 }
 
@@ -219,31 +261,28 @@ static void reclaim_barrier_release(struct ps_reclaim_item *item)
 void _ps_reclaim_barrier(struct ps_reclaimer *rc)
 {
 	struct reclaim_barrier b = { .item.release = reclaim_barrier_release, .rc = rc };
-	struct ps_reclaim_item *batch, *next;
 
+	if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE) &&
+			!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))
+		return; /* nothing was ever queued here (in this process) */
 	pthread_once(&reclaim_atfork_once, reclaim_register_atfork);
+	if (!reclaim_start(rc)) {
+		/* No thread (a forked child that cannot start one): do its work here. */
+		struct ps_reclaim_item *batch;
+
+		pthread_mutex_lock(&rc->gp_lock);
+		batch = take_all(rc);
+		rc->synchronize();
+		release_all(batch);
+		pthread_mutex_unlock(&rc->gp_lock);
+		return;
+	}
 	pthread_mutex_lock(&rc->lock);
-	if (!rc->head && !rc->started) {
-		pthread_mutex_unlock(&rc->lock); /* nothing was ever queued here */
-		return;
-	}
-	if (reclaim_start(rc)) {
-		reclaim_enqueue(rc, &b.item);
-		rc->barriers++;
-		pthread_cond_signal(&rc->work);
-		while (!b.done)
-			pthread_cond_wait(&rc->done, &rc->lock);
-		rc->barriers--;
-		pthread_mutex_unlock(&rc->lock);
-		return;
-	}
-	/* No thread (a forked child that cannot start one): do its work here. */
-	batch = rc->head;
-	rc->head = rc->tail = NULL;
+	rc->barriers++;
+	push(rc, &b.item);
+	pthread_cond_signal(&rc->work);
+	while (!b.done)
+		pthread_cond_wait(&rc->done, &rc->lock);
+	rc->barriers--;
 	pthread_mutex_unlock(&rc->lock);
-	rc->synchronize();
-	for (; batch; batch = next) {
-		next = batch->next;
-		batch->release(batch);
-	}
 }

@@ -35,16 +35,23 @@ struct ps_reclaim_item {
 	void (*release)(struct ps_reclaim_item *item);
 };
 
-/* One per liburcu flavour: statically initialised with PS_RECLAIMER_INIT(). */
+/*
+ * One per liburcu flavour: statically initialised with PS_RECLAIMER_INIT().
+ * Queueing is lock-free (a writer never waits for the reclaim thread, which
+ * may be preempted): items are pushed on a stack with one compare-and-swap,
+ * the thread takes the whole stack with one exchange and releases it in
+ * the order it was pushed.
+ */
 struct ps_reclaimer {
 	void (*synchronize)(void);     /* the flavour's synchronize_rcu() */
-	pthread_mutex_t lock;          /* the fields below */
+	struct ps_reclaim_item *head;  /* atomic: pushed items, newest first */
+	int idle;                      /* atomic: the thread waits on @work (set under @lock) */
+	pthread_mutex_t lock;          /* @work, @done, and the fields below */
 	pthread_mutex_t gp_lock;       /* held by the thread across a grace period and its releases */
 	pthread_cond_t work;           /* the thread waits here for items */
 	pthread_cond_t done;           /* barrier callers wait here */
-	struct ps_reclaim_item *head, *tail; /* queued, FIFO */
 	int barriers;                  /* callers waiting in _ps_reclaim_barrier() */
-	bool started;                  /* a thread runs (in this process) */
+	bool started;                  /* a thread runs (in this process); atomic reads */
 	bool stop;                     /* the library is being unloaded: the thread exits */
 	pthread_t thread;
 };
@@ -60,8 +67,8 @@ struct ps_reclaimer {
  * _ps_reclaim_defer() - run @item->release after a grace period of @rc's flavour
  *
  * Context: any thread, registered or not, inside a read-side section too:
- * never waits for a grace period (takes a mutex no holder keeps across
- * one).
+ * never waits for a grace period nor for the reclaim thread (lock-free,
+ * but for the first call, which starts the thread).
  * Return: 0, or -EAGAIN when no reclaim thread could be started: nothing
  * was queued, and the caller must wait for a grace period itself (or keep
  * the item for later).

@@ -205,10 +205,15 @@ static void cow_recycle(struct ps_store_cow *cs, struct cow_batch *b)
 	pthread_mutex_unlock(&cs->rlock);
 }
 
-/* Under @wlock: move what the worker recycled into the pool (if the pool can grow). */
+/*
+ * Under @wlock: move what the reclaim thread recycled into the pool (if the
+ * pool can grow).  A writer never waits for the reclaim thread, which may be
+ * preempted holding @rlock: if it is busy, the next set takes them.
+ */
 static void cow_take_recycled(struct ps_store_cow *cs)
 {
-	pthread_mutex_lock(&cs->rlock);
+	if (pthread_mutex_trylock(&cs->rlock))
+		return;
 	if (!cs->pool.n && cs->pool.cap <= cs->recycle.cap) {
 		/* Swap the arrays: nothing to copy. */
 		struct ps_range_vec t = cs->pool;
