@@ -9,10 +9,12 @@
  * begun before it, hence for every reader that loaded a pointer to the
  * memory before it was unpublished.
  *
- * Fork: the prepare handler takes every reclaimer's gp_lock (so its thread
- * is not inside a grace period, where it would hold liburcu's internal
- * lock) and then its queue lock; the child finds no thread, keeps the
- * queue, and starts a thread on its next defer or barrier.
+ * Fork (the handlers are rcu_thread.c's, which call these): the prepare
+ * handler takes every reclaimer's gp_lock (so its thread is not inside a
+ * grace period, where it would hold liburcu's internal locks and keep the
+ * registry's entries on lists of its own) and then its queue lock; the
+ * child finds no thread, keeps the queue, and starts a thread on its next
+ * defer or barrier.
  */
 #include <errno.h>
 #include <signal.h>
@@ -98,7 +100,7 @@ static bool reclaim_start(struct ps_reclaimer *rc)
 	return rc->started;
 }
 
-static void reclaim_atfork_prepare(void)
+void _ps_reclaim_atfork_prepare(void)
 {
 	size_t i;
 
@@ -108,7 +110,7 @@ static void reclaim_atfork_prepare(void)
 	}
 }
 
-static void reclaim_atfork_parent(void)
+void _ps_reclaim_atfork_parent(void)
 {
 	size_t i;
 
@@ -118,7 +120,7 @@ static void reclaim_atfork_parent(void)
 	}
 }
 
-static void reclaim_atfork_child(void)
+void _ps_reclaim_atfork_child(void)
 {
 	size_t i;
 
@@ -135,13 +137,6 @@ static void reclaim_atfork_child(void)
 	}
 }
 
-static pthread_once_t reclaim_atfork_once = PTHREAD_ONCE_INIT;
-
-static void reclaim_register_atfork(void)
-{
-	(void)pthread_atfork(reclaim_atfork_prepare, reclaim_atfork_parent, reclaim_atfork_child);
-}
-
 /* Under rc->lock. */
 static void reclaim_enqueue(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
@@ -155,7 +150,6 @@ static void reclaim_enqueue(struct ps_reclaimer *rc, struct ps_reclaim_item *ite
 
 int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
-	pthread_once(&reclaim_atfork_once, reclaim_register_atfork);
 	pthread_mutex_lock(&rc->lock);
 	if (!reclaim_start(rc)) {
 		pthread_mutex_unlock(&rc->lock);
@@ -190,7 +184,6 @@ void _ps_reclaim_barrier(struct ps_reclaimer *rc)
 	struct reclaim_barrier b = { .item.release = reclaim_barrier_release, .rc = rc };
 	struct ps_reclaim_item *batch, *next;
 
-	pthread_once(&reclaim_atfork_once, reclaim_register_atfork);
 	pthread_mutex_lock(&rc->lock);
 	if (!rc->head && !rc->started) {
 		pthread_mutex_unlock(&rc->lock); /* nothing was ever queued here */
