@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <urcu/urcu-memb.h>
@@ -515,4 +516,59 @@ Test(fork, app_call_rcu_fork_hooks, .timeout = 60)
 	ps_store_destroy(seq);
 	urcu_memb_unregister_thread();
 	ps_policy_put(a);
+}
+
+/*
+ * What docs/fork.md forbids because it deadlocks: fork() from inside a
+ * read-side section while a reclaim thread waits for a grace period.  The
+ * prepare handler waits for that grace period to end (so that the child
+ * does not inherit liburcu's grace-period lock held), and the grace period
+ * waits for the forking thread's section.  Run in a process of its own,
+ * which must still be stuck in fork() when its alarm fires.
+ */
+static void *retire_a_batch(void *arg)
+{
+	struct ps_store *s = arg;
+	struct ps_policy *b = ps_test_bind(2);
+	int i;
+
+	/* SEQLOCK sets never wait: full batches go to the reclaim thread. */
+	for (i = 0; i < 1000; i++)
+		TCHECK(!ps_store_set(s, 5000 + (uint64_t)i, 5001 + (uint64_t)i, b) &&
+				!ps_store_set(s, 5000 + (uint64_t)i, 5001 + (uint64_t)i, NULL),
+				"set");
+	ps_policy_put(b);
+	return NULL;
+}
+
+static int fork_in_section(void)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_SEQLOCK);
+	struct timespec settle = { 0, 100 * 1000 * 1000 };
+	pthread_t t;
+	pid_t pid;
+
+	ps_store_read_lock(s);
+	if (pthread_create(&t, NULL, retire_a_batch, s) || pthread_join(t, NULL))
+		return 1;
+	nanosleep(&settle, NULL); /* the reclaim thread is in its grace period by now */
+	pid = fork();
+	if (pid == 0)
+		_exit(0);
+	return 2; /* fork() returned: no deadlock */
+}
+
+Test(fork, fork_in_section_deadlocks, .timeout = 60)
+{
+	pid_t pid = fork();
+	int status;
+
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		alarm(2);
+		_exit(fork_in_section());
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM,
+			"expected fork() to hang (status %#x)", status);
 }
