@@ -17,11 +17,12 @@
  * holds from setting @idle until pthread_cond_wait() releases it, so the
  * signal cannot fall between the two.
  *
- * Fork: the prepare handler takes every reclaimer's gp_lock (so its thread
- * is not inside a grace period, where it would hold liburcu's internal
- * lock, nor between taking a stack and releasing it) and then its @lock;
- * the child finds no thread, keeps the stack, and starts a thread on its
- * next defer or barrier.
+ * Fork (the handlers are rcu_thread.c's, which call these): the prepare
+ * handler takes every reclaimer's gp_lock (so its thread is not inside a
+ * grace period, where it would hold liburcu's internal locks and keep the
+ * registry's entries on lists of its own, nor between taking a stack and
+ * releasing it) and then its @lock; the child finds no thread, keeps the
+ * stack, and starts a thread on its next defer or barrier.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -169,7 +170,7 @@ __attribute__((destructor)) static void reclaim_unload(void)
 	}
 }
 
-static void reclaim_atfork_prepare(void)
+void _ps_reclaim_atfork_prepare(void)
 {
 	size_t i;
 
@@ -179,7 +180,7 @@ static void reclaim_atfork_prepare(void)
 	}
 }
 
-static void reclaim_atfork_parent(void)
+void _ps_reclaim_atfork_parent(void)
 {
 	size_t i;
 
@@ -189,7 +190,7 @@ static void reclaim_atfork_parent(void)
 	}
 }
 
-static void reclaim_atfork_child(void)
+void _ps_reclaim_atfork_child(void)
 {
 	size_t i;
 
@@ -207,13 +208,6 @@ static void reclaim_atfork_child(void)
 	}
 }
 
-static pthread_once_t reclaim_atfork_once = PTHREAD_ONCE_INIT;
-
-static void reclaim_register_atfork(void)
-{
-	(void)pthread_atfork(reclaim_atfork_prepare, reclaim_atfork_parent, reclaim_atfork_child);
-}
-
 static void push(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
 	struct ps_reclaim_item *old = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
@@ -228,7 +222,6 @@ static void push(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
 	if (ps_unlikely(!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))) {
-		pthread_once(&reclaim_atfork_once, reclaim_register_atfork);
 		if (!reclaim_start(rc))
 			return -EAGAIN;
 	}
@@ -265,7 +258,6 @@ void _ps_reclaim_barrier(struct ps_reclaimer *rc)
 	if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE) &&
 			!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))
 		return; /* nothing was ever queued here (in this process) */
-	pthread_once(&reclaim_atfork_once, reclaim_register_atfork);
 	if (!reclaim_start(rc)) {
 		/* No thread (a forked child that cannot start one): do its work here. */
 		struct ps_reclaim_item *batch;

@@ -84,6 +84,17 @@ int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
  */
 void _ps_reclaim_barrier(struct ps_reclaimer *rc);
 
+/*
+ * fork() handlers, called by rcu_thread.c's (which orders them with its
+ * own): prepare waits until every reclaim thread is between grace periods
+ * and holds it there; the child starts none, and the next defer or barrier
+ * starts one.  Context: the forking thread, outside every read-side
+ * section (QSBR: offline): prepare may wait for a grace period to end.
+ */
+void _ps_reclaim_atfork_prepare(void);
+void _ps_reclaim_atfork_parent(void);
+void _ps_reclaim_atfork_child(void);
+
 extern struct ps_reclaimer _ps_reclaim_memb;
 extern struct ps_reclaimer _ps_reclaim_qsbr;
 

@@ -1,25 +1,43 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unregistering threads from liburcu when they exit. */
+/*
+ * The threads polstore registers with liburcu: unregistered when they exit,
+ * and taken out of liburcu's registries in a forked child, where they no
+ * longer exist.
+ */
 #ifndef POLSTORE_SRC_RCU_THREAD_H
 #define POLSTORE_SRC_RCU_THREAD_H
+
+#include <urcu/list.h>
 
 enum ps_flavor { PS_FLAVOR_MEMB, PS_FLAVOR_QSBR };
 
 /*
- * Create the thread-exit keys if they do not exist yet.  Every entry point
- * that can lead a thread to register with liburcu calls it first (creating
- * an RCU, RCU_QSBR or SEQLOCK store or an RCU id map, going online), so no
- * thread is ever registered without a way to leave at exit.  Retried on
- * the next call after a failure.  Context: any thread.
- * Return: 0, or -EAGAIN / -ENOMEM as pthread_key_create() failed.
+ * Create the thread-exit keys (and install the fork handlers) if that is not
+ * done yet.  Every entry point that can lead a thread to register with
+ * liburcu calls it first (creating an RCU, RCU_QSBR or SEQLOCK store or an
+ * RCU id map, going online), so no thread is ever registered without a way
+ * to leave at exit, nor without being taken out of the registry in a forked
+ * child.  Retried on the next call after a failure.  Context: any thread.
+ * Return: 0, or -EAGAIN / -ENOMEM as pthread_key_create() or
+ * pthread_atfork() failed.
  */
 int _ps_rcu_thread_init(void);
 
-/* Arrange for the calling thread to leave @flavor when it exits. */
-void _ps_rcu_thread_registered(enum ps_flavor flavor);
+/*
+ * Register the calling thread with @flavor (@urcu_register, the flavour's
+ * rcu_register_thread()), record @urcu_node, its entry in the flavour's
+ * registry (&URCU_TLS(reader).node), for the fork handler, and arrange for
+ * it to leave when it exits.  Excludes fork(): a child never sees a
+ * registration half done.  Context: a thread not registered with @flavor.
+ */
+void _ps_rcu_register(enum ps_flavor flavor, void (*urcu_register)(void),
+		struct cds_list_head *urcu_node);
 
-/* Forget the calling thread's exit hooks: it left liburcu already. */
-void _ps_rcu_thread_unregistered(enum ps_flavor flavor);
+/*
+ * Unregister the calling thread, which _ps_rcu_register() registered, from
+ * @flavor (@urcu_unregister), forget it, and cancel its exit hook.
+ */
+void _ps_rcu_unregister(enum ps_flavor flavor, void (*urcu_unregister)(void));
 
 /*
  * The calling thread exits, perhaps from inside read-side sections

@@ -47,9 +47,10 @@ static __thread unsigned ps_qsbr_auto_depth __attribute__((tls_model("initial-ex
 static void ps_qsbr_go_online(void)
 {
 	if (!URCU_TLS(urcu_qsbr_reader).registered) {
-		urcu_qsbr_register_thread(); /* registers online */
+		/* Registers online. */
+		_ps_rcu_register(PS_FLAVOR_QSBR, urcu_qsbr_register_thread,
+				&URCU_TLS(urcu_qsbr_reader).node);
 		ps_qsbr_ours = true;
-		_ps_rcu_thread_registered(PS_FLAVOR_QSBR);
 	} else {
 		urcu_qsbr_thread_online();
 	}
@@ -92,10 +93,9 @@ void _ps_qsbr_thread_exit(void)
 {
 	if (ps_qsbr_ours) {
 		/* Unregistering an online thread takes it offline first. */
-		urcu_qsbr_unregister_thread();
+		_ps_rcu_unregister(PS_FLAVOR_QSBR, urcu_qsbr_unregister_thread);
 		ps_qsbr_ours = false;
 		ps_qsbr_auto_depth = 0;
-		_ps_rcu_thread_unregistered(PS_FLAVOR_QSBR);
 	}
 }
 

@@ -17,9 +17,9 @@ static __thread bool ps_memb_ours __attribute__((tls_model("initial-exec")));
 
 void _ps_memb_register(void)
 {
-	urcu_memb_register_thread();
+	_ps_rcu_register(PS_FLAVOR_MEMB, urcu_memb_register_thread,
+			&URCU_TLS(urcu_memb_reader).node);
 	ps_memb_ours = true;
-	_ps_rcu_thread_registered(PS_FLAVOR_MEMB);
 }
 
 struct ps_reclaimer _ps_reclaim_memb = PS_RECLAIMER_INIT(urcu_memb_synchronize_rcu);
@@ -27,9 +27,8 @@ struct ps_reclaimer _ps_reclaim_memb = PS_RECLAIMER_INIT(urcu_memb_synchronize_r
 void _ps_memb_thread_exit(void)
 {
 	if (ps_memb_ours) {
-		urcu_memb_unregister_thread();
+		_ps_rcu_unregister(PS_FLAVOR_MEMB, urcu_memb_unregister_thread);
 		ps_memb_ours = false;
-		_ps_rcu_thread_unregistered(PS_FLAVOR_MEMB);
 	}
 }
 

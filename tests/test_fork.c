@@ -1,15 +1,21 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * What a child may do with a store after fork(): exactly the promises of
- * docs/fork.md, for every variant.  A child that hangs is killed by
- * alarm() and counts as a failure.
+ * docs/fork.md, for every variant, with and without threads of its own
+ * beside the parent's registered readers, and beside an application that
+ * uses liburcu's call_rcu (and its fork hooks) itself.  A child that
+ * hangs is killed by alarm() and counts as a failure; a fork() that hangs
+ * in the parent is caught by Criterion's .timeout.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <urcu/urcu-memb.h>
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -52,6 +58,9 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 		return 4;
 	if (ps_store_check(s, NULL))
 		return 5;
+	/* Wait for a grace period (RCU variants): the removed range's reference is dropped. */
+	if (ps_store_synchronize(s) || ps_policy_refcount(a) != 1)
+		return 6;
 	ps_store_destroy(s);
 	ps_policy_put(b);
 	ps_policy_put(a);
@@ -174,23 +183,24 @@ VARIANT_TEST(fork, idle_registered_threads_child_reads_and_writes)
 }
 
 /*
- * Promise 3: RCU_QSBR with another thread online at fork time: the child
- * may read (lookups never wait for a grace period) but must not write, as
- * the copy of that thread in the registry never reports a quiescent state.
+ * RCU_QSBR with another thread online at fork time: in the child that
+ * thread no longer exists, and polstore took it out of liburcu's registry,
+ * so the child's grace periods do not wait for it (before, they waited
+ * forever and the child could only read).
  */
-Test(fork, qsbr_online_thread_child_reads)
+Test(fork, qsbr_online_thread_child_reads_and_writes, .timeout = 60)
 {
 	struct ps_policy *a = ps_test_bind(1);
 	struct idle id = { .s = ps_store_create(PS_SYNC_RCU_QSBR), .qsbr_online = true };
 
 	cr_assert_eq(ps_store_set(id.s, 10, 20, a), 0);
-	expect_child(fork_beside_idle_reader(&id, a, false));
+	expect_child(fork_beside_idle_reader(&id, a, true));
 	expect_parent_unchanged(id.s, a);
 	ps_store_destroy(id.s);
 	ps_policy_put(a);
 }
 
-/* Removed ranges through call_rcu (SEQLOCK batches) in the parent and in the child. */
+/* Removed ranges through the reclaim threads in the parent and in the child. */
 static int churn(struct ps_store *s, struct ps_policy *a, int n)
 {
 	int i;
@@ -214,7 +224,7 @@ VARIANT_TEST(fork, deferred_frees_work_in_the_child)
 	cr_assert_neq(pid, -1);
 	if (pid == 0) {
 		alarm(20);
-		/* The child's call_rcu worker (restarted by the atfork hook) frees its batches. */
+		/* The child's reclaim thread (started on its first use there) frees its batches. */
 		if (churn(s, a, 300))
 			_exit(1);
 		if (ps_policy_refcount(a) != 1)
@@ -227,4 +237,338 @@ VARIANT_TEST(fork, deferred_frees_work_in_the_child)
 	cr_assert_eq(ps_policy_refcount(a), 1);
 	ps_store_destroy(s);
 	ps_policy_put(a);
+}
+
+/* ---- Threads in the child beside the parent's registered readers ---------------- */
+
+/*
+ * In the child only the forking thread survives, but the registry of
+ * every liburcu flavour still lists the parent's other registered
+ * threads, whose TLS (where their registry entry lives) glibc hands to the
+ * child's next new threads.  These tests start threads in the child, which
+ * read (and so register) and set, then wait for grace periods: before
+ * polstore pruned its registrations in the child, the child crashed in
+ * synchronize_rcu() or hung.
+ */
+#define PARENT_READERS 6
+#define CHILD_THREADS 4
+#define CHILD_SETS 200
+
+static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR, PS_SYNC_SEQLOCK };
+
+enum reader_state {
+	READERS_IDLE,       /* blocked outside every section (QSBR: offline) */
+	READERS_EXITED,     /* exited (and were joined) before the fork */
+	READERS_IN_SECTION, /* blocked inside ps_store_read_lock() (QSBR: online) */
+};
+
+struct readers {
+	struct ps_store *s;
+	enum ps_sync sync;
+	enum reader_state state;
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int ready;
+	bool release;
+	pthread_t t[PARENT_READERS];
+};
+
+static void *parent_reader(void *arg)
+{
+	struct readers *r = arg;
+	int i;
+
+	if (r->state == READERS_IN_SECTION && r->sync == PS_SYNC_RCU_QSBR)
+		TCHECK(ps_qsbr_thread_online() == 0, "online");
+	for (i = 0; i < 100; i++)
+		ps_policy_put(ps_store_lookup(r->s, (uint64_t)i % 32));
+	if (r->state == READERS_IN_SECTION) {
+		ps_store_read_lock(r->s);
+		TCHECK(ps_store_lookup_borrow(r->s, 15) != NULL, "the parent's range");
+	}
+	pthread_mutex_lock(&r->m);
+	r->ready++;
+	pthread_cond_broadcast(&r->cv);
+	while (r->state != READERS_EXITED && !r->release)
+		pthread_cond_wait(&r->cv, &r->m);
+	pthread_mutex_unlock(&r->m);
+	if (r->state == READERS_IN_SECTION) {
+		ps_store_read_unlock(r->s);
+		if (r->sync == PS_SYNC_RCU_QSBR)
+			ps_qsbr_thread_offline();
+	}
+	return NULL;
+}
+
+/* Start the readers; return once they are all in @r->state. */
+static void readers_start(struct readers *r)
+{
+	int i;
+
+	pthread_mutex_init(&r->m, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	for (i = 0; i < PARENT_READERS; i++)
+		cr_assert_eq(pthread_create(&r->t[i], NULL, parent_reader, r), 0);
+	pthread_mutex_lock(&r->m);
+	while (r->ready < PARENT_READERS)
+		pthread_cond_wait(&r->cv, &r->m);
+	pthread_mutex_unlock(&r->m);
+	if (r->state == READERS_EXITED)
+		for (i = 0; i < PARENT_READERS; i++)
+			cr_assert_eq(pthread_join(r->t[i], NULL), 0);
+}
+
+static void readers_stop(struct readers *r)
+{
+	int i;
+
+	if (r->state == READERS_EXITED)
+		return;
+	pthread_mutex_lock(&r->m);
+	r->release = true;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->m);
+	for (i = 0; i < PARENT_READERS; i++)
+		cr_assert_eq(pthread_join(r->t[i], NULL), 0);
+}
+
+struct child_thread {
+	struct ps_store *s;
+	struct ps_policy *a;
+	uint64_t base;
+	int err;
+};
+
+/* A thread of the child: registers by reading, sets and removes its own ranges. */
+static void *child_worker(void *arg)
+{
+	struct child_thread *c = arg;
+	int i;
+
+	for (i = 0; i < CHILD_SETS; i++) {
+		uint64_t lo = c->base + 2 * (uint64_t)i;
+		struct ps_policy *got;
+
+		if (ps_store_set(c->s, lo, lo + 1, c->a)) {
+			c->err = 10;
+			break;
+		}
+		got = ps_store_lookup(c->s, lo);
+		if (got != c->a) {
+			c->err = 11;
+			break;
+		}
+		ps_policy_put(got);
+		if (i % 2 && ps_store_set(c->s, lo, lo + 1, NULL)) {
+			c->err = 12;
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* The child: threads that read and set, grace periods, a check.  Exit status 0 = ok. */
+static int child_with_threads(struct ps_store *s, struct ps_policy *a)
+{
+	struct child_thread c[CHILD_THREADS];
+	pthread_t t[CHILD_THREADS];
+	long refs = ps_policy_refcount(a); /* ours, and one per range of @a in any store */
+	struct ps_policy *got;
+	int i;
+
+	alarm(20); /* a hang is a failure, not a stuck test */
+	for (i = 0; i < CHILD_THREADS; i++) {
+		c[i] = (struct child_thread){ .s = s, .a = a, .base = 10000 + 1000 * (uint64_t)i };
+		if (pthread_create(&t[i], NULL, child_worker, &c[i]))
+			return 1;
+	}
+	for (i = 0; i < CHILD_THREADS; i++) {
+		if (pthread_join(t[i], NULL))
+			return 2;
+		if (c[i].err)
+			return c[i].err;
+	}
+	if (ps_store_synchronize(s))
+		return 3;
+	got = ps_store_lookup(s, 15);
+	if (got != a)
+		return 4;
+	ps_policy_put(got);
+	if (ps_store_set(s, 10, 20, NULL) || ps_store_synchronize(s))
+		return 5;
+	if (ps_store_check(s, NULL))
+		return 6;
+	/* Every removed range dropped its reference: @s holds one per range left. */
+	if (ps_policy_refcount(a) != refs - 1 + (long)CHILD_THREADS * CHILD_SETS / 2)
+		return 7;
+	ps_store_destroy(s);
+	return ps_policy_refcount(a) == refs - 1 ? 0 : 8;
+}
+
+static void fork_child_with_threads(enum ps_sync sync, enum reader_state state)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct readers r = { .s = ps_store_create(sync), .sync = sync, .state = state };
+	pid_t pid;
+
+	cr_assert_not_null(r.s);
+	cr_assert_eq(ps_store_set(r.s, 10, 20, a), 0);
+	/* Removed ranges in flight (SEQLOCK and RCU batches), then none. */
+	cr_assert_eq(churn(r.s, a, 300), 0);
+	readers_start(&r);
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0)
+		_exit(child_with_threads(r.s, a));
+	readers_stop(&r);
+	expect_child(pid);
+	expect_parent_unchanged(r.s, a);
+	ps_store_destroy(r.s);
+	ps_policy_put(a);
+}
+
+/* docs/fork.md rule 2: the parent's registered readers idle at the fork. */
+PS_PARAM_TEST(enum ps_sync, sync, rcu_syncs, 3, fork, child_threads_beside_idle_readers,
+		.timeout = 60)
+{
+	fork_child_with_threads(*sync, READERS_IDLE);
+}
+
+/* Readers that registered and exited before the fork: their stacks are reused in the child. */
+PS_PARAM_TEST(enum ps_sync, sync, rcu_syncs, 3, fork, child_threads_after_readers_exited,
+		.timeout = 60)
+{
+	fork_child_with_threads(*sync, READERS_EXITED);
+}
+
+/*
+ * Readers frozen inside read-side sections (RCU_QSBR: online) at the fork:
+ * in the child they never run again, so its grace periods need not wait
+ * for them.
+ */
+PS_PARAM_TEST(enum ps_sync, sync, rcu_syncs, 3, fork, child_threads_beside_readers_in_sections,
+		.timeout = 60)
+{
+	fork_child_with_threads(*sync, READERS_IN_SECTION);
+}
+
+/*
+ * An application that uses liburcu itself: it registered the forking
+ * thread and calls call_rcu(), so it installs liburcu's call_rcu fork
+ * hooks, as liburcu requires.  polstore has fork handlers of its own (its
+ * reclaim threads, its registrations); together they must not deadlock
+ * fork(), and both call_rcu and the stores (with threads) must work in
+ * the child.
+ */
+static int app_callbacks;
+
+static void app_callback(struct rcu_head *head)
+{
+	(void)head;
+	__atomic_add_fetch(&app_callbacks, 1, __ATOMIC_RELAXED);
+}
+
+static int app_call_rcu_round(int expect)
+{
+	struct rcu_head head;
+
+	urcu_memb_call_rcu(&head, app_callback);
+	urcu_memb_barrier();
+	return __atomic_load_n(&app_callbacks, __ATOMIC_RELAXED) == expect ? 0 : 20;
+}
+
+Test(fork, app_call_rcu_fork_hooks, .timeout = 60)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct readers r = { .s = ps_store_create(PS_SYNC_RCU), .sync = PS_SYNC_RCU };
+	struct ps_store *seq = ps_store_create(PS_SYNC_SEQLOCK);
+	pid_t pid;
+
+	cr_assert_eq(pthread_atfork(urcu_memb_call_rcu_before_fork,
+			urcu_memb_call_rcu_after_fork_parent, urcu_memb_call_rcu_after_fork_child), 0);
+	urcu_memb_register_thread();
+	cr_assert_eq(app_call_rcu_round(1), 0);
+	cr_assert_eq(ps_store_set(r.s, 10, 20, a), 0);
+	cr_assert_eq(ps_store_set(seq, 10, 20, a), 0);
+	cr_assert_eq(churn(seq, a, 300), 0);
+	readers_start(&r);
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		int ret;
+
+		alarm(20);
+		ret = app_call_rcu_round(2);
+		if (!ret)
+			ret = child_with_threads(r.s, a);
+		if (!ret)
+			ret = child_with_threads(seq, a);
+		if (!ret)
+			ret = app_call_rcu_round(3);
+		urcu_memb_unregister_thread();
+		_exit(ret);
+	}
+	readers_stop(&r);
+	expect_child(pid);
+	cr_assert_eq(app_call_rcu_round(2), 0);
+	expect_parent_unchanged(r.s, a);
+	ps_store_destroy(r.s);
+	ps_store_destroy(seq);
+	urcu_memb_unregister_thread();
+	ps_policy_put(a);
+}
+
+/*
+ * What docs/fork.md forbids because it deadlocks: fork() from inside a
+ * read-side section while a reclaim thread waits for a grace period.  The
+ * prepare handler waits for that grace period to end (so that the child
+ * does not inherit liburcu's grace-period lock held), and the grace period
+ * waits for the forking thread's section.  Run in a process of its own,
+ * which must still be stuck in fork() when its alarm fires.
+ */
+static void *retire_a_batch(void *arg)
+{
+	struct ps_store *s = arg;
+	struct ps_policy *b = ps_test_bind(2);
+	int i;
+
+	/* SEQLOCK sets never wait: full batches go to the reclaim thread. */
+	for (i = 0; i < 1000; i++)
+		TCHECK(!ps_store_set(s, 5000 + (uint64_t)i, 5001 + (uint64_t)i, b) &&
+				!ps_store_set(s, 5000 + (uint64_t)i, 5001 + (uint64_t)i, NULL),
+				"set");
+	ps_policy_put(b);
+	return NULL;
+}
+
+static int fork_in_section(void)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_SEQLOCK);
+	struct timespec settle = { 0, 100 * 1000 * 1000 };
+	pthread_t t;
+	pid_t pid;
+
+	ps_store_read_lock(s);
+	if (pthread_create(&t, NULL, retire_a_batch, s) || pthread_join(t, NULL))
+		return 1;
+	nanosleep(&settle, NULL); /* the reclaim thread is in its grace period by now */
+	pid = fork();
+	if (pid == 0)
+		_exit(0);
+	return 2; /* fork() returned: no deadlock */
+}
+
+Test(fork, fork_in_section_deadlocks, .timeout = 60)
+{
+	pid_t pid = fork();
+	int status;
+
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		alarm(2);
+		_exit(fork_in_section());
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM,
+			"expected fork() to hang (status %#x)", status);
 }

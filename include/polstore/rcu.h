@@ -43,6 +43,16 @@
  * lock: a thread must not exit or be cancelled there (the lock would stay
  * held, as a mutex would).
  *
+ * fork(): in the child, polstore's fork handler takes every thread it
+ * registered, but the forking thread, out of liburcu's registries (those
+ * threads no longer exist there), so the child may start threads, read and
+ * wait for grace periods.  Do not call fork() inside a read-side section
+ * of an RCU or SEQLOCK store or RCU id map, nor while online (RCU_QSBR):
+ * fork() may wait for a grace period in progress, which would wait for
+ * the caller.  Threads the application registered with liburcu itself
+ * must unregister before fork(), as liburcu requires.  docs/fork.md has
+ * the rules.
+ *
  * Unloading the shared library (dlclose()): destroy every store and map
  * first, and have every thread that is still alive and read an RCU,
  * RCU_QSBR or SEQLOCK store or RCU map call ps_rcu_unregister_thread().
