@@ -36,8 +36,8 @@ struct ps_alloc_ops {
  * or make its @free able to free what the previous allocator returned (a
  * wrapper around malloc()/free() that only fails some calls, for example).
  *
- * Stores may hand removed ranges to liburcu's call_rcu worker thread (SEQLOCK
- * stores do), which frees them later through the hooks installed at that
+ * SEQLOCK, RCU and RCU_QSBR stores hand removed ranges to polstore's reclaim
+ * thread, which frees them later through the hooks installed at that
  * moment, without any polstore call in progress: call ps_store_synchronize()
  * on every store (or destroy it) first, so that nothing is left in flight.
  *

@@ -59,8 +59,10 @@
  * The library deletes its thread-exit keys when it is unloaded, so a
  * thread that exits afterwards calls nothing in it; a thread that was not
  * unregistered stays in liburcu's registry, which matters when liburcu
- * itself stays loaded (the program or another library uses it).  SEQLOCK
- * stores start liburcu's call_rcu worker thread, which is liburcu's.
+ * itself stays loaded (the program or another library uses it).  The
+ * reclaim threads polstore starts for SEQLOCK, RCU and RCU_QSBR stores are
+ * stopped and joined when the library is unloaded (they are idle once
+ * every store was destroyed).
  */
 #ifndef POLSTORE_RCU_H
 #define POLSTORE_RCU_H

@@ -88,8 +88,8 @@ PS_API struct ps_store *ps_store_create(enum ps_sync sync);
  * are put.
  *
  * Context: no other thread may use @store during or after the call; not
- * inside a read-side section nor a call_rcu callback (SEQLOCK waits for its
- * batches in flight).
+ * inside a read-side section of an RCU, RCU_QSBR or SEQLOCK store or RCU
+ * id map (those wait for their batches in flight).
  */
 PS_API void ps_store_destroy(struct ps_store *store);
 
