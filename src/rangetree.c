@@ -545,6 +545,22 @@ void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep)
 		_ps_free(vec->v[--vec->n]);
 }
 
+void ps_range_vec_shrink(struct ps_range_vec *vec)
+{
+	struct ps_range **v;
+
+	if (vec->cap <= 2 * vec->n || vec->cap <= 64)
+		return;
+	v = _ps_alloc((vec->n ? vec->n : 1) * sizeof(*v));
+	if (!v)
+		return; /* keeping the larger array is no error */
+	if (vec->n)
+		memcpy(v, vec->v, vec->n * sizeof(*v));
+	_ps_free(vec->v);
+	vec->v = v;
+	vec->cap = vec->n ? vec->n : 1;
+}
+
 void ps_range_vec_free(struct ps_range_vec *vec)
 {
 	ps_range_vec_trim(vec, 0);

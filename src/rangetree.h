@@ -231,6 +231,9 @@ int ps_range_vec_fill(struct ps_range_vec *vec, size_t n);
 /** ps_range_vec_trim() - free the spares beyond @keep (no policy touched). */
 void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep);
 
+/** ps_range_vec_shrink() - shrink the array to what it holds (if much larger). */
+void ps_range_vec_shrink(struct ps_range_vec *vec);
+
 /** ps_range_vec_free() - free every spare and the array. */
 void ps_range_vec_free(struct ps_range_vec *vec);
 

@@ -555,10 +555,11 @@ static void cow_synchronize(struct ps_store *s)
 	/* An idle store keeps few spares. */
 	pthread_mutex_lock(&cs->wlock);
 	pthread_mutex_lock(&cs->rlock);
-	ps_range_vec_trim(&cs->recycle, 0);
+	ps_range_vec_free(&cs->recycle);
 	__atomic_store_n(&cs->nrecycle, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cs->rlock);
 	cow_trim_pool(cs, PS_COW_SPARE_IDLE);
+	ps_range_vec_shrink(&cs->pool);
 	pthread_mutex_unlock(&cs->wlock);
 }
 
