@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 
@@ -88,7 +89,15 @@ static bool wait_for_work(struct ps_reclaimer *rc)
 static void *reclaim_thread(void *arg)
 {
 	struct ps_reclaimer *rc = arg;
+	struct sched_param sp = { .sched_priority = 0 };
 	uint64_t last_gp = 0;
+
+	/*
+	 * SCHED_BATCH: its fair share of CPU, but a wake-up does not preempt
+	 * the thread that queued the work (a writer mid-update would wait for
+	 * the grace period it just asked for).  Best effort.
+	 */
+	(void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
 
 	for (;;) {
 		uint64_t now;
