@@ -214,6 +214,17 @@ static void batch_free_now(struct cow_batch *b)
 	_ps_free(b);
 }
 
+/* Free a chain of batches (linked by @next_stalled) at once: no reader can reach them. */
+static void batch_chain_free_now(struct cow_batch *b)
+{
+	struct cow_batch *next;
+
+	for (; b; b = next) {
+		next = b->next_stalled;
+		batch_free_now(b);
+	}
+}
+
 /* Give @b's ranges (no policy references left) to the store's next sets, or free them. */
 static void cow_recycle(struct ps_store_cow *cs, struct cow_batch *b)
 {
@@ -292,12 +303,7 @@ static void cow_destroy(struct ps_store *s)
 	ps_range_list_free(&removed);
 	if (cs->batch)
 		batch_free_now(cs->batch);
-	while (cs->stalled) {
-		struct cow_batch *b = cs->stalled;
-
-		cs->stalled = b->next_stalled;
-		batch_free_now(b);
-	}
+	batch_chain_free_now(cs->stalled);
 	/* Batches in flight point at the store: wait for them (any thread may destroy). */
 	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED)) {
 		bool token = PS_COW_WAIT_ENTER();
@@ -388,23 +394,16 @@ static void cow_reclaim(struct ps_store_cow *cs, struct cow_batch *b)
 	}
 	b->next_stalled = stalled;
 	stalled = b;
-	if (can_wait &&
-			__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) > PS_COW_INFLIGHT_MAX) {
-		/* The reclaim thread is behind: reclaim these batches here rather than queue more. */
-		PS_COW_SYNCHRONIZE();
-		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-		for (; stalled; stalled = next) {
-			next = stalled->next_stalled;
-			cow_batch_release(cs, stalled);
-		}
-		return;
+	/* The reclaim thread far behind: reclaim here rather than queue more. */
+	if (!(can_wait &&
+			    __atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) > PS_COW_INFLIGHT_MAX)) {
+		while (stalled && cow_defer(cs, stalled))
+			stalled = stalled->next_stalled;
+		if (!stalled)
+			return;
 	}
-	while (stalled && cow_defer(cs, stalled))
-		stalled = stalled->next_stalled;
-	if (!stalled)
-		return;
 	if (can_wait) {
-		/* No reclaim thread: wait for the grace period here. */
+		/* Behind, or no reclaim thread: wait for the grace period here. */
 		PS_COW_SYNCHRONIZE();
 		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
 		for (; stalled; stalled = next) {
@@ -541,12 +540,7 @@ static void cow_synchronize(struct ps_store *s)
 	if (b) {
 		PS_COW_SYNCHRONIZE();
 		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-		while (b) {
-			struct cow_batch *next = b->next_stalled;
-
-			batch_free_now(b);
-			b = next;
-		}
+		batch_chain_free_now(b);
 	}
 	/* And the batches handed to the reclaim thread (by any store of the flavour). */
 	_ps_reclaim_barrier(PS_COW_RECLAIMER);
