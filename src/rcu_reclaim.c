@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include "annotate.h"
 #include "compiler.h"
 #include "rcu_reclaim.h"
 
@@ -54,6 +55,7 @@ static struct ps_reclaim_item *take_all(struct ps_reclaimer *rc)
 	struct ps_reclaim_item *fifo = NULL, *next;
 
 	for (; it; it = next) {
+		PS_ANNOTATE_HAPPENS_AFTER(it); /* pairs with push(): the exchange is the hand-off */
 		next = it->next;
 		it->next = fifo;
 		fifo = it;
@@ -139,6 +141,10 @@ static bool reclaim_start(struct ps_reclaimer *rc)
 		return true;
 	pthread_mutex_lock(&rc->lock);
 	if (!rc->started && !rc->stop) {
+		/* Words only ever accessed with atomics (helgrind and DRD see plain accesses). */
+		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->head, sizeof(rc->head));
+		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->idle, sizeof(rc->idle));
+		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->started, sizeof(rc->started));
 		/* The application's signals are not ours to take. */
 		sigfillset(&all);
 		pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -222,9 +228,10 @@ static void push(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 	struct ps_reclaim_item *old = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
 
 	/* Release: the item's contents (and what it frees) before the thread takes it. */
-	do
+	do {
 		item->next = old;
-	while (!__atomic_compare_exchange_n(&rc->head, &old, item, true, __ATOMIC_SEQ_CST,
+		PS_ANNOTATE_HAPPENS_BEFORE(item); /* the checkers see no atomics: declare the hand-off */
+	} while (!__atomic_compare_exchange_n(&rc->head, &old, item, true, __ATOMIC_SEQ_CST,
 			__ATOMIC_RELAXED));
 }
 

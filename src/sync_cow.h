@@ -397,8 +397,12 @@ static void cow_reclaim(struct ps_store_cow *cs, struct cow_batch *b)
 	/* The reclaim thread far behind: reclaim here rather than queue more. */
 	if (!(can_wait &&
 			    __atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) > PS_COW_INFLIGHT_MAX)) {
-		while (stalled && cow_defer(cs, stalled))
-			stalled = stalled->next_stalled;
+		/* Once handed over, a batch may be freed at once: read its link first. */
+		for (; stalled; stalled = next) {
+			next = stalled->next_stalled;
+			if (!cow_defer(cs, stalled))
+				break;
+		}
 		if (!stalled)
 			return;
 	}
