@@ -502,3 +502,72 @@ void ps_range_list_free_nopol(struct ps_range_list *list)
 	while ((r = ps_range_list_pop(list)))
 		_ps_free(r);
 }
+
+/* ---- seeks, windows and batches (issue 16) ---------------------------------- */
+
+int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg)
+{
+	struct ps_rb_node *n = ps_rb_load_root(&t->root);
+	struct ps_rb_iter it;
+	int ret;
+
+	/*
+	 * Seek the first range ending after @start.  The nodes where the
+	 * search goes left are exactly the in-order successors still ahead of
+	 * it, deepest last: an iterator's stack.  A range containing @start
+	 * ends the search (nothing before it ends after @start).
+	 */
+	it.depth = 0;
+	while (n && it.depth < PS_RB_MAX_DEPTH) {
+		struct ps_range *r = rb_range(n);
+
+		if (r->end <= start) {
+			n = ps_rb_load_child(n, 1);
+			continue;
+		}
+		it.stack[it.depth++] = n;
+		if (r->start <= start)
+			break;
+		n = ps_rb_load_child(n, 0);
+	}
+	for (n = it.depth ? it.stack[it.depth - 1] : NULL; n; n = ps_rb_iter_next(&it)) {
+		struct ps_range *r = rb_range(n);
+
+		if (r->start >= end)
+			break;
+		ret = fn(r->start, r->end, r->pol, arg);
+		if (ret)
+			return ret;
+		/* The next range starts at or after this one's end: past the window. */
+		if (r->end >= end)
+			break;
+	}
+	return 0;
+}
+
+size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n)
+{
+	/* @grow is an int: beyond 2^20 sets the height bound exceeds any real tree anyway. */
+	const size_t grow_max = (size_t)1 << 20;
+	int grow_n = (int)(n < grow_max ? n : grow_max);
+	size_t per_erase = ps_rb_copies_erase(
+			ps_rb_height_bound(&t->root, grow_n + PS_RTREE_SET_MAX_NEW));
+	/* Each published range is copied at most once per update; each op adds at most two. */
+	size_t cap = t->count + n * PS_RTREE_SET_MAX_NEW, need = 0, i;
+
+	/*
+	 * ps_rtree_cow_need() counts the ranges an op overlaps in the
+	 * published version; in the private one, earlier ops may have added
+	 * ranges there (a new range, a split tail) that this op erases.  Each
+	 * added range is erased at most once in the whole update: at most
+	 * PS_RTREE_SET_MAX_NEW erases per op more, each within per_erase.
+	 */
+	if (n > cap / (PS_RTREE_SET_MAX_NEW * per_erase))
+		return cap;
+	need = n * PS_RTREE_SET_MAX_NEW * per_erase;
+	for (i = 0; i < n && need < cap; i++)
+		need += ps_rtree_cow_need(t, ops[i].start, ops[i].end,
+				(int)(i < grow_max ? i : grow_max));
+	return need < cap ? need : cap;
+}

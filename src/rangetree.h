@@ -205,4 +205,58 @@ void ps_range_vec_free(struct ps_range_vec *vec);
 /** ps_range_list_free_nopol() - free each range, leaving its policy alone. */
 void ps_range_list_free_nopol(struct ps_range_list *list);
 
+/* ---- seeks, windows and batches (issue 16) ---- */
+
+/**
+ * ps_rtree_next() - the first range that ends after @idx
+ *
+ * The range containing @idx, else the first one starting after it.  Safe
+ * for lockless readers as ps_rtree_lookup() is (atomic loads, at most
+ * PS_RB_MAX_DEPTH steps, then PS_RTREE_OVERRUN; such a reader validates
+ * what it found).  Ranges are disjoint and ordered, so their ends are
+ * ordered like their starts: a range ending after @idx is the answer or
+ * has it in its left subtree, and one that contains @idx is the answer.
+ * Return: the range, NULL, or PS_RTREE_OVERRUN.
+ */
+static inline struct ps_range *ps_rtree_next(const struct ps_rtree *t, uint64_t idx)
+{
+	struct ps_rb_node *n = ps_rb_load_root(&t->root);
+	struct ps_range *best = NULL;
+	int steps;
+
+	for (steps = 0; n && steps < PS_RB_MAX_DEPTH; steps++) {
+		struct ps_range *r = ps_container_of(n, struct ps_range, rb);
+
+		if (idx >= PS_READ_ONCE(r->end)) {
+			n = ps_rb_load_child(n, 1);
+			continue;
+		}
+		best = r;
+		if (idx >= PS_READ_ONCE(r->start))
+			return r;
+		n = ps_rb_load_child(n, 0);
+	}
+	return n ? PS_RTREE_OVERRUN : best;
+}
+
+/**
+ * ps_rtree_foreach_range() - @fn on every range overlapping [start, end), ascending
+ *
+ * Ranges are passed whole (not clipped).  O(log n + k): one seek, then the
+ * in-order walk from there.  For a tree no writer is changing (or a
+ * published version).
+ */
+int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg);
+
+/**
+ * ps_rtree_cow_need_many() - spares one update applying @ops[0..n) may take
+ *
+ * ps_rtree_cow_need() of every op (with @grow = the ops before it), plus
+ * the erases of ranges the batch itself added (at most two per op, each
+ * erased at most once), capped by what an update can take at all: one
+ * copy per published range and two new ranges per op.
+ */
+size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n);
+
 #endif /* POLSTORE_SRC_RANGETREE_H */
