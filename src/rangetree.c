@@ -621,28 +621,78 @@ int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t en
 	return 0;
 }
 
+/* Batches up to this many ops merge their windows before counting overlaps (on the stack). */
+#define NEED_MERGE_MAX 64
+
+/* The least b with 2^b >= x. */
+static int ceil_log2(size_t x)
+{
+	int b = 0;
+
+	while (b < 63 && ((size_t)1 << b) < x)
+		b++;
+	return b;
+}
+
 size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n)
 {
-	/* @grow is an int: beyond 2^20 sets the height bound exceeds any real tree anyway. */
-	const size_t grow_max = (size_t)1 << 20;
-	int grow_n = (int)(n < grow_max ? n : grow_max);
-	size_t per_erase = ps_rb_copies_erase(
-			ps_rb_height_bound(&t->root, grow_n + PS_RTREE_SET_MAX_NEW));
-	/* Each published range is copied at most once per update; each op adds at most two. */
-	size_t cap = t->count + n * PS_RTREE_SET_MAX_NEW, need = 0, i;
-
 	/*
-	 * ps_rtree_cow_need() counts the ranges an op overlaps in the
-	 * published version; in the private one, earlier ops may have added
-	 * ranges there (a new range, a split tail) that this op erases.  Each
-	 * added range is erased at most once in the whole update: at most
-	 * PS_RTREE_SET_MAX_NEW erases per op more, each within per_erase.
+	 * One height bound for every version the update builds: none holds
+	 * more than count + 2n ranges, and a red-black tree of m nodes is at
+	 * most 2 log2(m + 1) nodes high (its black height b is at most
+	 * log2(m + 1), property 5, and a path has at most b red nodes,
+	 * property 4).  ps_rtree_cow_need()'s bound, 2 (black height + grow),
+	 * grows by 2 per op: summed over a batch it asks for several times
+	 * what the batch can take.
 	 */
-	if (n > cap / (PS_RTREE_SET_MAX_NEW * per_erase))
-		return cap;
-	need = n * PS_RTREE_SET_MAX_NEW * per_erase;
-	for (i = 0; i < n && need < cap; i++)
-		need += ps_rtree_cow_need(t, ops[i].start, ops[i].end,
-				(int)(i < grow_max ? i : grow_max));
-	return need < cap ? need : cap;
+	int h = 2 * ceil_log2(t->count + n * PS_RTREE_SET_MAX_NEW + 1);
+	size_t per_erase = ps_rb_copies_erase(h);
+	/* Per op, as ps_rtree_cow_need(): two trims (or a trim and a split), two insertions. */
+	size_t fixed = 2 * (size_t)h + 2 * ps_rb_copies_insert(h);
+	/* Copies: each published range at most once per update. */
+	size_t cap = t->count, erases, i;
+
+	if (n > cap / fixed)
+		return cap + n * PS_RTREE_SET_MAX_NEW;
+	/*
+	 * Erases: a range of the published version is erased at most once,
+	 * and it overlaps there the op that erases it (ops before only shrink
+	 * it); the ranges the batch adds (at most two per op: the new one, a
+	 * split tail) are erased at most once each.  So the published ranges
+	 * that meet the union of the ops' windows, plus 2n.  A small batch
+	 * merges its windows first (a batch of neighbours is one seek); a
+	 * large one counts per op, which counts a range once per op it meets.
+	 */
+	erases = n * PS_RTREE_SET_MAX_NEW;
+	if (n <= NEED_MERGE_MAX) {
+		struct { uint64_t start, end; } w[NEED_MERGE_MAX], x;
+		size_t m = 0, j;
+
+		/* Insertion sort by start, merging windows that overlap or touch. */
+		for (i = 0; i < n; i++) {
+			x.start = ops[i].start;
+			x.end = ops[i].end;
+			for (j = m; j > 0 && w[j - 1].start > x.start; j--)
+				w[j] = w[j - 1];
+			w[j] = x;
+			m++;
+		}
+		for (i = 0, j = 0; i < m; i++) {
+			if (j && w[i].start <= w[j - 1].end) {
+				if (w[i].end > w[j - 1].end)
+					w[j - 1].end = w[i].end;
+			} else {
+				w[j++] = w[i];
+			}
+		}
+		for (i = 0; i < j && erases <= cap / per_erase; i++)
+			erases += count_overlaps(t, w[i].start, w[i].end, cap / per_erase + 1);
+	} else {
+		for (i = 0; i < n && erases <= cap / per_erase; i++)
+			erases += count_overlaps(t, ops[i].start, ops[i].end,
+					cap / per_erase + 1);
+	}
+	if (erases > (cap - n * fixed) / per_erase)
+		return cap + n * PS_RTREE_SET_MAX_NEW;
+	return erases * per_erase + n * fixed + n * PS_RTREE_SET_MAX_NEW;
 }

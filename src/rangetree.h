@@ -252,10 +252,12 @@ int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t en
 /**
  * ps_rtree_cow_need_many() - spares one update applying @ops[0..n) may take
  *
- * ps_rtree_cow_need() of every op (with @grow = the ops before it), plus
- * the erases of ranges the batch itself added (at most two per op, each
- * erased at most once), capped by what an update can take at all: one
- * copy per published range and two new ranges per op.
+ * ps_rtree_cow_need()'s worst cases (every erase, two trims and two
+ * insertions per op) with one height bound for the whole update, from the
+ * range count the batch can reach; the erases are the ranges each op
+ * overlaps in the published version plus the ranges the batch itself adds
+ * (at most two per op, each erased once).  Capped by what an update can
+ * take at all: one copy per published range, two new ranges per op.
  */
 size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n);
 
