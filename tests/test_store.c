@@ -894,3 +894,100 @@ VARIANT_TEST(store, differential_windows_and_batches)
 	}
 	cr_assert_gt(batches, 0);
 }
+
+/*
+ * Batches built to take many spares, on a tree large enough that an RCU
+ * store's bound (ps_rtree_cow_need_many()) is not capped by the range
+ * count: ops that add ranges later ops of the same batch erase, splits of
+ * splits, a removal of everything the batch built, windows that repeat.
+ * A bound too small aborts ("ran out of preallocated ranges").  A twin
+ * store gets the same ops as single sets; the region they touched must be
+ * the same in both.
+ */
+struct twin_walk {
+	struct seen_range r[512];
+	int n;
+};
+
+static int twin_collect(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct twin_walk *w = arg;
+
+	cr_assert_lt(w->n, 512);
+	w->r[w->n++] = (struct seen_range){ start, end, pol };
+	return 0;
+}
+
+VARIANT_TEST(store, set_many_worst_cases)
+{
+	enum { R = 12000, W = 8 }; /* R ranges of W pages: 2n + overlaps stay below the cap */
+	struct ps_policy *pols[4];
+	struct ps_store *s = ps_store_create(*sync), *twin = ps_store_create(*sync);
+	struct ps_set_op *build = calloc(R, sizeof(*build));
+	uint64_t seed = 0xC0FFEE ^ (uint64_t)*sync;
+	long b, batches = ps_test_iters(150);
+	int p;
+
+	cr_assert(s && twin && build);
+	for (p = 0; p < 4; p++)
+		pols[p] = ps_test_bind(p);
+	/* Built by one batch each (one invariant check, not R). */
+	for (b = 0; b < R; b++)
+		build[b] = (struct ps_set_op){ (uint64_t)b * W, (uint64_t)b * W + W, pols[b % 4] };
+	cr_assert_eq(ps_store_set_many(s, build, R), 0);
+	cr_assert_eq(ps_store_set_many(twin, build, R), 0);
+	cr_assert_eq(ps_store_count(s), (size_t)R);
+	for (b = 0; b < batches; b++) {
+		struct ps_set_op ops[16];
+		uint64_t span = 1 + ps_test_rand(&seed) % 300;
+		uint64_t lo = W + ps_test_rand(&seed) % ((R - 50) * W);
+		size_t n = 2 + ps_test_rand(&seed) % 15, i;
+		struct twin_walk x = { .n = 0 }, y = { .n = 0 };
+
+		for (i = 0; i + 1 < n; i++) {
+			/* Small ranges inside [lo, lo + span): splits, and splits of what the batch set. */
+			uint64_t a = lo + ps_test_rand(&seed) % span, len = 1 + ps_test_rand(&seed) % 3;
+
+			ops[i] = (struct ps_set_op){ a, a + len, pols[ps_test_rand(&seed) % 4] };
+		}
+		/* The last op covers the lot: removes it, or sets it whole, or punches a hole. */
+		switch (b % 3) {
+		case 0:
+			ops[n - 1] = (struct ps_set_op){ lo, lo + span + 3, NULL };
+			break;
+		case 1:
+			ops[n - 1] = (struct ps_set_op){ lo, lo + span + 3, pols[b % 4] };
+			break;
+		default:
+			ops[n - 1] = (struct ps_set_op){ lo + span / 2, lo + span / 2 + 1, NULL };
+			break;
+		}
+		cr_assert_eq(ps_store_set_many(s, ops, n), 0);
+		for (i = 0; i < n; i++)
+			cr_assert_eq(ps_store_set(twin, ops[i].start, ops[i].end, ops[i].pol), 0);
+		cr_assert_eq(ps_store_foreach_range(s, lo - W, lo + span + 2 * W, twin_collect, &x),
+				0);
+		cr_assert_eq(ps_store_foreach_range(twin, lo - W, lo + span + 2 * W, twin_collect,
+					     &y),
+				0);
+		cr_assert_eq(x.n, y.n, "batch %ld: %d ranges, %d with single sets", b, x.n, y.n);
+		cr_assert_eq(memcmp(x.r, y.r, (size_t)x.n * sizeof(x.r[0])), 0,
+				"batch %ld differs from the same sets one by one", b);
+		cr_assert_eq(ps_store_count(s), ps_store_count(twin));
+	}
+	/* And the whole tree in one batch: every range erased. */
+	{
+		struct ps_set_op all[] = { { 5, (R - 5) * W, pols[0] }, { 0, R * W, NULL } };
+
+		cr_assert_eq(ps_store_set_many(s, all, 2), 0);
+		cr_assert_eq(ps_store_count(s), 0u);
+	}
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	ps_store_destroy(s);
+	ps_store_destroy(twin);
+	free(build);
+	for (p = 0; p < 4; p++) {
+		cr_assert_eq(ps_policy_refcount(pols[p]), 1);
+		ps_policy_put(pols[p]);
+	}
+}
