@@ -637,6 +637,14 @@ VARIANT_TEST(store, next_walks)
 	cr_assert_eq(ps_store_next_borrow(s, UINT64_MAX, &start, &end, &borrowed), -ENOENT);
 	ps_store_read_unlock(s);
 	cr_assert_eq(i, 4);
+	/* The counted form inside a section, where its comment allows it (not SPIN, RWLOCK). */
+	if (*sync != PS_SYNC_SPIN && *sync != PS_SYNC_RWLOCK) {
+		ps_store_read_lock(s);
+		cr_assert_eq(ps_store_next(s, 15, &start, &end, &got), 0);
+		cr_assert(start == 20 && got == b);
+		ps_store_read_unlock(s);
+		ps_policy_put(got);
+	}
 	cr_assert_eq(ps_policy_refcount(a), 1 + 2);
 	cr_assert_eq(ps_policy_refcount(b), 1 + 2);
 	cr_assert_eq(ps_store_next(s, 0, NULL, &end, &got), -EINVAL);

@@ -230,10 +230,12 @@ PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, ui
  * typedef ps_foreach_fn - callback of ps_store_foreach() and ps_store_foreach_range()
  *
  * @pol is borrowed for the duration of the call.  A non-zero return stops
- * the walk.  The callback must not call into the same store: SPIN and
- * SEQLOCK hold its lock during the walk, RWLOCK holds it shared (a nested
- * reader would wait behind a waiting writer), and a set would wait for the
- * walk itself.  It may read other stores.
+ * the walk.  The callback must not call into the same SPIN, RWLOCK or
+ * SEQLOCK store: SPIN and SEQLOCK hold its lock during the walk, RWLOCK
+ * holds it shared (a nested reader would wait behind a waiting writer),
+ * and a set would wait for the walk itself.  An RCU or RCU_QSBR store it
+ * may read and set: the walk goes on in its snapshot (README, "Threads and
+ * RCU").  It may read other stores.
  */
 typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
 
