@@ -14,7 +14,8 @@
 # front of each member in the body, "T a, b;" becoming "T a; T b;" on the
 # same line, so that every member carries its own comment.
 # The header's own top comment becomes its \file description (Doxygen
-# documents a file's functions only when the file itself is documented);
+# documents a file's functions only when the file itself is documented),
+# its first paragraph the \brief (the NAME line of the header's man page);
 # a header without one gets an empty \file block on its first line.
 # A plain comment directly above a run of #defines documents them all: it
 # becomes a doc comment and the run a member group (DISTRIBUTE_GROUP_DOC).
@@ -56,7 +57,7 @@ sub member_line {
 	return $lead . join(' ', @out) . $trail;
 }
 
-my ($file_done, $file_block) = (0, 0);
+my ($file_done, $file_block, $file_brief) = (0, 0, 0);
 my (@pushback, $in_defines, $prev);
 sub next_line {
 	return shift @pushback if @pushback;
@@ -103,6 +104,7 @@ while (defined(my $line = next_line())) {
 		$file_done = 1;
 		if ($line =~ s/^\/\*(?!\*)/\/**/) {
 			$file_block = 1; # handled as a doc block, "\file" added at its end
+			$file_brief = 1; # its first text line starts the \brief
 		} else {
 			print "/** \\file */ ";
 		}
@@ -132,6 +134,10 @@ while (defined(my $line = next_line())) {
 	if (!$in_doc) {
 		print "$line\n";
 		next;
+	}
+	if ($file_brief && $line =~ /^(\s*\*|\s*\/\*\*)\s+(\S.*)$/) {
+		$line = "$1 \\brief $2";
+		$file_brief = 0;
 	}
 	my $closes = $line =~ /\*\//;
 	if ($first && $line =~ /^(\s*\/\*\*|\s*\*)\s+(struct|union|enum|typedef)\s+[A-Za-z_]\w*\s+-\s+(.*)$/) {

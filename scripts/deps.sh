@@ -4,8 +4,10 @@
 # Installs only what is missing; needs root (or sudo) when something is.
 set -eu
 
+# libjemalloc-dev: examples/jemalloc_arena.c; libhwloc-dev: the hwloc bridge;
+# debhelper and lintian: the Debian package test (tests/package/run.sh).
 PKGS="build-essential cmake pkg-config liburcu-dev libcriterion-dev libnuma-dev valgrind \
-clang libclang-rt-14-dev gnuplot-nox doxygen"
+clang libclang-rt-14-dev gnuplot-nox doxygen libjemalloc-dev libhwloc-dev debhelper lintian"
 
 missing=""
 for p in $PKGS; do

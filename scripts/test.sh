@@ -5,7 +5,8 @@
 #   build-test   Debug, invariant checks after every set, lock_stat on,
 #                thread-checker annotations (POLSTORE_ANNOTATE),
 #                -Werror; every CTest label but fuzz/tsan: unit, stress,
-#                examples, install, docs, valgrind (memcheck), helgrind, drd
+#                examples, install, docs, valgrind (memcheck), helgrind, drd,
+#                and package (the Debian packages built and checked, ~40 s)
 #   build-asan   AddressSanitizer + UndefinedBehaviorSanitizer; unit, stress,
 #                examples
 #   build-tsan   clang ThreadSanitizer; label tsan
@@ -56,7 +57,8 @@ for c in $CONFIGS; do
 	test)
 		run_config test "-DCMAKE_BUILD_TYPE=Debug -DPOLSTORE_WERROR=ON \
 			-DPOLSTORE_DEBUG_CHECKS=ON -DPOLSTORE_LOCK_STAT=ON -DPOLSTORE_VALGRIND=ON -DPOLSTORE_ANNOTATE=ON \
-			-DPOLSTORE_BUILD_DOCS=ON" "-LE fuzz|tsan" || status=1
+			-DPOLSTORE_BUILD_DOCS=ON -DPOLSTORE_HWLOC=ON -DPOLSTORE_PACKAGE_TEST=ON" \
+			"-LE fuzz|tsan" || status=1
 		if [ "${POLSTORE_LONG:-0}" = 1 ]; then
 			echo "=== polstore: long linearizability run (10^7 lookups per configuration)" >&2
 			if build-test/stress/polstore-stress --check --lookups 10000000 \

@@ -13,6 +13,7 @@
  * non-DEFAULT policy with a positive count, and @count is the node count.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +100,16 @@ static void rtree_insert(struct ps_rb_tx *tx, size_t *count, struct ps_range *nr
 struct spares {
 	struct ps_range_list *list;
 	struct ps_range_vec *vec;
+	struct ps_rtree_cow *cow; /* copy on write: where the references taken are noted */
 };
+
+/* Take a reference for a range being built; in an abortable update, note it. */
+static struct ps_policy *range_ref(struct spares *s, struct ps_policy *pol)
+{
+	if (pol && s->cow && s->cow->abortable)
+		s->cow->refs[s->cow->nrefs++] = pol;
+	return ps_policy_get(pol);
+}
 
 static inline struct ps_range *spare_take(struct spares *s)
 {
@@ -121,7 +131,7 @@ static struct ps_range *new_range(struct spares *spares, uint64_t start, uint64_
 	}
 	PS_WRITE_ONCE(r->start, start);
 	PS_WRITE_ONCE(r->end, end);
-	PS_WRITE_ONCE(r->pol, ps_policy_get(pol));
+	PS_WRITE_ONCE(r->pol, range_ref(spares, pol));
 	return r;
 }
 
@@ -156,14 +166,23 @@ static struct ps_range *path_to_start(const struct ps_rb_root *root, uint64_t ke
  * successors start at or after @end), so the set changes one path instead
  * of erasing and inserting with two rebalancings.  The victim's old policy
  * reference goes to @removed on the spare that the new range would have
- * taken, so it is dropped exactly when an erased range's would be.
+ * taken, so it is dropped exactly when an erased range's would be.  The
+ * path to the victim is kept from the search that found it: trims change
+ * no link, so unless a range was erased after it, the path's directions
+ * still lead there (ps_rb_own() follows them from the root).
+ *
+ * At most @max_erase ranges are erased: a set that would erase more stops
+ * and returns false, leaving what it did to be thrown away (copy on write:
+ * ps_rtree_cow_abort()).
  */
-static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
-		struct ps_policy *pol, struct spares *spares, struct ps_range_list *removed)
+static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
+		struct ps_policy *pol, struct spares *spares, struct ps_range_list *removed,
+		size_t max_erase)
 {
-	bool add = pol && pol->mode != PS_MPOL_DEFAULT, have_victim = false;
+	bool add = pol && pol->mode != PS_MPOL_DEFAULT, have_victim = false, moved = false;
 	uint64_t cursor = start, victim = 0;
-	struct ps_rb_path path;
+	struct ps_rb_path path, vpath;
+	size_t erased = 0;
 	struct ps_range *r;
 
 	while ((r = first_ending_after(tx->root, cursor, &path)) && r->start < end) {
@@ -173,13 +192,19 @@ static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 					/* Kept for the new range; the search goes on past it. */
 					have_victim = true;
 					victim = r->start;
+					vpath = path;
 					cursor = r->end;
+					if (cursor >= end)
+						break;
 					continue;
 				}
 				/* Inside: drop it (its reference goes with it). */
+				if (erased++ == max_erase)
+					return false;
 				r = rb_range(ps_rb_erase(tx, &path));
 				PS_WRITE_ONCE(*count, *count - 1);
 				list_push(removed, r);
+				moved = true;
 				continue;
 			}
 			/* Sticks out on the right: keep [end, r->end). */
@@ -201,31 +226,33 @@ static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 		PS_WRITE_ONCE(r->end, start);
 	}
 	if (!add)
-		return;
+		return true;
 	if (!have_victim) {
 		rtree_insert(tx, count, new_range(spares, start, end, pol));
-		return;
+		return true;
 	}
 	{
 		struct ps_range *old = new_range(spares, 0, 0, NULL);
 
-		path_to_start(tx->root, victim, &path);
-		r = rb_range(ps_rb_own(tx, &path));
+		if (moved)
+			path_to_start(tx->root, victim, &vpath);
+		r = rb_range(ps_rb_own(tx, &vpath));
 		old->pol = r->pol; /* the old reference, dropped like an erased range's */
 		list_push(removed, old);
-		PS_WRITE_ONCE(r->pol, ps_policy_get(pol));
+		PS_WRITE_ONCE(r->pol, range_ref(spares, pol));
 		PS_WRITE_ONCE(r->start, start);
 		PS_WRITE_ONCE(r->end, end);
 	}
+	return true;
 }
 
 void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
 		struct ps_range_list *spares, struct ps_range_list *removed)
 {
 	struct ps_rb_tx tx = { .root = &t->root, .gen = 0, .copy = NULL };
-	struct spares s = { .list = spares, .vec = NULL };
+	struct spares s = { .list = spares, .vec = NULL, .cow = NULL };
 
-	rtree_apply(&tx, &t->count, start, end, pol, &s, removed);
+	rtree_apply(&tx, &t->count, start, end, pol, &s, removed, SIZE_MAX);
 }
 
 /* ---- copy on write ---------------------------------------------------------- */
@@ -236,7 +263,7 @@ static struct ps_rb_node *cow_copy(struct ps_rb_tx *tx, const struct ps_rb_node 
 	struct ps_rtree_cow *c = ps_container_of(tx, struct ps_rtree_cow, tx);
 	struct ps_range *o = ps_container_of(old, struct ps_range, rb);
 	struct ps_range *r;
-	struct spares s = { .list = NULL, .vec = c->spares };
+	struct spares s = { .list = NULL, .vec = c->spares, .cow = c };
 
 	r = new_range(&s, o->start, o->end, NULL);
 	r->pol = o->pol; /* the reference moves to the copy (see struct ps_rtree_cow) */
@@ -270,22 +297,33 @@ static size_t count_overlaps(const struct ps_rtree *t, uint64_t start, uint64_t 
 	return k;
 }
 
+/* Worst-case copies of a set erasing @k ranges, with @grow sets before it in the update. */
+static size_t cow_copies(const struct ps_rtree *t, size_t k, int grow)
+{
+	/* The update may add two ranges per set: the new one and a split tail. */
+	size_t n = t->count + (size_t)(grow + 1) * PS_RTREE_SET_MAX_NEW;
+	int h = ps_rb_height_max(n);
+	/* Two trims (or one trim and a split), two insertions (or a victim's path). */
+	size_t fixed = 2 * (size_t)h + 2 * ps_rb_copies_insert(h);
+	size_t copies = k * ps_rb_copies_erase(h) + fixed;
+
+	/* No range is copied twice in one update. */
+	return copies < n ? copies : n;
+}
+
 size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end, int grow)
 {
-	/* The set itself may add two ranges: the new one and a split tail. */
-	int h = ps_rb_height_bound(&t->root, grow + PS_RTREE_SET_MAX_NEW);
-	size_t per_erase = ps_rb_copies_erase(h);
-	/* Two trims (or one trim and a split), two insertions. */
-	size_t fixed = 2 * (size_t)h + 2 * ps_rb_copies_insert(h);
-	size_t cap = t->count + (size_t)grow * PS_RTREE_SET_MAX_NEW;
-	size_t k, copies;
+	size_t per_erase = ps_rb_copies_erase(ps_rb_height_max(t->count + 1));
+	size_t cap = t->count + (size_t)(grow + 1) * PS_RTREE_SET_MAX_NEW;
 
-	/* No range is copied twice in one update: past @cap, counting is pointless. */
-	k = count_overlaps(t, start, end, cap / per_erase + 1);
-	copies = k * per_erase + fixed;
-	if (copies > cap)
-		copies = cap;
-	return copies + PS_RTREE_SET_MAX_NEW;
+	/* Past @cap copies, counting more overlaps is pointless. */
+	return cow_copies(t, count_overlaps(t, start, end, cap / per_erase + 1), grow) +
+	       PS_RTREE_SET_MAX_NEW;
+}
+
+size_t ps_rtree_cow_need_erasing(const struct ps_rtree *t, size_t max_erase, int grow)
+{
+	return cow_copies(t, max_erase, grow) + PS_RTREE_SET_MAX_NEW;
 }
 
 void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
@@ -297,15 +335,35 @@ void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64
 	c->tx.gen = gen;
 	c->tx.copy = cow_copy;
 	c->spares = spares;
+	c->nspares0 = spares->n;
+	c->nrefs = 0;
+	c->abortable = false;
 	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
 	c->removed = (struct ps_range_list){ NULL, 0, NULL };
 }
 
-void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol)
+void ps_rtree_cow_abort(struct ps_rtree_cow *c)
 {
-	struct spares s = { .list = NULL, .vec = c->spares };
+	if (!c->abortable) {
+		fprintf(stderr, "polstore: abort of an update that cannot be aborted\n");
+		abort();
+	}
+	/* The spares taken are still in the array, past its end: take them back. */
+	c->spares->n = c->nspares0;
+	while (c->nrefs)
+		ps_policy_put(c->refs[--c->nrefs]);
+	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
+	c->removed = (struct ps_range_list){ NULL, 0, NULL };
+}
 
-	rtree_apply(&c->tx, &c->count, start, end, pol, &s, &c->removed);
+bool ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol,
+		size_t max_erase)
+{
+	struct spares s = { .list = NULL, .vec = c->spares, .cow = c };
+
+	/* An update with a limit is one set: at most PS_RTREE_SET_MAX_NEW references to note. */
+	c->abortable = max_erase != SIZE_MAX;
+	return rtree_apply(&c->tx, &c->count, start, end, pol, &s, &c->removed, max_erase);
 }
 
 void ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t)
@@ -485,6 +543,22 @@ void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep)
 {
 	while (vec->n > keep)
 		_ps_free(vec->v[--vec->n]);
+}
+
+void ps_range_vec_shrink(struct ps_range_vec *vec)
+{
+	struct ps_range **v;
+
+	if (vec->cap <= 2 * vec->n || vec->cap <= 64)
+		return;
+	v = _ps_alloc((vec->n ? vec->n : 1) * sizeof(*v));
+	if (!v)
+		return; /* keeping the larger array is no error */
+	if (vec->n)
+		memcpy(v, vec->v, vec->n * sizeof(*v));
+	_ps_free(vec->v);
+	vec->v = v;
+	vec->cap = vec->n ? vec->n : 1;
 }
 
 void ps_range_vec_free(struct ps_range_vec *vec)

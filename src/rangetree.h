@@ -62,7 +62,8 @@ struct ps_range_vec {
 #define PS_RTREE_OVERRUN ((struct ps_range *)1)
 
 /**
- * ps_rtree_lookup() - the range containing @idx
+ * ps_rtree_lookup_from() / ps_rtree_lookup() - the range containing @idx,
+ * from a root loaded already (ps_rb_load_root()) or from @t's
  *
  * Safe for a lockless reader of a tree an in-place writer may be changing:
  * every load is atomic and the walk stops after PS_RB_MAX_DEPTH steps
@@ -70,9 +71,8 @@ struct ps_range_vec {
  * A reader of a published copy-on-write version never sees the overrun.
  * Return: the range, NULL, or PS_RTREE_OVERRUN.
  */
-static inline struct ps_range *ps_rtree_lookup(const struct ps_rtree *t, uint64_t idx)
+static inline struct ps_range *ps_rtree_lookup_from(struct ps_rb_node *n, uint64_t idx)
 {
-	struct ps_rb_node *n = ps_rb_load_root(&t->root);
 	int steps;
 
 	for (steps = 0; n && steps < PS_RB_MAX_DEPTH; steps++) {
@@ -86,6 +86,11 @@ static inline struct ps_range *ps_rtree_lookup(const struct ps_rtree *t, uint64_
 			return r;
 	}
 	return n ? PS_RTREE_OVERRUN : NULL;
+}
+
+static inline struct ps_range *ps_rtree_lookup(const struct ps_rtree *t, uint64_t idx)
+{
+	return ps_rtree_lookup_from(ps_rb_load_root(&t->root), idx);
 }
 
 void ps_rtree_init(struct ps_rtree *t);
@@ -121,8 +126,13 @@ struct ps_rtree_cow {
 	struct ps_rb_root root;          /* the private version */
 	size_t count;                    /* its range count */
 	struct ps_range_vec *spares;     /* copies and new ranges come from here */
+	size_t nspares0;                 /* @spares->n when the update began */
 	struct ps_range_list replaced;   /* published ranges copied: no reference */
 	struct ps_range_list removed;    /* ranges removed: each with its reference */
+	/* References the update took (new ranges, split tails), for ps_rtree_cow_abort(). */
+	struct ps_policy *refs[PS_RTREE_SET_MAX_NEW];
+	int nrefs;
+	bool abortable;                  /* one set with an erase limit */
 };
 
 /**
@@ -137,17 +147,39 @@ struct ps_rtree_cow {
  */
 size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end, int grow);
 
+/**
+ * ps_rtree_cow_need_erasing() - spares one set may take if it erases at most
+ * @max_erase ranges; no walk (ps_rtree_cow_set() with that limit stops
+ * instead of erasing more)
+ */
+size_t ps_rtree_cow_need_erasing(const struct ps_rtree *t, size_t max_erase, int grow);
+
 /** ps_rtree_cow_begin() - start an update of @t with generation @gen (> every earlier one). */
 void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
 		struct ps_range_vec *spares);
 
 /**
  * ps_rtree_cow_set() - ps_rtree_set() on the private version
+ * @max_erase: erase at most this many ranges (SIZE_MAX: no limit)
  *
- * Takes at most ps_rtree_cow_need() spares (checked: running out is a bug
- * and aborts).  Cannot fail.
+ * Takes at most ps_rtree_cow_need() spares, or ps_rtree_cow_need_erasing()
+ * for @max_erase (checked: running out is a bug and aborts).
+ * An update whose set has a limit holds that one set only.
+ * Return: true, or false when the set would erase more than @max_erase
+ * ranges: the update is then half done and must be thrown away with
+ * ps_rtree_cow_abort().
  */
-void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol);
+bool ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol,
+		size_t max_erase);
+
+/**
+ * ps_rtree_cow_abort() - throw an unpublished update away
+ *
+ * Every spare it took goes back to the array, every reference it took is
+ * put; the published tree was never written (copies only read it), so
+ * nothing else is left to undo.  The update may be begun again.
+ */
+void ps_rtree_cow_abort(struct ps_rtree_cow *c);
 
 /**
  * ps_rtree_cow_publish() - make the private version the one readers see
@@ -198,6 +230,9 @@ int ps_range_vec_fill(struct ps_range_vec *vec, size_t n);
 
 /** ps_range_vec_trim() - free the spares beyond @keep (no policy touched). */
 void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep);
+
+/** ps_range_vec_shrink() - shrink the array to what it holds (if much larger). */
+void ps_range_vec_shrink(struct ps_range_vec *vec);
 
 /** ps_range_vec_free() - free every spare and the array. */
 void ps_range_vec_free(struct ps_range_vec *vec);

@@ -148,6 +148,12 @@ static inline size_t ps_rb_copies_erase(int h)
 	return 2 * (size_t)h + 5;
 }
 
+/* The height of a red-black tree of @n nodes is at most 2 * log2(n + 1). */
+static inline int ps_rb_height_max(size_t n)
+{
+	return 2 * (int)(8 * sizeof(unsigned long long) - (size_t)__builtin_clzll((unsigned long long)n + 1));
+}
+
 /**
  * ps_rb_height_bound() - an upper bound on the height of @root's tree, and
  * of the tree after @grow more insertions

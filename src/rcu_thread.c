@@ -125,6 +125,8 @@ static pthread_mutex_t ps_rcu_atfork_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void ps_rcu_atfork_prepare(void)
 {
+	/* An online QSBR forking thread goes offline: the grace period below must not wait for it. */
+	_ps_qsbr_fork_prepare();
 	/* Reclaim threads first: see "That order matters" above. */
 	_ps_reclaim_atfork_prepare();
 	pthread_mutex_lock(&ps_rcu_reg_lock);
@@ -136,6 +138,7 @@ static void ps_rcu_atfork_parent(void)
 	pthread_mutex_unlock(&ps_rcu_keys_lock);
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
 	_ps_reclaim_atfork_parent();
+	_ps_qsbr_fork_done();
 }
 
 /* @node is linked in a well-formed list: its neighbours point back at it. */
@@ -175,6 +178,7 @@ static void ps_rcu_atfork_child(void)
 	pthread_mutex_unlock(&ps_rcu_keys_lock);
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
 	_ps_reclaim_atfork_child();
+	_ps_qsbr_fork_done();
 }
 
 /*

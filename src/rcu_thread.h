@@ -48,4 +48,13 @@ void _ps_rcu_unregister(enum ps_flavor flavor, void (*urcu_unregister)(void));
 void _ps_memb_thread_died(void);
 void _ps_qsbr_thread_died(void);
 
+/*
+ * fork() handlers of sync_qsbr.c: prepare takes an online forking thread
+ * offline (fork waits for reclaim threads between grace periods, and a
+ * QSBR grace period would wait for it), done puts it back online in the
+ * parent and the child.
+ */
+void _ps_qsbr_fork_prepare(void);
+void _ps_qsbr_fork_done(void);
+
 #endif /* POLSTORE_SRC_RCU_THREAD_H */

@@ -186,8 +186,8 @@ size_t ps_store_memory(struct ps_store *store)
 {
 	if (!store)
 		return 0;
-	return store->size + (ps_store_count(store) +
-			(store->ops->held ? store->ops->held(store) : 0)) * sizeof(struct ps_range);
+	return store->size + ps_store_count(store) * sizeof(struct ps_range) +
+	       (store->ops->held ? store->ops->held(store) : 0);
 }
 
 bool ps_lock_stat_enabled(void)

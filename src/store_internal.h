@@ -50,7 +50,7 @@ struct ps_sync_ops {
 	int (*foreach)(struct ps_store *store, ps_foreach_fn fn, void *arg);
 	/* Under the writer lock: check the tree. */
 	int (*check)(struct ps_store *store, const char **why);
-	/* Ranges held besides the live ones: spares and retired ones not yet freed (NULL: none). */
+	/* Bytes held besides the live ranges: spares, retired ranges not yet freed (NULL: none). */
 	size_t (*held)(struct ps_store *store);
 	const struct ps_rtree *(*tree)(struct ps_store *store); /* the tree readers see now */
 	struct ps_lstat *(*lock_stat)(struct ps_store *store, int dir);

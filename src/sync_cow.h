@@ -58,6 +58,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "annotate.h"
@@ -72,6 +73,14 @@
 #define PS_COW_LOOKUP_SECTION static inline
 #endif
 
+/*
+ * Ranges a set is first prepared to erase (more: it runs again, prepared
+ * for all).  The guess grows fourfold when a set meets more, and halves
+ * after PS_COW_GUESS_DECAY sets without that, never below the minimum.
+ */
+#define PS_COW_GUESS_ERASE 4
+#define PS_COW_GUESS_ERASE_MAX 1024
+#define PS_COW_GUESS_DECAY 1024
 /* Ranges per retire batch handed to the reclaim thread. */
 #define PS_COW_RETIRE_BATCH 256
 /* Retired ranges in flight past which a set that may wait frees its own batch. */
@@ -109,12 +118,15 @@ struct ps_store_cow {
 	pthread_mutex_t wlock __ps_cacheline_aligned;
 	/* Under @wlock: */
 	uint64_t gen;                  /* the last update's generation */
+	size_t guess_erase;            /* see PS_COW_GUESS_ERASE */
+	unsigned guess_sets;           /* sets since @guess_erase last changed */
 	struct ps_range_vec pool;      /* spare ranges */
 	size_t npool;                  /* atomic copy of @pool.n, for the worker */
 	struct cow_batch *batch;       /* the partial retire batch, or NULL */
 	struct cow_batch *stalled;     /* full batches no reclaim thread took */
-	/* Atomic: ranges handed to the reclaim thread and not yet released. */
-	size_t inflight;
+	size_t nstalled;               /* ranges in @stalled; atomic reads outside @wlock */
+	/* Atomic: ranges (and batches) handed to the reclaim thread and not yet released. */
+	size_t inflight, inflight_batches;
 	/* Ranges a grace period released, for the next sets' pool; under @rlock. */
 	pthread_mutex_t rlock;
 	struct ps_range_vec recycle;
@@ -126,10 +138,20 @@ static inline struct ps_store_cow *to_cow(struct ps_store *s)
 	return ps_container_of(s, struct ps_store_cow, base);
 }
 
-static inline const struct ps_rtree *cow_published(struct ps_store_cow *cs)
+/* The published root: loaded first, then declared to the thread checkers. */
+static inline struct ps_rb_node *cow_root(struct ps_store_cow *cs)
 {
+	struct ps_rb_node *root = ps_rb_load_root(&cs->tree.root);
+
 	PS_ANNOTATE_HAPPENS_AFTER(&cs->tree); /* pairs with the publication in cow_set() */
-	return &cs->tree;
+	return root;
+}
+
+static inline struct ps_policy *cow_lookup_pol(struct ps_store_cow *cs, uint64_t idx)
+{
+	struct ps_range *r = ps_rtree_lookup_from(cow_root(cs), idx);
+
+	return r ? PS_READ_ONCE(r->pol) : NULL;
 }
 
 static struct ps_store *cow_create(void)
@@ -143,6 +165,8 @@ static struct ps_store *cow_create(void)
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->tree, sizeof(cs->tree)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->inflight, sizeof(cs->inflight));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nrecycle, sizeof(cs->nrecycle));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nstalled, sizeof(cs->nstalled));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->inflight_batches, sizeof(cs->inflight_batches));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->npool, sizeof(cs->npool));
 	pthread_mutex_init(&cs->wlock, NULL);
 	pthread_mutex_init(&cs->rlock, NULL);
@@ -188,6 +212,17 @@ static void batch_free_now(struct cow_batch *b)
 	for (i = 0; i < b->n; i++)
 		_ps_free(b->ranges[i]);
 	_ps_free(b);
+}
+
+/* Free a chain of batches (linked by @next_stalled) at once: no reader can reach them. */
+static void batch_chain_free_now(struct cow_batch *b)
+{
+	struct cow_batch *next;
+
+	for (; b; b = next) {
+		next = b->next_stalled;
+		batch_free_now(b);
+	}
 }
 
 /* Give @b's ranges (no policy references left) to the store's next sets, or free them. */
@@ -254,6 +289,7 @@ static void cow_batch_free(struct ps_reclaim_item *item)
 	cow_batch_release(cs, b);
 	/* The store outlives this: destroy waits for every batch (the barrier). */
 	__atomic_fetch_sub(&cs->inflight, n, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&cs->inflight_batches, 1, __ATOMIC_RELAXED);
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_batches_done);
 }
 
@@ -267,12 +303,7 @@ static void cow_destroy(struct ps_store *s)
 	ps_range_list_free(&removed);
 	if (cs->batch)
 		batch_free_now(cs->batch);
-	while (cs->stalled) {
-		struct cow_batch *b = cs->stalled;
-
-		cs->stalled = b->next_stalled;
-		batch_free_now(b);
-	}
+	batch_chain_free_now(cs->stalled);
 	/* Batches in flight point at the store: wait for them (any thread may destroy). */
 	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED)) {
 		bool token = PS_COW_WAIT_ENTER();
@@ -303,7 +334,7 @@ static void cow_read_unlock(struct ps_store *s)
 
 static const struct ps_policy *cow_lookup_borrow(struct ps_store *s, uint64_t idx)
 {
-	return ps_rtree_lookup_pol(cow_published(to_cow(s)), idx);
+	return cow_lookup_pol(to_cow(s), idx);
 }
 
 /* Inside a read-side section. */
@@ -312,7 +343,7 @@ static inline struct ps_policy *cow_get(struct ps_store *s, uint64_t idx)
 	struct ps_policy *pol;
 
 	/* The range holds its reference for our whole section: a plain increment is safe. */
-	pol = _ps_policy_get(ps_rtree_lookup_pol(cow_published(to_cow(s)), idx));
+	pol = _ps_policy_get(cow_lookup_pol(to_cow(s), idx));
 	PS_ANNOTATE_HAPPENS_BEFORE(s);
 	return pol;
 }
@@ -334,43 +365,66 @@ static struct ps_policy *cow_lookup(struct ps_store *s, uint64_t idx)
 	return ps_lookup_result(cow_get(s, idx));
 }
 
-/* Release @b here, after a grace period; the caller may wait. */
-static void cow_release_here(struct ps_store_cow *cs, struct cow_batch *b)
+static bool cow_defer(struct ps_store_cow *cs, struct cow_batch *b)
 {
-	PS_COW_SYNCHRONIZE();
-	PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-	cow_batch_release(cs, b);
-}
-
-/*
- * Hand a full batch over; called without @wlock.  Stalled batches (no
- * reclaim thread could be started) go first, or wait for a caller that may
- * wait for a grace period.
- */
-static void cow_reclaim(struct ps_store_cow *cs, struct cow_batch *b)
-{
-	bool can_wait = PS_COW_CAN_WAIT();
-
-	if (can_wait &&
-			__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) > PS_COW_INFLIGHT_MAX) {
-		/* The reclaim thread is behind: reclaim this batch here rather than queue more. */
-		cow_release_here(cs, b);
-		return;
-	}
 	b->store = cs;
 	b->item.release = cow_batch_free;
 	__atomic_fetch_add(&cs->inflight, batch_ranges(b), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&cs->inflight_batches, 1, __ATOMIC_RELAXED);
 	PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
 	if (!_ps_reclaim_defer(PS_COW_RECLAIMER, &b->item))
-		return;
+		return true;
 	__atomic_fetch_sub(&cs->inflight, batch_ranges(b), __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&cs->inflight_batches, 1, __ATOMIC_RELAXED);
+	return false;
+}
+
+static void cow_reclaim(struct ps_store_cow *cs, struct cow_batch *b)
+{
+	bool can_wait = PS_COW_CAN_WAIT();
+	struct cow_batch *stalled = NULL, *next;
+
+	if (ps_unlikely(__atomic_load_n(&cs->nstalled, __ATOMIC_RELAXED))) {
+		/* Batches no reclaim thread took: this batch joins them, and they go first. */
+		pthread_mutex_lock(&cs->wlock);
+		stalled = cs->stalled;
+		cs->stalled = NULL;
+		__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&cs->wlock);
+	}
+	b->next_stalled = stalled;
+	stalled = b;
+	/* The reclaim thread far behind: reclaim here rather than queue more. */
+	if (!(can_wait &&
+			    __atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) > PS_COW_INFLIGHT_MAX)) {
+		/* Once handed over, a batch may be freed at once: read its link first. */
+		for (; stalled; stalled = next) {
+			next = stalled->next_stalled;
+			if (!cow_defer(cs, stalled))
+				break;
+		}
+		if (!stalled)
+			return;
+	}
 	if (can_wait) {
-		cow_release_here(cs, b);
+		/* Behind, or no reclaim thread: wait for the grace period here. */
+		PS_COW_SYNCHRONIZE();
+		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
+		for (; stalled; stalled = next) {
+			next = stalled->next_stalled;
+			cow_batch_release(cs, stalled);
+		}
 		return;
 	}
+	/* Inside a section and no thread: keep them for a later set or synchronize. */
 	pthread_mutex_lock(&cs->wlock);
-	b->next_stalled = cs->stalled;
-	cs->stalled = b;
+	for (; stalled; stalled = next) {
+		next = stalled->next_stalled;
+		stalled->next_stalled = cs->stalled;
+		cs->stalled = stalled;
+		__atomic_store_n(&cs->nstalled, cs->nstalled + batch_ranges(stalled),
+				__ATOMIC_RELAXED);
+	}
 	pthread_mutex_unlock(&cs->wlock);
 }
 
@@ -424,13 +478,33 @@ static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 	int ret;
 
 	pthread_mutex_lock(&cs->wlock);
-	ret = cow_prepare(cs, ps_rtree_cow_need(&cs->tree, start, end, 0));
-	if (ret) {
-		pthread_mutex_unlock(&cs->wlock);
-		return ret;
+	/*
+	 * Most sets erase a range or two: prepare for PS_COW_GUESS_ERASE
+	 * without walking the ranges the set covers.  A set that erases more
+	 * stops, is thrown away (nothing published was written), and runs
+	 * again with what ps_rtree_cow_need() counts: either way every spare
+	 * is allocated before the version that is published is built.
+	 */
+	if (++cs->guess_sets >= PS_COW_GUESS_DECAY || cs->guess_erase < PS_COW_GUESS_ERASE) {
+		cs->guess_erase = cs->guess_erase / 2 > PS_COW_GUESS_ERASE ? cs->guess_erase / 2 :
+									    PS_COW_GUESS_ERASE;
+		cs->guess_sets = 0;
 	}
+	ret = cow_prepare(cs, ps_rtree_cow_need_erasing(&cs->tree, cs->guess_erase, 0));
+	if (ret)
+		goto out;
 	ps_rtree_cow_begin(&c, &cs->tree, ++cs->gen, &cs->pool);
-	ps_rtree_cow_set(&c, start, end, pol);
+	if (!ps_rtree_cow_set(&c, start, end, pol, cs->guess_erase)) {
+		ps_rtree_cow_abort(&c);
+		if (cs->guess_erase < PS_COW_GUESS_ERASE_MAX)
+			cs->guess_erase *= 4;
+		cs->guess_sets = 0;
+		ret = cow_prepare(cs, ps_rtree_cow_need(&cs->tree, start, end, 0));
+		if (ret)
+			goto out;
+		ps_rtree_cow_begin(&c, &cs->tree, ++cs->gen, &cs->pool);
+		ps_rtree_cow_set(&c, start, end, pol, SIZE_MAX);
+	}
 	PS_ANNOTATE_HAPPENS_BEFORE(&cs->tree);
 	ps_rtree_cow_publish(&c, &cs->tree);
 	/* What left the published tree waits for a grace period. */
@@ -442,10 +516,11 @@ static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 	if (cs->pool.n > PS_COW_SPARE_MAX)
 		cow_trim_pool(cs, PS_COW_SPARE_MAX);
 	__atomic_store_n(&cs->npool, cs->pool.n, __ATOMIC_RELAXED);
+out:
 	pthread_mutex_unlock(&cs->wlock);
 	if (full)
 		cow_reclaim(cs, full);
-	return 0;
+	return ret;
 }
 
 static void cow_synchronize(struct ps_store *s)
@@ -462,18 +537,14 @@ static void cow_synchronize(struct ps_store *s)
 	else
 		b = cs->stalled;
 	cs->stalled = NULL;
+	__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cs->wlock);
 	/* Documented: never inside a read-side section; a QSBR thread goes offline here. */
 	token = PS_COW_WAIT_ENTER();
 	if (b) {
 		PS_COW_SYNCHRONIZE();
 		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-		while (b) {
-			struct cow_batch *next = b->next_stalled;
-
-			batch_free_now(b);
-			b = next;
-		}
+		batch_chain_free_now(b);
 	}
 	/* And the batches handed to the reclaim thread (by any store of the flavour). */
 	_ps_reclaim_barrier(PS_COW_RECLAIMER);
@@ -482,10 +553,11 @@ static void cow_synchronize(struct ps_store *s)
 	/* An idle store keeps few spares. */
 	pthread_mutex_lock(&cs->wlock);
 	pthread_mutex_lock(&cs->rlock);
-	ps_range_vec_trim(&cs->recycle, 0);
+	ps_range_vec_free(&cs->recycle);
 	__atomic_store_n(&cs->nrecycle, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cs->rlock);
 	cow_trim_pool(cs, PS_COW_SPARE_IDLE);
+	ps_range_vec_shrink(&cs->pool);
 	pthread_mutex_unlock(&cs->wlock);
 }
 
@@ -493,9 +565,13 @@ static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
 	int ret;
 
+	struct ps_rtree snap;
+
 	/* The published version cannot change under us: a snapshot, and no writer waits. */
 	PS_COW_READ_ENTER();
-	ret = ps_rtree_foreach(cow_published(to_cow(s)), fn, arg);
+	snap.root.node = cow_root(to_cow(s));
+	snap.count = 0;
+	ret = ps_rtree_foreach(&snap, fn, arg);
 	PS_ANNOTATE_HAPPENS_BEFORE(s);
 	PS_COW_READ_EXIT();
 	return ret;
@@ -515,19 +591,35 @@ static int cow_check(struct ps_store *s, const char **why)
 
 static const struct ps_rtree *cow_tree(struct ps_store *s)
 {
-	return cow_published(to_cow(s));
+	return &to_cow(s)->tree; /* for its count only */
 }
 
+/* Bytes besides the live ranges: spares, retired ranges not yet freed, and their bookkeeping. */
 static size_t cow_held(struct ps_store *s)
 {
+	const size_t batch_bytes = sizeof(struct cow_batch) + 4 * PS_COW_RETIRE_BATCH * sizeof(void *);
 	struct ps_store_cow *cs = to_cow(s);
-	size_t n;
+	size_t ranges, batches, bytes;
+	struct cow_batch *b;
 
 	pthread_mutex_lock(&cs->wlock);
-	n = cs->pool.n + (cs->batch ? batch_ranges(cs->batch) : 0);
+	ranges = cs->pool.n + cs->nstalled;
+	batches = 0;
+	if (cs->batch) {
+		ranges += batch_ranges(cs->batch);
+		batches++;
+	}
+	for (b = cs->stalled; b; b = b->next_stalled)
+		batches++;
+	bytes = cs->pool.cap * sizeof(*cs->pool.v);
 	pthread_mutex_unlock(&cs->wlock);
-	return n + __atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) +
-	       __atomic_load_n(&cs->nrecycle, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&cs->rlock);
+	ranges += cs->recycle.n;
+	bytes += cs->recycle.cap * sizeof(*cs->recycle.v);
+	pthread_mutex_unlock(&cs->rlock);
+	ranges += __atomic_load_n(&cs->inflight, __ATOMIC_RELAXED);
+	batches += __atomic_load_n(&cs->inflight_batches, __ATOMIC_RELAXED);
+	return bytes + ranges * sizeof(struct ps_range) + batches * batch_bytes;
 }
 
 static struct ps_lstat *cow_lock_stat(struct ps_store *s, int dir)

@@ -89,6 +89,23 @@ bool ps_qsbr_thread_is_online(void)
 	return !ps_qsbr_auto_depth && qsbr_online_now();
 }
 
+/* fork(): an online forking thread would stall the grace period fork waits out. */
+static __thread bool ps_qsbr_fork_online __attribute__((tls_model("initial-exec")));
+
+void _ps_qsbr_fork_prepare(void)
+{
+	ps_qsbr_fork_online = qsbr_online_now();
+	if (ps_qsbr_fork_online)
+		urcu_qsbr_thread_offline();
+}
+
+void _ps_qsbr_fork_done(void)
+{
+	if (ps_qsbr_fork_online)
+		urcu_qsbr_thread_online();
+	ps_qsbr_fork_online = false;
+}
+
 void _ps_qsbr_thread_exit(void)
 {
 	if (ps_qsbr_ours) {

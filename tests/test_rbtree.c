@@ -378,7 +378,7 @@ Test(rbtree, range_cow_sets_within_need)
 		maxneed = need > maxneed ? need : maxneed;
 		cr_assert_eq(ps_range_vec_fill(&vspares, need), 0);
 		ps_rtree_cow_begin(&c, &pub, ++gen, &vspares);
-		ps_rtree_cow_set(&c, a, b, pol);
+		cr_assert(ps_rtree_cow_set(&c, a, b, pol, SIZE_MAX));
 		ps_rtree_cow_publish(&c, &pub);
 		cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
 		/* The old version still holds what it held: a reader of it sees it whole. */
@@ -413,4 +413,66 @@ Test(rbtree, range_cow_sets_within_need)
 		cr_assert_eq(ps_policy_refcount(pols[i]), 1);
 		ps_policy_put(pols[i]);
 	}
+}
+
+/*
+ * An update prepared for a few erases that meets more stops, and
+ * ps_rtree_cow_abort() leaves no trace: the published version, every
+ * reference count and the spares are as before; the same set then runs
+ * with ps_rtree_cow_need() spares.  Every third set here spans many ranges.
+ */
+Test(rbtree, range_cow_abort_leaves_no_trace)
+{
+	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
+	struct ps_rtree pub;
+	struct rmodel m = { { NULL } };
+	uint64_t seed = 11, gen = 0;
+	int op, aborted = 0;
+
+	ps_rtree_init(&pub);
+	for (op = 0; op < 3000; op++) {
+		uint64_t a = ps_test_rand(&seed) % 4000, len = 1 + ps_test_rand(&seed) % (op % 3 ? 8 : 300);
+		uint64_t b = a + len > 4096 ? 4096 : a + len, x;
+		struct ps_policy *pol = op % 7 ? pols[ps_test_rand(&seed) % 2] : NULL;
+		struct ps_range_vec spares = { NULL, 0, 0 };
+		long refs[2] = { ps_policy_refcount(pols[0]), ps_policy_refcount(pols[1]) };
+		struct ps_rtree_cow c;
+		const char *why = NULL;
+		size_t n0;
+
+		cr_assert_eq(ps_range_vec_fill(&spares, ps_rtree_cow_need_erasing(&pub, 1, 0)), 0);
+		n0 = spares.n;
+		ps_rtree_cow_begin(&c, &pub, ++gen, &spares);
+		if (!ps_rtree_cow_set(&c, a, b, pol, 1)) {
+			ps_rtree_cow_abort(&c);
+			aborted++;
+			cr_assert_eq(spares.n, n0, "op %d: spares not all returned", op);
+			cr_assert_eq(ps_policy_refcount(pols[0]), refs[0], "op %d", op);
+			cr_assert_eq(ps_policy_refcount(pols[1]), refs[1], "op %d", op);
+			cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
+			ps_rtree_foreach(&pub, walk_cmp, &m); /* still the model before this set */
+			cr_assert_eq(ps_range_vec_fill(&spares, ps_rtree_cow_need(&pub, a, b, 0)), 0);
+			ps_rtree_cow_begin(&c, &pub, ++gen, &spares);
+			cr_assert(ps_rtree_cow_set(&c, a, b, pol, SIZE_MAX));
+		}
+		ps_rtree_cow_publish(&c, &pub);
+		ps_range_vec_free(&spares);
+		ps_range_list_free_nopol(&c.replaced);
+		ps_range_list_free(&c.removed);
+		for (x = a; x < b; x++)
+			m.pol[x] = pol;
+		cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
+		ps_rtree_foreach(&pub, walk_cmp, &m);
+	}
+	cr_assert_gt(aborted, 100, "only %d sets met more than one range", aborted);
+	{
+		struct ps_range_list removed = { NULL, 0, NULL };
+
+		ps_rtree_clear(&pub, &removed);
+		ps_range_list_free(&removed);
+	}
+	cr_assert_eq(ps_policy_refcount(pols[0]), 1);
+	cr_assert_eq(ps_policy_refcount(pols[1]), 1);
+	ps_policy_put(pols[0]);
+	ps_policy_put(pols[1]);
 }

@@ -1,0 +1,151 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Build the Debian packages from a copy of the source tree, unpack them into
+# a scratch root (the machine's own packages are not touched), check what
+# each holds, build the quickstart example against the unpacked -dev
+# package with pkg-config (and hwloc_policy against polstore-hwloc) and run
+# it on the unpacked library, then run lintian when it is installed.
+#
+# Usage: tests/package/run.sh [<polstore source dir>]
+# Exit status 77 (skipped) when dpkg-buildpackage or a build dependency is
+# missing (scripts/deps.sh installs them).  Needs no root: the build uses
+# Rules-Requires-Root: no.  About 40 s on 2 cores (build 25 s, lintian 10 s).
+# POLSTORE_PACKAGE_KEEP=<dir> copies the .deb files and logs there.
+set -eu
+
+srcdir=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+cc=${CC:-cc}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/polstore-package.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+step() { printf '== %s\n' "$*"; }
+die() { printf 'package: %s\n' "$*" >&2; exit 1; }
+now() { date +%s; }
+
+for tool in dpkg-buildpackage dpkg-checkbuilddeps dpkg-deb dpkg-parsechangelog; do
+	command -v $tool >/dev/null || { echo "package: no $tool: skipped"; exit 77; }
+done
+(cd "$srcdir" && dpkg-checkbuilddeps) 2>"$tmp/builddeps" || {
+	cat "$tmp/builddeps"
+	echo "package: build dependencies missing (scripts/deps.sh installs them): skipped"
+	exit 77
+}
+
+version=$(dpkg-parsechangelog -l "$srcdir/debian/changelog" -S Version)
+upstream=${version%-*}
+arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+src=$tmp/polstore-$upstream
+
+# The tree as git sees it (tracked and untracked files, not ignored ones:
+# no build directories), or the whole tree without them.
+step "copy $srcdir"
+mkdir "$src"
+if git -C "$srcdir" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	(cd "$srcdir" && git ls-files -z --cached --others --exclude-standard |
+		xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
+		tar --null -T - -cf -) | tar -xf - -C "$src"
+else
+	(cd "$srcdir" && tar --exclude='./build*' --exclude='./obj-*' -cf - .) | tar -xf - -C "$src"
+fi
+
+step "dpkg-buildpackage -us -uc -b (polstore $version, $arch)"
+t0=$(now)
+(cd "$src" && DEB_BUILD_OPTIONS="nocheck parallel=${POLSTORE_PACKAGE_JOBS:-2}" \
+	dpkg-buildpackage -us -uc -b) >"$tmp/build.log" 2>&1 || {
+	tail -n 60 "$tmp/build.log" >&2
+	die "dpkg-buildpackage failed"
+}
+t1=$(now)
+grep -E 'dpkg-gensymbols: warning|dpkg-shlibdeps: warning' "$tmp/build.log" || true
+
+deb() { echo "$tmp/${1}_${version}_$arch.deb"; }
+for p in libpolstore0 libpolstore-dev libpolstore-hwloc0 libpolstore-hwloc-dev polstore-tools; do
+	[ -f "$(deb $p)" ] || die "no package $p"
+done
+
+step "contents"
+# has PACKAGE PATH...: each path (a shell pattern) is in PACKAGE.
+has() {
+	p=$1
+	shift
+	dpkg-deb -c "$(deb "$p")" | awk '{ print $6 }' | sed 's|^\./|/|' >"$tmp/list"
+	for f; do
+		# shellcheck disable=SC2254 # the pattern is meant to match
+		grep -q "^$f\$" "$tmp/list" || die "$p lacks $f"
+	done
+}
+lib=/usr/lib/$triplet
+has libpolstore0 "$lib/libpolstore\.so\.0" "$lib/libpolstore\.so\.$upstream"
+has libpolstore-dev /usr/include/polstore/polstore.h /usr/include/polstore/version.h \
+	"$lib/libpolstore\.so" "$lib/libpolstore\.a" "$lib/pkgconfig/polstore\.pc" \
+	"$lib/cmake/polstore/polstoreConfig\.cmake" "$lib/cmake/polstore/polstoreTargets\.cmake" \
+	'/usr/share/man/man3/store\.h\.3polstore\.gz' '/usr/share/man/man3/ps_store_set\.3polstore\.gz'
+has libpolstore-hwloc0 "$lib/libpolstore_hwloc\.so\.0"
+has libpolstore-hwloc-dev /usr/include/polstore/hwloc.h "$lib/libpolstore_hwloc\.so" \
+	"$lib/libpolstore_hwloc\.a" "$lib/pkgconfig/polstore-hwloc\.pc" \
+	"$lib/cmake/polstore/polstoreHwlocTargets\.cmake"
+has polstore-tools /usr/bin/polstore-stress '/usr/share/man/man1/polstore-stress\.1\.gz'
+if dpkg-deb -c "$(deb libpolstore-dev)" | grep -q 'hwloc'; then
+	die "libpolstore-dev holds hwloc files"
+fi
+# libpolstore0 and its -dev never need hwloc.
+for p in libpolstore0 libpolstore-dev; do
+	if dpkg-deb -f "$(deb $p)" Depends | grep -q hwloc; then
+		die "$p depends on hwloc: $(dpkg-deb -f "$(deb $p)" Depends)"
+	fi
+done
+for p in libpolstore0 libpolstore-dev libpolstore-hwloc0 libpolstore-hwloc-dev polstore-tools; do
+	printf '   %-22s %s\n' "$p" "$(dpkg-deb -f "$(deb $p)" Depends)"
+done
+
+step "unpack into a scratch root, build examples with pkg-config"
+root=$tmp/root
+for p in libpolstore0 libpolstore-dev libpolstore-hwloc0 libpolstore-hwloc-dev polstore-tools; do
+	dpkg-deb -x "$(deb $p)" "$root"
+done
+# polstore.pc is relocatable: its prefix follows the file into the root.
+export PKG_CONFIG_PATH="$root$lib/pkgconfig"
+incdir=$(pkg-config --variable=includedir polstore)
+[ "$(cd "$incdir" && pwd -P)" = "$(cd "$root/usr/include" && pwd -P)" ] ||
+	die "polstore.pc does not follow the scratch root (includedir $incdir)"
+mkdir "$tmp/app"
+cd "$tmp/app"
+# shellcheck disable=SC2046 # word splitting of the flags is wanted
+$cc -Wall -Wextra -Werror $(pkg-config --cflags polstore) -o quickstart \
+	"$src/examples/quickstart.c" $(pkg-config --libs polstore) || die "quickstart does not build"
+LD_LIBRARY_PATH=$root$lib ldd ./quickstart | grep -q "$root$lib/libpolstore\.so\.0" ||
+	die "quickstart does not load the packaged library"
+LD_LIBRARY_PATH=$root$lib ./quickstart >quickstart.out || die "quickstart failed"
+# shellcheck disable=SC2046
+$cc -Wall -Wextra -Werror $(pkg-config --cflags polstore-hwloc) -o hwloc_policy \
+	"$src/examples/hwloc_policy.c" $(pkg-config --libs polstore-hwloc) ||
+	die "hwloc_policy does not build against polstore-hwloc"
+LD_LIBRARY_PATH=$root$lib ./hwloc_policy >hwloc_policy.out || {
+	rc=$?
+	[ $rc -eq 77 ] || die "hwloc_policy failed ($rc)"
+}
+"$root/usr/bin/polstore-stress" --help >/dev/null || die "polstore-stress --help failed"
+if command -v man >/dev/null; then
+	MANPATH=$root/usr/share/man man -w ps_store_set >/dev/null || die "man ps_store_set: no page"
+fi
+
+lintian_s=-
+if command -v lintian >/dev/null; then
+	step "lintian --pedantic"
+	t2=$(now)
+	# Warnings and notes are reported; an error fails the test.
+	lintian --pedantic --display-info --allow-root \
+		"$tmp/polstore_${version}_$arch.changes" >"$tmp/lintian.log" 2>&1 || true
+	lintian_s=$(($(now) - t2))
+	sed 's/^/   /' "$tmp/lintian.log"
+	if grep -q '^E: ' "$tmp/lintian.log"; then
+		die "lintian reports errors"
+	fi
+fi
+if [ -n "${POLSTORE_PACKAGE_KEEP:-}" ]; then
+	mkdir -p "$POLSTORE_PACKAGE_KEEP"
+	cp "$tmp"/*.deb "$tmp"/*.changes "$tmp"/*.buildinfo "$tmp/build.log" "$POLSTORE_PACKAGE_KEEP"/
+	[ ! -f "$tmp/lintian.log" ] || cp "$tmp/lintian.log" "$POLSTORE_PACKAGE_KEEP"/
+fi
+step "package OK: 5 packages built in $((t1 - t0)) s, lintian $lintian_s s"

@@ -1,0 +1,1418 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Adversarial review of the copy-on-write RCU stores (src/sync_cow.h,
+ * src/rangetree.c, src/rbtree.c, src/rcu_reclaim.c) and of the in-place
+ * variants after the parent-pointer removal and the victim reuse.
+ *
+ * Each test states the suspicion it checks.  A test that hangs is failed by
+ * Criterion's timeout (or, in a forked child, by alarm()).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "policy_internal.h"
+#include "rangetree.h"
+#include "rbtree.h"
+#include "store_internal.h"
+#include "testutil.h"
+
+/* Constants of src/sync_cow.h (not exported): keep in step. */
+#define COW_RETIRE_BATCH 256
+#define COW_INFLIGHT_MAX (1 << 18)
+#define COW_SPARE_MAX 65536
+
+static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+
+#define RCU_TEST(name, ...)                                                                        \
+	PS_PARAM_TEST(enum ps_sync, sync, rcu_syncs, 2, cow, name, ##__VA_ARGS__)
+#define ALL_TEST(name, ...)                                                                        \
+	PS_PARAM_TEST(enum ps_sync, sync, ps_test_all_syncs, PS_SYNC_COUNT, cow, name,     \
+			##__VA_ARGS__)
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Retire at least @n ranges: set and remove one-page ranges. */
+static void churn(struct ps_store *s, struct ps_policy *p, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		cr_assert_eq(ps_store_set(s, 1000000 + (uint64_t)i, 1000001 + (uint64_t)i, p), 0);
+		cr_assert_eq(ps_store_set(s, 1000000 + (uint64_t)i, 1000001 + (uint64_t)i, NULL), 0);
+	}
+}
+
+/* ---- a page model of the store ---------------------------------------------- */
+
+#define MODEL_PAGES 512
+
+struct model {
+	struct ps_policy *pol[MODEL_PAGES];
+};
+
+static void model_set(struct model *m, uint64_t a, uint64_t b, struct ps_policy *p)
+{
+	uint64_t i;
+
+	if (p && p->mode == PS_MPOL_DEFAULT)
+		p = NULL;
+	for (i = a; i < b && i < MODEL_PAGES; i++)
+		m->pol[i] = p;
+}
+
+/* How many ranges of the store hold each policy (counted by foreach). */
+struct refs_walk {
+	struct ps_policy **pols;
+	long *n;
+	int npols;
+	uint64_t prev_end;
+	bool bad;
+};
+
+static int refs_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct refs_walk *w = arg;
+	int i;
+
+	if (start >= end || start < w->prev_end)
+		w->bad = true;
+	w->prev_end = end;
+	for (i = 0; i < w->npols; i++)
+		if (w->pols[i] == pol)
+			w->n[i]++;
+	return 0;
+}
+
+/* After ps_store_synchronize(): each policy's count is 1 (ours) + the ranges holding it. */
+static void expect_refcounts(struct ps_store *s, struct ps_policy **pols, int npols,
+		const char *when)
+{
+	long n[16] = { 0 };
+	struct refs_walk w = { pols, n, npols, 0, false };
+	int i;
+
+	cr_assert(npols <= 16);
+	cr_assert_eq(ps_store_foreach(s, refs_fn, &w), 0);
+	cr_assert_not(w.bad, "%s: ranges out of order", when);
+	for (i = 0; i < npols; i++)
+		cr_assert_eq(ps_policy_refcount(pols[i]), 1 + n[i],
+				"%s: policy %d has count %ld, expected 1 + %ld ranges (%s)", when, i,
+				ps_policy_refcount(pols[i]), n[i], ps_sync_name(ps_store_sync_kind(s)));
+}
+
+static void expect_model(struct ps_store *s, const struct model *m, const char *when)
+{
+	uint64_t i;
+
+	for (i = 0; i < MODEL_PAGES; i++) {
+		struct ps_policy *got = ps_store_lookup(s, i);
+
+		cr_assert_eq(got, m->pol[i], "%s: page %llu", when, (unsigned long long)i);
+		ps_policy_put(got);
+	}
+}
+
+/* ---- 1. reference counts across copies, victim reuse, removal, recycling --------- */
+
+/*
+ * Random sets (many of them equal to, or covering exactly, existing ranges:
+ * the victim reuse) against a page model; after every synchronize each
+ * policy's count must be exactly 1 + the ranges holding it, and before it
+ * never below that.  Enough sets that retired ranges are recycled many
+ * times over (recycled spares still point at old policies).
+ */
+ALL_TEST(refcounts_random_with_victims, .timeout = 120)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *pols[6];
+	struct model m = { { NULL } };
+	uint64_t seed = 0x1234 + (uint64_t)*sync;
+	long op, nops = ps_test_iters(60000);
+	int i;
+
+	for (i = 0; i < 5; i++)
+		pols[i] = ps_test_bind(i);
+	pols[5] = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0);
+	cr_assert_not_null(pols[5]);
+	for (op = 0; op < nops; op++) {
+		uint64_t a, b, r = ps_test_rand(&seed);
+		struct ps_policy *p = (r & 7) == 0 ? NULL : pols[(r >> 3) % 6];
+
+		if ((r >> 8) % 4 == 0) {
+			/* Exactly an existing range (or the whole store). */
+			struct ps_rtree_cow dummy;
+
+			(void)dummy;
+			a = ps_test_rand(&seed) % MODEL_PAGES;
+			b = a;
+			while (b < MODEL_PAGES && m.pol[b] == m.pol[a])
+				b++;
+			while (a > 0 && m.pol[a - 1] == m.pol[a])
+				a--;
+			if (a == b)
+				continue;
+		} else if (!ps_test_rand_range(&seed, 0, MODEL_PAGES, &a, &b)) {
+			continue;
+		}
+		cr_assert_eq(ps_store_set(s, a, b, p), 0);
+		model_set(&m, a, b, p);
+		if (op % 4096 == 4095) {
+			long n[16] = { 0 };
+			struct refs_walk w = { pols, n, 6, 0, false };
+
+			ps_store_foreach(s, refs_fn, &w);
+			for (i = 0; i < 6; i++)
+				cr_assert_geq(ps_policy_refcount(pols[i]), 1 + n[i],
+						"policy %d count below its ranges", i);
+			ps_store_synchronize(s);
+			expect_refcounts(s, pols, 6, "after synchronize");
+			expect_model(s, &m, "model");
+			cr_assert_eq(ps_store_check(s, NULL), 0);
+		}
+	}
+	ps_store_synchronize(s);
+	expect_refcounts(s, pols, 6, "end");
+	expect_model(s, &m, "end");
+	/* Remove everything, with one set at the extreme edges. */
+	cr_assert_eq(ps_store_set(s, 0, UINT64_MAX, NULL), 0);
+	cr_assert_eq(ps_store_count(s), 0);
+	ps_store_synchronize(s);
+	for (i = 0; i < 6; i++)
+		cr_assert_eq(ps_policy_refcount(pols[i]), 1, "policy %d after removing all", i);
+	ps_store_destroy(s);
+	for (i = 0; i < 6; i++)
+		ps_policy_put(pols[i]);
+}
+
+/*
+ * Recycled spares still point at the policies of the ranges they were: a
+ * policy whose last reference went with a retired range is freed, and
+ * its address then sits in spares.  Nothing may read or put it (ASan:
+ * heap-use-after-free; double put: the count of a live policy falls).
+ * Fresh policies each round, so freed ones really are freed.
+ */
+RCU_TEST(recycled_spares_never_touch_stale_policies, .timeout = 120)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *keep = ps_test_bind(0);
+	long round, nrounds = ps_test_iters(400);
+	uint64_t seed = 99;
+
+	cr_assert_eq(ps_store_set(s, 0, 1 << 20, keep), 0);
+	for (round = 0; round < nrounds; round++) {
+		struct ps_policy *p = ps_test_bind((int)(round % 3) + 1);
+		int i;
+
+		/* Many ranges of @p, then overwritten (victims and splits) and removed. */
+		for (i = 0; i < 200; i++) {
+			uint64_t a = ps_test_rand(&seed) % 4096;
+
+			cr_assert_eq(ps_store_set(s, a, a + 1 + ps_test_rand(&seed) % 8, p), 0);
+		}
+		ps_policy_put(p); /* only the store holds @p now */
+		for (i = 0; i < 200; i++) {
+			uint64_t a = ps_test_rand(&seed) % 4096;
+
+			cr_assert_eq(ps_store_set(s, a, a + 1 + ps_test_rand(&seed) % 8, keep), 0);
+		}
+		cr_assert_eq(ps_store_set(s, 0, 4200, keep), 0); /* covers all: a victim, rest removed */
+		if (round % 50 == 49)
+			cr_assert_eq(ps_store_check(s, NULL), 0);
+	}
+	ps_store_synchronize(s);
+	cr_assert_eq(ps_policy_refcount(keep), 1 + (long)ps_store_count(s));
+	ps_store_destroy(s);
+	cr_assert_eq(ps_policy_refcount(keep), 1);
+	ps_policy_put(keep);
+}
+
+/* Destroy right after sets that handed batches to the reclaim thread (and a partial one). */
+RCU_TEST(destroy_with_batches_in_flight, .timeout = 60)
+{
+	struct ps_policy *p = ps_test_bind(1);
+	int round;
+
+	for (round = 0; round < 50; round++) {
+		struct ps_store *s = ps_store_create(*sync);
+
+		churn(s, p, 300 + round * 7);
+		cr_assert_eq(ps_store_set(s, 5, 6, p), 0);
+		ps_store_destroy(s);
+		cr_assert_eq(ps_policy_refcount(p), 1, "round %d: references left after destroy",
+				round);
+	}
+	ps_policy_put(p);
+}
+
+/* Destroy from another thread than the one that set (and than any that read). */
+static void *destroy_thread(void *arg)
+{
+	ps_store_destroy(arg);
+	return NULL;
+}
+
+RCU_TEST(destroy_from_other_thread, .timeout = 60)
+{
+	struct ps_policy *p = ps_test_bind(1);
+	int round;
+
+	for (round = 0; round < 20; round++) {
+		struct ps_store *s = ps_store_create(*sync);
+		pthread_t t;
+
+		churn(s, p, 600);
+		cr_assert_eq(pthread_create(&t, NULL, destroy_thread, s), 0);
+		pthread_join(t, NULL);
+		cr_assert_eq(ps_policy_refcount(p), 1);
+	}
+	ps_policy_put(p);
+}
+
+/* ---- 2. the worst-case spare bound ps_rtree_cow_need() ---------------------------- */
+
+struct need_stats {
+	size_t max_used, max_need;
+	double max_ratio;
+	double max_ratio_uncapped; /* where the bound is not the count cap */
+};
+
+/*
+ * One copy-on-write set with exactly ps_rtree_cow_need() spares (running
+ * out aborts: a crash fails the test); the retired ranges are freed at
+ * once (no readers).
+ */
+static void cow_apply(struct ps_rtree *pub, uint64_t *gen, uint64_t a, uint64_t b,
+		struct ps_policy *pol, struct need_stats *st)
+{
+	struct ps_range_vec v = { NULL, 0, 0 };
+	size_t need = ps_rtree_cow_need(pub, a, b, 0), used;
+	struct ps_rtree_cow c;
+	const char *why = NULL;
+	bool capped = need >= pub->count + PS_RTREE_SET_MAX_NEW;
+
+	cr_assert_eq(ps_range_vec_fill(&v, need), 0);
+	ps_rtree_cow_begin(&c, pub, ++*gen, &v);
+	cr_assert(ps_rtree_cow_set(&c, a, b, pol, SIZE_MAX));
+	ps_rtree_cow_publish(&c, pub);
+	used = need - v.n;
+	if (st) {
+		if (used > st->max_used)
+			st->max_used = used;
+		if (need > st->max_need)
+			st->max_need = need;
+		if (need && (double)used / (double)need > st->max_ratio)
+			st->max_ratio = (double)used / (double)need;
+		if (!capped && need && (double)used / (double)need > st->max_ratio_uncapped)
+			st->max_ratio_uncapped = (double)used / (double)need;
+	}
+	cr_assert_eq(ps_rtree_check(pub, &why), 0, "[%llu, %llu): %s", (unsigned long long)a,
+			(unsigned long long)b, why);
+	ps_range_vec_free(&v);
+	ps_range_list_free_nopol(&c.replaced);
+	ps_range_list_free(&c.removed);
+}
+
+static void tree_free(struct ps_rtree *t)
+{
+	struct ps_range_list removed = { NULL, 0, NULL };
+
+	ps_rtree_clear(t, &removed);
+	ps_range_list_free(&removed);
+}
+
+/*
+ * Trees of 0 to 3 ranges built from edge points (0, 1, ..., 2^63,
+ * UINT64_MAX - 1, UINT64_MAX), every set between two edge points, adding
+ * and removing.  Sets equal to existing ranges, adjacent, covering all.
+ */
+Test(cow, need_exhaustive_small_trees_at_edges)
+{
+	static const uint64_t P[] = { 0, 1, 2, 3, 5, 8, 1ULL << 63, UINT64_MAX - 1, UINT64_MAX };
+	enum { NP = sizeof(P) / sizeof(P[0]) };
+	struct ps_policy *pa = ps_test_bind(0), *pb = ps_test_bind(1);
+	struct need_stats st = { 0, 0, 0, 0 };
+	unsigned mask, i, j, sa, sb;
+	long cases = 0;
+
+	/* A tree: consecutive edge-point intervals chosen by @mask (up to 3 of them). */
+	for (mask = 0; mask < (1u << (NP - 1)); mask++) {
+		if (__builtin_popcount(mask) > 3)
+			continue;
+		for (sa = 0; sa < NP; sa++) {
+			for (sb = sa + 1; sb < NP; sb++) {
+				int k;
+
+				for (k = 0; k < 2; k++) {
+					struct ps_rtree t;
+					uint64_t gen = 0;
+
+					ps_rtree_init(&t);
+					for (i = 0, j = 0; i < NP - 1; i++)
+						if (mask & (1u << i))
+							cow_apply(&t, &gen, P[i], P[i + 1], j++ & 1 ? pa : pb,
+									NULL);
+					cow_apply(&t, &gen, P[sa], P[sb], k ? pa : NULL, &st);
+					/* And a second set on the result: the same again. */
+					cow_apply(&t, &gen, P[sa], P[sb], pb, &st);
+					tree_free(&t);
+					cases++;
+				}
+			}
+		}
+	}
+	cr_log_info("%ld cases, max used %zu of max need %zu, max used/need %.2f", cases,
+			st.max_used, st.max_need, st.max_ratio);
+	cr_assert_eq(ps_policy_refcount(pa), 1);
+	cr_assert_eq(ps_policy_refcount(pb), 1);
+	ps_policy_put(pa);
+	ps_policy_put(pb);
+}
+
+/*
+ * Big trees, adversarial sets: a long run of adjacent one-page ranges, then
+ * sets that cover many of them (huge spans, up to UINT64_MAX), split one,
+ * trim both ends, equal an existing range; also trees shaped by many
+ * removals (deletion-heavy rebalancing).
+ */
+Test(cow, need_big_trees_adversarial, .timeout = 300)
+{
+	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
+	struct need_stats st = { 0, 0, 0, 0 };
+	uint64_t seed = 4242;
+	int round;
+
+	for (round = 0; round < 12; round++) {
+		struct ps_rtree t;
+		uint64_t gen = 0, n = 64u << (round % 6), i;
+		int op;
+
+		ps_rtree_init(&t);
+		/* Adjacent ranges, inserted in an order that depends on the round. */
+		for (i = 0; i < n; i++) {
+			uint64_t x = round & 1 ? i : (round & 2 ? n - 1 - i : (i * 7919) % n);
+
+			cow_apply(&t, &gen, 10 * x, 10 * x + 10, pols[x & 1], &st);
+		}
+		/* Carve holes: a deletion-heavy shape. */
+		for (i = 0; i < n; i += 1 + ps_test_rand(&seed) % 3)
+			cow_apply(&t, &gen, 10 * i, 10 * i + 10, NULL, &st);
+		for (op = 0; op < 3000; op++) {
+			uint64_t r = ps_test_rand(&seed), a, b;
+			struct ps_policy *p = r & 1 ? pols[(r >> 1) & 1] : NULL;
+
+			switch ((r >> 4) % 8) {
+			case 0: /* huge span to the end */
+				a = ps_test_rand(&seed) % (10 * n + 20);
+				b = UINT64_MAX;
+				break;
+			case 1: /* from 0 */
+				a = 0;
+				b = 1 + ps_test_rand(&seed) % (10 * n + 20);
+				break;
+			case 2: /* inside one range: split */
+				a = 10 * (ps_test_rand(&seed) % n) + 3;
+				b = a + 4;
+				break;
+			case 3: /* exactly one range */
+				a = 10 * (ps_test_rand(&seed) % n);
+				b = a + 10;
+				break;
+			case 4: /* many whole ranges, trimmed at both ends */
+				a = 10 * (ps_test_rand(&seed) % n) + 5;
+				b = a + 10 * (1 + ps_test_rand(&seed) % 64);
+				break;
+			case 5: /* the very top */
+				a = UINT64_MAX - 1 - ps_test_rand(&seed) % 4;
+				b = UINT64_MAX - ps_test_rand(&seed) % 2;
+				if (a >= b)
+					continue;
+				break;
+			default: /* small random */
+				a = ps_test_rand(&seed) % (10 * n);
+				b = a + 1 + ps_test_rand(&seed) % 30;
+				break;
+			}
+			cow_apply(&t, &gen, a, b, p, &st);
+			if (!t.count || op % 500 == 499) {
+				/* Refill: many adjacent ranges again. */
+				for (i = 0; i < n; i += 1 + (ps_test_rand(&seed) & 1))
+					cow_apply(&t, &gen, 10 * i, 10 * i + 10, pols[i & 1], &st);
+			}
+		}
+		tree_free(&t);
+	}
+	cr_log_info("max used %zu of max need %zu, max used/need %.2f (%.2f below the count cap)",
+			st.max_used, st.max_need, st.max_ratio, st.max_ratio_uncapped);
+	cr_assert_eq(ps_policy_refcount(pols[0]), 1);
+	cr_assert_eq(ps_policy_refcount(pols[1]), 1);
+	ps_policy_put(pols[0]);
+	ps_policy_put(pols[1]);
+}
+
+/* ---- 3. readers holding an old version ------------------------------------------- */
+
+struct old_reader {
+	struct ps_store *s;
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int state; /* 1: reader inside its section; 2: writer done */
+	long seen, expect;
+	const struct ps_policy *borrowed[64];
+	int borrowed_node[64];
+	bool bad;
+};
+
+static void old_reader_wait_writer(struct old_reader *o)
+{
+	pthread_mutex_lock(&o->m);
+	o->state = 1;
+	pthread_cond_broadcast(&o->cv);
+	while (o->state != 2)
+		pthread_cond_wait(&o->cv, &o->m);
+	pthread_mutex_unlock(&o->m);
+}
+
+static bool policy_looks_alive(const struct ps_policy *p, int node)
+{
+	return ps_policy_refcount(p) > 0 && ps_policy_mode(p) == PS_MPOL_BIND &&
+	       ps_policy_first_node(p) == node;
+}
+
+static int old_reader_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct old_reader *o = arg;
+
+	if (o->seen == 0)
+		old_reader_wait_writer(o); /* everything below runs after thousands of sets */
+	/* The snapshot: [10i, 10i + 5) with node i % 4, for i < expect. */
+	if (start != 10 * (uint64_t)o->seen || end != start + 5 ||
+			!policy_looks_alive(pol, (int)(o->seen % 4)))
+		o->bad = true;
+	o->seen++;
+	return 0;
+}
+
+static void *old_reader_walk(void *arg)
+{
+	struct old_reader *o = arg;
+
+	cr_assert_eq(ps_store_foreach(o->s, old_reader_fn, o), 0);
+	return NULL;
+}
+
+static void *old_reader_borrow(void *arg)
+{
+	struct old_reader *o = arg;
+	int i;
+
+	ps_store_read_lock(o->s);
+	for (i = 0; i < 64; i++)
+		o->borrowed[i] = ps_store_lookup_borrow(o->s, 10 * (uint64_t)i + 2);
+	old_reader_wait_writer(o);
+	for (i = 0; i < 64; i++)
+		if (!o->borrowed[i] || !policy_looks_alive(o->borrowed[i], i % 4))
+			o->bad = true;
+	ps_store_read_unlock(o->s);
+	return NULL;
+}
+
+/* Only the store holds the policies; then thousands of sets change and remove everything. */
+static void old_version_scenario(enum ps_sync sync, void *(*reader)(void *))
+{
+	struct old_reader o = { .s = ps_store_create(sync), .expect = 64 };
+	uint64_t seed = 5;
+	pthread_t t;
+	int i;
+
+	pthread_mutex_init(&o.m, NULL);
+	pthread_cond_init(&o.cv, NULL);
+	for (i = 0; i < 64; i++) {
+		struct ps_policy *p = ps_test_bind(i % 4);
+
+		cr_assert_eq(ps_store_set(o.s, 10 * (uint64_t)i, 10 * (uint64_t)i + 5, p), 0);
+		ps_policy_put(p);
+	}
+	cr_assert_eq(pthread_create(&t, NULL, reader, &o), 0);
+	pthread_mutex_lock(&o.m);
+	while (o.state != 1)
+		pthread_cond_wait(&o.cv, &o.m);
+	pthread_mutex_unlock(&o.m);
+	/* Sets never wait for the reader (fewer retired ranges than the backpressure bound). */
+	for (i = 0; i < 6000; i++) {
+		uint64_t a = ps_test_rand(&seed) % 700, b = a + 1 + ps_test_rand(&seed) % 40;
+		struct ps_policy *p = ps_test_bind(i % 5);
+
+		cr_assert_eq(ps_store_set(o.s, a, b, i % 3 ? p : NULL), 0);
+		ps_policy_put(p);
+		if (i % 1000 == 999)
+			cr_assert_eq(ps_store_set(o.s, 0, UINT64_MAX, NULL), 0);
+	}
+	cr_assert_eq(ps_store_set(o.s, 0, UINT64_MAX, NULL), 0);
+	pthread_mutex_lock(&o.m);
+	o.state = 2;
+	pthread_cond_broadcast(&o.cv);
+	pthread_mutex_unlock(&o.m);
+	pthread_join(t, NULL);
+	cr_assert_not(o.bad, "the reader's version or its policies changed under it");
+	if (reader == old_reader_walk)
+		cr_assert_eq(o.seen, 64, "the reader's snapshot has %ld ranges", o.seen);
+	ps_store_synchronize(o.s);
+	ps_store_destroy(o.s);
+}
+
+RCU_TEST(reader_walk_keeps_old_version, .timeout = 60)
+{
+	old_version_scenario(*sync, old_reader_walk);
+}
+
+RCU_TEST(reader_borrow_keeps_policies, .timeout = 60)
+{
+	old_version_scenario(*sync, old_reader_borrow);
+}
+
+/* ---- 4. sets inside read-side sections ------------------------------------------- */
+
+/*
+ * Inside ps_store_read_lock(): borrow, then sets that remove the borrowed
+ * range and retire many batches.  No set may wait (a memb grace period
+ * would wait for us: deadlock, failed by the timeout), and the borrowed
+ * policy must stay alive until read_unlock.
+ */
+RCU_TEST(set_inside_read_lock, .timeout = 30)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(2), *q = ps_test_bind(3);
+	const struct ps_policy *b;
+
+	cr_assert_eq(ps_store_set(s, 0, 100, p), 0);
+	ps_policy_put(p);
+	ps_store_read_lock(s);
+	b = ps_store_lookup_borrow(s, 50);
+	cr_assert_eq(b, p);
+	cr_assert_eq(ps_store_set(s, 0, 100, NULL), 0);
+	churn(s, q, 3000);
+	cr_assert(policy_looks_alive(b, 2), "borrowed policy freed inside the section");
+	ps_store_read_unlock(s);
+	ps_store_synchronize(s);
+	cr_assert_eq(ps_policy_refcount(q), 1);
+	ps_store_destroy(s);
+	ps_policy_put(q);
+}
+
+struct in_cb {
+	struct ps_store *s;
+	struct ps_policy *q;
+	const struct ps_policy *first;
+	bool bad;
+};
+
+static int set_in_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct in_cb *c = arg;
+	int i;
+
+	(void)end;
+	if (start == 0) {
+		c->first = pol;
+		for (i = 0; i < 2000; i++)
+			if (ps_store_set(c->s, 0, 200, i & 1 ? c->q : NULL) ||
+					ps_store_set(c->s, 500 + (uint64_t)i, 501 + (uint64_t)i, c->q))
+				c->bad = true;
+	}
+	if (!policy_looks_alive(pol, start == 0 ? 2 : 3))
+		c->bad = true;
+	return 0;
+}
+
+RCU_TEST(set_inside_foreach_callback, .timeout = 30)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(2);
+	struct in_cb c = { .s = s, .q = ps_test_bind(3) };
+
+	cr_assert_eq(ps_store_set(s, 0, 100, p), 0);
+	cr_assert_eq(ps_store_set(s, 100, 200, c.q), 0);
+	ps_policy_put(p);
+	cr_assert_eq(ps_store_foreach(s, set_in_cb, &c), 0);
+	cr_assert_not(c.bad);
+	ps_store_synchronize(s);
+	cr_assert_eq(ps_policy_refcount(c.q), 1 + (long)ps_store_count(s));
+	ps_store_destroy(s);
+	cr_assert_eq(ps_policy_refcount(c.q), 1);
+	ps_policy_put(c.q);
+}
+
+/* An online QSBR thread sets flat out, borrowing as it goes; then synchronizes and goes offline. */
+static void *qsbr_online_setter(void *arg)
+{
+	struct ps_store *s = arg;
+	struct ps_policy *q = ps_test_bind(1);
+	int i;
+
+	TCHECK(ps_qsbr_thread_online() == 0, "online");
+	for (i = 0; i < 20000; i++) {
+		const struct ps_policy *b;
+
+		TCHECK(ps_store_set(s, (uint64_t)i % 300, (uint64_t)i % 300 + 3, q) == 0, "set");
+		b = ps_store_lookup_borrow(s, (uint64_t)i % 300 + 1);
+		TCHECK(b == q, "borrow");
+		TCHECK(ps_store_set(s, 0, 400, NULL) == 0, "remove");
+		TCHECK(policy_looks_alive(b, 1), "borrowed policy freed while online");
+		if (i % 1000 == 999)
+			ps_qsbr_quiescent();
+	}
+	ps_store_synchronize(s); /* goes offline for the wait, and back */
+	TCHECK(ps_qsbr_thread_is_online(), "back online after synchronize");
+	TCHECK(ps_policy_refcount(q) == 1, "refcount %ld", ps_policy_refcount(q));
+	ps_qsbr_thread_offline();
+	ps_policy_put(q);
+	return NULL;
+}
+
+Test(cow, qsbr_online_thread_sets, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
+	pthread_t t;
+
+	cr_assert_eq(pthread_create(&t, NULL, qsbr_online_setter, s), 0);
+	pthread_join(t, NULL);
+	ps_store_destroy(s);
+}
+
+/* ---- 5. fork ------------------------------------------------------------------------ */
+
+static void expect_child_ok(pid_t pid, const char *what)
+{
+	int status;
+
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "%s: child killed by signal %d (hang: alarm, or crash)", what,
+			WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	cr_assert_eq(WEXITSTATUS(status), 0, "%s: child failed at step %d", what,
+			WEXITSTATUS(status));
+}
+
+/* The child: sets, synchronize, destroy on a store of its own; a hang is killed by alarm(). */
+static int child_work(enum ps_sync sync, struct ps_policy *p)
+{
+	struct ps_store *s;
+	int i;
+
+	alarm(10);
+	s = ps_store_create(sync);
+	if (!s)
+		return 1;
+	for (i = 0; i < 600; i++)
+		if (ps_store_set(s, (uint64_t)i, (uint64_t)i + 1, p) ||
+				ps_store_set(s, (uint64_t)i, (uint64_t)i + 1, NULL))
+			return 2;
+	if (ps_store_synchronize(s))
+		return 3;
+	if (ps_policy_refcount(p) != 1)
+		return 4;
+	ps_store_destroy(s);
+	return 0;
+}
+
+struct online_idle {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int state;
+};
+
+/*
+ * Online and running (QSBR's rule: an online thread reports quiescent
+ * states and goes offline before it blocks), until the fork is over.
+ */
+static void *online_idle_thread(void *arg)
+{
+	struct online_idle *o = arg;
+
+	TCHECK(ps_qsbr_thread_online() == 0, "online");
+	ps_qsbr_quiescent();
+	pthread_mutex_lock(&o->m);
+	o->state = 1;
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->m);
+	while (__atomic_load_n(&o->state, __ATOMIC_ACQUIRE) != 2) {
+		ps_qsbr_quiescent();
+		sched_yield();
+	}
+	ps_qsbr_thread_offline();
+	return NULL;
+}
+
+/*
+ * docs/fork.md promise 3: another thread is online (RCU_QSBR) at the fork;
+ * the child may read and destroy.  Here the parent's sets had handed a
+ * batch to the QSBR reclaim thread, whose grace period waits for the
+ * online thread; fork()'s prepare handler waits for that grace period
+ * (gp_lock), which ends at the online thread's next quiescent state (an
+ * online thread that blocked instead would break QSBR's rule and stall
+ * fork as it stalls every grace period).  The online thread runs until
+ * fork() returns.
+ */
+Test(cow, fork_beside_online_qsbr_thread_with_batch_in_flight, .timeout = 20)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
+	struct ps_policy *p = ps_test_bind(1);
+	struct online_idle o = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	pthread_t t;
+	pid_t pid;
+
+	cr_assert_eq(ps_store_set(s, 10, 20, p), 0);
+	cr_assert_eq(pthread_create(&t, NULL, online_idle_thread, &o), 0);
+	pthread_mutex_lock(&o.m);
+	while (o.state != 1)
+		pthread_cond_wait(&o.cv, &o.m);
+	pthread_mutex_unlock(&o.m);
+	churn(s, p, 400); /* hands batches to the QSBR reclaim thread */
+	usleep(20000);    /* its grace period now waits for the online thread */
+	pid = fork();
+	if (pid == 0) {
+		struct ps_policy *got;
+
+		alarm(10);
+		got = ps_store_lookup(s, 15);
+		_exit(got == p ? 0 : 1);
+	}
+	__atomic_store_n(&o.state, 2, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	expect_child_ok(pid, "online beside");
+	ps_store_destroy(s);
+	ps_policy_put(p);
+}
+
+/*
+ * The forking thread itself is online (the zero-cost QSBR read path, e.g.
+ * an event loop) and has set: no other application thread exists
+ * (docs/fork.md case 1), but polstore's own QSBR reclaim thread is in a
+ * grace period that waits for the forking thread.
+ */
+Test(cow, fork_from_online_qsbr_thread_after_sets, .timeout = 20)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
+	struct ps_policy *p = ps_test_bind(1);
+	pid_t pid;
+
+	cr_assert_eq(ps_qsbr_thread_online(), 0);
+	churn(s, p, 400); /* online: batches go to the reclaim thread */
+	usleep(20000);
+	pid = fork();
+	if (pid == 0) {
+		ps_qsbr_thread_offline();
+		/* The parent's store holds references in its partial batch: flush it too. */
+		if (ps_store_synchronize(s))
+			_exit(5);
+		_exit(child_work(PS_SYNC_RCU_QSBR, p));
+	}
+	ps_qsbr_thread_offline();
+	expect_child_ok(pid, "online forker");
+	ps_store_destroy(s);
+	ps_policy_put(p);
+}
+
+/*
+ * A writer flat out on store A (another thread) at every fork; the child
+ * uses only its own store B of the same flavour (allowed: docs/fork.md,
+ * "the child may use the stores no thread was using").  B's synchronize
+ * runs the reclaim queue copied from the parent, which holds A's batches:
+ * their release takes A's recycle lock, which the frozen writer may hold
+ * (cow_take_recycled()).
+ */
+struct flat_writer {
+	struct ps_store *s;
+	struct ps_policy *p;
+	volatile int stop;
+};
+
+static void *flat_writer_fn(void *arg)
+{
+	struct flat_writer *w = arg;
+	uint64_t i = 0;
+
+	while (!__atomic_load_n(&w->stop, __ATOMIC_RELAXED)) {
+		TCHECK(ps_store_set(w->s, i % 5000, i % 5000 + 3, (i & 1) ? w->p : NULL) == 0, "set");
+		i++;
+	}
+	return NULL;
+}
+
+RCU_TEST(fork_while_writer_flat_out_child_uses_other_store, .timeout = 120)
+{
+	struct flat_writer w = { ps_store_create(*sync), ps_test_bind(1), 0 };
+	struct ps_policy *q = ps_test_bind(2);
+	pthread_t t;
+	int i, hung = 0, nforks = (int)ps_test_iters(300);
+	double max_fork_s = 0;
+
+#if defined(__SANITIZE_ADDRESS__)
+	/*
+	 * ASan's allocator is not fork-safe: a child forked while the writer
+	 * holds its size-class lock hangs in malloc (seen: FutexWait in
+	 * SizeClassAllocator64::GetFromAllocator).  Run in a plain build.
+	 */
+	cr_skip_test("fork beside a busy allocating thread: not under ASan");
+#endif
+
+	cr_assert_eq(pthread_create(&t, NULL, flat_writer_fn, &w), 0);
+	usleep(50000);
+	for (i = 0; i < nforks; i++) {
+		double t0 = now_s(), dt;
+		pid_t pid = fork();
+		int status;
+
+		cr_assert_neq(pid, -1);
+		if (pid == 0)
+			_exit(child_work(*sync, q));
+		dt = now_s() - t0;
+		if (dt > max_fork_s)
+			max_fork_s = dt;
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+			hung++;
+			cr_log_error("child: %s %d", WIFEXITED(status) ? "exit" : "signal",
+					WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+		}
+		if (hung)
+			break;
+		usleep(1000);
+	}
+	__atomic_store_n(&w.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	cr_log_info("%s: longest fork() %.3f s", ps_sync_name(*sync), max_fork_s);
+	cr_assert_eq(hung, 0, "fork %d: the child hung or failed (%s)", i, ps_sync_name(*sync));
+	/* fork() must not wait for a writer that never stops (gp_lock is held while work remains). */
+	cr_assert_lt(max_fork_s, 1.0, "fork() took %.3f s beside a busy writer", max_fork_s);
+	ps_store_synchronize(w.s);
+	ps_store_destroy(w.s);
+	ps_policy_put(w.p);
+	ps_policy_put(q);
+}
+
+/* ---- 6. allocation failure at every allocation of a set -------------------------- */
+
+struct snap {
+	uint64_t start[4096], end[4096];
+	struct ps_policy *pol[4096];
+	int n;
+};
+
+static int snap_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct snap *sn = arg;
+
+	cr_assert_lt(sn->n, 4096);
+	sn->start[sn->n] = start;
+	sn->end[sn->n] = end;
+	sn->pol[sn->n] = pol;
+	sn->n++;
+	return 0;
+}
+
+static struct snap snap_a, snap_b;
+
+/*
+ * For each kind of set (split, trim, cover many, victim, remove all, at
+ * the top edge), fail the k-th allocation for k = 0, 1, ... until the set
+ * succeeds: every failure must return -ENOMEM with the store and every
+ * refcount exactly as before.  The store is fresh and synchronized first,
+ * so the spare pool is small and the set must allocate.
+ */
+ALL_TEST(alloc_failure_every_allocation, .timeout = 300)
+{
+	struct ps_policy *pols[3] = { ps_test_bind(0), ps_test_bind(1), ps_test_bind(2) };
+	static const uint64_t sets[][2] = {
+		{ 503, 507 },        /* split */
+		{ 505, 2000 },       /* trims and removals */
+		{ 0, 4000 },         /* cover everything: a victim and many removals */
+		{ 1000, 1010 },      /* exactly one range: victim */
+		{ 0, UINT64_MAX },   /* everything, to the top */
+		{ UINT64_MAX - 1, UINT64_MAX },
+	};
+	unsigned si;
+	int pi;
+
+	for (si = 0; si < sizeof(sets) / sizeof(sets[0]); si++) {
+		for (pi = 0; pi < 2; pi++) {
+			struct ps_store *s = ps_store_create(*sync);
+			struct ps_policy *p = pi ? pols[2] : NULL;
+			long ref[3], k;
+			int i, ret = -ENOMEM;
+
+			for (i = 0; i < 400; i++)
+				cr_assert_eq(ps_store_set(s, 10 * (uint64_t)i, 10 * (uint64_t)i + 10,
+						pols[i & 1]), 0);
+			cr_assert_eq(ps_store_set(s, UINT64_MAX - 5, UINT64_MAX, pols[0]), 0);
+			ps_store_synchronize(s);
+			for (k = 0; ret == -ENOMEM; k++) {
+				snap_a.n = 0;
+				ps_store_foreach(s, snap_fn, &snap_a);
+				for (i = 0; i < 3; i++)
+					ref[i] = ps_policy_refcount(pols[i]);
+				ps_test_alloc_fail_after(k);
+				ret = ps_store_set(s, sets[si][0], sets[si][1], p);
+				ps_test_alloc_restore();
+				cr_assert(ret == 0 || ret == -ENOMEM, "set %u: %d", si, ret);
+				if (ret)
+					/* A set that failed released nothing: no grace period needed. */
+					for (i = 0; i < 3; i++)
+						cr_assert_eq(ps_policy_refcount(pols[i]), ref[i],
+								"set %u k %ld: policy %d count changed",
+								si, k, i);
+				snap_b.n = 0;
+				ps_store_foreach(s, snap_fn, &snap_b);
+				if (ret) {
+					cr_assert_eq(snap_b.n, snap_a.n, "set %u k %ld: ranges changed",
+							si, k);
+					cr_assert_eq(memcmp(snap_a.start, snap_b.start,
+							sizeof(uint64_t) * (size_t)snap_a.n), 0);
+					cr_assert_eq(memcmp(snap_a.end, snap_b.end,
+							sizeof(uint64_t) * (size_t)snap_a.n), 0);
+					cr_assert_eq(memcmp(snap_a.pol, snap_b.pol,
+							sizeof(void *) * (size_t)snap_a.n), 0);
+				}
+				cr_assert_eq(ps_store_check(s, NULL), 0);
+				cr_assert_lt(k, 100000);
+			}
+			cr_log_info("%s set %u pol %d: succeeded after %ld failures",
+					ps_sync_name(*sync), si, pi, k - 1);
+			ps_store_synchronize(s);
+			ps_store_destroy(s);
+		}
+	}
+	for (pi = 0; pi < 3; pi++) {
+		cr_assert_eq(ps_policy_refcount(pols[pi]), 1);
+		ps_policy_put(pols[pi]);
+	}
+}
+
+/* ---- 7. memory bound under a flat-out writer -------------------------------------- */
+
+struct mem_reader {
+	struct ps_store *s;
+	volatile int stop;
+	long lookups;
+};
+
+/* Readers with long sections now and then: the reclaim thread's grace periods wait for them. */
+static void *mem_reader_fn(void *arg)
+{
+	struct mem_reader *r = arg;
+	uint64_t seed = 77;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
+		int i;
+
+		ps_store_read_lock(r->s);
+		for (i = 0; i < 1000; i++)
+			(void)ps_store_lookup_borrow(r->s, ps_test_rand(&seed) % 20000);
+		if (ps_test_rand(&seed) % 8 == 0)
+			usleep(3000);
+		ps_store_read_unlock(r->s);
+		r->lookups += 1000;
+	}
+	return NULL;
+}
+
+RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
+	struct mem_reader r = { .s = s };
+	uint64_t seed = 3;
+	size_t maxmem = 0, maxcount = 0, bound;
+	double t0, secs = ps_test_scale() < 1 ? 0.5 : 2.0;
+	long sets = 0;
+	pthread_t t;
+
+#if !defined(__SANITIZE_ADDRESS__)
+	size_t heap0 = mallinfo2().uordblks, maxheap = 0;
+#endif
+
+	cr_assert_eq(pthread_create(&t, NULL, mem_reader_fn, &r), 0);
+	t0 = now_s();
+	while (now_s() - t0 < secs) {
+		int i;
+
+		for (i = 0; i < 100; i++) {
+			uint64_t a = ps_test_rand(&seed) % 20000, len = 1 + ps_test_rand(&seed) % 16;
+
+			cr_assert_eq(ps_store_set(s, a, a + len, (i & 3) ? pols[i & 1] : NULL), 0);
+			sets++;
+		}
+		if (ps_store_count(s) > maxcount)
+			maxcount = ps_store_count(s);
+		if (ps_store_memory(s) > maxmem)
+			maxmem = ps_store_memory(s);
+#if !defined(__SANITIZE_ADDRESS__)
+		if (mallinfo2().uordblks - heap0 > maxheap)
+			maxheap = mallinfo2().uordblks - heap0;
+#endif
+	}
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	/*
+	 * Live ranges, the pool and the recycle array (PS_COW_SPARE_MAX each,
+	 * plus a batch), the ranges in flight (PS_COW_INFLIGHT_MAX plus the
+	 * batch that crossed it), the partial batch and one set's spares.
+	 */
+	bound = sizeof(struct ps_store) + 4096 +
+		(maxcount + 2 * (COW_SPARE_MAX + 2 * COW_RETIRE_BATCH) + COW_INFLIGHT_MAX +
+				4 * COW_RETIRE_BATCH + 1024) * sizeof(struct ps_range);
+	cr_log_info("%s: %ld sets in %.1f s, %ld lookups, max %zu ranges, max memory %zu (bound %zu)",
+			ps_sync_name(*sync), sets, secs, r.lookups, maxcount, maxmem, bound);
+	cr_assert_leq(maxmem, bound);
+#if !defined(__SANITIZE_ADDRESS__)
+	/* The heap itself (ranges, batch headers, pointer arrays): what ps_store_memory() misses. */
+	cr_log_info("%s: heap growth max %zu", ps_sync_name(*sync), maxheap);
+	cr_assert_leq(maxheap, 2 * bound);
+#endif
+	ps_store_synchronize(s);
+	cr_assert_eq(ps_policy_refcount(pols[0]) + ps_policy_refcount(pols[1]),
+			2 + (long)ps_store_count(s));
+	/* After synchronize an idle store keeps at most PS_COW_SPARE_IDLE spares. */
+	cr_assert_leq(ps_store_memory(s),
+			sizeof(struct ps_store) + 4096 + (ps_store_count(s) + 256) * sizeof(struct ps_range));
+	ps_store_destroy(s);
+	ps_policy_put(pols[0]);
+	ps_policy_put(pols[1]);
+}
+
+/* ---- 8. no reclaim thread: stalled batches ---------------------------------------- */
+
+
+/*
+ * pthread_create() that fails on demand (the library is linked statically
+ * into this binary, so its calls come here): the reclaim thread cannot be
+ * started, and sets that may not wait keep their batches "stalled".
+ */
+static int fail_thread_create;
+
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+	if (__atomic_load_n(&fail_thread_create, __ATOMIC_RELAXED))
+		return EAGAIN;
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+	return real(t, attr, fn, arg);
+}
+
+/*
+ * Sets inside a read-side section while no reclaim thread can start: their
+ * full batches stall.  sync_cow.h's cow_reclaim() says stalled batches "go
+ * first, or wait for a caller that may wait for a grace period": once the
+ * section is over, later sets (that may wait) must release them, and
+ * ps_store_memory() must count them meanwhile.
+ */
+RCU_TEST(stalled_batches_released_by_later_sets, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
+	size_t mem_before, mem_stalled;
+	int i;
+
+	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	mem_before = ps_store_memory(s);
+	ps_store_read_lock(s);
+	churn(s, p, 3000); /* ~20 full batches, none can be handed over */
+	ps_store_read_unlock(s);
+	cr_assert_eq(ps_store_count(s), 0);
+	mem_stalled = ps_store_memory(s);
+	cr_log_info("%s: memory %zu before, %zu with stalled batches, refcount %ld",
+			ps_sync_name(*sync), mem_before, mem_stalled, ps_policy_refcount(p));
+	/* Outside every section now: sets may wait for a grace period. */
+	churn(s, q, 600);
+	cr_assert_eq(ps_policy_refcount(p), 1,
+			"%s: %ld references to removed ranges still held after later sets "
+			"(stalled batches never released but by synchronize/destroy)",
+			ps_sync_name(*sync), ps_policy_refcount(p) - 1);
+	ps_store_synchronize(s);
+	cr_assert_eq(ps_policy_refcount(p), 1);
+	cr_assert_eq(ps_policy_refcount(q), 1);
+	ps_store_destroy(s);
+	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	(void)i;
+	ps_policy_put(p);
+	ps_policy_put(q);
+}
+
+/* ps_store_memory() counts every range the store holds, stalled ones too. */
+RCU_TEST(memory_counts_stalled_batches, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(1);
+	size_t mem;
+
+	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	ps_store_read_lock(s);
+	churn(s, p, 3000);
+	ps_store_read_unlock(s);
+	mem = ps_store_memory(s);
+	/* p's references beyond ours are removed ranges the store still holds. */
+	cr_assert_geq(mem, sizeof(struct ps_store) +
+			(size_t)(ps_policy_refcount(p) - 1) * sizeof(struct ps_range),
+			"%s: memory %zu does not count %ld held removed ranges", ps_sync_name(*sync),
+			mem, ps_policy_refcount(p) - 1);
+	ps_store_synchronize(s);
+	ps_store_destroy(s);
+	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	ps_policy_put(p);
+}
+
+/* Destroy and synchronize with stalled batches: every reference dropped, nothing leaked. */
+RCU_TEST(destroy_with_stalled_batches, .timeout = 60)
+{
+	struct ps_policy *p = ps_test_bind(1);
+	int k;
+
+	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	for (k = 0; k < 2; k++) {
+		struct ps_store *s = ps_store_create(*sync);
+
+		ps_store_read_lock(s);
+		churn(s, p, 2000);
+		ps_store_read_unlock(s);
+		if (k)
+			ps_store_synchronize(s);
+		ps_store_destroy(s);
+		cr_assert_eq(ps_policy_refcount(p), 1);
+	}
+	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	ps_policy_put(p);
+}
+
+/* ---- 9. in-place variants: victim reuse under lockless readers --------------------- */
+
+struct flip {
+	struct ps_store *s;
+	volatile int stop;
+	long reads;
+};
+
+static void *flip_reader(void *arg)
+{
+	struct flip *f = arg;
+	uint64_t seed = (uint64_t)(uintptr_t)&seed;
+
+	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
+		uint64_t idx = ps_test_rand(&seed) % 120;
+		struct ps_policy *p = ps_store_lookup(f->s, idx);
+		const struct ps_policy *b;
+
+		if (p) {
+			TCHECK(ps_policy_mode(p) == PS_MPOL_BIND && ps_policy_refcount(p) > 0,
+					"counted lookup got a dead policy");
+			ps_policy_put(p);
+		}
+		ps_store_read_lock(f->s);
+		b = ps_store_lookup_borrow(f->s, idx);
+		if (b)
+			TCHECK(ps_policy_mode(b) == PS_MPOL_BIND && ps_policy_refcount(b) > 0,
+					"borrowed a dead policy");
+		ps_store_read_unlock(f->s);
+		__atomic_fetch_add(&f->reads, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+/*
+ * The writer gives [0, 100) a fresh policy again and again and drops its
+ * own reference at once: the covered range is the victim, changed in place
+ * by SEQLOCK under its readers (its policy pointer changes in place), copied
+ * by RCU.  The old policy's last reference must be dropped only after the
+ * readers that may have loaded it left (ASan: use after free; TCHECK: a
+ * freed policy's count).
+ */
+ALL_TEST(victim_policy_swap_under_readers, .timeout = 60)
+{
+	struct flip f = { .s = ps_store_create(*sync) };
+	pthread_t t[2];
+	long i, n = ps_test_iters(100000);
+
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, flip_reader, &f), 0);
+	for (i = 0; i < n; i++) {
+		struct ps_policy *p = ps_test_bind((int)(i % 4));
+
+		cr_assert_eq(ps_store_set(f.s, 0, 100, p), 0);
+		if (i % 16 == 0)
+			cr_assert_eq(ps_store_set(f.s, 10 + (uint64_t)i % 80, 12 + (uint64_t)i % 80, p), 0);
+		if (i % 64 == 0)
+			cr_assert_eq(ps_store_set(f.s, 100, 120, p), 0);
+		ps_policy_put(p);
+	}
+	__atomic_store_n(&f.stop, 1, __ATOMIC_RELAXED);
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(ps_store_check(f.s, NULL), 0);
+	ps_store_destroy(f.s);
+}
+
+/* ---- 10. synchronize and sets from many threads ------------------------------------ */
+
+struct many {
+	struct ps_store *s;
+	struct ps_policy *pols[3];
+	int id;
+};
+
+static void *many_fn(void *arg)
+{
+	struct many *m = arg;
+	uint64_t seed = 1 + (uint64_t)m->id;
+	int i;
+
+	if (m->id == 3 && ps_store_sync_kind(m->s) == PS_SYNC_RCU_QSBR)
+		TCHECK(ps_qsbr_thread_online() == 0, "online");
+	for (i = 0; i < 3000; i++) {
+		uint64_t a = ps_test_rand(&seed) % 2000, b = a + 1 + ps_test_rand(&seed) % 50;
+		struct ps_policy *got;
+
+		TCHECK(ps_store_set(m->s, a, b, i % 5 ? m->pols[i % 3] : NULL) == 0, "set");
+		got = ps_store_lookup(m->s, a);
+		ps_policy_put(got);
+		if (i % 300 == 0)
+			TCHECK(ps_store_synchronize(m->s) == 0, "synchronize");
+		if (m->id == 3)
+			ps_qsbr_quiescent();
+	}
+	if (m->id == 3)
+		ps_qsbr_thread_offline();
+	return NULL;
+}
+
+ALL_TEST(synchronize_from_many_threads, .timeout = 120)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct many m[4];
+	pthread_t t[4];
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		m[i].s = s;
+		m[i].id = i;
+		m[i].pols[0] = ps_test_bind(0);
+		m[i].pols[1] = ps_test_bind(1);
+		m[i].pols[2] = ps_test_bind(2);
+		cr_assert_eq(pthread_create(&t[i], NULL, many_fn, &m[i]), 0);
+	}
+	for (i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_assert_eq(ps_store_check(s, NULL), 0);
+	ps_store_destroy(s);
+	for (i = 0; i < 4; i++) {
+		int k;
+
+		for (k = 0; k < 3; k++) {
+			cr_assert_eq(ps_policy_refcount(m[i].pols[k]), 1);
+			ps_policy_put(m[i].pols[k]);
+		}
+	}
+}
+
+/* ---- 11. dlclose() and the reclaim threads ------------------------------------------ */
+
+#ifdef PS_TEST_SHARED_LIB
+#include <dirent.h>
+
+static int count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * The library is dlopen()ed, an RCU store used (its sets start the memb
+ * reclaim thread) and destroyed, and the library dlclose()d: test_lifecycle
+ * supports this.  The detached reclaim thread (rcu_reclaim.c) is never
+ * stopped: it stays, parked in pthread_cond_wait() with its return address
+ * in the unmapped library, and any wake-up of that futex word (a library
+ * later mapped at the same address) runs unmapped code.
+ */
+static int dl_child(void)
+{
+	void *h = dlopen(PS_TEST_SHARED_LIB, RTLD_NOW | RTLD_LOCAL);
+	struct ps_store *(*create)(enum ps_sync);
+	int (*set)(struct ps_store *, uint64_t, uint64_t, struct ps_policy *);
+	void (*destroy)(struct ps_store *);
+	struct ps_policy *(*bind)(int, unsigned, const unsigned long *, unsigned long);
+	void (*put)(struct ps_policy *);
+	struct ps_policy *p;
+	struct ps_store *s;
+	unsigned long node0 = 1;
+	int before, i;
+
+	alarm(10);
+	if (!h)
+		return 1;
+	before = count_threads();
+	*(void **)&create = dlsym(h, "ps_store_create");
+	*(void **)&set = dlsym(h, "ps_store_set");
+	*(void **)&destroy = dlsym(h, "ps_store_destroy");
+	*(void **)&bind = dlsym(h, "ps_policy_create");
+	*(void **)&put = dlsym(h, "ps_policy_put");
+	if (!create || !set || !destroy || !bind || !put)
+		return 2;
+	s = create(PS_SYNC_RCU);
+	p = bind(PS_MPOL_BIND, 0, &node0, 2);
+	if (!s || !p)
+		return 3;
+	for (i = 0; i < 400; i++)
+		if (set(s, (uint64_t)i, (uint64_t)i + 1, p) || set(s, (uint64_t)i, (uint64_t)i + 1, NULL))
+			return 4;
+	destroy(s);
+	put(p);
+	if (dlclose(h))
+		return 5;
+	if (dlopen(PS_TEST_SHARED_LIB, RTLD_NOW | RTLD_NOLOAD))
+		return 77;
+	usleep(20000);
+	return count_threads() == before ? 0 : 6;
+}
+
+Test(cow, dlclose_leaves_no_reclaim_thread, .timeout = 30)
+{
+	pid_t pid = fork();
+	int status;
+
+	cr_assert_neq(pid, -1);
+	if (pid == 0)
+		_exit(dl_child());
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "child killed by signal %d", WTERMSIG(status));
+	if (WEXITSTATUS(status) == 77)
+		cr_skip_test("dlclose() did not unmap the library");
+	cr_assert_eq(WEXITSTATUS(status), 0,
+			"child step %d (6: a reclaim thread outlives dlclose())", WEXITSTATUS(status));
+}
+#endif
