@@ -657,7 +657,12 @@ static inline struct ps_rb_node *window_next(struct window_iter *w)
 int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg)
 {
-	struct ps_rb_node *n = ps_rb_load_root(&t->root);
+	return ps_rtree_foreach_range_from(ps_rb_load_root(&t->root), start, end, fn, arg);
+}
+
+int ps_rtree_foreach_range_from(struct ps_rb_node *n, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg)
+{
 	struct window_iter w;
 	int ret;
 
@@ -698,28 +703,16 @@ int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t en
 /* Batches up to this many ops merge their windows before counting overlaps (on the stack). */
 #define NEED_MERGE_MAX 64
 
-/* The least b with 2^b >= x. */
-static int ceil_log2(size_t x)
-{
-	int b = 0;
-
-	while (b < 63 && ((size_t)1 << b) < x)
-		b++;
-	return b;
-}
-
 size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n)
 {
 	/*
 	 * One height bound for every version the update builds: none holds
-	 * more than count + 2n ranges, and a red-black tree of m nodes is at
-	 * most 2 log2(m + 1) nodes high (its black height b is at most
-	 * log2(m + 1), property 5, and a path has at most b red nodes,
-	 * property 4).  ps_rtree_cow_need()'s bound, 2 (black height + grow),
-	 * grows by 2 per op: summed over a batch it asks for several times
-	 * what the batch can take.
+	 * more than count + 2n ranges (ps_rb_height_max()).  Summing
+	 * ps_rtree_cow_need() over the ops would count the fixed part and the
+	 * overlaps op by op, and leave out the erases of ranges the batch
+	 * itself adds.
 	 */
-	int h = 2 * ceil_log2(t->count + n * PS_RTREE_SET_MAX_NEW + 1);
+	int h = ps_rb_height_max(t->count + n * PS_RTREE_SET_MAX_NEW);
 	size_t per_erase = ps_rb_copies_erase(h);
 	/* Per op, as ps_rtree_cow_need(): two trims (or a trim and a split), two insertions. */
 	size_t fixed = 2 * (size_t)h + 2 * ps_rb_copies_insert(h);

@@ -243,7 +243,8 @@ void ps_range_list_free_nopol(struct ps_range_list *list);
 /* ---- seeks, windows and batches (issue 16) ---- */
 
 /**
- * ps_rtree_next() - the first range that ends after @idx
+ * ps_rtree_next_from() / ps_rtree_next() - the first range that ends after
+ * @idx, from a root loaded already (ps_rb_load_root()) or from @t's
  *
  * The range containing @idx, else the first one starting after it.  Safe
  * for lockless readers as ps_rtree_lookup() is (atomic loads, at most
@@ -253,9 +254,8 @@ void ps_range_list_free_nopol(struct ps_range_list *list);
  * has it in its left subtree, and one that contains @idx is the answer.
  * Return: the range, NULL, or PS_RTREE_OVERRUN.
  */
-static inline struct ps_range *ps_rtree_next(const struct ps_rtree *t, uint64_t idx)
+static inline struct ps_range *ps_rtree_next_from(struct ps_rb_node *n, uint64_t idx)
 {
-	struct ps_rb_node *n = ps_rb_load_root(&t->root);
 	struct ps_range *best = NULL;
 	int steps;
 
@@ -274,6 +274,11 @@ static inline struct ps_range *ps_rtree_next(const struct ps_rtree *t, uint64_t 
 	return n ? PS_RTREE_OVERRUN : best;
 }
 
+static inline struct ps_range *ps_rtree_next(const struct ps_rtree *t, uint64_t idx)
+{
+	return ps_rtree_next_from(ps_rb_load_root(&t->root), idx);
+}
+
 /**
  * ps_rtree_foreach_range() - @fn on every range overlapping [start, end), ascending
  *
@@ -282,6 +287,10 @@ static inline struct ps_range *ps_rtree_next(const struct ps_rtree *t, uint64_t 
  * published version).
  */
 int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg);
+
+/** ps_rtree_foreach_range_from() - the same from a root loaded already (ps_rb_load_root()). */
+int ps_rtree_foreach_range_from(struct ps_rb_node *root, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg);
 
 /**

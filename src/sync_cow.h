@@ -667,21 +667,21 @@ static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, p
 
 	/* As cow_foreach(): one published version, immutable; no writer waits for us. */
 	PS_COW_READ_ENTER();
-	ret = ps_rtree_foreach_range(cow_published(to_cow(s)), start, end, fn, arg);
+	ret = ps_rtree_foreach_range_from(cow_root(to_cow(s)), start, end, fn, arg);
 	PS_ANNOTATE_HAPPENS_BEFORE(s);
 	PS_COW_READ_EXIT();
 	return ret;
 }
 
 /*
- * Inside a read-side section.  ps_rtree_next() loads the root once
+ * Inside a read-side section.  cow_root() loads the root once
  * (acquire) and walks that immutable version: the range's bounds and
  * policy are one state, linearizable at the root load.
  */
 static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		const struct ps_policy **pol)
 {
-	struct ps_range *r = ps_rtree_next(cow_published(to_cow(s)), idx);
+	struct ps_range *r = ps_rtree_next_from(cow_root(to_cow(s)), idx);
 
 	if (!r)
 		return -ENOENT;
@@ -695,7 +695,7 @@ static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, ui
 static inline int cow_next_get(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		struct ps_policy **pol)
 {
-	struct ps_range *r = ps_rtree_next(cow_published(to_cow(s)), idx);
+	struct ps_range *r = ps_rtree_next_from(cow_root(to_cow(s)), idx);
 
 	if (r) {
 		*start = r->start;
@@ -747,7 +747,7 @@ static int cow_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 	}
 	ps_rtree_cow_begin(&c, &cs->tree, ++cs->gen, &cs->pool);
 	for (i = 0; i < n; i++)
-		ps_rtree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol);
+		ps_rtree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol, SIZE_MAX);
 	PS_ANNOTATE_HAPPENS_BEFORE(&cs->tree);
 	ps_rtree_cow_publish(&c, &cs->tree);
 	cow_retire(cs->batch, &c);
