@@ -703,6 +703,22 @@ int ps_rtree_foreach_range_from(struct ps_rb_node *n, uint64_t start, uint64_t e
 /* Batches up to this many ops merge their windows before counting overlaps (on the stack). */
 #define NEED_MERGE_MAX 64
 
+/*
+ * count_overlaps() for the common window: one seek that stops at the range
+ * containing @start (as a lookup does), and no successor when that range
+ * reaches @end (the next one starts at or after its end).
+ */
+static size_t window_overlaps(const struct ps_rtree *t, uint64_t start, uint64_t end, size_t cap)
+{
+	struct ps_range *r = ps_rtree_next(t, start);
+
+	if (!r || r->start >= end)
+		return 0;
+	if (r->end >= end)
+		return 1;
+	return count_overlaps(t, start, end, cap);
+}
+
 size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n)
 {
 	/*
@@ -753,10 +769,10 @@ size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *
 			}
 		}
 		for (i = 0; i < j && erases <= cap / per_erase; i++)
-			erases += count_overlaps(t, w[i].start, w[i].end, cap / per_erase + 1);
+			erases += window_overlaps(t, w[i].start, w[i].end, cap / per_erase + 1);
 	} else {
 		for (i = 0; i < n && erases <= cap / per_erase; i++)
-			erases += count_overlaps(t, ops[i].start, ops[i].end,
+			erases += window_overlaps(t, ops[i].start, ops[i].end,
 					cap / per_erase + 1);
 	}
 	if (erases > (cap - n * fixed) / per_erase)
