@@ -349,8 +349,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				CHECK(ret == 0 && st == model[i].start && en == model[i].end &&
 								p == model[i].pol,
 						"next(%llu): %d [%llu, %llu), model [%llu, %llu)",
-						(unsigned long long)idx, ret, (unsigned long long)st,
-						(unsigned long long)en,
+						(unsigned long long)idx, ret,
+						(unsigned long long)st, (unsigned long long)en,
 						(unsigned long long)model[i].start,
 						(unsigned long long)model[i].end);
 				if (!borrow)
@@ -379,7 +379,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					ops[k].start = ops[k].end;
 					ops[k].end = t;
 				}
-				ops[k].pol = q % (NSLOTS + 1) == NSLOTS ? NULL : slot[q % (NSLOTS + 1)];
+				q %= NSLOTS + 1;
+				ops[k].pol = q == NSLOTS ? NULL : slot[q];
 				valid = valid && ops[k].start < ops[k].end;
 			}
 			ret = ps_store_set_many(s, n ? ops : NULL, n);
