@@ -3,11 +3,15 @@
  * quickstart: a store of placement policies over page indices.
  *
  * Create policies, give ranges of a store a policy, look indices up, walk
- * the ranges, and follow the reference rules:
- *  - ps_policy_create() and ps_store_lookup() hand you a reference: put it;
- *  - ps_store_set() takes its own reference: yours stays yours;
- *  - ps_store_lookup_borrow() and ps_store_foreach() lend a policy only until
- *    the read section or the callback ends: ps_policy_get() it to keep it.
+ * the ranges (all of them, those in a window, or step by step), change
+ * several ranges in one batch, and follow the reference rules:
+ *  - ps_policy_create(), ps_store_lookup() and ps_store_next() hand you a
+ *    reference: put it;
+ *  - ps_store_set() and ps_store_set_many() take their own references:
+ *    yours stay yours;
+ *  - ps_store_lookup_borrow(), ps_store_foreach() and
+ *    ps_store_foreach_range() lend a policy only until the read section or
+ *    the callback ends: ps_policy_get() it to keep it.
  *
  * Build against an installed polstore:
  *   cc quickstart.c $(pkg-config --cflags --libs polstore) -o quickstart
@@ -38,6 +42,7 @@ int main(int argc, char **argv)
 	struct ps_policy *bind, *interleave, *pol;
 	const struct ps_policy *borrowed;
 	struct ps_store *store;
+	uint64_t idx, start = 0, end = 0;
 	int ranges = 0;
 
 	if (sync < 0) {
@@ -83,6 +88,38 @@ int main(int argc, char **argv)
 	ps_store_foreach(store, print_range, &ranges);
 	if (ranges != 3 || ps_store_check(store, NULL)) {
 		fprintf(stderr, "unexpected store state\n");
+		return 1;
+	}
+
+	/* The ranges that meet a window, whole (not clipped), from one snapshot. */
+	printf("ranges meeting [30, 45):\n");
+	ranges = 0;
+	ps_store_foreach_range(store, 30, 45, print_range, &ranges);
+
+	/* One batch, seen by readers all at once: move the interleaved stretch to [100, 120). */
+	pol = ps_store_lookup(store, 50);
+	{
+		struct ps_set_op ops[] = { { 40, 60, NULL }, { 100, 120, pol } };
+
+		if (ranges != 2 || ps_store_set_many(store, ops, 2)) {
+			fprintf(stderr, "window or batch failed\n");
+			return 1;
+		}
+	}
+	ps_policy_put(pol);
+
+	/*
+	 * Step by step without a callback: each ps_store_next() is one
+	 * linearizable read, but the loop is no snapshot (sets in between show).
+	 */
+	printf("after the batch:\n");
+	ranges = 0;
+	for (idx = 0; ps_store_next(store, idx, &start, &end, &pol) == 0; idx = end) {
+		print_range(start, end, pol, &ranges);
+		ps_policy_put(pol);
+	}
+	if (ranges != 3) {
+		fprintf(stderr, "unexpected store state after the batch\n");
 		return 1;
 	}
 

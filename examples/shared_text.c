@@ -212,16 +212,28 @@ static int fill_store(struct ps_store *store, const struct config *c)
 		pols[3] = ps_policy_create(PS_MPOL_LOCAL, 0, NULL, 0);
 	}
 	numa_bitmask_free(allowed);
-	/* Every fifth range is left out: those pages get the default policy. */
-	for (int g = 0; g < c->ranges && !ret; g++) {
-		if (g % 5 == 4)
-			continue;
-		if (!pols[g % 4])
+	/*
+	 * The whole layout in one ps_store_set_many() batch: a reader sees all
+	 * of it or none of it.  Every fifth range is left out: those pages get
+	 * the default policy.
+	 */
+	{
+		struct ps_set_op *ops = calloc((size_t)c->ranges, sizeof(*ops));
+		size_t n = 0;
+
+		if (!ops)
 			ret = -ENOMEM;
-		else
-			ret = ps_store_set(store, g * step,
-					g == c->ranges - 1 ? c->pages : (g + 1) * step,
-					pols[g % 4]);
+		for (int g = 0; g < c->ranges && !ret; g++) {
+			if (g % 5 == 4)
+				continue;
+			if (!pols[g % 4])
+				ret = -ENOMEM;
+			ops[n++] = (struct ps_set_op){ g * step,
+				g == c->ranges - 1 ? c->pages : (g + 1) * step, pols[g % 4] };
+		}
+		if (!ret)
+			ret = ps_store_set_many(store, ops, n);
+		free(ops);
 	}
 	for (int i = 0; i < 4; i++)
 		ps_policy_put(pols[i]);

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * libFuzzer harness: decode the input into policy creations (arbitrary
- * modes, flags, masks and mask lengths), sets, removals, lookups, borrowed
- * lookups, walks and destroys on one store, and check every step against a
+ * modes, flags, masks and mask lengths), sets, removals, batches of sets
+ * (ps_store_set_many()), lookups, borrowed lookups, walks, windows
+ * (ps_store_foreach_range()), walks by position (ps_store_next() and its
+ * borrowed form) and destroys on one store, and check every step against a
  * model (the documented validity rules of ps_policy_create() and the
  * shared_policy_replace() semantics of ps_store_set()).  Any difference
  * aborts.  The variant comes from POLSTORE_FUZZ_SYNC (a name as
  * ps_sync_name() prints it), or from the first input byte when unset.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +128,32 @@ static int walk_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *ar
 	return 0;
 }
 
+/* A window's callback: each range is the model's next one overlapping the window. */
+struct window {
+	uint64_t a, b;
+	int i, calls;
+};
+
+static int window_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct window *w = arg;
+
+	w->calls++;
+	while (w->i < nmodel && model[w->i].end <= w->a)
+		w->i++;
+	CHECK(w->i < nmodel && model[w->i].start < w->b,
+			"window [%llu, %llu): [%llu, %llu) is not in the model",
+			(unsigned long long)w->a, (unsigned long long)w->b,
+			(unsigned long long)start, (unsigned long long)end);
+	CHECK(model[w->i].start == start && model[w->i].end == end && model[w->i].pol == pol,
+			"window [%llu, %llu): [%llu, %llu), model [%llu, %llu)",
+			(unsigned long long)w->a, (unsigned long long)w->b, (unsigned long long)start,
+			(unsigned long long)end, (unsigned long long)model[w->i].start,
+			(unsigned long long)model[w->i].end);
+	w->i++;
+	return 0;
+}
+
 /* The documented rules of ps_policy_create(), written independently of policy.c. */
 static int expect_create(int mode, unsigned flags, const unsigned long *mask, unsigned long maxnode,
 		int *mode_out, unsigned *flags_out)
@@ -179,7 +208,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (in.n && steps++ < 512) {
 		uint8_t op = (uint8_t)take(&in, 1);
 
-		switch (op % 8) {
+		switch (op % 11) {
 		case 0: { /* create a policy from arbitrary arguments */
 			int mode = (int8_t)take(&in, 1), want_mode = 0, want;
 			unsigned want_flags = 0;
@@ -275,6 +304,102 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(s, "store creation failed");
 			nmodel = 0;
 			break;
+		case 8: { /* a window: the ranges overlapping it, whole, ascending */
+			uint64_t a = take_idx(&in), b = take_idx(&in);
+			struct window w = { a, b, 0, 0 };
+			int ret = ps_store_foreach_range(s, a, b, window_fn, &w);
+
+			if (a >= b) {
+				CHECK(ret == -EINVAL, "window(%llu, %llu): %d, want -EINVAL",
+						(unsigned long long)a, (unsigned long long)b, ret);
+				CHECK(w.calls == 0, "a refused window called back");
+				break;
+			}
+			CHECK(ret == 0, "window: %d", ret);
+			while (w.i < nmodel && model[w.i].end <= a)
+				w.i++;
+			CHECK(w.i == nmodel || model[w.i].start >= b,
+					"window [%llu, %llu): the model has more ranges in it",
+					(unsigned long long)a, (unsigned long long)b);
+			break;
+		}
+		case 9: { /* walk by position from an index, counted or borrowed */
+			uint64_t idx = take_idx(&in), st, en;
+			bool borrow = op & 0x10;
+			int i = 0, ret;
+
+			while (i < nmodel && model[i].end <= idx)
+				i++;
+			if (borrow)
+				ps_store_read_lock(s);
+			for (;; i++) {
+				struct ps_policy *p = NULL;
+
+				st = en = 0;
+				if (borrow)
+					ret = ps_store_next_borrow(s, idx, &st, &en,
+							(const struct ps_policy **)&p);
+				else
+					ret = ps_store_next(s, idx, &st, &en, &p);
+				if (i == nmodel) {
+					CHECK(ret == -ENOENT, "next(%llu): %d after the last range",
+							(unsigned long long)idx, ret);
+					break;
+				}
+				CHECK(ret == 0 && st == model[i].start && en == model[i].end &&
+								p == model[i].pol,
+						"next(%llu): %d [%llu, %llu), model [%llu, %llu)",
+						(unsigned long long)idx, ret,
+						(unsigned long long)st, (unsigned long long)en,
+						(unsigned long long)model[i].start,
+						(unsigned long long)model[i].end);
+				if (!borrow)
+					ps_policy_put(p);
+				idx = en;
+			}
+			if (borrow)
+				ps_store_read_unlock(s);
+			break;
+		}
+		case 10: { /* a batch: in order, all or nothing */
+			struct ps_set_op ops[4];
+			size_t n = (size_t)(take(&in, 1) % 5), k;
+			bool valid = true;
+			int ret;
+
+			for (k = 0; k < n; k++) {
+				int q = (int)take(&in, 1);
+
+				ops[k].start = take_idx(&in);
+				ops[k].end = take_idx(&in);
+				/* Mostly valid ops; the rest shows the whole batch refused. */
+				if (q & 0x80 && ops[k].start > ops[k].end) {
+					uint64_t t = ops[k].start;
+
+					ops[k].start = ops[k].end;
+					ops[k].end = t;
+				}
+				q %= NSLOTS + 1;
+				ops[k].pol = q == NSLOTS ? NULL : slot[q];
+				valid = valid && ops[k].start < ops[k].end;
+			}
+			ret = ps_store_set_many(s, n ? ops : NULL, n);
+			if (!valid) {
+				CHECK(ret == -EINVAL, "set_many with an empty op: %d", ret);
+				break; /* the walk of case 5 finds any change */
+			}
+			CHECK(ret == 0, "set_many: %d", ret);
+			for (k = 0; k < n; k++) {
+				if (model_set(ops[k].start, ops[k].end, ops[k].pol)) {
+					ps_store_destroy(s);
+					s = ps_store_create((enum ps_sync)sync);
+					CHECK(s, "store creation failed");
+					nmodel = 0;
+					break;
+				}
+			}
+			break;
+		}
 		default: { /* drop the caller's reference: the store keeps its own */
 			int k = (int)(take(&in, 1) % NSLOTS);
 

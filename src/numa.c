@@ -214,7 +214,7 @@ struct ps_apply_collect {
 #define PS_COLLECT_NOMEM 2
 
 /*
- * ps_store_foreach() callback: runs inside the store's read section or
+ * ps_store_foreach_range() callback: runs inside the store's read section or
  * lock, so it only copies and takes references; the allocation it may do
  * is the only slow step and happens only when the store grew after
  * ps_store_apply_range() sized the array.
@@ -282,7 +282,8 @@ int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page
 	c.v = _ps_alloc(c.cap * sizeof(*c.v));
 	if (!c.v)
 		return -ENOMEM;
-	ret = ps_store_foreach(store, ps_apply_collect_fn, &c);
+	/* Only the ranges that meet the window: a seek, not a walk of the whole store. */
+	ret = ps_store_foreach_range(store, c.first, c.end, ps_apply_collect_fn, &c);
 	if (ret == PS_COLLECT_NOMEM) {
 		ret = -ENOMEM;
 		goto out;

@@ -576,3 +576,206 @@ void ps_range_list_free_nopol(struct ps_range_list *list)
 	while ((r = ps_range_list_pop(list)))
 		_ps_free(r);
 }
+
+/* ---- seeks, windows and batches (issue 16) ---------------------------------- */
+
+/*
+ * A range spans two cache lines when malloc() put it across a boundary:
+ * ask for both (a prefetch never faults).
+ */
+static inline void range_prefetch(const struct ps_rb_node *n)
+{
+	__builtin_prefetch(n);
+	__builtin_prefetch((const char *)n + sizeof(struct ps_range) - 1);
+}
+
+/*
+ * ps_rb_iter_next() for windows, prefetching.  Path-copied trees (rcu,
+ * rcu-qsbr) scatter neighbours in memory, so a plain in-order walk waits
+ * for a cache miss at nearly every step.  But the walk knows what comes:
+ * a stacked node's right subtree is visited after everything above it on
+ * the stack, starting with that subtree's left spine.  So when a node is
+ * stacked its right child is asked for (@pf[i] follows that spine: the
+ * deepest node of it asked for), and each step moves the spines of the two
+ * top entries, the next to be descended, one node further down.  The loads
+ * are the walk's own, made early and two at a time.
+ */
+struct window_iter {
+	struct ps_rb_iter it;
+	struct ps_rb_node *pf[PS_RB_MAX_DEPTH + 2];
+};
+
+static inline void window_push(struct window_iter *w, struct ps_rb_node *n)
+{
+	struct ps_rb_node *r = ps_rb_load_child(n, 1);
+
+	if (r)
+		range_prefetch(r);
+	w->pf[w->it.depth] = r;
+	w->it.stack[w->it.depth++] = n;
+}
+
+static inline void window_push_left(struct window_iter *w, struct ps_rb_node *n)
+{
+	while (n && w->it.depth < PS_RB_MAX_DEPTH + 2) {
+		window_push(w, n);
+		n = ps_rb_load_child(n, 0);
+	}
+}
+
+static inline void window_advance(struct window_iter *w, int i)
+{
+	struct ps_rb_node *x = w->pf[i];
+
+	if (x) {
+		x = ps_rb_load_child(x, 0);
+		if (x)
+			range_prefetch(x);
+		w->pf[i] = x;
+	}
+}
+
+static inline struct ps_rb_node *window_next(struct window_iter *w)
+{
+	struct ps_rb_node *n;
+	int d;
+
+	if (!w->it.depth)
+		return NULL;
+	n = w->it.stack[--w->it.depth];
+	window_push_left(w, ps_rb_load_child(n, 1));
+	d = w->it.depth;
+	if (d > 1)
+		window_advance(w, d - 2);
+	if (d > 0) {
+		window_advance(w, d - 1);
+		return w->it.stack[d - 1];
+	}
+	return NULL;
+}
+
+int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg)
+{
+	return ps_rtree_foreach_range_from(ps_rb_load_root(&t->root), start, end, fn, arg);
+}
+
+int ps_rtree_foreach_range_from(struct ps_rb_node *n, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg)
+{
+	struct window_iter w;
+	int ret;
+
+	/*
+	 * Seek the first range ending after @start.  The nodes where the
+	 * search goes left are exactly the in-order successors still ahead of
+	 * it, deepest last: an iterator's stack.  A range containing @start
+	 * ends the search (nothing before it ends after @start).
+	 */
+	w.it.depth = 0;
+	while (n && w.it.depth < PS_RB_MAX_DEPTH) {
+		struct ps_range *r = rb_range(n);
+
+		if (r->end <= start) {
+			n = ps_rb_load_child(n, 1);
+			continue;
+		}
+		window_push(&w, n);
+		if (r->start <= start)
+			break;
+		n = ps_rb_load_child(n, 0);
+	}
+	for (n = w.it.depth ? w.it.stack[w.it.depth - 1] : NULL; n; n = window_next(&w)) {
+		struct ps_range *r = rb_range(n);
+
+		if (r->start >= end)
+			break;
+		ret = fn(r->start, r->end, r->pol, arg);
+		if (ret)
+			return ret;
+		/* The next range starts at or after this one's end: past the window. */
+		if (r->end >= end)
+			break;
+	}
+	return 0;
+}
+
+/* Batches up to this many ops merge their windows before counting overlaps (on the stack). */
+#define NEED_MERGE_MAX 64
+
+/*
+ * count_overlaps() for the common window: one seek that stops at the range
+ * containing @start (as a lookup does), and no successor when that range
+ * reaches @end (the next one starts at or after its end).
+ */
+static size_t window_overlaps(const struct ps_rtree *t, uint64_t start, uint64_t end, size_t cap)
+{
+	struct ps_range *r = ps_rtree_next(t, start);
+
+	if (!r || r->start >= end)
+		return 0;
+	if (r->end >= end)
+		return 1;
+	return count_overlaps(t, start, end, cap);
+}
+
+size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n)
+{
+	/*
+	 * One height bound for every version the update builds: none holds
+	 * more than count + 2n ranges (ps_rb_height_max()).  Summing
+	 * ps_rtree_cow_need() over the ops would count the fixed part and the
+	 * overlaps op by op, and leave out the erases of ranges the batch
+	 * itself adds.
+	 */
+	int h = ps_rb_height_max(t->count + n * PS_RTREE_SET_MAX_NEW);
+	size_t per_erase = ps_rb_copies_erase(h);
+	/* Per op, as ps_rtree_cow_need(): two trims (or a trim and a split), two insertions. */
+	size_t fixed = 2 * (size_t)h + 2 * ps_rb_copies_insert(h);
+	/* Copies: each published range at most once per update. */
+	size_t cap = t->count, erases, i;
+
+	if (n > cap / fixed)
+		return cap + n * PS_RTREE_SET_MAX_NEW;
+	/*
+	 * Erases: a range of the published version is erased at most once,
+	 * and it overlaps there the op that erases it (ops before only shrink
+	 * it); the ranges the batch adds (at most two per op: the new one, a
+	 * split tail) are erased at most once each.  So the published ranges
+	 * that meet the union of the ops' windows, plus 2n.  A small batch
+	 * merges its windows first (a batch of neighbours is one seek); a
+	 * large one counts per op, which counts a range once per op it meets.
+	 */
+	erases = n * PS_RTREE_SET_MAX_NEW;
+	if (n <= NEED_MERGE_MAX) {
+		struct { uint64_t start, end; } w[NEED_MERGE_MAX], x;
+		size_t m = 0, j;
+
+		/* Insertion sort by start, merging windows that overlap or touch. */
+		for (i = 0; i < n; i++) {
+			x.start = ops[i].start;
+			x.end = ops[i].end;
+			for (j = m; j > 0 && w[j - 1].start > x.start; j--)
+				w[j] = w[j - 1];
+			w[j] = x;
+			m++;
+		}
+		for (i = 0, j = 0; i < m; i++) {
+			if (j && w[i].start <= w[j - 1].end) {
+				if (w[i].end > w[j - 1].end)
+					w[j - 1].end = w[i].end;
+			} else {
+				w[j++] = w[i];
+			}
+		}
+		for (i = 0; i < j && erases <= cap / per_erase; i++)
+			erases += window_overlaps(t, w[i].start, w[i].end, cap / per_erase + 1);
+	} else {
+		for (i = 0; i < n && erases <= cap / per_erase; i++)
+			erases += window_overlaps(t, ops[i].start, ops[i].end,
+					cap / per_erase + 1);
+	}
+	if (erases > (cap - n * fixed) / per_erase)
+		return cap + n * PS_RTREE_SET_MAX_NEW;
+	return erases * per_erase + n * fixed + n * PS_RTREE_SET_MAX_NEW;
+}

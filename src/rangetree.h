@@ -240,4 +240,69 @@ void ps_range_vec_free(struct ps_range_vec *vec);
 /** ps_range_list_free_nopol() - free each range, leaving its policy alone. */
 void ps_range_list_free_nopol(struct ps_range_list *list);
 
+/* ---- seeks, windows and batches (issue 16) ---- */
+
+/**
+ * ps_rtree_next_from() / ps_rtree_next() - the first range that ends after
+ * @idx, from a root loaded already (ps_rb_load_root()) or from @t's
+ *
+ * The range containing @idx, else the first one starting after it.  Safe
+ * for lockless readers as ps_rtree_lookup() is (atomic loads, at most
+ * PS_RB_MAX_DEPTH steps, then PS_RTREE_OVERRUN; such a reader validates
+ * what it found).  Ranges are disjoint and ordered, so their ends are
+ * ordered like their starts: a range ending after @idx is the answer or
+ * has it in its left subtree, and one that contains @idx is the answer.
+ * Return: the range, NULL, or PS_RTREE_OVERRUN.
+ */
+static inline struct ps_range *ps_rtree_next_from(struct ps_rb_node *n, uint64_t idx)
+{
+	struct ps_range *best = NULL;
+	int steps;
+
+	for (steps = 0; n && steps < PS_RB_MAX_DEPTH; steps++) {
+		struct ps_range *r = ps_container_of(n, struct ps_range, rb);
+
+		if (idx >= PS_READ_ONCE(r->end)) {
+			n = ps_rb_load_child(n, 1);
+			continue;
+		}
+		best = r;
+		if (idx >= PS_READ_ONCE(r->start))
+			return r;
+		n = ps_rb_load_child(n, 0);
+	}
+	return n ? PS_RTREE_OVERRUN : best;
+}
+
+static inline struct ps_range *ps_rtree_next(const struct ps_rtree *t, uint64_t idx)
+{
+	return ps_rtree_next_from(ps_rb_load_root(&t->root), idx);
+}
+
+/**
+ * ps_rtree_foreach_range() - @fn on every range overlapping [start, end), ascending
+ *
+ * Ranges are passed whole (not clipped).  O(log n + k): one seek, then the
+ * in-order walk from there.  For a tree no writer is changing (or a
+ * published version).
+ */
+int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg);
+
+/** ps_rtree_foreach_range_from() - the same from a root loaded already (ps_rb_load_root()). */
+int ps_rtree_foreach_range_from(struct ps_rb_node *root, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg);
+
+/**
+ * ps_rtree_cow_need_many() - spares one update applying @ops[0..n) may take
+ *
+ * ps_rtree_cow_need()'s worst cases (every erase, two trims and two
+ * insertions per op) with one height bound for the whole update, from the
+ * range count the batch can reach; the erases are the ranges each op
+ * overlaps in the published version plus the ranges the batch itself adds
+ * (at most two per op, each erased once).  Capped by what an update can
+ * take at all: one copy per published range, two new ranges per op.
+ */
+size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n);
+
 #endif /* POLSTORE_SRC_RANGETREE_H */

@@ -198,3 +198,48 @@ bool ps_lock_stat_enabled(void)
 	return false;
 #endif
 }
+
+/* ---- windows, walks by position, batches (issue 16) ---- */
+
+int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg)
+{
+	if (!store || !fn || start >= end)
+		return -EINVAL;
+	return store->ops->foreach_range(store, start, end, fn, arg);
+}
+
+int ps_store_next(struct ps_store *store, uint64_t idx, uint64_t *start, uint64_t *end,
+		struct ps_policy **pol)
+{
+	if (!store || !start || !end || !pol)
+		return -EINVAL;
+	return store->ops->next(store, idx, start, end, pol);
+}
+
+int ps_store_next_borrow(struct ps_store *store, uint64_t idx, uint64_t *start, uint64_t *end,
+		const struct ps_policy **pol)
+{
+	if (!store || !start || !end || !pol)
+		return -EINVAL;
+	return store->ops->next_borrow(store, idx, start, end, pol);
+}
+
+int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops, size_t n)
+{
+	size_t i;
+	int ret;
+
+	if (!store || (!ops && n))
+		return -EINVAL;
+	/* Every op is checked before the variant allocates or changes anything. */
+	for (i = 0; i < n; i++)
+		if (ops[i].start >= ops[i].end)
+			return -EINVAL;
+	if (!n)
+		return 0;
+	ret = store->ops->set_many(store, ops, n);
+	if (!ret)
+		ps_store_debug_check(store);
+	return ret;
+}

@@ -54,6 +54,21 @@ struct ps_sync_ops {
 	size_t (*held)(struct ps_store *store);
 	const struct ps_rtree *(*tree)(struct ps_store *store); /* the tree readers see now */
 	struct ps_lstat *(*lock_stat)(struct ps_store *store, int dir);
+	/*
+	 * Issue 16.  Arguments checked by store.c: start < end, out-pointers
+	 * not NULL, n > 0 and every op non-empty.  @foreach_range walks one
+	 * snapshot as @foreach does; @next and @next_borrow are one
+	 * linearizable read each, returning 0 or -ENOENT; @set_many
+	 * allocates for the whole batch first and makes it visible at once
+	 * (0 or -ENOMEM, nothing changed).
+	 */
+	int (*foreach_range)(struct ps_store *store, uint64_t start, uint64_t end,
+			ps_foreach_fn fn, void *arg);
+	int (*next)(struct ps_store *store, uint64_t idx, uint64_t *start, uint64_t *end,
+			struct ps_policy **pol);
+	int (*next_borrow)(struct ps_store *store, uint64_t idx, uint64_t *start, uint64_t *end,
+			const struct ps_policy **pol);
+	int (*set_many)(struct ps_store *store, const struct ps_set_op *ops, size_t n);
 };
 
 extern const struct ps_sync_ops _ps_sync_spin_ops;

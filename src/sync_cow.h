@@ -629,6 +629,15 @@ static struct ps_lstat *cow_lock_stat(struct ps_store *s, int dir)
 	return NULL;
 }
 
+/* Issue 16: defined at the end of the file. */
+static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn,
+		void *arg);
+static int cow_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
+		struct ps_policy **pol);
+static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
+		const struct ps_policy **pol);
+static int cow_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n);
+
 const struct ps_sync_ops PS_COW_OPS = {
 	.create = cow_create,
 	.destroy = cow_destroy,
@@ -643,4 +652,114 @@ const struct ps_sync_ops PS_COW_OPS = {
 	.tree = cow_tree,
 	.held = cow_held,
 	.lock_stat = cow_lock_stat,
+	.foreach_range = cow_foreach_range,
+	.next = cow_next,
+	.next_borrow = cow_next_borrow,
+	.set_many = cow_set_many,
 };
+
+/* ---- windows, walks by position, batches (issue 16) ---- */
+
+static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn,
+		void *arg)
+{
+	int ret;
+
+	/* As cow_foreach(): one published version, immutable; no writer waits for us. */
+	PS_COW_READ_ENTER();
+	ret = ps_rtree_foreach_range_from(cow_root(to_cow(s)), start, end, fn, arg);
+	PS_ANNOTATE_HAPPENS_BEFORE(s);
+	PS_COW_READ_EXIT();
+	return ret;
+}
+
+/*
+ * Inside a read-side section.  cow_root() loads the root once
+ * (acquire) and walks that immutable version: the range's bounds and
+ * policy are one state, linearizable at the root load.
+ */
+static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
+		const struct ps_policy **pol)
+{
+	struct ps_range *r = ps_rtree_next_from(cow_root(to_cow(s)), idx);
+
+	if (!r)
+		return -ENOENT;
+	*start = r->start;
+	*end = r->end;
+	*pol = r->pol;
+	return 0;
+}
+
+/* Inside a read-side section: the range holds its reference for the whole section. */
+static inline int cow_next_get(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
+		struct ps_policy **pol)
+{
+	struct ps_range *r = ps_rtree_next_from(cow_root(to_cow(s)), idx);
+
+	if (r) {
+		*start = r->start;
+		*end = r->end;
+		*pol = _ps_policy_get(r->pol);
+	}
+	PS_ANNOTATE_HAPPENS_BEFORE(s);
+	return r ? 0 : -ENOENT;
+}
+
+PS_COW_LOOKUP_SECTION int cow_next_section(struct ps_store *s, uint64_t idx, uint64_t *start,
+		uint64_t *end, struct ps_policy **pol)
+{
+	int ret;
+
+	PS_COW_READ_ENTER();
+	ret = cow_next_get(s, idx, start, end, pol);
+	PS_COW_READ_EXIT();
+	return ret;
+}
+
+static int cow_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
+		struct ps_policy **pol)
+{
+	if (!PS_COW_IN_SECTION())
+		return cow_next_section(s, idx, start, end, pol);
+	return cow_next_get(s, idx, start, end, pol);
+}
+
+/*
+ * cow_set() for a batch: the spares of every op's worst case
+ * (ps_rtree_cow_need_many()) before anything changes, one private
+ * version built by all the ops in order, one publication.  A reader loads
+ * the root before or after it: all of the batch or none.
+ */
+static int cow_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n)
+{
+	struct ps_store_cow *cs = to_cow(s);
+	struct cow_batch *full = NULL;
+	struct ps_rtree_cow c;
+	size_t i;
+	int ret;
+
+	pthread_mutex_lock(&cs->wlock);
+	ret = cow_prepare(cs, ps_rtree_cow_need_many(&cs->tree, ops, n));
+	if (ret) {
+		pthread_mutex_unlock(&cs->wlock);
+		return ret;
+	}
+	ps_rtree_cow_begin(&c, &cs->tree, ++cs->gen, &cs->pool);
+	for (i = 0; i < n; i++)
+		ps_rtree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol, SIZE_MAX);
+	PS_ANNOTATE_HAPPENS_BEFORE(&cs->tree);
+	ps_rtree_cow_publish(&c, &cs->tree);
+	cow_retire(cs->batch, &c);
+	if (batch_ranges(cs->batch) >= PS_COW_RETIRE_BATCH) {
+		full = cs->batch;
+		cs->batch = NULL;
+	}
+	if (cs->pool.n > PS_COW_SPARE_MAX)
+		cow_trim_pool(cs, PS_COW_SPARE_MAX);
+	__atomic_store_n(&cs->npool, cs->pool.n, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&cs->wlock);
+	if (full)
+		cow_reclaim(cs, full);
+	return 0;
+}

@@ -9,6 +9,7 @@
  * removed ranges can be freed as soon as the lock is dropped.
  */
 #include <errno.h>
+#include <limits.h>
 
 #include "store_internal.h"
 
@@ -158,12 +159,76 @@ static struct ps_lstat *locked_lock_stat(struct ps_store *s, int dir)
 	return s->sync == PS_SYNC_SPIN ? ps_spin_stat(&ls->lock.spin) : ps_rwlock_stat(&ls->lock.rw);
 }
 
+/* ---- windows, walks by position, batches (issue 16) ---- */
+
+static int locked_foreach_range(struct ps_store *s, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg)
+{
+	int ret;
+
+	locked_read_lock(s);
+	ret = ps_rtree_foreach_range(&to_locked(s)->tree, start, end, fn, arg);
+	locked_read_unlock(s);
+	return ret;
+}
+
+/* Under the lock (or in a section, which holds it): no writer changes the tree. */
+static int locked_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
+		const struct ps_policy **pol)
+{
+	struct ps_range *r = ps_rtree_next(&to_locked(s)->tree, idx);
+
+	if (!r)
+		return -ENOENT;
+	*start = r->start;
+	*end = r->end;
+	*pol = r->pol;
+	return 0;
+}
+
+static int locked_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
+		struct ps_policy **pol)
+{
+	struct ps_range *r;
+
+	locked_read_lock(s);
+	r = ps_rtree_next(&to_locked(s)->tree, idx);
+	if (r) {
+		*start = r->start;
+		*end = r->end;
+		*pol = _ps_policy_get(r->pol);
+	}
+	locked_read_unlock(s);
+	return r ? 0 : -ENOENT;
+}
+
+/* Every op under one hold of the lock: readers see none of the batch or all of it. */
+static int locked_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n)
+{
+	struct ps_store_locked *ls = to_locked(s);
+	struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
+	size_t i;
+
+	if (n > (size_t)INT_MAX / PS_RTREE_SET_MAX_NEW ||
+			ps_range_list_fill(&spares, (int)(n * PS_RTREE_SET_MAX_NEW)))
+		return -ENOMEM;
+	locked_write_lock(ls);
+	for (i = 0; i < n; i++)
+		ps_rtree_set(&ls->tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
+	locked_write_unlock(ls);
+	ps_range_list_free(&removed);
+	ps_range_list_free(&spares);
+	return 0;
+}
+
 #define PS_LOCKED_OPS                                                                              \
 	.create = locked_create, .destroy = locked_destroy,                           \
 	.lookup = locked_lookup, .read_lock = locked_read_lock,                                    \
 	.read_unlock = locked_read_unlock, .lookup_borrow = locked_lookup_borrow,                  \
 	.set = locked_set, .foreach = locked_foreach, .check = locked_check,                       \
-	.tree = locked_tree, .lock_stat = locked_lock_stat
+	.tree = locked_tree, .lock_stat = locked_lock_stat,                                        \
+	.foreach_range = locked_foreach_range, .next = locked_next,                                \
+	.next_borrow = locked_next_borrow, .set_many = locked_set_many
 
 const struct ps_sync_ops _ps_sync_spin_ops = { PS_LOCKED_OPS };
 const struct ps_sync_ops _ps_sync_rwlock_ops = { PS_LOCKED_OPS };

@@ -29,6 +29,7 @@
  * count read.  The fallback linearizes when it holds the lock.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 
 #include "annotate.h"
@@ -281,6 +282,128 @@ static struct ps_lstat *seq_lock_stat(struct ps_store *s, int dir)
 	return ps_spin_stat(&to_seq(s)->lock);
 }
 
+/* ---- windows, walks by position, batches (issue 16) ---- */
+
+static int seq_foreach_range(struct ps_store *s, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg)
+{
+	struct ps_store_seq *ss = to_seq(s);
+	int ret;
+
+	/* As seq_foreach(): a walk that ran callbacks cannot be retried. */
+	ps_spin_lock(&ss->lock);
+	pthread_cleanup_push(seq_foreach_unlock, &ss->lock);
+	ret = ps_rtree_foreach_range(&ss->tree, start, end, fn, arg);
+	pthread_cleanup_pop(1);
+	return ret;
+}
+
+/* The fallback after PS_SEQ_RETRIES failed tries, under the writer lock. */
+static __attribute__((noinline, cold)) struct ps_range *seq_next_locked(
+		struct ps_store_seq *ss, uint64_t idx, struct ps_range *out)
+{
+	struct ps_range *r;
+
+	ps_spin_lock(&ss->lock);
+	r = ps_rtree_next(&ss->tree, idx);
+	if (r)
+		*out = *r;
+	ps_spin_unlock(&ss->lock);
+	return r ? out : NULL;
+}
+
+/*
+ * Inside a memb read-side section: the seek and the range's three fields,
+ * validated together by the sequence count, so bounds and policy are one
+ * state of the store (linearizable at the first count read, as seq_read()).
+ * Returns @out filled in, or NULL when no range ends after @idx.
+ */
+static struct ps_range *seq_next_read(struct ps_store_seq *ss, uint64_t idx, struct ps_range *out)
+{
+	int tries;
+
+	for (tries = 0; tries < PS_SEQ_RETRIES; tries++) {
+		unsigned start = ps_seq_read_begin(&ss->seq);
+		struct ps_range *r;
+
+		if (start & 1) {
+			ps_cpu_relax();
+			continue;
+		}
+		/* A walk racing a writer by design, as in seq_read(). */
+		PS_ANNOTATE_IGNORE_READS_BEGIN();
+		r = ps_rtree_next(&ss->tree, idx);
+		if (r && r != PS_RTREE_OVERRUN) {
+			out->start = PS_READ_ONCE(r->start);
+			out->end = PS_READ_ONCE(r->end);
+			out->pol = PS_READ_ONCE(r->pol);
+		}
+		PS_ANNOTATE_IGNORE_READS_END();
+		if (!ps_seq_read_retry(&ss->seq, start) && r != PS_RTREE_OVERRUN)
+			return r ? out : NULL;
+	}
+	return seq_next_locked(ss, idx, out);
+}
+
+static int seq_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
+		const struct ps_policy **pol)
+{
+	struct ps_range buf, *r = seq_next_read(to_seq(s), idx, &buf);
+
+	if (!r)
+		return -ENOENT;
+	*start = r->start;
+	*end = r->end;
+	*pol = r->pol;
+	return 0;
+}
+
+static int seq_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
+		struct ps_policy **pol)
+{
+	struct ps_range buf, *r;
+
+	ps_memb_read_lock();
+	r = seq_next_read(to_seq(s), idx, &buf);
+	/* Still in the section: the range, and its reference, outlive us. */
+	if (r)
+		*pol = _ps_policy_get(r->pol);
+	PS_ANNOTATE_HAPPENS_BEFORE(s);
+	ps_memb_read_unlock();
+	if (!r)
+		return -ENOENT;
+	*start = r->start;
+	*end = r->end;
+	return 0;
+}
+
+/* Every op in one write section: a reader validates against all of the batch or none. */
+static int seq_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n)
+{
+	struct ps_store_seq *ss = to_seq(s);
+	struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
+	struct ps_range_list batch = { NULL, 0, NULL };
+	size_t i;
+
+	if (n > (size_t)INT_MAX / PS_RTREE_SET_MAX_NEW ||
+			ps_range_list_fill(&spares, (int)(n * PS_RTREE_SET_MAX_NEW)))
+		return -ENOMEM;
+	ps_spin_lock(&ss->lock);
+	ps_seq_write_begin(&ss->seq);
+	for (i = 0; i < n; i++)
+		ps_rtree_set(&ss->tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
+	ps_seq_write_end(&ss->seq);
+	ps_range_list_splice(&ss->retired, &removed);
+	if (ss->retired.n >= PS_SEQ_RETIRE_BATCH) {
+		batch = ss->retired;
+		ss->retired = (struct ps_range_list){ NULL, 0, NULL };
+	}
+	ps_spin_unlock(&ss->lock);
+	seq_reclaim(s, &batch);
+	ps_range_list_free(&spares);
+	return 0;
+}
+
 const struct ps_sync_ops _ps_sync_seqlock_ops = {
 	.create = seq_create,
 	.destroy = seq_destroy,
@@ -294,4 +417,8 @@ const struct ps_sync_ops _ps_sync_seqlock_ops = {
 	.check = seq_check,
 	.tree = seq_tree,
 	.lock_stat = seq_lock_stat,
+	.foreach_range = seq_foreach_range,
+	.next = seq_next,
+	.next_borrow = seq_next_borrow,
+	.set_many = seq_set_many,
 };

@@ -112,9 +112,48 @@ static void print_entry(FILE *log, const char *tag, const struct lin_entry *e, u
 				e->w->last, e->begin, e->end);
 }
 
-/* Print the lookup, the write it returned, the one that proves it stale, and what surrounds them. */
+/* The checker's state for one history. */
+struct lin_ctx {
+	int npages;
+	struct lin_page *pages;
+	const struct ps_lin_write **byver; /* by version, for lin_find() */
+	long nwrites;
+	FILE *log;
+	long violations;
+};
+
+static const struct ps_lin_write *lin_find(const struct lin_ctx *c, uint64_t version)
+{
+	struct ps_lin_write key = { .version = version };
+	const struct ps_lin_write *kp = &key, **hit;
+
+	hit = bsearch(&kp, c->byver, (size_t)c->nwrites, sizeof(*c->byver), write_ver_cmp);
+	return hit ? *hit : NULL;
+}
+
+/* Is @w what its batch leaves on @page, i.e. no later op of the batch covers it? */
+static bool lin_effective(const struct lin_ctx *c, const struct ps_lin_write *w, uint32_t page)
+{
+	uint64_t v;
+
+	if (!w->batch)
+		return true;
+	for (v = w->version + 1; v < w->batch + w->nbatch; v++) {
+		const struct ps_lin_write *o = lin_find(c, v);
+
+		if (o && o->first <= page && page <= o->last)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Print the lookup (or the window read's page), the write it returned, the
+ * one that proves it stale, and what surrounds them.
+ */
 static void print_violation(FILE *log, const char *why, const struct ps_lin_lookup *l,
-		const struct lin_page *pg, const struct lin_entry *w, const struct lin_entry *later)
+		const struct ps_lin_window *win, const struct lin_page *pg,
+		const struct lin_entry *w, const struct lin_entry *later)
 {
 	uint64_t from = w ? w->begin : 0;
 	long i, shown = 0;
@@ -122,13 +161,21 @@ static void print_violation(FILE *log, const char *why, const struct ps_lin_look
 	if (!log)
 		return;
 	fprintf(log,
-			"LINEARIZABILITY VIOLATION: %s\n  lookup    reader %u page %u began %" PRIu64
+			"LINEARIZABILITY VIOLATION: %s\n  %-9s reader %u page %u began %" PRIu64
 			" ended %" PRIu64 " returned ",
-			why, l->reader, l->page, l->begin, l->end);
+			why, win ? "window" : "lookup", l->reader, l->page, l->begin, l->end);
 	if (l->version)
 		fprintf(log, "version %" PRIu64 "\n", l->version);
 	else
 		fputs("nothing\n", log);
+	if (win) {
+		uint32_t p;
+
+		fprintf(log, "  the window read pages [%u, %u] at once:", win->first, win->last);
+		for (p = win->first; p <= win->last && p < win->first + 16; p++)
+			fprintf(log, " %u:%" PRIu64, p, win->versions[p - win->first]);
+		fputs(p <= win->last ? " ...\n" : "\n", log);
+	}
 	if (w)
 		print_entry(log, "returned", w, l->page, pg->init_version);
 	if (later)
@@ -146,27 +193,197 @@ static void print_violation(FILE *log, const char *why, const struct ps_lin_look
 	}
 }
 
-/* Count an illegal lookup; print it in full if it is one of the first few of the round. */
-static void illegal(FILE *log, long *violations, const char *why, const struct ps_lin_lookup *l,
-		const struct lin_page *pg, const struct lin_entry *w, const struct lin_entry *later)
+/* Count an illegal result; print it in full if it is one of the first few of the round. */
+static void illegal(struct lin_ctx *c, const char *why, const struct ps_lin_lookup *l,
+		const struct ps_lin_window *win, const struct lin_page *pg,
+		const struct lin_entry *w, const struct lin_entry *later)
 {
-	if (++*violations <= LIN_PRINT_MAX)
-		print_violation(log, why, l, pg, w, later);
+	if (++c->violations <= LIN_PRINT_MAX)
+		print_violation(c->log, why, l, win, pg, w, later);
+}
+
+/*
+ * The write a result names, checked for (a), (b) and for a batch seen in
+ * part; false (after counting a violation) when there is none.  "Nothing"
+ * names the removal (or empty initial state) that ended last among those
+ * covering the page that began before the read ended: the hardest to
+ * prove stale.
+ */
+static bool lin_resolve(struct lin_ctx *c, const struct ps_lin_lookup *l,
+		const struct ps_lin_window *win, struct lin_entry *out)
+{
+	const struct ps_lin_write *hit;
+	struct lin_page *pg;
+	long k;
+
+	if ((int)l->page >= c->npages) {
+		c->violations++;
+		if (c->log)
+			fprintf(c->log, "lookup of page %u outside the %d pages\n", l->page,
+					c->npages);
+		return false;
+	}
+	pg = &c->pages[l->page];
+	if (l->version == 0) {
+		k = first_begin_after(pg->rm, pg->nrm, l->end - 1) - 1;
+		if (k < 0) {
+			illegal(c,
+					"returned nothing, but no removal of the page began before "
+					"the lookup ended",
+					l, win, pg, NULL, NULL);
+			return false;
+		}
+		*out = pg->rm[pg->premax[k]];
+		return true;
+	}
+	if (l->version == UINT64_MAX) {
+		illegal(c, "returned a policy that carries no version", l, win, pg, NULL, NULL);
+		return false;
+	}
+	if (l->version == pg->init_version) {
+		*out = pg->init;
+		return true;
+	}
+	hit = lin_find(c, l->version);
+	if (!hit || hit->removal) {
+		illegal(c, "returned a version that was never set", l, win, pg, NULL, NULL);
+		return false;
+	}
+	*out = (struct lin_entry){ hit->begin, hit->end, hit };
+	if (l->page < hit->first || l->page > hit->last) {
+		illegal(c, "returned a version that does not cover the page", l, win, pg, out, NULL);
+		return false;
+	}
+	if (!lin_effective(c, hit, l->page)) {
+		illegal(c,
+				"returned an op of a batch that a later op of the same batch "
+				"overwrote on this page: part of a batch seen without the rest",
+				l, win, pg, out, NULL);
+		return false;
+	}
+	if (out->begin >= l->end) {
+		illegal(c, "returned a version whose set began after the lookup ended", l, win,
+				pg, out, NULL);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * (c): a write covering the page that began after @w ended and ended before
+ * @begin (the read's begin, or later for a window: see linearizability.h).
+ */
+static void lin_stale(struct lin_ctx *c, const struct ps_lin_lookup *l,
+		const struct ps_lin_window *win, const struct lin_entry *w, uint64_t begin)
+{
+	struct lin_page *pg = &c->pages[l->page];
+	long k = first_begin_after(pg->all, pg->nall, w->end);
+
+	if (k < pg->nall && pg->all[pg->sufmin[k]].end < begin)
+		illegal(c, "stale: a later write covering the page ended before the lookup began",
+				l, win, pg, w, &pg->all[pg->sufmin[k]]);
+}
+
+static struct ps_lin_lookup lin_window_page(const struct ps_lin_window *win, uint32_t i)
+{
+	return (struct ps_lin_lookup){ win->begin, win->end, win->versions[i], win->first + i,
+		win->reader };
+}
+
+/* One window read; @seen has room for every page.  At most one violation per window. */
+static void lin_check_window(struct lin_ctx *c, const struct ps_lin_window *win,
+		struct lin_entry *seen)
+{
+	uint64_t begin = win->begin;
+	long before = c->violations;
+	uint32_t n, i, q;
+
+	if (win->last < win->first || (int)win->last >= c->npages) {
+		c->violations++;
+		if (c->log)
+			fprintf(c->log, "window read of pages [%u, %u] outside the %d pages\n",
+					win->first, win->last, c->npages);
+		return;
+	}
+	n = win->last - win->first + 1;
+	for (i = 0; i < n; i++) {
+		struct ps_lin_lookup l = lin_window_page(win, i);
+
+		if (!lin_resolve(c, &l, win, &seen[i]))
+			return;
+		/* A write seen was linearized before the read: so was all that ended before it began. */
+		if (l.version && seen[i].w && seen[i].begin > begin)
+			begin = seen[i].begin;
+	}
+	for (i = 0; i < n && c->violations == before; i++) {
+		struct ps_lin_lookup l = lin_window_page(win, i);
+
+		lin_stale(c, &l, win, &seen[i], begin);
+	}
+	/*
+	 * A write seen, and every op of its batch, was linearized before the
+	 * read: no page it leaves its mark on may show what certainly preceded
+	 * it (ended before it began; the initial state ended at tick 0).
+	 */
+	for (i = 0; i < n && c->violations == before; i++) {
+		const struct ps_lin_write *x = seen[i].w;
+		uint64_t v, v0, v1;
+
+		if (!win->versions[i] || !x)
+			continue;
+		v0 = x->batch ? x->batch : x->version;
+		v1 = x->batch ? x->batch + x->nbatch : x->version + 1;
+		for (v = v0; v < v1 && c->violations == before; v++) {
+			const struct ps_lin_write *z = v == x->version ? x : lin_find(c, v);
+			uint32_t lo, hi;
+
+			if (!z)
+				continue;
+			lo = z->first > win->first ? z->first : win->first;
+			hi = z->last < win->last ? z->last : win->last;
+			for (q = lo; q <= hi && z->first <= hi; q++) {
+				const struct lin_entry *y = &seen[q - win->first];
+				struct ps_lin_lookup l = lin_window_page(win, q - win->first);
+				struct lin_entry ze = { z->begin, z->end, z };
+				char why[160];
+
+				if (y->w == z || !lin_effective(c, z, q) || y->end >= z->begin)
+					continue;
+				snprintf(why, sizeof(why),
+						"torn window: page %u shows version %" PRIu64
+						", so this page must show what %s left here",
+						win->first + i, win->versions[i],
+						z == x ? "that write" : "that write's batch");
+				illegal(c, why, &l, win, &c->pages[q], y, &ze);
+				break;
+			}
+		}
+	}
 }
 
 long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 		const struct ps_lin_write *writes, long nwrites, const struct ps_lin_lookup *lookups,
 		long nlookups, FILE *log)
 {
+	return ps_lin_check_windows(npages, initial, writes, nwrites, lookups, nlookups, NULL, 0,
+			log);
+}
+
+long ps_lin_check_windows(int npages, const struct ps_lin_initial *initial,
+		const struct ps_lin_write *writes, long nwrites, const struct ps_lin_lookup *lookups,
+		long nlookups, const struct ps_lin_window *windows, long nwindows, FILE *log)
+{
 	struct lin_page *pages = calloc((size_t)npages, sizeof(*pages));
 	const struct ps_lin_write **byver = malloc(((size_t)nwrites + 1) * sizeof(*byver));
 	long *cnt = calloc((size_t)npages, sizeof(*cnt)), *rcnt = calloc((size_t)npages, sizeof(*rcnt));
-	long violations = 0, i;
+	struct lin_entry *seen = malloc(((size_t)npages + 1) * sizeof(*seen));
+	struct lin_ctx c = { npages, pages, byver, nwrites, log, 0 };
+	long i;
 	int p;
 
-	if (!pages || !byver || !cnt || !rcnt)
+	if (!pages || !byver || !cnt || !rcnt || !seen)
 		abort();
-	/* Count, allocate, fill: each page gets its initial state plus every write covering it. */
+	/* Count (an upper bound: ops a later op of their batch hides are left out below). */
 	for (i = 0; i < nwrites; i++) {
 		byver[i] = &writes[i];
 		for (p = (int)writes[i].first; p <= (int)writes[i].last && p < npages; p++) {
@@ -190,11 +407,14 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 		if (!pg->init_version)
 			pg->rm[pg->nrm++] = pg->init;
 	}
+	/* Each page gets its initial state plus every write that leaves its mark on it. */
 	for (i = 0; i < nwrites; i++) {
 		const struct ps_lin_write *w = &writes[i];
 		struct lin_entry e = { w->begin, w->end, w };
 
 		for (p = (int)w->first; p <= (int)w->last && p < npages; p++) {
+			if (!lin_effective(&c, w, (uint32_t)p))
+				continue;
 			pages[p].all[pages[p].nall++] = e;
 			if (w->removal)
 				pages[p].rm[pages[p].nrm++] = e;
@@ -217,77 +437,17 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 	}
 
 	for (i = 0; i < nlookups; i++) {
-		const struct ps_lin_lookup *l = &lookups[i];
-		struct lin_page *pg;
-		const struct lin_entry *w = NULL;
-		struct lin_entry found;
-		long k;
+		struct lin_entry w;
 
-		if ((int)l->page >= npages) {
-			violations++;
-			if (log)
-				fprintf(log, "lookup of page %u outside the %d pages\n", l->page,
-						npages);
-			continue;
-		}
-		pg = &pages[l->page];
-		if (l->version == 0) {
-			/* Any removal (or an empty initial state) that began before we ended. */
-			k = first_begin_after(pg->rm, pg->nrm, l->end - 1) - 1;
-			if (k < 0) {
-				illegal(log, &violations,
-						"returned nothing, but no removal of the page began "
-						"before the lookup ended",
-						l, pg, NULL, NULL);
-				continue;
-			}
-			w = &pg->rm[pg->premax[k]];
-		} else if (l->version == UINT64_MAX) {
-			illegal(log, &violations,
-					"returned a policy that carries no version", l, pg, NULL, NULL);
-			continue;
-		} else if (l->version == pg->init_version) {
-			w = &pg->init;
-		} else {
-			struct ps_lin_write key = { .version = l->version };
-			const struct ps_lin_write *kp = &key, **hit;
-
-			hit = bsearch(&kp, byver, (size_t)nwrites, sizeof(*byver), write_ver_cmp);
-			if (!hit || (*hit)->removal) {
-				illegal(log, &violations,
-						"returned a version that was never set", l, pg, NULL,
-						NULL);
-				continue;
-			}
-			found = (struct lin_entry){ (*hit)->begin, (*hit)->end, *hit };
-			w = &found;
-			if (l->page < (*hit)->first || l->page > (*hit)->last) {
-				illegal(log, &violations,
-						"returned a version that does not cover the page", l,
-						pg, w, NULL);
-				continue;
-			}
-			if (w->begin >= l->end) {
-				illegal(log, &violations,
-						"returned a version whose set began after the lookup "
-						"ended",
-						l, pg, w, NULL);
-				continue;
-			}
-		}
-		/* (c): a write covering the page that began after w ended and ended before l began. */
-		k = first_begin_after(pg->all, pg->nall, w->end);
-		if (k < pg->nall && pg->all[pg->sufmin[k]].end < l->begin) {
-			illegal(log, &violations,
-					"stale: a later write covering the page ended before the "
-					"lookup began",
-					l, pg, w, &pg->all[pg->sufmin[k]]);
-		}
+		if (lin_resolve(&c, &lookups[i], NULL, &w))
+			lin_stale(&c, &lookups[i], NULL, &w, lookups[i].begin);
 	}
+	for (i = 0; i < nwindows; i++)
+		lin_check_window(&c, &windows[i], seen);
 
-	if (log && violations > LIN_PRINT_MAX)
+	if (log && c.violations > LIN_PRINT_MAX)
 		fprintf(log, "... and %ld more illegal lookups (not shown)\n",
-				violations - LIN_PRINT_MAX);
+				c.violations - LIN_PRINT_MAX);
 	for (p = 0; p < npages; p++) {
 		free(pages[p].all);
 		free(pages[p].sufmin);
@@ -298,7 +458,8 @@ long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 	free(byver);
 	free(cnt);
 	free(rcnt);
-	return violations;
+	free(seen);
+	return c.violations;
 }
 
 /* ---- the workload ---- */
@@ -322,6 +483,9 @@ static void lin_free(void *p, void *ctx)
 	free(p);
 }
 
+#define LIN_BATCH_MAX 4 /* ops per ps_store_set_many() batch: 2 .. LIN_BATCH_MAX */
+#define LIN_WINDOW_MAX 8 /* pages per window read */
+
 struct lin_run {
 	const struct ps_lin_config *cfg;
 	struct ps_store *store;
@@ -331,8 +495,11 @@ struct lin_run {
 	struct ps_lin_write *writes;
 	long round_writes; /* writes per round at most, <= LIN_ROUND_WRITES */
 	atomic_long nwrites; /* slots claimed; may exceed round_writes */
+	atomic_long batches;
 	struct ps_lin_lookup *lookups;
-	long quota; /* per reader this round */
+	struct ps_lin_window *windows; /* [readers * quota], each reader's from id * quota */
+	uint64_t *wversions; /* [readers * quota * LIN_WINDOW_MAX] */
+	long quota; /* reads per reader this round */
 	atomic_int readers_left;
 	atomic_bool stop;
 	atomic_long errors;
@@ -344,6 +511,7 @@ struct lin_thread {
 	int id;
 	uint64_t seed;
 	pthread_t tid;
+	long nlookups, nwindows; /* what a reader recorded this round */
 };
 
 static inline uint64_t lin_tick(struct lin_run *run)
@@ -352,47 +520,168 @@ static inline uint64_t lin_tick(struct lin_run *run)
 	return atomic_fetch_add(&run->clock, 1) + 1;
 }
 
+/* A random write with @version (all but its interval); *@pol is what to set (NULL removes). */
+static bool lin_make_write(struct lin_thread *t, struct ps_lin_write *w, uint64_t version,
+		struct ps_policy **pol)
+{
+	int np = t->run->npages;
+	uint64_t r = ps_xorshift64s(&t->seed);
+	uint32_t first = (uint32_t)(r % (uint64_t)np), len;
+	int kind = (int)((r >> 16) % 20);
+
+	/* Mostly short ranges (splits and trims), sometimes wide ones. */
+	len = (r >> 24) % 4 ? 1 + (uint32_t)((r >> 32) % 4) : 1 + (uint32_t)((r >> 32) % (uint64_t)np);
+	w->version = version;
+	w->first = first;
+	w->last = first + len - 1 >= (uint32_t)np ? (uint32_t)np - 1 : first + len - 1;
+	w->removal = kind < 3;
+	w->batch = 0;
+	w->nbatch = 0;
+	*pol = NULL;
+	if (kind == 0)
+		*pol = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0); /* DEFAULT removes too */
+	else if (kind >= 3)
+		*pol = ps_lin_encode(w->version);
+	return kind == 1 || kind == 2 || *pol;
+}
+
 static void *lin_writer(void *arg)
 {
 	struct lin_thread *t = arg;
 	struct lin_run *run = t->run;
-	int np = run->npages;
 
 	pthread_barrier_wait(&run->start);
 	while (!atomic_load_explicit(&run->stop, memory_order_relaxed)) {
-		long slot = atomic_fetch_add(&run->nwrites, 1);
-		struct ps_lin_write *w;
-		struct ps_policy *pol = NULL;
-		uint64_t r = ps_xorshift64s(&t->seed);
-		uint32_t first = (uint32_t)(r % (uint64_t)np), len;
-		int kind = (int)((r >> 16) % 20);
+		struct ps_policy *pols[LIN_BATCH_MAX] = { NULL };
+		struct ps_set_op ops[LIN_BATCH_MAX];
+		uint64_t r = ps_xorshift64s(&t->seed), begin, end;
+		/* One write in four is a batch of 2 .. LIN_BATCH_MAX ops (may overlap each other). */
+		int m = !run->cfg->singles_only && r % 4 == 0 ?
+					2 + (int)((r >> 8) % (LIN_BATCH_MAX - 1)) :
+					1;
+		long slot = atomic_fetch_add(&run->nwrites, m);
+		bool ok = true;
+		int j, ret;
 
-		if (slot >= run->round_writes)
+		if (slot + m > run->round_writes)
 			break;
-		w = &run->writes[slot];
-		/* Mostly short ranges (splits and trims), sometimes wide ones. */
-		len = (r >> 24) % 4 ? 1 + (uint32_t)((r >> 32) % 4) :
-				      1 + (uint32_t)((r >> 32) % (uint64_t)np);
-		w->version = run->version_base + (uint64_t)slot;
-		w->first = first;
-		w->last = first + len - 1 >= (uint32_t)np ? (uint32_t)np - 1 : first + len - 1;
-		w->removal = kind < 3;
-		if (kind == 0) {
-			pol = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0); /* DEFAULT removes too */
-		} else if (kind >= 3) {
-			pol = ps_lin_encode(w->version);
+		for (j = 0; j < m; j++) {
+			struct ps_lin_write *w = &run->writes[slot + j];
+
+			ok = ok && lin_make_write(t, w, run->version_base + (uint64_t)(slot + j),
+						   &pols[j]);
+			if (m > 1) {
+				w->batch = run->version_base + (uint64_t)slot;
+				w->nbatch = (uint32_t)m;
+			}
+			ops[j] = (struct ps_set_op){ w->first, (uint64_t)w->last + 1, pols[j] };
 		}
-		if (kind != 1 && kind != 2 && !pol) {
+		if (!ok) {
 			atomic_fetch_add(&run->errors, 1);
+			for (j = 0; j < m; j++)
+				ps_policy_put(pols[j]);
 			break;
 		}
-		w->begin = lin_tick(run);
-		if (ps_store_set(run->store, w->first, (uint64_t)w->last + 1, pol))
+		begin = lin_tick(run);
+		if (m > 1)
+			ret = ps_store_set_many(run->store, ops, (size_t)m);
+		else
+			ret = ps_store_set(run->store, ops[0].start, ops[0].end, ops[0].pol);
+		end = lin_tick(run);
+		if (ret)
 			atomic_fetch_add(&run->errors, 1);
-		w->end = lin_tick(run);
-		ps_policy_put(pol);
+		for (j = 0; j < m; j++) {
+			run->writes[slot + j].begin = begin;
+			run->writes[slot + j].end = end;
+			ps_policy_put(pols[j]);
+		}
+		if (m > 1)
+			atomic_fetch_add(&run->batches, 1);
 	}
 	return NULL;
+}
+
+/* A window read's callback: ranges must come ascending, disjoint and overlapping the window. */
+struct lin_wread {
+	uint64_t *v;
+	uint32_t first, last;
+	uint64_t prev_end;
+	bool bad;
+};
+
+static int lin_window_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct lin_wread *w = arg;
+	uint64_t version = ps_lin_decode(pol), p;
+
+	if (start < w->prev_end || start >= end || end <= w->first || start > w->last)
+		w->bad = true;
+	w->prev_end = end;
+	for (p = start > w->first ? start : w->first; p < end && p <= w->last; p++)
+		w->v[p - w->first] = version;
+	return 0;
+}
+
+/* Fill @win (pages from @page) with a ps_store_foreach_range() or ps_store_next() read. */
+static bool lin_read_window(struct lin_thread *t, struct ps_lin_window *win, uint64_t *v,
+		uint32_t page, uint64_t r)
+{
+	struct lin_run *run = t->run;
+	uint32_t last = page + (uint32_t)((r >> 40) % LIN_WINDOW_MAX), p;
+	bool window = (r >> 32) % 8 != 7;
+
+	if (last >= (uint32_t)run->npages)
+		last = (uint32_t)run->npages - 1;
+	for (p = page; p <= last; p++)
+		v[p - page] = 0;
+	win->first = page;
+	win->reader = (uint32_t)t->id;
+	win->versions = v;
+	if (window) {
+		struct lin_wread w = { v, page, last, 0, false };
+
+		win->begin = lin_tick(run);
+		if (ps_store_foreach_range(run->store, page, (uint64_t)last + 1, lin_window_fn, &w))
+			w.bad = true;
+		win->end = lin_tick(run);
+		win->last = last;
+		return !w.bad;
+	}
+	/* ps_store_next(): the range after @page and the hole before it, at one point. */
+	{
+		bool borrow = (r >> 48) & 1;
+		uint64_t start = 0, end = 0, version;
+		const struct ps_policy *bp = NULL;
+		struct ps_policy *pol = NULL;
+		int ret;
+
+		if (borrow) {
+			ps_store_read_lock(run->store);
+			win->begin = lin_tick(run);
+			ret = ps_store_next_borrow(run->store, page, &start, &end, &bp);
+			win->end = lin_tick(run);
+			version = ret ? 0 : ps_lin_decode(bp);
+			ps_store_read_unlock(run->store);
+		} else {
+			win->begin = lin_tick(run);
+			ret = ps_store_next(run->store, page, &start, &end, &pol);
+			win->end = lin_tick(run);
+			version = ret ? 0 : ps_lin_decode(pol);
+			ps_policy_put(pol);
+		}
+		if (ret == -ENOENT) {
+			win->last = last;
+			return true;
+		}
+		if (ret || end <= page || start >= end)
+			return false;
+		if (end - 1 < last)
+			last = (uint32_t)(end - 1);
+		for (p = start > page ? (uint32_t)start : page; p <= last; p++)
+			v[p - page] = version;
+		win->last = last;
+		return true;
+	}
 }
 
 static void *lin_reader(void *arg)
@@ -400,17 +689,35 @@ static void *lin_reader(void *arg)
 	struct lin_thread *t = arg;
 	struct lin_run *run = t->run;
 	struct ps_lin_lookup *out = run->lookups + (long)t->id * run->quota;
+	struct ps_lin_window *wout = run->windows + (long)t->id * run->quota;
+	uint64_t *vout = run->wversions + (long)t->id * run->quota * LIN_WINDOW_MAX;
 	bool qsbr_fast = run->cfg->sync == PS_SYNC_RCU_QSBR && (t->id & 1);
 	long i;
 
+	t->nlookups = t->nwindows = 0;
 	if (qsbr_fast)
 		ps_qsbr_thread_online();
 	pthread_barrier_wait(&run->start);
 	for (i = 0; i < run->quota; i++) {
 		uint64_t r = ps_xorshift64s(&t->seed);
 		uint32_t page = (uint32_t)(r % (uint64_t)run->npages);
-		struct ps_lin_lookup *l = &out[i];
+		struct ps_lin_lookup *l;
 
+		/* Three reads in eight see a window (two foreach_range, one next). */
+		if (!run->cfg->singles_only && (r >> 32) % 8 >= 5) {
+			struct ps_lin_window *win = &wout[t->nwindows];
+
+			if (!lin_read_window(t, win, vout + t->nwindows * LIN_WINDOW_MAX, page, r)) {
+				fprintf(run->cfg->log ? run->cfg->log : stderr,
+						"window read from page %u: ranges out of order, "
+						"overlapping, or outside the window\n",
+						page);
+				atomic_fetch_add(&run->errors, 1);
+			}
+			t->nwindows++;
+			goto next;
+		}
+		l = &out[t->nlookups++];
 		l->page = page;
 		l->reader = (uint32_t)t->id;
 		if ((r >> 32) & 1) {
@@ -429,6 +736,7 @@ static void *lin_reader(void *arg)
 			l->end = lin_tick(run);
 			ps_store_read_unlock(run->store);
 		}
+next:
 		if (qsbr_fast)
 			ps_qsbr_quiescent();
 	}
@@ -473,7 +781,14 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 									: LIN_ROUND_LOOKUPS) +
 				     (size_t)run.npages) *
 			     sizeof(*run.lookups));
-	if (!run.store || !initial || !th || !run.writes || !run.lookups)
+	run.windows = malloc((size_t)(cfg->readers > LIN_ROUND_LOOKUPS ? cfg->readers
+								    : LIN_ROUND_LOOKUPS) *
+			     sizeof(*run.windows));
+	run.wversions = malloc((size_t)(cfg->readers > LIN_ROUND_LOOKUPS ? cfg->readers
+									: LIN_ROUND_LOOKUPS) *
+			       LIN_WINDOW_MAX * sizeof(*run.wversions));
+	if (!run.store || !initial || !th || !run.writes || !run.lookups || !run.windows ||
+			!run.wversions)
 		abort();
 
 	/*
@@ -481,7 +796,7 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 	 * per round: min_writes keeps rounds coming until enough did.
 	 */
 	while (remaining > 0 || (res->writes < cfg->min_writes && res->rounds < LIN_MAX_ROUNDS)) {
-		long nlook, nw, v, page;
+		long nlook, nwin, nw, v, page;
 		const char *why = NULL;
 
 		run.quota = LIN_ROUND_LOOKUPS / cfg->readers;
@@ -512,7 +827,15 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 			if (!run.writes[v].end)
 				break;
 		nw = v;
-		nlook = run.quota * cfg->readers;
+		/* Each reader's lookups and windows, packed in reader order. */
+		for (i = 0, nlook = 0, nwin = 0; i < cfg->readers; i++) {
+			memmove(&run.lookups[nlook], &run.lookups[(long)i * run.quota],
+					(size_t)th[i].nlookups * sizeof(*run.lookups));
+			memmove(&run.windows[nwin], &run.windows[(long)i * run.quota],
+					(size_t)th[i].nwindows * sizeof(*run.windows));
+			nlook += th[i].nlookups;
+			nwin += th[i].nwindows;
+		}
 		/* The state after every write: checked like a lookup, then carried forward. */
 		for (page = 0; page < run.npages; page++) {
 			struct ps_lin_lookup *l = &run.lookups[nlook + page];
@@ -530,8 +853,8 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 			fprintf(log, "store invariant broken: %s\n", why);
 			res->violations++;
 		}
-		res->violations += ps_lin_check(run.npages, initial, run.writes, nw, run.lookups,
-				nlook + run.npages, log);
+		res->violations += ps_lin_check_windows(run.npages, initial, run.writes, nw,
+				run.lookups, nlook + run.npages, run.windows, nwin, log);
 		for (page = 0; page < run.npages; page++)
 			initial[page].version = run.lookups[nlook + page].version;
 		for (v = 0; v < nw; v++) {
@@ -539,9 +862,10 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 			run.writes[v].end = 0;
 		}
 		res->writes += nw;
-		res->lookups_checked += nlook + run.npages;
+		res->lookups_checked += nlook + nwin + run.npages;
+		res->windows_checked += nwin;
 		res->rounds++;
-		remaining -= nlook;
+		remaining -= nlook + nwin;
 		run.version_base += LIN_ROUND_WRITES;
 		if (res->violations || atomic_load(&run.errors))
 			break;
@@ -550,6 +874,7 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 		fprintf(log, "%ld operations failed unexpectedly\n", (long)atomic_load(&run.errors));
 		res->violations++;
 	}
+	res->batches = atomic_load(&run.batches);
 	ps_store_destroy(run.store);
 	res->live_allocs = atomic_load(&lin_live);
 	ps_set_alloc_ops(NULL);
@@ -557,6 +882,8 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 	free(th);
 	free(run.writes);
 	free(run.lookups);
+	free(run.windows);
+	free(run.wversions);
 	if (res->violations && cfg->abort_on_violation)
 		abort();
 	return res->violations || res->live_allocs ? -1 : 0;

@@ -21,6 +21,22 @@
  * concurrent writers the store's order of two overlapping sets is unknown,
  * so only sets that certainly followed W count (sound, never a false alarm).
  *
+ * Batches (ps_store_set_many()): a writer may apply several sets and
+ * removals as one batch; each op is a write with its own version, all with
+ * the batch's interval.  On a page that a later op of the same batch also
+ * covers, an earlier op is never visible (readers see all of a batch or
+ * none): returning it is a violation.
+ *
+ * Window reads (ps_store_foreach_range(), and ps_store_next(), which reads
+ * a range and the hole before it at once) see several pages at one point
+ * in time.  Each page's result is checked as a lookup, and against the
+ * other pages' results: a write X seen on one page is linearized before
+ * the read, and so is every op of X's batch and every write Z that ended
+ * before X began (so (c) uses max(R.begin, X.begin) for the read's begin);
+ * on every page such a write covers, the read must not show something that
+ * certainly preceded it (ended before it began, or the round's initial
+ * state).  Sound: no false alarm however writers overlap.
+ *
  * History is checked in rounds so memory stays bounded: all threads stop at
  * the end of a round, the state of every page is read (a lookup after every
  * write, checked like the others) and becomes version "initial" of the page
@@ -39,7 +55,7 @@ struct ps_lin_config {
 	enum ps_sync sync;
 	int readers; /* >= 1 */
 	int writers; /* >= 1 */
-	long lookups; /* total over all readers and rounds */
+	long lookups; /* reads (lookups and window reads), over all readers and rounds */
 	long min_writes; /* more rounds until this many writes finished (4096 rounds at most) */
 	int npages; /* pages 0 .. npages-1; 0 picks 48 */
 	uint64_t seed;
@@ -51,15 +67,23 @@ struct ps_lin_config {
 	 * make the round take minutes.
 	 */
 	long round_writes;
+	/*
+	 * No batch writes and no window reads: single sets and point lookups
+	 * only, the workload before ps_store_set_many() and
+	 * ps_store_foreach_range() existed.
+	 */
+	bool singles_only;
 };
 
 struct ps_lin_result {
-	long lookups_checked; /* reader lookups plus end-of-round state reads */
+	long lookups_checked; /* reads: lookups, window reads, end-of-round state reads */
 	long writes;
 	long removals;
 	long rounds;
 	long violations;
 	long live_allocs; /* polstore allocations not freed after the store is destroyed */
+	long batches; /* ps_store_set_many() calls (their ops count in writes) */
+	long windows_checked; /* window reads (foreach_range, next), each checked page by page */
 };
 
 /**
@@ -75,6 +99,13 @@ struct ps_lin_write {
 	uint32_t first, last; /* the pages it covers, inclusive */
 	bool removal;
 	uint64_t begin, end; /* clock ticks */
+	/*
+	 * An op of a batch: @batch is the version of the batch's first op
+	 * (the ops' versions are @batch .. @batch + @nbatch - 1, applied in
+	 * that order, all with the same interval); 0 for a write of its own.
+	 */
+	uint64_t batch;
+	uint32_t nbatch;
 };
 
 /* One lookup of a history. */
@@ -83,6 +114,14 @@ struct ps_lin_lookup {
 	uint64_t version; /* 0: nothing covered the page */
 	uint32_t page;
 	uint32_t reader;
+};
+
+/* One window read of a history: pages [@first, @last] seen at one point. */
+struct ps_lin_window {
+	uint64_t begin, end;
+	uint32_t first, last;
+	uint32_t reader;
+	const uint64_t *versions; /* [last - first + 1], as a lookup's version */
 };
 
 /* The state of a page before the history: version 0 means empty. */
@@ -100,6 +139,14 @@ struct ps_lin_initial {
 long ps_lin_check(int npages, const struct ps_lin_initial *initial,
 		const struct ps_lin_write *writes, long nwrites, const struct ps_lin_lookup *lookups,
 		long nlookups, FILE *log);
+
+/**
+ * ps_lin_check_windows() - ps_lin_check() with window reads too
+ * Return: the number of illegal lookups and window reads.
+ */
+long ps_lin_check_windows(int npages, const struct ps_lin_initial *initial,
+		const struct ps_lin_write *writes, long nwrites, const struct ps_lin_lookup *lookups,
+		long nlookups, const struct ps_lin_window *windows, long nwindows, FILE *log);
 
 /* The policy that carries @version (a BIND policy with >= 1 node), or NULL + errno. */
 struct ps_policy *ps_lin_encode(uint64_t version);

@@ -5,7 +5,8 @@
  * This file is the driver: options, the points measured so far, the human
  * tables / JSON Lines / CSV output, the target summary, the gnuplot curves,
  * and the helpers the scenario files share (stress.h).  The scenarios live
- * in scn_store.c (lookup-cost, shared-text, hot-policy, write-cost) and scn_companion.c
+ * in scn_store.c (lookup-cost, shared-text, hot-policy, write-cost, window,
+ * batch-cost) and scn_companion.c
  * (memcg-charge, mmap-commit, css-walk).  `polstore-stress --help` and
  * docs/polstore-stress.1 describe the options; BENCHMARKS.md the results.
  */
@@ -31,7 +32,7 @@ double stress_ns_per_tick = 1.0;
 double stress_work_iters_per_ns = 1.0;
 
 static const char *const all_scenarios[] = {"lookup-cost", "shared-text", "hot-policy",
-		"memcg-charge", "mmap-commit", "css-walk", "write-cost"};
+		"memcg-charge", "mmap-commit", "css-walk", "write-cost", "window", "batch-cost"};
 #define NSCENARIOS (sizeof(all_scenarios) / sizeof(all_scenarios[0]))
 
 /* ---- errors and progress ---------------------------------------------------- */
@@ -292,6 +293,9 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->set_ns = p->set_ns_min = p->set_ns_max = p->restore_ns = p->restore_ratio = NAN;
 	p->set_ns_oncpu = NAN;
 	p->sync_ns_per_set = p->retired_bytes_max = NAN;
+	p->ns_per_op = p->ranges_per_op = p->ns_per_range = p->ratio_lookup = NAN;
+	p->ratio_borrow = p->single_ns = p->many_ns = p->batch_ratio = NAN;
+	p->batch = -1;
 }
 
 const struct stress_point *stress_find(
@@ -374,6 +378,16 @@ static const struct col cols[] = {
 		COL("restore_ratio", C_DBL, restore_ratio, "%.4f"),
 		COL("sync_ns_per_set", C_DBL, sync_ns_per_set, "%.1f"),
 		COL("retired_bytes_max", C_DBL, retired_bytes_max, "%.0f"),
+		/* window and batch-cost (issue 16) */
+		COL("ns_per_op", C_DBL, ns_per_op, "%.2f"),
+		COL("ranges_per_op", C_DBL, ranges_per_op, "%.2f"),
+		COL("ns_per_range", C_DBL, ns_per_range, "%.2f"),
+		COL("ratio_lookup", C_DBL, ratio_lookup, "%.4f"),
+		COL("ratio_borrow", C_DBL, ratio_borrow, "%.4f"),
+		COL("batch", C_INT, batch, NULL),
+		COL("single_ns", C_DBL, single_ns, "%.1f"),
+		COL("many_ns", C_DBL, many_ns, "%.1f"),
+		COL("batch_ratio", C_DBL, batch_ratio, "%.4f"),
 };
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
 
@@ -752,7 +766,8 @@ static void summary(void)
 	bool any = false;
 
 	for (i = 0; i < npoints; i++)
-		if (strcmp(points[i].scenario, "lookup-cost") && points[i].ranks == 2)
+		if (strcmp(points[i].scenario, "lookup-cost") && strcmp(points[i].scenario, "window") &&
+				points[i].ranks == 2)
 			any = true;
 	if (!any && !stress_find("lookup-cost", "rcu", 1, 0))
 		return;
@@ -1118,6 +1133,17 @@ static void usage(FILE *out)
 		     "                to unsync; --ranges [100,10000,1000000], median of "
 		     "--repeat,\n"
 		     "                min(--duration, 0.1) s per kind (not in the default run)\n"
+		     "  window        ranks read windows (ps_store_foreach_range()) of 1, 16 and "
+		     "256\n"
+		     "                ranges, and point lookups, while writers set: CPU ns per "
+		     "window\n"
+		     "                and per range, ratio to the lookup; store variants, the "
+		     "first\n"
+		     "                --ranges value [1000000] (not in the default run)\n"
+		     "  batch-cost    one thread, no readers: ns per set as --batch [16] single "
+		     "sets\n"
+		     "                and as one ps_store_set_many(), adjacent and random slots;\n"
+		     "                --ranges [10000,1000000] (not in the default run)\n"
 		     "  all           every scenario above\n"
 		     "\n"
 		     "Linearizability check (instead of the scenarios):\n"
@@ -1158,6 +1184,9 @@ static void usage(FILE *out)
 		     "                       each value, e.g. 100,10000,1000000 (write-cost's\n"
 		     "                       default); the others use the first\n"
 		     "  --writers N          writer threads calling ps_store_set() [1]\n"
+		     "  --batch N            writers apply N sets per ps_store_set_many() call "
+		     "[1];\n"
+		     "                       batch-cost's batch size [16]\n"
 		     "  --write-interval US  microseconds between a writer's sets; 0 = flat out "
 		     "[1000]\n"
 		     "  --fault-work NS      other work per fault in ns, or 'auto': the measured "
@@ -1256,6 +1285,7 @@ static void parse(int argc, char **argv)
 	stress_opts.ranges[0] = 64;
 	stress_opts.nranges = 1;
 	stress_opts.writers = 1;
+	stress_opts.batch = 1;
 	stress_opts.write_interval_ns = 1000000;
 	stress_opts.fault_work_ns = -1;
 	stress_opts.seed = 1;
@@ -1291,7 +1321,7 @@ static void parse(int argc, char **argv)
 	} while (0)
 		if (FLAG("--duration") || FLAG("--repeat") || FLAG("--plot") ||
 				FLAG("--write-interval") || FLAG("--ranges") || FLAG("--pattern") ||
-				FLAG("--sequential") || FLAG("--fault-work"))
+				FLAG("--sequential") || FLAG("--fault-work") || FLAG("--batch"))
 			scenario_only = a;
 		if (FLAG("--lookups") || FLAG("--writes"))
 			check_only = a;
@@ -1386,6 +1416,12 @@ static void parse(int argc, char **argv)
 			if (*end || stress_opts.writers < 0 || stress_opts.writers > 64)
 				bad("--writers", v);
 			stress_opts.writers_given = true;
+		} else if (FLAG("--batch")) {
+			NEEDV();
+			stress_opts.batch = (int)strtol(v, &end, 10);
+			if (*end || stress_opts.batch < 1 || stress_opts.batch > 4096)
+				bad("--batch (1 to 4096)", v);
+			stress_opts.batch_given = true;
 		} else if (FLAG("--write-interval")) {
 			double us;
 
@@ -1490,6 +1526,10 @@ int main(int argc, char **argv)
 		stress_run_css_walk();
 	if (scenario_selected("write-cost"))
 		stress_run_write_cost();
+	if (scenario_selected("window"))
+		stress_run_window();
+	if (scenario_selected("batch-cost"))
+		stress_run_batch_cost();
 
 	if (human) {
 		table_lookup_cost();
@@ -1497,6 +1537,7 @@ int main(int argc, char **argv)
 		table_store("hot-policy");
 		stress_print_companions();
 		table_write_cost();
+		stress_print_window();
 		table_lockstat();
 		summary();
 		summary_write_cost();

@@ -5,8 +5,9 @@
  * number of CPUs.
  *
  * Each configuration is one ps_lin_run(): readers look pages up (counted
- * and borrowed lookups, QSBR readers half explicit-online) while writers set
- * and remove versioned policies; every lookup is checked against the
+ * and borrowed lookups, QSBR readers half explicit-online) and read windows
+ * of pages (ps_store_foreach_range(), ps_store_next()) while writers set
+ * and remove versioned policies, alone or in ps_store_set_many() batches; every lookup is checked against the
  * history, and every allocation the library made must be freed by the end.
  * An illegal lookup prints the slice of history that proves it and aborts
  * (a core dump to debug); a leak aborts too.  This mode measures no speed:
@@ -85,19 +86,22 @@ static void check_print(const char *variant, const struct check_config *c,
 {
 	if (stress_opts.json) {
 		printf("{\"scenario\":\"check\",\"variant\":\"%s\",\"readers\":%d,\"writers\":%d,"
-		       "\"pages\":%d,\"lookups_checked\":%ld,\"writes\":%ld,\"removals\":%ld,"
+		       "\"pages\":%d,\"lookups_checked\":%ld,\"windows_checked\":%ld,"
+		       "\"writes\":%ld,\"removals\":%ld,\"batches\":%ld,"
 		       "\"rounds\":%ld,\"violations\":%ld,\"leaked\":%ld,\"seconds\":%.3f}\n",
 				variant, c->readers, c->writers, npages, r->lookups_checked,
-				r->writes, r->removals, r->rounds, r->violations, r->live_allocs,
-				secs);
-	} else if (stress_opts.csv) {
-		printf("check,%s,%d,%d,%d,%ld,%ld,%ld,%ld,%ld,%ld,%.3f\n", variant, c->readers,
-				c->writers, npages, r->lookups_checked, r->writes, r->removals,
-				r->rounds, r->violations, r->live_allocs, secs);
-	} else {
-		printf("%-9s %7d %7d %15ld %12ld %12ld %10ld %6ld %8.1f\n", variant, c->readers,
-				c->writers, r->lookups_checked, r->writes, r->removals,
+				r->windows_checked, r->writes, r->removals, r->batches, r->rounds,
 				r->violations, r->live_allocs, secs);
+	} else if (stress_opts.csv) {
+		printf("check,%s,%d,%d,%d,%ld,%ld,%ld,%ld,%ld,%ld,%.3f,%ld,%ld\n", variant,
+				c->readers, c->writers, npages, r->lookups_checked, r->writes,
+				r->removals, r->rounds, r->violations, r->live_allocs, secs,
+				r->windows_checked, r->batches);
+	} else {
+		printf("%-9s %7d %7d %15ld %9ld %12ld %12ld %9ld %10ld %6ld %8.1f\n", variant,
+				c->readers, c->writers, r->lookups_checked, r->windows_checked,
+				r->writes, r->removals, r->batches, r->violations, r->live_allocs,
+				secs);
 	}
 	fflush(stdout);
 }
@@ -112,15 +116,15 @@ int stress_run_check(void)
 	npages = stress_opts.pages_given ? (int)stress_opts.pages : 48;
 	if (stress_opts.csv)
 		printf("scenario,variant,readers,writers,pages,lookups_checked,writes,removals,"
-		       "rounds,violations,leaked,seconds\n");
+		       "rounds,violations,leaked,seconds,windows_checked,batches\n");
 	else if (!stress_opts.json)
 		printf("linearizability check: >= %ld lookups and >= %ld writes per configuration, "
 		       "%d pages, %ld CPUs, seed %" PRIu64
-		       "\n%-9s %7s %7s %15s %12s %12s %10s %6s %8s\n",
+		       "\n%-9s %7s %7s %15s %9s %12s %12s %9s %10s %6s %8s\n",
 				stress_opts.check_lookups, stress_opts.check_writes, npages, ncpu,
 				stress_opts.seed, "variant",
-				"readers", "writers", "lookups checked", "writes", "removals",
-				"violations", "leaked", "seconds");
+				"readers", "writers", "reads checked", "(windows)", "writes",
+				"removals", "(batches)", "violations", "leaked", "seconds");
 	for (s = 0; s < PS_SYNC_COUNT; s++) {
 		const char *name = ps_sync_name((enum ps_sync)s);
 		char noref[64];
@@ -171,7 +175,7 @@ int stress_run_check(void)
 		stress_die("--check: no store variant selected (spin, rwlock, seqlock, rcu, "
 			   "rcu-qsbr)");
 	if (!stress_opts.json && !stress_opts.csv)
-		printf("%ld configurations, %ld lookups checked, 0 violations, 0 leaked\n",
+		printf("%ld configurations, %ld reads checked, 0 violations, 0 leaked\n",
 				configs_run, total);
 	return 0;
 }

@@ -454,13 +454,34 @@ static void do_set(struct ctx *c, uint64_t start, uint64_t end, struct ps_policy
 				(unsigned long long)end, strerror(-ret));
 }
 
+/* @n sets as one update: ps_store_set_many() on a store, one base_set() after another on a baseline. */
+static void do_set_many(struct ctx *c, const struct ps_set_op *ops, size_t n)
+{
+	size_t i;
+	int ret;
+
+	if (c->v->kind != V_STORE) {
+		for (i = 0; i < n; i++)
+			base_set(c, ops[i].start, ops[i].end, ops[i].pol);
+		return;
+	}
+	ret = ps_store_set_many(c->store, ops, n);
+	if (ret)
+		stress_die("ps_store_set_many(%zu ops): %s", n, strerror(-ret));
+}
+
 static void *writer_main(void *arg)
 {
 	struct writer *w = arg;
 	struct ctx *c = w->c;
 	uint64_t rng = stress_seed_for(stress_opts.seed, 100000 + (uint64_t)w->id);
 	uint64_t interval = stress_opts.write_interval_ns, next, first_due;
+	size_t batch = stress_opts.batch > 1 ? (size_t)stress_opts.batch : 1, b;
+	struct ps_set_op *ops = calloc(batch, sizeof(*ops));
 	unsigned alt = 0;
+
+	if (!ops)
+		stress_die("out of memory");
 
 	stress_gate_wait(&c->gate);
 	next = stress_now_ns();
@@ -479,23 +500,30 @@ static void *writer_main(void *arg)
 			if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
 				break;
 		}
-		do
-			s = stress_below(&rng, c->l.nslots);
-		while (s == c->l.hot_slot && c->l.nslots > 1);
-		lo = slot_start(&c->l, s);
-		hi = slot_end(&c->l, s);
-		if (stress_rand(&rng) & 1) {
-			start = lo;
-			end = hi;
-		} else {
-			start = lo + stress_below(&rng, hi - lo);
-			end = start + 1 + stress_below(&rng, hi - start);
+		/* --batch N: N such sets in one ps_store_set_many() (baselines: one after another). */
+		for (b = 0; b < batch; b++) {
+			do
+				s = stress_below(&rng, c->l.nslots);
+			while (s == c->l.hot_slot && c->l.nslots > 1);
+			lo = slot_start(&c->l, s);
+			hi = slot_end(&c->l, s);
+			if (stress_rand(&rng) & 1) {
+				start = lo;
+				end = hi;
+			} else {
+				start = lo + stress_below(&rng, hi - lo);
+				end = start + 1 + stress_below(&rng, hi - start);
+			}
+			alt ^= 1;
+			ops[b] = (struct ps_set_op){start, end, pool.pol[colour_of_slot(s) * 2 + alt]};
 		}
-		alt ^= 1;
 		t0 = stress_now_ns();
-		do_set(c, start, end, pool.pol[colour_of_slot(s) * 2 + alt]);
+		if (batch == 1)
+			do_set(c, ops[0].start, ops[0].end, ops[0].pol);
+		else
+			do_set_many(c, ops, batch);
 		t1 = stress_now_ns();
-		w->ops++;
+		w->ops += batch;
 		if (t1 - t0 > w->max_wait_ns)
 			w->max_wait_ns = t1 - t0;
 	}
@@ -509,6 +537,7 @@ static void *writer_main(void *arg)
 		/* It may first run only after the point ended: then it waited 0 so far. */
 		w->max_wait_ns = now > first_due ? now - first_due : 0;
 	}
+	free(ops);
 	return NULL;
 }
 
@@ -1453,4 +1482,573 @@ bool stress_variant_known(const char *name)
 		if (!strcmp(variants[i].name, name))
 			return true;
 	return false;
+}
+
+/* ---- window: ranks read windows while writers set (issue 16) ------------------- */
+
+/*
+ * The tree of write-cost (N slots, --pages raised to 4 N; default N = 10^6
+ * when --ranges is not given), built once per variant.  Then, for every
+ * mode and --ranks value (repetitions interleaved across modes), ranks run
+ * one mode flat out while --writers writers set at --write-interval (in
+ * --batch sets per ps_store_set_many()):
+ *
+ *   lookup        ps_store_lookup() of a random page, and the put
+ *   lookup:noref  read_lock, ps_store_lookup_borrow(), read_unlock
+ *   1             ps_store_foreach_range() of [p, p + 1), p a random page
+ *   16, 256       ps_store_foreach_range() from the start of a random slot
+ *                 to the end of the 15th (255th) slot after it
+ *
+ * ns per op = the ranks' CPU time / their ops (CPU time: the time slices
+ * the machine gives other processes are not the store's cost); ranges per
+ * op counts what the windows returned (a writer's split adds ranges), and
+ * ns per range divides.  The window-1 ratio divides by the same variant's
+ * lookup in the same run; the cost of one more range is the slope between
+ * the 1- and 256-range windows.
+ *
+ * Validation: one op in 64 checks its result, a window's fully: its ranges
+ * tile it (every page is always covered: contiguous, the first starting at
+ * or before the window and the last ending at or after it), each inside
+ * its slot with a policy of the slot's colour.  The other ops only count
+ * the ranges (the check is not the cost measured).  ctx_check() after
+ * every point.  The walks of one snapshot are what the oracle checks
+ * (polstore-stress --check).
+ */
+
+enum win_mode { WM_LOOKUP, WM_LOOKUP_NOREF, WM_W1, WM_W16, WM_W256, WM_N };
+
+static const char *const wm_name[WM_N] = {"lookup", "lookup:noref", "1", "16", "256"};
+static const uint64_t wm_slots[WM_N] = {0, 0, 0, 16, 256};
+
+#define WIN_CHECK_MASK 63
+
+struct win_rank {
+	struct ctx *c;
+	pthread_t th;
+	int id;
+	enum win_mode mode;
+	uint64_t seed;
+	uint64_t ops, ranges, cpu_ns;
+} __attribute__((aligned(64)));
+
+struct win_walk {
+	const struct ctx *c;
+	uint64_t a, b, next, n;
+};
+
+static void __attribute__((noinline, noreturn))
+bad_window(const struct win_walk *w, uint64_t start, uint64_t end, const char *why)
+{
+	stress_fail("VALIDATION FAILED: window: %s: window [%llu, %llu): range [%llu, %llu) %s",
+			w->c->v->name, (unsigned long long)w->a, (unsigned long long)w->b,
+			(unsigned long long)start, (unsigned long long)end, why);
+}
+
+static int win_check_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct win_walk *w = arg;
+	uint64_t s = slot_of(&w->c->l, start);
+
+	if (w->n ? start != w->next : start > w->a)
+		bad_window(w, start, end, "leaves a gap or overlaps: not one snapshot");
+	if (end > slot_end(&w->c->l, s) || pool_colour(pol) != (int)colour_of_slot(s))
+		bad_window(w, start, end, "crosses its slot or holds another slot's policy");
+	w->next = end;
+	w->n++;
+	return 0;
+}
+
+static int win_count_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	(void)start;
+	(void)end;
+	(void)pol;
+	++*(uint64_t *)arg;
+	return 0;
+}
+
+static inline void win_bounds(const struct ctx *c, enum win_mode m, uint64_t *rng, uint64_t *a,
+		uint64_t *b)
+{
+	if (m == WM_W1 || m == WM_LOOKUP || m == WM_LOOKUP_NOREF) {
+		*a = stress_below(rng, c->l.pages);
+		*b = *a + 1;
+	} else {
+		uint64_t k = wm_slots[m] < c->l.nslots ? wm_slots[m] : c->l.nslots;
+		uint64_t s = stress_below(rng, c->l.nslots - k + 1);
+
+		*a = slot_start(&c->l, s);
+		*b = slot_end(&c->l, s + k - 1);
+	}
+}
+
+static void *win_main(void *arg)
+{
+	struct win_rank *rk = arg;
+	struct ctx *c = rk->c;
+	bool qsbr = c->v->sync == PS_SYNC_RCU_QSBR;
+	uint64_t rng = rk->seed, ops = 0, ranges = 0, t0;
+	uintptr_t sink = 0;
+
+	stress_gate_wait(&c->gate);
+	if (qsbr)
+		ps_qsbr_thread_online();
+	t0 = stress_thread_cpu_ns();
+	while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {
+		unsigned i;
+
+		for (i = 0; i <= WIN_CHECK_MASK; i++) {
+			uint64_t a, b;
+			const void *pol;
+
+			win_bounds(c, rk->mode, &rng, &a, &b);
+			if (rk->mode == WM_LOOKUP || rk->mode == WM_LOOKUP_NOREF) {
+				if (rk->mode == WM_LOOKUP) {
+					pol = ps_store_lookup(c->store, a);
+					ps_policy_put((struct ps_policy *)pol);
+				} else {
+					ps_store_read_lock(c->store);
+					pol = ps_store_lookup_borrow(c->store, a);
+					ps_store_read_unlock(c->store);
+				}
+				sink += (uintptr_t)pol;
+				if (!i)
+					validate(c, a, pol);
+				ranges++;
+			} else {
+				if (!i) {
+					struct win_walk w = {c, a, b, 0, 0};
+
+					ps_store_foreach_range(c->store, a, b, win_check_cb, &w);
+					if (!w.n || w.next < b)
+						bad_window(&w, a, w.next, "is where the window's "
+									  "coverage ends: pages missing");
+					ranges += w.n;
+				} else {
+					ps_store_foreach_range(c->store, a, b, win_count_cb, &ranges);
+				}
+			}
+			if (qsbr)
+				ps_qsbr_quiescent();
+		}
+		ops += WIN_CHECK_MASK + 1;
+	}
+	rk->cpu_ns = stress_thread_cpu_ns() - t0;
+	if (qsbr)
+		ps_qsbr_thread_offline();
+	__asm__ __volatile__("" ::"r"(sink));
+	rk->ops = ops;
+	rk->ranges = ranges;
+	return NULL;
+}
+
+/* One point: @nranks ranks in mode @m beside the writers, for --duration. */
+static void win_phase(struct ctx *c, enum win_mode m, int nranks, struct stress_point *p)
+{
+	int nwriters = stress_opts.writers, i;
+	struct win_rank *ranks = aligned_alloc(64, sizeof(*ranks) * (size_t)nranks);
+	struct writer *writers = aligned_alloc(64, sizeof(*writers) * (size_t)(nwriters + 1));
+	uint64_t t_go, t_stop, ops = 0, ranges = 0, cpu = 0, wops = 0, wmax = 0;
+
+	if (!ranks || !writers)
+		stress_die("out of memory");
+	memset(ranks, 0, sizeof(*ranks) * (size_t)nranks);
+	memset(writers, 0, sizeof(*writers) * (size_t)(nwriters + 1));
+	c->stop = 0;
+	stress_gate_init(&c->gate);
+	for (i = 0; i < nranks; i++) {
+		ranks[i].c = c;
+		ranks[i].id = i;
+		ranks[i].mode = m;
+		ranks[i].seed = stress_seed_for(stress_opts.seed, 300 + (uint64_t)i * 16 + m);
+		stress_thread_start(&ranks[i].th, win_main, &ranks[i]);
+	}
+	for (i = 0; i < nwriters; i++) {
+		writers[i].c = c;
+		writers[i].id = i;
+		stress_thread_start(&writers[i].th, writer_main, &writers[i]);
+	}
+	t_go = stress_gate_open(&c->gate, nranks + nwriters);
+	stress_sleep_until(t_go + (uint64_t)(stress_opts.duration_s * 1e9));
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	t_stop = stress_now_ns();
+	for (i = 0; i < nranks; i++) {
+		pthread_join(ranks[i].th, NULL);
+		ops += ranks[i].ops;
+		ranges += ranks[i].ranges;
+		cpu += ranks[i].cpu_ns;
+	}
+	for (i = 0; i < nwriters; i++) {
+		pthread_join(writers[i].th, NULL);
+		wops += writers[i].ops;
+		if (writers[i].max_wait_ns > wmax)
+			wmax = writers[i].max_wait_ns;
+	}
+	stress_gate_destroy(&c->gate);
+	stress_point_init(p, "window", c->v->name, nranks);
+	snprintf(p->kind, sizeof(p->kind), "%s", wm_name[m]);
+	p->writers = nwriters;
+	p->batch = stress_opts.batch;
+	p->pages = c->l.pages;
+	p->ranges = c->l.nslots;
+	p->duration_s = (double)(t_stop - t_go) / 1e9;
+	p->ops = ops;
+	p->ops_per_sec = (double)ops / p->duration_s;
+	p->rank_cpu_s = (double)cpu / 1e9;
+	p->ns_per_op = ops ? (double)cpu / (double)ops : NAN;
+	p->ranges_per_op = ops ? (double)ranges / (double)ops : NAN;
+	p->ns_per_range = ranges ? (double)cpu / (double)ranges : NAN;
+	if (nwriters) {
+		p->writer_ops_per_sec = (double)wops / p->duration_s;
+		p->writer_max_wait_ns = (double)wmax;
+	}
+	p->ranges_end = ctx_check(c);
+	free(ranks);
+	free(writers);
+}
+
+static int point_by_ns(const void *a, const void *b)
+{
+	double x = ((const struct stress_point *)a)->ns_per_op;
+	double y = ((const struct stress_point *)b)->ns_per_op;
+
+	return x < y ? -1 : x > y;
+}
+
+void stress_run_window(void)
+{
+	uint64_t n = stress_opts.ranges_given ? stress_opts.ranges[0] : 1000000;
+	uint64_t pages = stress_opts.pages > 4 * n ? stress_opts.pages : 4 * n;
+	int reps = stress_opts.repeat, nr = stress_opts.nranks, r, rep, m;
+	struct layout l;
+	size_t i;
+
+	pool_create(n < MAX_COLOURS ? (uint32_t)n : MAX_COLOURS);
+	layout_init(&l, pages, n, false);
+	for (i = 0; i < NVARIANTS; i++) {
+		const struct variant *v = &variants[i];
+		struct stress_point *pts;
+		struct ctx *c;
+		uint64_t t0 = stress_now_ns();
+
+		/* Windows lend their policies: the store variants, each once (':noref' is a mode). */
+		if (v->kind != V_STORE || v->noref || !stress_variant_selected(v->name))
+			continue;
+		c = aligned_alloc(64, sizeof(*c));
+		pts = calloc((size_t)(nr * WM_N * reps), sizeof(*pts));
+		if (!c || !pts)
+			stress_die("out of memory");
+		ctx_build(c, v, &l);
+		ps_store_synchronize(c->store);
+		stress_progress("window: %s, %llu ranges built in %.2f s", v->name,
+				(unsigned long long)n, (double)(stress_now_ns() - t0) / 1e9);
+		for (rep = 0; rep < reps; rep++)
+			for (r = 0; r < nr; r++)
+				for (m = 0; m < WM_N; m++) {
+					stress_progress("window: %s, %s, %d rank%s (repetition %d/%d)",
+							v->name, wm_name[m], stress_opts.ranks[r],
+							stress_opts.ranks[r] > 1 ? "s" : "", rep + 1,
+							reps);
+					win_phase(c, (enum win_mode)m, stress_opts.ranks[r],
+							&pts[((size_t)r * WM_N + (size_t)m) * (size_t)reps +
+									(size_t)rep]);
+				}
+		/* The median repetition of each point (by ns per op); ratios within the variant. */
+		for (r = 0; r < nr; r++) {
+			struct stress_point med[WM_N];
+
+			for (m = 0; m < WM_N; m++) {
+				struct stress_point *pr = &pts[((size_t)r * WM_N + (size_t)m) *
+							       (size_t)reps];
+
+				qsort(pr, (size_t)reps, sizeof(*pr), point_by_ns);
+				med[m] = pr[reps / 2];
+				med[m].reps = reps;
+			}
+			for (m = 0; m < WM_N; m++) {
+				med[m].baseline = "lookup";
+				med[m].ratio_lookup = med[m].ns_per_op / med[WM_LOOKUP].ns_per_op;
+				med[m].ratio_borrow =
+						med[m].ns_per_op / med[WM_LOOKUP_NOREF].ns_per_op;
+				stress_emit(&med[m]);
+			}
+		}
+		ctx_destroy(c);
+		free(c);
+		free(pts);
+	}
+	pool_destroy();
+}
+
+/* ---- batch-cost: B single sets against one ps_store_set_many() of them ----------- */
+
+/*
+ * One thread, no readers, the write-cost tree (N slots, --pages raised to
+ * 4 N; --ranges, default 10000,1000000).  Each iteration picks B slots
+ * (--batch, default 16): "adjacent" B consecutive slots, "random" B
+ * random ones; sets each of them to its slot's other policy with B
+ * ps_store_set() calls, and back with one ps_store_set_many() of the same
+ * B ops (the order of the two alternates), each timed whole in thread CPU
+ * time.
+ * Every set replaces one range: the count stays N, the tree's shape stays.
+ * ps_store_synchronize() runs after each repetition only: it gives back
+ * the spares an RCU store keeps beyond PS_COW_SPARE_IDLE, and a batch's
+ * worst case asks for thousands (ps_rtree_cow_need_many()), so a
+ * synchronize every few thousand sets (as write-cost does) would time the
+ * refill, not the batch.  Retired ranges still go to the reclaim thread.
+ * Reported per set: the singles' ns and the batch's ns, and their ratio
+ * (median over --repeat repetitions of min(--duration, 0.1) s each).
+ */
+enum bc_pattern { BC_ADJACENT, BC_RANDOM, BC_N };
+
+static const char *const bc_name[BC_N] = {"adjacent", "random"};
+
+struct bc_arg {
+	struct ctx *c;
+	enum bc_pattern pat;
+	size_t batch;
+	double seconds;
+	uint64_t seed;
+	uint64_t single_ns, many_ns, sets;
+};
+
+static void *bc_main(void *arg)
+{
+	struct bc_arg *a = arg;
+	struct ctx *c = a->c;
+	const struct layout *l = &c->l;
+	struct ps_set_op *cur = calloc(a->batch, sizeof(*cur)), *alt = calloc(a->batch, sizeof(*alt));
+	uint64_t rng = a->seed, deadline = stress_now_ns() + (uint64_t)(a->seconds * 1e9), it;
+	size_t j;
+
+	if (!cur || !alt)
+		stress_die("out of memory");
+	for (it = 0; it < 16 || stress_now_ns() < deadline; it++) {
+		uint64_t s0 = stress_below(&rng, l->nslots - a->batch + 1), t0, t1, t2;
+
+		for (j = 0; j < a->batch; j++) {
+			uint64_t s = a->pat == BC_ADJACENT ? s0 + j : stress_below(&rng, l->nslots);
+
+			/* Slots hold their colour's first policy between iterations. */
+			cur[j] = (struct ps_set_op){slot_start(l, s), slot_end(l, s), wc_pol(s, 0)};
+			alt[j] = (struct ps_set_op){slot_start(l, s), slot_end(l, s), wc_pol(s, 1)};
+		}
+		/* Thread CPU time: other processes' time slices are not the sets' cost. */
+		if (it & 1) {
+			t0 = stress_thread_cpu_ns();
+			for (j = 0; j < a->batch; j++)
+				do_set(c, alt[j].start, alt[j].end, alt[j].pol);
+			t1 = stress_thread_cpu_ns();
+			do_set_many(c, cur, a->batch);
+			t2 = stress_thread_cpu_ns();
+			a->single_ns += t1 - t0;
+			a->many_ns += t2 - t1;
+		} else {
+			t0 = stress_thread_cpu_ns();
+			do_set_many(c, alt, a->batch);
+			t1 = stress_thread_cpu_ns();
+			for (j = 0; j < a->batch; j++)
+				do_set(c, cur[j].start, cur[j].end, cur[j].pol);
+			t2 = stress_thread_cpu_ns();
+			a->many_ns += t1 - t0;
+			a->single_ns += t2 - t1;
+		}
+		a->sets += a->batch;
+	}
+	ps_store_synchronize(c->store);
+	free(cur);
+	free(alt);
+	return NULL;
+}
+
+static const uint64_t bc_default_ranges[] = {10000, 1000000};
+
+void stress_run_batch_cost(void)
+{
+	int nr = stress_opts.ranges_given ? stress_opts.nranges : 2, r, reps = stress_opts.repeat,
+	    rep, k;
+	size_t batch = stress_opts.batch_given ? (size_t)stress_opts.batch : 16, i;
+	double seconds = stress_opts.duration_s < 0.1 ? stress_opts.duration_s : 0.1;
+
+	for (r = 0; r < nr; r++) {
+		uint64_t n = stress_opts.ranges_given ? stress_opts.ranges[r] : bc_default_ranges[r];
+		uint64_t pages = stress_opts.pages > 4 * n ? stress_opts.pages : 4 * n;
+		struct layout l;
+
+		if (n < batch) {
+			stress_progress("batch-cost: %llu ranges < a batch of %zu: skipped",
+					(unsigned long long)n, batch);
+			continue;
+		}
+		pool_create(n < MAX_COLOURS ? (uint32_t)n : MAX_COLOURS);
+		layout_init(&l, pages, n, false);
+		for (i = 0; i < NVARIANTS; i++) {
+			const struct variant *v = &variants[i];
+			double ratio[64], single[64], many[64];
+			struct ctx c;
+
+			if (v->kind != V_STORE || v->noref || !stress_variant_selected(v->name))
+				continue;
+			ctx_build(&c, v, &l);
+			ps_store_synchronize(c.store);
+			for (k = 0; k < BC_N; k++) {
+				struct stress_point p;
+				uint64_t sets = 0;
+
+				for (rep = 0; rep < reps && rep < 64; rep++) {
+					struct bc_arg a = {&c, (enum bc_pattern)k, batch, seconds,
+							stress_seed_for(stress_opts.seed,
+									400 + (uint64_t)rep),
+							0, 0, 0};
+					pthread_t t;
+
+					stress_progress("batch-cost: %s, %llu ranges, %s batches of "
+							"%zu (repetition %d/%d)",
+							v->name, (unsigned long long)n, bc_name[k],
+							batch, rep + 1, reps);
+					stress_thread_start(&t, bc_main, &a);
+					pthread_join(t, NULL);
+					single[rep] = (double)a.single_ns / (double)a.sets;
+					many[rep] = (double)a.many_ns / (double)a.sets;
+					ratio[rep] = many[rep] / single[rep];
+					sets += a.sets;
+				}
+				if (ctx_check(&c) != n || ps_store_count(c.store) != n)
+					stress_fail("VALIDATION FAILED: batch-cost: %s: the count "
+						    "changed",
+							v->name);
+				qsort(ratio, (size_t)rep, sizeof(double), dbl_cmp);
+				qsort(single, (size_t)rep, sizeof(double), dbl_cmp);
+				qsort(many, (size_t)rep, sizeof(double), dbl_cmp);
+				stress_point_init(&p, "batch-cost", v->name, 1);
+				snprintf(p.kind, sizeof(p.kind), "%s", bc_name[k]);
+				p.writers = 1;
+				p.batch = (int)batch;
+				p.pages = l.pages;
+				p.ranges = n;
+				p.ranges_end = ps_store_count(c.store);
+				p.duration_s = seconds;
+				p.reps = rep;
+				p.ops = sets;
+				p.single_ns = single[rep / 2];
+				p.many_ns = many[rep / 2];
+				p.batch_ratio = ratio[rep / 2];
+				stress_emit(&p);
+			}
+			ctx_destroy(&c);
+		}
+		pool_destroy();
+	}
+}
+
+/* ---- their tables and the issue-16 targets ---- */
+
+static void win_target(const char *what, double v, double want, const char *fmt)
+{
+	char m[32];
+
+	if (isnan(v))
+		return;
+	snprintf(m, sizeof(m), fmt, v);
+	printf("  %-62s %9s  (<= %g)  %s\n", what, m, want, v <= want ? "met" : "MISSED");
+}
+
+void stress_print_window(void)
+{
+	const struct stress_point *p, *q;
+	bool header = false;
+	char what[96];
+	size_t i, j;
+
+	for (i = 0; (p = stress_point_at(i)); i++) {
+		const struct stress_point *w[WM_N] = {NULL};
+		int m;
+
+		if (strcmp(p->scenario, "window") || strcmp(p->kind, "lookup"))
+			continue;
+		for (j = i; (q = stress_point_at(j)) && j < i + WM_N; j++)
+			for (m = 0; m < WM_N; m++)
+				if (!strcmp(q->scenario, "window") && !strcmp(q->kind, wm_name[m]) &&
+						!strcmp(q->variant, p->variant) && q->ranks == p->ranks)
+					w[m] = q;
+		if (!header) {
+			printf("\nwindow: ranks read windows while %d writer(s) set every %.0f us "
+			       "(%d set(s) per call); %llu ranges over %llu pages;\n  CPU ns per "
+			       "op (median of %d repetition(s)), ranges per window, ns per range\n",
+					p->writers, (double)stress_opts.write_interval_ns / 1e3,
+					p->batch > 1 ? p->batch : 1, (unsigned long long)p->ranges,
+					(unsigned long long)p->pages, p->reps);
+			printf("  %-9s %5s %8s %8s | %8s %6s | %8s %6s %6s | %8s %6s %6s | %7s\n",
+					"variant", "ranks", "lookup", "noref", "win 1", "x look",
+					"win 16", "ranges", "ns/r", "win 256", "ranges", "ns/r",
+					"+1 range");
+			header = true;
+		}
+		if (!w[WM_W1] || !w[WM_W16] || !w[WM_W256] || !w[WM_LOOKUP_NOREF])
+			continue;
+		printf("  %-9s %5d %8.1f %8.1f | %8.1f %6.2f | %8.1f %6.1f %6.1f | %8.1f %6.1f %6.1f "
+		       "| %7.1f\n",
+				p->variant, p->ranks, p->ns_per_op, w[WM_LOOKUP_NOREF]->ns_per_op,
+				w[WM_W1]->ns_per_op, w[WM_W1]->ratio_lookup, w[WM_W16]->ns_per_op,
+				w[WM_W16]->ranges_per_op, w[WM_W16]->ns_per_range,
+				w[WM_W256]->ns_per_op, w[WM_W256]->ranges_per_op,
+				w[WM_W256]->ns_per_range,
+				(w[WM_W256]->ns_per_op - w[WM_W1]->ns_per_op) /
+						(w[WM_W256]->ranges_per_op - w[WM_W1]->ranges_per_op));
+	}
+	header = false;
+	for (i = 0; (p = stress_point_at(i)); i++) {
+		if (strcmp(p->scenario, "batch-cost"))
+			continue;
+		if (!header) {
+			printf("\nbatch-cost: one thread, no readers; ns per set as %d single "
+			       "ps_store_set() calls and as one ps_store_set_many()\n  (median of "
+			       "%d repetition(s) of %.2f s)\n",
+					p->batch, p->reps, p->duration_s);
+			printf("  %-9s %8s %-9s %10s %10s %8s\n", "variant", "ranges", "pattern",
+					"single", "batched", "ratio");
+			header = true;
+		}
+		printf("  %-9s %8llu %-9s %10.1f %10.1f %8.3f\n", p->variant,
+				(unsigned long long)p->ranges, p->kind, p->single_ns, p->many_ns,
+				p->batch_ratio);
+	}
+
+	/* Targets: at the largest N measured, 1 rank. */
+	header = false;
+	for (i = 0; (p = stress_point_at(i)); i++) {
+		double slope;
+
+		if (strcmp(p->scenario, "window") || p->ranks != 1 || strcmp(p->kind, "256"))
+			continue;
+		if (!header) {
+			printf("\ntargets (issue 16), from this run:\n");
+			header = true;
+		}
+		for (j = 0; (q = stress_point_at(j)); j++)
+			if (!strcmp(q->scenario, "window") && !strcmp(q->variant, p->variant) &&
+					q->ranks == 1 && q->ranges == p->ranges &&
+					!strcmp(q->kind, "1"))
+				break;
+		if (!q)
+			continue;
+		snprintf(what, sizeof(what), "window of 1 range / lookup, %s, 1 rank, N=%llu",
+				p->variant, (unsigned long long)p->ranges);
+		win_target(what, q->ratio_lookup, 2.0, "%.2f");
+		slope = (p->ns_per_op - q->ns_per_op) / (p->ranges_per_op - q->ranges_per_op);
+		snprintf(what, sizeof(what), "ns per extra range (1 -> 256), %s, 1 rank, N=%llu",
+				p->variant, (unsigned long long)p->ranges);
+		win_target(what, slope, 20, "%.1f");
+	}
+	for (i = 0; (p = stress_point_at(i)); i++) {
+		if (strcmp(p->scenario, "batch-cost") || p->batch != 16 || strcmp(p->variant, "rcu"))
+			continue;
+		if (!header) {
+			printf("\ntargets (issue 16), from this run:\n");
+			header = true;
+		}
+		snprintf(what, sizeof(what), "set_many of 16 / 16 sets, rcu, %s, N=%llu", p->kind,
+				(unsigned long long)p->ranges);
+		win_target(what, p->batch_ratio, 0.5, "%.3f");
+	}
 }

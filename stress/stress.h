@@ -46,6 +46,8 @@ struct stress_opts {
 	long check_lookups; /* per configuration */
 	long check_writes; /* at least, per configuration */
 	bool ranks_given, writers_given, pages_given, ranges_given; /* on the command line */
+	int batch; /* writers apply this many sets per ps_store_set_many() [1]; batch-cost's B */
+	bool batch_given;
 };
 
 /*
@@ -92,6 +94,20 @@ struct stress_point {
 	uint64_t restores, slow_sets;
 	double set_ns, set_ns_min, set_ns_max, set_ns_oncpu, restore_ns, restore_ratio,
 			sync_ns_per_set, retired_bytes_max;
+	/*
+	 * window (issue 16): the kind is the window ("1", "16", "256" ranges)
+	 * or the point lookup it is compared with ("lookup", "lookup:noref");
+	 * ns_per_op is CPU ns per window or lookup, ranges_per_op the ranges
+	 * a window returned on average, ns_per_range their quotient,
+	 * ratio_lookup ns_per_op over the same variant's counted lookup's,
+	 * ratio_borrow over its borrowed lookup's.
+	 * batch-cost: the kind is the pattern ("adjacent", "random"),
+	 * single_ns and many_ns ns per set as @batch single sets and as one
+	 * ps_store_set_many() of the same sets, batch_ratio many / single.
+	 */
+	double ns_per_op, ranges_per_op, ns_per_range, ratio_lookup, ratio_borrow;
+	int batch;
+	double single_ns, many_ns, batch_ratio;
 	char note[64];
 	bool has_lockstat;
 	struct ps_lock_stat_row lockstat[2];
@@ -242,6 +258,9 @@ bool stress_variant_known(const char *name); /* a store-scenario variant */
 void stress_run_lookup_cost(void);
 void stress_run_store(const char *scenario); /* shared-text, hot-policy */
 void stress_run_write_cost(void);
+void stress_run_window(void); /* issue 16: window and batch-cost */
+void stress_run_batch_cost(void);
+void stress_print_window(void); /* their tables and targets */
 void stress_run_memcg_charge(void);
 void stress_run_mmap_commit(void);
 void stress_run_css_walk(void);

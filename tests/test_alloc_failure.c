@@ -297,6 +297,92 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store)
 }
 
 /*
+ * ps_store_set_many(): every allocation of a batch fails once in turn, and
+ * the store must be as before the call, with every reference count (all or
+ * nothing: the whole batch is allocated for before any op changes the
+ * tree).  Batches of 1..6 ops, overlapping each other, inside a 32-page
+ * stretch (so one call never retires the 64 ranges that make a SEQLOCK
+ * batch, whose header is allocated after the change: see below), with the
+ * split case first.
+ */
+ParameterizedTestParameters(alloc_failure, store_set_many)
+{
+	return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);
+}
+
+ParameterizedTest(enum ps_sync *sync, alloc_failure, store_set_many)
+{
+	struct ps_policy *pols[NPOLS + 1];
+	struct model m = { .n = 0 };
+	struct ps_store *s = NULL;
+	uint64_t seed = 0xBA7C4 + (uint64_t)*sync;
+	long calls = 0, i, nbatches = ps_test_iters(150);
+	char what[64];
+	int j;
+
+	inj_setup();
+	FAIL_EACH_ALLOC(create_store(&s, *sync), (void)0);
+	for (j = 0; j < NPOLS; j++)
+		FAIL_EACH_ALLOC(create_policy(&pols[j], j), (void)0);
+	pols[NPOLS] = NULL;
+	{
+		/* Set a range, split it twice, in one batch. */
+		struct ps_set_op split[] = { { 0, SPACE, pols[0] }, { 20, 30, pols[1] },
+			{ 40, 44, pols[2] } };
+		size_t k;
+
+		FAIL_EACH_ALLOC(ps_store_set_many(s, split, 3), expect_model(s, &m, pols, NPOLS));
+		for (k = 0; k < 3; k++)
+			model_set(&m, split[k].start, split[k].end, split[k].pol);
+		expect_model(s, &m, pols, NPOLS);
+		cr_assert_eq(m.n, 5);
+		calls++;
+	}
+	for (i = 0; i < nbatches; i++, calls++) {
+		struct ps_set_op ops[6];
+		uint64_t lo = ps_test_rand(&seed) % (SPACE - 32);
+		size_t n = 1 + ps_test_rand(&seed) % 6, k;
+
+		for (k = 0; k < n; k++) {
+			uint64_t r = ps_test_rand(&seed);
+			uint64_t a = lo + r % 32, b = lo + (r >> 8) % 32;
+
+			if ((r >> 24) % 4 == 0 && m.n) {
+				/* Strictly inside a range the model holds now: a split. */
+				const struct mrange *c = &m.r[(r >> 32) % (uint64_t)m.n];
+
+				if (c->end - c->start >= 3) {
+					a = c->start + 1;
+					b = c->end - 1;
+				}
+			}
+			if (a == b)
+				b = a + 1;
+			if (a > b) {
+				uint64_t t = a;
+
+				a = b;
+				b = t;
+			}
+			ops[k] = (struct ps_set_op){ a, b, pols[(r >> 16) % (NPOLS + 1)] };
+		}
+		FAIL_EACH_ALLOC(ps_store_set_many(s, ops, n), expect_model(s, &m, pols, NPOLS));
+		for (k = 0; k < n; k++)
+			model_set(&m, ops[k].start, ops[k].end, ops[k].pol);
+		if (i % 8 == 0)
+			expect_model(s, &m, pols, NPOLS);
+	}
+	expect_model(s, &m, pols, NPOLS);
+	ps_store_destroy(s);
+	for (j = 0; j < NPOLS; j++) {
+		cr_assert_eq(ps_policy_refcount(pols[j]), 1);
+		ps_policy_put(pols[j]);
+	}
+	snprintf(what, sizeof(what), "set_many %s", ps_sync_name(*sync));
+	inj_teardown(what, calls + NPOLS + 1);
+}
+
+/*
  * SEQLOCK stores hand removed ranges to call_rcu() in batches of 64; the
  * batch's own allocation comes after the tree changed, so when it fails the
  * set must still succeed: it waits for a grace period and frees the batch

@@ -213,6 +213,87 @@ static void plain_free(void *p, void *ctx)
 	free(p);
 }
 
+static int never_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	(void)start;
+	(void)end;
+	(void)pol;
+	(void)arg;
+	cr_assert_fail("a callback was called for a refused or empty window");
+	return 0;
+}
+
+/*
+ * Issue 16: windows, walks by position, batches.  @s holds [0, 10) and
+ * [2^64 - 2, 2^64 - 1); nothing here may change it.
+ */
+static void bad_store_windows(struct ps_store *s, struct ps_policy *a, struct ps_policy *b)
+{
+	struct ps_set_op ok = { 20, 30, a };
+	struct ps_set_op empty_mid[] = { { 20, 30, a }, { 40, 40, b }, { 50, 60, a } };
+	struct ps_set_op inverted_last[] = { { 20, 30, a }, { 50, 60, b }, { 61, 60, a } };
+	struct ps_set_op empty_first[] = { { 0, 0, NULL }, { 0, UINT64_MAX, NULL } };
+	struct ps_set_op top[] = { { 0, UINT64_MAX, NULL }, { UINT64_MAX, UINT64_MAX, b } };
+	struct ps_set_op overlap[] = { { 100, 200, a }, { 150, 250, b } };
+	const struct ps_policy *borrowed = (const struct ps_policy *)&ok;
+	struct ps_policy *got = (struct ps_policy *)&ok;
+	uint64_t st = 7, en = 7;
+	struct ps_store *o;
+	struct snap sn;
+
+	/* Empty and inverted windows, a NULL callback. */
+	BAD(ps_store_foreach_range(NULL, 0, 1, never_fn, NULL), -EINVAL);
+	BAD(ps_store_foreach_range(s, 0, 1, NULL, NULL), -EINVAL);
+	BAD(ps_store_foreach_range(s, 5, 5, never_fn, NULL), -EINVAL);
+	BAD(ps_store_foreach_range(s, 6, 5, never_fn, NULL), -EINVAL);
+	BAD(ps_store_foreach_range(s, 0, 0, never_fn, NULL), -EINVAL);
+	BAD(ps_store_foreach_range(s, UINT64_MAX, UINT64_MAX, never_fn, NULL), -EINVAL);
+	BAD(ps_store_foreach_range(s, UINT64_MAX, 0, never_fn, NULL), -EINVAL);
+	/* No range in the window is no error: 0, and no call. */
+	BAD(ps_store_foreach_range(s, 10, UINT64_MAX - 1, never_fn, NULL), 0);
+	/* NULL out-pointers; -ENOENT past the last range.  Nothing is written. */
+	BAD(ps_store_next(NULL, 0, &st, &en, &got), -EINVAL);
+	BAD(ps_store_next(s, 0, NULL, &en, &got), -EINVAL);
+	BAD(ps_store_next(s, 0, &st, NULL, &got), -EINVAL);
+	BAD(ps_store_next(s, 0, &st, &en, NULL), -EINVAL);
+	BAD(ps_store_next(s, UINT64_MAX, &st, &en, &got), -ENOENT);
+	BAD(ps_store_next_borrow(NULL, 0, &st, &en, &borrowed), -EINVAL);
+	ps_store_read_lock(s);
+	BAD(ps_store_next_borrow(s, 0, NULL, &en, &borrowed), -EINVAL);
+	BAD(ps_store_next_borrow(s, 0, &st, NULL, &borrowed), -EINVAL);
+	BAD(ps_store_next_borrow(s, 0, &st, &en, NULL), -EINVAL);
+	BAD(ps_store_next_borrow(s, UINT64_MAX, &st, &en, &borrowed), -ENOENT);
+	ps_store_read_unlock(s);
+	cr_assert(st == 7 && en == 7 && got == (struct ps_policy *)&ok &&
+				  borrowed == (const struct ps_policy *)&ok,
+			"an out-pointer was written on error");
+	/* Batches: a NULL store or array, an empty or inverted op anywhere: nothing applied. */
+	BAD(ps_store_set_many(NULL, &ok, 1), -EINVAL);
+	BAD(ps_store_set_many(NULL, NULL, 0), -EINVAL);
+	BAD(ps_store_set_many(s, NULL, 1), -EINVAL);
+	BAD(ps_store_set_many(s, NULL, SIZE_MAX), -EINVAL);
+	BAD(ps_store_set_many(s, empty_mid, 3), -EINVAL);
+	BAD(ps_store_set_many(s, inverted_last, 3), -EINVAL);
+	BAD(ps_store_set_many(s, empty_first, 2), -EINVAL);
+	BAD(ps_store_set_many(s, top, 2), -EINVAL);
+	/* n = 0 is documented as a no-op, with or without an array. */
+	BAD(ps_store_set_many(s, NULL, 0), 0);
+	BAD(ps_store_set_many(s, empty_mid, 0), 0);
+	/*
+	 * Overlapping ops are no error: applied in order, the later one wins
+	 * (documented).  On a store of its own, as it changes it.
+	 */
+	o = ps_store_create(ps_store_sync_kind(s));
+	cr_assert_not_null(o);
+	BAD(ps_store_set_many(o, overlap, 2), 0);
+	memset(&sn, 0, sizeof(sn));
+	cr_assert_eq(ps_store_foreach(o, snap_fn, &sn), 0);
+	cr_assert(sn.n == 2 && sn.s[0] == 100 && sn.e[0] == 150 && sn.p[0] == a &&
+					sn.s[1] == 150 && sn.e[1] == 250 && sn.p[1] == b,
+			"overlapping ops: the later one must win");
+	ps_store_destroy(o);
+}
+
 ParameterizedTestParameters(bad_input, store)
 {
 	return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);
@@ -278,6 +359,7 @@ ParameterizedTest(enum ps_sync *sync, bad_input, store)
 	BAD(ps_store_check(NULL, NULL), -EINVAL);
 	BAD(ps_store_memory(NULL), 0);
 	BAD(ps_store_synchronize(NULL), -EINVAL);
+	bad_store_windows(s, a, b);
 	/* alloc.h: an allocator lacking a function is refused and the old one stays. */
 	half1.alloc = plain_alloc;
 	BAD(ps_set_alloc_ops(&half1), -EINVAL);

@@ -47,6 +47,22 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 	ps_store_read_unlock(s);
 	if (got)
 		return 2;
+	/* Windows and walks by position (issue 16): [10, 20) a is the one range. */
+	{
+		const struct ps_policy *bp = NULL;
+		uint64_t st = 0, en = 0;
+
+		if (ps_store_foreach_range(s, 0, 100, count_fn, &n) || n != 1)
+			return 7;
+		n = 0;
+		if (ps_store_next(s, 0, &st, &en, &got) || st != 10 || en != 20 || got != a)
+			return 8;
+		ps_policy_put(got);
+		ps_store_read_lock(s);
+		if (ps_store_next_borrow(s, 20, &st, &en, &bp) != -ENOENT)
+			return 9;
+		ps_store_read_unlock(s);
+	}
 	if (!write)
 		return 0;
 	b = ps_test_bind(2);
@@ -58,6 +74,14 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 		return 4;
 	if (ps_store_check(s, NULL))
 		return 5;
+	{
+		/* A batch: set two ranges, remove one, in one update. */
+		struct ps_set_op ops[] = { { 50, 60, b }, { 70, 80, b }, { 50, 60, NULL } };
+
+		n = 0;
+		if (ps_store_set_many(s, ops, 3) || ps_store_foreach(s, count_fn, &n) || n != 2)
+			return 10;
+	}
 	/* Wait for a grace period (RCU variants): the removed range's reference is dropped. */
 	if (ps_store_synchronize(s) || ps_policy_refcount(a) != 1)
 		return 6;

@@ -90,6 +90,8 @@ enum death {
 	EXIT_IN_SECTION, /* pthread_exit() between ps_store_read_lock() and unlock */
 	CANCEL_IN_FOREACH, /* cancelled at a cancellation point in a foreach callback */
 	CANCEL_IN_SECTION, /* cancelled at a cancellation point inside read_lock/unlock */
+	EXIT_IN_WINDOW, /* pthread_exit() inside a ps_store_foreach_range() callback */
+	CANCEL_IN_WINDOW, /* cancelled at a cancellation point in a foreach_range callback */
 };
 
 static const char *const death_names[] = {
@@ -97,6 +99,8 @@ static const char *const death_names[] = {
 	"pthread_exit in read section",
 	"cancel in foreach",
 	"cancel in read section",
+	"pthread_exit in foreach_range",
+	"cancel in foreach_range",
 };
 
 struct death_case {
@@ -120,6 +124,12 @@ static struct death_case death_cases[] = {
 	{ PS_SYNC_RCU_QSBR, CANCEL_IN_SECTION, false },
 	{ PS_SYNC_RCU_QSBR, EXIT_IN_SECTION, true },
 	{ PS_SYNC_RCU_QSBR, CANCEL_IN_SECTION, true },
+	{ PS_SYNC_RCU, EXIT_IN_WINDOW, false },
+	{ PS_SYNC_RCU, CANCEL_IN_WINDOW, false },
+	{ PS_SYNC_SEQLOCK, EXIT_IN_WINDOW, false },
+	{ PS_SYNC_SEQLOCK, CANCEL_IN_WINDOW, false },
+	{ PS_SYNC_RCU_QSBR, EXIT_IN_WINDOW, false },
+	{ PS_SYNC_RCU_QSBR, CANCEL_IN_WINDOW, false },
 };
 
 struct dying {
@@ -132,7 +142,14 @@ struct dying {
 
 static bool death_cancels(enum death how)
 {
-	return how == CANCEL_IN_FOREACH || how == CANCEL_IN_SECTION;
+	return how == CANCEL_IN_FOREACH || how == CANCEL_IN_SECTION || how == CANCEL_IN_WINDOW;
+}
+
+/* A walk with callbacks: SEQLOCK holds its writer lock there, not a read-side section. */
+static bool death_in_walk(enum death how)
+{
+	return how == EXIT_IN_FOREACH || how == CANCEL_IN_FOREACH || how == EXIT_IN_WINDOW ||
+	       how == CANCEL_IN_WINDOW;
 }
 
 static void die_here(struct dying *d)
@@ -164,6 +181,8 @@ static void *dying_reader(void *arg)
 		ps_qsbr_thread_online();
 	if (d->c->how == EXIT_IN_FOREACH || d->c->how == CANCEL_IN_FOREACH) {
 		ps_store_foreach(d->s, dying_cb, d);
+	} else if (d->c->how == EXIT_IN_WINDOW || d->c->how == CANCEL_IN_WINDOW) {
+		ps_store_foreach_range(d->s, 5, 6, dying_cb, d);
 	} else {
 		/* Nested sections: every level must be closed when the thread dies. */
 		ps_store_read_lock(d->s);
@@ -232,7 +251,7 @@ PS_PARAM_TEST(struct death_case, c, death_cases, sizeof(death_cases) / sizeof(de
 	 * false positive of the sanitizer.  These two cases run in the plain
 	 * and valgrind builds.
 	 */
-	if (c->sync == PS_SYNC_SEQLOCK && (c->how == EXIT_IN_FOREACH || c->how == CANCEL_IN_FOREACH))
+	if (c->sync == PS_SYNC_SEQLOCK && death_in_walk(c->how))
 		cr_skip_test("ASan false positive on unwinding through pthread_cleanup_push()");
 #endif
 	a = ps_test_bind(1);
@@ -255,8 +274,7 @@ PS_PARAM_TEST(struct death_case, c, death_cases, sizeof(death_cases) / sizeof(de
 
 	/* A writer that waits for the reader (SEQLOCK foreach: for its lock). */
 	cr_assert_eq(pthread_create(&wt, NULL, waiter_fn, &w), 0);
-	if (!(c->sync == PS_SYNC_SEQLOCK &&
-			    (c->how == EXIT_IN_FOREACH || c->how == CANCEL_IN_FOREACH)))
+	if (!(c->sync == PS_SYNC_SEQLOCK && death_in_walk(c->how)))
 		until_waiter_sleeps(&w, c->sync);
 
 	if (death_cancels(c->how))

@@ -86,6 +86,73 @@ Test(linearizability_checker, initial_state_and_versions)
 	ps_policy_put(p);
 }
 
+/*
+ * Batches and window reads (issue 16).  Version 5 sets pages 0-2 in
+ * [50, 60]; a batch sets pages 0-1 (version 10), then page 1 again
+ * (version 11), in [100, 110]; version 20 sets pages 2-3 alone in
+ * [200, 210]; version 30 sets page 4 in [300, 310], version 31 page 5 in
+ * [320, 330].
+ */
+static const struct ps_lin_write bhist[] = {
+	{ .version = 5, .first = 0, .last = 2, .begin = 50, .end = 60 },
+	{ .version = 10, .first = 0, .last = 1, .begin = 100, .end = 110, .batch = 10, .nbatch = 2 },
+	{ .version = 11, .first = 1, .last = 1, .begin = 100, .end = 110, .batch = 10, .nbatch = 2 },
+	{ .version = 20, .first = 2, .last = 3, .begin = 200, .end = 210 },
+	{ .version = 30, .first = 4, .last = 4, .begin = 300, .end = 310 },
+	{ .version = 31, .first = 5, .last = 5, .begin = 320, .end = 330 },
+};
+
+static long bcheck1(uint64_t begin, uint64_t end, uint32_t page, uint64_t version)
+{
+	struct ps_lin_lookup l = { begin, end, version, page, 0 };
+	FILE *log = getenv("LIN_VERBOSE") ? stderr : NULL;
+
+	return ps_lin_check_windows(6, NULL, bhist, 6, &l, 1, NULL, 0, log);
+}
+
+static long wcheck(uint64_t begin, uint64_t end, uint32_t first, uint32_t last,
+		const uint64_t *versions)
+{
+	struct ps_lin_window w = { begin, end, first, last, 0, versions };
+	FILE *log = getenv("LIN_VERBOSE") ? stderr : NULL;
+
+	return ps_lin_check_windows(6, NULL, bhist, 6, NULL, 0, &w, 1, log);
+}
+
+Test(linearizability_checker, batches_all_or_nothing)
+{
+	cr_assert_eq(bcheck1(120, 121, 0, 10), 0, "the batch's op on page 0");
+	cr_assert_eq(bcheck1(120, 121, 1, 11), 0, "its last op on page 1");
+	cr_assert_eq(bcheck1(105, 106, 1, 5), 0, "during the batch, before it");
+	cr_assert_eq(bcheck1(105, 106, 1, 11), 0, "during the batch, after it");
+	cr_assert_eq(bcheck1(120, 121, 1, 10), 1, "op 10 on page 1, without op 11: part of a batch");
+	cr_assert_eq(bcheck1(105, 106, 1, 10), 1, "... also while the batch runs");
+	cr_assert_eq(bcheck1(120, 121, 1, 5), 1, "stale after the batch");
+}
+
+Test(linearizability_checker, windows_are_snapshots)
+{
+	cr_assert_eq(wcheck(120, 125, 0, 2, (uint64_t[]){ 10, 11, 5 }), 0, "after the batch");
+	cr_assert_eq(wcheck(105, 106, 0, 1, (uint64_t[]){ 5, 5 }), 0, "before the batch");
+	cr_assert_eq(wcheck(105, 106, 0, 1, (uint64_t[]){ 10, 11 }), 0, "after it");
+	cr_assert_eq(wcheck(105, 106, 0, 1, (uint64_t[]){ 10, 5 }), 1, "one op seen, one missed");
+	cr_assert_eq(wcheck(105, 106, 0, 1, (uint64_t[]){ 5, 11 }), 1, "the other way round");
+	cr_assert_eq(wcheck(105, 106, 0, 1, (uint64_t[]){ 10, 10 }), 1, "an op the batch overwrote");
+	/* One write across two pages, seen on one only. */
+	cr_assert_eq(wcheck(205, 206, 2, 3, (uint64_t[]){ 20, 20 }), 0);
+	cr_assert_eq(wcheck(205, 206, 2, 3, (uint64_t[]){ 5, 0 }), 0);
+	cr_assert_eq(wcheck(205, 206, 2, 3, (uint64_t[]){ 5, 20 }), 1, "torn single write");
+	cr_assert_eq(wcheck(205, 206, 2, 3, (uint64_t[]){ 20, 0 }), 1, "torn: nothing beside it");
+	/* Version 31 seen: 30 ended before 31 began, so it must be seen too. */
+	cr_assert_eq(wcheck(305, 335, 4, 5, (uint64_t[]){ 0, 0 }), 0);
+	cr_assert_eq(wcheck(305, 335, 4, 5, (uint64_t[]){ 30, 31 }), 0);
+	cr_assert_eq(wcheck(305, 335, 4, 5, (uint64_t[]){ 30, 0 }), 0);
+	cr_assert_eq(wcheck(305, 335, 4, 5, (uint64_t[]){ 0, 31 }), 1, "31 without 30");
+	/* Results a lookup could not give either. */
+	cr_assert_eq(wcheck(10, 20, 0, 1, (uint64_t[]){ 5, 0 }), 1, "from the future");
+	cr_assert_eq(wcheck(10, 20, 5, 6, (uint64_t[]){ 0, 0 }), 1, "outside the pages");
+}
+
 /* ---- the stores ---- */
 
 struct lin_param {
@@ -130,10 +197,12 @@ ParameterizedTest(struct lin_param *p, linearizability, store, .timeout = 1200)
 	int ret = ps_lin_run(&cfg, &res);
 
 	fprintf(stderr,
-			"linearizability: %-8s readers=%d writers=%d: %ld lookups checked, %ld "
-			"writes (%ld removals), %ld rounds, %ld violations, %ld leaked\n",
-			ps_sync_name(p->sync), p->readers, p->writers, res.lookups_checked, res.writes,
-			res.removals, res.rounds, res.violations, res.live_allocs);
+			"linearizability: %-8s readers=%d writers=%d: %ld reads checked (%ld "
+			"windows), %ld writes (%ld removals, %ld batches), %ld rounds, %ld "
+			"violations, %ld leaked\n",
+			ps_sync_name(p->sync), p->readers, p->writers, res.lookups_checked,
+			res.windows_checked, res.writes, res.removals, res.batches, res.rounds,
+			res.violations, res.live_allocs);
 	cr_assert_eq(res.violations, 0, "%s: %ld illegal lookups (history above)",
 			ps_sync_name(p->sync), res.violations);
 	cr_assert_eq(res.live_allocs, 0, "%s: %ld allocations leaked", ps_sync_name(p->sync),
@@ -141,6 +210,7 @@ ParameterizedTest(struct lin_param *p, linearizability, store, .timeout = 1200)
 	cr_assert_eq(ret, 0);
 	cr_assert_geq(res.lookups_checked, cfg.lookups);
 	cr_assert_gt(res.writes, 0);
+	cr_assert_gt(res.windows_checked, 0);
 }
 
 /*

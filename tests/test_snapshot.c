@@ -211,3 +211,185 @@ Test(snapshot, qsbr_online_set_keeps_borrowed, .timeout = 30)
 	cr_assert_eq(ps_policy_refcount(b), 1);
 	ps_policy_put(b);
 }
+
+/* ---- windows, walks by position, batches (issue 16) ---- */
+
+struct window_walker {
+	struct ps_store *s;
+	sem_t in_walk, go_on;
+	int seen, bad;
+};
+
+static int window_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct window_walker *w = arg;
+
+	if (w->seen == 0) {
+		sem_post(&w->in_walk);
+		sem_wait(&w->go_on);
+	}
+	/* The version the window walk started in: ranges 8 .. 23, policies alive. */
+	if (start != (uint64_t)(8 + w->seen) * 16 || end != start + 16 ||
+			ps_policy_refcount(pol) <= 0 || !policy_fits(pol, start))
+		w->bad++;
+	w->seen++;
+	return 0;
+}
+
+static void *window_walker_main(void *arg)
+{
+	struct window_walker *w = arg;
+
+	/* Pages 8 * 16 + 3 .. 24 * 16 - 2: ranges 8 .. 23, the end ones not clipped. */
+	ps_store_foreach_range(w->s, 8 * 16 + 3, 24 * 16 - 1, window_cb, w);
+	return NULL;
+}
+
+/*
+ * A window walk keeps its version whole while batches churn the store: no
+ * writer waits for it, nothing of its version is freed under it.
+ */
+COW_TEST(window_whole_after_many_batches, .timeout = 120)
+{
+	struct window_walker w = { .s = ps_store_create(*sync) };
+	struct ps_set_op ops[4];
+	uint64_t seed = 7, i;
+	long b, batches = ps_test_iters(5000);
+	pthread_t t;
+
+	cr_assert_not_null(w.s);
+	sem_init(&w.in_walk, 0, 0);
+	sem_init(&w.go_on, 0, 0);
+	for (i = 0; i < NRANGES; i++) {
+		struct ps_policy *p = range_policy(i * 16);
+
+		cr_assert_eq(ps_store_set(w.s, i * 16, i * 16 + 16, p), 0);
+		ps_policy_put(p);
+	}
+	cr_assert_eq(pthread_create(&t, NULL, window_walker_main, &w), 0);
+	sem_wait(&w.in_walk);
+	for (b = 0; b < batches; b++) {
+		struct ps_policy *p[4];
+		int k;
+
+		for (k = 0; k < 4; k++) {
+			uint64_t a = ps_test_rand(&seed) % NRANGES;
+
+			p[k] = k == 3 ? NULL : range_policy(a * 16);
+			ops[k] = (struct ps_set_op){ a * 16, a * 16 + 16, p[k] };
+		}
+		cr_assert_eq(ps_store_set_many(w.s, ops, 4), 0);
+		for (k = 0; k < 4; k++)
+			ps_policy_put(p[k]);
+	}
+	cr_assert_eq(ps_store_set(w.s, 0, NRANGES * 16, NULL), 0);
+	sem_post(&w.go_on);
+	pthread_join(t, NULL);
+	cr_assert_eq(w.seen, 16, "%s: the window walk saw %d ranges of its version",
+			ps_sync_name(*sync), w.seen);
+	cr_assert_eq(w.bad, 0, "%s: %d ranges of the window's version changed", ps_sync_name(*sync),
+			w.bad);
+	cr_assert_eq(ps_store_synchronize(w.s), 0);
+	ps_store_destroy(w.s);
+	sem_destroy(&w.in_walk);
+	sem_destroy(&w.go_on);
+}
+
+/*
+ * Inside a read-side section: ps_store_next() (counted) and its borrowed
+ * form, and ps_store_set_many() of the same store, which returns at once;
+ * what the section borrowed stays valid.
+ */
+COW_TEST(next_and_set_many_inside_read_section, .timeout = 30)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *a = ps_test_bind(3), *b = ps_test_bind(4), *got = NULL;
+	struct ps_set_op ops[] = { { 0, 100, NULL }, { 40, 60, b }, { 70, 80, b } };
+	const struct ps_policy *p = NULL;
+	uint64_t st, en;
+
+	cr_assert_eq(ps_store_set(s, 0, 100, a), 0);
+	ps_store_read_lock(s);
+	cr_assert_eq(ps_store_next_borrow(s, 0, &st, &en, &p), 0);
+	cr_assert(p == a && st == 0 && en == 100);
+	cr_assert_eq(ps_store_next(s, 50, &st, &en, &got), 0);
+	cr_assert_eq(got, a);
+	cr_assert_eq(ps_store_set_many(s, ops, 3), 0);
+	/* The section sees the new version from here on; p is still the old policy. */
+	cr_assert_eq(ps_store_next_borrow(s, 0, &st, &en, &p), 0);
+	cr_assert(p == b && st == 40 && en == 60);
+	cr_assert_eq(ps_store_next_borrow(s, 60, &st, &en, &p), 0);
+	cr_assert(p == b && st == 70 && en == 80);
+	cr_assert_eq(ps_policy_first_node(got), 3);
+	ps_store_read_unlock(s);
+	ps_policy_put(got);
+	ps_policy_put(a);
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_assert_eq(ps_policy_refcount(b), 1 + 2);
+	ps_store_destroy(s);
+	ps_policy_put(b);
+}
+
+static int set_many_in_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct cb_setter *c = arg;
+	struct ps_set_op ops[] = { { start, 1000, NULL }, { start + 1, start + 3, c->b } };
+
+	(void)end;
+	cr_assert_eq(ps_policy_first_node(pol), 3, "the window walk sees its own version");
+	cr_assert_eq(ps_store_set_many(c->s, ops, 2), 0);
+	c->calls++;
+	return 0;
+}
+
+/* A batch from inside a window's callback on the same store: the walk goes on in its snapshot. */
+COW_TEST(set_many_inside_own_window, .timeout = 30)
+{
+	struct cb_setter c = { .s = ps_store_create(*sync), .b = ps_test_bind(5) };
+	struct ps_policy *a = ps_test_bind(3);
+	uint64_t i;
+
+	for (i = 0; i < 10; i++)
+		cr_assert_eq(ps_store_set(c.s, i * 10, i * 10 + 5, a), 0);
+	cr_assert_eq(ps_store_foreach_range(c.s, 12, 77, set_many_in_cb, &c), 0);
+	cr_assert_eq(c.calls, 7, "the snapshot's ranges 1 .. 7, whatever the batches did");
+	cr_assert_eq(ps_store_count(c.s), 1 + 7, "[0, 5) and each batch's [s + 1, s + 3)");
+	cr_assert_eq(ps_store_check(c.s, NULL), 0);
+	cr_assert_eq(ps_store_synchronize(c.s), 0);
+	ps_store_destroy(c.s);
+	cr_assert_eq(ps_policy_refcount(a), 1);
+	cr_assert_eq(ps_policy_refcount(c.b), 1);
+	ps_policy_put(a);
+	ps_policy_put(c.b);
+}
+
+/* An online QSBR thread keeps what it borrowed across its own batches. */
+Test(snapshot, qsbr_online_set_many_keeps_borrowed, .timeout = 30)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
+	struct ps_policy *a = ps_test_bind(6), *b = ps_test_bind(7);
+	const struct ps_policy *p;
+	uint64_t st, en;
+	int i;
+
+	cr_assert_eq(ps_store_set(s, 0, 10, a), 0);
+	cr_assert_eq(ps_qsbr_thread_online(), 0);
+	cr_assert_eq(ps_store_next_borrow(s, 0, &st, &en, &p), 0);
+	cr_assert_eq(p, a);
+	ps_policy_put(a);
+	for (i = 0; i < 1000; i++) {
+		struct ps_set_op ops[] = { { 0, 10, NULL }, { 20 + i % 50, 21 + i % 50, b },
+			{ 30 + i % 40, 31 + i % 40, NULL } };
+
+		cr_assert_eq(ps_store_set_many(s, ops, 3), 0);
+	}
+	cr_assert(ps_qsbr_thread_is_online(), "a batch took the thread offline");
+	cr_assert_eq(ps_policy_first_node(p), 6);
+	cr_assert_eq(ps_policy_refcount(p), 1, "the retired range still holds the policy");
+	ps_qsbr_quiescent();
+	ps_qsbr_thread_offline();
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	ps_store_destroy(s);
+	cr_assert_eq(ps_policy_refcount(b), 1);
+	ps_policy_put(b);
+}

@@ -152,8 +152,8 @@ PS_API struct ps_policy *ps_policy_from_bitmask(
  * error.
  *
  * Locking: the ranges that meet the window are first collected, each with
- * its own policy reference, in one ps_store_foreach() walk; the walk stops
- * at the first range past the window.  The mbind(2) calls run after the walk,
+ * its own policy reference, in one ps_store_foreach_range() walk of the
+ * window (O(log n + k), k the ranges in it).  The mbind(2) calls run after the walk,
  * outside every lock and read-side section, so a slow apply (page
  * migration) never holds up writers.  The placement is therefore that of
  * one consistent snapshot of the store; a ps_store_set() that completes

@@ -227,13 +227,15 @@ PS_API void ps_store_read_unlock(struct ps_store *store);
 PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, uint64_t idx);
 
 /**
- * typedef ps_foreach_fn - callback of ps_store_foreach()
+ * typedef ps_foreach_fn - callback of ps_store_foreach() and ps_store_foreach_range()
  *
  * @pol is borrowed for the duration of the call.  A non-zero return stops
- * the walk.  The callback must not call into the same store: SPIN and
- * SEQLOCK hold its lock during the walk, RWLOCK holds it shared (a nested
- * reader would wait behind a waiting writer), and a set would wait for the
- * walk itself.  It may read other stores.
+ * the walk.  The callback must not call into the same SPIN, RWLOCK or
+ * SEQLOCK store: SPIN and SEQLOCK hold its lock during the walk, RWLOCK
+ * holds it shared (a nested reader would wait behind a waiting writer),
+ * and a set would wait for the walk itself.  An RCU or RCU_QSBR store it
+ * may read and set: the walk goes on in its snapshot (README, "Threads and
+ * RCU").  It may read other stores.
  */
 typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
 
@@ -295,6 +297,130 @@ PS_API int ps_store_check(struct ps_store *store, const char **why);
  * Return: the byte count; 0 for NULL.
  */
 PS_API size_t ps_store_memory(struct ps_store *store);
+
+/* ---- windows, walks by position, batches (issue 16) ---- */
+
+/**
+ * ps_store_foreach_range() - call @fn on every range overlapping [@start, @end)
+ * @store: the store
+ * @start: first index of the window
+ * @end: one past the last index of the window; must be > @start
+ * @fn: the callback, as for ps_store_foreach()
+ * @arg: passed to @fn
+ *
+ * Ranges are passed in ascending order and NOT clipped: @fn sees each
+ * range's own bounds, so the first may start before @start and the last
+ * may end after @end (clip with max/min where needed).  The walk seeks the
+ * first range that ends after @start and stops at the first that starts at
+ * or after @end: O(log n + k) for k ranges in the window.
+ *
+ * One consistent snapshot, as ps_store_foreach(): SPIN and SEQLOCK hold the
+ * writer lock, RWLOCK holds the lock shared, RCU and RCU_QSBR walk the
+ * version published when the walk began inside one read-side section; no
+ * RCU writer waits for the walk, and sets made meanwhile (also by @fn)
+ * are not seen by it.
+ *
+ * Context: any thread, not inside a read-side section of @store.  @fn
+ * may read other stores; it must not call into @store when it is a SPIN,
+ * RWLOCK or SEQLOCK store (the walk holds its lock); an RCU or RCU_QSBR
+ * store it may read and set (the walk goes on in its snapshot).
+ * Return: 0 after a full walk (also when no range overlaps the window),
+ * @fn's non-zero return when it stopped the walk, -EINVAL when @store or
+ * @fn is NULL or @start >= @end.
+ */
+PS_API int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg);
+
+/**
+ * ps_store_next() - the first range that ends after @idx, with a new reference
+ * @store: the store
+ * @idx: the index: the range found contains @idx, or is the first one
+ *       starting after it
+ * @start: receives the range's first index (not clipped to @idx)
+ * @end: receives one past its last index
+ * @pol: receives its policy, with a new reference the caller must
+ *       ps_policy_put()
+ *
+ * Walks by position without a callback: start at @idx = 0 (or anywhere)
+ * and continue with @idx = *@end until -ENOENT.  Each call is linearizable
+ * on its own (as ps_store_lookup(): the range, its bounds and its policy
+ * are one state of the store), but a loop of calls is NOT a snapshot:
+ * sets between two calls show, so a loop may see a range that a later set
+ * split, or miss one set behind it.  For a snapshot of a window use
+ * ps_store_foreach_range().  O(log n).
+ *
+ * Context: any thread; never blocks for RCU variants, may wait for a
+ * writer under SPIN, RWLOCK and (after failed retries) SEQLOCK; not inside
+ * a read-side section of a SPIN or RWLOCK @store (use ps_store_next_borrow()
+ * there).
+ * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
+ * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
+ * @pol is NULL.
+ */
+PS_API int ps_store_next(struct ps_store *store, uint64_t idx, uint64_t *start, uint64_t *end,
+		struct ps_policy **pol);
+
+/**
+ * ps_store_next_borrow() - ps_store_next() inside a read-side section, no reference
+ * @store: the store
+ * @idx: the index
+ * @start: receives the range's first index
+ * @end: receives one past its last index
+ * @pol: receives its policy, borrowed until ps_store_read_unlock()
+ *
+ * As ps_store_next(), writing no shared cache line under RCU and RCU_QSBR
+ * (SEQLOCK writes none unless it falls back to the lock).  Each call is
+ * linearizable on its own; under RCU, RCU_QSBR and SEQLOCK the section
+ * does not freeze the store, so a loop of calls is no snapshot (under SPIN
+ * and RWLOCK it is one: the section holds the lock).
+ *
+ * Context: between ps_store_read_lock() and ps_store_read_unlock() on @store.
+ * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
+ * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
+ * @pol is NULL.
+ */
+PS_API int ps_store_next_borrow(struct ps_store *store, uint64_t idx, uint64_t *start,
+		uint64_t *end, const struct ps_policy **pol);
+
+/**
+ * struct ps_set_op - one set of a ps_store_set_many() batch
+ * @start: first index of the range
+ * @end: one past the last index; must be > @start
+ * @pol: the policy, or NULL / a PS_MPOL_DEFAULT policy to remove
+ */
+struct ps_set_op {
+	uint64_t start;
+	uint64_t end;
+	struct ps_policy *pol;
+};
+
+/**
+ * ps_store_set_many() - apply @n sets in order as one atomic update
+ * @store: the store
+ * @ops: the sets, applied in array order; may be NULL when @n is 0
+ * @n: how many (0: nothing to do)
+ *
+ * The result is that of ps_store_set() called on @ops[0], @ops[1], ... in
+ * turn: ops may overlap, and where they do the later one wins (it trims,
+ * splits or removes what earlier ops of the batch set, as it would
+ * separate sets).  But readers see all of the batch or none of it: RCU and
+ * RCU_QSBR publish one new version (one root store), SEQLOCK makes all the
+ * changes in one write section, SPIN and RWLOCK in one hold of the lock.
+ * A lookup that sees one op of the batch sees every other.
+ *
+ * All or nothing: the ops are checked first (-EINVAL for any op with
+ * start >= end: nothing applied), then every node the whole batch can
+ * need is allocated before anything changes, so -ENOMEM leaves the store
+ * and every reference count as they were.  Reclamation, references and
+ * waiting are as for ps_store_set().
+ *
+ * Context: as ps_store_set().  Allocates (RCU and RCU_QSBR: spares for
+ * the worst case of every op, O(n log N) for N ranges; they are kept for
+ * later sets).
+ * Return: 0; -EINVAL when @store is NULL, @ops is NULL with @n > 0, or an
+ * op has start >= end; -ENOMEM.
+ */
+PS_API int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops, size_t n);
 
 #ifdef __cplusplus
 }
