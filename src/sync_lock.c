@@ -86,7 +86,7 @@ static struct ps_store *locked_create(void)
 static void locked_destroy(struct ps_store *s)
 {
 	struct ps_store_locked *ls = to_locked(s);
-	struct ps_range_list removed = { NULL };
+	struct ps_range_list removed = { NULL, 0, NULL };
 
 	ps_rtree_clear(&ls->tree, &removed);
 	ps_range_list_free(&removed);

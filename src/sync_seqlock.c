@@ -72,7 +72,7 @@ static struct ps_store *seq_create(void)
 static void seq_destroy(struct ps_store *s)
 {
 	struct ps_store_seq *ss = to_seq(s);
-	struct ps_range_list removed = { NULL };
+	struct ps_range_list removed = { NULL, 0, NULL };
 
 	ps_rtree_clear(&ss->tree, &removed);
 	ps_range_list_free(&removed);

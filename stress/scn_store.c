@@ -422,7 +422,7 @@ static void *rank_main(void *arg)
 
 static void base_set(struct ctx *c, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	struct ps_range_list spares = {NULL}, removed = {NULL};
+	struct ps_range_list spares = {NULL, 0, NULL}, removed = {NULL, 0, NULL};
 
 	/* As the library's locked_set(): allocate first, then change under the lock. */
 	if (ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW))
@@ -637,7 +637,7 @@ static void ctx_destroy(struct ctx *c)
 	if (c->store) {
 		ps_store_destroy(c->store);
 	} else {
-		struct ps_range_list removed = {NULL};
+		struct ps_range_list removed = {NULL, 0, NULL};
 
 		ps_rtree_clear(&c->base->tree, &removed);
 		ps_range_list_free(&removed);
