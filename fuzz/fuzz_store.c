@@ -326,13 +326,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 9: { /* walk by position from an index, counted or borrowed */
 			uint64_t idx = take_idx(&in), st, en;
 			bool borrow = op & 0x10;
-			int i = 0, ret;
+			int k = 0, ret;
 
-			while (i < nmodel && model[i].end <= idx)
-				i++;
+			while (k < nmodel && model[k].end <= idx)
+				k++;
 			if (borrow)
 				ps_store_read_lock(s);
-			for (;; i++) {
+			for (;; k++) {
 				struct ps_policy *p = NULL;
 
 				st = en = 0;
@@ -341,18 +341,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 							(const struct ps_policy **)&p);
 				else
 					ret = ps_store_next(s, idx, &st, &en, &p);
-				if (i == nmodel) {
+				if (k == nmodel) {
 					CHECK(ret == -ENOENT, "next(%llu): %d after the last range",
 							(unsigned long long)idx, ret);
 					break;
 				}
-				CHECK(ret == 0 && st == model[i].start && en == model[i].end &&
-								p == model[i].pol,
+				CHECK(ret == 0 && st == model[k].start && en == model[k].end &&
+								p == model[k].pol,
 						"next(%llu): %d [%llu, %llu), model [%llu, %llu)",
 						(unsigned long long)idx, ret,
 						(unsigned long long)st, (unsigned long long)en,
-						(unsigned long long)model[i].start,
-						(unsigned long long)model[i].end);
+						(unsigned long long)model[k].start,
+						(unsigned long long)model[k].end);
 				if (!borrow)
 					ps_policy_put(p);
 				idx = en;
