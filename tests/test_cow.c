@@ -872,6 +872,14 @@ RCU_TEST(fork_while_writer_flat_out_child_uses_other_store, .timeout = 120)
 	 */
 	cr_skip_test("fork beside a busy allocating thread: not under ASan");
 #endif
+	/*
+	 * Under memcheck (--trace-children) every child reports what the
+	 * writer, frozen mid-set, had allocated as lost: only its stack, which
+	 * the child does not have, pointed to it.  That is the test's design
+	 * (the writer is always busy), so the plain build runs it.
+	 */
+	if (ps_test_scale() < 0.5)
+		cr_skip_test("fork beside a thread in mid-allocation: not under valgrind");
 
 	cr_assert_eq(pthread_create(&t, NULL, flat_writer_fn, &w), 0);
 	usleep(50000);
