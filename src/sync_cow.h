@@ -470,6 +470,28 @@ static void cow_retire(struct cow_batch *b, struct ps_rtree_cow *c)
 	ps_range_list_splice(&b->over_removed, &c->removed);
 }
 
+/*
+ * Under @wlock: publish the update built in @c, retire what left the
+ * published tree (it waits for a grace period), keep the pool within its
+ * cap.  Return: the batch to hand over once @wlock is dropped, or NULL.
+ */
+static struct cow_batch *cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c)
+{
+	struct cow_batch *full = NULL;
+
+	PS_ANNOTATE_HAPPENS_BEFORE(&cs->tree);
+	ps_rtree_cow_publish(c, &cs->tree);
+	cow_retire(cs->batch, c);
+	if (batch_ranges(cs->batch) >= PS_COW_RETIRE_BATCH) {
+		full = cs->batch;
+		cs->batch = NULL;
+	}
+	if (cs->pool.n > PS_COW_SPARE_MAX)
+		cow_trim_pool(cs, PS_COW_SPARE_MAX);
+	__atomic_store_n(&cs->npool, cs->pool.n, __ATOMIC_RELAXED);
+	return full;
+}
+
 static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_store_cow *cs = to_cow(s);
@@ -505,17 +527,7 @@ static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 		ps_rtree_cow_begin(&c, &cs->tree, ++cs->gen, &cs->pool);
 		ps_rtree_cow_set(&c, start, end, pol, SIZE_MAX);
 	}
-	PS_ANNOTATE_HAPPENS_BEFORE(&cs->tree);
-	ps_rtree_cow_publish(&c, &cs->tree);
-	/* What left the published tree waits for a grace period. */
-	cow_retire(cs->batch, &c);
-	if (batch_ranges(cs->batch) >= PS_COW_RETIRE_BATCH) {
-		full = cs->batch;
-		cs->batch = NULL;
-	}
-	if (cs->pool.n > PS_COW_SPARE_MAX)
-		cow_trim_pool(cs, PS_COW_SPARE_MAX);
-	__atomic_store_n(&cs->npool, cs->pool.n, __ATOMIC_RELAXED);
+	full = cow_commit(cs, &c);
 out:
 	pthread_mutex_unlock(&cs->wlock);
 	if (full)
@@ -748,16 +760,7 @@ static int cow_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 	ps_rtree_cow_begin(&c, &cs->tree, ++cs->gen, &cs->pool);
 	for (i = 0; i < n; i++)
 		ps_rtree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol, SIZE_MAX);
-	PS_ANNOTATE_HAPPENS_BEFORE(&cs->tree);
-	ps_rtree_cow_publish(&c, &cs->tree);
-	cow_retire(cs->batch, &c);
-	if (batch_ranges(cs->batch) >= PS_COW_RETIRE_BATCH) {
-		full = cs->batch;
-		cs->batch = NULL;
-	}
-	if (cs->pool.n > PS_COW_SPARE_MAX)
-		cow_trim_pool(cs, PS_COW_SPARE_MAX);
-	__atomic_store_n(&cs->npool, cs->pool.n, __ATOMIC_RELAXED);
+	full = cow_commit(cs, &c);
 	pthread_mutex_unlock(&cs->wlock);
 	if (full)
 		cow_reclaim(cs, full);
