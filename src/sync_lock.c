@@ -108,23 +108,6 @@ static struct ps_policy *locked_lookup(struct ps_store *s, uint64_t idx)
 	return ps_lookup_result(pol);
 }
 
-static int locked_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
-{
-	struct ps_store_locked *ls = to_locked(s);
-	struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
-
-	/* In place a set takes no copies: the new range and a split tail at most. */
-	if (ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW))
-		return -ENOMEM;
-	locked_write_lock(ls);
-	ps_rtree_set(&ls->tree, start, end, pol, &spares, &removed);
-	locked_write_unlock(ls);
-	/* No reader can reach them: they were unlinked under the exclusive lock. */
-	ps_range_list_free(&removed);
-	ps_range_list_free(&spares);
-	return 0;
-}
-
 static int locked_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
 	int ret;
@@ -203,6 +186,7 @@ static int locked_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64
 }
 
 /* Every op under one hold of the lock: readers see none of the batch or all of it. */
+/* In place a set takes no copies: the new range and a split tail at most, per op. */
 static int locked_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
 	struct ps_store_locked *ls = to_locked(s);
@@ -216,9 +200,18 @@ static int locked_set_many(struct ps_store *s, const struct ps_set_op *ops, size
 	for (i = 0; i < n; i++)
 		ps_rtree_set(&ls->tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
 	locked_write_unlock(ls);
+	/* No reader can reach them: they were unlinked under the exclusive lock. */
 	ps_range_list_free(&removed);
 	ps_range_list_free(&spares);
 	return 0;
+}
+
+/* A set is a batch of one. */
+static int locked_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	const struct ps_set_op op = { .start = start, .end = end, .pol = pol };
+
+	return locked_set_many(s, &op, 1);
 }
 
 #define PS_LOCKED_OPS                                                                              \

@@ -194,30 +194,6 @@ static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 	ps_range_list_free(list);
 }
 
-static int seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
-{
-	struct ps_store_seq *ss = to_seq(s);
-	struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL }, batch = { NULL, 0, NULL };
-
-	/* In place a set takes no copies: the new range and a split tail at most. */
-	if (ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW))
-		return -ENOMEM;
-	ps_spin_lock(&ss->lock);
-	ps_seq_write_begin(&ss->seq);
-	ps_rtree_set(&ss->tree, start, end, pol, &spares, &removed);
-	ps_seq_write_end(&ss->seq);
-	/* Trims free nothing; removed ranges join the batch waiting for a grace period. */
-	ps_range_list_splice(&ss->retired, &removed);
-	if (ss->retired.n >= PS_SEQ_RETIRE_BATCH) {
-		batch = ss->retired;
-		ss->retired = (struct ps_range_list){ NULL, 0, NULL };
-	}
-	ps_spin_unlock(&ss->lock);
-	seq_reclaim(s, &batch);
-	ps_range_list_free(&spares);
-	return 0;
-}
-
 static void seq_synchronize(struct ps_store *s)
 {
 	struct ps_store_seq *ss = to_seq(s);
@@ -393,6 +369,7 @@ static int seq_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 	for (i = 0; i < n; i++)
 		ps_rtree_set(&ss->tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
 	ps_seq_write_end(&ss->seq);
+	/* Trims free nothing; removed ranges join the batch waiting for a grace period. */
 	ps_range_list_splice(&ss->retired, &removed);
 	if (ss->retired.n >= PS_SEQ_RETIRE_BATCH) {
 		batch = ss->retired;
@@ -402,6 +379,14 @@ static int seq_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 	seq_reclaim(s, &batch);
 	ps_range_list_free(&spares);
 	return 0;
+}
+
+/* A set is a batch of one (in place: no copies, the new range and a split tail at most). */
+static int seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	const struct ps_set_op op = { .start = start, .end = end, .pol = pol };
+
+	return seq_set_many(s, &op, 1);
 }
 
 const struct ps_sync_ops _ps_sync_seqlock_ops = {
