@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include <polstore/lockstat.h>
+#include <polstore/static/store.h>
 
 #include "annotate.h"
 #include "compiler.h"
@@ -145,9 +146,7 @@ void ps_rwlock_write_unlock(struct ps_rwlock *l);
 struct ps_lstat *ps_rwlock_stat(struct ps_rwlock *l);
 struct ps_lstat *ps_spin_stat(struct ps_spinlock *l);
 
-struct ps_seqcount {
-	unsigned seq;
-};
+/* struct ps_seqcount: polstore/static/store.h (SEQLOCK readers inline it). */
 
 /*
  * ps_seq_init() - zero @s and declare its count to the thread checkers.

@@ -23,25 +23,6 @@
 
 #include "rbtree.h"
 
-/*
- * @start, @end and @pol are loaded by lockless readers while an in-place
- * writer may trim the range, or turn it into the range a set adds (then
- * @pol changes too, and the old reference is dropped like a removed
- * range's), so they are accessed with PS_READ_ONCE/PS_WRITE_ONCE.
- */
-struct ps_range {
-	struct ps_rb_node rb;
-	uint64_t start;
-	uint64_t end;
-	struct ps_policy *pol; /* one reference, owned by the range (see ps_rtree_cow) */
-	struct ps_range *next_free; /* on a ps_range_list once unlinked or spare */
-};
-
-struct ps_rtree {
-	struct ps_rb_root root;
-	size_t count; /* PS_READ_ONCE by ps_store_count() */
-};
-
 /* A singly-linked list of ranges: spares for a set, or ranges it removed. */
 struct ps_range_list {
 	struct ps_range *head;
@@ -58,9 +39,6 @@ struct ps_range_vec {
 /* Most ranges one set takes for itself: the new range and a split tail. */
 #define PS_RTREE_SET_MAX_NEW 2
 
-/** ps_rtree_lookup() outcome for a walk that exceeded PS_RB_MAX_DEPTH. */
-#define PS_RTREE_OVERRUN ((struct ps_range *)1)
-
 /**
  * ps_rtree_lookup_from() / ps_rtree_lookup() - the range containing @idx,
  * from a root loaded already (ps_rb_load_root()) or from @t's
@@ -73,19 +51,7 @@ struct ps_range_vec {
  */
 static inline struct ps_range *ps_rtree_lookup_from(struct ps_rb_node *n, uint64_t idx)
 {
-	int steps;
-
-	for (steps = 0; n && steps < PS_RB_MAX_DEPTH; steps++) {
-		struct ps_range *r = ps_container_of(n, struct ps_range, rb);
-
-		if (idx < PS_READ_ONCE(r->start))
-			n = ps_rb_load_child(n, 0);
-		else if (idx >= PS_READ_ONCE(r->end))
-			n = ps_rb_load_child(n, 1);
-		else
-			return r;
-	}
-	return n ? PS_RTREE_OVERRUN : NULL;
+	return _ps_rtree_walk(n, idx);
 }
 
 static inline struct ps_range *ps_rtree_lookup(const struct ps_rtree *t, uint64_t idx)

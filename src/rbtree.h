@@ -43,18 +43,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <polstore/static/rtree.h>
+
 #include "compiler.h"
-
-#define PS_RB_MAX_DEPTH 128
-
-struct ps_rb_node {
-	struct ps_rb_node *child[2]; /* [0] left (smaller), [1] right (larger) */
-	uint64_t meta; /* bit 0: colour (1 = black); bits 1-63: generation */
-};
-
-struct ps_rb_root {
-	struct ps_rb_node *node;
-};
 
 /*
  * One update's view of the tree.  In place: @root is the published root,

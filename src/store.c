@@ -77,7 +77,19 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	s->lookup_borrow = s->ops->lookup_borrow;
 	s->read_lock = s->ops->read_lock;
 	s->read_unlock = s->ops->read_unlock;
+	s->lookup_copy = s->ops->lookup_copy;
+	s->lookup_node = s->ops->lookup_node;
 	return s;
+}
+
+struct ps_store *_ps_store_create_inline(enum ps_sync sync, unsigned long abi)
+{
+	/* Inlined readers walk this version's layouts: any other is refused. */
+	if (abi != _PS_INLINE_ABI) {
+		errno = EPROTO;
+		return NULL;
+	}
+	return ps_store_create(sync);
 }
 
 void ps_store_destroy(struct ps_store *store)
@@ -159,6 +171,22 @@ void ps_store_read_unlock(struct ps_store *store)
 const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, uint64_t idx)
 {
 	return store ? store->lookup_borrow(store, idx) : NULL;
+}
+
+int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_policy_view *view)
+{
+	int err = _ps_policy_view_check(view);
+
+	if (ps_unlikely(!store || err))
+		return -EINVAL;
+	return store->lookup_copy(store, idx, view);
+}
+
+int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node)
+{
+	if (ps_unlikely(!store || _ps_node_check(local_node)))
+		return -EINVAL;
+	return store->lookup_node(store, idx, local_node);
 }
 
 int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)

@@ -9,26 +9,11 @@
 
 #include <polstore/lockstat.h>
 #include <polstore/store.h>
+#include <polstore/static/store.h>
 
 #include "lock.h"
 #include "policy_internal.h"
 #include "rangetree.h"
-
-struct ps_sync_ops;
-
-struct ps_store {
-	/*
-	 * The read-side operations, copied from @ops at creation: one load
-	 * less on every lookup than going through @ops.
-	 */
-	struct ps_policy *(*lookup)(struct ps_store *store, uint64_t idx);
-	const struct ps_policy *(*lookup_borrow)(struct ps_store *store, uint64_t idx);
-	void (*read_lock)(struct ps_store *store);
-	void (*read_unlock)(struct ps_store *store);
-	const struct ps_sync_ops *ops;
-	enum ps_sync sync;
-	size_t size; /* bytes of the variant's store object, for ps_store_memory() */
-};
 
 /*
  * Arguments are already checked by store.c: @store is not NULL and
@@ -44,6 +29,9 @@ struct ps_sync_ops {
 	void (*read_lock)(struct ps_store *store);
 	void (*read_unlock)(struct ps_store *store);
 	const struct ps_policy *(*lookup_borrow)(struct ps_store *store, uint64_t idx);
+	/* Issue 11: one call each, their own read-side section; @view checked, @local_node valid. */
+	int (*lookup_copy)(struct ps_store *store, uint64_t idx, struct ps_policy_view *view);
+	int (*lookup_node)(struct ps_store *store, uint64_t idx, int local_node);
 	int (*set)(struct ps_store *store, uint64_t start, uint64_t end, struct ps_policy *pol);
 	/* Free what earlier sets retired (NULL: the variant defers nothing). */
 	void (*synchronize)(struct ps_store *store);
@@ -102,5 +90,30 @@ static inline struct ps_policy *ps_rtree_lookup_pol(const struct ps_rtree *t, ui
 
 	return r ? PS_READ_ONCE(r->pol) : NULL;
 }
+
+/*
+ * A variant's ps_store_lookup_copy() and ps_store_lookup_node(), written
+ * once from its read side: BEGIN(s) opens a read-side section (or finds
+ * the thread inside one) and yields a token for END(s, token), which
+ * closes it; BORROW(s, idx) is the variant's borrowed lookup.
+ */
+#define PS_DEFINE_LOOKUP_COPY_NODE(pfx, BEGIN, BORROW, END)                                        \
+	static int pfx##_lookup_copy(struct ps_store *s, uint64_t idx,                             \
+			struct ps_policy_view *view)                                               \
+	{                                                                                          \
+		int token = BEGIN(s), ret;                                                         \
+                                                                                                   \
+		ret = _ps_policy_view_fill(BORROW(s, idx), view);                                  \
+		END(s, token);                                                                     \
+		return ret;                                                                        \
+	}                                                                                          \
+	static int pfx##_lookup_node(struct ps_store *s, uint64_t idx, int local_node)             \
+	{                                                                                          \
+		int token = BEGIN(s), node;                                                        \
+                                                                                                   \
+		node = _ps_policy_node(BORROW(s, idx), idx, local_node);                           \
+		END(s, token);                                                                     \
+		return node;                                                                       \
+	}
 
 #endif /* POLSTORE_SRC_STORE_INTERNAL_H */

@@ -114,7 +114,6 @@ struct cow_batch {
 
 struct ps_store_cow {
 	struct ps_store base;
-	struct ps_rtree tree __ps_cacheline_aligned; /* the published version: read by every reader */
 	pthread_mutex_t wlock __ps_cacheline_aligned;
 	/* Under @wlock: */
 	uint64_t gen;                  /* the last update's generation */
@@ -141,9 +140,9 @@ static inline struct ps_store_cow *to_cow(struct ps_store *s)
 /* The published root: loaded first, then declared to the thread checkers. */
 static inline struct ps_rb_node *cow_root(struct ps_store_cow *cs)
 {
-	struct ps_rb_node *root = ps_rb_load_root(&cs->tree.root);
+	struct ps_rb_node *root = ps_rb_load_root(&cs->base.rd.tree.root);
 
-	PS_ANNOTATE_HAPPENS_AFTER(&cs->tree); /* pairs with the publication in cow_set() */
+	PS_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_set() */
 	return root;
 }
 
@@ -161,8 +160,8 @@ static struct ps_store *cow_create(void)
 	if (!cs)
 		return NULL;
 	cs->base.size = sizeof(*cs);
-	ps_rtree_init(&cs->tree);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->tree, sizeof(cs->tree)); /* atomics only */
+	ps_rtree_init(&cs->base.rd.tree);
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->inflight, sizeof(cs->inflight));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nrecycle, sizeof(cs->nrecycle));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nstalled, sizeof(cs->nstalled));
@@ -299,7 +298,7 @@ static void cow_destroy(struct ps_store *s)
 	struct ps_range_list removed = { NULL, 0, NULL };
 
 	/* No reader may run during destroy (store.h): everything can go at once. */
-	ps_rtree_clear(&cs->tree, &removed);
+	ps_rtree_clear(&cs->base.rd.tree, &removed);
 	ps_range_list_free(&removed);
 	if (cs->batch)
 		batch_free_now(cs->batch);
@@ -364,6 +363,25 @@ static struct ps_policy *cow_lookup(struct ps_store *s, uint64_t idx)
 		return cow_lookup_section(s, idx);
 	return ps_lookup_result(cow_get(s, idx));
 }
+
+/* A section of its own unless the thread is inside one (an online QSBR thread). */
+static inline int cow_section_begin(struct ps_store *s)
+{
+	(void)s;
+	if (PS_COW_IN_SECTION())
+		return 0;
+	PS_COW_READ_ENTER();
+	return 1;
+}
+
+static inline void cow_section_end(struct ps_store *s, int entered)
+{
+	PS_ANNOTATE_HAPPENS_BEFORE(s); /* pairs with the grace period before a batch is freed */
+	if (entered)
+		PS_COW_READ_EXIT();
+}
+
+PS_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_section_end)
 
 static bool cow_defer(struct ps_store_cow *cs, struct cow_batch *b)
 {
@@ -479,8 +497,8 @@ static struct cow_batch *cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow
 {
 	struct cow_batch *full = NULL;
 
-	PS_ANNOTATE_HAPPENS_BEFORE(&cs->tree);
-	ps_rtree_cow_publish(c, &cs->tree);
+	PS_ANNOTATE_HAPPENS_BEFORE(&cs->base.rd.tree);
+	ps_rtree_cow_publish(c, &cs->base.rd.tree);
 	cow_retire(cs->batch, c);
 	if (batch_ranges(cs->batch) >= PS_COW_RETIRE_BATCH) {
 		full = cs->batch;
@@ -512,19 +530,19 @@ static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 									    PS_COW_GUESS_ERASE;
 		cs->guess_sets = 0;
 	}
-	ret = cow_prepare(cs, ps_rtree_cow_need_erasing(&cs->tree, cs->guess_erase, 0));
+	ret = cow_prepare(cs, ps_rtree_cow_need_erasing(&cs->base.rd.tree, cs->guess_erase, 0));
 	if (ret)
 		goto out;
-	ps_rtree_cow_begin(&c, &cs->tree, ++cs->gen, &cs->pool);
+	ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &cs->pool);
 	if (!ps_rtree_cow_set(&c, start, end, pol, cs->guess_erase)) {
 		ps_rtree_cow_abort(&c);
 		if (cs->guess_erase < PS_COW_GUESS_ERASE_MAX)
 			cs->guess_erase *= 4;
 		cs->guess_sets = 0;
-		ret = cow_prepare(cs, ps_rtree_cow_need(&cs->tree, start, end, 0));
+		ret = cow_prepare(cs, ps_rtree_cow_need(&cs->base.rd.tree, start, end, 0));
 		if (ret)
 			goto out;
-		ps_rtree_cow_begin(&c, &cs->tree, ++cs->gen, &cs->pool);
+		ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &cs->pool);
 		ps_rtree_cow_set(&c, start, end, pol, SIZE_MAX);
 	}
 	full = cow_commit(cs, &c);
@@ -596,14 +614,14 @@ static int cow_check(struct ps_store *s, const char **why)
 
 	/* Takes only the writer mutex, which no holder keeps across a grace period. */
 	pthread_mutex_lock(&cs->wlock);
-	ret = ps_rtree_check(&cs->tree, why);
+	ret = ps_rtree_check(&cs->base.rd.tree, why);
 	pthread_mutex_unlock(&cs->wlock);
 	return ret;
 }
 
 static const struct ps_rtree *cow_tree(struct ps_store *s)
 {
-	return &to_cow(s)->tree; /* for its count only */
+	return &to_cow(s)->base.rd.tree; /* for its count only */
 }
 
 /* Bytes besides the live ranges: spares, retired ranges not yet freed, and their bookkeeping. */
@@ -657,6 +675,8 @@ const struct ps_sync_ops PS_COW_OPS = {
 	.read_lock = cow_read_lock,
 	.read_unlock = cow_read_unlock,
 	.lookup_borrow = cow_lookup_borrow,
+	.lookup_copy = cow_lookup_copy,
+	.lookup_node = cow_lookup_node,
 	.set = cow_set,
 	.synchronize = cow_synchronize,
 	.foreach = cow_foreach,
@@ -752,12 +772,12 @@ static int cow_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 	int ret;
 
 	pthread_mutex_lock(&cs->wlock);
-	ret = cow_prepare(cs, ps_rtree_cow_need_many(&cs->tree, ops, n));
+	ret = cow_prepare(cs, ps_rtree_cow_need_many(&cs->base.rd.tree, ops, n));
 	if (ret) {
 		pthread_mutex_unlock(&cs->wlock);
 		return ret;
 	}
-	ps_rtree_cow_begin(&c, &cs->tree, ++cs->gen, &cs->pool);
+	ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &cs->pool);
 	for (i = 0; i < n; i++)
 		ps_rtree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol, SIZE_MAX);
 	full = cow_commit(cs, &c);

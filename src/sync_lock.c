@@ -14,8 +14,7 @@
 #include "store_internal.h"
 
 struct ps_store_locked {
-	struct ps_store base;
-	struct ps_rtree tree;
+	struct ps_store base; /* base.rd.tree: the tree, under @lock */
 	union {
 		struct ps_spinlock spin;
 		struct ps_rwlock rw;
@@ -72,7 +71,7 @@ static struct ps_store *locked_create(void)
 	if (!ls)
 		return NULL;
 	ls->base.size = sizeof(*ls);
-	ps_rtree_init(&ls->tree);
+	ps_rtree_init(&ls->base.rd.tree);
 	/*
 	 * The variant is set by the caller after create(): initialise both
 	 * members of the union (both start as zeroes; each init also tells
@@ -88,14 +87,14 @@ static void locked_destroy(struct ps_store *s)
 	struct ps_store_locked *ls = to_locked(s);
 	struct ps_range_list removed = { NULL, 0, NULL };
 
-	ps_rtree_clear(&ls->tree, &removed);
+	ps_rtree_clear(&ls->base.rd.tree, &removed);
 	ps_range_list_free(&removed);
 	_ps_free_aligned(ls);
 }
 
 static const struct ps_policy *locked_lookup_borrow(struct ps_store *s, uint64_t idx)
 {
-	return ps_rtree_lookup_pol(&to_locked(s)->tree, idx);
+	return ps_rtree_lookup_pol(&to_locked(s)->base.rd.tree, idx);
 }
 
 static struct ps_policy *locked_lookup(struct ps_store *s, uint64_t idx)
@@ -103,17 +102,31 @@ static struct ps_policy *locked_lookup(struct ps_store *s, uint64_t idx)
 	struct ps_policy *pol;
 
 	locked_read_lock(s);
-	pol = _ps_policy_get(ps_rtree_lookup_pol(&to_locked(s)->tree, idx));
+	pol = _ps_policy_get(ps_rtree_lookup_pol(&to_locked(s)->base.rd.tree, idx));
 	locked_read_unlock(s);
 	return ps_lookup_result(pol);
 }
+
+static inline int locked_section_begin(struct ps_store *s)
+{
+	locked_read_lock(s);
+	return 0;
+}
+
+static inline void locked_section_end(struct ps_store *s, int token)
+{
+	(void)token;
+	locked_read_unlock(s);
+}
+
+PS_DEFINE_LOOKUP_COPY_NODE(locked, locked_section_begin, locked_lookup_borrow, locked_section_end)
 
 static int locked_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
 	int ret;
 
 	locked_read_lock(s);
-	ret = ps_rtree_foreach(&to_locked(s)->tree, fn, arg);
+	ret = ps_rtree_foreach(&to_locked(s)->base.rd.tree, fn, arg);
 	locked_read_unlock(s);
 	return ret;
 }
@@ -124,14 +137,14 @@ static int locked_check(struct ps_store *s, const char **why)
 	int ret;
 
 	locked_write_lock(ls);
-	ret = ps_rtree_check(&ls->tree, why);
+	ret = ps_rtree_check(&ls->base.rd.tree, why);
 	locked_write_unlock(ls);
 	return ret;
 }
 
 static const struct ps_rtree *locked_tree(struct ps_store *s)
 {
-	return &to_locked(s)->tree;
+	return &to_locked(s)->base.rd.tree;
 }
 
 static struct ps_lstat *locked_lock_stat(struct ps_store *s, int dir)
@@ -150,7 +163,7 @@ static int locked_foreach_range(struct ps_store *s, uint64_t start, uint64_t end
 	int ret;
 
 	locked_read_lock(s);
-	ret = ps_rtree_foreach_range(&to_locked(s)->tree, start, end, fn, arg);
+	ret = ps_rtree_foreach_range(&to_locked(s)->base.rd.tree, start, end, fn, arg);
 	locked_read_unlock(s);
 	return ret;
 }
@@ -159,7 +172,7 @@ static int locked_foreach_range(struct ps_store *s, uint64_t start, uint64_t end
 static int locked_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		const struct ps_policy **pol)
 {
-	struct ps_range *r = ps_rtree_next(&to_locked(s)->tree, idx);
+	struct ps_range *r = ps_rtree_next(&to_locked(s)->base.rd.tree, idx);
 
 	if (!r)
 		return -ENOENT;
@@ -175,7 +188,7 @@ static int locked_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64
 	struct ps_range *r;
 
 	locked_read_lock(s);
-	r = ps_rtree_next(&to_locked(s)->tree, idx);
+	r = ps_rtree_next(&to_locked(s)->base.rd.tree, idx);
 	if (r) {
 		*start = r->start;
 		*end = r->end;
@@ -198,7 +211,7 @@ static int locked_set_many(struct ps_store *s, const struct ps_set_op *ops, size
 		return -ENOMEM;
 	locked_write_lock(ls);
 	for (i = 0; i < n; i++)
-		ps_rtree_set(&ls->tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
+		ps_rtree_set(&ls->base.rd.tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
 	locked_write_unlock(ls);
 	/* No reader can reach them: they were unlinked under the exclusive lock. */
 	ps_range_list_free(&removed);
@@ -218,6 +231,7 @@ static int locked_set(struct ps_store *s, uint64_t start, uint64_t end, struct p
 	.create = locked_create, .destroy = locked_destroy,                           \
 	.lookup = locked_lookup, .read_lock = locked_read_lock,                                    \
 	.read_unlock = locked_read_unlock, .lookup_borrow = locked_lookup_borrow,                  \
+	.lookup_copy = locked_lookup_copy, .lookup_node = locked_lookup_node,                      \
 	.set = locked_set, .foreach = locked_foreach, .check = locked_check,                       \
 	.tree = locked_tree, .lock_stat = locked_lock_stat,                                        \
 	.foreach_range = locked_foreach_range, .next = locked_next,                                \

@@ -17,6 +17,8 @@
 
 #include <polstore/rcu.h>
 
+#include <polstore/static/lookup.h>
+
 #include "compiler.h"
 #include "rcu_reclaim.h"
 #include "rcu_thread.h"
@@ -42,7 +44,7 @@ static __thread bool ps_qsbr_ours __attribute__((tls_model("initial-exec")));
  * itself (the thread was offline): the section that brings it to 0 goes
  * offline again.  0 when the thread is online by its own choice.
  */
-static __thread unsigned ps_qsbr_auto_depth __attribute__((tls_model("initial-exec")));
+__thread unsigned _ps_qsbr_auto_depth __attribute__((tls_model("initial-exec")));
 
 static void ps_qsbr_go_online(void)
 {
@@ -66,27 +68,27 @@ int ps_qsbr_thread_online(void)
 		ps_qsbr_go_online();
 	}
 	/* Inside a section that went online by itself: it now stays online. */
-	ps_qsbr_auto_depth = 0;
+	_ps_qsbr_auto_depth = 0;
 	return 0;
 }
 
 void ps_qsbr_thread_offline(void)
 {
 	/* Inside an automatic section the section's end goes offline anyway. */
-	if (!ps_qsbr_auto_depth && qsbr_online_now())
+	if (!_ps_qsbr_auto_depth && qsbr_online_now())
 		urcu_qsbr_thread_offline();
 }
 
 void ps_qsbr_quiescent(void)
 {
 	/* Not inside an automatic section: its end goes offline instead. */
-	if (ps_likely(qsbr_online_now()) && ps_likely(!ps_qsbr_auto_depth))
+	if (ps_likely(qsbr_online_now()) && ps_likely(!_ps_qsbr_auto_depth))
 		urcu_qsbr_quiescent_state();
 }
 
 bool ps_qsbr_thread_is_online(void)
 {
-	return !ps_qsbr_auto_depth && qsbr_online_now();
+	return !_ps_qsbr_auto_depth && qsbr_online_now();
 }
 
 /* fork(): an online forking thread would stall the grace period fork waits out. */
@@ -112,7 +114,7 @@ void _ps_qsbr_thread_exit(void)
 		/* Unregistering an online thread takes it offline first. */
 		_ps_rcu_unregister(PS_FLAVOR_QSBR, urcu_qsbr_unregister_thread);
 		ps_qsbr_ours = false;
-		ps_qsbr_auto_depth = 0;
+		_ps_qsbr_auto_depth = 0;
 	}
 }
 
@@ -132,9 +134,9 @@ static inline void ps_qsbr_read_enter(void)
 {
 	if (ps_unlikely(!qsbr_online_now())) {
 		ps_qsbr_go_online();
-		ps_qsbr_auto_depth = 1;
-	} else if (ps_unlikely(ps_qsbr_auto_depth)) {
-		ps_qsbr_auto_depth++; /* nested in an automatic section */
+		_ps_qsbr_auto_depth = 1;
+	} else if (ps_unlikely(_ps_qsbr_auto_depth)) {
+		_ps_qsbr_auto_depth++; /* nested in an automatic section */
 	}
 	urcu_qsbr_read_lock();
 }
@@ -142,7 +144,7 @@ static inline void ps_qsbr_read_enter(void)
 static inline void ps_qsbr_read_exit(void)
 {
 	urcu_qsbr_read_unlock();
-	if (ps_unlikely(ps_qsbr_auto_depth) && --ps_qsbr_auto_depth == 0)
+	if (ps_unlikely(_ps_qsbr_auto_depth) && --_ps_qsbr_auto_depth == 0)
 		urcu_qsbr_thread_offline();
 }
 

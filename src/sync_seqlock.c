@@ -45,8 +45,7 @@ static char seq_batches_done __attribute__((unused));
 
 struct ps_store_seq {
 	struct ps_store base;
-	struct ps_seqcount seq __ps_cacheline_aligned;
-	struct ps_rtree tree; /* same line as @seq: one miss for a reader */
+	/* base.rd: the count and the tree, one line, one miss for a reader. */
 	struct ps_spinlock lock __ps_cacheline_aligned;
 	struct ps_range_list retired; /* unlinked, waiting for a grace period; under @lock */
 };
@@ -63,9 +62,9 @@ static struct ps_store *seq_create(void)
 	if (!ss)
 		return NULL;
 	ss->base.size = sizeof(*ss);
-	ps_rtree_init(&ss->tree);
+	ps_rtree_init(&ss->base.rd.tree);
 	ps_spin_init(&ss->lock);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&ss->seq.seq, sizeof(ss->seq.seq)); /* atomics only */
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&ss->base.rd.seq.seq, sizeof(ss->base.rd.seq.seq)); /* atomics only */
 	return &ss->base;
 }
 
@@ -74,7 +73,7 @@ static void seq_destroy(struct ps_store *s)
 	struct ps_store_seq *ss = to_seq(s);
 	struct ps_range_list removed = { NULL, 0, NULL };
 
-	ps_rtree_clear(&ss->tree, &removed);
+	ps_rtree_clear(&ss->base.rd.tree, &removed);
 	ps_range_list_free(&removed);
 	ps_range_list_free(&ss->retired); /* no reader may run during destroy */
 	/* Batches in flight hold policy references: they are dropped when destroy returns. */
@@ -102,7 +101,7 @@ static __attribute__((noinline, cold)) struct ps_policy *seq_read_locked(
 	struct ps_policy *pol;
 
 	ps_spin_lock(&ss->lock);
-	pol = ps_rtree_lookup_pol(&ss->tree, idx);
+	pol = ps_rtree_lookup_pol(&ss->base.rd.tree, idx);
 	ps_spin_unlock(&ss->lock);
 	return pol;
 }
@@ -114,7 +113,7 @@ static inline struct ps_policy *seq_read(struct ps_store_seq *ss, uint64_t idx)
 	int tries;
 
 	for (tries = 0; tries < PS_SEQ_RETRIES; tries++) {
-		unsigned start = ps_seq_read_begin(&ss->seq);
+		unsigned start = ps_seq_read_begin(&ss->base.rd.seq);
 		struct ps_range *r;
 
 		if (start & 1) {
@@ -127,10 +126,10 @@ static inline struct ps_policy *seq_read(struct ps_store_seq *ss, uint64_t idx)
 		 * whole memb section.  Not a data race to report.
 		 */
 		PS_ANNOTATE_IGNORE_READS_BEGIN();
-		r = ps_rtree_lookup(&ss->tree, idx);
+		r = ps_rtree_lookup(&ss->base.rd.tree, idx);
 		pol = r && r != PS_RTREE_OVERRUN ? PS_READ_ONCE(r->pol) : NULL;
 		PS_ANNOTATE_IGNORE_READS_END();
-		if (!ps_seq_read_retry(&ss->seq, start) && r != PS_RTREE_OVERRUN)
+		if (!ps_seq_read_retry(&ss->base.rd.seq, start) && r != PS_RTREE_OVERRUN)
 			return pol;
 	}
 	return seq_read_locked(ss, idx);
@@ -140,6 +139,20 @@ static const struct ps_policy *seq_lookup_borrow(struct ps_store *s, uint64_t id
 {
 	return seq_read(to_seq(s), idx);
 }
+
+static inline int seq_section_begin(struct ps_store *s)
+{
+	seq_read_lock(s);
+	return 0;
+}
+
+static inline void seq_section_end(struct ps_store *s, int token)
+{
+	(void)token;
+	seq_read_unlock(s);
+}
+
+PS_DEFINE_LOOKUP_COPY_NODE(seq, seq_section_begin, seq_lookup_borrow, seq_section_end)
 
 static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
 {
@@ -227,7 +240,7 @@ static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 	ps_spin_lock(&ss->lock);
 	/* A callback may end its thread (pthread_exit(), cancellation): unlock then too. */
 	pthread_cleanup_push(seq_foreach_unlock, &ss->lock);
-	ret = ps_rtree_foreach(&ss->tree, fn, arg);
+	ret = ps_rtree_foreach(&ss->base.rd.tree, fn, arg);
 	pthread_cleanup_pop(1);
 	return ret;
 }
@@ -238,8 +251,8 @@ static int seq_check(struct ps_store *s, const char **why)
 	int ret;
 
 	ps_spin_lock(&ss->lock);
-	ret = ps_rtree_check(&ss->tree, why);
-	if (!ret && (ss->seq.seq & 1)) {
+	ret = ps_rtree_check(&ss->base.rd.tree, why);
+	if (!ret && (ss->base.rd.seq.seq & 1)) {
 		*why = "sequence count odd outside a write section";
 		ret = -EUCLEAN;
 	}
@@ -249,7 +262,7 @@ static int seq_check(struct ps_store *s, const char **why)
 
 static const struct ps_rtree *seq_tree(struct ps_store *s)
 {
-	return &to_seq(s)->tree;
+	return &to_seq(s)->base.rd.tree;
 }
 
 static struct ps_lstat *seq_lock_stat(struct ps_store *s, int dir)
@@ -269,7 +282,7 @@ static int seq_foreach_range(struct ps_store *s, uint64_t start, uint64_t end,
 	/* As seq_foreach(): a walk that ran callbacks cannot be retried. */
 	ps_spin_lock(&ss->lock);
 	pthread_cleanup_push(seq_foreach_unlock, &ss->lock);
-	ret = ps_rtree_foreach_range(&ss->tree, start, end, fn, arg);
+	ret = ps_rtree_foreach_range(&ss->base.rd.tree, start, end, fn, arg);
 	pthread_cleanup_pop(1);
 	return ret;
 }
@@ -281,7 +294,7 @@ static __attribute__((noinline, cold)) struct ps_range *seq_next_locked(
 	struct ps_range *r;
 
 	ps_spin_lock(&ss->lock);
-	r = ps_rtree_next(&ss->tree, idx);
+	r = ps_rtree_next(&ss->base.rd.tree, idx);
 	if (r)
 		*out = *r;
 	ps_spin_unlock(&ss->lock);
@@ -299,7 +312,7 @@ static struct ps_range *seq_next_read(struct ps_store_seq *ss, uint64_t idx, str
 	int tries;
 
 	for (tries = 0; tries < PS_SEQ_RETRIES; tries++) {
-		unsigned start = ps_seq_read_begin(&ss->seq);
+		unsigned start = ps_seq_read_begin(&ss->base.rd.seq);
 		struct ps_range *r;
 
 		if (start & 1) {
@@ -308,14 +321,14 @@ static struct ps_range *seq_next_read(struct ps_store_seq *ss, uint64_t idx, str
 		}
 		/* A walk racing a writer by design, as in seq_read(). */
 		PS_ANNOTATE_IGNORE_READS_BEGIN();
-		r = ps_rtree_next(&ss->tree, idx);
+		r = ps_rtree_next(&ss->base.rd.tree, idx);
 		if (r && r != PS_RTREE_OVERRUN) {
 			out->start = PS_READ_ONCE(r->start);
 			out->end = PS_READ_ONCE(r->end);
 			out->pol = PS_READ_ONCE(r->pol);
 		}
 		PS_ANNOTATE_IGNORE_READS_END();
-		if (!ps_seq_read_retry(&ss->seq, start) && r != PS_RTREE_OVERRUN)
+		if (!ps_seq_read_retry(&ss->base.rd.seq, start) && r != PS_RTREE_OVERRUN)
 			return r ? out : NULL;
 	}
 	return seq_next_locked(ss, idx, out);
@@ -365,10 +378,10 @@ static int seq_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 			ps_range_list_fill(&spares, (int)(n * PS_RTREE_SET_MAX_NEW)))
 		return -ENOMEM;
 	ps_spin_lock(&ss->lock);
-	ps_seq_write_begin(&ss->seq);
+	ps_seq_write_begin(&ss->base.rd.seq);
 	for (i = 0; i < n; i++)
-		ps_rtree_set(&ss->tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
-	ps_seq_write_end(&ss->seq);
+		ps_rtree_set(&ss->base.rd.tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
+	ps_seq_write_end(&ss->base.rd.seq);
 	/* Trims free nothing; removed ranges join the batch waiting for a grace period. */
 	ps_range_list_splice(&ss->retired, &removed);
 	if (ss->retired.n >= PS_SEQ_RETIRE_BATCH) {
@@ -396,6 +409,8 @@ const struct ps_sync_ops _ps_sync_seqlock_ops = {
 	.read_lock = seq_read_lock,
 	.read_unlock = seq_read_unlock,
 	.lookup_borrow = seq_lookup_borrow,
+	.lookup_copy = seq_lookup_copy,
+	.lookup_node = seq_lookup_node,
 	.set = seq_set,
 	.synchronize = seq_synchronize,
 	.foreach = seq_foreach,

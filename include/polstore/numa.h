@@ -55,6 +55,33 @@ struct bitmask; /* libnuma's, from <numa.h> */
 PS_API int ps_numa_available(void);
 
 /**
+ * ps_numa_set_topology() - the node distances and weights ps_policy_node() uses
+ * @nr_nodes: nodes the table describes (0 .. @nr_nodes - 1), at most
+ *            PS_MAX_NUMNODES; 0 goes back to the system's table
+ * @distance: @nr_nodes x @nr_nodes distances, row = from, column = to (as
+ *            numa_distance(); 10 is local), NULL with @nr_nodes 0
+ * @weights: @nr_nodes weighted-interleave weights, each 1-255; NULL: 1 each
+ *
+ * Without a table installed, ps_policy_node() and ps_store_lookup_node()
+ * read the system's on first use: distances from
+ * /sys/devices/system/node/nodeN/distance, weights from
+ * /sys/kernel/mm/mempolicy/weighted_interleave/nodeN (1 where that file
+ * does not exist, as the kernel's default).  A virtual machine monitor
+ * describing a guest, or a test, installs its own.  Nodes beyond the table
+ * are farther than every node in it, with weight 1.  A table is copied;
+ * every table installed stays allocated (a few bytes per node pair) until
+ * the library unloads, so that lookups running meanwhile read it without a
+ * lock or a grace period.
+ *
+ * Context: any thread, at any time; concurrent lookups use the old table or
+ * the new one.
+ * Return: 0; -EINVAL for a bad count, a missing distance table, a weight
+ * of 0; -ENOMEM (nothing changed).
+ */
+PS_API int ps_numa_set_topology(int nr_nodes, const unsigned char *distance,
+		const unsigned char *weights);
+
+/**
  * ps_policy_apply() - place the pages of [@addr, @addr + @len) by a policy
  * @pol: the policy; NULL applies the default policy (as for a range the
  *       store does not cover)

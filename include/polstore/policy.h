@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <polstore/export.h>
 
@@ -52,6 +53,34 @@ enum ps_mode {
 #define PS_MAXNODE_LIMIT (4096 * 8)
 
 struct ps_policy;
+
+/** Words of a full node mask: nodes 0 .. PS_MAX_NUMNODES - 1. */
+#define PS_NODEMASK_WORDS (PS_MAX_NUMNODES / (8 * sizeof(unsigned long)))
+
+/**
+ * struct ps_policy_view - a policy copied out, for lookups that keep no reference
+ * @size: set by the caller to sizeof(struct ps_policy_view): the layout
+ *        version (an unknown size is refused with -EINVAL, so a program
+ *        built against a later layout is told, not misread)
+ * @nwords: set by the caller: how many words of @nodes to fill, 0 ..
+ *          PS_NODEMASK_WORDS (1 covers nodes 0-63); words beyond are
+ *          left untouched
+ * @mode: the policy's mode; PS_MPOL_DEFAULT when no policy applies
+ * @flags: its PS_MPOL_F_* flags (0 for DEFAULT)
+ * @weight: the number of nodes in its whole mask (also those beyond @nwords)
+ * @nodes: words 0 .. @nwords - 1 of its mask, bit i is node i (zero for DEFAULT)
+ */
+struct ps_policy_view {
+	unsigned size;
+	unsigned nwords;
+	int mode;
+	unsigned flags;
+	int weight;
+	unsigned long nodes[PS_NODEMASK_WORDS];
+};
+
+/** A struct ps_policy_view asking for @n mask words. */
+#define PS_POLICY_VIEW_INIT(n) { sizeof(struct ps_policy_view), (n), 0, 0, 0, { 0 } }
 
 /**
  * ps_policy_create() - create a policy with one reference held by the caller
@@ -177,6 +206,37 @@ PS_API bool ps_policy_equal(const struct ps_policy *a, const struct ps_policy *b
  * Return: the count, or -EINVAL when @pol is NULL.
  */
 PS_API long ps_policy_refcount(const struct ps_policy *pol);
+
+/**
+ * ps_policy_node() - the node an allocation under @pol should use
+ * @pol: a policy (held or borrowed), or NULL for "no policy"
+ * @ilx: the interleave index: the page's offset in the object it belongs
+ *       to; the kernel biases a shared (tmpfs/shm) object's offset by its
+ *       inode number, so a caller that wants the kernel's exact node passes
+ *       inode number + page offset
+ * @local_node: the node of the allocating CPU, 0 .. PS_MAX_NUMNODES - 1
+ *
+ * The kernel's rules for shared policies (mm/mempolicy.c):
+ *  - no policy, DEFAULT, LOCAL: @local_node;
+ *  - PREFERRED: its node;
+ *  - BIND, PREFERRED_MANY: @local_node when the mask holds it, else the
+ *    allowed node nearest to @local_node by the node distance table, the
+ *    lowest id on ties (the kernel's zonelist order);
+ *  - INTERLEAVE: the (@ilx mod weight)-th node of the mask, counting from
+ *    the lowest (the kernel's offset-based interleave);
+ *  - WEIGHTED_INTERLEAVE: @ilx mod (sum of the mask's node weights) walks
+ *    the mask from the lowest node, each node taking as many slots as its
+ *    weight (the kernel's weighted_interleave_nid()).
+ * Distances and weights come from ps_numa_set_topology() when it was given
+ * a table, else from sysfs (polstore/numa.h says which files).  The mask is
+ * used as stored: PS_MPOL_F_STATIC_NODES / _RELATIVE_NODES are the
+ * caller's to apply before it creates the policy, as the kernel rebinds a
+ * shared policy's mask when it is set.
+ *
+ * Context: any thread; writes nothing shared.
+ * Return: a node, or -EINVAL when @local_node is out of range.
+ */
+PS_API int ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node);
 
 /**
  * ps_mode_name() - the kernel's name of a mode, e.g. "bind"

@@ -227,6 +227,48 @@ PS_API void ps_store_read_unlock(struct ps_store *store);
 PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, uint64_t idx);
 
 /**
+ * ps_store_lookup_copy() - the policy covering @idx, copied out: one call, no reference
+ * @store: the store
+ * @idx: the index
+ * @view: initialised by the caller (PS_POLICY_VIEW_INIT(): size and the
+ *        number of mask words wanted); receives the mode, flags, weight and
+ *        those mask words of the covering policy, or PS_MPOL_DEFAULT with an
+ *        empty mask when none covers @idx
+ *
+ * Opens and closes its own read-side section (RCU_QSBR: an online thread
+ * needs none), so it writes nothing shared under RCU and RCU_QSBR, nor under
+ * SEQLOCK unless it falls back to the lock; SPIN and RWLOCK take their lock.
+ * Linearizable like ps_store_lookup().  Nothing stays borrowed: the view is
+ * the caller's.
+ *
+ * Context: any thread, as ps_store_lookup(); not inside a read-side section
+ * of a SPIN, RWLOCK or SEQLOCK store (it would take the lock again).
+ * Return: 1 when a policy covers @idx, 0 when none does; -EINVAL when
+ * @store or @view is NULL, @view->size is not sizeof(struct
+ * ps_policy_view) or @view->nwords exceeds PS_NODEMASK_WORDS (then @view
+ * is untouched).
+ */
+PS_API int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_policy_view *view);
+
+/**
+ * ps_store_lookup_node() - the node an allocation of page @idx should use: one call
+ * @store: the store
+ * @idx: the page index (the lookup key and the interleave index)
+ * @local_node: the node of the allocating CPU, 0 .. PS_MAX_NUMNODES - 1
+ *
+ * ps_policy_node(covering policy, @idx, @local_node) inside one read-side
+ * section of its own, with no reference and no shared write, as
+ * ps_store_lookup_copy().  A caller that biases the interleave index (the
+ * kernel adds a shared object's inode number) uses ps_store_lookup_borrow()
+ * and ps_policy_node() with its own index instead.
+ *
+ * Context: as ps_store_lookup_copy().
+ * Return: the node (@local_node when no policy covers @idx); -EINVAL when
+ * @store is NULL or @local_node is out of range.
+ */
+PS_API int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node);
+
+/**
  * typedef ps_foreach_fn - callback of ps_store_foreach() and ps_store_foreach_range()
  *
  * @pol is borrowed for the duration of the call.  A non-zero return stops
@@ -424,6 +466,26 @@ PS_API int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops
 
 #ifdef __cplusplus
 }
+#endif
+
+/*
+ * POLSTORE_INLINE: define it before including any polstore header to have
+ * the read side inlined into the program (polstore/static/lookup.h says
+ * what is inlined and what stays a call).  The price: the program is bound
+ * to the exact version of the library it was compiled against, and
+ * ps_store_create() fails with errno EPROTO under any other.  The program
+ * links liburcu-memb and liburcu-qsbr itself (pkg-config: polstore-inline).
+ */
+#if defined(POLSTORE_INLINE) && !defined(POLSTORE_BUILDING)
+#include <polstore/static/lookup.h>
+#define ps_store_create(sync) _ps_store_create_inline((sync), _PS_INLINE_ABI)
+#define ps_store_lookup(store, idx) _ps_inl_lookup((store), (idx))
+#define ps_store_lookup_borrow(store, idx) _ps_inl_lookup_borrow((store), (idx))
+#define ps_store_read_lock(store) _ps_inl_read_lock(store)
+#define ps_store_read_unlock(store) _ps_inl_read_unlock(store)
+#define ps_store_lookup_copy(store, idx, view) _ps_inl_lookup_copy((store), (idx), (view))
+#define ps_store_lookup_node(store, idx, node) _ps_inl_lookup_node((store), (idx), (node))
+#define ps_policy_node(pol, ilx, node) _ps_inl_policy_node((pol), (ilx), (node))
 #endif
 
 #endif /* POLSTORE_STORE_H */

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The read side of every store, inline: what a program that defines
+ * POLSTORE_INLINE compiles into its own code in place of calls to
+ * ps_store_lookup(), ps_store_lookup_borrow(), ps_store_read_lock(),
+ * ps_store_read_unlock(), ps_store_lookup_copy(), ps_store_lookup_node()
+ * and ps_policy_node() (polstore/store.h maps the names), with liburcu's
+ * own read side inlined too (its urcu/static headers, as _LGPL_SOURCE
+ * does).
+ *
+ * Each call handles the common case inline and falls back to the
+ * library's entry point for the rest, so behaviour is the library's:
+ *  - RCU, SEQLOCK: a thread liburcu already registered opens a memb
+ *    section inline; an unregistered one calls the library, which
+ *    registers it.  SEQLOCK tries its speculative walk once inline; a try
+ *    that met a writer is redone by the library (retries, then the lock).
+ *  - RCU_QSBR: an online thread walks inline (it is in a section already);
+ *    an offline one calls the library, which brings it online for the call.
+ *  - SPIN, RWLOCK: the lock is the library's (a call), the walk of a
+ *    borrowed lookup is inline.
+ *
+ * Not an API: see polstore/static/rtree.h.  The price of inlining is that
+ * the program is bound to the exact library version it was built with:
+ * ps_store_create() refuses any other (errno EPROTO).
+ */
+#ifndef POLSTORE_STATIC_LOOKUP_H
+#define POLSTORE_STATIC_LOOKUP_H
+
+#include <errno.h>
+
+#include <urcu/static/urcu-memb.h>
+#include <urcu/static/urcu-qsbr.h>
+
+#include <polstore/export.h>
+#include <polstore/static/policy.h>
+#include <polstore/static/store.h>
+#include <polstore/store.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * RCU_QSBR read-side sections that brought an offline thread online for
+ * their length (sync_qsbr.c): while one is open, sections nest in the
+ * library, which counts them.
+ */
+PS_API extern __thread unsigned _ps_qsbr_auto_depth __attribute__((tls_model("initial-exec")));
+
+static inline struct ps_rb_node *_ps_inl_root(const struct ps_store *s)
+{
+	return __atomic_load_n(&s->rd.tree.root.node, __ATOMIC_ACQUIRE);
+}
+
+/* The policy of a range the walk found (NULL: none). */
+static inline const struct ps_policy *_ps_inl_pol(const struct ps_range *r)
+{
+	return r ? __atomic_load_n(&r->pol, __ATOMIC_RELAXED) : NULL;
+}
+
+/*
+ * SEQLOCK, inside a memb section: one speculative walk (sync_seqlock.c
+ * says why it is safe).  Return: 1 with *@pol when no writer intervened,
+ * 0 when the library must do the lookup (it retries, then takes the lock).
+ */
+static inline int _ps_inl_seq_try(struct ps_store *s, uint64_t idx, const struct ps_policy **pol)
+{
+	unsigned start = __atomic_load_n(&s->rd.seq.seq, __ATOMIC_ACQUIRE);
+	struct ps_range *r = _ps_rtree_walk(_ps_inl_root(s), idx);
+
+	*pol = r != PS_RTREE_OVERRUN ? _ps_inl_pol(r) : NULL;
+	/* Orders the walk's loads before the count's re-read (pairs with the writer's fence). */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return !(start & 1) && r != PS_RTREE_OVERRUN &&
+	       __atomic_load_n(&s->rd.seq.seq, __ATOMIC_RELAXED) == start;
+}
+
+/*
+ * Open the read-side section a lookup needs and find @idx's policy in it.
+ * Return: 1 inside a memb section (close it with _ps_inl_exit()), 0 when
+ * the thread needed none (an online QSBR thread), -1 when the library must
+ * do the lookup (nothing is open then).
+ */
+static inline int _ps_inl_enter_find(struct ps_store *s, uint64_t idx, const struct ps_policy **pol)
+{
+	switch (s->sync) {
+	case PS_SYNC_RCU_QSBR:
+		if (__builtin_expect(!_urcu_qsbr_read_ongoing(), 0))
+			return -1;
+		*pol = _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
+		return 0;
+	case PS_SYNC_RCU:
+		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
+			return -1;
+		_urcu_memb_read_lock();
+		*pol = _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
+		return 1;
+	case PS_SYNC_SEQLOCK:
+		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
+			return -1;
+		_urcu_memb_read_lock();
+		if (__builtin_expect(_ps_inl_seq_try(s, idx, pol), 1))
+			return 1;
+		_urcu_memb_read_unlock();
+		return -1;
+	default:
+		return -1;
+	}
+}
+
+static inline void _ps_inl_exit(int token)
+{
+	if (token)
+		_urcu_memb_read_unlock();
+}
+
+static inline struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
+{
+	const struct ps_policy *pol;
+	struct ps_policy *ref;
+	int token;
+
+	if (__builtin_expect(!s || (token = _ps_inl_enter_find(s, idx, &pol)) < 0, 0))
+		return (ps_store_lookup)(s, idx);
+	/* The range holds its reference for the whole section: a plain increment is safe. */
+	ref = _ps_policy_get((struct ps_policy *)pol);
+	_ps_inl_exit(token);
+	if (!ref)
+		errno = 0; /* a miss, told from a NULL store by errno */
+	return ref;
+}
+
+static inline int _ps_inl_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
+{
+	const struct ps_policy *pol;
+	int token, ret;
+
+	if (__builtin_expect(!s || _ps_policy_view_check(view) ||
+			(token = _ps_inl_enter_find(s, idx, &pol)) < 0, 0))
+		return (ps_store_lookup_copy)(s, idx, view);
+	ret = _ps_policy_view_fill(pol, view);
+	_ps_inl_exit(token);
+	return ret;
+}
+
+static inline int _ps_inl_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
+{
+	const struct ps_policy *pol;
+	int token, node;
+
+	if (__builtin_expect(!s || _ps_node_check(local_node) ||
+			(token = _ps_inl_enter_find(s, idx, &pol)) < 0, 0))
+		return (ps_store_lookup_node)(s, idx, local_node);
+	node = _ps_policy_node(pol, idx, local_node);
+	_ps_inl_exit(token);
+	return node;
+}
+
+static inline int _ps_inl_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
+{
+	int err = _ps_node_check(local_node);
+
+	return err ? err : _ps_policy_node(pol, ilx, local_node);
+}
+
+static inline void _ps_inl_read_lock(struct ps_store *s)
+{
+	if (__builtin_expect(s != NULL, 1)) {
+		switch (s->sync) {
+		case PS_SYNC_RCU:
+		case PS_SYNC_SEQLOCK:
+			if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
+				break;
+			_urcu_memb_read_lock();
+			return;
+		case PS_SYNC_RCU_QSBR:
+			/* Online by its own choice: a section is free.  Else the library counts it. */
+			if (__builtin_expect(!_urcu_qsbr_read_ongoing() || _ps_qsbr_auto_depth, 0))
+				break;
+			_urcu_qsbr_read_lock();
+			return;
+		default:
+			break;
+		}
+	}
+	(ps_store_read_lock)(s);
+}
+
+static inline void _ps_inl_read_unlock(struct ps_store *s)
+{
+	if (__builtin_expect(s != NULL, 1)) {
+		switch (s->sync) {
+		case PS_SYNC_RCU:
+		case PS_SYNC_SEQLOCK:
+			_urcu_memb_read_unlock();
+			return;
+		case PS_SYNC_RCU_QSBR:
+			if (__builtin_expect(_ps_qsbr_auto_depth != 0, 0))
+				break;
+			_urcu_qsbr_read_unlock();
+			return;
+		default:
+			break;
+		}
+	}
+	(ps_store_read_unlock)(s);
+}
+
+/* Inside a section ps_store_read_lock() opened (inline or not). */
+static inline const struct ps_policy *_ps_inl_lookup_borrow(struct ps_store *s, uint64_t idx)
+{
+	const struct ps_policy *pol;
+
+	if (__builtin_expect(!s, 0))
+		return NULL;
+	if (s->sync == PS_SYNC_SEQLOCK)
+		return __builtin_expect(_ps_inl_seq_try(s, idx, &pol), 1) ? pol : s->lookup_borrow(s, idx);
+	/* RCU: a published version; SPIN, RWLOCK: under the caller's lock. */
+	return _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLSTORE_STATIC_LOOKUP_H */

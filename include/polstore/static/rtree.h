@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * polstore's range tree as its readers see it: the node layout and the walk.
+ *
+ * Not an API.  These layouts belong to one exact version of the library:
+ * the library itself is built on them, and a program that defines
+ * POLSTORE_INLINE compiles the read side into its own code from them
+ * (polstore/static/store.h), which binds it to that version.
+ */
+#ifndef POLSTORE_STATIC_RTREE_H
+#define POLSTORE_STATIC_RTREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ps_policy;
+
+/* Longest walk a lockless reader makes before it calls its result overrun. */
+#define PS_RB_MAX_DEPTH 128
+
+/*
+ * A red-black tree node without a parent pointer.  Readers load only
+ * @child, with acquire loads pairing with the writers' release stores;
+ * @meta (colour and generation) is the writers' alone.
+ */
+struct ps_rb_node {
+	struct ps_rb_node *child[2]; /* [0] left (smaller), [1] right (larger) */
+	uint64_t meta; /* bit 0: colour (1 = black); bits 1-63: generation */
+};
+
+struct ps_rb_root {
+	struct ps_rb_node *node;
+};
+
+/*
+ * One [start, end) range and the policy reference it holds.  @start, @end
+ * and @pol are loaded by lockless readers while an in-place writer may
+ * trim the range or turn it into another, so every access to them is
+ * atomic (relaxed).
+ */
+struct ps_range {
+	struct ps_rb_node rb;
+	uint64_t start;
+	uint64_t end;
+	struct ps_policy *pol; /* one reference, owned by the range */
+	struct ps_range *next_free; /* on a list once unlinked or spare */
+};
+
+struct ps_rtree {
+	struct ps_rb_root root;
+	size_t count; /* ranges; relaxed loads by readers */
+};
+
+/* The walk's answer when it went PS_RB_MAX_DEPTH steps without an end. */
+#define PS_RTREE_OVERRUN ((struct ps_range *)1)
+
+/*
+ * The range containing @idx, walking down from the node @n (a root loaded
+ * with an acquire load).  Every load is atomic and the walk stops after
+ * PS_RB_MAX_DEPTH steps, so it is safe for a reader racing an in-place
+ * writer, which must then validate what it found; a reader of a published
+ * copy-on-write version never sees the overrun.
+ * Return: the range, NULL, or PS_RTREE_OVERRUN.
+ */
+static inline struct ps_range *_ps_rtree_walk(struct ps_rb_node *n, uint64_t idx)
+{
+	int steps;
+
+	for (steps = 0; n && steps < PS_RB_MAX_DEPTH; steps++) {
+		/* The node is the range's first member. */
+		struct ps_range *r = (struct ps_range *)(void *)n;
+
+		if (idx < __atomic_load_n(&r->start, __ATOMIC_RELAXED))
+			n = __atomic_load_n(&n->child[0], __ATOMIC_ACQUIRE);
+		else if (idx >= __atomic_load_n(&r->end, __ATOMIC_RELAXED))
+			n = __atomic_load_n(&n->child[1], __ATOMIC_ACQUIRE);
+		else
+			return r;
+	}
+	return n ? PS_RTREE_OVERRUN : NULL;
+}
+
+#endif /* POLSTORE_STATIC_RTREE_H */

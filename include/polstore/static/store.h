@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * A store as its readers see it: the header every variant's store begins
+ * with, and the line readers walk from.
+ *
+ * Not an API: see polstore/static/rtree.h.
+ */
+#ifndef POLSTORE_STATIC_STORE_H
+#define POLSTORE_STATIC_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <polstore/export.h>
+#include <polstore/policy.h>
+#include <polstore/static/rtree.h>
+#include <polstore/store.h>
+#include <polstore/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ps_sync_ops;
+struct ps_store;
+
+/* A sequence count: odd while a writer is inside, bumped twice per write section. */
+struct ps_seqcount {
+	unsigned seq;
+};
+
+struct ps_store {
+	/*
+	 * The variant's read-side entry points, copied from @ops at creation:
+	 * one load less per call than going through @ops, and the slow paths
+	 * inlined readers (polstore/static/lookup.h) fall back to.
+	 */
+	struct ps_policy *(*lookup)(struct ps_store *store, uint64_t idx);
+	const struct ps_policy *(*lookup_borrow)(struct ps_store *store, uint64_t idx);
+	void (*read_lock)(struct ps_store *store);
+	void (*read_unlock)(struct ps_store *store);
+	int (*lookup_copy)(struct ps_store *store, uint64_t idx, struct ps_policy_view *view);
+	int (*lookup_node)(struct ps_store *store, uint64_t idx, int local_node);
+	int sync; /* enum ps_sync */
+	const struct ps_sync_ops *ops;
+	size_t size; /* bytes of the variant's store object, for ps_store_memory() */
+	/*
+	 * What readers walk, on a line of its own: the tree (RCU, RCU_QSBR:
+	 * the published version; SPIN, RWLOCK, SEQLOCK: the one tree, changed
+	 * in place) and SEQLOCK's count, so a SEQLOCK reader takes one miss
+	 * for both.
+	 */
+	struct {
+		struct ps_seqcount seq;
+		struct ps_rtree tree;
+	} rd __attribute__((aligned(64)));
+};
+
+/*
+ * The layouts above are this exact version's: a program that inlines the
+ * read side (POLSTORE_INLINE) creates its stores through
+ * _ps_store_create_inline(), which refuses a library of any other version.
+ */
+#define _PS_INLINE_ABI                                                                             \
+	((unsigned long)PS_VERSION_MAJOR << 32 | (unsigned long)PS_VERSION_MINOR << 16 |            \
+			(unsigned long)PS_VERSION_PATCH)
+
+/* ps_store_create() for a program built with POLSTORE_INLINE (errno EPROTO: another version). */
+PS_API struct ps_store *_ps_store_create_inline(enum ps_sync sync, unsigned long abi);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLSTORE_STATIC_STORE_H */
