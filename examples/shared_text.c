@@ -6,9 +6,14 @@
  * store, the lookup every rank contends on.  Each rank:
  *   - maps the image (private, read-only, as text is mapped; --shared maps
  *     it MAP_SHARED, where mbind(2) writes the file's own shared policy),
- *   - for every page: looks up the policy in the store (timed), touches the
- *     page (a page fault), and applies the policy with mbind(2) to each run
- *     of pages that share a policy (ps_policy_apply()),
+ *   - for every page: asks the store where the page goes (timed), touches
+ *     the page (a page fault), and places each run of pages with mbind(2):
+ *     by default the one-call node lookup a runtime's fault path makes,
+ *     ps_store_lookup_node() (the kernel's rules for shared policies, no
+ *     reference, no shared write), each run of pages bound to the node it
+ *     gave; with -m counted or -m borrow the page's policy itself
+ *     (ps_store_lookup(), or a borrowed lookup in a read-side section),
+ *     applied to each run of pages that share it (ps_policy_apply()),
  *   - drops its page tables (MADV_DONTNEED) so the next round faults again,
  *   - at the end reads every range's placement back with get_mempolicy(2)
  *     and checks it against the store.
@@ -16,11 +21,14 @@
  * (faults, mbind, the loop), summed over ranks.
  *
  * Usage: shared_text [-v VARIANT|all] [-r RANKS] [-p PAGES] [-n ROUNDS]
- *                    [-g RANGES] [-b] [--shared]
+ *                    [-g RANGES] [-m node|counted|borrow] [-b] [--shared]
  *   -v  spin, rwlock, seqlock, rcu, rcu-qsbr or all (default rcu)
  *   -r  rank threads (default 4)          -p  pages in the image (default 2048)
  *   -n  rounds over the image (default 3) -g  policy ranges (default 32)
- *   -b  borrowed lookups (read section, no shared write) instead of counted
+ *   -m  what the fault path asks (default node); -b is -m borrow
+ * With --shared every rank's mbind(2) writes the one file's policy, so in
+ * node mode (where each rank binds to the node its own CPU gets) the check
+ * at the end is skipped.
  *
  * ctest-args: -v all -r 2 -p 256 -n 2
  */
@@ -29,6 +37,7 @@
 #include <getopt.h>
 #include <numa.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,10 +48,15 @@
 #include <polstore/numa.h>
 #include <polstore/polstore.h>
 
+enum ask { ASK_NODE, ASK_COUNTED, ASK_BORROW };
+
 struct config {
 	int ranks, rounds, ranges;
 	size_t pages, page;
-	bool borrow, shared;
+	enum ask ask;
+	bool shared;
+	/* ASK_NODE: a BIND policy per node, to place a run where the store said. */
+	struct ps_policy *bind[PS_MAX_NUMNODES];
 };
 
 struct rank {
@@ -52,6 +66,7 @@ struct rank {
 	struct ps_store *store;
 	enum ps_sync sync;
 	int fd;
+	int local; /* the node of the CPU the rank started on */
 	pthread_barrier_t *start;
 	double lookup_s, rest_s;
 	double t_start, t_end; /* this rank's work, for the wall time */
@@ -86,7 +101,7 @@ static struct ps_policy *lookup(struct rank *r, uint64_t idx, struct ps_policy *
 	struct ps_policy *pol;
 
 	*ref = true;
-	if (!r->cfg->borrow)
+	if (r->cfg->ask == ASK_COUNTED)
 		return ps_store_lookup(r->store, idx);
 	/* Borrowed: write the shared reference count only when the policy changes. */
 	ps_store_read_lock(r->store);
@@ -101,17 +116,27 @@ static struct ps_policy *lookup(struct rank *r, uint64_t idx, struct ps_policy *
 	return pol;
 }
 
-/* Every range's first page reads back the store's policy (default in gaps). */
+/*
+ * Every range's first page reads back the store's policy (default in gaps),
+ * or in node mode the BIND to the node the store gives this rank.
+ */
 static int verify(struct rank *r, const char *map)
 {
 	const struct config *c = r->cfg;
 
+	if (c->ask == ASK_NODE && c->shared)
+		return 0; /* the file's policy is whatever rank bound it last */
 	for (size_t idx = 0; idx < c->pages; idx++) {
-		struct ps_policy *want = ps_store_lookup(r->store, idx);
+		struct ps_policy *want = c->ask == ASK_NODE ? NULL : ps_store_lookup(r->store, idx);
 		struct ps_policy *got = ps_policy_from_addr(map + idx * c->page);
-		bool ok = got && (want ? ps_policy_equal(got, want)
-				       : ps_policy_mode(got) == PS_MPOL_DEFAULT);
+		bool ok;
 
+		if (c->ask == ASK_NODE)
+			ok = got && ps_policy_equal(got,
+					c->bind[ps_store_lookup_node(r->store, idx, r->local)]);
+		else
+			ok = got && (want ? ps_policy_equal(got, want)
+					  : ps_policy_mode(got) == PS_MPOL_DEFAULT);
 		ps_policy_put(got);
 		ps_policy_put(want);
 		if (!ok)
@@ -119,6 +144,47 @@ static int verify(struct rank *r, const char *map)
 		idx += c->pages / (size_t)c->ranges / 2; /* a few pages per range */
 	}
 	return 0;
+}
+
+/*
+ * One round in node mode: the fault path is one call, the node the page
+ * goes to; a run of pages with one answer is bound to that node at once.
+ */
+static void fault_by_node(struct rank *r, char *map, volatile char *sink)
+{
+	const struct config *c = r->cfg;
+	size_t len = c->pages * c->page, run_start = 0;
+	int run_node = -1;
+
+	for (size_t idx = 0; idx <= c->pages; idx++) {
+		double t0 = now(), t1;
+		int node = idx < c->pages ? ps_store_lookup_node(r->store, idx, r->local) : -1;
+		int ret = 0;
+
+		t1 = now();
+		r->lookup_s += t1 - t0;
+		if (node < -1 || (node >= 0 && !c->bind[node])) {
+			fail(r, node < 0 ? node : -ERANGE, "ps_store_lookup_node");
+			return;
+		}
+		if (idx && node != run_node) {
+			ret = ps_policy_apply(c->bind[run_node], map + run_start * c->page,
+					(idx - run_start) * c->page, 0);
+			run_start = idx;
+		}
+		if (idx < c->pages)
+			*sink += map[idx * c->page]; /* the fault */
+		run_node = node;
+		if (r->sync == PS_SYNC_RCU_QSBR)
+			ps_qsbr_quiescent();
+		r->rest_s += now() - t1;
+		if (ret) {
+			fail(r, ret, "ps_policy_apply");
+			return;
+		}
+	}
+	if (madvise(map, len, MADV_DONTNEED))
+		fail(r, -errno, "madvise");
 }
 
 static void *rank_main(void *arg)
@@ -136,10 +202,15 @@ static void *rank_main(void *arg)
 	}
 	pthread_barrier_wait(r->start);
 	r->t_start = now();
+	r->local = numa_node_of_cpu(sched_getcpu());
+	if (r->local < 0 || !c->bind[r->local])
+		r->local = 0;
 	if (r->sync == PS_SYNC_RCU_QSBR)
 		ps_qsbr_thread_online(); /* the fast path of polstore/rcu.h */
 
-	for (int round = 0; round < c->rounds && !r->err; round++) {
+	for (int round = 0; round < c->rounds && !r->err && c->ask == ASK_NODE; round++)
+		fault_by_node(r, map, &sink);
+	for (int round = 0; round < c->rounds && !r->err && c->ask != ASK_NODE; round++) {
 		struct ps_policy *run_pol = NULL;
 		size_t run_start = 0;
 
@@ -300,7 +371,7 @@ static void usage(const char *argv0)
 	fprintf(stderr,
 			"usage: %s [-v spin|rwlock|seqlock|rcu|rcu-qsbr|all] [-r ranks] [-p "
 			"pages]\n"
-			"          [-n rounds] [-g ranges] [-b] [--shared]\n",
+			"          [-n rounds] [-g ranges] [-m node|counted|borrow] [-b] [--shared]\n",
 			argv0);
 	exit(2);
 }
@@ -309,12 +380,12 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"shared", no_argument, NULL, 'S'},
 			{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-	struct config c = {.ranks = 4, .rounds = 3, .ranges = 32, .pages = 2048};
+	static struct config c = {.ranks = 4, .rounds = 3, .ranges = 32, .pages = 2048};
 	const char *variant = "rcu";
 	int opt, fd, ret = 0, avail;
 	char *image;
 
-	while ((opt = getopt_long(argc, argv, "v:r:p:n:g:bh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "v:r:p:n:g:m:bh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'v':
 			variant = optarg;
@@ -332,7 +403,17 @@ int main(int argc, char **argv)
 			c.ranges = atoi(optarg);
 			break;
 		case 'b':
-			c.borrow = true;
+			c.ask = ASK_BORROW;
+			break;
+		case 'm':
+			if (!strcmp(optarg, "node"))
+				c.ask = ASK_NODE;
+			else if (!strcmp(optarg, "counted"))
+				c.ask = ASK_COUNTED;
+			else if (!strcmp(optarg, "borrow"))
+				c.ask = ASK_BORROW;
+			else
+				usage(argv[0]);
 			break;
 		case 'S':
 			c.shared = true;
@@ -366,8 +447,22 @@ int main(int argc, char **argv)
 		image[i] = (char)(i >> 6);
 	munmap(image, c.pages * c.page);
 
+	/* Node mode: one BIND policy per node this process may use. */
+	for (int n = 0; n <= numa_max_node() && n < PS_MAX_NUMNODES; n++) {
+		unsigned long one[PS_MAX_NUMNODES / (8 * sizeof(long))] = {0};
+
+		if (!numa_bitmask_isbitset(numa_all_nodes_ptr, (unsigned)n))
+			continue;
+		one[n / (8 * sizeof(long))] = 1UL << (n % (8 * sizeof(long)));
+		c.bind[n] = ps_policy_create(PS_MPOL_BIND, 0, one, PS_MAX_NUMNODES);
+		if (!c.bind[n]) {
+			perror("ps_policy_create");
+			return 1;
+		}
+	}
 	printf("%d ranks, %zu pages of %zu bytes, %d rounds, %s lookups, %s mappings\n", c.ranks,
-			c.pages, c.page, c.rounds, c.borrow ? "borrowed" : "counted",
+			c.pages, c.page, c.rounds,
+			c.ask == ASK_NODE ? "node" : c.ask == ASK_BORROW ? "borrowed" : "counted",
 			c.shared ? "shared" : "private");
 	printf("%-9s %5s %7s %6s %10s %10s %9s %8s\n", "variant", "ranks", "pages", "ranges",
 			"lookup_ms", "rest_ms", "lookup%", "wall_ms");
@@ -381,5 +476,7 @@ int main(int argc, char **argv)
 			ret = r;
 	}
 	close(fd);
+	for (int n = 0; n < PS_MAX_NUMNODES; n++)
+		ps_policy_put(c.bind[n]);
 	return ret;
 }

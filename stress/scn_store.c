@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include <polstore/polstore.h>
+#include <polstore/static/lookup.h> /* the :inline forms call its functions directly */
 
 #include "rangetree.h"
 #include "stress.h"
@@ -48,33 +49,53 @@
 
 enum vkind { V_UNSYNC, V_MUTEX, V_PRWLOCK, V_STORE };
 
+/* How a rank asks: with a reference, borrowed in a section, copied out, or for a node. */
+enum vform { F_REF, F_NOREF, F_COPY, F_NODE };
+
 struct variant {
 	const char *name;
 	enum vkind kind;
 	int sync;      /* enum ps_sync for V_STORE */
-	bool noref;    /* borrowed lookup in a read section, no policy reference */
+	bool noref;    /* no policy reference taken: F_NOREF, F_COPY, F_NODE */
 	bool lockstat; /* the store has a lock lock_stat can show */
+	enum vform form;
+	bool inl;      /* the read side inlined (polstore/static/lookup.h, POLSTORE_INLINE) */
 };
+
+#define STORE_FORMS(name, sync, ls)                                                                \
+	{name, V_STORE, sync, false, ls, F_REF, false},                                            \
+	{name ":noref", V_STORE, sync, true, ls, F_NOREF, false},                                  \
+	{name ":copy", V_STORE, sync, true, ls, F_COPY, false},                                    \
+	{name ":node", V_STORE, sync, true, ls, F_NODE, false},                                    \
+	{name ":inline", V_STORE, sync, false, ls, F_REF, true},                                   \
+	{name ":noref:inline", V_STORE, sync, true, ls, F_NOREF, true},                            \
+	{name ":copy:inline", V_STORE, sync, true, ls, F_COPY, true},                              \
+	{name ":node:inline", V_STORE, sync, true, ls, F_NODE, true}
 
 static const struct variant variants[] = {
-		{"unsync", V_UNSYNC, -1, false, false},
-		{"unsync:noref", V_UNSYNC, -1, true, false},
-		{"pthread_mutex", V_MUTEX, -1, false, false},
-		{"pthread_rwlock", V_PRWLOCK, -1, false, false},
-		{"spin", V_STORE, PS_SYNC_SPIN, false, true},
-		{"spin:noref", V_STORE, PS_SYNC_SPIN, true, true},
-		{"rwlock", V_STORE, PS_SYNC_RWLOCK, false, true},
-		{"rwlock:noref", V_STORE, PS_SYNC_RWLOCK, true, true},
-		{"seqlock", V_STORE, PS_SYNC_SEQLOCK, false, true},
-		{"seqlock:noref", V_STORE, PS_SYNC_SEQLOCK, true, true},
-		{"rcu", V_STORE, PS_SYNC_RCU, false, false},
-		{"rcu:noref", V_STORE, PS_SYNC_RCU, true, false},
-		{"rcu-qsbr", V_STORE, PS_SYNC_RCU_QSBR, false, false},
-		{"rcu-qsbr:noref", V_STORE, PS_SYNC_RCU_QSBR, true, false},
+		{"unsync", V_UNSYNC, -1, false, false, F_REF, false},
+		{"unsync:noref", V_UNSYNC, -1, true, false, F_NOREF, false},
+		{"unsync:copy", V_UNSYNC, -1, true, false, F_COPY, false},
+		{"unsync:node", V_UNSYNC, -1, true, false, F_NODE, false},
+		{"pthread_mutex", V_MUTEX, -1, false, false, F_REF, false},
+		{"pthread_rwlock", V_PRWLOCK, -1, false, false, F_REF, false},
+		STORE_FORMS("spin", PS_SYNC_SPIN, true),
+		STORE_FORMS("rwlock", PS_SYNC_RWLOCK, true),
+		STORE_FORMS("seqlock", PS_SYNC_SEQLOCK, true),
+		STORE_FORMS("rcu", PS_SYNC_RCU, false),
+		STORE_FORMS("rcu-qsbr", PS_SYNC_RCU_QSBR, false),
 };
 #define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
+/* variants[0 .. NBASELINES - 1]: the unsynchronised baselines, one per form, in form order. */
+#define NBASELINES 4
 
-static const struct variant *unsync_ref = &variants[0], *unsync_noref = &variants[1];
+/* Like with like: each form is compared with the unsynchronised walk doing the same. */
+static const char *baseline_of(const struct variant *v)
+{
+	return variants[v->form].name;
+}
+
+static const struct variant *unsync_noref = &variants[F_NOREF];
 
 /* ---- the baselines' structure: one range tree and the hand-written locks ---- */
 
@@ -257,6 +278,35 @@ static inline void validate(const struct ctx *c, uint64_t page, const void *pol)
 		bad_lookup(c, page, pol);
 }
 
+/*
+ * The :copy and :node forms: a pool policy of colour k holds node k % 64
+ * alone, so the copy's first mask word is 1 << (k % 64) and the node is
+ * k % 64 (from local node 0: a one-node mask allows nothing else).
+ */
+static void __attribute__((noinline, noreturn))
+bad_value(const struct ctx *c, uint64_t page, uintptr_t got, uintptr_t want)
+{
+	stress_fail("VALIDATION FAILED: %s: lookup of page %llu gave %#llx, want %#llx "
+		    "(colour %u)", c->v->name, (unsigned long long)page, (unsigned long long)got,
+			(unsigned long long)want, colour_of_slot(slot_of(&c->l, page)));
+}
+
+static inline void validate_node(const struct ctx *c, uint64_t page, int node)
+{
+	uintptr_t want = colour_of_slot(slot_of(&c->l, page)) % 64;
+
+	if (ps_unlikely((uintptr_t)node != want))
+		bad_value(c, page, (uintptr_t)node, want);
+}
+
+static inline void validate_view(const struct ctx *c, uint64_t page, const struct ps_policy_view *v)
+{
+	uintptr_t want = 1UL << (colour_of_slot(slot_of(&c->l, page)) % 64);
+
+	if (ps_unlikely(v->nodes[0] != want || v->weight != 1))
+		bad_value(c, page, v->nodes[0], want);
+}
+
 static inline uint64_t next_page(const struct ctx *c, uint64_t *rng, uint64_t *seq)
 {
 	if (c->sequential) {
@@ -305,14 +355,17 @@ static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
 }
 
 /* A rank's loop, specialised per lookup form so no call is added around it. */
-#define DEFINE_RANK_LOOP(name, LOOKUP, QUIESCE)                                                    \
+#define DEFINE_RANK_LOOP(name, LOOKUP, QUIESCE) DEFINE_RANK_LOOP_CHECKED(name, LOOKUP, CK_POL, QUIESCE)
+#define DEFINE_RANK_LOOP_CHECKED(name, LOOKUP, CHECK, QUIESCE)                                     \
 	static void name(struct rank *rk)                                                          \
 	{                                                                                          \
 		struct ctx *c = rk->c;                                                             \
 		uint64_t rng = rk->seed, ops = 0;                                                  \
 		uint64_t seq = c->sequential ? (uint64_t)rk->id * c->l.n / (uint64_t)c->nranks     \
 					     : 0;                                                  \
-		const void *pol;                                                                   \
+		const void *pol __attribute__((unused));                                           \
+		int node __attribute__((unused));                                                  \
+		struct ps_policy_view view __attribute__((unused)) = PS_POLICY_VIEW_INIT(1);      \
                                                                                                    \
 		while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {                             \
 			uint64_t page = next_page(c, &rng, &seq);                                  \
@@ -321,14 +374,14 @@ static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
 				uint64_t t0 = stress_ticks(), t1;                                  \
 				LOOKUP;                                                            \
 				t1 = stress_ticks();                                               \
-				validate(c, page, pol);                                            \
+				CHECK;                                                             \
 				stress_work(c->work_iters);                                        \
 				QUIESCE;                                                           \
 				stress_hist_add(&rk->hist, t1 - t0);                               \
 				sample_share(rk, t1 - t0, stress_ticks() - t0);                    \
 			} else {                                                                   \
 				LOOKUP;                                                            \
-				validate(c, page, pol);                                            \
+				CHECK;                                                             \
 				stress_work(c->work_iters);                                        \
 				QUIESCE;                                                           \
 			}                                                                          \
@@ -343,6 +396,8 @@ static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
 		ps_policy_put((struct ps_policy *)pol);                                            \
 	} while (0)
 #define LK_UNSYNC_NOREF pol = base_lookup(c->base, page)
+#define LK_UNSYNC_COPY _ps_policy_view_fill(base_lookup(c->base, page), &view)
+#define LK_UNSYNC_NODE node = _ps_policy_node(base_lookup(c->base, page), page, 0)
 #define LK_MUTEX                                                                                   \
 	do {                                                                                       \
 		pthread_mutex_lock(&c->base->mu);                                                  \
@@ -369,14 +424,56 @@ static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
 		ps_store_read_unlock(c->store);                                                    \
 	} while (0)
 
+/*
+ * The one-call forms (:copy, :node), and every form with the read side
+ * inlined (:inline): the functions POLSTORE_INLINE maps the public names to.
+ */
+#define LK_STORE_COPY ps_store_lookup_copy(c->store, page, &view)
+#define LK_STORE_NODE node = ps_store_lookup_node(c->store, page, 0)
+#define LK_INL_REF                                                                                 \
+	do {                                                                                       \
+		pol = _ps_inl_lookup(c->store, page);                                              \
+		ps_policy_put((struct ps_policy *)pol);                                            \
+	} while (0)
+#define LK_INL_NOREF                                                                               \
+	do {                                                                                       \
+		_ps_inl_read_lock(c->store);                                                       \
+		pol = _ps_inl_lookup_borrow(c->store, page);                                       \
+		_ps_inl_read_unlock(c->store);                                                     \
+	} while (0)
+#define LK_INL_COPY _ps_inl_lookup_copy(c->store, page, &view)
+#define LK_INL_NODE node = _ps_inl_lookup_node(c->store, page, 0)
+#define CK_POL validate(c, page, pol)
+#define CK_COPY validate_view(c, page, &view)
+#define CK_NODE validate_node(c, page, node)
+
 DEFINE_RANK_LOOP(loop_unsync_ref, LK_UNSYNC_REF, (void)0)
 DEFINE_RANK_LOOP(loop_unsync_noref, LK_UNSYNC_NOREF, (void)0)
+DEFINE_RANK_LOOP_CHECKED(loop_unsync_copy, LK_UNSYNC_COPY, CK_COPY, (void)0)
+DEFINE_RANK_LOOP_CHECKED(loop_unsync_node, LK_UNSYNC_NODE, CK_NODE, (void)0)
+static void (*const loops_unsync[4])(struct rank *) = {
+	loop_unsync_ref, loop_unsync_noref, loop_unsync_copy, loop_unsync_node,
+};
 DEFINE_RANK_LOOP(loop_mutex, LK_MUTEX, (void)0)
 DEFINE_RANK_LOOP(loop_prwlock, LK_PRWLOCK, (void)0)
-DEFINE_RANK_LOOP(loop_store_ref, LK_STORE_REF, (void)0)
-DEFINE_RANK_LOOP(loop_store_noref, LK_STORE_NOREF, (void)0)
-DEFINE_RANK_LOOP(loop_qsbr_ref, LK_STORE_REF, ps_qsbr_quiescent())
-DEFINE_RANK_LOOP(loop_qsbr_noref, LK_STORE_NOREF, ps_qsbr_quiescent())
+
+/* Every store form, with and without the QSBR quiescent state after each lookup. */
+#define DEFINE_STORE_RANK_LOOPS(sfx, QUIESCE)                                                      \
+	DEFINE_RANK_LOOP(loop_##sfx##_ref, LK_STORE_REF, QUIESCE)                                  \
+	DEFINE_RANK_LOOP(loop_##sfx##_noref, LK_STORE_NOREF, QUIESCE)                              \
+	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_copy, LK_STORE_COPY, CK_COPY, QUIESCE)               \
+	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_node, LK_STORE_NODE, CK_NODE, QUIESCE)               \
+	DEFINE_RANK_LOOP(loop_##sfx##_inl_ref, LK_INL_REF, QUIESCE)                                \
+	DEFINE_RANK_LOOP(loop_##sfx##_inl_noref, LK_INL_NOREF, QUIESCE)                            \
+	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_inl_copy, LK_INL_COPY, CK_COPY, QUIESCE)             \
+	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_inl_node, LK_INL_NODE, CK_NODE, QUIESCE)             \
+	static void (*const loops_##sfx[2][4])(struct rank *) = {                                  \
+		{loop_##sfx##_ref, loop_##sfx##_noref, loop_##sfx##_copy, loop_##sfx##_node},      \
+		{loop_##sfx##_inl_ref, loop_##sfx##_inl_noref, loop_##sfx##_inl_copy,              \
+				loop_##sfx##_inl_node},                                            \
+	};
+DEFINE_STORE_RANK_LOOPS(store, (void)0)
+DEFINE_STORE_RANK_LOOPS(qsbr, ps_qsbr_quiescent())
 
 static void *rank_main(void *arg)
 {
@@ -393,10 +490,7 @@ static void *rank_main(void *arg)
 	rk->cpu_start = stress_thread_cpu_ns();
 	switch (v->kind) {
 	case V_UNSYNC:
-		if (v->noref)
-			loop_unsync_noref(rk);
-		else
-			loop_unsync_ref(rk);
+		loops_unsync[v->form](rk);
 		break;
 	case V_MUTEX:
 		loop_mutex(rk);
@@ -405,10 +499,7 @@ static void *rank_main(void *arg)
 		loop_prwlock(rk);
 		break;
 	case V_STORE:
-		if (qsbr)
-			v->noref ? loop_qsbr_noref(rk) : loop_qsbr_ref(rk);
-		else
-			v->noref ? loop_store_noref(rk) : loop_store_ref(rk);
+		(qsbr ? loops_qsbr : loops_store)[v->inl][v->form](rk);
 		break;
 	}
 	rk->t_end = stress_now_ns();
@@ -574,7 +665,9 @@ static void ctx_build(struct ctx *c, const struct variant *v, const struct layou
 	if (v->kind == V_STORE) {
 		/* Fill from a thread that never reads: no reader is registered, grace periods are
 		 * short. */
-		c->store = ps_store_create((enum ps_sync)v->sync);
+		/* :inline forms: created as a POLSTORE_INLINE program creates them (version checked). */
+		c->store = v->inl ? _ps_store_create_inline((enum ps_sync)v->sync, _PS_INLINE_ABI)
+				  : ps_store_create((enum ps_sync)v->sync);
 		if (!c->store)
 			stress_die("ps_store_create(%s): %s", v->name, strerror(errno));
 	} else {
@@ -659,10 +752,14 @@ struct cost_arg {
 #define COST_CHECK_MASK 255 /* validate one lookup in 256: the check is not the cost */
 
 #define DEFINE_COST_LOOP(name, LOOKUP, QUIESCE)                                                    \
+	DEFINE_COST_LOOP_CHECKED(name, LOOKUP, CK_POL, (uintptr_t)pol, QUIESCE)
+#define DEFINE_COST_LOOP_CHECKED(name, LOOKUP, CHECK, RESULT, QUIESCE)                             \
 	static uint64_t name(struct ctx *c, uint64_t deadline)                                     \
 	{                                                                                          \
 		uint64_t rng = stress_seed_for(stress_opts.seed, 7), ops = 0, seq = 0;             \
-		const void *pol;                                                                   \
+		const void *pol __attribute__((unused));                                           \
+		int node __attribute__((unused));                                                  \
+		struct ps_policy_view view __attribute__((unused)) = PS_POLICY_VIEW_INIT(1);      \
 		uintptr_t sink = 0;                                                                \
                                                                                                    \
 		for (;;) {                                                                         \
@@ -672,11 +769,11 @@ struct cost_arg {
 				uint64_t page = next_page(c, &rng, &seq);                          \
                                                                                                    \
 				LOOKUP;                                                            \
-				sink += (uintptr_t)pol;                                            \
+				sink += RESULT;                                                    \
 				if (!(i & COST_CHECK_MASK))                                        \
-					validate(c, page, pol);                                    \
-				QUIESCE;                                                           \
+					CHECK;                                                     \
 			}                                                                          \
+			QUIESCE;                                                                   \
 			ops += 1024;                                                               \
 			if (stress_now_ns() >= deadline)                                           \
 				break;                                                             \
@@ -689,12 +786,29 @@ struct cost_arg {
 DEFINE_COST_LOOP(cost_null, LK_NULL, (void)0)
 DEFINE_COST_LOOP(cost_unsync_ref, LK_UNSYNC_REF, (void)0)
 DEFINE_COST_LOOP(cost_unsync_noref, LK_UNSYNC_NOREF, (void)0)
+DEFINE_COST_LOOP_CHECKED(cost_unsync_copy, LK_UNSYNC_COPY, CK_COPY, view.nodes[0], (void)0)
+DEFINE_COST_LOOP_CHECKED(cost_unsync_node, LK_UNSYNC_NODE, CK_NODE, (uintptr_t)node, (void)0)
+static uint64_t (*const costs_unsync[4])(struct ctx *, uint64_t) = {
+	cost_unsync_ref, cost_unsync_noref, cost_unsync_copy, cost_unsync_node,
+};
 DEFINE_COST_LOOP(cost_mutex, LK_MUTEX, (void)0)
 DEFINE_COST_LOOP(cost_prwlock, LK_PRWLOCK, (void)0)
-DEFINE_COST_LOOP(cost_store_ref, LK_STORE_REF, (void)0)
-DEFINE_COST_LOOP(cost_store_noref, LK_STORE_NOREF, (void)0)
-DEFINE_COST_LOOP(cost_qsbr_ref, LK_STORE_REF, ps_qsbr_quiescent())
-DEFINE_COST_LOOP(cost_qsbr_noref, LK_STORE_NOREF, ps_qsbr_quiescent())
+#define DEFINE_STORE_COST_LOOPS(sfx, QUIESCE)                                                      \
+	DEFINE_COST_LOOP(cost_##sfx##_ref, LK_STORE_REF, QUIESCE)                                  \
+	DEFINE_COST_LOOP(cost_##sfx##_noref, LK_STORE_NOREF, QUIESCE)                              \
+	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_copy, LK_STORE_COPY, CK_COPY, view.nodes[0], QUIESCE) \
+	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_node, LK_STORE_NODE, CK_NODE, (uintptr_t)node, QUIESCE) \
+	DEFINE_COST_LOOP(cost_##sfx##_inl_ref, LK_INL_REF, QUIESCE)                                \
+	DEFINE_COST_LOOP(cost_##sfx##_inl_noref, LK_INL_NOREF, QUIESCE)                            \
+	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_inl_copy, LK_INL_COPY, CK_COPY, view.nodes[0], QUIESCE) \
+	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_inl_node, LK_INL_NODE, CK_NODE, (uintptr_t)node, QUIESCE) \
+	static uint64_t (*const costs_##sfx[2][4])(struct ctx *, uint64_t) = {                     \
+		{cost_##sfx##_ref, cost_##sfx##_noref, cost_##sfx##_copy, cost_##sfx##_node},      \
+		{cost_##sfx##_inl_ref, cost_##sfx##_inl_noref, cost_##sfx##_inl_copy,              \
+				cost_##sfx##_inl_node},                                            \
+	};
+DEFINE_STORE_COST_LOOPS(store, (void)0)
+DEFINE_STORE_COST_LOOPS(qsbr, ps_qsbr_quiescent())
 
 static void *cost_main(void *arg)
 {
@@ -709,14 +823,10 @@ static void *cost_main(void *arg)
 		/* Warm caches and registration, then measure. */
 #define RUN_COST(deadline)                                                                         \
 	(a->null_lookup			       ? cost_null(c, deadline)                            \
-			: v->kind == V_UNSYNC  ? (v->noref ? cost_unsync_noref(c, deadline)        \
-							   : cost_unsync_ref(c, deadline))         \
+			: v->kind == V_UNSYNC  ? costs_unsync[v->form](c, deadline)                \
 			: v->kind == V_MUTEX   ? cost_mutex(c, deadline)                           \
 			: v->kind == V_PRWLOCK ? cost_prwlock(c, deadline)                         \
-			: qsbr		       ? (v->noref ? cost_qsbr_noref(c, deadline)          \
-							   : cost_qsbr_ref(c, deadline))           \
-					       : (v->noref ? cost_store_noref(c, deadline)         \
-							   : cost_store_ref(c, deadline)))
+			: (qsbr ? costs_qsbr : costs_store)[v->inl][v->form](c, deadline))
 	RUN_COST(warm);
 	/*
 	 * Thread CPU time, not wall time: on a shared machine the time slices
@@ -770,7 +880,7 @@ void stress_run_lookup_cost(void)
 		uint64_t n = stress_opts.ranges[r];
 		struct layout l;
 		double seconds = stress_opts.duration_s < 0.3 ? stress_opts.duration_s : 0.3;
-		double base_ns = -1, base_noref_ns = -1, overhead;
+		double base_ns[NBASELINES] = { -1, -1, -1, -1 }, overhead;
 		double *ns = calloc(NVARIANTS * (size_t)reps, sizeof(*ns));
 		struct stress_point *pts = calloc(NVARIANTS, sizeof(*pts));
 		struct ctx c;
@@ -835,13 +945,10 @@ void stress_run_lookup_cost(void)
 			p->lookup_ns_median = ns[i * (size_t)reps + (size_t)reps / 2] - overhead;
 			p->ops_per_sec = 1e9 / med;
 			p->duration_s = seconds;
-			if (v == unsync_ref)
-				base_ns = p->lookup_ns;
-			if (v == unsync_noref)
-				base_noref_ns = p->lookup_ns;
-			/* Like with like: :noref forms against unsync:noref. */
-			p->baseline = v->noref ? "unsync:noref" : "unsync";
-			p->cost_ratio = p->lookup_ns / (v->noref ? base_noref_ns : base_ns);
+			if (i < NBASELINES)
+				base_ns[i] = p->lookup_ns;
+			p->baseline = baseline_of(v);
+			p->cost_ratio = p->lookup_ns / base_ns[v->form];
 			stress_emit(p);
 		}
 		free(ns);
@@ -851,6 +958,34 @@ void stress_run_lookup_cost(void)
 }
 
 /* ---- shared-text and hot-policy ----------------------------------------------- */
+
+/* @name is in --variants by itself ("all" does not count). */
+static bool variant_named(const char *name)
+{
+	char buf[sizeof(stress_opts.variants)], *tok, *save;
+
+	snprintf(buf, sizeof(buf), "%s", stress_opts.variants);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+		if (!strcmp(tok, name))
+			return true;
+	return false;
+}
+
+/*
+ * The multi-rank scenarios run a second each per point, so "all" there
+ * means today's forms (counted and :noref) plus the node lookup, plain and
+ * inlined, of the variants without a lock (what a fault path would use);
+ * any other form runs when --variants names it.
+ */
+static bool multi_rank_wanted(const struct variant *v)
+{
+	if (!stress_variant_selected(v->name))
+		return false;
+	if (variant_named(v->name) || (v->form <= F_NOREF && !v->inl))
+		return true;
+	return v->form == F_NODE && (v->sync == PS_SYNC_RCU || v->sync == PS_SYNC_RCU_QSBR ||
+					    v->sync == PS_SYNC_SEQLOCK);
+}
 
 static int point_by_ops(const void *a, const void *b)
 {
@@ -937,7 +1072,7 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 		p.writer_ops_per_sec = (double)wops / p.duration_s;
 		p.writer_max_wait_ns = (double)wmax;
 	}
-	p.baseline = v->noref ? "unsync:noref" : "unsync";
+	p.baseline = baseline_of(v);
 	p.rank_cpu_s = cpu_ns / 1e9;
 	if (v->kind == V_STORE && v->lockstat && ps_lock_stat_enabled())
 		p.has_lockstat = !ps_store_lock_stat_read(c->store, p.lockstat);
@@ -986,11 +1121,16 @@ void stress_run_store(const char *scenario)
 		if (!all || !want)
 			stress_die("out of memory");
 		/* Slot [0][i]: the 1-rank baselines; [r + 1][i]: --ranks[r]. */
+		/* The 1-rank baselines of every form some selected variant uses. */
+		for (i = NBASELINES; i < NVARIANTS; i++)
+			for (r = 0; r < nr; r++)
+				if (multi_rank_wanted(&variants[i]))
+					want[variants[i].form] = true;
 		want[0] = want[1] = true;
 		for (r = 0; r < nr; r++)
 			for (i = 0; i < NVARIANTS; i++)
 				want[(size_t)(r + 1) * NVARIANTS + i] =
-						stress_variant_selected(variants[i].name) &&
+						multi_rank_wanted(&variants[i]) &&
 						!(stress_opts.ranks[r] == 1 &&
 								variants[i].kind == V_UNSYNC);
 		for (rep = 0; rep < reps; rep++)
@@ -1031,7 +1171,7 @@ void stress_run_store(const char *scenario)
 				p.efficiency = p.ops_per_sec / ((double)p.ranks * b->ops_per_sec);
 				p.cpu_efficiency = ((double)p.ops / p.rank_cpu_s) /
 						   ((double)b->ops / b->rank_cpu_s);
-			} else if (k < 2) {
+			} else if (k < NBASELINES) {
 				p.efficiency = p.cpu_efficiency = 1.0; /* the baseline itself */
 			}
 			stress_emit(&p);
@@ -1305,7 +1445,7 @@ static double wc_tick_overhead(void)
 
 static bool wc_variant(const struct variant *v)
 {
-	if (v->noref)
+	if (v->noref || v->inl)
 		return false;
 	if (v->kind == V_UNSYNC)
 		return true; /* the baseline always runs */
@@ -1732,7 +1872,7 @@ void stress_run_window(void)
 		uint64_t t0 = stress_now_ns();
 
 		/* Windows lend their policies: the store variants, each once (':noref' is a mode). */
-		if (v->kind != V_STORE || v->noref || !stress_variant_selected(v->name))
+		if (v->kind != V_STORE || v->noref || v->inl || !stress_variant_selected(v->name))
 			continue;
 		c = aligned_alloc(64, sizeof(*c));
 		pts = calloc((size_t)(nr * WM_N * reps), sizeof(*pts));
@@ -1887,7 +2027,7 @@ void stress_run_batch_cost(void)
 			double ratio[64], single[64], many[64];
 			struct ctx c;
 
-			if (v->kind != V_STORE || v->noref || !stress_variant_selected(v->name))
+			if (v->kind != V_STORE || v->noref || v->inl || !stress_variant_selected(v->name))
 				continue;
 			ctx_build(&c, v, &l);
 			ps_store_synchronize(c.store);

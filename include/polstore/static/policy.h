@@ -89,16 +89,20 @@ static inline int _ps_nodes_nth(const unsigned long *nodes, unsigned long n)
 	}
 }
 
-/* ps_policy_node() with @local_node checked. */
+/*
+ * ps_policy_node() with @local_node checked.  A one-node mask answers at
+ * once whatever the mode (its node is the nearest allowed, and every
+ * interleave slot's); a runtime's fault path meets it most.
+ */
 static inline int _ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
 {
 	const unsigned long bits = 8 * sizeof(long);
 
-	if (!pol)
+	if (!pol || pol->mode == PS_MPOL_LOCAL || pol->mode == PS_MPOL_DEFAULT)
 		return local_node;
-	switch (pol->mode) {
-	case PS_MPOL_PREFERRED:
+	if (pol->weight == 1 || pol->mode == PS_MPOL_PREFERRED)
 		return _ps_nodes_nth(pol->nodes, 0);
+	switch (pol->mode) {
 	case PS_MPOL_BIND:
 	case PS_MPOL_PREFERRED_MANY:
 		if (pol->nodes[(unsigned)local_node / bits] >> ((unsigned)local_node % bits) & 1)
@@ -106,10 +110,8 @@ static inline int _ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int
 		return _ps_numa_nearest(pol->nodes, local_node);
 	case PS_MPOL_INTERLEAVE:
 		return _ps_nodes_nth(pol->nodes, (unsigned long)(ilx % (unsigned)pol->weight));
-	case PS_MPOL_WEIGHTED_INTERLEAVE:
+	default: /* PS_MPOL_WEIGHTED_INTERLEAVE */
 		return _ps_numa_weighted(pol->nodes, ilx);
-	default:
-		return local_node;
 	}
 }
 
