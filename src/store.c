@@ -11,6 +11,8 @@
 #include <polstore/store.h>
 #include <polstore/version.h>
 
+#include <polstore/static/lookup.h>
+
 #include "rcu_thread.h"
 #include "store_internal.h"
 
@@ -146,8 +148,24 @@ struct ps_policy *_ps_lookup_miss(void)
 	return NULL;
 }
 
+/*
+ * The read side's exported calls run the inline fast path of
+ * polstore/static/lookup.h (what a POLSTORE_INLINE program compiles into
+ * itself) and fall back to the variant's read path for the rest.  Builds
+ * for the thread checkers (POLSTORE_ANNOTATE) always take the variant's
+ * path: it carries the annotations that tell them about grace periods and
+ * the SEQLOCK's speculative walk.
+ */
+#ifdef POLSTORE_ANNOTATE
+#define PS_READ_INLINE 0
+#else
+#define PS_READ_INLINE 1
+#endif
+
 struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 {
+	if (PS_READ_INLINE)
+		return _ps_inl_lookup(store, idx);
 	if (ps_unlikely(!store)) {
 		errno = EINVAL;
 		return NULL;
@@ -158,32 +176,40 @@ struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 
 void ps_store_read_lock(struct ps_store *store)
 {
-	if (store)
+	if (PS_READ_INLINE)
+		_ps_inl_read_lock(store);
+	else if (store)
 		store->read_lock(store);
 }
 
 void ps_store_read_unlock(struct ps_store *store)
 {
-	if (store)
+	if (PS_READ_INLINE)
+		_ps_inl_read_unlock(store);
+	else if (store)
 		store->read_unlock(store);
 }
 
 const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, uint64_t idx)
 {
+	if (PS_READ_INLINE)
+		return _ps_inl_lookup_borrow(store, idx);
 	return store ? store->lookup_borrow(store, idx) : NULL;
 }
 
 int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_policy_view *view)
 {
-	int err = _ps_policy_view_check(view);
-
-	if (ps_unlikely(!store || err))
+	if (PS_READ_INLINE)
+		return _ps_inl_lookup_copy(store, idx, view);
+	if (ps_unlikely(!store || _ps_policy_view_check(view)))
 		return -EINVAL;
 	return store->lookup_copy(store, idx, view);
 }
 
 int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node)
 {
+	if (PS_READ_INLINE)
+		return _ps_inl_lookup_node(store, idx, local_node);
 	if (ps_unlikely(!store || _ps_node_check(local_node)))
 		return -EINVAL;
 	return store->lookup_node(store, idx, local_node);

@@ -8,8 +8,10 @@
  * own read side inlined too (its urcu/static headers, as _LGPL_SOURCE
  * does).
  *
- * Each call handles the common case inline and falls back to the
- * library's entry point for the rest, so behaviour is the library's:
+ * Each call checks its arguments and handles the common case inline, and
+ * falls back to the variant's own read path (through the store's function
+ * pointers) for the rest, so behaviour is the library's.  The library's
+ * exported calls run the same code (src/store.c):
  *  - RCU, SEQLOCK: a thread liburcu already registered opens a memb
  *    section inline; an unregistered one calls the library, which
  *    registers it.  SEQLOCK tries its speculative walk once inline; a try
@@ -120,8 +122,13 @@ static inline struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 	struct ps_policy *ref;
 	int token;
 
-	if (__builtin_expect(!s || (token = _ps_inl_enter_find(s, idx, &pol)) < 0, 0))
-		return (ps_store_lookup)(s, idx);
+	if (__builtin_expect(!s, 0)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	token = _ps_inl_enter_find(s, idx, &pol);
+	if (__builtin_expect(token < 0, 0))
+		return s->lookup(s, idx);
 	/* The range holds its reference for the whole section: a plain increment is safe. */
 	ref = _ps_policy_get((struct ps_policy *)pol);
 	_ps_inl_exit(token);
@@ -135,9 +142,11 @@ static inline int _ps_inl_lookup_copy(struct ps_store *s, uint64_t idx, struct p
 	const struct ps_policy *pol;
 	int token, ret;
 
-	if (__builtin_expect(!s || _ps_policy_view_check(view) ||
-			(token = _ps_inl_enter_find(s, idx, &pol)) < 0, 0))
-		return (ps_store_lookup_copy)(s, idx, view);
+	if (__builtin_expect(!s || _ps_policy_view_check(view), 0))
+		return -EINVAL;
+	token = _ps_inl_enter_find(s, idx, &pol);
+	if (__builtin_expect(token < 0, 0))
+		return s->lookup_copy(s, idx, view);
 	ret = _ps_policy_view_fill(pol, view);
 	_ps_inl_exit(token);
 	return ret;
@@ -148,9 +157,11 @@ static inline int _ps_inl_lookup_node(struct ps_store *s, uint64_t idx, int loca
 	const struct ps_policy *pol;
 	int token, node;
 
-	if (__builtin_expect(!s || _ps_node_check(local_node) ||
-			(token = _ps_inl_enter_find(s, idx, &pol)) < 0, 0))
-		return (ps_store_lookup_node)(s, idx, local_node);
+	if (__builtin_expect(!s || _ps_node_check(local_node), 0))
+		return -EINVAL;
+	token = _ps_inl_enter_find(s, idx, &pol);
+	if (__builtin_expect(token < 0, 0))
+		return s->lookup_node(s, idx, local_node);
 	node = _ps_policy_node(pol, idx, local_node);
 	_ps_inl_exit(token);
 	return node;
@@ -165,45 +176,45 @@ static inline int _ps_inl_policy_node(const struct ps_policy *pol, uint64_t ilx,
 
 static inline void _ps_inl_read_lock(struct ps_store *s)
 {
-	if (__builtin_expect(s != NULL, 1)) {
-		switch (s->sync) {
-		case PS_SYNC_RCU:
-		case PS_SYNC_SEQLOCK:
-			if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
-				break;
-			_urcu_memb_read_lock();
-			return;
-		case PS_SYNC_RCU_QSBR:
-			/* Online by its own choice: a section is free.  Else the library counts it. */
-			if (__builtin_expect(!_urcu_qsbr_read_ongoing() || _ps_qsbr_auto_depth, 0))
-				break;
-			_urcu_qsbr_read_lock();
-			return;
-		default:
+	if (__builtin_expect(!s, 0))
+		return;
+	switch (s->sync) {
+	case PS_SYNC_RCU:
+	case PS_SYNC_SEQLOCK:
+		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
 			break;
-		}
+		_urcu_memb_read_lock();
+		return;
+	case PS_SYNC_RCU_QSBR:
+		/* Online by its own choice: a section is free.  Else the library counts it. */
+		if (__builtin_expect(!_urcu_qsbr_read_ongoing() || _ps_qsbr_auto_depth, 0))
+			break;
+		_urcu_qsbr_read_lock();
+		return;
+	default:
+		break;
 	}
-	(ps_store_read_lock)(s);
+	s->read_lock(s);
 }
 
 static inline void _ps_inl_read_unlock(struct ps_store *s)
 {
-	if (__builtin_expect(s != NULL, 1)) {
-		switch (s->sync) {
-		case PS_SYNC_RCU:
-		case PS_SYNC_SEQLOCK:
-			_urcu_memb_read_unlock();
-			return;
-		case PS_SYNC_RCU_QSBR:
-			if (__builtin_expect(_ps_qsbr_auto_depth != 0, 0))
-				break;
-			_urcu_qsbr_read_unlock();
-			return;
-		default:
+	if (__builtin_expect(!s, 0))
+		return;
+	switch (s->sync) {
+	case PS_SYNC_RCU:
+	case PS_SYNC_SEQLOCK:
+		_urcu_memb_read_unlock();
+		return;
+	case PS_SYNC_RCU_QSBR:
+		if (__builtin_expect(_ps_qsbr_auto_depth != 0, 0))
 			break;
-		}
+		_urcu_qsbr_read_unlock();
+		return;
+	default:
+		break;
 	}
-	(ps_store_read_unlock)(s);
+	s->read_unlock(s);
 }
 
 /* Inside a section ps_store_read_lock() opened (inline or not). */
