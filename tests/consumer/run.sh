@@ -3,7 +3,8 @@
 # Install a built polstore into a temporary prefix, then build every example
 # against the installed copy twice, from empty directories: once with
 # pkg-config, once with find_package(polstore) (polstore::polstore), and run
-# quickstart from each build.
+# quickstart from each build; shared_text is also built with the read side
+# inlined (polstore-inline.pc, polstore::inline) and run.
 #
 # Usage: tests/consumer/run.sh <polstore build dir> [<polstore source dir>]
 set -eu
@@ -77,6 +78,17 @@ for src in $examples; do
 		$($pc --libs $modules) -pthread || die "pkg-config build of $name failed"
 	built=$((built + 1))
 done
+# The read side inlined (polstore-inline.pc: POLSTORE_INLINE), on the fault
+# path of shared_text; 77: placement unavailable here, which it says.
+$pc --exists polstore-inline || die "polstore-inline.pc not installed"
+$cc -Wall -Wextra -Werror $($pc --cflags polstore-inline numa) -o shared_text_inline \
+	"$srcdir/examples/shared_text.c" $($pc --libs polstore-inline numa) -pthread ||
+	die "pkg-config build of shared_text with polstore-inline failed"
+nm shared_text_inline | grep -q ' U ps_store_lookup_node$' &&
+	die "shared_text_inline calls ps_store_lookup_node(): not inlined"
+rc=0
+LD_LIBRARY_PATH=$libdir ./shared_text_inline -v all -r 2 -p 64 -n 1 || rc=$?
+[ $rc = 0 ] || [ $rc = 77 ] || die "shared_text_inline failed ($rc)"
 LD_LIBRARY_PATH=$libdir ldd ./quickstart | grep -q "$libdir/$soname" ||
 	die "quickstart does not load the installed library"
 LD_LIBRARY_PATH=$libdir ./quickstart || die "quickstart (pkg-config) failed"
@@ -93,6 +105,9 @@ ldd "$tmp/cm/quickstart" | grep -q "$libdir/$soname" ||
 	die "quickstart (find_package) does not load the installed library"
 "$tmp/cm/quickstart" || die "quickstart (find_package) failed"
 "$tmp/cm/quickstart_static" rwlock || die "quickstart_static failed"
+rc=0
+"$tmp/cm/shared_text_inline" -v all -r 2 -p 64 -n 1 || rc=$?
+[ $rc = 0 ] || [ $rc = 77 ] || die "shared_text_inline (polstore::inline) failed ($rc)"
 if ldd "$tmp/cm/quickstart_static" | grep -q libpolstore; then
 	die "quickstart_static loads libpolstore.so"
 fi
