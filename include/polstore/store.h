@@ -241,8 +241,9 @@ PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, ui
  * Linearizable like ps_store_lookup().  Nothing stays borrowed: the view is
  * the caller's.
  *
- * Context: any thread, as ps_store_lookup(); not inside a read-side section
- * of a SPIN, RWLOCK or SEQLOCK store (it would take the lock again).
+ * Context: any thread, as ps_store_lookup(); inside a read-side section of
+ * another store, or of the same RCU, RCU_QSBR or SEQLOCK store (sections
+ * nest), but not of the same SPIN or RWLOCK store (it takes the lock).
  * Return: 1 when a policy covers @idx, 0 when none does; -EINVAL when
  * @store or @view is NULL, @view->size is not sizeof(struct
  * ps_policy_view) or @view->nwords exceeds PS_NODEMASK_WORDS (then @view
