@@ -22,7 +22,11 @@
  * grace period, where it would hold liburcu's internal locks and keep the
  * registry's entries on lists of its own, nor between taking a stack and
  * releasing it) and then its @lock; the child finds no thread, keeps the
- * stack, and starts a thread on its next defer or barrier.
+ * stack, and starts a thread on its next defer or barrier.  That stack
+ * holds items of every store of the flavour, those other threads were
+ * writing too: their release functions may take no lock of their store
+ * that a writer holds (struct ps_reclaim_item), or the child's thread,
+ * and every barrier of the flavour there, would wait for ever.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -31,7 +31,13 @@
 
 struct ps_reclaim_item {
 	struct ps_reclaim_item *next;
-	/* Runs after a grace period, on the reclaim thread or a waiting caller's. */
+	/*
+	 * Runs after a grace period, on the reclaim thread or a waiting
+	 * caller's.  Never waits for a lock a writer of the item's store may
+	 * hold: a forked child inherits the queue, with the items of stores
+	 * whose writers are frozen there holding their locks (sync_cow.h,
+	 * cow_recycle()).
+	 */
 	void (*release)(struct ps_reclaim_item *item);
 };
 

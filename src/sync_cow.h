@@ -43,10 +43,12 @@
  *
  * Recycling: the reclaim thread does not free the ranges of a batch but hands
  * them (policy references dropped) to the store's recycle array while the
- * store holds fewer than PS_COW_SPARE_MAX spares; the next set moves them
- * into its pool, so a steady writer allocates nothing.  Spares are kept by
- * pointer: taking one from an array costs no load from its memory (a list
- * would make each take a dependent cache miss on a range that may be cold).
+ * store holds fewer than PS_COW_SPARE_MAX spares and its recycle lock is
+ * free (neither side ever waits for the other: cow_recycle()); the next
+ * set moves them into its pool, so a steady writer allocates nothing.
+ * Spares are kept by pointer: taking one from an array costs no load from
+ * its memory (a list would make each take a dependent cache miss on a
+ * range that may be cold).
  * ps_store_synchronize() gives back every spare beyond PS_COW_SPARE_IDLE.
  *
  * Memory bound: ranges retired but not yet freed are the partial batch
@@ -224,10 +226,26 @@ static void batch_chain_free_now(struct cow_batch *b)
 	}
 }
 
-/* Give @b's ranges (no policy references left) to the store's next sets, or free them. */
+/*
+ * Give @b's ranges (no policy references left) to the store's next sets, or
+ * leave them to the caller to free.
+ *
+ * Never waits for @rlock, as a writer never waits for the reclaim thread
+ * (cow_take_recycled()): the two only ever try.  A wait here could last
+ * forever in a forked child: the reclaim queue is copied into the child
+ * with the batches of every store, and a writer that held @rlock at the
+ * fork (a set in cow_take_recycled(), or ps_store_synchronize() or
+ * ps_store_memory() on this store) is frozen there with it.  The child's
+ * reclaim thread would block on it at the first such batch, and every
+ * barrier of the flavour with it: ps_store_synchronize() and
+ * ps_store_destroy() of a store the child made itself would never return
+ * (tests/test_cow.c, fork_while_writer_holds_recycle_lock).  Freeing a
+ * batch that finds @rlock busy costs the writer only an allocation later.
+ */
 static void cow_recycle(struct ps_store_cow *cs, struct cow_batch *b)
 {
-	pthread_mutex_lock(&cs->rlock);
+	if (pthread_mutex_trylock(&cs->rlock))
+		return; /* busy: the caller frees them */
 	if (ps_range_vec_reserve(&cs->recycle, cs->recycle.n + b->n)) {
 		pthread_mutex_unlock(&cs->rlock);
 		return; /* recycling is an optimisation: the caller frees them */

@@ -25,6 +25,7 @@
 #include "policy_internal.h"
 #include "rangetree.h"
 #include "rbtree.h"
+#include "rcu_reclaim.h"
 #include "store_internal.h"
 #include "testutil.h"
 
@@ -913,6 +914,277 @@ RCU_TEST(fork_while_writer_flat_out_child_uses_other_store, .timeout = 120)
 	ps_store_synchronize(w.s);
 	ps_store_destroy(w.s);
 	ps_policy_put(w.p);
+	ps_policy_put(q);
+}
+
+/*
+ * The hang the test above finds now and then, made to happen: at the fork
+ * a writer of store A holds A's recycle lock (cow_take_recycled(), growing
+ * its spare array) and A's retired batches wait in the reclaim queue the
+ * child inherits.  The child's reclaim thread releases them when the
+ * child's own store B synchronizes; before the fix it waited for that lock
+ * for ever (seen in the test above: the child's reclaim thread in
+ * cow_recycle() -> pthread_mutex_lock(), its main thread in
+ * _ps_reclaim_barrier(), until alarm()).
+ *
+ * How it is arranged, through the allocator hooks and the reclaimer's
+ * gp_lock (white box):
+ *  1. The writer sets a small tree (its spare array never has to grow to
+ *     make room for a set), then its spare arrays may not grow (the
+ *     allocator fails them): what the reclaim thread recycles piles up.
+ *  2. Once the recycle array is larger than any spare array (the
+ *     allocator sees its size), the test holds the reclaim thread between
+ *     grace periods (its gp_lock) and lets the writer hand over batches,
+ *     which wait in the queue.
+ *  3. The writer's next spare array blocks in the allocator: it is in
+ *     cow_take_recycled(), holding A's recycle lock.
+ *  4. The test lets the reclaim thread go and forks at once: fork()'s
+ *     prepare handler almost always takes gp_lock again before the
+ *     reclaim thread gets to A's batches.  When the thread wins, the
+ *     attempt proves nothing: before the fix fork() then waits for the
+ *     writer, until a watchdog lets it go (the attempt is repeated); after
+ *     it, those batches are released before the fork.
+ */
+enum hold_mode { HOLD_PASS, HOLD_FAIL, HOLD_BLOCK };
+
+struct hold {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	struct ps_store *s;
+	struct ps_policy *p;
+	int mode;	    /* atomic: what the writer's spare arrays get */
+	int blocked;	    /* under @m: the writer waits in the allocator */
+	int release;	    /* under @m: it may go on */
+	int dog_ready;	    /* under @m: the watchdog runs */
+	int armed;	    /* under @m: the watchdog counts from now */
+	int done;	    /* under @m: fork() returned in the parent, or no fork */
+	int late;	    /* under @m: the watchdog let the writer go first */
+	int stop;	    /* atomic */
+	long sets;	    /* atomic: the writer's sets */
+	size_t max_before;  /* atomic: the largest spare array before the FAIL mode */
+	size_t max_recycle; /* atomic: the largest array the reclaim thread made since */
+};
+
+static __thread bool hold_writer;
+
+/* struct ps_range_vec arrays: a power of two of pointers, 64 at least. */
+static bool hold_is_vec(size_t size)
+{
+	return size >= 64 * sizeof(void *) && !(size & (size - 1));
+}
+
+static void *hold_alloc(size_t size, void *ctx)
+{
+	struct hold *h = ctx;
+
+	if (hold_is_vec(size)) {
+		int mode = __atomic_load_n(&h->mode, __ATOMIC_ACQUIRE);
+
+		if (!hold_writer) {
+			/* The reclaim thread growing a recycle array. */
+			if (mode != HOLD_PASS &&
+					size > __atomic_load_n(&h->max_recycle, __ATOMIC_RELAXED))
+				__atomic_store_n(&h->max_recycle, size, __ATOMIC_RELEASE);
+		} else if (mode == HOLD_FAIL) {
+			return NULL; /* cow_take_recycled() leaves the ranges where they are */
+		} else if (mode == HOLD_BLOCK) {
+			pthread_mutex_lock(&h->m);
+			h->blocked = 1;
+			pthread_cond_broadcast(&h->cv);
+			while (!h->release)
+				pthread_cond_wait(&h->cv, &h->m);
+			__atomic_store_n(&h->mode, HOLD_PASS, __ATOMIC_RELEASE);
+			pthread_mutex_unlock(&h->m);
+		}
+		if (mode == HOLD_PASS && size > __atomic_load_n(&h->max_before, __ATOMIC_RELAXED))
+			__atomic_store_n(&h->max_before, size, __ATOMIC_RELAXED);
+	}
+	return malloc(size);
+}
+
+static void hold_free(void *ptr, void *ctx)
+{
+	(void)ctx;
+	free(ptr);
+}
+
+static void *hold_writer_fn(void *arg)
+{
+	struct hold *h = arg;
+	uint64_t i = 0;
+
+	hold_writer = true;
+	while (!__atomic_load_n(&h->stop, __ATOMIC_RELAXED)) {
+		/* At most ~64 ranges: the spare array holds any set's worst case after the first
+		 * few. */
+		int ret = ps_store_set(h->s, i % 61, i % 61 + 3, (i & 1) ? h->p : NULL);
+
+		TCHECK(ret == 0, "set: %d", ret);
+		__atomic_store_n(&h->sets, (long)++i, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static long hold_sets(struct hold *h)
+{
+	return __atomic_load_n(&h->sets, __ATOMIC_ACQUIRE);
+}
+
+static bool hold_recycled_enough(struct hold *h, long unused)
+{
+	(void)unused;
+	return __atomic_load_n(&h->max_recycle, __ATOMIC_ACQUIRE) >=
+	       2 * __atomic_load_n(&h->max_before, __ATOMIC_RELAXED);
+}
+
+static bool hold_sets_past(struct hold *h, long n)
+{
+	return hold_sets(h) > n;
+}
+
+static bool hold_blocked_or_past(struct hold *h, long n)
+{
+	return __atomic_load_n(&h->blocked, __ATOMIC_ACQUIRE) || hold_sets(h) > n;
+}
+
+/* Wait until @pred(@h, @arg) or @secs passed: its last value. */
+static bool hold_until(bool (*pred)(struct hold *, long), struct hold *h, long arg, double secs)
+{
+	double t0 = now_s();
+
+	while (!pred(h, arg) && now_s() - t0 < secs)
+		usleep(200);
+	return pred(h, arg);
+}
+
+/*
+ * Lets the writer go if fork() has not returned within 3 s of @armed (it
+ * waits for the writer).  Started early, and asleep here when fork() is
+ * called: a thread starting up allocates, and ASan's allocator stays
+ * locked in the child if a thread is inside it at the fork.
+ */
+static void *hold_watchdog(void *arg)
+{
+	struct hold *h = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&h->m);
+	h->dog_ready = 1;
+	pthread_cond_broadcast(&h->cv);
+	while (!h->armed && !h->done)
+		pthread_cond_wait(&h->cv, &h->m);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 3;
+	while (!h->done && pthread_cond_timedwait(&h->cv, &h->m, &ts) == 0)
+		;
+	if (!h->done)
+		h->late = 1;
+	h->release = 1;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->m);
+	return NULL;
+}
+
+/*
+ * One attempt: 1 the child was forked as described above (its wait status
+ * in *@child_status), 0 not (retry).  The writer is stopped and the
+ * allocator restored before the caller checks the child.
+ */
+static int hold_attempt(enum ps_sync sync, struct ps_policy *q, int *child_status)
+{
+	struct ps_reclaimer *rc = sync == PS_SYNC_RCU_QSBR ? &_ps_reclaim_qsbr : &_ps_reclaim_memb;
+	struct hold h = {.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	struct ps_alloc_ops ops = {hold_alloc, hold_free, &h};
+	pthread_t w, dog;
+	long n;
+	int arranged = 0, status;
+	pid_t pid;
+
+	/* Installed while no store exists in this process (nothing is in flight). */
+	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
+	h.s = ps_store_create(sync);
+	h.p = ps_test_bind(1);
+	cr_assert_not_null(h.s);
+	cr_assert_eq(pthread_create(&dog, NULL, hold_watchdog, &h), 0);
+	pthread_mutex_lock(&h.m);
+	while (!h.dog_ready)
+		pthread_cond_wait(&h.cv, &h.m);
+	pthread_mutex_unlock(&h.m);
+	cr_assert_eq(pthread_create(&w, NULL, hold_writer_fn, &h), 0);
+	/* 1. A steady tree, spare arrays at their size; then recycled ranges pile up. */
+	cr_assert(hold_until(hold_sets_past, &h, 2000, 30.0), "the writer does not run");
+	__atomic_store_n(&h.mode, HOLD_FAIL, __ATOMIC_RELEASE);
+	/* 2. The recycle array larger than any spare array; then the queue holds A's batches. */
+	if (!hold_until(hold_recycled_enough, &h, 0, 5.0))
+		goto out;
+	pthread_mutex_lock(&rc->gp_lock);
+	n = hold_sets(&h);
+	if (!hold_until(hold_sets_past, &h, n + 4 * COW_RETIRE_BATCH, 10.0)) {
+		pthread_mutex_unlock(&rc->gp_lock);
+		goto out;
+	}
+	/* 3. The writer's next set takes the recycled ranges: it blocks holding A's recycle lock.
+	 */
+	__atomic_store_n(&h.mode, HOLD_BLOCK, __ATOMIC_RELEASE);
+	n = hold_sets(&h);
+	hold_until(hold_blocked_or_past, &h, n + 100, 10.0);
+	if (!__atomic_load_n(&h.blocked, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_unlock(&rc->gp_lock);
+		goto out; /* swapped its arrays instead: no allocation */
+	}
+	/* 4. */
+	pthread_mutex_lock(&h.m);
+	h.armed = 1;
+	pthread_cond_broadcast(&h.cv);
+	pthread_mutex_unlock(&h.m);
+	pthread_mutex_unlock(&rc->gp_lock);
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0)
+		_exit(child_work(sync, q));
+	pthread_mutex_lock(&h.m);
+	h.done = 1;
+	arranged = !h.late;
+	pthread_cond_broadcast(&h.cv);
+	pthread_mutex_unlock(&h.m);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	*child_status = status;
+out:
+	__atomic_store_n(&h.mode, HOLD_PASS, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&h.m);
+	h.done = 1;
+	h.release = 1;
+	pthread_cond_broadcast(&h.cv);
+	pthread_mutex_unlock(&h.m);
+	pthread_join(dog, NULL);
+	__atomic_store_n(&h.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(w, NULL);
+	ps_store_synchronize(h.s);
+	ps_store_destroy(h.s);
+	ps_policy_put(h.p);
+	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+	return arranged;
+}
+
+RCU_TEST(fork_while_writer_holds_recycle_lock, .timeout = 240)
+{
+	struct ps_policy *q = ps_test_bind(2);
+	int attempt, arranged = 0;
+
+	for (attempt = 0; attempt < 20 && arranged < 3; attempt++) {
+		int status = 0;
+
+		if (!hold_attempt(*sync, q, &status))
+			continue;
+		arranged++;
+		cr_assert(WIFEXITED(status), "attempt %d: child killed by signal %d (hang: alarm)",
+				attempt, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+		cr_assert_eq(WEXITSTATUS(status), 0, "attempt %d: child failed at step %d", attempt,
+				WEXITSTATUS(status));
+	}
+	cr_log_info("%s: %d of %d attempts arranged", ps_sync_name(*sync), arranged, attempt);
+	cr_assert_gt(arranged, 0, "the writer never blocked holding the recycle lock at a fork");
+	cr_assert_eq(ps_policy_refcount(q), 1);
 	ps_policy_put(q);
 }
 
