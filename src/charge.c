@@ -33,7 +33,8 @@
 
 #include "annotate.h"
 #include "compiler.h"
-#include "lock.h"
+#include "seqcount.h"
+#include "spinlock.h"
 
 struct charge_stock_slot {
 	long nr;

@@ -33,6 +33,7 @@
  * siblings' bits.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -80,8 +81,6 @@ struct idmap_batch {
 };
 
 struct ps_idmap {
-	struct ps_rwlock rw; /* RWLOCK */
-	struct ps_spinlock lock __ps_cacheline_aligned; /* SPIN: everyone; RCU: writers */
 	enum ps_idmap_sync sync;
 	struct idmap_node *root; /* release-published */
 	int count; /* PS_WRITE_ONCE under the writer lock */
@@ -91,7 +90,15 @@ struct ps_idmap {
 	struct idmap_batch *defer; /* being filled, or NULL */
 	struct idmap_batch *inflight, **inflight_tail; /* taken, not yet run: by ticket */
 	uint64_t tickets; /* batches taken so far */
+	/* SPIN: everyone; RWLOCK: readers and writers; RCU: writers.  Last: sized by kind. */
+	struct ps_lock lock __ps_cacheline_aligned;
 };
+
+/* The kind of lock a map takes: a spinlock unless it is a RWLOCK map. */
+static inline enum ps_lock_kind idmap_lock_kind(enum ps_idmap_sync sync)
+{
+	return sync == PS_IDMAP_RWLOCK ? PS_LOCK_RWLOCK : PS_LOCK_SPIN;
+}
 
 static const char *const idmap_sync_names[PS_IDMAP_SYNC_COUNT] = {
 	[PS_IDMAP_SPIN] = "spin",
@@ -199,7 +206,7 @@ struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
 		errno = -err;
 		return NULL;
 	}
-	map = _ps_zalloc_aligned(sizeof(*map));
+	map = _ps_zalloc_aligned(offsetof(struct ps_idmap, lock) + ps_lock_size(idmap_lock_kind(sync)));
 	if (!map) {
 		errno = ENOMEM;
 		return NULL;
@@ -207,8 +214,7 @@ struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
 	map->sync = sync;
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->root, sizeof(map->root)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->count, sizeof(map->count)); /* atomics only */
-	ps_rwlock_init(&map->rw);
-	ps_spin_init(&map->lock);
+	ps_lock_init(&map->lock, idmap_lock_kind(sync));
 	pthread_mutex_init(&map->defer_lock, NULL);
 	pthread_cond_init(&map->defer_done, NULL);
 	map->inflight_tail = &map->inflight;
@@ -236,33 +242,20 @@ int ps_idmap_sync_kind(const struct ps_idmap *map)
 
 static void idmap_write_lock(struct ps_idmap *map)
 {
-	if (map->sync == PS_IDMAP_RWLOCK)
-		ps_rwlock_write_lock(&map->rw);
-	else
-		ps_spin_lock(&map->lock);
+	ps_lock_write_lock(&map->lock, idmap_lock_kind(map->sync));
 }
 
 static void idmap_write_unlock(struct ps_idmap *map)
 {
-	if (map->sync == PS_IDMAP_RWLOCK)
-		ps_rwlock_write_unlock(&map->rw);
-	else
-		ps_spin_unlock(&map->lock);
+	ps_lock_write_unlock(&map->lock, idmap_lock_kind(map->sync));
 }
 
 void ps_idmap_read_lock(struct ps_idmap *map)
 {
-	switch (map->sync) {
-	case PS_IDMAP_SPIN:
-		ps_spin_lock(&map->lock);
-		break;
-	case PS_IDMAP_RWLOCK:
-		ps_rwlock_read_lock(&map->rw);
-		break;
-	default:
+	if (map->sync == PS_IDMAP_RCU)
 		ps_memb_read_lock();
-		break;
-	}
+	else
+		ps_lock_read_lock(&map->lock, idmap_lock_kind(map->sync));
 #ifdef POLSTORE_DEBUG_CHECKS
 	idmap_read_depth++;
 #endif
@@ -274,17 +267,11 @@ void ps_idmap_read_unlock(struct ps_idmap *map)
 	if (idmap_read_depth-- <= 0)
 		idmap_bug("read_unlock outside a read-side section");
 #endif
-	switch (map->sync) {
-	case PS_IDMAP_SPIN:
-		ps_spin_unlock(&map->lock);
-		break;
-	case PS_IDMAP_RWLOCK:
-		ps_rwlock_read_unlock(&map->rw);
-		break;
-	default:
+	if (map->sync == PS_IDMAP_RCU) {
 		PS_ANNOTATE_HAPPENS_BEFORE(map); /* pairs with idmap_synchronize() */
 		ps_memb_read_unlock();
-		break;
+	} else {
+		ps_lock_read_unlock(&map->lock, idmap_lock_kind(map->sync));
 	}
 }
 

@@ -36,7 +36,7 @@ int ps_store_lock_stat_read(struct ps_store *store, struct ps_lock_stat_row rows
 	if (!store || !rows)
 		return -EINVAL;
 	memset(rows, 0, 2 * sizeof(*rows));
-	st = store->ops->lock_stat(store, PS_LOCK_STAT_WRITE);
+	st = store->ops->lock_stat(store);
 	if (st) {
 		row_from_class(&rows[PS_LOCK_STAT_WRITE], &st->cls[PS_LOCK_STAT_WRITE]);
 		row_from_class(&rows[PS_LOCK_STAT_READ], &st->cls[PS_LOCK_STAT_READ]);
@@ -55,7 +55,7 @@ int ps_store_lock_stat_reset(struct ps_store *store)
 
 	if (!store)
 		return -EINVAL;
-	st = store->ops->lock_stat(store, PS_LOCK_STAT_WRITE);
+	st = store->ops->lock_stat(store);
 	if (st)
 		memset(st, 0, sizeof(*st));
 	return 0;

@@ -34,7 +34,7 @@
 
 #include "annotate.h"
 #include "compiler.h"
-#include "lock.h"
+#include "spinlock.h"
 
 struct pcounter_slot {
 	int64_t delta;

@@ -11,7 +11,7 @@
 #include <polstore/store.h>
 #include <polstore/static/store.h>
 
-#include "lock.h"
+#include "lstat.h"
 #include "policy_internal.h"
 #include "rangetree.h"
 
@@ -41,7 +41,8 @@ struct ps_sync_ops {
 	/* Bytes held besides the live ranges: spares, retired ranges not yet freed (NULL: none). */
 	size_t (*held)(struct ps_store *store);
 	const struct ps_rtree *(*tree)(struct ps_store *store); /* the tree readers see now */
-	struct ps_lstat *(*lock_stat)(struct ps_store *store, int dir);
+	/* The writer lock's statistics (both directions), or NULL without lock_stat. */
+	struct ps_lstat *(*lock_stat)(struct ps_store *store);
 	/*
 	 * Issue 16.  Arguments checked by store.c: start < end, out-pointers
 	 * not NULL, n > 0 and every op non-empty.  @foreach_range walks one

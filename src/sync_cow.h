@@ -670,10 +670,9 @@ static size_t cow_held(struct ps_store *s)
 	return bytes + ranges * sizeof(struct ps_range) + batches * batch_bytes;
 }
 
-static struct ps_lstat *cow_lock_stat(struct ps_store *s, int dir)
+static struct ps_lstat *cow_lock_stat(struct ps_store *s)
 {
 	(void)s;
-	(void)dir;
 	return NULL;
 }
 

@@ -35,6 +35,8 @@
 #include "annotate.h"
 #include "rcu_memb.h"
 #include "rcu_reclaim.h"
+#include "seqcount.h"
+#include "spinlock.h"
 #include "store_internal.h"
 
 #define PS_SEQ_RETRIES 4
@@ -64,7 +66,7 @@ static struct ps_store *seq_create(void)
 	ss->base.size = sizeof(*ss);
 	ps_rtree_init(&ss->base.rd.tree);
 	ps_spin_init(&ss->lock);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&ss->base.rd.seq.seq, sizeof(ss->base.rd.seq.seq)); /* atomics only */
+	ps_seq_init(&ss->base.rd.seq);
 	return &ss->base;
 }
 
@@ -265,10 +267,9 @@ static const struct ps_rtree *seq_tree(struct ps_store *s)
 	return &to_seq(s)->base.rd.tree;
 }
 
-static struct ps_lstat *seq_lock_stat(struct ps_store *s, int dir)
+static struct ps_lstat *seq_lock_stat(struct ps_store *s)
 {
-	(void)dir;
-	return ps_spin_stat(&to_seq(s)->lock);
+	return ps_lstat_of(&to_seq(s)->lock.stat);
 }
 
 /* ---- windows, walks by position, batches (issue 16) ---- */

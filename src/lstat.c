@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* lock_stat accounting (lstat.h): built with POLSTORE_LOCK_STAT only. */
+#include <sched.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "lstat.h"
+
+#ifdef POLSTORE_LOCK_STAT
+uint64_t _ps_lstat_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void stat_min(uint64_t *slot, uint64_t v)
+{
+	uint64_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+
+	while ((cur == 0 || v < cur) &&
+			!__atomic_compare_exchange_n(slot, &cur, v, true, __ATOMIC_RELAXED,
+					__ATOMIC_RELAXED))
+		;
+}
+
+static void stat_max(uint64_t *slot, uint64_t v)
+{
+	uint64_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+
+	while (v > cur &&
+			!__atomic_compare_exchange_n(slot, &cur, v, true, __ATOMIC_RELAXED,
+					__ATOMIC_RELAXED))
+		;
+}
+
+static void stat_add(uint64_t *slot, uint64_t v)
+{
+	__atomic_fetch_add(slot, v, __ATOMIC_RELAXED);
+}
+
+uint64_t _ps_lstat_acquired(struct ps_lstat *st, int dir, uint64_t wait_start)
+{
+	struct ps_lstat_class *c = &st->cls[dir];
+	uint64_t now = _ps_lstat_now();
+	int cpu = sched_getcpu();
+	/* Any previous acquirer, of either direction, on another CPU means the line moved. */
+	int prev = __atomic_exchange_n(&st->cls[0].last_cpu, cpu + 1, __ATOMIC_RELAXED);
+	bool bounced = prev && prev != cpu + 1;
+
+	stat_add(&c->acquisitions, 1);
+	if (bounced)
+		stat_add(&c->acq_bounces, 1);
+	if (wait_start) {
+		uint64_t w = now - wait_start;
+
+		stat_add(&c->contentions, 1);
+		if (bounced)
+			stat_add(&c->con_bounces, 1);
+		if (w) {
+			stat_min(&c->wait_min, w);
+			stat_max(&c->wait_max, w);
+			stat_add(&c->wait_total, w);
+		}
+	}
+	return now;
+}
+
+void _ps_lstat_released(struct ps_lstat *st, int dir, uint64_t hold_start)
+{
+	struct ps_lstat_class *c = &st->cls[dir];
+	uint64_t h = _ps_lstat_now() - hold_start;
+
+	if (h) {
+		stat_min(&c->hold_min, h);
+		stat_max(&c->hold_max, h);
+		stat_add(&c->hold_total, h);
+	}
+}
+#endif /* POLSTORE_LOCK_STAT */
