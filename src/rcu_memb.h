@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * liburcu "memb" flavour as the RCU and SEQLOCK stores use it: read-side
- * sections inlined (_LGPL_SOURCE; polstore is LGPL too), threads registered
- * on first use and unregistered at exit (see rcu_thread.c).
+ * liburcu "memb" flavour as every polstore module uses it (RCU and SEQLOCK
+ * stores, RCU id maps): read-side sections inlined (_LGPL_SOURCE; polstore
+ * is LGPL too), threads registered on first use and unregistered at exit
+ * (rcu_memb.c, rcu_thread.c).
  */
 #ifndef POLSTORE_SRC_RCU_MEMB_H
 #define POLSTORE_SRC_RCU_MEMB_H
@@ -15,7 +16,10 @@
 
 #include "compiler.h"
 
+/* Register the calling thread (on its first section); rcu_memb.c. */
 void _ps_memb_register(void);
+/* Unregister a thread polstore registered, at its exit (rcu_thread.c). */
+void _ps_memb_thread_exit(void);
 
 /*
  * liburcu's own flag decides, so a thread the application registered itself

@@ -66,9 +66,10 @@
 
 #include "annotate.h"
 #include "compiler.h"
+#include "rcu_memb.h"
+#include "rcu_qsbr.h"
 #include "rcu_reclaim.h"
 #include "rcu_thread.h"
-#include "store_internal.h"
 
 static pthread_key_t ps_rcu_keys[2];
 static bool ps_rcu_key_ok[2]; /* ps_rcu_keys[i] exists; under ps_rcu_keys_lock */

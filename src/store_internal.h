@@ -66,10 +66,6 @@ extern const struct ps_sync_ops _ps_sync_seqlock_ops;
 extern const struct ps_sync_ops _ps_sync_rcu_ops;
 extern const struct ps_sync_ops _ps_sync_qsbr_ops;
 
-/* Thread registration with the liburcu flavours (sync_rcu.c, sync_qsbr.c). */
-void _ps_memb_thread_exit(void);
-void _ps_qsbr_thread_exit(void);
-
 /* Set errno to 0 and return NULL (store.c); out of line, a tail call. */
 struct ps_policy *_ps_lookup_miss(void);
 

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The qsbr flavour's thread states (rcu_qsbr.h): registration, the public
+ * calls of polstore/rcu.h, fork and thread exit, and the reclaim thread.
+ */
+#include <pthread.h>
+
+#include <polstore/rcu.h>
+
+#include "rcu_qsbr.h"
+#include "rcu_reclaim.h"
+#include "rcu_thread.h"
+
+/* polstore registered this thread, so it unregisters it at exit. */
+static __thread bool ps_qsbr_ours __attribute__((tls_model("initial-exec")));
+/*
+ * Read-side sections, counting from the outermost one that went online by
+ * itself (the thread was offline): the section that brings it to 0 goes
+ * offline again.  0 when the thread is online by its own choice.
+ */
+__thread unsigned _ps_qsbr_auto_depth __attribute__((tls_model("initial-exec")));
+
+void _ps_qsbr_go_online(void)
+{
+	if (!URCU_TLS(urcu_qsbr_reader).registered) {
+		/* Registers online. */
+		_ps_rcu_register(PS_FLAVOR_QSBR, urcu_qsbr_register_thread,
+				&URCU_TLS(urcu_qsbr_reader).node);
+		ps_qsbr_ours = true;
+	} else {
+		urcu_qsbr_thread_online();
+	}
+}
+
+int ps_qsbr_thread_online(void)
+{
+	if (!ps_qsbr_online_now()) {
+		int err = _ps_rcu_thread_init(); /* no registration without the exit hook */
+
+		if (err)
+			return err;
+		_ps_qsbr_go_online();
+	}
+	/* Inside a section that went online by itself: it now stays online. */
+	_ps_qsbr_auto_depth = 0;
+	return 0;
+}
+
+void ps_qsbr_thread_offline(void)
+{
+	/* Inside an automatic section the section's end goes offline anyway. */
+	if (!_ps_qsbr_auto_depth && ps_qsbr_online_now())
+		urcu_qsbr_thread_offline();
+}
+
+void ps_qsbr_quiescent(void)
+{
+	/* Not inside an automatic section: its end goes offline instead. */
+	if (ps_likely(ps_qsbr_online_now()) && ps_likely(!_ps_qsbr_auto_depth))
+		urcu_qsbr_quiescent_state();
+}
+
+bool ps_qsbr_thread_is_online(void)
+{
+	return !_ps_qsbr_auto_depth && ps_qsbr_online_now();
+}
+
+/* fork(): an online forking thread would stall the grace period fork waits out. */
+static __thread bool ps_qsbr_fork_online __attribute__((tls_model("initial-exec")));
+
+void _ps_qsbr_fork_prepare(void)
+{
+	ps_qsbr_fork_online = ps_qsbr_online_now();
+	if (ps_qsbr_fork_online)
+		urcu_qsbr_thread_offline();
+}
+
+void _ps_qsbr_fork_done(void)
+{
+	if (ps_qsbr_fork_online)
+		urcu_qsbr_thread_online();
+	ps_qsbr_fork_online = false;
+}
+
+void _ps_qsbr_thread_exit(void)
+{
+	if (ps_qsbr_ours) {
+		/* Unregistering an online thread takes it offline first. */
+		_ps_rcu_unregister(PS_FLAVOR_QSBR, urcu_qsbr_unregister_thread);
+		ps_qsbr_ours = false;
+		_ps_qsbr_auto_depth = 0;
+	}
+}
+
+/*
+ * For qsbr "inside a read-side section" is "online", and liburcu's
+ * unregistration takes an online thread offline and wakes a grace period
+ * waiting for it (urcu_qsbr_thread_offline()): a thread that dies online,
+ * inside an automatic section or by its own choice, needs nothing more.
+ * urcu_qsbr_read_lock() keeps no count outside liburcu's debug builds.
+ */
+void _ps_qsbr_thread_died(void)
+{
+	_ps_qsbr_thread_exit();
+}
+
+struct ps_reclaimer _ps_reclaim_qsbr = PS_RECLAIMER_INIT(urcu_qsbr_synchronize_rcu);
