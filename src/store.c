@@ -75,6 +75,7 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	}
 	s->ops = ps_sync_table[sync];
 	s->sync = sync;
+	s->tag = _PS_STORE_TAG(sync);
 	s->lookup = s->ops->lookup;
 	s->lookup_borrow = s->ops->lookup_borrow;
 	s->read_lock = s->ops->read_lock;

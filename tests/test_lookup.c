@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <polstore/numa.h>
+#include <polstore/static/store.h> /* white box: a store's tag */
 
 #include "inline_shim.h"
 #include "testutil.h"
@@ -453,6 +454,39 @@ VARIANT_TEST(lookup, inline_readers_beside_writer)
 	cr_expect_eq(ps_policy_refcount(r.b), 1);
 	ps_policy_put(r.a);
 	ps_policy_put(r.b);
+}
+
+/*
+ * A store of another layout version (its tag says so: here a white-box
+ * flip of the version bits) is never read inline: every call goes to the
+ * library, and answers as the library does.
+ */
+VARIANT_TEST(lookup, inline_hands_foreign_store_to_library)
+{
+	struct ps_store *s = shim_create(*sync);
+	struct ps_policy *p = MAKE(PS_MPOL_BIND, 0), *got;
+	struct ps_policy_view v = PS_POLICY_VIEW_INIT(1);
+
+	cr_assert_not_null(s);
+	cr_assert_eq(ps_store_set(s, 10, 20, p), 0);
+	s->tag ^= 1u << 8;
+	got = shim_lookup(s, 15);
+	cr_expect_eq(got, p);
+	ps_policy_put(got);
+	errno = 5;
+	cr_expect_null(shim_lookup(s, 25));
+	cr_expect_eq(errno, 0, "a miss from the library, as inline");
+	cr_expect_eq(shim_lookup_copy(s, 12, &v), 1);
+	cr_expect_eq(v.nodes[0], 1UL);
+	cr_expect_eq(shim_lookup_node(s, 12, 3), 0);
+	shim_read_lock(s);
+	cr_expect_eq(shim_lookup_borrow(s, 19), p);
+	cr_expect_null(shim_lookup_borrow(s, 20));
+	shim_read_unlock(s);
+	s->tag ^= 1u << 8;
+	ps_store_destroy(s);
+	cr_expect_eq(ps_policy_refcount(p), 1);
+	ps_policy_put(p);
 }
 
 /* A program built for another version is refused at creation, clearly. */

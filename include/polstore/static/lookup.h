@@ -9,9 +9,10 @@
  * does).
  *
  * Each call checks its arguments and handles the common case inline, and
- * falls back to the variant's own read path (through the store's function
- * pointers) for the rest, so behaviour is the library's.  The library's
- * exported calls run the same code (src/store.c):
+ * hands the rest to the library's exported call (the library's own copy,
+ * src/store.c, to the variant's read path), so behaviour is the
+ * library's.  A store whose tag (polstore/static/store.h) names another
+ * layout version is always handed over.  The common cases:
  *  - RCU, SEQLOCK: a thread liburcu already registered opens a memb
  *    section inline; an unregistered one calls the library, which
  *    registers it.  SEQLOCK tries its speculative walk once inline; a try
@@ -49,6 +50,17 @@ extern "C" {
  */
 PS_API extern __thread unsigned _ps_qsbr_auto_depth __attribute__((tls_model("initial-exec")));
 
+/*
+ * The slow path: in the library, the variant's own read path; in a
+ * program, the library's exported call, which is right for a store of any
+ * version (and then takes the variant's path itself).
+ */
+#ifdef POLSTORE_BUILDING
+#define _PS_INL_SLOW(op, s, ...) ((s)->op((s), ##__VA_ARGS__))
+#else
+#define _PS_INL_SLOW(op, s, ...) ((ps_store_##op)((s), ##__VA_ARGS__))
+#endif
+
 static inline struct ps_rb_node *_ps_inl_root(const struct ps_store *s)
 {
 	return __atomic_load_n(&s->rd.tree.root.node, __ATOMIC_ACQUIRE);
@@ -85,19 +97,19 @@ static inline int _ps_inl_seq_try(struct ps_store *s, uint64_t idx, const struct
  */
 static inline int _ps_inl_enter_find(struct ps_store *s, uint64_t idx, const struct ps_policy **pol)
 {
-	switch (s->sync) {
-	case PS_SYNC_RCU_QSBR:
+	switch (s->tag) {
+	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
 		if (__builtin_expect(!_urcu_qsbr_read_ongoing(), 0))
 			return -1;
 		*pol = _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
 		return 0;
-	case PS_SYNC_RCU:
+	case _PS_STORE_TAG(PS_SYNC_RCU):
 		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
 			return -1;
 		_urcu_memb_read_lock();
 		*pol = _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
 		return 1;
-	case PS_SYNC_SEQLOCK:
+	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
 		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
 			return -1;
 		_urcu_memb_read_lock();
@@ -128,7 +140,7 @@ static inline struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 	}
 	token = _ps_inl_enter_find(s, idx, &pol);
 	if (__builtin_expect(token < 0, 0))
-		return s->lookup(s, idx);
+		return _PS_INL_SLOW(lookup, s, idx);
 	/* The range holds its reference for the whole section: a plain increment is safe. */
 	ref = _ps_policy_get((struct ps_policy *)pol);
 	_ps_inl_exit(token);
@@ -146,7 +158,7 @@ static inline int _ps_inl_lookup_copy(struct ps_store *s, uint64_t idx, struct p
 		return -EINVAL;
 	token = _ps_inl_enter_find(s, idx, &pol);
 	if (__builtin_expect(token < 0, 0))
-		return s->lookup_copy(s, idx, view);
+		return _PS_INL_SLOW(lookup_copy, s, idx, view);
 	ret = _ps_policy_view_fill(pol, view);
 	_ps_inl_exit(token);
 	return ret;
@@ -161,7 +173,7 @@ static inline int _ps_inl_lookup_node(struct ps_store *s, uint64_t idx, int loca
 		return -EINVAL;
 	token = _ps_inl_enter_find(s, idx, &pol);
 	if (__builtin_expect(token < 0, 0))
-		return s->lookup_node(s, idx, local_node);
+		return _PS_INL_SLOW(lookup_node, s, idx, local_node);
 	node = _ps_policy_node(pol, idx, local_node);
 	_ps_inl_exit(token);
 	return node;
@@ -178,14 +190,14 @@ static inline void _ps_inl_read_lock(struct ps_store *s)
 {
 	if (__builtin_expect(!s, 0))
 		return;
-	switch (s->sync) {
-	case PS_SYNC_RCU:
-	case PS_SYNC_SEQLOCK:
+	switch (s->tag) {
+	case _PS_STORE_TAG(PS_SYNC_RCU):
+	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
 		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
 			break;
 		_urcu_memb_read_lock();
 		return;
-	case PS_SYNC_RCU_QSBR:
+	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
 		/* Online by its own choice: a section is free.  Else the library counts it. */
 		if (__builtin_expect(!_urcu_qsbr_read_ongoing() || _ps_qsbr_auto_depth, 0))
 			break;
@@ -194,19 +206,19 @@ static inline void _ps_inl_read_lock(struct ps_store *s)
 	default:
 		break;
 	}
-	s->read_lock(s);
+	_PS_INL_SLOW(read_lock, s);
 }
 
 static inline void _ps_inl_read_unlock(struct ps_store *s)
 {
 	if (__builtin_expect(!s, 0))
 		return;
-	switch (s->sync) {
-	case PS_SYNC_RCU:
-	case PS_SYNC_SEQLOCK:
+	switch (s->tag) {
+	case _PS_STORE_TAG(PS_SYNC_RCU):
+	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
 		_urcu_memb_read_unlock();
 		return;
-	case PS_SYNC_RCU_QSBR:
+	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
 		if (__builtin_expect(_ps_qsbr_auto_depth != 0, 0))
 			break;
 		_urcu_qsbr_read_unlock();
@@ -214,7 +226,7 @@ static inline void _ps_inl_read_unlock(struct ps_store *s)
 	default:
 		break;
 	}
-	s->read_unlock(s);
+	_PS_INL_SLOW(read_unlock, s);
 }
 
 /* Inside a section ps_store_read_lock() opened (inline or not). */
@@ -224,10 +236,21 @@ static inline const struct ps_policy *_ps_inl_lookup_borrow(struct ps_store *s, 
 
 	if (__builtin_expect(!s, 0))
 		return NULL;
-	if (s->sync == PS_SYNC_SEQLOCK)
-		return __builtin_expect(_ps_inl_seq_try(s, idx, &pol), 1) ? pol : s->lookup_borrow(s, idx);
-	/* RCU: a published version; SPIN, RWLOCK: under the caller's lock. */
-	return _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
+	switch (s->tag) {
+	case _PS_STORE_TAG(PS_SYNC_RCU):
+	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
+	case _PS_STORE_TAG(PS_SYNC_SPIN):
+	case _PS_STORE_TAG(PS_SYNC_RWLOCK):
+		/* RCU: a published version; SPIN, RWLOCK: under the caller's lock. */
+		return _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
+	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
+		if (__builtin_expect(_ps_inl_seq_try(s, idx, &pol), 1))
+			return pol;
+		break;
+	default:
+		break;
+	}
+	return _PS_INL_SLOW(lookup_borrow, s, idx);
 }
 
 #ifdef __cplusplus
