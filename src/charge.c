@@ -34,6 +34,7 @@
 #include "annotate.h"
 #include "compiler.h"
 #include "lock.h"
+#include "names.h"
 
 struct charge_stock_slot {
 	long nr;
@@ -93,21 +94,12 @@ static const char *const charge_kind_names[PS_CHARGE_KIND_COUNT] = {
 
 const char *ps_charge_kind_name(enum ps_charge_kind kind)
 {
-	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT)
-		return NULL;
-	return charge_kind_names[kind];
+	return _ps_name_of(charge_kind_names, PS_CHARGE_KIND_COUNT, (int)kind);
 }
 
 int ps_charge_kind_from_name(const char *name)
 {
-	int k;
-
-	if (!name)
-		return -EINVAL;
-	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++)
-		if (!strcmp(name, charge_kind_names[k]))
-			return k;
-	return -EINVAL;
+	return _ps_name_index(charge_kind_names, PS_CHARGE_KIND_COUNT, name);
 }
 
 static inline bool charge_is_atomic(const struct ps_charge *c)

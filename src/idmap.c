@@ -44,6 +44,7 @@
 #include "annotate.h"
 #include "compiler.h"
 #include "lock.h"
+#include "names.h"
 #include "rcu_memb.h"
 #include "rcu_thread.h"
 
@@ -112,21 +113,12 @@ static void idmap_bug(const char *what)
 
 const char *ps_idmap_sync_name(enum ps_idmap_sync sync)
 {
-	if ((unsigned)sync >= PS_IDMAP_SYNC_COUNT)
-		return NULL;
-	return idmap_sync_names[sync];
+	return _ps_name_of(idmap_sync_names, PS_IDMAP_SYNC_COUNT, (int)sync);
 }
 
 int ps_idmap_sync_from_name(const char *name)
 {
-	int s;
-
-	if (!name)
-		return -EINVAL;
-	for (s = 0; s < PS_IDMAP_SYNC_COUNT; s++)
-		if (!strcmp(name, idmap_sync_names[s]))
-			return s;
-	return -EINVAL;
+	return _ps_name_index(idmap_sync_names, PS_IDMAP_SYNC_COUNT, name);
 }
 
 /*

@@ -35,6 +35,7 @@
 #include "annotate.h"
 #include "compiler.h"
 #include "lock.h"
+#include "names.h"
 
 struct pcounter_slot {
 	int64_t delta;
@@ -274,21 +275,12 @@ static const char *const overcommit_names[PS_OVERCOMMIT_COUNT] = {
 
 const char *ps_overcommit_name(enum ps_overcommit mode)
 {
-	if ((unsigned)mode >= PS_OVERCOMMIT_COUNT)
-		return NULL;
-	return overcommit_names[mode];
+	return _ps_name_of(overcommit_names, PS_OVERCOMMIT_COUNT, (int)mode);
 }
 
 int ps_overcommit_from_name(const char *name)
 {
-	int m;
-
-	if (!name)
-		return -EINVAL;
-	for (m = 0; m < PS_OVERCOMMIT_COUNT; m++)
-		if (!strcmp(name, overcommit_names[m]))
-			return m;
-	return -EINVAL;
+	return _ps_name_index(overcommit_names, PS_OVERCOMMIT_COUNT, name);
 }
 
 struct ps_commit *ps_commit_create(enum ps_overcommit mode, uint64_t total_pages, int ncpus)

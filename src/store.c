@@ -11,6 +11,7 @@
 #include <polstore/store.h>
 #include <polstore/version.h>
 
+#include "names.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
 
@@ -37,18 +38,12 @@ const char *ps_version(void)
 
 const char *ps_sync_name(enum ps_sync sync)
 {
-	return (unsigned)sync < PS_SYNC_COUNT ? ps_sync_names[sync] : NULL;
+	return _ps_name_of(ps_sync_names, PS_SYNC_COUNT, (int)sync);
 }
 
 int ps_sync_from_name(const char *name)
 {
-	int i;
-
-	if (name)
-		for (i = 0; i < PS_SYNC_COUNT; i++)
-			if (!strcmp(name, ps_sync_names[i]))
-				return i;
-	return -EINVAL;
+	return _ps_name_index(ps_sync_names, PS_SYNC_COUNT, name);
 }
 
 struct ps_store *ps_store_create(enum ps_sync sync)

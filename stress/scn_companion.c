@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The companion scenarios of polstore-stress (issue 4), each modelled on
- * its seed, with the options and output of the store scenarios:
+ * The companion scenarios of polstore-stress, each modelled on the kernel
+ * workload that motivated its module (memcg's page counters,
+ * vm_committed_as, cgroup css ids in an idr), with the options and output
+ * of the store scenarios:
  *
- *   memcg-charge  (seed 000) ranks charge and uncharge pages one at a time
+ *   memcg-charge  ranks charge and uncharge pages one at a time
  *                 through their own leaf counter under a shared parent and
  *                 root; the parent's limit (48 pages per rank, while a rank
  *                 holds up to 64) makes charges fail at the peaks, and a
@@ -16,7 +18,7 @@
  *                 usage must be 0 after draining the stocks, and the largest
  *                 overshoot of the limit is checked against
  *                 ps_charge_overshoot_bound().
- *   mmap-commit   (seed 004) as will-it-scale's mmap1: ranks loop committing
+ *   mmap-commit   as will-it-scale's mmap1: ranks loop committing
  *                 and uncommitting 32768 pages (a 128 MiB mapping) through one
  *                 ps_commit sized like this machine (total = physical pages,
  *                 batch computed for the online CPUs).  Variants: strict
@@ -25,7 +27,7 @@
  *                 --write-interval and checks |approx - exact| against the
  *                 snapshot's bound; the largest error is reported with the
  *                 static bound batch x min(ranks, slots).
- *   css-walk      (seed 003) ranks walk every id with get_next inside one read
+ *   css-walk      ranks walk every id with get_next inside one read
  *                 section; writers remove a random id and allocate the lowest
  *                 free one every --write-interval (the new object's id is
  *                 stored right after the alloc returns it: walkers accept the

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Writers of the companion modules get in under continuous load (issue 5,
- * "starvation and fairness"): three threads charge, add or commit without
+ * Writers of the companion modules get in under continuous load (a writer
+ * that a stream of readers can starve is the soft lockup that got the
+ * kernel's idr rwlock reverted): three threads charge, add or commit without
  * pause while the test thread calls the operations that take the module's
  * lock or fold every thread's share, and times each call.  The bound is
  * generous for a loaded 2-core machine (a starved writer waits forever, a
