@@ -13,78 +13,21 @@
  * reference (shared_policy_replace(), the spare after its alloc_new retry).
  */
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <criterion/criterion.h>
-#include <criterion/parameterized.h>
-
-#include "store_internal.h"
 #include "testutil.h"
 
-/* ---- the failing allocator ---- */
-
-static atomic_long nallocs; /* allocation calls so far */
-static atomic_long fail_at = -1; /* the call number that fails; -1: none */
-static atomic_long live; /* blocks allocated and not freed */
-static long injected; /* failures returned */
-
-static void *inj_alloc(size_t size, void *ctx)
-{
-	long n = atomic_fetch_add(&nallocs, 1);
-	void *p;
-
-	(void)ctx;
-	if (n == atomic_load(&fail_at)) {
-		injected++;
-		return NULL;
-	}
-	p = malloc(size);
-	if (p)
-		atomic_fetch_add(&live, 1);
-	return p;
-}
-
-static void inj_free(void *p, void *ctx)
-{
-	(void)ctx;
-	atomic_fetch_sub(&live, 1);
-	free(p);
-}
-
-static void inj_setup(void)
-{
-	static const struct ps_alloc_ops ops = { inj_alloc, inj_free, NULL };
-
-	atomic_store(&live, 0);
-	atomic_store(&fail_at, -1);
-	injected = 0;
-	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
-}
-
-/* Fail the @k-th allocation from now on (k = 0: the next one). */
-static void inj_arm(long k)
-{
-	atomic_store(&fail_at, atomic_load(&nallocs) + k);
-}
-
-/* Disarm; true when the armed failure was reached (the call saw it). */
-static bool inj_disarm(void)
-{
-	long at = atomic_exchange(&fail_at, -1);
-
-	return atomic_load(&nallocs) > at;
-}
+/* ---- the failing allocator (testutil.h), fail one allocation at a time ---- */
 
 static void inj_teardown(const char *what, long ops)
 {
 	fprintf(stderr, "alloc_failure: %-22s %5ld calls, %5ld allocation failures injected, "
 			"%ld blocks live at the end\n",
-			what, ops, injected, (long)atomic_load(&live));
-	cr_assert_eq(atomic_load(&live), 0, "%s: %ld blocks leaked", what, (long)atomic_load(&live));
-	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+			what, ops, ps_test_alloc_injected(), ps_test_alloc_live());
+	cr_assert_eq(ps_test_alloc_live(), 0, "%s: %ld blocks leaked", what, ps_test_alloc_live());
+	ps_test_alloc_restore();
 }
 
 /*
@@ -98,9 +41,9 @@ static void inj_teardown(const char *what, long ops)
 		for (_k = 0;; _k++) {                                                              \
 			int _ret;                                                                  \
 			bool _reached;                                                             \
-			inj_arm(_k);                                                               \
+			ps_test_alloc_fail_once(_k);                                                               \
 			_ret = (call);                                                             \
-			_reached = inj_disarm();                                                   \
+			_reached = ps_test_alloc_disarm();                                                   \
 			if (_ret == 0) {                                                           \
 				cr_assert(!_reached, "succeeded despite failure %ld", _k);         \
 				break;                                                             \
@@ -114,98 +57,29 @@ static void inj_teardown(const char *what, long ops)
 /* ---- the store against a model ---- */
 
 #define SPACE 64
-#define MAXR 128
-
-struct mrange {
-	uint64_t start, end;
-	struct ps_policy *pol;
-};
-
-struct model {
-	struct mrange r[MAXR];
-	int n;
-};
-
-static int mrange_cmp(const void *a, const void *b)
-{
-	const struct mrange *x = a, *y = b;
-
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* shared_policy_replace() on an array: trim, split, remove, insert; no merging. */
-static void model_set(struct model *m, uint64_t start, uint64_t end, struct ps_policy *pol)
-{
-	struct model out = { .n = 0 };
-	int i;
-
-	for (i = 0; i < m->n; i++) {
-		struct mrange r = m->r[i];
-
-		if (r.end <= start || r.start >= end) {
-			out.r[out.n++] = r;
-			continue;
-		}
-		if (r.start < start)
-			out.r[out.n++] = (struct mrange){ r.start, start, r.pol };
-		if (r.end > end)
-			out.r[out.n++] = (struct mrange){ end, r.end, r.pol };
-	}
-	if (pol && ps_policy_mode(pol) != PS_MPOL_DEFAULT)
-		out.r[out.n++] = (struct mrange){ start, end, pol };
-	cr_assert_lt(out.n, MAXR);
-	qsort(out.r, (size_t)out.n, sizeof(out.r[0]), mrange_cmp);
-	*m = out;
-}
-
-struct cmp_walk {
-	const struct model *m;
-	int i;
-	bool ok;
-};
-
-static int cmp_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct cmp_walk *w = arg;
-
-	if (w->i >= w->m->n || w->m->r[w->i].start != start || w->m->r[w->i].end != end ||
-			w->m->r[w->i].pol != pol)
-		w->ok = false;
-	w->i++;
-	return 0;
-}
 
 #define NPOLS 6
 
 /* The store holds exactly the model's ranges, and every policy the references they imply. */
-static void expect_model(struct ps_store *s, const struct model *m, struct ps_policy **pols,
+static void expect_model(struct ps_store *s, const struct ps_model *m, struct ps_policy **pols,
 		int npols)
 {
-	struct cmp_walk w = { m, 0, true };
-	const char *why = NULL;
+	char why[160];
 	int i, j;
 
-	cr_assert_eq(ps_store_check(s, &why), 0, "%s", why);
-	cr_assert_eq(ps_store_foreach(s, cmp_fn, &w), 0);
-	cr_assert(w.ok && w.i == m->n, "%s: store differs from the model (%d ranges, model %d)",
-			ps_sync_name(s->sync), w.i, m->n);
-	cr_assert_eq(ps_store_count(s), (size_t)m->n);
+	cr_assert(ps_model_matches(s, m, why, sizeof(why)), "%s: %s",
+			ps_sync_name(ps_store_sync_kind(s)), why);
 	/* Ranges retired by earlier sets (SEQLOCK batches) let go of their references. */
 	cr_assert_eq(ps_store_synchronize(s), 0);
 	for (j = 0; j < npols; j++) {
-		long refs = 1;
+		long refs = 1 + ps_model_refs(m, pols[j]);
 
-		for (i = 0; i < m->n; i++)
-			refs += m->r[i].pol == pols[j] ? 1 : 0;
 		cr_assert_eq(ps_policy_refcount(pols[j]), refs, "policy %d: %ld refs, want %ld", j,
 				ps_policy_refcount(pols[j]), refs);
 	}
 	for (i = 0; i < SPACE; i++) {
-		struct ps_policy *want = NULL, *got = ps_store_lookup(s, (uint64_t)i);
+		struct ps_policy *want = ps_model_at(m, (uint64_t)i), *got = ps_store_lookup(s, (uint64_t)i);
 
-		for (j = 0; j < m->n; j++)
-			if (m->r[j].start <= (uint64_t)i && (uint64_t)i < m->r[j].end)
-				want = m->r[j].pol;
 		cr_assert_eq(got, want, "lookup(%d)", i);
 		ps_policy_put(got);
 	}
@@ -232,31 +106,26 @@ static int create_store(struct ps_store **out, enum ps_sync sync)
 	return -ENOMEM;
 }
 
-ParameterizedTestParameters(alloc_failure, store)
-{
-	return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);
-}
-
-ParameterizedTest(enum ps_sync *sync, alloc_failure, store)
+VARIANT_TEST(alloc_failure, store)
 {
 	struct ps_policy *pols[NPOLS + 1];
-	struct model m = { .n = 0 };
+	struct ps_model m = { .n = 0 };
 	struct ps_store *s = NULL;
 	uint64_t seed = 0xA11 + (uint64_t)*sync;
 	long ops = 0, i, nops = ps_test_iters(400);
 	char what[64];
 	int j;
 
-	inj_setup();
+	ps_test_alloc_install();
 	FAIL_EACH_ALLOC(create_store(&s, *sync), (void)0);
 	for (j = 0; j < NPOLS; j++)
 		FAIL_EACH_ALLOC(create_policy(&pols[j], j), (void)0);
 	pols[NPOLS] = NULL; /* removal */
 	/* The split case first: [0, 64) covers [20, 30). */
 	FAIL_EACH_ALLOC(ps_store_set(s, 0, SPACE, pols[0]), expect_model(s, &m, pols, NPOLS));
-	model_set(&m, 0, SPACE, pols[0]);
+	cr_assert_eq(ps_model_set(&m, 0, SPACE, pols[0]), 0);
 	FAIL_EACH_ALLOC(ps_store_set(s, 20, 30, pols[1]), expect_model(s, &m, pols, NPOLS));
-	model_set(&m, 20, 30, pols[1]);
+	cr_assert_eq(ps_model_set(&m, 20, 30, pols[1]), 0);
 	expect_model(s, &m, pols, NPOLS);
 	cr_assert_eq(m.n, 3);
 	for (i = 0; i < nops; i++) {
@@ -266,7 +135,7 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store)
 
 		if ((r >> 24) % 4 == 0 && m.n) {
 			/* Strictly inside an existing range: a split. */
-			const struct mrange *c = &m.r[(r >> 32) % (uint64_t)m.n];
+			const struct ps_model_range *c = &m.r[(r >> 32) % (uint64_t)m.n];
 
 			if (c->end - c->start < 3)
 				continue;
@@ -281,7 +150,7 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store)
 			b = t;
 		}
 		FAIL_EACH_ALLOC(ps_store_set(s, a, b, pol), expect_model(s, &m, pols, NPOLS));
-		model_set(&m, a, b, pol);
+		cr_assert_eq(ps_model_set(&m, a, b, pol), 0);
 		ops++;
 		if (i % 16 == 0)
 			expect_model(s, &m, pols, NPOLS);
@@ -305,22 +174,17 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store)
  * batch, whose header is allocated after the change: see below), with the
  * split case first.
  */
-ParameterizedTestParameters(alloc_failure, store_set_many)
-{
-	return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);
-}
-
-ParameterizedTest(enum ps_sync *sync, alloc_failure, store_set_many)
+VARIANT_TEST(alloc_failure, store_set_many)
 {
 	struct ps_policy *pols[NPOLS + 1];
-	struct model m = { .n = 0 };
+	struct ps_model m = { .n = 0 };
 	struct ps_store *s = NULL;
 	uint64_t seed = 0xBA7C4 + (uint64_t)*sync;
 	long calls = 0, i, nbatches = ps_test_iters(150);
 	char what[64];
 	int j;
 
-	inj_setup();
+	ps_test_alloc_install();
 	FAIL_EACH_ALLOC(create_store(&s, *sync), (void)0);
 	for (j = 0; j < NPOLS; j++)
 		FAIL_EACH_ALLOC(create_policy(&pols[j], j), (void)0);
@@ -333,7 +197,7 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store_set_many)
 
 		FAIL_EACH_ALLOC(ps_store_set_many(s, split, 3), expect_model(s, &m, pols, NPOLS));
 		for (k = 0; k < 3; k++)
-			model_set(&m, split[k].start, split[k].end, split[k].pol);
+			cr_assert_eq(ps_model_set(&m, split[k].start, split[k].end, split[k].pol), 0);
 		expect_model(s, &m, pols, NPOLS);
 		cr_assert_eq(m.n, 5);
 		calls++;
@@ -349,7 +213,7 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store_set_many)
 
 			if ((r >> 24) % 4 == 0 && m.n) {
 				/* Strictly inside a range the model holds now: a split. */
-				const struct mrange *c = &m.r[(r >> 32) % (uint64_t)m.n];
+				const struct ps_model_range *c = &m.r[(r >> 32) % (uint64_t)m.n];
 
 				if (c->end - c->start >= 3) {
 					a = c->start + 1;
@@ -368,7 +232,7 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store_set_many)
 		}
 		FAIL_EACH_ALLOC(ps_store_set_many(s, ops, n), expect_model(s, &m, pols, NPOLS));
 		for (k = 0; k < n; k++)
-			model_set(&m, ops[k].start, ops[k].end, ops[k].pol);
+			cr_assert_eq(ps_model_set(&m, ops[k].start, ops[k].end, ops[k].pol), 0);
 		if (i % 8 == 0)
 			expect_model(s, &m, pols, NPOLS);
 	}
@@ -383,8 +247,8 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store_set_many)
 }
 
 /*
- * SEQLOCK stores hand removed ranges to call_rcu() in batches of 64; the
- * batch's own allocation comes after the tree changed, so when it fails the
+ * SEQLOCK stores retire removed ranges in batches of 64 (src/rcu_reclaim.c);
+ * the batch's own allocation comes after the tree changed, so when it fails the
  * set must still succeed: it waits for a grace period and frees the batch
  * itself.  expect_model() flushes batches (ps_store_synchronize()), so here
  * the sets run back to back, each one retiring the range the last one made,
@@ -394,11 +258,11 @@ Test(alloc_failure, seqlock_retire_batch)
 {
 	struct ps_policy *pols[2];
 	struct ps_store *s = NULL;
-	struct model m = { .n = 0 };
+	struct ps_model m = { .n = 0 };
 	long i, k, fallbacks = 0, nsets = 3 * 64 + 8;
 	char what[64];
 
-	inj_setup();
+	ps_test_alloc_install();
 	s = ps_store_create(PS_SYNC_SEQLOCK);
 	cr_assert_not_null(s);
 	for (i = 0; i < 2; i++)
@@ -410,9 +274,9 @@ Test(alloc_failure, seqlock_retire_batch)
 			int ret;
 			bool reached;
 
-			inj_arm(k);
+			ps_test_alloc_fail_once(k);
 			ret = ps_store_set(s, 0, SPACE, pol);
-			reached = inj_disarm();
+			reached = ps_test_alloc_disarm();
 			if (ret == 0) {
 				/* Only the batch may fail without failing the set. */
 				fallbacks += reached;
@@ -426,7 +290,7 @@ Test(alloc_failure, seqlock_retire_batch)
 			ps_policy_put(got);
 			cr_assert_eq(ps_store_count(s), i ? 1u : 0u);
 		}
-		model_set(&m, 0, SPACE, pol);
+		cr_assert_eq(ps_model_set(&m, 0, SPACE, pol), 0);
 	}
 	cr_assert_geq(fallbacks, 3, "the batch allocation failed %ld times", fallbacks);
 	expect_model(s, &m, pols, 2);
@@ -457,7 +321,7 @@ Test(alloc_failure, charge)
 	long calls = 0;
 	int k;
 
-	inj_setup();
+	ps_test_alloc_install();
 	FAIL_EACH_ALLOC(create_charge(&root, PS_CHARGE_SPIN, NULL), (void)0);
 	calls++;
 	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++, calls++) {
@@ -508,7 +372,7 @@ Test(alloc_failure, pcounter_and_commit)
 	struct ps_commit *cm;
 	int mode;
 
-	inj_setup();
+	ps_test_alloc_install();
 	FAIL_EACH_ALLOC(create_pcounter(&pc), (void)0);
 	cr_assert_eq(ps_pcounter_add(pc, 3), 0);
 	cr_assert_eq(ps_pcounter_sum(pc), 8);
@@ -553,14 +417,7 @@ static void expect_ids(struct ps_idmap *map, const int *ids, int n, char *objs)
 	ps_idmap_read_unlock(map);
 }
 
-ParameterizedTestParameters(alloc_failure, idmap)
-{
-	static enum ps_idmap_sync syncs[] = { PS_IDMAP_SPIN, PS_IDMAP_RWLOCK, PS_IDMAP_RCU };
-
-	return cr_make_param_array(enum ps_idmap_sync, syncs, PS_IDMAP_SYNC_COUNT);
-}
-
-ParameterizedTest(enum ps_idmap_sync *sync, alloc_failure, idmap)
+IDMAP_TEST(alloc_failure, idmap)
 {
 	static char objs[IDS];
 	struct ps_idmap *map;
@@ -568,7 +425,7 @@ ParameterizedTest(enum ps_idmap_sync *sync, alloc_failure, idmap)
 	int ids[IDS], n = 0, i;
 	char what[64];
 
-	inj_setup();
+	ps_test_alloc_install();
 	FAIL_EACH_ALLOC(create_idmap(&map, *sync), (void)0);
 	for (i = 0; i < IDS; i++) {
 		/* Sparse ids far apart: new levels and new leaves both allocate. */
@@ -587,9 +444,9 @@ ParameterizedTest(enum ps_idmap_sync *sync, alloc_failure, idmap)
 		int before = freed_objects;
 
 		cr_assert_eq(ps_idmap_remove(map, ids[i], NULL), 0);
-		inj_arm(0);
+		ps_test_alloc_fail_once(0);
 		cr_assert_eq(ps_idmap_free_rcu(map, &objs[i], count_free), 0);
-		if (inj_disarm())
+		if (ps_test_alloc_disarm())
 			cr_assert_eq(freed_objects, before + 1, "unqueued object freed at once");
 	}
 	ps_idmap_barrier(map);

@@ -17,12 +17,6 @@
 #include "annotate.h" /* src/: the thread-checker annotations */
 #include "testutil.h"
 
-static enum ps_charge_kind all_kinds[PS_CHARGE_KIND_COUNT] = {
-	PS_CHARGE_SPIN, PS_CHARGE_SEQLOCK, PS_CHARGE_ATOMIC, PS_CHARGE_STOCK,
-};
-
-#define KIND_TEST(suite, name) PS_PARAM_TEST(enum ps_charge_kind, kind, all_kinds, PS_CHARGE_KIND_COUNT, suite, name)
-
 static long rd(const struct ps_charge *c, enum ps_charge_field f)
 {
 	long v = ps_charge_read(c, f);

@@ -16,12 +16,6 @@
 #include "annotate.h" /* src/: the thread-checker annotations */
 #include "testutil.h"
 
-static enum ps_idmap_sync all_syncs[PS_IDMAP_SYNC_COUNT] = {
-	PS_IDMAP_SPIN, PS_IDMAP_RWLOCK, PS_IDMAP_RCU,
-};
-
-#define IDMAP_TEST(suite, name) PS_PARAM_TEST(enum ps_idmap_sync, sync, all_syncs, PS_IDMAP_SYNC_COUNT, suite, name)
-
 /* Distinct non-NULL fake objects: never dereferenced. */
 static char objs[4096];
 #define OBJ(i) ((void *)&objs[(i) % sizeof(objs)])
@@ -606,14 +600,6 @@ static void *hammer(void *arg)
 	return NULL;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 IDMAP_TEST(idmap, writer_not_starved)
 {
 	struct rshared sh = { .slow = ps_test_scale() < 0.5 };
@@ -632,26 +618,26 @@ IDMAP_TEST(idmap, writer_not_starved)
 	while (__atomic_load_n(&sh.sections, __ATOMIC_RELAXED) < 3 * sh.every * 16)
 		sched_yield();
 	first = __atomic_load_n(&sh.sections, __ATOMIC_RELAXED);
-	start = now_ns();
+	start = ps_test_now_ns();
 	/* No cr_assert while the readers run: a failed test must still stop them. */
 	for (i = 0; i < n && !stalled; i++) {
-		t = now_ns();
+		t = ps_test_now_ns();
 		if (ps_idmap_alloc(sh.map, OBJ(i), 0, INT_MAX, &id) ||
 				ps_idmap_remove(sh.map, id, NULL))
 			stalled = true;
-		t = now_ns() - t;
+		t = ps_test_now_ns() - t;
 		if (t > worst)
 			worst = t;
 		/* Readers must make progress between writes: they never stop. */
 		before = __atomic_load_n(&sh.sections, __ATOMIC_RELAXED);
-		t = now_ns();
+		t = ps_test_now_ns();
 		while (!stalled && __atomic_load_n(&sh.sections, __ATOMIC_RELAXED) == before) {
-			if (now_ns() - t > 10000000000ull)
+			if (ps_test_now_ns() - t > 10000000000ull)
 				stalled = true;
 			sched_yield();
 		}
 	}
-	t = now_ns() - start;
+	t = ps_test_now_ns() - start;
 	during = __atomic_load_n(&sh.sections, __ATOMIC_RELAXED) - first;
 	__atomic_store_n(&sh.stop, 1, __ATOMIC_RELEASE);
 	for (i = 0; i < 3; i++)

@@ -16,8 +16,7 @@
 #include "testutil.h"
 
 static const enum ps_sync cow_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
-#define COW_TEST(name, ...)                                                                        \
-	PS_PARAM_TEST(enum ps_sync, sync, cow_syncs, 2, snapshot, name, ##__VA_ARGS__)
+#define COW_TEST(name, ...) SYNCS_TEST(cow_syncs, snapshot, name, ##__VA_ARGS__)
 
 /* A policy that says which range it was made for: BIND on node (start / 16) % 64. */
 static struct ps_policy *range_policy(uint64_t start)
