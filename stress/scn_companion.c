@@ -53,9 +53,6 @@
 
 #include "stress.h"
 
-bool stress_companion_variant_known(const char *name);
-void stress_print_companions(void);
-
 static const char *const memcg_variants[] = {"spin", "seqlock", "atomic", "stock", "stock:private"};
 static const char *const commit_variants[] = {"strict", "loose"};
 static const char *const walk_variants[] = {"spin", "rwlock", "rcu"};

@@ -1,8 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * polstore-stress: what the scenario files (store.c, companion.c) share
- * with the driver (polstore-stress.c): the options, one measured point,
- * timing, the sampled latency histogram, the start gate and errors.
+ * polstore-stress: what the scenario files (scn_*.c), the output
+ * (tables.c) and the driver (polstore-stress.c) share: the options, one
+ * measured point and the points recorded, timing, the sampled latency
+ * histogram, the start gate and errors, all in stress.c, which calls no
+ * other file of the program; then the scenarios' entry points, which only
+ * the driver and tables.c call.
+ *
+ * The store scenarios (scn_store.c) include src/rangetree.h: their
+ * unsynchronised, pthread_rwlock and pthread_mutex baselines wrap the range
+ * tree core directly.  That is the stress program's one declared use of a
+ * library-internal header (docs/design.md).
  */
 #ifndef POLSTORE_STRESS_H
 #define POLSTORE_STRESS_H
@@ -122,6 +130,10 @@ const struct stress_point *stress_find(
 		const char *scenario, const char *variant, int ranks, uint64_t ranges);
 /* The @i-th point recorded, or NULL past the end. */
 const struct stress_point *stress_point_at(size_t i);
+size_t stress_npoints(void);
+void stress_points_free(void);
+/* Start the clock of stress_progress()'s timestamps. */
+void stress_init_clock(void);
 void stress_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void stress_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* A broken invariant: message on stderr, then abort() for a core dump. */
@@ -248,12 +260,23 @@ uint64_t stress_gate_open(struct stress_gate *g, int nthreads);
 /* Thread with a small stack (1024 ranks fit easily). */
 void stress_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
-/* Live bytes the library holds (malloc_usable_size of every block it owns). */
+/*
+ * Route the library's allocations through a counting allocator (before any
+ * polstore object exists); stress_live_bytes(): the live bytes the library
+ * holds (malloc_usable_size of every block it owns).
+ */
+void stress_count_allocations(void);
 size_t stress_live_bytes(void);
 
-/* ---- scenarios -------------------------------------------------------------- */
+/* ---- options ---------------------------------------------------------------- */
 
+/* @name is in the comma list @list, or the list says "all". */
+bool stress_list_has(const char *list, const char *name);
+/* @name is in --variants. */
 bool stress_variant_selected(const char *name);
+
+/* ---- scenarios (the driver's and tables.c's to call) ------------------------- */
+
 bool stress_variant_known(const char *name); /* a store-scenario variant */
 void stress_run_lookup_cost(void);
 void stress_run_store(const char *scenario); /* shared-text, hot-policy */
@@ -261,10 +284,19 @@ void stress_run_write_cost(void);
 void stress_run_window(void); /* issue 16: window and batch-cost */
 void stress_run_batch_cost(void);
 void stress_print_window(void); /* their tables and targets */
+bool stress_companion_variant_known(const char *name);
+void stress_print_companions(void);
 void stress_run_memcg_charge(void);
 void stress_run_mmap_commit(void);
 void stress_run_css_walk(void);
 bool stress_check_variant_known(const char *name); /* spin ... rcu-qsbr, also :noref */
 int stress_run_check(void); /* --check */
+
+/* ---- human output (tables.c), the driver's to call -------------------------- */
+
+/* Every table, lock_stat row and target summary of the points recorded. */
+void stress_print_tables(void);
+/* --plot: the gnuplot data, script and image of the store scenarios. */
+void stress_plot(const char *file);
 
 #endif /* POLSTORE_STRESS_H */
