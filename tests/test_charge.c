@@ -14,7 +14,6 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
-#include "annotate.h" /* src/: the thread-checker annotations */
 #include "testutil.h"
 
 static long rd(const struct ps_charge *c, enum ps_charge_field f)

@@ -13,7 +13,6 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
-#include "annotate.h" /* src/: the thread-checker annotations */
 #include "testutil.h"
 
 /* Distinct non-NULL fake objects: never dereferenced. */

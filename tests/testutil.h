@@ -10,7 +10,12 @@
  *   - the model of ps_store_set() (shared_policy_replace() on a sorted
  *     array of ranges) and the check of a store against it;
  *   - the failing, counting allocator (through ps_set_alloc_ops());
- *   - clocks, iteration scaling, random numbers, a BIND policy.
+ *   - clocks, iteration scaling, random numbers, a BIND policy;
+ *   - the thread-checker annotations of src/annotate.h, for the tests' own
+ *     atomics-only flags (PS_ANNOTATE_BENIGN_RACE_SIZED).
+ *
+ * docs/design.md: tests use the public API and this header (the white-box
+ * suites test_rbtree.c and test_cow.c are the declared exceptions).
  */
 #ifndef POLSTORE_TESTUTIL_H
 #define POLSTORE_TESTUTIL_H
@@ -30,6 +35,7 @@
 
 #include <polstore/polstore.h>
 
+#include "annotate.h" /* src/annotate.h */
 #include "xorshift.h" /* stress/xorshift.h */
 
 #define PS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

@@ -29,6 +29,7 @@
 #include <polstore/polstore.h>
 
 #include "linearizability.h"
+#define PS_TEST_NO_CRITERION
 #include "testutil.h"
 
 static atomic_long failures;
