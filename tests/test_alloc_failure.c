@@ -85,42 +85,91 @@ static void expect_model(struct ps_store *s, const struct ps_model *m, struct ps
 	}
 }
 
-static int create_policy(struct ps_policy **out, int node)
+/*
+ * CREATED(out, call): a constructor call for FAIL_EACH_ALLOC: its result
+ * goes to *@out; 0, or -ENOMEM when it returned NULL (with errno ENOMEM).
+ */
+static int created(const void *obj)
 {
-	unsigned long mask = 1UL << node;
-
-	*out = ps_policy_create(PS_MPOL_INTERLEAVE, 0, &mask, 64);
-	if (*out)
+	if (obj)
 		return 0;
 	cr_assert_eq(errno, ENOMEM);
 	return -ENOMEM;
 }
 
-static int create_store(struct ps_store **out, enum ps_sync sync)
+#define CREATED(out, call) (errno = 0, created(*(out) = (call)))
+
+/* An INTERLEAVE policy on @node. */
+static struct ps_policy *policy_on(int node)
 {
-	errno = 0;
-	*out = ps_store_create(sync);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
+	unsigned long mask = 1UL << node;
+
+	return ps_policy_create(PS_MPOL_INTERLEAVE, 0, &mask, 64);
+}
+
+/* Install the allocator, then make a store and NPOLS policies (and NULL), each failing in turn. */
+static struct ps_store *store_setup(enum ps_sync sync, struct ps_policy **pols)
+{
+	struct ps_store *s = NULL;
+	int j;
+
+	ps_test_alloc_install();
+	FAIL_EACH_ALLOC(CREATED(&s, ps_store_create(sync)), (void)0);
+	for (j = 0; j < NPOLS; j++)
+		FAIL_EACH_ALLOC(CREATED(&pols[j], policy_on(j)), (void)0);
+	pols[NPOLS] = NULL; /* removal */
+	return s;
+}
+
+/* Check the end state, free everything: no block may be left. */
+static void store_teardown(struct ps_store *s, const struct ps_model *m, struct ps_policy **pols,
+		const char *test, long calls)
+{
+	char what[64];
+	int j;
+
+	expect_model(s, m, pols, NPOLS);
+	snprintf(what, sizeof(what), "%s %s", test, ps_sync_name(ps_store_sync_kind(s)));
+	ps_store_destroy(s);
+	for (j = 0; j < NPOLS; j++) {
+		cr_assert_eq(ps_policy_refcount(pols[j]), 1);
+		ps_policy_put(pols[j]);
+	}
+	inj_teardown(what, calls);
+}
+
+/*
+ * A random op's range from the bits of @r: [a, b) inside [lo, lo + span),
+ * or one time in four strictly inside a range the model holds (a split)
+ * when that range is 3 or longer.
+ */
+static void random_range(const struct ps_model *m, uint64_t r, uint64_t lo, uint64_t span,
+		uint64_t *a, uint64_t *b)
+{
+	uint64_t x = lo + r % span, y = lo + (r >> 8) % span;
+
+	if ((r >> 24) % 4 == 0 && m->n) {
+		const struct ps_model_range *c = &m->r[(r >> 32) % (uint64_t)m->n];
+
+		if (c->end - c->start >= 3) {
+			x = c->start + 1;
+			y = c->end - 1;
+		}
+	}
+	if (x == y)
+		y = x + 1;
+	*a = x < y ? x : y;
+	*b = x < y ? y : x;
 }
 
 VARIANT_TEST(alloc_failure, store)
 {
 	struct ps_policy *pols[NPOLS + 1];
 	struct ps_model m = { .n = 0 };
-	struct ps_store *s = NULL;
+	struct ps_store *s = store_setup(*sync, pols);
 	uint64_t seed = 0xA11 + (uint64_t)*sync;
 	long ops = 0, i, nops = ps_test_iters(400);
-	char what[64];
-	int j;
 
-	ps_test_alloc_install();
-	FAIL_EACH_ALLOC(create_store(&s, *sync), (void)0);
-	for (j = 0; j < NPOLS; j++)
-		FAIL_EACH_ALLOC(create_policy(&pols[j], j), (void)0);
-	pols[NPOLS] = NULL; /* removal */
 	/* The split case first: [0, 64) covers [20, 30). */
 	FAIL_EACH_ALLOC(ps_store_set(s, 0, SPACE, pols[0]), expect_model(s, &m, pols, NPOLS));
 	cr_assert_eq(ps_model_set(&m, 0, SPACE, pols[0]), 0);
@@ -129,40 +178,17 @@ VARIANT_TEST(alloc_failure, store)
 	expect_model(s, &m, pols, NPOLS);
 	cr_assert_eq(m.n, 3);
 	for (i = 0; i < nops; i++) {
-		uint64_t r = ps_test_rand(&seed);
-		uint64_t a = r % SPACE, b = (r >> 8) % SPACE;
+		uint64_t r = ps_test_rand(&seed), a, b;
 		struct ps_policy *pol = pols[(r >> 16) % (NPOLS + 1)];
 
-		if ((r >> 24) % 4 == 0 && m.n) {
-			/* Strictly inside an existing range: a split. */
-			const struct ps_model_range *c = &m.r[(r >> 32) % (uint64_t)m.n];
-
-			if (c->end - c->start < 3)
-				continue;
-			a = c->start + 1;
-			b = c->end - 1;
-		} else if (a == b) {
-			continue;
-		} else if (a > b) {
-			uint64_t t = a;
-
-			a = b;
-			b = t;
-		}
+		random_range(&m, r, 0, SPACE, &a, &b);
 		FAIL_EACH_ALLOC(ps_store_set(s, a, b, pol), expect_model(s, &m, pols, NPOLS));
 		cr_assert_eq(ps_model_set(&m, a, b, pol), 0);
 		ops++;
 		if (i % 16 == 0)
 			expect_model(s, &m, pols, NPOLS);
 	}
-	expect_model(s, &m, pols, NPOLS);
-	ps_store_destroy(s);
-	for (j = 0; j < NPOLS; j++) {
-		cr_assert_eq(ps_policy_refcount(pols[j]), 1);
-		ps_policy_put(pols[j]);
-	}
-	snprintf(what, sizeof(what), "store %s", ps_sync_name(*sync));
-	inj_teardown(what, ops + NPOLS + 3);
+	store_teardown(s, &m, pols, "store", ops + NPOLS + 3);
 }
 
 /*
@@ -178,17 +204,10 @@ VARIANT_TEST(alloc_failure, store_set_many)
 {
 	struct ps_policy *pols[NPOLS + 1];
 	struct ps_model m = { .n = 0 };
-	struct ps_store *s = NULL;
+	struct ps_store *s = store_setup(*sync, pols);
 	uint64_t seed = 0xBA7C4 + (uint64_t)*sync;
 	long calls = 0, i, nbatches = ps_test_iters(150);
-	char what[64];
-	int j;
 
-	ps_test_alloc_install();
-	FAIL_EACH_ALLOC(create_store(&s, *sync), (void)0);
-	for (j = 0; j < NPOLS; j++)
-		FAIL_EACH_ALLOC(create_policy(&pols[j], j), (void)0);
-	pols[NPOLS] = NULL;
 	{
 		/* Set a range, split it twice, in one batch. */
 		struct ps_set_op split[] = { { 0, SPACE, pols[0] }, { 20, 30, pols[1] },
@@ -208,26 +227,9 @@ VARIANT_TEST(alloc_failure, store_set_many)
 		size_t n = 1 + ps_test_rand(&seed) % 6, k;
 
 		for (k = 0; k < n; k++) {
-			uint64_t r = ps_test_rand(&seed);
-			uint64_t a = lo + r % 32, b = lo + (r >> 8) % 32;
+			uint64_t r = ps_test_rand(&seed), a, b;
 
-			if ((r >> 24) % 4 == 0 && m.n) {
-				/* Strictly inside a range the model holds now: a split. */
-				const struct ps_model_range *c = &m.r[(r >> 32) % (uint64_t)m.n];
-
-				if (c->end - c->start >= 3) {
-					a = c->start + 1;
-					b = c->end - 1;
-				}
-			}
-			if (a == b)
-				b = a + 1;
-			if (a > b) {
-				uint64_t t = a;
-
-				a = b;
-				b = t;
-			}
+			random_range(&m, r, lo, 32, &a, &b);
 			ops[k] = (struct ps_set_op){ a, b, pols[(r >> 16) % (NPOLS + 1)] };
 		}
 		FAIL_EACH_ALLOC(ps_store_set_many(s, ops, n), expect_model(s, &m, pols, NPOLS));
@@ -236,14 +238,7 @@ VARIANT_TEST(alloc_failure, store_set_many)
 		if (i % 8 == 0)
 			expect_model(s, &m, pols, NPOLS);
 	}
-	expect_model(s, &m, pols, NPOLS);
-	ps_store_destroy(s);
-	for (j = 0; j < NPOLS; j++) {
-		cr_assert_eq(ps_policy_refcount(pols[j]), 1);
-		ps_policy_put(pols[j]);
-	}
-	snprintf(what, sizeof(what), "set_many %s", ps_sync_name(*sync));
-	inj_teardown(what, calls + NPOLS + 1);
+	store_teardown(s, &m, pols, "set_many", calls + NPOLS + 1);
 }
 
 /*
@@ -266,7 +261,7 @@ Test(alloc_failure, seqlock_retire_batch)
 	s = ps_store_create(PS_SYNC_SEQLOCK);
 	cr_assert_not_null(s);
 	for (i = 0; i < 2; i++)
-		cr_assert_eq(create_policy(&pols[i], (int)i), 0);
+		cr_assert_eq(CREATED(&pols[i], policy_on((int)i)), 0);
 	for (i = 0; i < nsets; i++) {
 		struct ps_policy *pol = pols[i & 1], *got;
 
@@ -305,16 +300,6 @@ Test(alloc_failure, seqlock_retire_batch)
 
 /* ---- companion modules ---- */
 
-static int create_charge(struct ps_charge **out, enum ps_charge_kind kind, struct ps_charge *parent)
-{
-	errno = 0;
-	*out = ps_charge_create(kind, parent, 1000);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
-}
-
 Test(alloc_failure, charge)
 {
 	struct ps_charge *root, *kids[PS_CHARGE_KIND_COUNT];
@@ -322,11 +307,12 @@ Test(alloc_failure, charge)
 	int k;
 
 	ps_test_alloc_install();
-	FAIL_EACH_ALLOC(create_charge(&root, PS_CHARGE_SPIN, NULL), (void)0);
+	FAIL_EACH_ALLOC(CREATED(&root, ps_charge_create(PS_CHARGE_SPIN, NULL, 1000)), (void)0);
 	calls++;
 	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++, calls++) {
 		/* A failed child must not stay linked under its parent: destroy would say EBUSY. */
-		FAIL_EACH_ALLOC(create_charge(&kids[k], (enum ps_charge_kind)k, root), (void)0);
+		FAIL_EACH_ALLOC(CREATED(&kids[k], ps_charge_create((enum ps_charge_kind)k, root, 1000)),
+				(void)0);
 		cr_assert_eq(ps_charge_try(kids[k], 10, NULL), 0);
 	}
 	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++, calls++) {
@@ -346,26 +332,6 @@ Test(alloc_failure, charge)
 	inj_teardown("charge", calls);
 }
 
-static int create_pcounter(struct ps_pcounter **out)
-{
-	errno = 0;
-	*out = ps_pcounter_create(5, 16);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
-}
-
-static int create_commit(struct ps_commit **out, enum ps_overcommit mode)
-{
-	errno = 0;
-	*out = ps_commit_create(mode, 1 << 20, 2);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
-}
-
 Test(alloc_failure, pcounter_and_commit)
 {
 	struct ps_pcounter *pc;
@@ -373,27 +339,18 @@ Test(alloc_failure, pcounter_and_commit)
 	int mode;
 
 	ps_test_alloc_install();
-	FAIL_EACH_ALLOC(create_pcounter(&pc), (void)0);
+	FAIL_EACH_ALLOC(CREATED(&pc, ps_pcounter_create(5, 16)), (void)0);
 	cr_assert_eq(ps_pcounter_add(pc, 3), 0);
 	cr_assert_eq(ps_pcounter_sum(pc), 8);
 	ps_pcounter_destroy(pc);
 	for (mode = 0; mode < PS_OVERCOMMIT_COUNT; mode++) {
-		FAIL_EACH_ALLOC(create_commit(&cm, (enum ps_overcommit)mode), (void)0);
+		FAIL_EACH_ALLOC(CREATED(&cm, ps_commit_create((enum ps_overcommit)mode, 1 << 20, 2)),
+				(void)0);
 		cr_assert_eq(ps_commit_charge(cm, 10), 0);
 		cr_assert_eq(ps_commit_committed(cm, true), 10);
 		ps_commit_destroy(cm);
 	}
 	inj_teardown("pcounter/commit", 1 + PS_OVERCOMMIT_COUNT);
-}
-
-static int create_idmap(struct ps_idmap **out, enum ps_idmap_sync sync)
-{
-	errno = 0;
-	*out = ps_idmap_create(sync);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
 }
 
 #define IDS 64
@@ -426,7 +383,7 @@ IDMAP_TEST(alloc_failure, idmap)
 	char what[64];
 
 	ps_test_alloc_install();
-	FAIL_EACH_ALLOC(create_idmap(&map, *sync), (void)0);
+	FAIL_EACH_ALLOC(CREATED(&map, ps_idmap_create(*sync)), (void)0);
 	for (i = 0; i < IDS; i++) {
 		/* Sparse ids far apart: new levels and new leaves both allocate. */
 		int min = (int)(ps_test_rand(&seed) % 4 == 0 ? ps_test_rand(&seed) % (1u << 30) :

@@ -148,6 +148,21 @@ IDMAP_TEST(idmap, full_subtrees)
 	ps_idmap_destroy(map);
 }
 
+/* Inside a read-side section: ps_idmap_for_each() visits @ids[0 .. @n), in order, with OBJ(i). */
+static void expect_walk(struct ps_idmap *map, const int *ids, int n)
+{
+	int id, seen = 0;
+	void *p;
+
+	ps_idmap_for_each(map, p, id) {
+		cr_assert_lt(seen, n);
+		cr_assert_eq(id, ids[seen]);
+		cr_assert_eq(p, OBJ(seen));
+		seen++;
+	}
+	cr_assert_eq(seen, n);
+}
+
 /*
  * Walks that reach PS_IDMAP_ID_MAX end there, in one section
  * (ps_idmap_for_each()) or one section per step (the idiom of idmap.h).
@@ -164,13 +179,7 @@ IDMAP_TEST(idmap, walks_end_at_id_max)
 	for (i = 0; i < n; i++)
 		cr_assert_eq(alloc(map, OBJ(i), ids[i], ids[i]), ids[i]);
 	ps_idmap_read_lock(map);
-	ps_idmap_for_each(map, p, id) {
-		cr_assert_lt(seen, n);
-		cr_assert_eq(id, ids[seen]);
-		cr_assert_eq(p, OBJ(seen));
-		seen++;
-	}
-	cr_assert_eq(seen, n);
+	expect_walk(map, ids, n);
 	ps_idmap_for_each(map, p, id)
 		if (id == 5)
 			break;
@@ -199,8 +208,8 @@ IDMAP_TEST(idmap, replace_remove_get_next)
 		(1 << 30) - 1, 1 << 30, INT_MAX - 64, INT_MAX };
 	const int n = sizeof(ids) / sizeof(ids[0]);
 	struct ps_idmap *map = mk(*sync);
-	void *old = NULL, *p;
-	int i, id, seen;
+	void *old = NULL;
+	int i, id;
 
 	for (i = n - 1; i >= 0; i--)
 		cr_assert_eq(alloc(map, OBJ(i), ids[i], ids[i]), ids[i]);
@@ -208,14 +217,7 @@ IDMAP_TEST(idmap, replace_remove_get_next)
 
 	/* A walk visits every id once, in order. */
 	ps_idmap_read_lock(map);
-	seen = 0;
-	ps_idmap_for_each(map, p, id) {
-		cr_assert_lt(seen, n);
-		cr_assert_eq(id, ids[seen]);
-		cr_assert_eq(p, OBJ(seen));
-		seen++;
-	}
-	cr_assert_eq(seen, n);
+	expect_walk(map, ids, n);
 	id = 66;
 	cr_assert_eq(ps_idmap_get_next(map, &id), OBJ(5));
 	cr_assert_eq(id, 4095);

@@ -16,7 +16,7 @@ struct seen_range {
 };
 
 struct walk {
-	struct seen_range r[256];
+	struct seen_range r[512];
 	int n;
 };
 
@@ -24,7 +24,7 @@ static int collect(uint64_t start, uint64_t end, struct ps_policy *pol, void *ar
 {
 	struct walk *w = arg;
 
-	cr_assert_lt(w->n, 256);
+	cr_assert_lt(w->n, 512);
 	w->r[w->n++] = (struct seen_range){ start, end, pol };
 	return 0;
 }
@@ -834,20 +834,6 @@ VARIANT_TEST(store, differential_windows_and_batches)
  * store gets the same ops as single sets; the region they touched must be
  * the same in both.
  */
-struct twin_walk {
-	struct seen_range r[512];
-	int n;
-};
-
-static int twin_collect(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct twin_walk *w = arg;
-
-	cr_assert_lt(w->n, 512);
-	w->r[w->n++] = (struct seen_range){ start, end, pol };
-	return 0;
-}
-
 VARIANT_TEST(store, set_many_worst_cases)
 {
 	enum { R = 12000, W = 8 }; /* R ranges of W pages: 2n + overlaps stay below the cap */
@@ -872,7 +858,7 @@ VARIANT_TEST(store, set_many_worst_cases)
 		uint64_t span = 1 + ps_test_rand(&seed) % 300;
 		uint64_t lo = W + ps_test_rand(&seed) % ((R - 50) * W);
 		size_t n = 2 + ps_test_rand(&seed) % 15, i;
-		struct twin_walk x = { .n = 0 }, y = { .n = 0 };
+		struct walk x = { .n = 0 }, y = { .n = 0 };
 
 		for (i = 0; i + 1 < n; i++) {
 			/* Small ranges inside [lo, lo + span): splits, and splits of what the batch set. */
@@ -895,11 +881,8 @@ VARIANT_TEST(store, set_many_worst_cases)
 		cr_assert_eq(ps_store_set_many(s, ops, n), 0);
 		for (i = 0; i < n; i++)
 			cr_assert_eq(ps_store_set(twin, ops[i].start, ops[i].end, ops[i].pol), 0);
-		cr_assert_eq(ps_store_foreach_range(s, lo - W, lo + span + 2 * W, twin_collect, &x),
-				0);
-		cr_assert_eq(ps_store_foreach_range(twin, lo - W, lo + span + 2 * W, twin_collect,
-					     &y),
-				0);
+		cr_assert_eq(ps_store_foreach_range(s, lo - W, lo + span + 2 * W, collect, &x), 0);
+		cr_assert_eq(ps_store_foreach_range(twin, lo - W, lo + span + 2 * W, collect, &y), 0);
 		cr_assert_eq(x.n, y.n, "batch %ld: %d ranges, %d with single sets", b, x.n, y.n);
 		cr_assert_eq(memcmp(x.r, y.r, (size_t)x.n * sizeof(x.r[0])), 0,
 				"batch %ld differs from the same sets one by one", b);
