@@ -357,52 +357,74 @@ static void model_compare(struct ps_store *s, const struct ps_model *m, long ste
 	}
 }
 
+/* NPOL BIND policies and a DEFAULT one (a removal) at [NPOL]. */
+static void diff_policies(struct ps_policy **pols)
+{
+	int p;
+
+	for (p = 0; p < NPOL; p++)
+		pols[p] = ps_test_bind(p);
+	pols[NPOL] = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0);
+}
+
+/* Every store is gone: each policy holds the test's reference only. */
+static void diff_policies_put(struct ps_policy **pols)
+{
+	int p;
+
+	for (p = 0; p <= NPOL; p++) {
+		cr_assert_eq(ps_policy_refcount(pols[p]), 1);
+		ps_policy_put(pols[p]);
+	}
+}
+
+/* A random set inside [base, base + M): a policy of @pols, DEFAULT or NULL. */
+static struct ps_set_op random_op(uint64_t *seed, struct ps_policy **pols, uint64_t base)
+{
+	uint64_t a = ps_test_rand(seed) % (M - 8), b = ps_test_rand(seed) % (M - 8);
+	uint64_t pick = ps_test_rand(seed) % (NPOL + 3);
+
+	if (a == b)
+		b = a + 1 + ps_test_rand(seed) % 3;
+	return (struct ps_set_op){ base + (a < b ? a : b), base + (a < b ? b : a),
+		pick < NPOL + 1 ? pols[pick] : NULL };
+}
+
+/* Every range holds one reference, once ranges retired by earlier sets are freed. */
+static void expect_model_refs(struct ps_store *s, const struct ps_model *m,
+		struct ps_policy **pols, long step)
+{
+	int p;
+
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	for (p = 0; p < NPOL; p++)
+		cr_assert_eq(ps_policy_refcount(pols[p]), 1 + ps_model_refs(m, pols[p]),
+				"step %ld: policy %d refcount", step, p);
+}
+
 VARIANT_TEST(store, differential_random)
 {
 	struct ps_policy *pols[NPOL + 1];
 	struct ps_model m;
 	uint64_t seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)*sync;
 	long rounds = ps_test_iters(60), ops = 80, step = 0, r, k;
-	int p;
 
-	for (p = 0; p < NPOL; p++)
-		pols[p] = ps_test_bind(p);
-	pols[NPOL] = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0);
+	diff_policies(pols);
 	for (r = 0; r < rounds; r++) {
 		struct ps_store *s = ps_store_create(*sync);
 
 		ps_model_init(&m);
 		for (k = 0; k < ops; k++, step++) {
-			uint64_t a = ps_test_rand(&seed) % (M - 8), b = ps_test_rand(&seed) % (M - 8);
-			uint64_t pick = ps_test_rand(&seed) % (NPOL + 3);
-			struct ps_policy *pol = pick < NPOL + 1 ? pols[pick] : NULL;
+			struct ps_set_op op = random_op(&seed, pols, 0);
 
-			if (a == b)
-				b = a + 1 + ps_test_rand(&seed) % 3;
-			if (a > b) {
-				uint64_t t = a;
-
-				a = b;
-				b = t;
-			}
-			cr_assert_eq(ps_store_set(s, a, b, pol), 0);
-			cr_assert_eq(ps_model_set(&m, a, b, pol), 0);
+			cr_assert_eq(ps_store_set(s, op.start, op.end, op.pol), 0);
+			cr_assert_eq(ps_model_set(&m, op.start, op.end, op.pol), 0);
 			model_compare(s, &m, step);
-			/*
-			 * Every range holds one reference, once ranges retired
-			 * by earlier sets are freed.
-			 */
-			cr_assert_eq(ps_store_synchronize(s), 0);
-			for (p = 0; p < NPOL; p++)
-				cr_assert_eq(ps_policy_refcount(pols[p]), 1 + ps_model_refs(&m, pols[p]),
-						"step %ld: policy %d refcount", step, p);
+			expect_model_refs(s, &m, pols, step);
 		}
 		ps_store_destroy(s);
 	}
-	for (p = 0; p <= NPOL; p++) {
-		cr_assert_eq(ps_policy_refcount(pols[p]), 1);
-		ps_policy_put(pols[p]);
-	}
+	diff_policies_put(pols);
 }
 
 /* Allocation failure: fail the k-th allocation for every k a set reaches. */
@@ -768,11 +790,8 @@ VARIANT_TEST(store, differential_windows_and_batches)
 	struct ps_model m;
 	uint64_t seed = 0x5eed0016ULL ^ (uint64_t)*sync;
 	long rounds = ps_test_iters(40), ops = 60, step = 0, r, k, batches = 0;
-	int p;
 
-	for (p = 0; p < NPOL; p++)
-		pols[p] = ps_test_bind(p);
-	pols[NPOL] = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0);
+	diff_policies(pols);
 	for (r = 0; r < rounds; r++) {
 		struct ps_store *s = ps_store_create(*sync);
 		uint64_t base = r & 1 ? UINT64_MAX - M : 0;
@@ -783,22 +802,8 @@ VARIANT_TEST(store, differential_windows_and_batches)
 			size_t n = ps_test_rand(&seed) % 3 ? 1 + ps_test_rand(&seed) % 6 : 1;
 			size_t i;
 
-			for (i = 0; i < n; i++) {
-				uint64_t a = ps_test_rand(&seed) % (M - 8);
-				uint64_t b = ps_test_rand(&seed) % (M - 8);
-				uint64_t pick = ps_test_rand(&seed) % (NPOL + 3);
-
-				if (a == b)
-					b = a + 1 + ps_test_rand(&seed) % 3;
-				if (a > b) {
-					uint64_t t = a;
-
-					a = b;
-					b = t;
-				}
-				batch[i] = (struct ps_set_op){ base + a, base + b,
-					pick < NPOL + 1 ? pols[pick] : NULL };
-			}
+			for (i = 0; i < n; i++)
+				batch[i] = random_op(&seed, pols, base);
 			if (n == 1 && ps_test_rand(&seed) % 2) {
 				cr_assert_eq(ps_store_set(s, batch[0].start, batch[0].end, batch[0].pol),
 						0);
@@ -811,17 +816,10 @@ VARIANT_TEST(store, differential_windows_and_batches)
 						0);
 			model_compare_windows(s, &m, base, &seed, step);
 		}
-		/* Every range holds one reference, once retired ranges are freed. */
-		cr_assert_eq(ps_store_synchronize(s), 0);
-		for (p = 0; p < NPOL; p++)
-			cr_assert_eq(ps_policy_refcount(pols[p]), 1 + ps_model_refs(&m, pols[p]),
-					"round %ld: policy %d refcount", r, p);
+		expect_model_refs(s, &m, pols, step);
 		ps_store_destroy(s);
 	}
-	for (p = 0; p <= NPOL; p++) {
-		cr_assert_eq(ps_policy_refcount(pols[p]), 1);
-		ps_policy_put(pols[p]);
-	}
+	diff_policies_put(pols);
 	cr_assert_gt(batches, 0);
 }
 
