@@ -111,15 +111,8 @@ static void idmap_bug(const char *what)
 }
 #endif
 
-const char *ps_idmap_sync_name(enum ps_idmap_sync sync)
-{
-	return _ps_name_of(idmap_sync_names, PS_IDMAP_SYNC_COUNT, (int)sync);
-}
-
-int ps_idmap_sync_from_name(const char *name)
-{
-	return _ps_name_index(idmap_sync_names, PS_IDMAP_SYNC_COUNT, name);
-}
+PS_NAME_FUNCS(enum ps_idmap_sync, ps_idmap_sync_name, ps_idmap_sync_from_name, idmap_sync_names,
+		PS_IDMAP_SYNC_COUNT)
 
 /*
  * Release-store @v into @word (map->root or a slot) for lockless readers.
@@ -181,21 +174,15 @@ struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
 	struct ps_idmap *map;
 	int err;
 
-	if ((unsigned)sync >= PS_IDMAP_SYNC_COUNT) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if ((unsigned)sync >= PS_IDMAP_SYNC_COUNT)
+		return _ps_err_null(EINVAL);
 	/* RCU readers register with liburcu: never without the thread-exit hook. */
 	err = sync == PS_IDMAP_RCU ? _ps_rcu_thread_init() : 0;
-	if (err) {
-		errno = -err;
-		return NULL;
-	}
+	if (err)
+		return _ps_err_null(-err);
 	map = _ps_zalloc_aligned(sizeof(*map));
-	if (!map) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	if (!map)
+		return _ps_err_null(ENOMEM);
 	map->sync = sync;
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->root, sizeof(map->root)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->count, sizeof(map->count)); /* atomics only */

@@ -157,23 +157,17 @@ struct ps_policy *ps_policy_from_addr(const void *addr)
 	unsigned flags;
 	int ret = ps_numa_available();
 
-	if (ret) {
-		errno = -ret;
-		return NULL;
-	}
+	if (ret)
+		return _ps_err_null(-ret);
 	if (get_mempolicy(&kmode, mask, PS_KMASK_BITS + 1, (void *)addr, MPOL_F_ADDR))
 		return NULL; /* errno from the kernel: EFAULT, EINVAL, ... */
 	flags = (unsigned)kmode & PS_MPOL_F_ALL;
 	mode = kmode & ~(int)PS_MPOL_F_ALL;
-	if (mode < 0 || mode >= PS_MPOL_MAX) {
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
+	if (mode < 0 || mode >= PS_MPOL_MAX)
+		return _ps_err_null(EOPNOTSUPP);
 	for (i = PS_MAX_NUMNODES / PS_BITS_PER_LONG; i < PS_KMASK_LONGS; i++) {
-		if (mask[i]) {
-			errno = EOVERFLOW;
-			return NULL;
-		}
+		if (mask[i])
+			return _ps_err_null(EOVERFLOW);
 	}
 	/*
 	 * The kernel reports the nodes of DEFAULT and LOCAL as empty; an old

@@ -36,36 +36,22 @@ const char *ps_version(void)
 	return PS_VERSION_STRING;
 }
 
-const char *ps_sync_name(enum ps_sync sync)
-{
-	return _ps_name_of(ps_sync_names, PS_SYNC_COUNT, (int)sync);
-}
-
-int ps_sync_from_name(const char *name)
-{
-	return _ps_name_index(ps_sync_names, PS_SYNC_COUNT, name);
-}
+PS_NAME_FUNCS(enum ps_sync, ps_sync_name, ps_sync_from_name, ps_sync_names, PS_SYNC_COUNT)
 
 struct ps_store *ps_store_create(enum ps_sync sync)
 {
 	struct ps_store *s;
 	int err;
 
-	if ((unsigned)sync >= PS_SYNC_COUNT) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if ((unsigned)sync >= PS_SYNC_COUNT)
+		return _ps_err_null(EINVAL);
 	/* RCU, RCU_QSBR and SEQLOCK readers register with liburcu: the exit hook first. */
 	err = sync == PS_SYNC_SPIN || sync == PS_SYNC_RWLOCK ? 0 : _ps_rcu_thread_init();
-	if (err) {
-		errno = -err;
-		return NULL;
-	}
+	if (err)
+		return _ps_err_null(-err);
 	s = ps_sync_table[sync]->create();
-	if (!s) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	if (!s)
+		return _ps_err_null(ENOMEM);
 	s->ops = ps_sync_table[sync];
 	s->sync = sync;
 	s->lookup = s->ops->lookup;
@@ -131,10 +117,8 @@ struct ps_policy *_ps_lookup_miss(void)
 
 struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 {
-	if (ps_unlikely(!store)) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if (ps_unlikely(!store))
+		return _ps_err_null(EINVAL);
 	/* A tail call: the variant sets errno on a miss (ps_lookup_result()). */
 	return store->lookup(store, idx);
 }
