@@ -56,6 +56,12 @@ int ps_numa_available(void)
 	return 0;
 }
 
+/* The arguments were checked first (@ok), then libnuma: 0, -EINVAL or ps_numa_available()'s error. */
+static int numa_args_ok(bool ok)
+{
+	return ok ? ps_numa_available() : -EINVAL;
+}
+
 static size_t ps_sys_page_size(void)
 {
 	static size_t cached;
@@ -114,13 +120,10 @@ int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigne
 	unsigned long maxnode = 0;
 	int ret;
 
-	if ((flags & ~PS_APPLY_ALL) || ((uintptr_t)addr & (ps_sys_page_size() - 1)))
-		return -EINVAL;
-	ret = ps_numa_available();
-	if (ret)
+	ret = numa_args_ok(!(flags & ~PS_APPLY_ALL) &&
+			!((uintptr_t)addr & (ps_sys_page_size() - 1)));
+	if (ret || !len)
 		return ret;
-	if (!len)
-		return 0;
 	if (flags & PS_APPLY_STRICT)
 		mf |= MPOL_MF_STRICT;
 	if (flags & PS_APPLY_MOVE)
@@ -256,15 +259,12 @@ int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page
 
 	if (done_pages)
 		*done_pages = 0;
-	if (!store || !page_size || page_size % ps_sys_page_size() || (uintptr_t)base % page_size ||
-			(flags & ~PS_APPLY_ALL) || first_page + npages < first_page ||
-			npages > (UINTPTR_MAX - (uintptr_t)base) / page_size || npages > SIZE_MAX)
-		return -EINVAL;
-	ret = ps_numa_available();
-	if (ret)
+	ret = numa_args_ok(store && page_size && !(page_size % ps_sys_page_size()) &&
+			!((uintptr_t)base % page_size) && !(flags & ~PS_APPLY_ALL) &&
+			first_page + npages >= first_page &&
+			npages <= (UINTPTR_MAX - (uintptr_t)base) / page_size && npages <= SIZE_MAX);
+	if (ret || !npages)
 		return ret;
-	if (!npages)
-		return 0;
 
 	c.first = first_page;
 	c.end = first_page + npages;
