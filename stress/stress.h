@@ -23,6 +23,7 @@
 
 #include <polstore/lockstat.h>
 
+#include "clock.h"
 #include "xorshift.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -147,10 +148,7 @@ extern double stress_work_iters_per_ns;
 
 static inline uint64_t stress_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ps_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* A cheap timestamp for sampled lookups: the TSC where there is one. */
@@ -165,10 +163,7 @@ static inline uint64_t stress_ticks(void)
 
 static inline uint64_t stress_thread_cpu_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ps_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 void stress_calibrate(void);

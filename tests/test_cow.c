@@ -40,10 +40,7 @@ static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	return (double)ps_test_now_ns() * 1e-9;
 }
 
 /* Retire at least @n ranges: set and remove one-page ranges. */

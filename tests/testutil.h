@@ -36,6 +36,7 @@
 #include <polstore/polstore.h>
 
 #include "annotate.h" /* src/annotate.h */
+#include "clock.h" /* stress/clock.h */
 #include "xorshift.h" /* stress/xorshift.h */
 
 #define PS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -115,10 +116,7 @@ struct ps_policy *ps_test_bind(int node);
 /* CLOCK_MONOTONIC in nanoseconds. */
 static inline uint64_t ps_test_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ps_clock_ns(CLOCK_MONOTONIC);
 }
 
 /*
