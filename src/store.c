@@ -178,7 +178,7 @@ bool ps_lock_stat_enabled(void)
 #endif
 }
 
-/* ---- windows, walks by position, batches (issue 16) ---- */
+/* ---- windows, walks by position, batches ---- */
 
 int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg)

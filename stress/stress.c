@@ -394,7 +394,7 @@ static const struct col cols[] = {
 		COL("restore_ratio", C_DBL, restore_ratio, "%.4f"),
 		COL("sync_ns_per_set", C_DBL, sync_ns_per_set, "%.1f"),
 		COL("retired_bytes_max", C_DBL, retired_bytes_max, "%.0f"),
-		/* window and batch-cost (issue 16) */
+		/* window and batch-cost */
 		COL("ns_per_op", C_DBL, ns_per_op, "%.2f"),
 		COL("ranges_per_op", C_DBL, ranges_per_op, "%.2f"),
 		COL("ns_per_range", C_DBL, ns_per_range, "%.2f"),

@@ -104,7 +104,7 @@ struct stress_point {
 	double set_ns, set_ns_min, set_ns_max, set_ns_oncpu, restore_ns, restore_ratio,
 			sync_ns_per_set, retired_bytes_max;
 	/*
-	 * window (issue 16): the kind is the window ("1", "16", "256" ranges)
+	 * window: the kind is the window ("1", "16", "256" ranges)
 	 * or the point lookup it is compared with ("lookup", "lookup:noref");
 	 * ns_per_op is CPU ns per window or lookup, ranges_per_op the ranges
 	 * a window returned on average, ns_per_range their quotient,
@@ -276,7 +276,7 @@ bool stress_variant_known(const char *name); /* a store-scenario variant */
 void stress_run_lookup_cost(void);
 void stress_run_store(const char *scenario); /* shared-text, hot-policy */
 void stress_run_write_cost(void);
-void stress_run_window(void); /* issue 16: window and batch-cost */
+void stress_run_window(void); /* window reads beside writers */
 void stress_run_batch_cost(void);
 void stress_print_window(void); /* their tables and targets */
 bool stress_companion_variant_known(const char *name);

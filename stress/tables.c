@@ -344,14 +344,14 @@ static void summary(void)
 }
 
 /*
- * Issue 10, RCU stores whose writers never wait.  A run with
+ * RCU stores whose writers never wait for readers.  A run with
  * --write-interval 0 measures the flat-out writer beside 1 rank (sets/s
  * against seqlock's in the same run); a run with a paced writer (the
  * default, 1 kHz) measures what the readers and the writer get: the share
  * of the requested sets achieved, the longest set, the readers'
  * efficiency.  Bytes per range come from lookup-cost at the largest N.
  */
-static void issue10_header(bool *header)
+static void rcu_writers_header(bool *header)
 {
 	if (!*header)
 		printf("\ntargets (issue 10, RCU writers that never wait), ratios from this run:\n");
@@ -374,7 +374,7 @@ static void summary_rcu_writers(void)
 		char noref[32];
 
 		if (stress_opts.write_interval_ns == 0 && r1 && s1 && stress_opts.writers == 1) {
-			issue10_header(&header);
+			rcu_writers_header(&header);
 			snprintf(what, sizeof(what), "flat-out writer beside 1 rank: %s / seqlock sets/s",
 					rv[v]);
 			target(what, r1->writer_ops_per_sec / s1->writer_ops_per_sec, ">=", 0.5,
@@ -382,7 +382,7 @@ static void summary_rcu_writers(void)
 		}
 		if (stress_opts.write_interval_ns == 0 || !r2)
 			continue;
-		issue10_header(&header);
+		rcu_writers_header(&header);
 		snprintf(what, sizeof(what), "shared-text %s sets achieved / requested, 2 ranks",
 				rv[v]);
 		target(what,
@@ -409,7 +409,7 @@ static void summary_rcu_writers(void)
 
 		if (!r || !sp)
 			continue;
-		issue10_header(&header);
+		rcu_writers_header(&header);
 		snprintf(what, sizeof(what), "bytes per range %s / spin, N=%llu", rv[v],
 				(unsigned long long)nmax);
 		target(what, r->bytes_per_range / sp->bytes_per_range, "<=", 1.15, "%.3f");

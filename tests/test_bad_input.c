@@ -224,7 +224,7 @@ static int never_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *a
 }
 
 /*
- * Issue 16: windows, walks by position, batches.  @s holds [0, 10) and
+ * Windows, walks by position, batches.  @s holds [0, 10) and
  * [2^64 - 2, 2^64 - 1); nothing here may change it.
  */
 static void bad_store_windows(struct ps_store *s, struct ps_policy *a, struct ps_policy *b)

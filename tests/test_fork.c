@@ -47,7 +47,7 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 	ps_store_read_unlock(s);
 	if (got)
 		return 2;
-	/* Windows and walks by position (issue 16): [10, 20) a is the one range. */
+	/* Windows and walks by position: [10, 20) a is the one range. */
 	{
 		const struct ps_policy *bp = NULL;
 		uint64_t st = 0, en = 0;

@@ -87,7 +87,7 @@ Test(linearizability_checker, initial_state_and_versions)
 }
 
 /*
- * Batches and window reads (issue 16).  Version 5 sets pages 0-2 in
+ * Batches and window reads.  Version 5 sets pages 0-2 in
  * [50, 60]; a batch sets pages 0-1 (version 10), then page 1 again
  * (version 11), in [100, 110]; version 20 sets pages 2-3 alone in
  * [200, 210]; version 30 sets page 4 in [300, 310], version 31 page 5 in

@@ -261,7 +261,7 @@ Test(snapshot, qsbr_online_set_keeps_borrowed, .timeout = 30)
 	qsbr_borrowed_survived(s, p, b, "a set");
 }
 
-/* ---- windows, walks by position, batches (issue 16) ---- */
+/* ---- windows, walks by position, batches ---- */
 
 /*
  * A window walk keeps its version whole while batches churn the store: no

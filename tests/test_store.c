@@ -476,7 +476,7 @@ Test(store, alloc_ops_validation)
 	cr_assert_eq(ps_set_alloc_ops(&bad), -EINVAL);
 }
 
-/* ---- windows, walks by position, batches (issue 16) ---- */
+/* ---- windows, walks by position, batches ---- */
 
 /* Four ranges, both uint64_t edges used: [0, 10) a, [20, 30) b, [30, 40) a, [2^64 - 2, 2^64 - 1) b. */
 static struct ps_store *edge_store(enum ps_sync sync, struct ps_policy *a, struct ps_policy *b)
