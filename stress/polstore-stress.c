@@ -24,9 +24,32 @@
 
 #include "stress.h"
 
-static const char *const all_scenarios[] = {"lookup-cost", "shared-text", "hot-policy",
-		"memcg-charge", "mmap-commit", "css-walk", "write-cost", "window", "batch-cost"};
-#define NSCENARIOS (sizeof(all_scenarios) / sizeof(all_scenarios[0]))
+static void run_shared_text(void)
+{
+	stress_run_store("shared-text");
+}
+
+static void run_hot_policy(void)
+{
+	stress_run_store("hot-policy");
+}
+
+/* Every scenario, in the order a run takes the selected ones. */
+static const struct scenario {
+	const char *name;
+	void (*run)(void);
+} scenarios[] = {
+	{"lookup-cost", stress_run_lookup_cost},
+	{"shared-text", run_shared_text},
+	{"hot-policy", run_hot_policy},
+	{"memcg-charge", stress_run_memcg_charge},
+	{"mmap-commit", stress_run_mmap_commit},
+	{"css-walk", stress_run_css_walk},
+	{"write-cost", stress_run_write_cost},
+	{"window", stress_run_window},
+	{"batch-cost", stress_run_batch_cost},
+};
+#define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
 /* ---- options --------------------------------------------------------------------------------- */
 
@@ -180,6 +203,17 @@ static void bad(const char *what, const char *val)
 	exit(1);
 }
 
+/* A whole number in [lo, hi] for option @what, or bad(). */
+static int opt_int(const char *v, const char *what, int lo, int hi)
+{
+	char *end;
+	int x = (int)strtol(v, &end, 10);
+
+	if (*end || x < lo || x > hi)
+		bad(what, v);
+	return x;
+}
+
 static bool scenario_selected(const char *name)
 {
 	return stress_list_has(stress_opts.scenarios, name);
@@ -306,9 +340,7 @@ static void parse(int argc, char **argv)
 				bad("--duration", v);
 		} else if (FLAG("--repeat")) {
 			NEEDV();
-			stress_opts.repeat = (int)strtol(v, &end, 10);
-			if (*end || stress_opts.repeat < 1 || stress_opts.repeat > 100)
-				bad("--repeat", v);
+			stress_opts.repeat = opt_int(v, "--repeat", 1, 100);
 		} else if (FLAG("--pages")) {
 			NEEDV();
 			if (parse_list_u64(v, &stress_opts.pages, 1) != 1 || !stress_opts.pages ||
@@ -329,15 +361,11 @@ static void parse(int argc, char **argv)
 					bad("--ranges", v);
 		} else if (FLAG("--writers")) {
 			NEEDV();
-			stress_opts.writers = (int)strtol(v, &end, 10);
-			if (*end || stress_opts.writers < 0 || stress_opts.writers > 64)
-				bad("--writers", v);
+			stress_opts.writers = opt_int(v, "--writers", 0, 64);
 			stress_opts.writers_given = true;
 		} else if (FLAG("--batch")) {
 			NEEDV();
-			stress_opts.batch = (int)strtol(v, &end, 10);
-			if (*end || stress_opts.batch < 1 || stress_opts.batch > 4096)
-				bad("--batch (1 to 4096)", v);
+			stress_opts.batch = opt_int(v, "--batch (1 to 4096)", 1, 4096);
 			stress_opts.batch_given = true;
 		} else if (FLAG("--write-interval")) {
 			double us;
@@ -374,7 +402,7 @@ static void parse(int argc, char **argv)
 				bool ok = !strcmp(tok, "all");
 
 				for (k = 0; k < NSCENARIOS; k++)
-					ok = ok || !strcmp(tok, all_scenarios[k]);
+					ok = ok || !strcmp(tok, scenarios[k].name);
 				if (!ok)
 					bad("--scenario", tok);
 			}
@@ -411,6 +439,7 @@ static void parse(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	bool human;
+	size_t k;
 
 	stress_init_clock();
 	parse(argc, argv);
@@ -427,24 +456,9 @@ int main(int argc, char **argv)
 						       : "off (build with -DPOLSTORE_LOCK_STAT=ON)",
 				(unsigned long long)stress_opts.seed);
 
-	if (scenario_selected("lookup-cost"))
-		stress_run_lookup_cost();
-	if (scenario_selected("shared-text"))
-		stress_run_store("shared-text");
-	if (scenario_selected("hot-policy"))
-		stress_run_store("hot-policy");
-	if (scenario_selected("memcg-charge"))
-		stress_run_memcg_charge();
-	if (scenario_selected("mmap-commit"))
-		stress_run_mmap_commit();
-	if (scenario_selected("css-walk"))
-		stress_run_css_walk();
-	if (scenario_selected("write-cost"))
-		stress_run_write_cost();
-	if (scenario_selected("window"))
-		stress_run_window();
-	if (scenario_selected("batch-cost"))
-		stress_run_batch_cost();
+	for (k = 0; k < NSCENARIOS; k++)
+		if (scenario_selected(scenarios[k].name))
+			scenarios[k].run();
 
 	if (human)
 		stress_print_tables();
