@@ -211,6 +211,22 @@ static int companion_ranks(int *out)
 	return n;
 }
 
+/* A companion scenario: @point(variant, ranks) for each rank count and selected variant. */
+static void companion_run(const char *scenario, const char *const *variants, size_t nvariants,
+		void (*point)(const char *variant, int nranks))
+{
+	int ranks[STRESS_MAX_LIST + 1], n = companion_ranks(ranks), k;
+	size_t v;
+
+	for (k = 0; k < n; k++)
+		for (v = 0; v < nvariants; v++) {
+			if (!stress_variant_selected(variants[v]))
+				continue;
+			stress_progress("%s: %s, %d ranks", scenario, variants[v], ranks[k]);
+			point(variants[v], ranks[k]);
+		}
+}
+
 /* ---- memcg-charge ------------------------------------------------------------ */
 
 #define MC_HOLD_MAX 64	     /* pages a rank holds at its peak */
@@ -374,16 +390,7 @@ static void memcg_point(const char *variant, int nranks)
 
 void stress_run_memcg_charge(void)
 {
-	int ranks[STRESS_MAX_LIST + 1], n = companion_ranks(ranks), k;
-	size_t v;
-
-	for (k = 0; k < n; k++)
-		for (v = 0; v < NELEM(memcg_variants); v++) {
-			if (!stress_variant_selected(memcg_variants[v]))
-				continue;
-			stress_progress("memcg-charge: %s, %d ranks", memcg_variants[v], ranks[k]);
-			memcg_point(memcg_variants[v], ranks[k]);
-		}
+	companion_run("memcg-charge", memcg_variants, NELEM(memcg_variants), memcg_point);
 }
 
 /* ---- mmap-commit --------------------------------------------------------------- */
@@ -506,16 +513,7 @@ static void commit_point(const char *variant, int nranks)
 
 void stress_run_mmap_commit(void)
 {
-	int ranks[STRESS_MAX_LIST + 1], n = companion_ranks(ranks), k;
-	size_t v;
-
-	for (k = 0; k < n; k++)
-		for (v = 0; v < NELEM(commit_variants); v++) {
-			if (!stress_variant_selected(commit_variants[v]))
-				continue;
-			stress_progress("mmap-commit: %s, %d ranks", commit_variants[v], ranks[k]);
-			commit_point(commit_variants[v], ranks[k]);
-		}
+	companion_run("mmap-commit", commit_variants, NELEM(commit_variants), commit_point);
 }
 
 /* ---- css-walk -------------------------------------------------------------------- */
@@ -710,16 +708,7 @@ static void walk_point(const char *variant, int nranks)
 
 void stress_run_css_walk(void)
 {
-	int ranks[STRESS_MAX_LIST + 1], n = companion_ranks(ranks), k;
-	size_t v;
-
-	for (k = 0; k < n; k++)
-		for (v = 0; v < NELEM(walk_variants); v++) {
-			if (!stress_variant_selected(walk_variants[v]))
-				continue;
-			stress_progress("css-walk: %s, %d ranks", walk_variants[v], ranks[k]);
-			walk_point(walk_variants[v], ranks[k]);
-		}
+	companion_run("css-walk", walk_variants, NELEM(walk_variants), walk_point);
 }
 
 /* ---- tables ------------------------------------------------------------------------- */
