@@ -277,9 +277,10 @@ VARIANT_TEST(store, uint64_edges)
 }
 
 /*
- * SEQLOCK frees removed ranges in batches after a grace period (through
- * call_rcu); ps_store_synchronize() frees the partial batch and waits for the
- * batches in flight, after which only ranges in the store hold references.
+ * SEQLOCK frees removed ranges in batches after a grace period (on
+ * polstore's reclaim thread); ps_store_synchronize() frees the partial batch
+ * and waits for the batches in flight, after which only ranges in the store
+ * hold references.
  */
 VARIANT_TEST(store, removed_ranges_release_their_references)
 {
