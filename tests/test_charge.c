@@ -34,14 +34,8 @@ static struct ps_charge *mk(enum ps_charge_kind kind, struct ps_charge *parent, 
 
 Test(charge, kind_names)
 {
-	int k;
-
-	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++)
-		cr_expect_eq(ps_charge_kind_from_name(ps_charge_kind_name(k)), k);
-	cr_expect_str_eq(ps_charge_kind_name(PS_CHARGE_STOCK), "stock");
-	cr_expect_null(ps_charge_kind_name(PS_CHARGE_KIND_COUNT));
-	cr_expect_eq(ps_charge_kind_from_name("bogus"), -EINVAL);
-	cr_expect_eq(ps_charge_kind_from_name(NULL), -EINVAL);
+	EXPECT_NAMES(ps_charge_kind_name, ps_charge_kind_from_name, PS_CHARGE_KIND_COUNT,
+			PS_CHARGE_STOCK, "stock", "bogus");
 }
 
 Test(charge, invalid_arguments)

@@ -48,14 +48,11 @@ static struct ps_idmap *mk(enum ps_idmap_sync sync)
 Test(idmap, names_and_args)
 {
 	struct ps_idmap *map;
-	int s, id = 42;
+	int id = 42;
 	void *old = NULL;
 
-	for (s = 0; s < PS_IDMAP_SYNC_COUNT; s++)
-		cr_expect_eq(ps_idmap_sync_from_name(ps_idmap_sync_name(s)), s);
-	cr_expect_str_eq(ps_idmap_sync_name(PS_IDMAP_RWLOCK), "rwlock");
-	cr_expect_null(ps_idmap_sync_name(PS_IDMAP_SYNC_COUNT));
-	cr_expect_eq(ps_idmap_sync_from_name("seqlock"), -EINVAL);
+	EXPECT_NAMES(ps_idmap_sync_name, ps_idmap_sync_from_name, PS_IDMAP_SYNC_COUNT,
+			PS_IDMAP_RWLOCK, "rwlock", "seqlock");
 	errno = 0;
 	cr_expect_null(ps_idmap_create(PS_IDMAP_SYNC_COUNT));
 	cr_expect_eq(errno, EINVAL);

@@ -242,13 +242,9 @@ Test(pcounter, fold_on_switch_to_strict)
 Test(commit, names_and_args)
 {
 	struct ps_commit *cm;
-	int m;
 
-	for (m = 0; m < PS_OVERCOMMIT_COUNT; m++)
-		cr_expect_eq(ps_overcommit_from_name(ps_overcommit_name(m)), m);
-	cr_expect_str_eq(ps_overcommit_name(PS_OVERCOMMIT_NEVER), "never");
-	cr_expect_null(ps_overcommit_name(PS_OVERCOMMIT_COUNT));
-	cr_expect_eq(ps_overcommit_from_name("sometimes"), -EINVAL);
+	EXPECT_NAMES(ps_overcommit_name, ps_overcommit_from_name, PS_OVERCOMMIT_COUNT,
+			PS_OVERCOMMIT_NEVER, "never", "sometimes");
 	errno = 0;
 	cr_expect_null(ps_commit_create(PS_OVERCOMMIT_COUNT, 100, 1));
 	cr_expect_eq(errno, EINVAL);

@@ -84,9 +84,8 @@ Test(store, variant_names)
 	cr_assert_str_eq(ps_sync_name(PS_SYNC_SEQLOCK), "seqlock");
 	cr_assert_str_eq(ps_sync_name(PS_SYNC_RCU), "rcu");
 	cr_assert_str_eq(ps_sync_name(PS_SYNC_RCU_QSBR), "rcu-qsbr");
-	cr_assert_null(ps_sync_name(PS_SYNC_COUNT));
-	cr_assert_eq(ps_sync_from_name("nope"), -EINVAL);
-	cr_assert_eq(ps_sync_from_name(NULL), -EINVAL);
+	EXPECT_NAMES(ps_sync_name, ps_sync_from_name, PS_SYNC_COUNT, PS_SYNC_RCU_QSBR, "rcu-qsbr",
+			"nope");
 	errno = 0;
 	cr_assert_null(ps_store_create((enum ps_sync)PS_SYNC_COUNT));
 	cr_assert_eq(errno, EINVAL);

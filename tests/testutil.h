@@ -87,6 +87,22 @@ extern enum ps_overcommit ps_test_all_overcommits[PS_OVERCOMMIT_COUNT];
 /* Every overcommit mode; the body sees `enum ps_overcommit *mode`. */
 #define MODE_TEST(suite, name, ...)                                                                \
 	PS_ARRAY_TEST(enum ps_overcommit, mode, ps_test_all_overcommits, suite, name, ##__VA_ARGS__)
+
+/*
+ * EXPECT_NAMES(name_fn, from_name_fn, count, value, name, bogus): a
+ * module's name table (src/names.h): every value below @count round-trips,
+ * @value is called @name, @count has no name, @bogus and NULL are -EINVAL.
+ */
+#define EXPECT_NAMES(name_fn, from_name_fn, count, value, name, bogus)                             \
+	do {                                                                                       \
+		int v_;                                                                            \
+		for (v_ = 0; v_ < (count); v_++)                                                   \
+			cr_expect_eq(from_name_fn(name_fn(v_)), v_);                               \
+		cr_expect_str_eq(name_fn(value), name);                                            \
+		cr_expect_null(name_fn(count));                                                    \
+		cr_expect_eq(from_name_fn(bogus), -EINVAL);                                        \
+		cr_expect_eq(from_name_fn(NULL), -EINVAL);                                         \
+	} while (0)
 #endif /* !PS_TEST_NO_CRITERION */
 
 /*
