@@ -19,17 +19,13 @@
 
 #include <polstore/polstore.h>
 
+#define PS_TEST_NO_CRITERION
+#include "testutil.h" /* tests/: the model of ps_store_set() */
+
 #define NSLOTS 8
-#define MAXR 256
 #define LONGS (PS_MAXNODE_LIMIT / 64 + 1)
 
-struct mrange {
-	uint64_t start, end;
-	struct ps_policy *pol;
-};
-
-static struct mrange model[MAXR];
-static int nmodel;
+static struct ps_model model;
 
 #define CHECK(cond, ...)                                                                           \
 	do {                                                                                       \
@@ -67,67 +63,6 @@ static uint64_t take_idx(struct in *in)
 	return b & 0x80 ? UINT64_MAX - (b & 0x3f) : (uint64_t)(b & 0x7f);
 }
 
-static int model_set(uint64_t start, uint64_t end, struct ps_policy *pol)
-{
-	struct mrange out[MAXR];
-	int n = 0, i, j;
-
-	for (i = 0; i < nmodel; i++) {
-		struct mrange r = model[i];
-
-		if (n >= MAXR - 3)
-			return -1;
-		if (r.end <= start || r.start >= end) {
-			out[n++] = r;
-			continue;
-		}
-		if (r.start < start)
-			out[n++] = (struct mrange){ r.start, start, r.pol };
-		if (r.end > end)
-			out[n++] = (struct mrange){ end, r.end, r.pol };
-	}
-	if (pol && ps_policy_mode(pol) != PS_MPOL_DEFAULT)
-		out[n++] = (struct mrange){ start, end, pol };
-	/* Insertion sort by start (ranges are disjoint). */
-	for (i = 1; i < n; i++)
-		for (j = i; j > 0 && out[j - 1].start > out[j].start; j--) {
-			struct mrange t = out[j];
-
-			out[j] = out[j - 1];
-			out[j - 1] = t;
-		}
-	memcpy(model, out, (size_t)n * sizeof(out[0]));
-	nmodel = n;
-	return 0;
-}
-
-static struct ps_policy *model_at(uint64_t idx)
-{
-	int i;
-
-	for (i = 0; i < nmodel; i++)
-		if (model[i].start <= idx && idx < model[i].end)
-			return model[i].pol;
-	return NULL;
-}
-
-struct walk {
-	int i;
-};
-
-static int walk_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct walk *w = arg;
-
-	CHECK(w->i < nmodel, "foreach: more ranges than the model's %d", nmodel);
-	CHECK(model[w->i].start == start && model[w->i].end == end && model[w->i].pol == pol,
-			"foreach: range %d is [%llu, %llu), model [%llu, %llu)", w->i,
-			(unsigned long long)start, (unsigned long long)end,
-			(unsigned long long)model[w->i].start, (unsigned long long)model[w->i].end);
-	w->i++;
-	return 0;
-}
-
 /* A window's callback: each range is the model's next one overlapping the window. */
 struct window {
 	uint64_t a, b;
@@ -139,17 +74,17 @@ static int window_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *
 	struct window *w = arg;
 
 	w->calls++;
-	while (w->i < nmodel && model[w->i].end <= w->a)
+	while (w->i < model.n && model.r[w->i].end <= w->a)
 		w->i++;
-	CHECK(w->i < nmodel && model[w->i].start < w->b,
+	CHECK(w->i < model.n && model.r[w->i].start < w->b,
 			"window [%llu, %llu): [%llu, %llu) is not in the model",
 			(unsigned long long)w->a, (unsigned long long)w->b,
 			(unsigned long long)start, (unsigned long long)end);
-	CHECK(model[w->i].start == start && model[w->i].end == end && model[w->i].pol == pol,
+	CHECK(model.r[w->i].start == start && model.r[w->i].end == end && model.r[w->i].pol == pol,
 			"window [%llu, %llu): [%llu, %llu), model [%llu, %llu)",
 			(unsigned long long)w->a, (unsigned long long)w->b, (unsigned long long)start,
-			(unsigned long long)end, (unsigned long long)model[w->i].start,
-			(unsigned long long)model[w->i].end);
+			(unsigned long long)end, (unsigned long long)model.r[w->i].start,
+			(unsigned long long)model.r[w->i].end);
 	w->i++;
 	return 0;
 }
@@ -204,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(sync >= 0, "POLSTORE_FUZZ_SYNC=%s is not a variant", env);
 	s = ps_store_create((enum ps_sync)sync);
 	CHECK(s, "store creation failed");
-	nmodel = 0;
+	model.n = 0;
 	while (in.n && steps++ < 512) {
 		uint8_t op = (uint8_t)take(&in, 1);
 
@@ -260,12 +195,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				break;
 			}
 			CHECK(ret == 0, "set: %d", ret);
-			if (model_set(a, b, p)) {
+			if (ps_model_set(&model, a, b, p)) {
 				/* The model is full: start over. */
 				ps_store_destroy(s);
 				s = ps_store_create((enum ps_sync)sync);
 				CHECK(s, "store creation failed");
-				nmodel = 0;
+				model.n = 0;
 			}
 			break;
 		}
@@ -273,7 +208,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint64_t idx = take_idx(&in);
 			struct ps_policy *got = ps_store_lookup(s, idx);
 
-			CHECK(got == model_at(idx), "lookup(%llu)", (unsigned long long)idx);
+			CHECK(got == ps_model_at(&model, idx), "lookup(%llu)", (unsigned long long)idx);
 			CHECK(got || errno == 0, "a miss left errno %d", errno);
 			ps_policy_put(got);
 			break;
@@ -285,24 +220,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			ps_store_read_lock(s);
 			got = ps_store_lookup_borrow(s, idx);
 			ps_store_read_unlock(s);
-			CHECK(got == model_at(idx), "borrow(%llu)", (unsigned long long)idx);
+			CHECK(got == ps_model_at(&model, idx), "borrow(%llu)", (unsigned long long)idx);
 			break;
 		}
 		case 5: { /* walk and check */
-			struct walk w = { 0 };
-			const char *why = NULL;
+			char why[160];
 
-			CHECK(ps_store_foreach(s, walk_fn, &w) == 0, "foreach failed");
-			CHECK(w.i == nmodel, "foreach: %d ranges, model %d", w.i, nmodel);
-			CHECK(ps_store_count(s) == (size_t)nmodel, "count");
-			CHECK(ps_store_check(s, &why) == 0, "check: %s", why);
+			CHECK(ps_model_matches(s, &model, why, sizeof(why)), "walk: %s", why);
 			break;
 		}
 		case 6: /* destroy and start over */
 			ps_store_destroy(s);
 			s = ps_store_create((enum ps_sync)sync);
 			CHECK(s, "store creation failed");
-			nmodel = 0;
+			model.n = 0;
 			break;
 		case 8: { /* a window: the ranges overlapping it, whole, ascending */
 			uint64_t a = take_idx(&in), b = take_idx(&in);
@@ -316,9 +247,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				break;
 			}
 			CHECK(ret == 0, "window: %d", ret);
-			while (w.i < nmodel && model[w.i].end <= a)
+			while (w.i < model.n && model.r[w.i].end <= a)
 				w.i++;
-			CHECK(w.i == nmodel || model[w.i].start >= b,
+			CHECK(w.i == model.n || model.r[w.i].start >= b,
 					"window [%llu, %llu): the model has more ranges in it",
 					(unsigned long long)a, (unsigned long long)b);
 			break;
@@ -328,7 +259,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			bool borrow = op & 0x10;
 			int k = 0, ret;
 
-			while (k < nmodel && model[k].end <= idx)
+			while (k < model.n && model.r[k].end <= idx)
 				k++;
 			if (borrow)
 				ps_store_read_lock(s);
@@ -341,18 +272,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 							(const struct ps_policy **)&p);
 				else
 					ret = ps_store_next(s, idx, &st, &en, &p);
-				if (k == nmodel) {
+				if (k == model.n) {
 					CHECK(ret == -ENOENT, "next(%llu): %d after the last range",
 							(unsigned long long)idx, ret);
 					break;
 				}
-				CHECK(ret == 0 && st == model[k].start && en == model[k].end &&
-								p == model[k].pol,
+				CHECK(ret == 0 && st == model.r[k].start && en == model.r[k].end &&
+								p == model.r[k].pol,
 						"next(%llu): %d [%llu, %llu), model [%llu, %llu)",
 						(unsigned long long)idx, ret,
 						(unsigned long long)st, (unsigned long long)en,
-						(unsigned long long)model[k].start,
-						(unsigned long long)model[k].end);
+						(unsigned long long)model.r[k].start,
+						(unsigned long long)model.r[k].end);
 				if (!borrow)
 					ps_policy_put(p);
 				idx = en;
@@ -390,11 +321,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			CHECK(ret == 0, "set_many: %d", ret);
 			for (k = 0; k < n; k++) {
-				if (model_set(ops[k].start, ops[k].end, ops[k].pol)) {
+				if (ps_model_set(&model, ops[k].start, ops[k].end, ops[k].pol)) {
 					ps_store_destroy(s);
 					s = ps_store_create((enum ps_sync)sync);
 					CHECK(s, "store creation failed");
-					nmodel = 0;
+					model.n = 0;
 					break;
 				}
 			}

@@ -33,6 +33,7 @@
 
 #include "annotate.h"
 #include "compiler.h"
+#include "names.h"
 #include "seqcount.h"
 #include "spinlock.h"
 
@@ -92,24 +93,8 @@ static const char *const charge_kind_names[PS_CHARGE_KIND_COUNT] = {
 	[PS_CHARGE_STOCK] = "stock",
 };
 
-const char *ps_charge_kind_name(enum ps_charge_kind kind)
-{
-	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT)
-		return NULL;
-	return charge_kind_names[kind];
-}
-
-int ps_charge_kind_from_name(const char *name)
-{
-	int k;
-
-	if (!name)
-		return -EINVAL;
-	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++)
-		if (!strcmp(name, charge_kind_names[k]))
-			return k;
-	return -EINVAL;
-}
+PS_NAME_FUNCS(enum ps_charge_kind, ps_charge_kind_name, ps_charge_kind_from_name,
+		charge_kind_names, PS_CHARGE_KIND_COUNT)
 
 static inline bool charge_is_atomic(const struct ps_charge *c)
 {
@@ -423,15 +408,11 @@ struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *p
 {
 	struct ps_charge *c;
 
-	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT || limit < 0 || limit > PS_CHARGE_MAX) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT || limit < 0 || limit > PS_CHARGE_MAX)
+		return _ps_err_null(EINVAL);
 	c = _ps_zalloc_aligned(sizeof(*c));
-	if (!c) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	if (!c)
+		return _ps_err_null(ENOMEM);
 	c->kind = kind;
 	c->limit = limit;
 	c->parent = parent;
@@ -441,8 +422,7 @@ struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *p
 	if (kind == PS_CHARGE_STOCK) {
 		if (charge_enable_stock(c)) {
 			_ps_free_aligned(c);
-			errno = ENOMEM;
-			return NULL;
+			return _ps_err_null(ENOMEM);
 		}
 		c->stock_batch = PS_CHARGE_STOCK_BATCH;
 	}

@@ -9,6 +9,7 @@
 #ifndef POLSTORE_SRC_COMPILER_H
 #define POLSTORE_SRC_COMPILER_H
 
+#include <errno.h>
 #include <stddef.h>
 
 #define PS_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
@@ -50,6 +51,13 @@ static inline unsigned _ps_thread_index(void)
 	int i = _ps_thread_idx;
 
 	return (unsigned)(ps_likely(i >= 0) ? i : _ps_thread_index_slow());
+}
+
+/* A constructor's failure: errno = @err, and NULL to return (errors: CONVENTIONS item 4). */
+static inline void *_ps_err_null(int err)
+{
+	errno = err;
+	return NULL;
 }
 
 /* Allocation through the hooks of polstore/alloc.h. */

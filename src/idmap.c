@@ -45,6 +45,7 @@
 #include "annotate.h"
 #include "compiler.h"
 #include "lock.h"
+#include "names.h"
 #include "rcu_memb.h"
 #include "rcu_thread.h"
 
@@ -117,24 +118,8 @@ static void idmap_bug(const char *what)
 }
 #endif
 
-const char *ps_idmap_sync_name(enum ps_idmap_sync sync)
-{
-	if ((unsigned)sync >= PS_IDMAP_SYNC_COUNT)
-		return NULL;
-	return idmap_sync_names[sync];
-}
-
-int ps_idmap_sync_from_name(const char *name)
-{
-	int s;
-
-	if (!name)
-		return -EINVAL;
-	for (s = 0; s < PS_IDMAP_SYNC_COUNT; s++)
-		if (!strcmp(name, idmap_sync_names[s]))
-			return s;
-	return -EINVAL;
-}
+PS_NAME_FUNCS(enum ps_idmap_sync, ps_idmap_sync_name, ps_idmap_sync_from_name, idmap_sync_names,
+		PS_IDMAP_SYNC_COUNT)
 
 /*
  * Release-store @v into @word (map->root or a slot) for lockless readers.
@@ -196,21 +181,15 @@ struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
 	struct ps_idmap *map;
 	int err;
 
-	if ((unsigned)sync >= PS_IDMAP_SYNC_COUNT) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if ((unsigned)sync >= PS_IDMAP_SYNC_COUNT)
+		return _ps_err_null(EINVAL);
 	/* RCU readers register with liburcu: never without the thread-exit hook. */
 	err = sync == PS_IDMAP_RCU ? _ps_rcu_thread_init() : 0;
-	if (err) {
-		errno = -err;
-		return NULL;
-	}
+	if (err)
+		return _ps_err_null(-err);
 	map = _ps_zalloc_aligned(offsetof(struct ps_idmap, lock) + ps_lock_size(idmap_lock_kind(sync)));
-	if (!map) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	if (!map)
+		return _ps_err_null(ENOMEM);
 	map->sync = sync;
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->root, sizeof(map->root)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->count, sizeof(map->count)); /* atomics only */

@@ -70,21 +70,24 @@ static void print_time(FILE *out, uint64_t ns)
 			(unsigned long long)(ns % 1000 / 10));
 }
 
+/* Bounces, count, then min, max, total and average time: the wait and the hold halves. */
+static void print_half(FILE *out, uint64_t bounces, uint64_t count, uint64_t min_ns,
+		uint64_t max_ns, uint64_t total_ns)
+{
+	fprintf(out, " %14llu %14llu", (unsigned long long)bounces, (unsigned long long)count);
+	print_time(out, min_ns);
+	print_time(out, max_ns);
+	print_time(out, total_ns);
+	print_time(out, count ? total_ns / count : 0);
+}
+
 static void print_row(FILE *out, const char *name, char dir, const struct ps_lock_stat_row *r)
 {
 	fprintf(out, "%38s-%c:", name, dir);
-	fprintf(out, " %14llu %14llu", (unsigned long long)r->con_bounces,
-			(unsigned long long)r->contentions);
-	print_time(out, r->wait_min_ns);
-	print_time(out, r->wait_max_ns);
-	print_time(out, r->wait_total_ns);
-	print_time(out, r->contentions ? r->wait_total_ns / r->contentions : 0);
-	fprintf(out, " %14llu %14llu", (unsigned long long)r->acq_bounces,
-			(unsigned long long)r->acquisitions);
-	print_time(out, r->hold_min_ns);
-	print_time(out, r->hold_max_ns);
-	print_time(out, r->hold_total_ns);
-	print_time(out, r->acquisitions ? r->hold_total_ns / r->acquisitions : 0);
+	print_half(out, r->con_bounces, r->contentions, r->wait_min_ns, r->wait_max_ns,
+			r->wait_total_ns);
+	print_half(out, r->acq_bounces, r->acquisitions, r->hold_min_ns, r->hold_max_ns,
+			r->hold_total_ns);
 	fputc('\n', out);
 }
 

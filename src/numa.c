@@ -56,6 +56,12 @@ int ps_numa_available(void)
 	return 0;
 }
 
+/* The arguments were checked first (@ok), then libnuma: 0, -EINVAL or ps_numa_available()'s error. */
+static int numa_args_ok(bool ok)
+{
+	return ok ? ps_numa_available() : -EINVAL;
+}
+
 static size_t ps_sys_page_size(void)
 {
 	static size_t cached;
@@ -114,13 +120,10 @@ int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigne
 	unsigned long maxnode = 0;
 	int ret;
 
-	if ((flags & ~PS_APPLY_ALL) || ((uintptr_t)addr & (ps_sys_page_size() - 1)))
-		return -EINVAL;
-	ret = ps_numa_available();
-	if (ret)
+	ret = numa_args_ok(!(flags & ~PS_APPLY_ALL) &&
+			!((uintptr_t)addr & (ps_sys_page_size() - 1)));
+	if (ret || !len)
 		return ret;
-	if (!len)
-		return 0;
 	if (flags & PS_APPLY_STRICT)
 		mf |= MPOL_MF_STRICT;
 	if (flags & PS_APPLY_MOVE)
@@ -157,23 +160,17 @@ struct ps_policy *ps_policy_from_addr(const void *addr)
 	unsigned flags;
 	int ret = ps_numa_available();
 
-	if (ret) {
-		errno = -ret;
-		return NULL;
-	}
+	if (ret)
+		return _ps_err_null(-ret);
 	if (get_mempolicy(&kmode, mask, PS_KMASK_BITS + 1, (void *)addr, MPOL_F_ADDR))
 		return NULL; /* errno from the kernel: EFAULT, EINVAL, ... */
 	flags = (unsigned)kmode & PS_MPOL_F_ALL;
 	mode = kmode & ~(int)PS_MPOL_F_ALL;
-	if (mode < 0 || mode >= PS_MPOL_MAX) {
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
+	if (mode < 0 || mode >= PS_MPOL_MAX)
+		return _ps_err_null(EOPNOTSUPP);
 	for (i = PS_MAX_NUMNODES / PS_BITS_PER_LONG; i < PS_KMASK_LONGS; i++) {
-		if (mask[i]) {
-			errno = EOVERFLOW;
-			return NULL;
-		}
+		if (mask[i])
+			return _ps_err_null(EOVERFLOW);
 	}
 	/*
 	 * The kernel reports the nodes of DEFAULT and LOCAL as empty; an old
@@ -262,15 +259,12 @@ int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page
 
 	if (done_pages)
 		*done_pages = 0;
-	if (!store || !page_size || page_size % ps_sys_page_size() || (uintptr_t)base % page_size ||
-			(flags & ~PS_APPLY_ALL) || first_page + npages < first_page ||
-			npages > (UINTPTR_MAX - (uintptr_t)base) / page_size || npages > SIZE_MAX)
-		return -EINVAL;
-	ret = ps_numa_available();
-	if (ret)
+	ret = numa_args_ok(store && page_size && !(page_size % ps_sys_page_size()) &&
+			!((uintptr_t)base % page_size) && !(flags & ~PS_APPLY_ALL) &&
+			first_page + npages >= first_page &&
+			npages <= (UINTPTR_MAX - (uintptr_t)base) / page_size && npages <= SIZE_MAX);
+	if (ret || !npages)
 		return ret;
-	if (!npages)
-		return 0;
 
 	c.first = first_page;
 	c.end = first_page + npages;

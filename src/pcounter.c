@@ -34,6 +34,7 @@
 
 #include "annotate.h"
 #include "compiler.h"
+#include "names.h"
 #include "spinlock.h"
 
 struct pcounter_slot {
@@ -57,15 +58,11 @@ struct ps_pcounter *ps_pcounter_create(int64_t initial, int32_t batch)
 {
 	struct ps_pcounter *pc;
 
-	if (batch < 1) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if (batch < 1)
+		return _ps_err_null(EINVAL);
 	pc = _ps_zalloc_aligned(sizeof(*pc));
-	if (!pc) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	if (!pc)
+		return _ps_err_null(ENOMEM);
 	pc->count = initial;
 	pc->batch = batch;
 	ps_spin_init(&pc->lock);
@@ -272,49 +269,28 @@ static const char *const overcommit_names[PS_OVERCOMMIT_COUNT] = {
 	[PS_OVERCOMMIT_NEVER] = "never",
 };
 
-const char *ps_overcommit_name(enum ps_overcommit mode)
-{
-	if ((unsigned)mode >= PS_OVERCOMMIT_COUNT)
-		return NULL;
-	return overcommit_names[mode];
-}
-
-int ps_overcommit_from_name(const char *name)
-{
-	int m;
-
-	if (!name)
-		return -EINVAL;
-	for (m = 0; m < PS_OVERCOMMIT_COUNT; m++)
-		if (!strcmp(name, overcommit_names[m]))
-			return m;
-	return -EINVAL;
-}
+PS_NAME_FUNCS(enum ps_overcommit, ps_overcommit_name, ps_overcommit_from_name, overcommit_names,
+		PS_OVERCOMMIT_COUNT)
 
 struct ps_commit *ps_commit_create(enum ps_overcommit mode, uint64_t total_pages, int ncpus)
 {
 	struct ps_commit *cm;
 
-	if ((unsigned)mode >= PS_OVERCOMMIT_COUNT || ncpus < 0 || total_pages > INT64_MAX) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if ((unsigned)mode >= PS_OVERCOMMIT_COUNT || ncpus < 0 || total_pages > INT64_MAX)
+		return _ps_err_null(EINVAL);
 	if (!ncpus) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 		ncpus = n > 0 && n < INT_MAX ? (int)n : 1;
 	}
 	cm = _ps_zalloc(sizeof(*cm));
-	if (!cm) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	if (!cm)
+		return _ps_err_null(ENOMEM);
 	cm->pc = ps_pcounter_create(0, ps_pcounter_compute_batch(total_pages, ncpus,
 					     mode == PS_OVERCOMMIT_NEVER));
 	if (!cm->pc) {
 		_ps_free(cm);
-		errno = ENOMEM;
-		return NULL;
+		return _ps_err_null(ENOMEM);
 	}
 	cm->total = (int64_t)total_pages;
 	cm->ncpus = ncpus;

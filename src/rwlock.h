@@ -7,8 +7,8 @@
  * glibc's pthread_rwlock counter is).  A writer raises @writer, which
  * turns away new readers, then waits for every slot to drain: a writer
  * waits at most for the read sections already in progress, so a stream of
- * readers cannot starve it (the soft lockup that got seed 003's rwlock
- * reverted).  Writers are serialised by a spinlock (spinlock.h).
+ * readers cannot starve it (a reader-preferring rwlock let readers starve
+ * a writer into a soft lockup in the kernel's id map).  Writers are serialised by a spinlock (spinlock.h).
  */
 #ifndef POLSTORE_SRC_RWLOCK_H
 #define POLSTORE_SRC_RWLOCK_H

@@ -13,6 +13,7 @@
 
 #include <polstore/static/lookup.h>
 
+#include "names.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
 
@@ -37,42 +38,22 @@ const char *ps_version(void)
 	return PS_VERSION_STRING;
 }
 
-const char *ps_sync_name(enum ps_sync sync)
-{
-	return (unsigned)sync < PS_SYNC_COUNT ? ps_sync_names[sync] : NULL;
-}
-
-int ps_sync_from_name(const char *name)
-{
-	int i;
-
-	if (name)
-		for (i = 0; i < PS_SYNC_COUNT; i++)
-			if (!strcmp(name, ps_sync_names[i]))
-				return i;
-	return -EINVAL;
-}
+PS_NAME_FUNCS(enum ps_sync, ps_sync_name, ps_sync_from_name, ps_sync_names, PS_SYNC_COUNT)
 
 struct ps_store *ps_store_create(enum ps_sync sync)
 {
 	struct ps_store *s;
 	int err;
 
-	if ((unsigned)sync >= PS_SYNC_COUNT) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if ((unsigned)sync >= PS_SYNC_COUNT)
+		return _ps_err_null(EINVAL);
 	/* RCU, RCU_QSBR and SEQLOCK readers register with liburcu: the exit hook first. */
 	err = sync == PS_SYNC_SPIN || sync == PS_SYNC_RWLOCK ? 0 : _ps_rcu_thread_init();
-	if (err) {
-		errno = -err;
-		return NULL;
-	}
+	if (err)
+		return _ps_err_null(-err);
 	s = ps_sync_table[sync]->create();
-	if (!s) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	if (!s)
+		return _ps_err_null(ENOMEM);
 	s->ops = ps_sync_table[sync];
 	s->sync = sync;
 	s->tag = _PS_STORE_TAG(sync);
@@ -167,10 +148,8 @@ struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 {
 	if (PS_READ_INLINE)
 		return _ps_inl_lookup(store, idx);
-	if (ps_unlikely(!store)) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if (ps_unlikely(!store))
+		return _ps_err_null(EINVAL);
 	/* A tail call: the variant sets errno on a miss (ps_lookup_result()). */
 	return store->lookup(store, idx);
 }
@@ -254,7 +233,7 @@ bool ps_lock_stat_enabled(void)
 #endif
 }
 
-/* ---- windows, walks by position, batches (issue 16) ---- */
+/* ---- windows, walks by position, batches ---- */
 
 int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg)

@@ -10,7 +10,7 @@ ps=build-stress/stress/polstore-stress
 pl=build-lockstat/stress/polstore-stress
 run() { name=$1; shift; echo "== $name: $*" >&2; uptime >&2
 	"$@" --json > "$out/$name.jsonl" 2> "$out/$name.err"; }
-# 1. the targets of issue 3 at 1 and 2 ranks, 5 interleaved repetitions
+# 1. the store targets (efficiency, lookup cost) at 1 and 2 ranks, 5 interleaved repetitions
 run targets $ps --scenario lookup-cost,shared-text,hot-policy --ranks 1,2 --repeat 5 --duration 0.5
 # 2. writer wait with 2 reading ranks flat out (no fault work)
 run flatout $ps --scenario shared-text --ranks 2 --fault-work 0 --repeat 3 --duration 0.5 \
@@ -20,7 +20,7 @@ run sweep $ps --scenario shared-text,hot-policy --sweep 1,2,4,16,64,256,1024 --d
 	--plot "$out/sweep.svg"
 # 4. lookup cost against N, and memory per range
 run logn $ps --scenario lookup-cost --ranges 100,10000,1000000 --repeat 3 --duration 0.3
-# 5. the companion scenarios (issue 4)
+# 5. the companion scenarios (charge, commit, id map)
 run companions $ps --scenario memcg-charge,mmap-commit,css-walk --ranks 1,2 --duration 0.5
 # 6. lock_stat tables (library built with -DPOLSTORE_LOCK_STAT=ON), human output
 echo "== lockstat" >&2

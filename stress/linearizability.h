@@ -42,8 +42,8 @@
  * write, checked like the others) and becomes version "initial" of the page
  * for the next round.
  */
-#ifndef POLSTORE_TESTS_LINEARIZABILITY_H
-#define POLSTORE_TESTS_LINEARIZABILITY_H
+#ifndef POLSTORE_STRESS_LINEARIZABILITY_H
+#define POLSTORE_STRESS_LINEARIZABILITY_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -153,4 +153,4 @@ struct ps_policy *ps_lin_encode(uint64_t version);
 /* The version a policy carries; 0 for NULL; UINT64_MAX when it carries none. */
 uint64_t ps_lin_decode(const struct ps_policy *pol);
 
-#endif /* POLSTORE_TESTS_LINEARIZABILITY_H */
+#endif /* POLSTORE_STRESS_LINEARIZABILITY_H */

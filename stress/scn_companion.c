@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The companion scenarios of polstore-stress (issue 4), each modelled on
- * its seed, with the options and output of the store scenarios:
+ * The companion scenarios of polstore-stress, each modelled on the kernel
+ * workload that motivated its module (memcg's page counters,
+ * vm_committed_as, cgroup css ids in an idr), with the options and output
+ * of the store scenarios:
  *
- *   memcg-charge  (seed 000) ranks charge and uncharge pages one at a time
+ *   memcg-charge  ranks charge and uncharge pages one at a time
  *                 through their own leaf counter under a shared parent and
  *                 root; the parent's limit (48 pages per rank, while a rank
  *                 holds up to 64) makes charges fail at the peaks, and a
@@ -16,7 +18,7 @@
  *                 usage must be 0 after draining the stocks, and the largest
  *                 overshoot of the limit is checked against
  *                 ps_charge_overshoot_bound().
- *   mmap-commit   (seed 004) as will-it-scale's mmap1: ranks loop committing
+ *   mmap-commit   as will-it-scale's mmap1: ranks loop committing
  *                 and uncommitting 32768 pages (a 128 MiB mapping) through one
  *                 ps_commit sized like this machine (total = physical pages,
  *                 batch computed for the online CPUs).  Variants: strict
@@ -25,7 +27,7 @@
  *                 --write-interval and checks |approx - exact| against the
  *                 snapshot's bound; the largest error is reported with the
  *                 static bound batch x min(ranks, slots).
- *   css-walk      (seed 003) ranks walk every id with get_next inside one read
+ *   css-walk      ranks walk every id with get_next inside one read
  *                 section; writers remove a random id and allocate the lowest
  *                 free one every --write-interval (the new object's id is
  *                 stored right after the alloc returns it: walkers accept the
@@ -50,9 +52,6 @@
 #include <polstore/polstore.h>
 
 #include "stress.h"
-
-bool stress_companion_variant_known(const char *name);
-void stress_print_companions(void);
 
 static const char *const memcg_variants[] = {"spin", "seqlock", "atomic", "stock", "stock:private"};
 static const char *const commit_variants[] = {"strict", "loose"};
@@ -210,6 +209,22 @@ static int companion_ranks(int *out)
 		if (stress_opts.ranks[i] != 1)
 			out[n++] = stress_opts.ranks[i];
 	return n;
+}
+
+/* A companion scenario: @point(variant, ranks) for each rank count and selected variant. */
+static void companion_run(const char *scenario, const char *const *variants, size_t nvariants,
+		void (*point)(const char *variant, int nranks))
+{
+	int ranks[STRESS_MAX_LIST + 1], n = companion_ranks(ranks), k;
+	size_t v;
+
+	for (k = 0; k < n; k++)
+		for (v = 0; v < nvariants; v++) {
+			if (!stress_variant_selected(variants[v]))
+				continue;
+			stress_progress("%s: %s, %d ranks", scenario, variants[v], ranks[k]);
+			point(variants[v], ranks[k]);
+		}
 }
 
 /* ---- memcg-charge ------------------------------------------------------------ */
@@ -375,16 +390,7 @@ static void memcg_point(const char *variant, int nranks)
 
 void stress_run_memcg_charge(void)
 {
-	int ranks[STRESS_MAX_LIST + 1], n = companion_ranks(ranks), k;
-	size_t v;
-
-	for (k = 0; k < n; k++)
-		for (v = 0; v < NELEM(memcg_variants); v++) {
-			if (!stress_variant_selected(memcg_variants[v]))
-				continue;
-			stress_progress("memcg-charge: %s, %d ranks", memcg_variants[v], ranks[k]);
-			memcg_point(memcg_variants[v], ranks[k]);
-		}
+	companion_run("memcg-charge", memcg_variants, NELEM(memcg_variants), memcg_point);
 }
 
 /* ---- mmap-commit --------------------------------------------------------------- */
@@ -507,16 +513,7 @@ static void commit_point(const char *variant, int nranks)
 
 void stress_run_mmap_commit(void)
 {
-	int ranks[STRESS_MAX_LIST + 1], n = companion_ranks(ranks), k;
-	size_t v;
-
-	for (k = 0; k < n; k++)
-		for (v = 0; v < NELEM(commit_variants); v++) {
-			if (!stress_variant_selected(commit_variants[v]))
-				continue;
-			stress_progress("mmap-commit: %s, %d ranks", commit_variants[v], ranks[k]);
-			commit_point(commit_variants[v], ranks[k]);
-		}
+	companion_run("mmap-commit", commit_variants, NELEM(commit_variants), commit_point);
 }
 
 /* ---- css-walk -------------------------------------------------------------------- */
@@ -711,16 +708,7 @@ static void walk_point(const char *variant, int nranks)
 
 void stress_run_css_walk(void)
 {
-	int ranks[STRESS_MAX_LIST + 1], n = companion_ranks(ranks), k;
-	size_t v;
-
-	for (k = 0; k < n; k++)
-		for (v = 0; v < NELEM(walk_variants); v++) {
-			if (!stress_variant_selected(walk_variants[v]))
-				continue;
-			stress_progress("css-walk: %s, %d ranks", walk_variants[v], ranks[k]);
-			walk_point(walk_variants[v], ranks[k]);
-		}
+	companion_run("css-walk", walk_variants, NELEM(walk_variants), walk_point);
 }
 
 /* ---- tables ------------------------------------------------------------------------- */

@@ -1,8 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * polstore-stress: what the scenario files (store.c, companion.c) share
- * with the driver (polstore-stress.c): the options, one measured point,
- * timing, the sampled latency histogram, the start gate and errors.
+ * polstore-stress: what the scenario files (scn_*.c), the output
+ * (tables.c) and the driver (polstore-stress.c) share: the options, one
+ * measured point and the points recorded, timing, the sampled latency
+ * histogram, the start gate and errors, all in stress.c, which calls no
+ * other file of the program; then the scenarios' entry points, which only
+ * the driver and tables.c call.
+ *
+ * The store scenarios (scn_store.c) include src/rangetree.h: their
+ * unsynchronised, pthread_rwlock and pthread_mutex baselines wrap the range
+ * tree core directly.  That is the stress program's one declared use of a
+ * library-internal header (docs/design.md).
  */
 #ifndef POLSTORE_STRESS_H
 #define POLSTORE_STRESS_H
@@ -15,6 +23,7 @@
 
 #include <polstore/lockstat.h>
 
+#include "clock.h"
 #include "xorshift.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -95,7 +104,7 @@ struct stress_point {
 	double set_ns, set_ns_min, set_ns_max, set_ns_oncpu, restore_ns, restore_ratio,
 			sync_ns_per_set, retired_bytes_max;
 	/*
-	 * window (issue 16): the kind is the window ("1", "16", "256" ranges)
+	 * window: the kind is the window ("1", "16", "256" ranges)
 	 * or the point lookup it is compared with ("lookup", "lookup:noref");
 	 * ns_per_op is CPU ns per window or lookup, ranges_per_op the ranges
 	 * a window returned on average, ns_per_range their quotient,
@@ -122,6 +131,10 @@ const struct stress_point *stress_find(
 		const char *scenario, const char *variant, int ranks, uint64_t ranges);
 /* The @i-th point recorded, or NULL past the end. */
 const struct stress_point *stress_point_at(size_t i);
+size_t stress_npoints(void);
+void stress_points_free(void);
+/* Start the clock of stress_progress()'s timestamps. */
+void stress_init_clock(void);
 void stress_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void stress_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* A broken invariant: message on stderr, then abort() for a core dump. */
@@ -135,10 +148,7 @@ extern double stress_work_iters_per_ns;
 
 static inline uint64_t stress_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ps_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* A cheap timestamp for sampled lookups: the TSC where there is one. */
@@ -153,10 +163,7 @@ static inline uint64_t stress_ticks(void)
 
 static inline uint64_t stress_thread_cpu_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ps_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 void stress_calibrate(void);
@@ -248,23 +255,43 @@ uint64_t stress_gate_open(struct stress_gate *g, int nthreads);
 /* Thread with a small stack (1024 ranks fit easily). */
 void stress_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
-/* Live bytes the library holds (malloc_usable_size of every block it owns). */
+/*
+ * Route the library's allocations through a counting allocator (before any
+ * polstore object exists); stress_live_bytes(): the live bytes the library
+ * holds (malloc_usable_size of every block it owns).
+ */
+void stress_count_allocations(void);
 size_t stress_live_bytes(void);
 
-/* ---- scenarios -------------------------------------------------------------- */
+/* ---- options ---------------------------------------------------------------- */
 
+/* @name is in the comma list @list, or the list says "all". */
+bool stress_list_has(const char *list, const char *name);
+/* @name is in --variants. */
 bool stress_variant_selected(const char *name);
+
+/* ---- scenarios (the driver's and tables.c's to call) ------------------------- */
+
 bool stress_variant_known(const char *name); /* a store-scenario variant */
 void stress_run_lookup_cost(void);
 void stress_run_store(const char *scenario); /* shared-text, hot-policy */
 void stress_run_write_cost(void);
-void stress_run_window(void); /* issue 16: window and batch-cost */
+void stress_run_window(void); /* window reads beside writers */
 void stress_run_batch_cost(void);
 void stress_print_window(void); /* their tables and targets */
+bool stress_companion_variant_known(const char *name);
+void stress_print_companions(void);
 void stress_run_memcg_charge(void);
 void stress_run_mmap_commit(void);
 void stress_run_css_walk(void);
 bool stress_check_variant_known(const char *name); /* spin ... rcu-qsbr, also :noref */
 int stress_run_check(void); /* --check */
+
+/* ---- human output (tables.c), the driver's to call -------------------------- */
+
+/* Every table, lock_stat row and target summary of the points recorded. */
+void stress_print_tables(void);
+/* --plot: the gnuplot data, script and image of the store scenarios. */
+void stress_plot(const char *file);
 
 #endif /* POLSTORE_STRESS_H */

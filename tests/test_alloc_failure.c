@@ -13,78 +13,21 @@
  * reference (shared_policy_replace(), the spare after its alloc_new retry).
  */
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <criterion/criterion.h>
-#include <criterion/parameterized.h>
-
-#include "store_internal.h"
 #include "testutil.h"
 
-/* ---- the failing allocator ---- */
-
-static atomic_long nallocs; /* allocation calls so far */
-static atomic_long fail_at = -1; /* the call number that fails; -1: none */
-static atomic_long live; /* blocks allocated and not freed */
-static long injected; /* failures returned */
-
-static void *inj_alloc(size_t size, void *ctx)
-{
-	long n = atomic_fetch_add(&nallocs, 1);
-	void *p;
-
-	(void)ctx;
-	if (n == atomic_load(&fail_at)) {
-		injected++;
-		return NULL;
-	}
-	p = malloc(size);
-	if (p)
-		atomic_fetch_add(&live, 1);
-	return p;
-}
-
-static void inj_free(void *p, void *ctx)
-{
-	(void)ctx;
-	atomic_fetch_sub(&live, 1);
-	free(p);
-}
-
-static void inj_setup(void)
-{
-	static const struct ps_alloc_ops ops = { inj_alloc, inj_free, NULL };
-
-	atomic_store(&live, 0);
-	atomic_store(&fail_at, -1);
-	injected = 0;
-	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
-}
-
-/* Fail the @k-th allocation from now on (k = 0: the next one). */
-static void inj_arm(long k)
-{
-	atomic_store(&fail_at, atomic_load(&nallocs) + k);
-}
-
-/* Disarm; true when the armed failure was reached (the call saw it). */
-static bool inj_disarm(void)
-{
-	long at = atomic_exchange(&fail_at, -1);
-
-	return atomic_load(&nallocs) > at;
-}
+/* ---- the failing allocator (testutil.h), fail one allocation at a time ---- */
 
 static void inj_teardown(const char *what, long ops)
 {
 	fprintf(stderr, "alloc_failure: %-22s %5ld calls, %5ld allocation failures injected, "
 			"%ld blocks live at the end\n",
-			what, ops, injected, (long)atomic_load(&live));
-	cr_assert_eq(atomic_load(&live), 0, "%s: %ld blocks leaked", what, (long)atomic_load(&live));
-	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+			what, ops, ps_test_alloc_injected(), ps_test_alloc_live());
+	cr_assert_eq(ps_test_alloc_live(), 0, "%s: %ld blocks leaked", what, ps_test_alloc_live());
+	ps_test_alloc_restore();
 }
 
 /*
@@ -98,9 +41,9 @@ static void inj_teardown(const char *what, long ops)
 		for (_k = 0;; _k++) {                                                              \
 			int _ret;                                                                  \
 			bool _reached;                                                             \
-			inj_arm(_k);                                                               \
+			ps_test_alloc_fail_once(_k);                                                               \
 			_ret = (call);                                                             \
-			_reached = inj_disarm();                                                   \
+			_reached = ps_test_alloc_disarm();                                                   \
 			if (_ret == 0) {                                                           \
 				cr_assert(!_reached, "succeeded despite failure %ld", _k);         \
 				break;                                                             \
@@ -114,186 +57,138 @@ static void inj_teardown(const char *what, long ops)
 /* ---- the store against a model ---- */
 
 #define SPACE 64
-#define MAXR 128
-
-struct mrange {
-	uint64_t start, end;
-	struct ps_policy *pol;
-};
-
-struct model {
-	struct mrange r[MAXR];
-	int n;
-};
-
-static int mrange_cmp(const void *a, const void *b)
-{
-	const struct mrange *x = a, *y = b;
-
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* shared_policy_replace() on an array: trim, split, remove, insert; no merging. */
-static void model_set(struct model *m, uint64_t start, uint64_t end, struct ps_policy *pol)
-{
-	struct model out = { .n = 0 };
-	int i;
-
-	for (i = 0; i < m->n; i++) {
-		struct mrange r = m->r[i];
-
-		if (r.end <= start || r.start >= end) {
-			out.r[out.n++] = r;
-			continue;
-		}
-		if (r.start < start)
-			out.r[out.n++] = (struct mrange){ r.start, start, r.pol };
-		if (r.end > end)
-			out.r[out.n++] = (struct mrange){ end, r.end, r.pol };
-	}
-	if (pol && ps_policy_mode(pol) != PS_MPOL_DEFAULT)
-		out.r[out.n++] = (struct mrange){ start, end, pol };
-	cr_assert_lt(out.n, MAXR);
-	qsort(out.r, (size_t)out.n, sizeof(out.r[0]), mrange_cmp);
-	*m = out;
-}
-
-struct cmp_walk {
-	const struct model *m;
-	int i;
-	bool ok;
-};
-
-static int cmp_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct cmp_walk *w = arg;
-
-	if (w->i >= w->m->n || w->m->r[w->i].start != start || w->m->r[w->i].end != end ||
-			w->m->r[w->i].pol != pol)
-		w->ok = false;
-	w->i++;
-	return 0;
-}
 
 #define NPOLS 6
 
 /* The store holds exactly the model's ranges, and every policy the references they imply. */
-static void expect_model(struct ps_store *s, const struct model *m, struct ps_policy **pols,
+static void expect_model(struct ps_store *s, const struct ps_model *m, struct ps_policy **pols,
 		int npols)
 {
-	struct cmp_walk w = { m, 0, true };
-	const char *why = NULL;
+	char why[160];
 	int i, j;
 
-	cr_assert_eq(ps_store_check(s, &why), 0, "%s", why);
-	cr_assert_eq(ps_store_foreach(s, cmp_fn, &w), 0);
-	cr_assert(w.ok && w.i == m->n, "%s: store differs from the model (%d ranges, model %d)",
-			ps_sync_name(s->sync), w.i, m->n);
-	cr_assert_eq(ps_store_count(s), (size_t)m->n);
+	cr_assert(ps_model_matches(s, m, why, sizeof(why)), "%s: %s",
+			ps_sync_name(ps_store_sync_kind(s)), why);
 	/* Ranges retired by earlier sets (SEQLOCK batches) let go of their references. */
 	cr_assert_eq(ps_store_synchronize(s), 0);
 	for (j = 0; j < npols; j++) {
-		long refs = 1;
+		long refs = 1 + ps_model_refs(m, pols[j]);
 
-		for (i = 0; i < m->n; i++)
-			refs += m->r[i].pol == pols[j] ? 1 : 0;
 		cr_assert_eq(ps_policy_refcount(pols[j]), refs, "policy %d: %ld refs, want %ld", j,
 				ps_policy_refcount(pols[j]), refs);
 	}
 	for (i = 0; i < SPACE; i++) {
-		struct ps_policy *want = NULL, *got = ps_store_lookup(s, (uint64_t)i);
+		struct ps_policy *want = ps_model_at(m, (uint64_t)i), *got = ps_store_lookup(s, (uint64_t)i);
 
-		for (j = 0; j < m->n; j++)
-			if (m->r[j].start <= (uint64_t)i && (uint64_t)i < m->r[j].end)
-				want = m->r[j].pol;
 		cr_assert_eq(got, want, "lookup(%d)", i);
 		ps_policy_put(got);
 	}
 }
 
-static int create_policy(struct ps_policy **out, int node)
+/*
+ * CREATED(out, call): a constructor call for FAIL_EACH_ALLOC: its result
+ * goes to *@out; 0, or -ENOMEM when it returned NULL (with errno ENOMEM).
+ */
+static int created(const void *obj)
+{
+	if (obj)
+		return 0;
+	cr_assert_eq(errno, ENOMEM);
+	return -ENOMEM;
+}
+
+#define CREATED(out, call) (errno = 0, created(*(out) = (call)))
+
+/* An INTERLEAVE policy on @node. */
+static struct ps_policy *policy_on(int node)
 {
 	unsigned long mask = 1UL << node;
 
-	*out = ps_policy_create(PS_MPOL_INTERLEAVE, 0, &mask, 64);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
+	return ps_policy_create(PS_MPOL_INTERLEAVE, 0, &mask, 64);
 }
 
-static int create_store(struct ps_store **out, enum ps_sync sync)
+/* Install the allocator, then make a store and NPOLS policies (and NULL), each failing in turn. */
+static struct ps_store *store_setup(enum ps_sync sync, struct ps_policy **pols)
 {
-	errno = 0;
-	*out = ps_store_create(sync);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
-}
-
-ParameterizedTestParameters(alloc_failure, store)
-{
-	return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);
-}
-
-ParameterizedTest(enum ps_sync *sync, alloc_failure, store)
-{
-	struct ps_policy *pols[NPOLS + 1];
-	struct model m = { .n = 0 };
 	struct ps_store *s = NULL;
-	uint64_t seed = 0xA11 + (uint64_t)*sync;
-	long ops = 0, i, nops = ps_test_iters(400);
+	int j;
+
+	ps_test_alloc_install();
+	FAIL_EACH_ALLOC(CREATED(&s, ps_store_create(sync)), (void)0);
+	for (j = 0; j < NPOLS; j++)
+		FAIL_EACH_ALLOC(CREATED(&pols[j], policy_on(j)), (void)0);
+	pols[NPOLS] = NULL; /* removal */
+	return s;
+}
+
+/* Check the end state, free everything: no block may be left. */
+static void store_teardown(struct ps_store *s, const struct ps_model *m, struct ps_policy **pols,
+		const char *test, long calls)
+{
 	char what[64];
 	int j;
 
-	inj_setup();
-	FAIL_EACH_ALLOC(create_store(&s, *sync), (void)0);
-	for (j = 0; j < NPOLS; j++)
-		FAIL_EACH_ALLOC(create_policy(&pols[j], j), (void)0);
-	pols[NPOLS] = NULL; /* removal */
-	/* The split case first: [0, 64) covers [20, 30). */
-	FAIL_EACH_ALLOC(ps_store_set(s, 0, SPACE, pols[0]), expect_model(s, &m, pols, NPOLS));
-	model_set(&m, 0, SPACE, pols[0]);
-	FAIL_EACH_ALLOC(ps_store_set(s, 20, 30, pols[1]), expect_model(s, &m, pols, NPOLS));
-	model_set(&m, 20, 30, pols[1]);
-	expect_model(s, &m, pols, NPOLS);
-	cr_assert_eq(m.n, 3);
-	for (i = 0; i < nops; i++) {
-		uint64_t r = ps_test_rand(&seed);
-		uint64_t a = r % SPACE, b = (r >> 8) % SPACE;
-		struct ps_policy *pol = pols[(r >> 16) % (NPOLS + 1)];
-
-		if ((r >> 24) % 4 == 0 && m.n) {
-			/* Strictly inside an existing range: a split. */
-			const struct mrange *c = &m.r[(r >> 32) % (uint64_t)m.n];
-
-			if (c->end - c->start < 3)
-				continue;
-			a = c->start + 1;
-			b = c->end - 1;
-		} else if (a == b) {
-			continue;
-		} else if (a > b) {
-			uint64_t t = a;
-
-			a = b;
-			b = t;
-		}
-		FAIL_EACH_ALLOC(ps_store_set(s, a, b, pol), expect_model(s, &m, pols, NPOLS));
-		model_set(&m, a, b, pol);
-		ops++;
-		if (i % 16 == 0)
-			expect_model(s, &m, pols, NPOLS);
-	}
-	expect_model(s, &m, pols, NPOLS);
+	expect_model(s, m, pols, NPOLS);
+	snprintf(what, sizeof(what), "%s %s", test, ps_sync_name(ps_store_sync_kind(s)));
 	ps_store_destroy(s);
 	for (j = 0; j < NPOLS; j++) {
 		cr_assert_eq(ps_policy_refcount(pols[j]), 1);
 		ps_policy_put(pols[j]);
 	}
-	snprintf(what, sizeof(what), "store %s", ps_sync_name(*sync));
-	inj_teardown(what, ops + NPOLS + 3);
+	inj_teardown(what, calls);
+}
+
+/*
+ * A random op's range from the bits of @r: [a, b) inside [lo, lo + span),
+ * or one time in four strictly inside a range the model holds (a split)
+ * when that range is 3 or longer.
+ */
+static void random_range(const struct ps_model *m, uint64_t r, uint64_t lo, uint64_t span,
+		uint64_t *a, uint64_t *b)
+{
+	uint64_t x = lo + r % span, y = lo + (r >> 8) % span;
+
+	if ((r >> 24) % 4 == 0 && m->n) {
+		const struct ps_model_range *c = &m->r[(r >> 32) % (uint64_t)m->n];
+
+		if (c->end - c->start >= 3) {
+			x = c->start + 1;
+			y = c->end - 1;
+		}
+	}
+	if (x == y)
+		y = x + 1;
+	*a = x < y ? x : y;
+	*b = x < y ? y : x;
+}
+
+VARIANT_TEST(alloc_failure, store)
+{
+	struct ps_policy *pols[NPOLS + 1];
+	struct ps_model m = { .n = 0 };
+	struct ps_store *s = store_setup(*sync, pols);
+	uint64_t seed = 0xA11 + (uint64_t)*sync;
+	long ops = 0, i, nops = ps_test_iters(400);
+
+	/* The split case first: [0, 64) covers [20, 30). */
+	FAIL_EACH_ALLOC(ps_store_set(s, 0, SPACE, pols[0]), expect_model(s, &m, pols, NPOLS));
+	cr_assert_eq(ps_model_set(&m, 0, SPACE, pols[0]), 0);
+	FAIL_EACH_ALLOC(ps_store_set(s, 20, 30, pols[1]), expect_model(s, &m, pols, NPOLS));
+	cr_assert_eq(ps_model_set(&m, 20, 30, pols[1]), 0);
+	expect_model(s, &m, pols, NPOLS);
+	cr_assert_eq(m.n, 3);
+	for (i = 0; i < nops; i++) {
+		uint64_t r = ps_test_rand(&seed), a, b;
+		struct ps_policy *pol = pols[(r >> 16) % (NPOLS + 1)];
+
+		random_range(&m, r, 0, SPACE, &a, &b);
+		FAIL_EACH_ALLOC(ps_store_set(s, a, b, pol), expect_model(s, &m, pols, NPOLS));
+		cr_assert_eq(ps_model_set(&m, a, b, pol), 0);
+		ops++;
+		if (i % 16 == 0)
+			expect_model(s, &m, pols, NPOLS);
+	}
+	store_teardown(s, &m, pols, "store", ops + NPOLS + 3);
 }
 
 /*
@@ -305,26 +200,14 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store)
  * batch, whose header is allocated after the change: see below), with the
  * split case first.
  */
-ParameterizedTestParameters(alloc_failure, store_set_many)
-{
-	return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);
-}
-
-ParameterizedTest(enum ps_sync *sync, alloc_failure, store_set_many)
+VARIANT_TEST(alloc_failure, store_set_many)
 {
 	struct ps_policy *pols[NPOLS + 1];
-	struct model m = { .n = 0 };
-	struct ps_store *s = NULL;
+	struct ps_model m = { .n = 0 };
+	struct ps_store *s = store_setup(*sync, pols);
 	uint64_t seed = 0xBA7C4 + (uint64_t)*sync;
 	long calls = 0, i, nbatches = ps_test_iters(150);
-	char what[64];
-	int j;
 
-	inj_setup();
-	FAIL_EACH_ALLOC(create_store(&s, *sync), (void)0);
-	for (j = 0; j < NPOLS; j++)
-		FAIL_EACH_ALLOC(create_policy(&pols[j], j), (void)0);
-	pols[NPOLS] = NULL;
 	{
 		/* Set a range, split it twice, in one batch. */
 		struct ps_set_op split[] = { { 0, SPACE, pols[0] }, { 20, 30, pols[1] },
@@ -333,7 +216,7 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store_set_many)
 
 		FAIL_EACH_ALLOC(ps_store_set_many(s, split, 3), expect_model(s, &m, pols, NPOLS));
 		for (k = 0; k < 3; k++)
-			model_set(&m, split[k].start, split[k].end, split[k].pol);
+			cr_assert_eq(ps_model_set(&m, split[k].start, split[k].end, split[k].pol), 0);
 		expect_model(s, &m, pols, NPOLS);
 		cr_assert_eq(m.n, 5);
 		calls++;
@@ -344,47 +227,23 @@ ParameterizedTest(enum ps_sync *sync, alloc_failure, store_set_many)
 		size_t n = 1 + ps_test_rand(&seed) % 6, k;
 
 		for (k = 0; k < n; k++) {
-			uint64_t r = ps_test_rand(&seed);
-			uint64_t a = lo + r % 32, b = lo + (r >> 8) % 32;
+			uint64_t r = ps_test_rand(&seed), a, b;
 
-			if ((r >> 24) % 4 == 0 && m.n) {
-				/* Strictly inside a range the model holds now: a split. */
-				const struct mrange *c = &m.r[(r >> 32) % (uint64_t)m.n];
-
-				if (c->end - c->start >= 3) {
-					a = c->start + 1;
-					b = c->end - 1;
-				}
-			}
-			if (a == b)
-				b = a + 1;
-			if (a > b) {
-				uint64_t t = a;
-
-				a = b;
-				b = t;
-			}
+			random_range(&m, r, lo, 32, &a, &b);
 			ops[k] = (struct ps_set_op){ a, b, pols[(r >> 16) % (NPOLS + 1)] };
 		}
 		FAIL_EACH_ALLOC(ps_store_set_many(s, ops, n), expect_model(s, &m, pols, NPOLS));
 		for (k = 0; k < n; k++)
-			model_set(&m, ops[k].start, ops[k].end, ops[k].pol);
+			cr_assert_eq(ps_model_set(&m, ops[k].start, ops[k].end, ops[k].pol), 0);
 		if (i % 8 == 0)
 			expect_model(s, &m, pols, NPOLS);
 	}
-	expect_model(s, &m, pols, NPOLS);
-	ps_store_destroy(s);
-	for (j = 0; j < NPOLS; j++) {
-		cr_assert_eq(ps_policy_refcount(pols[j]), 1);
-		ps_policy_put(pols[j]);
-	}
-	snprintf(what, sizeof(what), "set_many %s", ps_sync_name(*sync));
-	inj_teardown(what, calls + NPOLS + 1);
+	store_teardown(s, &m, pols, "set_many", calls + NPOLS + 1);
 }
 
 /*
- * SEQLOCK stores hand removed ranges to call_rcu() in batches of 64; the
- * batch's own allocation comes after the tree changed, so when it fails the
+ * SEQLOCK stores retire removed ranges in batches of 64 (src/rcu_reclaim.c);
+ * the batch's own allocation comes after the tree changed, so when it fails the
  * set must still succeed: it waits for a grace period and frees the batch
  * itself.  expect_model() flushes batches (ps_store_synchronize()), so here
  * the sets run back to back, each one retiring the range the last one made,
@@ -394,15 +253,15 @@ Test(alloc_failure, seqlock_retire_batch)
 {
 	struct ps_policy *pols[2];
 	struct ps_store *s = NULL;
-	struct model m = { .n = 0 };
+	struct ps_model m = { .n = 0 };
 	long i, k, fallbacks = 0, nsets = 3 * 64 + 8;
 	char what[64];
 
-	inj_setup();
+	ps_test_alloc_install();
 	s = ps_store_create(PS_SYNC_SEQLOCK);
 	cr_assert_not_null(s);
 	for (i = 0; i < 2; i++)
-		cr_assert_eq(create_policy(&pols[i], (int)i), 0);
+		cr_assert_eq(CREATED(&pols[i], policy_on((int)i)), 0);
 	for (i = 0; i < nsets; i++) {
 		struct ps_policy *pol = pols[i & 1], *got;
 
@@ -410,9 +269,9 @@ Test(alloc_failure, seqlock_retire_batch)
 			int ret;
 			bool reached;
 
-			inj_arm(k);
+			ps_test_alloc_fail_once(k);
 			ret = ps_store_set(s, 0, SPACE, pol);
-			reached = inj_disarm();
+			reached = ps_test_alloc_disarm();
 			if (ret == 0) {
 				/* Only the batch may fail without failing the set. */
 				fallbacks += reached;
@@ -426,7 +285,7 @@ Test(alloc_failure, seqlock_retire_batch)
 			ps_policy_put(got);
 			cr_assert_eq(ps_store_count(s), i ? 1u : 0u);
 		}
-		model_set(&m, 0, SPACE, pol);
+		cr_assert_eq(ps_model_set(&m, 0, SPACE, pol), 0);
 	}
 	cr_assert_geq(fallbacks, 3, "the batch allocation failed %ld times", fallbacks);
 	expect_model(s, &m, pols, 2);
@@ -441,28 +300,19 @@ Test(alloc_failure, seqlock_retire_batch)
 
 /* ---- companion modules ---- */
 
-static int create_charge(struct ps_charge **out, enum ps_charge_kind kind, struct ps_charge *parent)
-{
-	errno = 0;
-	*out = ps_charge_create(kind, parent, 1000);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
-}
-
 Test(alloc_failure, charge)
 {
 	struct ps_charge *root, *kids[PS_CHARGE_KIND_COUNT];
 	long calls = 0;
 	int k;
 
-	inj_setup();
-	FAIL_EACH_ALLOC(create_charge(&root, PS_CHARGE_SPIN, NULL), (void)0);
+	ps_test_alloc_install();
+	FAIL_EACH_ALLOC(CREATED(&root, ps_charge_create(PS_CHARGE_SPIN, NULL, 1000)), (void)0);
 	calls++;
 	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++, calls++) {
 		/* A failed child must not stay linked under its parent: destroy would say EBUSY. */
-		FAIL_EACH_ALLOC(create_charge(&kids[k], (enum ps_charge_kind)k, root), (void)0);
+		FAIL_EACH_ALLOC(CREATED(&kids[k], ps_charge_create((enum ps_charge_kind)k, root, 1000)),
+				(void)0);
 		cr_assert_eq(ps_charge_try(kids[k], 10, NULL), 0);
 	}
 	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++, calls++) {
@@ -482,54 +332,25 @@ Test(alloc_failure, charge)
 	inj_teardown("charge", calls);
 }
 
-static int create_pcounter(struct ps_pcounter **out)
-{
-	errno = 0;
-	*out = ps_pcounter_create(5, 16);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
-}
-
-static int create_commit(struct ps_commit **out, enum ps_overcommit mode)
-{
-	errno = 0;
-	*out = ps_commit_create(mode, 1 << 20, 2);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
-}
-
 Test(alloc_failure, pcounter_and_commit)
 {
 	struct ps_pcounter *pc;
 	struct ps_commit *cm;
 	int mode;
 
-	inj_setup();
-	FAIL_EACH_ALLOC(create_pcounter(&pc), (void)0);
+	ps_test_alloc_install();
+	FAIL_EACH_ALLOC(CREATED(&pc, ps_pcounter_create(5, 16)), (void)0);
 	cr_assert_eq(ps_pcounter_add(pc, 3), 0);
 	cr_assert_eq(ps_pcounter_sum(pc), 8);
 	ps_pcounter_destroy(pc);
 	for (mode = 0; mode < PS_OVERCOMMIT_COUNT; mode++) {
-		FAIL_EACH_ALLOC(create_commit(&cm, (enum ps_overcommit)mode), (void)0);
+		FAIL_EACH_ALLOC(CREATED(&cm, ps_commit_create((enum ps_overcommit)mode, 1 << 20, 2)),
+				(void)0);
 		cr_assert_eq(ps_commit_charge(cm, 10), 0);
 		cr_assert_eq(ps_commit_committed(cm, true), 10);
 		ps_commit_destroy(cm);
 	}
 	inj_teardown("pcounter/commit", 1 + PS_OVERCOMMIT_COUNT);
-}
-
-static int create_idmap(struct ps_idmap **out, enum ps_idmap_sync sync)
-{
-	errno = 0;
-	*out = ps_idmap_create(sync);
-	if (*out)
-		return 0;
-	cr_assert_eq(errno, ENOMEM);
-	return -ENOMEM;
 }
 
 #define IDS 64
@@ -553,14 +374,7 @@ static void expect_ids(struct ps_idmap *map, const int *ids, int n, char *objs)
 	ps_idmap_read_unlock(map);
 }
 
-ParameterizedTestParameters(alloc_failure, idmap)
-{
-	static enum ps_idmap_sync syncs[] = { PS_IDMAP_SPIN, PS_IDMAP_RWLOCK, PS_IDMAP_RCU };
-
-	return cr_make_param_array(enum ps_idmap_sync, syncs, PS_IDMAP_SYNC_COUNT);
-}
-
-ParameterizedTest(enum ps_idmap_sync *sync, alloc_failure, idmap)
+IDMAP_TEST(alloc_failure, idmap)
 {
 	static char objs[IDS];
 	struct ps_idmap *map;
@@ -568,8 +382,8 @@ ParameterizedTest(enum ps_idmap_sync *sync, alloc_failure, idmap)
 	int ids[IDS], n = 0, i;
 	char what[64];
 
-	inj_setup();
-	FAIL_EACH_ALLOC(create_idmap(&map, *sync), (void)0);
+	ps_test_alloc_install();
+	FAIL_EACH_ALLOC(CREATED(&map, ps_idmap_create(*sync)), (void)0);
 	for (i = 0; i < IDS; i++) {
 		/* Sparse ids far apart: new levels and new leaves both allocate. */
 		int min = (int)(ps_test_rand(&seed) % 4 == 0 ? ps_test_rand(&seed) % (1u << 30) :
@@ -587,9 +401,9 @@ ParameterizedTest(enum ps_idmap_sync *sync, alloc_failure, idmap)
 		int before = freed_objects;
 
 		cr_assert_eq(ps_idmap_remove(map, ids[i], NULL), 0);
-		inj_arm(0);
+		ps_test_alloc_fail_once(0);
 		cr_assert_eq(ps_idmap_free_rcu(map, &objs[i], count_free), 0);
-		if (inj_disarm())
+		if (ps_test_alloc_disarm())
 			cr_assert_eq(freed_objects, before + 1, "unqueued object freed at once");
 	}
 	ps_idmap_barrier(map);

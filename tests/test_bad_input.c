@@ -224,7 +224,7 @@ static int never_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *a
 }
 
 /*
- * Issue 16: windows, walks by position, batches.  @s holds [0, 10) and
+ * Windows, walks by position, batches.  @s holds [0, 10) and
  * [2^64 - 2, 2^64 - 1); nothing here may change it.
  */
 static void bad_store_windows(struct ps_store *s, struct ps_policy *a, struct ps_policy *b)
@@ -294,12 +294,7 @@ static void bad_store_windows(struct ps_store *s, struct ps_policy *a, struct ps
 	ps_store_destroy(o);
 }
 
-ParameterizedTestParameters(bad_input, store)
-{
-	return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);
-}
-
-ParameterizedTest(enum ps_sync *sync, bad_input, store)
+VARIANT_TEST(bad_input, store)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2);
@@ -545,14 +540,7 @@ static void no_free(void *p)
 	cr_assert_fail("free_fn called on a refused call");
 }
 
-ParameterizedTestParameters(bad_input, idmap)
-{
-	static enum ps_idmap_sync syncs[] = { PS_IDMAP_SPIN, PS_IDMAP_RWLOCK, PS_IDMAP_RCU };
-
-	return cr_make_param_array(enum ps_idmap_sync, syncs, PS_IDMAP_SYNC_COUNT);
-}
-
-ParameterizedTest(enum ps_idmap_sync *sync, bad_input, idmap)
+IDMAP_TEST(bad_input, idmap)
 {
 	struct ps_idmap *map = ps_idmap_create(*sync);
 	static char obj[4];

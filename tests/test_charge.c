@@ -14,14 +14,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
-#include "annotate.h" /* src/: the thread-checker annotations */
 #include "testutil.h"
-
-static enum ps_charge_kind all_kinds[PS_CHARGE_KIND_COUNT] = {
-	PS_CHARGE_SPIN, PS_CHARGE_SEQLOCK, PS_CHARGE_ATOMIC, PS_CHARGE_STOCK,
-};
-
-#define KIND_TEST(suite, name) PS_PARAM_TEST(enum ps_charge_kind, kind, all_kinds, PS_CHARGE_KIND_COUNT, suite, name)
 
 static long rd(const struct ps_charge *c, enum ps_charge_field f)
 {
@@ -41,14 +34,8 @@ static struct ps_charge *mk(enum ps_charge_kind kind, struct ps_charge *parent, 
 
 Test(charge, kind_names)
 {
-	int k;
-
-	for (k = 0; k < PS_CHARGE_KIND_COUNT; k++)
-		cr_expect_eq(ps_charge_kind_from_name(ps_charge_kind_name(k)), k);
-	cr_expect_str_eq(ps_charge_kind_name(PS_CHARGE_STOCK), "stock");
-	cr_expect_null(ps_charge_kind_name(PS_CHARGE_KIND_COUNT));
-	cr_expect_eq(ps_charge_kind_from_name("bogus"), -EINVAL);
-	cr_expect_eq(ps_charge_kind_from_name(NULL), -EINVAL);
+	EXPECT_NAMES(ps_charge_kind_name, ps_charge_kind_from_name, PS_CHARGE_KIND_COUNT,
+			PS_CHARGE_STOCK, "stock", "bogus");
 }
 
 Test(charge, invalid_arguments)

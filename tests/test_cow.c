@@ -36,18 +36,12 @@
 
 static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 
-#define RCU_TEST(name, ...)                                                                        \
-	PS_PARAM_TEST(enum ps_sync, sync, rcu_syncs, 2, cow, name, ##__VA_ARGS__)
-#define ALL_TEST(name, ...)                                                                        \
-	PS_PARAM_TEST(enum ps_sync, sync, ps_test_all_syncs, PS_SYNC_COUNT, cow, name,     \
-			##__VA_ARGS__)
+#define RCU_TEST(name, ...) SYNCS_TEST(rcu_syncs, cow, name, ##__VA_ARGS__)
+#define ALL_TEST(name, ...) VARIANT_TEST(cow, name, ##__VA_ARGS__)
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	return (double)ps_test_now_ns() * 1e-9;
 }
 
 /* Retire at least @n ranges: set and remove one-page ranges. */

@@ -47,7 +47,7 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 	ps_store_read_unlock(s);
 	if (got)
 		return 2;
-	/* Windows and walks by position (issue 16): [10, 20) a is the one range. */
+	/* Windows and walks by position: [10, 20) a is the one range. */
 	{
 		const struct ps_policy *bp = NULL;
 		uint64_t st = 0, en = 0;
@@ -452,15 +452,13 @@ static void fork_child_with_threads(enum ps_sync sync, enum reader_state state)
 }
 
 /* docs/fork.md rule 2: the parent's registered readers idle at the fork. */
-PS_PARAM_TEST(enum ps_sync, sync, rcu_syncs, 3, fork, child_threads_beside_idle_readers,
-		.timeout = 60)
+SYNCS_TEST(rcu_syncs, fork, child_threads_beside_idle_readers, .timeout = 60)
 {
 	fork_child_with_threads(*sync, READERS_IDLE);
 }
 
 /* Readers that registered and exited before the fork: their stacks are reused in the child. */
-PS_PARAM_TEST(enum ps_sync, sync, rcu_syncs, 3, fork, child_threads_after_readers_exited,
-		.timeout = 60)
+SYNCS_TEST(rcu_syncs, fork, child_threads_after_readers_exited, .timeout = 60)
 {
 	fork_child_with_threads(*sync, READERS_EXITED);
 }
@@ -470,8 +468,7 @@ PS_PARAM_TEST(enum ps_sync, sync, rcu_syncs, 3, fork, child_threads_after_reader
  * in the child they never run again, so its grace periods need not wait
  * for them.
  */
-PS_PARAM_TEST(enum ps_sync, sync, rcu_syncs, 3, fork, child_threads_beside_readers_in_sections,
-		.timeout = 60)
+SYNCS_TEST(rcu_syncs, fork, child_threads_beside_readers_in_sections, .timeout = 60)
 {
 	fork_child_with_threads(*sync, READERS_IN_SECTION);
 }

@@ -13,14 +13,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
-#include "annotate.h" /* src/: the thread-checker annotations */
 #include "testutil.h"
-
-static enum ps_idmap_sync all_syncs[PS_IDMAP_SYNC_COUNT] = {
-	PS_IDMAP_SPIN, PS_IDMAP_RWLOCK, PS_IDMAP_RCU,
-};
-
-#define IDMAP_TEST(suite, name) PS_PARAM_TEST(enum ps_idmap_sync, sync, all_syncs, PS_IDMAP_SYNC_COUNT, suite, name)
 
 /* Distinct non-NULL fake objects: never dereferenced. */
 static char objs[4096];
@@ -55,14 +48,11 @@ static struct ps_idmap *mk(enum ps_idmap_sync sync)
 Test(idmap, names_and_args)
 {
 	struct ps_idmap *map;
-	int s, id = 42;
+	int id = 42;
 	void *old = NULL;
 
-	for (s = 0; s < PS_IDMAP_SYNC_COUNT; s++)
-		cr_expect_eq(ps_idmap_sync_from_name(ps_idmap_sync_name(s)), s);
-	cr_expect_str_eq(ps_idmap_sync_name(PS_IDMAP_RWLOCK), "rwlock");
-	cr_expect_null(ps_idmap_sync_name(PS_IDMAP_SYNC_COUNT));
-	cr_expect_eq(ps_idmap_sync_from_name("seqlock"), -EINVAL);
+	EXPECT_NAMES(ps_idmap_sync_name, ps_idmap_sync_from_name, PS_IDMAP_SYNC_COUNT,
+			PS_IDMAP_RWLOCK, "rwlock", "seqlock");
 	errno = 0;
 	cr_expect_null(ps_idmap_create(PS_IDMAP_SYNC_COUNT));
 	cr_expect_eq(errno, EINVAL);
@@ -155,6 +145,21 @@ IDMAP_TEST(idmap, full_subtrees)
 	ps_idmap_destroy(map);
 }
 
+/* Inside a read-side section: ps_idmap_for_each() visits @ids[0 .. @n), in order, with OBJ(i). */
+static void expect_walk(struct ps_idmap *map, const int *ids, int n)
+{
+	int id, seen = 0;
+	void *p;
+
+	ps_idmap_for_each(map, p, id) {
+		cr_assert_lt(seen, n);
+		cr_assert_eq(id, ids[seen]);
+		cr_assert_eq(p, OBJ(seen));
+		seen++;
+	}
+	cr_assert_eq(seen, n);
+}
+
 /*
  * Walks that reach PS_IDMAP_ID_MAX end there, in one section
  * (ps_idmap_for_each()) or one section per step (the idiom of idmap.h).
@@ -171,13 +176,7 @@ IDMAP_TEST(idmap, walks_end_at_id_max)
 	for (i = 0; i < n; i++)
 		cr_assert_eq(alloc(map, OBJ(i), ids[i], ids[i]), ids[i]);
 	ps_idmap_read_lock(map);
-	ps_idmap_for_each(map, p, id) {
-		cr_assert_lt(seen, n);
-		cr_assert_eq(id, ids[seen]);
-		cr_assert_eq(p, OBJ(seen));
-		seen++;
-	}
-	cr_assert_eq(seen, n);
+	expect_walk(map, ids, n);
 	ps_idmap_for_each(map, p, id)
 		if (id == 5)
 			break;
@@ -206,8 +205,8 @@ IDMAP_TEST(idmap, replace_remove_get_next)
 		(1 << 30) - 1, 1 << 30, INT_MAX - 64, INT_MAX };
 	const int n = sizeof(ids) / sizeof(ids[0]);
 	struct ps_idmap *map = mk(*sync);
-	void *old = NULL, *p;
-	int i, id, seen;
+	void *old = NULL;
+	int i, id;
 
 	for (i = n - 1; i >= 0; i--)
 		cr_assert_eq(alloc(map, OBJ(i), ids[i], ids[i]), ids[i]);
@@ -215,14 +214,7 @@ IDMAP_TEST(idmap, replace_remove_get_next)
 
 	/* A walk visits every id once, in order. */
 	ps_idmap_read_lock(map);
-	seen = 0;
-	ps_idmap_for_each(map, p, id) {
-		cr_assert_lt(seen, n);
-		cr_assert_eq(id, ids[seen]);
-		cr_assert_eq(p, OBJ(seen));
-		seen++;
-	}
-	cr_assert_eq(seen, n);
+	expect_walk(map, ids, n);
 	id = 66;
 	cr_assert_eq(ps_idmap_get_next(map, &id), OBJ(5));
 	cr_assert_eq(id, 4095);
@@ -606,14 +598,6 @@ static void *hammer(void *arg)
 	return NULL;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 IDMAP_TEST(idmap, writer_not_starved)
 {
 	struct rshared sh = { .slow = ps_test_scale() < 0.5 };
@@ -632,26 +616,26 @@ IDMAP_TEST(idmap, writer_not_starved)
 	while (__atomic_load_n(&sh.sections, __ATOMIC_RELAXED) < 3 * sh.every * 16)
 		sched_yield();
 	first = __atomic_load_n(&sh.sections, __ATOMIC_RELAXED);
-	start = now_ns();
+	start = ps_test_now_ns();
 	/* No cr_assert while the readers run: a failed test must still stop them. */
 	for (i = 0; i < n && !stalled; i++) {
-		t = now_ns();
+		t = ps_test_now_ns();
 		if (ps_idmap_alloc(sh.map, OBJ(i), 0, INT_MAX, &id) ||
 				ps_idmap_remove(sh.map, id, NULL))
 			stalled = true;
-		t = now_ns() - t;
+		t = ps_test_now_ns() - t;
 		if (t > worst)
 			worst = t;
 		/* Readers must make progress between writes: they never stop. */
 		before = __atomic_load_n(&sh.sections, __ATOMIC_RELAXED);
-		t = now_ns();
+		t = ps_test_now_ns();
 		while (!stalled && __atomic_load_n(&sh.sections, __ATOMIC_RELAXED) == before) {
-			if (now_ns() - t > 10000000000ull)
+			if (ps_test_now_ns() - t > 10000000000ull)
 				stalled = true;
 			sched_yield();
 		}
 	}
-	t = now_ns() - start;
+	t = ps_test_now_ns() - start;
 	during = __atomic_load_n(&sh.sections, __ATOMIC_RELAXED) - first;
 	__atomic_store_n(&sh.stop, 1, __ATOMIC_RELEASE);
 	for (i = 0; i < 3; i++)

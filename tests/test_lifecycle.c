@@ -238,8 +238,8 @@ static void until_waiter_sleeps(struct waiter *w, enum ps_sync sync)
 	cr_assert_fail("the writer neither waited for the reader nor finished");
 }
 
-PS_PARAM_TEST(struct death_case, c, death_cases, sizeof(death_cases) / sizeof(death_cases[0]),
-		lifecycle, reader_dies_in_section, .timeout = 4 * HANG_S)
+PS_ARRAY_TEST(struct death_case, c, death_cases, lifecycle, reader_dies_in_section,
+		.timeout = 4 * HANG_S)
 {
 	struct dying d = { .c = c };
 	struct ps_policy *a, *b;
@@ -725,8 +725,7 @@ static void *quiet_writer_fn(void *arg)
 
 static const enum ps_sync deferring_syncs[] = { PS_SYNC_SEQLOCK, PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 
-PS_PARAM_TEST(enum ps_sync, sync, deferring_syncs, 3, lifecycle, writer_needs_no_registration,
-		.timeout = 4 * HANG_S)
+SYNCS_TEST(deferring_syncs, lifecycle, writer_needs_no_registration, .timeout = 4 * HANG_S)
 {
 	struct quiet_writer w = { .s = ps_store_create(*sync), .a = ps_test_bind(1) };
 	pthread_t t;
@@ -862,8 +861,7 @@ static int lock_fork_child(void *arg)
 	return 0;
 }
 
-PS_PARAM_TEST(enum ps_sync, sync, lock_syncs, 3, lifecycle, lock_waiter_at_fork,
-		.timeout = 4 * HANG_S)
+SYNCS_TEST(lock_syncs, lifecycle, lock_waiter_at_fork, .timeout = 4 * HANG_S)
 {
 	struct lock_fork f = { .a = ps_store_create(*sync), .b = ps_store_create(*sync),
 		.pol = ps_test_bind(1) };

@@ -87,7 +87,7 @@ Test(linearizability_checker, initial_state_and_versions)
 }
 
 /*
- * Batches and window reads (issue 16).  Version 5 sets pages 0-2 in
+ * Batches and window reads.  Version 5 sets pages 0-2 in
  * [50, 60]; a batch sets pages 0-1 (version 10), then page 1 again
  * (version 11), in [100, 110]; version 20 sets pages 2-3 alone in
  * [200, 210]; version 30 sets page 4 in [300, 310], version 31 page 5 in
@@ -160,10 +160,10 @@ struct lin_param {
 	int readers, writers;
 };
 
-static struct lin_param lin_params[2 * PS_SYNC_COUNT];
-
-ParameterizedTestParameters(linearizability, store)
+/* Two configurations per variant, for this machine's CPU count. */
+static struct lin_param *lin_params(void)
 {
+	static struct lin_param params[2 * PS_SYNC_COUNT];
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int s;
 
@@ -171,15 +171,15 @@ ParameterizedTestParameters(linearizability, store)
 		ncpu = 2;
 	for (s = 0; s < PS_SYNC_COUNT; s++) {
 		/* Fewer ranks than cores when there are more than 2; 2 otherwise. */
-		lin_params[2 * s] = (struct lin_param){ (enum ps_sync)s, ncpu > 2 ? (int)ncpu - 2 : 1,
-			1 };
+		params[2 * s] = (struct lin_param){ (enum ps_sync)s, ncpu > 2 ? (int)ncpu - 2 : 1, 1 };
 		/* More ranks than cores: 2 writers and 2 readers per core. */
-		lin_params[2 * s + 1] = (struct lin_param){ (enum ps_sync)s, 2 * (int)ncpu, 2 };
+		params[2 * s + 1] = (struct lin_param){ (enum ps_sync)s, 2 * (int)ncpu, 2 };
 	}
-	return cr_make_param_array(struct lin_param, lin_params, 2 * PS_SYNC_COUNT);
+	return params;
 }
 
-ParameterizedTest(struct lin_param *p, linearizability, store, .timeout = 1200)
+PS_PARAM_TEST(struct lin_param, p, lin_params(), 2 * PS_SYNC_COUNT, linearizability, store,
+		.timeout = 1200)
 {
 	const char *env = getenv("POLSTORE_LIN_LOOKUPS");
 	struct ps_lin_config cfg = {

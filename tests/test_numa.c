@@ -107,22 +107,17 @@ struct mode_case {
 	bool nodes;
 };
 
-ParameterizedTestParameters(numa, readback)
-{
-	static struct mode_case cases[] = {
-			{PS_MPOL_DEFAULT, false},
-			{PS_MPOL_BIND, true},
-			{PS_MPOL_PREFERRED, true},
-			{PS_MPOL_INTERLEAVE, true},
-			{PS_MPOL_LOCAL, false},
-			{PS_MPOL_PREFERRED, false},
-	};
-
-	return cr_make_param_array(struct mode_case, cases, sizeof(cases) / sizeof(cases[0]));
-}
+static struct mode_case readback_cases[] = {
+	{ PS_MPOL_DEFAULT, false },
+	{ PS_MPOL_BIND, true },
+	{ PS_MPOL_PREFERRED, true },
+	{ PS_MPOL_INTERLEAVE, true },
+	{ PS_MPOL_LOCAL, false },
+	{ PS_MPOL_PREFERRED, false },
+};
 
 /* mbind01 / get_mempolicy01: each mode on node 0, before and after faulting. */
-ParameterizedTest(struct mode_case *c, numa, readback)
+PS_ARRAY_TEST(struct mode_case, c, readback_cases, numa, readback)
 {
 	char *p = map_pages(NPAGES);
 	struct ps_policy *pol = c->nodes ? node_policy(c->mode, 0, 0) : empty_policy(c->mode);
@@ -360,17 +355,12 @@ Test(numa, mems_allowed_applies)
 	munmap(p, NPAGES * page);
 }
 
-ParameterizedTestParameters(numa, store_apply_range)
-{
-	return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);
-}
-
 /*
  * Store (page indices): [0,3) PREFERRED 0, [5,7) BIND 0, [8,9) INTERLEAVE 0,
  * [11,20) LOCAL.  Window [2, 13) mapped at p + page: pages 1 and 14 of the
  * mapping lie outside it and must keep the sentinel policy.
  */
-ParameterizedTest(enum ps_sync *sync, numa, store_apply_range)
+VARIANT_TEST(numa, store_apply_range)
 {
 	struct ps_store *st = ps_store_create(*sync);
 	struct ps_policy *pref = node_policy(PS_MPOL_PREFERRED, 0, 0);
@@ -423,13 +413,8 @@ ParameterizedTest(enum ps_sync *sync, numa, store_apply_range)
 	munmap(p, NPAGES * page);
 }
 
-ParameterizedTestParameters(numa, store_apply_range_error)
-{
-	return cr_make_param_array(enum ps_sync, ps_test_all_syncs, PS_SYNC_COUNT);
-}
-
 /* The first error stops the walk; done_pages says how far it got. */
-ParameterizedTest(enum ps_sync *sync, numa, store_apply_range_error)
+VARIANT_TEST(numa, store_apply_range_error)
 {
 	struct ps_store *st = ps_store_create(*sync);
 	struct ps_policy *bind = node_policy(PS_MPOL_BIND, 0, 0);

@@ -12,12 +12,6 @@
 
 #include "testutil.h"
 
-static enum ps_overcommit all_modes[PS_OVERCOMMIT_COUNT] = {
-	PS_OVERCOMMIT_GUESS, PS_OVERCOMMIT_ALWAYS, PS_OVERCOMMIT_NEVER,
-};
-
-#define MODE_TEST(suite, name) PS_PARAM_TEST(enum ps_overcommit, mode, all_modes, PS_OVERCOMMIT_COUNT, suite, name)
-
 /* The formula as the issue states it, in 128-bit arithmetic so it cannot itself overflow. */
 static int64_t ref_batch(uint64_t total, int n, bool strict)
 {
@@ -181,12 +175,7 @@ static void *snapshotter(void *arg)
 
 static int32_t batches[] = { 1, 32, 1000 };
 
-ParameterizedTestParameters(pcounter, concurrent_error_bound)
-{
-	return cr_make_param_array(int32_t, batches, sizeof(batches) / sizeof(batches[0]));
-}
-
-ParameterizedTest(int32_t *batch, pcounter, concurrent_error_bound)
+PS_ARRAY_TEST(int32_t, batch, batches, pcounter, concurrent_error_bound)
 {
 	struct pshared sh = { .iters = ps_test_iters(1000000) };
 	struct padder a[NTHREADS];
@@ -253,13 +242,9 @@ Test(pcounter, fold_on_switch_to_strict)
 Test(commit, names_and_args)
 {
 	struct ps_commit *cm;
-	int m;
 
-	for (m = 0; m < PS_OVERCOMMIT_COUNT; m++)
-		cr_expect_eq(ps_overcommit_from_name(ps_overcommit_name(m)), m);
-	cr_expect_str_eq(ps_overcommit_name(PS_OVERCOMMIT_NEVER), "never");
-	cr_expect_null(ps_overcommit_name(PS_OVERCOMMIT_COUNT));
-	cr_expect_eq(ps_overcommit_from_name("sometimes"), -EINVAL);
+	EXPECT_NAMES(ps_overcommit_name, ps_overcommit_from_name, PS_OVERCOMMIT_COUNT,
+			PS_OVERCOMMIT_NEVER, "never", "sometimes");
 	errno = 0;
 	cr_expect_null(ps_commit_create(PS_OVERCOMMIT_COUNT, 100, 1));
 	cr_expect_eq(errno, EINVAL);

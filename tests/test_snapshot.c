@@ -16,8 +16,7 @@
 #include "testutil.h"
 
 static const enum ps_sync cow_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
-#define COW_TEST(name, ...)                                                                        \
-	PS_PARAM_TEST(enum ps_sync, sync, cow_syncs, 2, snapshot, name, ##__VA_ARGS__)
+#define COW_TEST(name, ...) SYNCS_TEST(cow_syncs, snapshot, name, ##__VA_ARGS__)
 
 /* A policy that says which range it was made for: BIND on node (start / 16) % 64. */
 static struct ps_policy *range_policy(uint64_t start)
@@ -32,10 +31,19 @@ static bool policy_fits(const struct ps_policy *pol, uint64_t start)
 
 #define NRANGES 64 /* [16 i, 16 i + 16), i < NRANGES */
 
+/*
+ * A walk that stops in its first callback while the test churns the
+ * store, then checks that it goes on in its version: a whole-store
+ * ps_store_foreach(), or a window: pages 8 * 16 + 3 .. 24 * 16 - 2, ranges
+ * 8 .. 23, the end ones not clipped.
+ */
 struct walker {
 	struct ps_store *s;
 	sem_t in_walk, go_on;
+	bool window;
+	int first; /* the first range the walk meets: 0, or 8 for the window */
 	int seen, bad;
+	pthread_t thread;
 };
 
 static int walk_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
@@ -47,8 +55,8 @@ static int walk_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *ar
 		sem_wait(&w->go_on); /* the writer runs thousands of sets now */
 	}
 	/* The version the walk started in: the original ranges, policies alive. */
-	if (start != (uint64_t)w->seen * 16 || end != start + 16 || ps_policy_refcount(pol) <= 0 ||
-			!policy_fits(pol, start))
+	if (start != (uint64_t)(w->first + w->seen) * 16 || end != start + 16 ||
+			ps_policy_refcount(pol) <= 0 || !policy_fits(pol, start))
 		w->bad++;
 	w->seen++;
 	return 0;
@@ -58,8 +66,46 @@ static void *walker_main(void *arg)
 {
 	struct walker *w = arg;
 
-	ps_store_foreach(w->s, walk_cb, w);
+	if (w->window)
+		ps_store_foreach_range(w->s, 8 * 16 + 3, 24 * 16 - 1, walk_cb, w);
+	else
+		ps_store_foreach(w->s, walk_cb, w);
 	return NULL;
+}
+
+/* NRANGES ranges whose policies only the store owns; the walk started and stopped in them. */
+static void walker_start(struct walker *w, enum ps_sync sync, bool window)
+{
+	uint64_t i;
+
+	*w = (struct walker){ .s = ps_store_create(sync), .window = window, .first = window ? 8 : 0 };
+	cr_assert_not_null(w->s);
+	sem_init(&w->in_walk, 0, 0);
+	sem_init(&w->go_on, 0, 0);
+	for (i = 0; i < NRANGES; i++) {
+		struct ps_policy *p = range_policy(i * 16);
+
+		cr_assert_eq(ps_store_set(w->s, i * 16, i * 16 + 16, p), 0);
+		ps_policy_put(p); /* the store owns it alone */
+	}
+	cr_assert_eq(pthread_create(&w->thread, NULL, walker_main, w), 0);
+	sem_wait(&w->in_walk);
+}
+
+/* Let the walk go on: it must see its version's @want ranges, unchanged. */
+static void walker_finish(struct walker *w, int want)
+{
+	const char *name = ps_sync_name(ps_store_sync_kind(w->s));
+
+	sem_post(&w->go_on);
+	pthread_join(w->thread, NULL);
+	cr_assert_eq(w->seen, want, "%s: the walk saw %d ranges of its version", name, w->seen);
+	cr_assert_eq(w->bad, 0, "%s: %d ranges of the walk's version changed or lost their policy",
+			name, w->bad);
+	cr_assert_eq(ps_store_synchronize(w->s), 0);
+	ps_store_destroy(w->s);
+	sem_destroy(&w->in_walk);
+	sem_destroy(&w->go_on);
 }
 
 /*
@@ -90,33 +136,12 @@ static void churn(struct ps_store *s, long sets, uint64_t seed)
 
 COW_TEST(old_version_whole_after_many_sets, .timeout = 120)
 {
-	struct walker w = { .s = ps_store_create(*sync) };
-	pthread_t t;
-	uint64_t i;
+	struct walker w;
 
-	cr_assert_not_null(w.s);
-	sem_init(&w.in_walk, 0, 0);
-	sem_init(&w.go_on, 0, 0);
-	for (i = 0; i < NRANGES; i++) {
-		struct ps_policy *p = range_policy(i * 16);
-
-		cr_assert_eq(ps_store_set(w.s, i * 16, i * 16 + 16, p), 0);
-		ps_policy_put(p); /* the store owns it alone */
-	}
-	cr_assert_eq(pthread_create(&t, NULL, walker_main, &w), 0);
-	sem_wait(&w.in_walk);
+	walker_start(&w, *sync, false);
 	churn(w.s, ps_test_iters(20000), 42);
 	cr_assert_eq(ps_store_count(w.s), 0);
-	sem_post(&w.go_on);
-	pthread_join(t, NULL);
-	cr_assert_eq(w.seen, NRANGES, "%s: the walk saw %d ranges of its version", ps_sync_name(*sync),
-			w.seen);
-	cr_assert_eq(w.bad, 0, "%s: %d ranges of the walk's version changed or lost their policy",
-			ps_sync_name(*sync), w.bad);
-	cr_assert_eq(ps_store_synchronize(w.s), 0);
-	ps_store_destroy(w.s);
-	sem_destroy(&w.in_walk);
-	sem_destroy(&w.go_on);
+	walker_finish(&w, NRANGES);
 }
 
 /* A set inside the caller's own read-side section returns, and the borrowed policy stays valid. */
@@ -148,9 +173,50 @@ COW_TEST(set_inside_read_section, .timeout = 30)
 
 struct cb_setter {
 	struct ps_store *s;
-	struct ps_policy *b;
+	struct ps_policy *a, *b;
 	int calls;
 };
+
+/* A store of ten ranges [10 i, 10 i + 5) of @c->a, and @c->b for the callback's sets. */
+static void cb_setter_init(struct cb_setter *c, enum ps_sync sync)
+{
+	uint64_t i;
+
+	*c = (struct cb_setter){ .s = ps_store_create(sync), .a = ps_test_bind(3),
+		.b = ps_test_bind(5) };
+	for (i = 0; i < 10; i++)
+		cr_assert_eq(ps_store_set(c->s, i * 10, i * 10 + 5, c->a), 0);
+}
+
+/* The store is sound; once it is gone, the policies hold their own references only. */
+static void cb_setter_done(struct cb_setter *c)
+{
+	cr_assert_eq(ps_store_check(c->s, NULL), 0);
+	cr_assert_eq(ps_store_synchronize(c->s), 0);
+	ps_store_destroy(c->s);
+	cr_assert_eq(ps_policy_refcount(c->a), 1);
+	cr_assert_eq(ps_policy_refcount(c->b), 1);
+	ps_policy_put(c->a);
+	ps_policy_put(c->b);
+}
+
+/*
+ * An online QSBR thread borrowed @p (node 6) before its sets: still there,
+ * held by the retired range only; then offline, and @s and @b go.
+ */
+static void qsbr_borrowed_survived(struct ps_store *s, const struct ps_policy *p,
+		struct ps_policy *b, const char *what)
+{
+	cr_assert(ps_qsbr_thread_is_online(), "%s took the thread offline", what);
+	cr_assert_eq(ps_policy_first_node(p), 6);
+	cr_assert_eq(ps_policy_refcount(p), 1, "the retired range still holds the policy");
+	ps_qsbr_quiescent();
+	ps_qsbr_thread_offline();
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	ps_store_destroy(s);
+	cr_assert_eq(ps_policy_refcount(b), 1);
+	ps_policy_put(b);
+}
 
 static int set_in_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
 {
@@ -167,21 +233,12 @@ static int set_in_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *
 /* A set from inside a foreach callback of the same store: the walk goes on in its snapshot. */
 COW_TEST(set_inside_own_foreach, .timeout = 30)
 {
-	struct cb_setter c = { .s = ps_store_create(*sync), .b = ps_test_bind(5) };
-	struct ps_policy *a = ps_test_bind(3);
-	uint64_t i;
+	struct cb_setter c;
 
-	for (i = 0; i < 10; i++)
-		cr_assert_eq(ps_store_set(c.s, i * 10, i * 10 + 5, a), 0);
+	cb_setter_init(&c, *sync);
 	cr_assert_eq(ps_store_foreach(c.s, set_in_cb, &c), 0);
 	cr_assert_eq(c.calls, 10, "the snapshot's ten ranges, whatever the sets did");
-	cr_assert_eq(ps_store_check(c.s, NULL), 0);
-	cr_assert_eq(ps_store_synchronize(c.s), 0);
-	ps_store_destroy(c.s);
-	cr_assert_eq(ps_policy_refcount(a), 1);
-	cr_assert_eq(ps_policy_refcount(c.b), 1);
-	ps_policy_put(a);
-	ps_policy_put(c.b);
+	cb_setter_done(&c);
 }
 
 /* An online QSBR thread keeps borrowed policies across its own sets: a set is no quiescent state. */
@@ -201,49 +258,10 @@ Test(snapshot, qsbr_online_set_keeps_borrowed, .timeout = 30)
 	cr_assert_eq(ps_store_set(s, 0, 10, NULL), 0);
 	for (i = 0; i < 3000; i++)
 		cr_assert_eq(ps_store_set(s, 20 + i % 50, 21 + i % 50, i % 3 ? NULL : b), 0);
-	cr_assert(ps_qsbr_thread_is_online(), "a set took the thread offline");
-	cr_assert_eq(ps_policy_first_node(p), 6);
-	cr_assert_eq(ps_policy_refcount(p), 1, "the retired range still holds the policy");
-	ps_qsbr_quiescent();
-	ps_qsbr_thread_offline();
-	cr_assert_eq(ps_store_synchronize(s), 0);
-	ps_store_destroy(s);
-	cr_assert_eq(ps_policy_refcount(b), 1);
-	ps_policy_put(b);
+	qsbr_borrowed_survived(s, p, b, "a set");
 }
 
-/* ---- windows, walks by position, batches (issue 16) ---- */
-
-struct window_walker {
-	struct ps_store *s;
-	sem_t in_walk, go_on;
-	int seen, bad;
-};
-
-static int window_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct window_walker *w = arg;
-
-	if (w->seen == 0) {
-		sem_post(&w->in_walk);
-		sem_wait(&w->go_on);
-	}
-	/* The version the window walk started in: ranges 8 .. 23, policies alive. */
-	if (start != (uint64_t)(8 + w->seen) * 16 || end != start + 16 ||
-			ps_policy_refcount(pol) <= 0 || !policy_fits(pol, start))
-		w->bad++;
-	w->seen++;
-	return 0;
-}
-
-static void *window_walker_main(void *arg)
-{
-	struct window_walker *w = arg;
-
-	/* Pages 8 * 16 + 3 .. 24 * 16 - 2: ranges 8 .. 23, the end ones not clipped. */
-	ps_store_foreach_range(w->s, 8 * 16 + 3, 24 * 16 - 1, window_cb, w);
-	return NULL;
-}
+/* ---- windows, walks by position, batches ---- */
 
 /*
  * A window walk keeps its version whole while batches churn the store: no
@@ -251,23 +269,12 @@ static void *window_walker_main(void *arg)
  */
 COW_TEST(window_whole_after_many_batches, .timeout = 120)
 {
-	struct window_walker w = { .s = ps_store_create(*sync) };
+	struct walker w;
 	struct ps_set_op ops[4];
-	uint64_t seed = 7, i;
+	uint64_t seed = 7;
 	long b, batches = ps_test_iters(5000);
-	pthread_t t;
 
-	cr_assert_not_null(w.s);
-	sem_init(&w.in_walk, 0, 0);
-	sem_init(&w.go_on, 0, 0);
-	for (i = 0; i < NRANGES; i++) {
-		struct ps_policy *p = range_policy(i * 16);
-
-		cr_assert_eq(ps_store_set(w.s, i * 16, i * 16 + 16, p), 0);
-		ps_policy_put(p);
-	}
-	cr_assert_eq(pthread_create(&t, NULL, window_walker_main, &w), 0);
-	sem_wait(&w.in_walk);
+	walker_start(&w, *sync, true);
 	for (b = 0; b < batches; b++) {
 		struct ps_policy *p[4];
 		int k;
@@ -283,16 +290,7 @@ COW_TEST(window_whole_after_many_batches, .timeout = 120)
 			ps_policy_put(p[k]);
 	}
 	cr_assert_eq(ps_store_set(w.s, 0, NRANGES * 16, NULL), 0);
-	sem_post(&w.go_on);
-	pthread_join(t, NULL);
-	cr_assert_eq(w.seen, 16, "%s: the window walk saw %d ranges of its version",
-			ps_sync_name(*sync), w.seen);
-	cr_assert_eq(w.bad, 0, "%s: %d ranges of the window's version changed", ps_sync_name(*sync),
-			w.bad);
-	cr_assert_eq(ps_store_synchronize(w.s), 0);
-	ps_store_destroy(w.s);
-	sem_destroy(&w.in_walk);
-	sem_destroy(&w.go_on);
+	walker_finish(&w, 16);
 }
 
 /*
@@ -345,22 +343,13 @@ static int set_many_in_cb(uint64_t start, uint64_t end, struct ps_policy *pol, v
 /* A batch from inside a window's callback on the same store: the walk goes on in its snapshot. */
 COW_TEST(set_many_inside_own_window, .timeout = 30)
 {
-	struct cb_setter c = { .s = ps_store_create(*sync), .b = ps_test_bind(5) };
-	struct ps_policy *a = ps_test_bind(3);
-	uint64_t i;
+	struct cb_setter c;
 
-	for (i = 0; i < 10; i++)
-		cr_assert_eq(ps_store_set(c.s, i * 10, i * 10 + 5, a), 0);
+	cb_setter_init(&c, *sync);
 	cr_assert_eq(ps_store_foreach_range(c.s, 12, 77, set_many_in_cb, &c), 0);
 	cr_assert_eq(c.calls, 7, "the snapshot's ranges 1 .. 7, whatever the batches did");
 	cr_assert_eq(ps_store_count(c.s), 1 + 7, "[0, 5) and each batch's [s + 1, s + 3)");
-	cr_assert_eq(ps_store_check(c.s, NULL), 0);
-	cr_assert_eq(ps_store_synchronize(c.s), 0);
-	ps_store_destroy(c.s);
-	cr_assert_eq(ps_policy_refcount(a), 1);
-	cr_assert_eq(ps_policy_refcount(c.b), 1);
-	ps_policy_put(a);
-	ps_policy_put(c.b);
+	cb_setter_done(&c);
 }
 
 /* An online QSBR thread keeps what it borrowed across its own batches. */
@@ -383,13 +372,5 @@ Test(snapshot, qsbr_online_set_many_keeps_borrowed, .timeout = 30)
 
 		cr_assert_eq(ps_store_set_many(s, ops, 3), 0);
 	}
-	cr_assert(ps_qsbr_thread_is_online(), "a batch took the thread offline");
-	cr_assert_eq(ps_policy_first_node(p), 6);
-	cr_assert_eq(ps_policy_refcount(p), 1, "the retired range still holds the policy");
-	ps_qsbr_quiescent();
-	ps_qsbr_thread_offline();
-	cr_assert_eq(ps_store_synchronize(s), 0);
-	ps_store_destroy(s);
-	cr_assert_eq(ps_policy_refcount(b), 1);
-	ps_policy_put(b);
+	qsbr_borrowed_survived(s, p, b, "a batch");
 }

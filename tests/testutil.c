@@ -1,12 +1,26 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+/* testutil.h without Criterion: linked into the suites, the fuzz harness and tsan_stress. */
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define PS_TEST_NO_CRITERION
 #include "testutil.h"
 
 enum ps_sync ps_test_all_syncs[PS_SYNC_COUNT] = {
 	PS_SYNC_SPIN, PS_SYNC_RWLOCK, PS_SYNC_SEQLOCK, PS_SYNC_RCU, PS_SYNC_RCU_QSBR,
+};
+enum ps_idmap_sync ps_test_all_idmap_syncs[PS_IDMAP_SYNC_COUNT] = {
+	PS_IDMAP_SPIN, PS_IDMAP_RWLOCK, PS_IDMAP_RCU,
+};
+enum ps_charge_kind ps_test_all_charge_kinds[PS_CHARGE_KIND_COUNT] = {
+	PS_CHARGE_SPIN, PS_CHARGE_SEQLOCK, PS_CHARGE_ATOMIC, PS_CHARGE_STOCK,
+};
+enum ps_overcommit ps_test_all_overcommits[PS_OVERCOMMIT_COUNT] = {
+	PS_OVERCOMMIT_GUESS, PS_OVERCOMMIT_ALWAYS, PS_OVERCOMMIT_NEVER,
 };
 
 double ps_test_scale(void)
@@ -43,37 +57,208 @@ struct ps_policy *ps_test_bind(int node)
 	return pol;
 }
 
-static long ps_test_countdown = -1;
+/* ---- the failing allocator ---- */
 
-static void *ps_test_failing_alloc(size_t size, void *ctx)
+static atomic_long alloc_calls; /* allocation calls so far */
+/* Calls numbered [fail_from, fail_to] fail; LONG_MAX: none. */
+static atomic_long fail_from = LONG_MAX, fail_to = LONG_MAX;
+static atomic_long alloc_live; /* blocks allocated and not freed since the install */
+static atomic_long alloc_injected; /* failures returned */
+static bool alloc_installed;
+
+static void *failing_alloc(size_t size, void *ctx)
 {
+	long n = atomic_fetch_add(&alloc_calls, 1);
+	void *p;
+
 	(void)ctx;
-	if (ps_test_countdown == 0)
+	if (n >= atomic_load(&fail_from) && n <= atomic_load(&fail_to)) {
+		atomic_fetch_add(&alloc_injected, 1);
 		return NULL;
-	if (ps_test_countdown > 0)
-		ps_test_countdown--;
-	return malloc(size);
+	}
+	p = malloc(size);
+	if (p)
+		atomic_fetch_add(&alloc_live, 1);
+	return p;
 }
 
-static void ps_test_plain_free(void *p, void *ctx)
+static void counting_free(void *p, void *ctx)
 {
 	(void)ctx;
+	atomic_fetch_sub(&alloc_live, 1);
 	free(p);
 }
 
-void ps_test_alloc_fail_after(long k)
+void ps_test_alloc_install(void)
 {
-	static const struct ps_alloc_ops ops = { ps_test_failing_alloc, ps_test_plain_free, NULL };
+	static const struct ps_alloc_ops ops = { failing_alloc, counting_free, NULL };
 
-	ps_test_countdown = k;
+	atomic_store(&fail_from, LONG_MAX);
+	atomic_store(&fail_to, LONG_MAX);
+	atomic_store(&alloc_live, 0);
+	atomic_store(&alloc_injected, 0);
 	if (ps_set_alloc_ops(&ops)) {
 		fprintf(stderr, "ps_set_alloc_ops refused the test allocator\n");
 		abort();
 	}
+	alloc_installed = true;
+}
+
+void ps_test_alloc_fail_after(long k)
+{
+	if (!alloc_installed)
+		ps_test_alloc_install();
+	atomic_store(&fail_to, LONG_MAX);
+	atomic_store(&fail_from, k < 0 ? LONG_MAX : atomic_load(&alloc_calls) + k);
+}
+
+void ps_test_alloc_fail_once(long k)
+{
+	long at = atomic_load(&alloc_calls) + k;
+
+	if (!alloc_installed)
+		ps_test_alloc_install();
+	atomic_store(&fail_to, at);
+	atomic_store(&fail_from, at);
+}
+
+bool ps_test_alloc_disarm(void)
+{
+	long at = atomic_exchange(&fail_from, LONG_MAX);
+
+	atomic_store(&fail_to, LONG_MAX);
+	return atomic_load(&alloc_calls) > at;
+}
+
+long ps_test_alloc_live(void)
+{
+	return atomic_load(&alloc_live);
+}
+
+long ps_test_alloc_injected(void)
+{
+	return atomic_load(&alloc_injected);
 }
 
 void ps_test_alloc_restore(void)
 {
-	ps_test_countdown = -1;
+	ps_test_alloc_disarm();
 	ps_set_alloc_ops(NULL);
+	alloc_installed = false;
+}
+
+/* ---- the model of ps_store_set() ---- */
+
+int ps_model_set(struct ps_model *m, uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	struct ps_model_range out[PS_MODEL_MAX + 2];
+	int n = 0, i, j;
+
+	for (i = 0; i < m->n; i++) {
+		struct ps_model_range r = m->r[i];
+
+		if (r.end <= start || r.start >= end) {
+			out[n++] = r;
+			continue;
+		}
+		if (r.start < start)
+			out[n++] = (struct ps_model_range){ r.start, start, r.pol };
+		if (r.end > end)
+			out[n++] = (struct ps_model_range){ end, r.end, r.pol };
+	}
+	if (pol && ps_policy_mode(pol) != PS_MPOL_DEFAULT)
+		out[n++] = (struct ps_model_range){ start, end, pol };
+	if (n > PS_MODEL_MAX)
+		return -ENOSPC;
+	/* Insertion sort by start: the ranges are disjoint, at most three out of place. */
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && out[j - 1].start > out[j].start; j--) {
+			struct ps_model_range t = out[j];
+
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	memcpy(m->r, out, (size_t)n * sizeof(out[0]));
+	m->n = n;
+	return 0;
+}
+
+struct ps_policy *ps_model_at(const struct ps_model *m, uint64_t idx)
+{
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		if (m->r[i].start <= idx && idx < m->r[i].end)
+			return m->r[i].pol;
+	return NULL;
+}
+
+long ps_model_refs(const struct ps_model *m, const struct ps_policy *pol)
+{
+	long refs = 0;
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		refs += m->r[i].pol == pol;
+	return refs;
+}
+
+struct model_walk {
+	const struct ps_model *m;
+	int i;
+	char *why;
+	size_t len;
+	bool ok;
+};
+
+static int model_walk_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct model_walk *w = arg;
+	const struct ps_model_range *r = w->i < w->m->n ? &w->m->r[w->i] : NULL;
+
+	if (w->ok && (!r || r->start != start || r->end != end || r->pol != pol)) {
+		w->ok = false;
+		if (r)
+			snprintf(w->why, w->len, "range %d is [%llu, %llu) %p, model [%llu, %llu) %p",
+					w->i, (unsigned long long)start, (unsigned long long)end,
+					(void *)pol, (unsigned long long)r->start,
+					(unsigned long long)r->end, (void *)r->pol);
+		else
+			snprintf(w->why, w->len, "range %d [%llu, %llu) beyond the model's %d",
+					w->i, (unsigned long long)start, (unsigned long long)end,
+					w->m->n);
+	}
+	w->i++;
+	return 0;
+}
+
+bool ps_model_matches(struct ps_store *s, const struct ps_model *m, char *why, size_t len)
+{
+	struct model_walk w = { m, 0, why, len, true };
+	const char *bad = NULL;
+	size_t count;
+	int ret;
+
+	ret = ps_store_check(s, &bad);
+	if (ret) {
+		snprintf(why, len, "ps_store_check: %d: %s", ret, bad ? bad : "?");
+		return false;
+	}
+	ret = ps_store_foreach(s, model_walk_fn, &w);
+	if (ret) {
+		snprintf(why, len, "ps_store_foreach: %d", ret);
+		return false;
+	}
+	if (!w.ok)
+		return false;
+	if (w.i != m->n) {
+		snprintf(why, len, "the store has %d ranges, the model %d", w.i, m->n);
+		return false;
+	}
+	count = ps_store_count(s);
+	if (count != (size_t)m->n) {
+		snprintf(why, len, "ps_store_count: %zu, the model %d", count, m->n);
+		return false;
+	}
+	return true;
 }

@@ -29,6 +29,7 @@
 #include <polstore/polstore.h>
 
 #include "linearizability.h"
+#define PS_TEST_NO_CRITERION
 #include "testutil.h"
 
 static atomic_long failures;
@@ -45,17 +46,9 @@ static double phase_seconds = 0.3;
 		}                                                                                  \
 	} while (0)
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t deadline(void)
 {
-	return now_ns() + (uint64_t)(phase_seconds * 1e9);
+	return ps_test_now_ns() + (uint64_t)(phase_seconds * 1e9);
 }
 
 static void spawn(pthread_t *t, int n, void *(*fn)(void *), void *arg)
@@ -154,7 +147,7 @@ static void *mix_writer(void *arg)
 	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
 	long n = 0;
 
-	while (now_ns() < m->end || n < 16) {
+	while (ps_test_now_ns() < m->end || n < 16) {
 		int k = (int)(ps_test_rand(&seed) % REGIONS);
 		uint64_t a, b;
 
@@ -238,7 +231,7 @@ static void *chg_worker(void *arg)
 	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
 	long held = 0, n = 0;
 
-	while (now_ns() < c->end || n < 16) {
+	while (ps_test_now_ns() < c->end || n < 16) {
 		long nr = (long)(ps_test_rand(&seed) % 8) + 1;
 
 		if (held < 64 && !ps_charge_try(c->child, nr, NULL)) {
@@ -319,7 +312,7 @@ static void *pcc_worker(void *arg)
 	struct pcc *p = arg;
 	long n = 0;
 
-	while (now_ns() < p->end || n < 16) {
+	while (ps_test_now_ns() < p->end || n < 16) {
 		CHECK(ps_pcounter_add(p->pc, 3) == 0 && ps_pcounter_add(p->pc, -3) == 0,
 				"pcounter add failed");
 		if (!ps_commit_charge(p->cm, 2))
@@ -457,7 +450,7 @@ static void *idm_writer(void *arg)
 	int lo = w * IDM_PER_WRITER, hi = lo + IDM_PER_WRITER - 1;
 	long n = 0;
 
-	while (now_ns() < d->end || n < 16) {
+	while (ps_test_now_ns() < d->end || n < 16) {
 		struct obj *o = obj_new(-1), *old = NULL;
 		int id;
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * polstore charge counters: hierarchical resource counters with limits, as
- * a memory controller charges pages to nested groups (seed 000: the kernel's
+ * a memory controller charges pages to nested groups (the kernel's
  * res_counter, its seqlock RFC, and the lockless page_counter that replaced
  * both, fronted by a per-CPU pre-charged stock).
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * polstore idmap: a map from small integer ids to objects, allocating the
- * lowest free id (the kernel's idr as cgroup css ids used it; seed 003: a
+ * lowest free id (the kernel's idr as cgroup css ids used it: first a
  * spinlock, then an rwlock that was reverted because a stream of readers
  * starved a writer, then RCU).
  *

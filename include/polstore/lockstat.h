@@ -24,7 +24,7 @@ extern "C" {
 
 struct ps_store;
 
-/** Index of a direction in struct ps_lock_stat. */
+/** Index of a direction: ps_store_lock_stat_read()'s @rows[]. */
 enum { PS_LOCK_STAT_WRITE = 0, PS_LOCK_STAT_READ = 1 };
 
 /**
@@ -56,9 +56,11 @@ PS_API bool ps_lock_stat_enabled(void);
  * @store: the store
  * @rows: receives [PS_LOCK_STAT_WRITE] and [PS_LOCK_STAT_READ]
  *
- * SPIN counts every acquisition as a write; SEQLOCK counts writer and
- * fallback-reader acquisitions of its writer lock as writes and reads;
- * RCU variants have no lock and report zeros.
+ * SPIN counts every acquisition as a write.  SEQLOCK's lock is a spinlock
+ * taken by writers and by readers that fell back to it after failed
+ * lockless tries: both are counted as writes, and the read row stays zero
+ * (lockless reads take no lock).  RWLOCK counts readers as reads.  RCU
+ * variants have no lock and report zeros.
  *
  * Context: any thread; the copy is not atomic under concurrent use.
  * Return: 0, -EINVAL for NULL arguments, -EOPNOTSUPP when not built in.

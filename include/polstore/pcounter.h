@@ -2,7 +2,7 @@
 /*
  * polstore pcounter: a batched per-thread counter (the kernel's
  * percpu_counter), and on top of it committed-memory accounting under an
- * overcommit policy (seed 004: vm_committed_as, whose batch had to grow for
+ * overcommit policy (the kernel's vm_committed_as, whose batch had to grow for
  * the loose policies and stay small for the strict one).
  *
  * Each thread adds into its own slot, one cache line per slot; when a

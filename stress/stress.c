@@ -1,0 +1,542 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * polstore-stress: what the scenario files and the driver share (stress.h):
+ * errors and progress, timing and the fault-work loop, threads and the
+ * start gate, the allocator that counts the library's live bytes, the
+ * sampled latency histogram, and the points measured so far with their
+ * JSON Lines / CSV output.  It calls neither the driver nor a scenario.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <polstore/polstore.h>
+
+#include "stress.h"
+
+struct stress_opts stress_opts;
+double stress_ns_per_tick = 1.0;
+double stress_work_iters_per_ns = 1.0;
+
+/* ---- errors and progress ---------------------------------------------------- */
+
+void stress_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("polstore-stress: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+}
+
+void stress_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("polstore-stress: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	abort();
+}
+
+static uint64_t t_program_start;
+
+void stress_init_clock(void)
+{
+	t_program_start = stress_now_ns();
+}
+
+void stress_progress(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (stress_opts.quiet)
+		return;
+	fprintf(stderr, "[%6.1fs] ", (double)(stress_now_ns() - t_program_start) / 1e9);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ---- time, work, threads -------------------------------------------------------- */
+
+void stress_sleep_ns(uint64_t ns)
+{
+	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+void stress_sleep_until(uint64_t t)
+{
+	struct timespec ts = {(time_t)(t / 1000000000u), (long)(t % 1000000000u)};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+void stress_calibrate(void)
+{
+	uint64_t t0, t1, k0, k1;
+	unsigned iters = 1u << 22;
+
+	t0 = stress_now_ns();
+	k0 = stress_ticks();
+	stress_sleep_ns(20000000);
+	t1 = stress_now_ns();
+	k1 = stress_ticks();
+	stress_ns_per_tick = (double)(t1 - t0) / (double)(k1 - k0);
+	/* The fault-work loop: best of three, so a preemption does not shrink it. */
+	stress_work_iters_per_ns = 0;
+	for (int i = 0; i < 3; i++) {
+		double rate;
+
+		t0 = stress_now_ns();
+		stress_work(iters);
+		t1 = stress_now_ns();
+		rate = (double)iters / (double)(t1 - t0);
+		if (rate > stress_work_iters_per_ns)
+			stress_work_iters_per_ns = rate;
+	}
+}
+
+unsigned stress_work_iters(double ns)
+{
+	double it = ns * stress_work_iters_per_ns;
+
+	return it < 0 ? 0 : (unsigned)(it + 0.5);
+}
+
+void stress_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	int ret;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	ret = pthread_create(t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	if (ret)
+		stress_die("pthread_create: %s (lower --ranks?)", strerror(ret));
+}
+
+/*
+ * The gate is a futex, not a condition variable: opening it makes every
+ * waiter runnable at once, instead of handing a mutex from one woken thread
+ * to the next while the threads already released eat the CPUs (with 1024
+ * ranks on 2 CPUs that convoy took longer than a point).
+ */
+void stress_gate_init(struct stress_gate *g)
+{
+	g->ready = 0;
+	g->go = 0;
+}
+
+void stress_gate_destroy(struct stress_gate *g)
+{
+	(void)g;
+}
+
+void stress_gate_wait(struct stress_gate *g)
+{
+	__atomic_fetch_add(&g->ready, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&g->go, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, &g->go, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+}
+
+uint64_t stress_gate_open(struct stress_gate *g, int nthreads)
+{
+	uint64_t t;
+
+	while (__atomic_load_n(&g->ready, __ATOMIC_ACQUIRE) < nthreads)
+		stress_sleep_ns(100000);
+	/*
+	 * The time is taken before the release: the woken threads may preempt
+	 * this one for a long while (seconds with 1024 ranks on 2 CPUs).
+	 */
+	t = stress_now_ns();
+	__atomic_store_n(&g->go, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &g->go, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	return t;
+}
+
+/* ---- the allocator: counts live bytes of everything polstore allocates -------- */
+
+static size_t live_bytes;
+
+static void *count_alloc(size_t size, void *ctx)
+{
+	void *p = malloc(size);
+
+	(void)ctx;
+	if (p)
+		__atomic_fetch_add(&live_bytes, malloc_usable_size(p), __ATOMIC_RELAXED);
+	return p;
+}
+
+static void count_free(void *p, void *ctx)
+{
+	(void)ctx;
+	__atomic_fetch_sub(&live_bytes, malloc_usable_size(p), __ATOMIC_RELAXED);
+	free(p);
+}
+
+void stress_count_allocations(void)
+{
+	static const struct ps_alloc_ops ops = {count_alloc, count_free, NULL};
+
+	if (ps_set_alloc_ops(&ops))
+		stress_die("ps_set_alloc_ops failed");
+}
+
+size_t stress_live_bytes(void)
+{
+	return __atomic_load_n(&live_bytes, __ATOMIC_RELAXED);
+}
+
+/* ---- histogram ------------------------------------------------------------------ */
+
+void stress_hist_merge(struct stress_hist *into, const struct stress_hist *h)
+{
+	unsigned i;
+
+	for (i = 0; i < STRESS_HBUCKETS; i++)
+		into->count[i] += h->count[i];
+	into->n += h->n;
+	into->sum += h->sum;
+	if (h->max > into->max)
+		into->max = h->max;
+}
+
+static double bucket_mid(unsigned b)
+{
+	unsigned e, m;
+
+	if (b < STRESS_HSUB)
+		return b;
+	e = b / STRESS_HSUB + 3;
+	m = b % STRESS_HSUB;
+	return ((double)(STRESS_HSUB + m) + 0.5) * (double)(1ULL << (e - 4));
+}
+
+double stress_hist_quantile_ns(const struct stress_hist *h, double q)
+{
+	uint64_t want, seen = 0;
+	unsigned i;
+
+	if (!h->n)
+		return NAN;
+	want = (uint64_t)ceil(q * (double)h->n);
+	if (!want)
+		want = 1;
+	for (i = 0; i < STRESS_HBUCKETS; i++) {
+		seen += h->count[i];
+		if (seen >= want) {
+			double v = bucket_mid(i);
+
+			return (v > (double)h->max ? (double)h->max : v) * stress_ns_per_tick;
+		}
+	}
+	return (double)h->max * stress_ns_per_tick;
+}
+
+void stress_hist_to_point(const struct stress_hist *h, struct stress_point *p)
+{
+	p->samples = h->n;
+	if (!h->n)
+		return;
+	p->mean_ns = (double)h->sum / (double)h->n * stress_ns_per_tick;
+	p->p50_ns = stress_hist_quantile_ns(h, 0.50);
+	p->p99_ns = stress_hist_quantile_ns(h, 0.99);
+	p->p999_ns = stress_hist_quantile_ns(h, 0.999);
+	p->max_ns = (double)h->max * stress_ns_per_tick;
+}
+
+/* ---- points ------------------------------------------------------------------------ */
+
+static struct stress_point *points;
+static size_t npoints, cap_points;
+static bool csv_header_done;
+
+void stress_point_init(struct stress_point *p, const char *scenario, const char *variant, int ranks)
+{
+	memset(p, 0, sizeof(*p));
+	p->scenario = scenario;
+	snprintf(p->variant, sizeof(p->variant), "%s", variant);
+	p->ranks = ranks;
+	p->baseline = NULL;
+	p->writers = -1;
+	p->ranges = p->ranges_end = p->pages = 0;
+	p->duration_s = p->fault_work_ns = NAN;
+	p->ops_per_sec = p->efficiency = p->lookup_share = p->mean_ns = NAN;
+	p->rank_cpu_s = p->cpu_efficiency = NAN;
+	p->ops_per_sec_min = p->ops_per_sec_max = NAN;
+	p->reps = -1;
+	p->p50_ns = p->p99_ns = p->p999_ns = p->max_ns = NAN;
+	p->writer_ops_per_sec = p->writer_max_wait_ns = NAN;
+	p->lookup_ns = p->overhead_ns = p->cost_ratio = p->lookup_ns_median = NAN;
+	p->lookup_share_all = NAN;
+	p->bytes_per_range = p->store_bytes_per_range = NAN;
+	p->max_overshoot = p->overshoot_bound = p->max_error = p->error_bound = NAN;
+	p->set_ns = p->set_ns_min = p->set_ns_max = p->restore_ns = p->restore_ratio = NAN;
+	p->set_ns_oncpu = NAN;
+	p->sync_ns_per_set = p->retired_bytes_max = NAN;
+	p->ns_per_op = p->ranges_per_op = p->ns_per_range = p->ratio_lookup = NAN;
+	p->ratio_borrow = p->single_ns = p->many_ns = p->batch_ratio = NAN;
+	p->batch = -1;
+}
+
+const struct stress_point *stress_find(
+		const char *scenario, const char *variant, int ranks, uint64_t ranges)
+{
+	size_t i;
+
+	for (i = npoints; i-- > 0;)
+		if (!strcmp(points[i].scenario, scenario) && !strcmp(points[i].variant, variant) &&
+				points[i].ranks == ranks && (!ranges || points[i].ranges == ranges))
+			return &points[i];
+	return NULL;
+}
+
+const struct stress_point *stress_point_at(size_t i)
+{
+	return i < npoints ? &points[i] : NULL;
+}
+
+size_t stress_npoints(void)
+{
+	return npoints;
+}
+
+void stress_points_free(void)
+{
+	free(points);
+	points = NULL;
+	npoints = cap_points = 0;
+}
+
+/* Column: key, and how to print it from a point. */
+enum ctype { C_STR, C_INT, C_U64, C_DBL };
+struct col {
+	const char *key;
+	enum ctype type;
+	size_t off;
+	const char *fmt;
+};
+
+#define COL(k, t, f, fmt)                                                                          \
+	{                                                                                          \
+		k, t, offsetof(struct stress_point, f), fmt                                        \
+	}
+static const struct col cols[] = {
+		COL("variant", C_STR, variant, NULL),
+		COL("ranks", C_INT, ranks, NULL),
+		COL("writers", C_INT, writers, NULL),
+		COL("pages", C_U64, pages, NULL),
+		COL("ranges", C_U64, ranges, NULL),
+		COL("ranges_end", C_U64, ranges_end, NULL),
+		COL("duration_s", C_DBL, duration_s, "%.3f"),
+		COL("fault_work_ns", C_DBL, fault_work_ns, "%.1f"),
+		COL("ops", C_U64, ops, NULL),
+		COL("ops_per_sec", C_DBL, ops_per_sec, "%.0f"),
+		COL("reps", C_INT, reps, NULL),
+		COL("ops_per_sec_min", C_DBL, ops_per_sec_min, "%.0f"),
+		COL("ops_per_sec_max", C_DBL, ops_per_sec_max, "%.0f"),
+		COL("efficiency", C_DBL, efficiency, "%.4f"),
+		COL("rank_cpu_s", C_DBL, rank_cpu_s, "%.3f"),
+		COL("cpu_efficiency", C_DBL, cpu_efficiency, "%.4f"),
+		COL("lookup_share", C_DBL, lookup_share, "%.4f"),
+		COL("lookup_share_all", C_DBL, lookup_share_all, "%.4f"),
+		COL("mean_ns", C_DBL, mean_ns, "%.1f"),
+		COL("p50_ns", C_DBL, p50_ns, "%.0f"),
+		COL("p99_ns", C_DBL, p99_ns, "%.0f"),
+		COL("p999_ns", C_DBL, p999_ns, "%.0f"),
+		COL("max_ns", C_DBL, max_ns, "%.0f"),
+		COL("samples", C_U64, samples, NULL),
+		COL("writer_ops_per_sec", C_DBL, writer_ops_per_sec, "%.1f"),
+		COL("writer_max_wait_ns", C_DBL, writer_max_wait_ns, "%.0f"),
+		COL("lookup_ns", C_DBL, lookup_ns, "%.2f"),
+		COL("lookup_ns_median", C_DBL, lookup_ns_median, "%.2f"),
+		COL("overhead_ns", C_DBL, overhead_ns, "%.2f"),
+		COL("cost_ratio", C_DBL, cost_ratio, "%.4f"),
+		COL("bytes_per_range", C_DBL, bytes_per_range, "%.1f"),
+		COL("store_bytes_per_range", C_DBL, store_bytes_per_range, "%.1f"),
+		COL("max_overshoot", C_DBL, max_overshoot, "%.0f"),
+		COL("overshoot_bound", C_DBL, overshoot_bound, "%.0f"),
+		COL("max_error", C_DBL, max_error, "%.0f"),
+		COL("error_bound", C_DBL, error_bound, "%.0f"),
+		/* write-cost (after the older columns: CSV keeps their positions) */
+		COL("kind", C_STR, kind, NULL),
+		COL("set_ns", C_DBL, set_ns, "%.1f"),
+		COL("set_ns_min", C_DBL, set_ns_min, "%.1f"),
+		COL("set_ns_max", C_DBL, set_ns_max, "%.1f"),
+		COL("set_ns_oncpu", C_DBL, set_ns_oncpu, "%.1f"),
+		COL("restore_kind", C_STR, restore_kind, NULL),
+		COL("restores", C_U64, restores, NULL),
+		COL("slow_sets", C_U64, slow_sets, NULL),
+		COL("restore_ns", C_DBL, restore_ns, "%.1f"),
+		COL("restore_ratio", C_DBL, restore_ratio, "%.4f"),
+		COL("sync_ns_per_set", C_DBL, sync_ns_per_set, "%.1f"),
+		COL("retired_bytes_max", C_DBL, retired_bytes_max, "%.0f"),
+		/* window and batch-cost */
+		COL("ns_per_op", C_DBL, ns_per_op, "%.2f"),
+		COL("ranges_per_op", C_DBL, ranges_per_op, "%.2f"),
+		COL("ns_per_range", C_DBL, ns_per_range, "%.2f"),
+		COL("ratio_lookup", C_DBL, ratio_lookup, "%.4f"),
+		COL("ratio_borrow", C_DBL, ratio_borrow, "%.4f"),
+		COL("batch", C_INT, batch, NULL),
+		COL("single_ns", C_DBL, single_ns, "%.1f"),
+		COL("many_ns", C_DBL, many_ns, "%.1f"),
+		COL("batch_ratio", C_DBL, batch_ratio, "%.4f"),
+};
+#define NCOLS (sizeof(cols) / sizeof(cols[0]))
+
+/* Print column @c of @p; false when it does not apply to the point. */
+static bool col_value(const struct stress_point *p, const struct col *c, char *buf, size_t n)
+{
+	const void *f = (const char *)p + c->off;
+
+	switch (c->type) {
+	case C_STR:
+		if (!*(const char *)f)
+			return false; /* an empty kind: not a write-cost point */
+		snprintf(buf, n, "%s", (const char *)f);
+		return true;
+	case C_INT:
+		if (*(const int *)f < 0)
+			return false;
+		snprintf(buf, n, "%d", *(const int *)f);
+		return true;
+	case C_U64:
+		if (!*(const uint64_t *)f && strcmp(c->key, "ops") &&
+				(strcmp(c->key, "slow_sets") || strcmp(p->scenario, "write-cost")))
+			return false;
+		if (!strcmp(c->key, "ops") && !strcmp(p->scenario, "lookup-cost"))
+			return false;
+		snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)f);
+		return true;
+	case C_DBL:
+		if (isnan(*(const double *)f))
+			return false;
+		snprintf(buf, n, c->fmt, *(const double *)f);
+		return true;
+	}
+	return false;
+}
+
+static void json_lockstat_row(const char *dir, const struct ps_lock_stat_row *r, bool comma)
+{
+	printf("\"%s\":{\"con_bounces\":%llu,\"contentions\":%llu,\"waittime_min_ns\":%llu,"
+	       "\"waittime_max_ns\":%llu,\"waittime_total_ns\":%llu,\"acq_bounces\":%llu,"
+	       "\"acquisitions\":%llu,\"holdtime_min_ns\":%llu,\"holdtime_max_ns\":%llu,"
+	       "\"holdtime_total_ns\":%llu}%s",
+			dir, (unsigned long long)r->con_bounces, (unsigned long long)r->contentions,
+			(unsigned long long)r->wait_min_ns, (unsigned long long)r->wait_max_ns,
+			(unsigned long long)r->wait_total_ns, (unsigned long long)r->acq_bounces,
+			(unsigned long long)r->acquisitions, (unsigned long long)r->hold_min_ns,
+			(unsigned long long)r->hold_max_ns, (unsigned long long)r->hold_total_ns,
+			comma ? "," : "");
+}
+
+static void print_json(const struct stress_point *p)
+{
+	char buf[64];
+	size_t i;
+
+	printf("{\"scenario\":\"%s\"", p->scenario);
+	for (i = 0; i < NCOLS; i++) {
+		if (!col_value(p, &cols[i], buf, sizeof(buf)))
+			continue;
+		if (cols[i].type == C_STR)
+			printf(",\"%s\":\"%s\"", cols[i].key, buf);
+		else
+			printf(",\"%s\":%s", cols[i].key, buf);
+	}
+	if (!isnan(p->ops_per_sec) && p->ranks > 0)
+		printf(",\"ops_per_sec_per_rank\":%.0f", p->ops_per_sec / p->ranks);
+	if (p->baseline)
+		printf(",\"baseline\":\"%s\"", p->baseline);
+	if (p->note[0])
+		printf(",\"note\":\"%s\"", p->note);
+	if (p->has_lockstat) {
+		printf(",\"lock_stat\":{");
+		json_lockstat_row("W", &p->lockstat[PS_LOCK_STAT_WRITE], true);
+		json_lockstat_row("R", &p->lockstat[PS_LOCK_STAT_READ], false);
+		printf("}");
+	}
+	printf("}\n");
+	fflush(stdout);
+}
+
+static void print_csv(const struct stress_point *p)
+{
+	char buf[64];
+	size_t i;
+
+	if (!csv_header_done) {
+		printf("scenario");
+		for (i = 0; i < NCOLS; i++)
+			printf(",%s", cols[i].key);
+		printf(",ops_per_sec_per_rank,baseline,note\n");
+		csv_header_done = true;
+	}
+	printf("%s", p->scenario);
+	for (i = 0; i < NCOLS; i++)
+		printf(",%s", col_value(p, &cols[i], buf, sizeof(buf)) ? buf : "");
+	if (!isnan(p->ops_per_sec) && p->ranks > 0)
+		printf(",%.0f", p->ops_per_sec / p->ranks);
+	else
+		printf(",");
+	printf(",%s,%s\n", p->baseline ? p->baseline : "", p->note);
+	fflush(stdout);
+}
+
+void stress_emit(const struct stress_point *p)
+{
+	if (npoints == cap_points) {
+		cap_points = cap_points ? cap_points * 2 : 64;
+		points = realloc(points, cap_points * sizeof(*points));
+		if (!points)
+			stress_die("out of memory");
+	}
+	points[npoints++] = *p;
+	if (stress_opts.json)
+		print_json(p);
+	else if (stress_opts.csv)
+		print_csv(p);
+}
+
+
+/* ---- options ------------------------------------------------------------------------ */
+
+bool stress_list_has(const char *list, const char *name)
+{
+	char buf[512], *tok, *save;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+		if (!strcmp(tok, name) || !strcmp(tok, "all"))
+			return true;
+	return false;
+}
+
+bool stress_variant_selected(const char *name)
+{
+	return stress_list_has(stress_opts.variants, name);
+}
