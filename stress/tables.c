@@ -56,7 +56,7 @@ static void table_lookup_cost(void)
 			       "%llu pages (loop overhead %.1f ns subtracted)\n",
 					(unsigned long long)p->ranges, (unsigned long long)p->pages,
 					p->overhead_ns);
-			printf("  %-16s %10s %8s %-13s %12s %12s\n", "variant", "ns/lookup",
+			printf("  %-21s %10s %8s %-13s %12s %12s\n", "variant", "ns/lookup",
 					"x base", "(base)", "bytes/range", "(ps_memory)");
 			last = p->ranges;
 		}
@@ -64,7 +64,7 @@ static void table_lookup_cost(void)
 		fmt_num(b, sizeof(b), "%.3f", p->cost_ratio);
 		fmt_num(c, sizeof(c), "%.1f", p->bytes_per_range);
 		fmt_num(d, sizeof(d), "%.1f", p->store_bytes_per_range);
-		printf("  %-16s %10s %8s %-13s %12s %12s\n", p->variant, a, b,
+		printf("  %-21s %10s %8s %-13s %12s %12s\n", p->variant, a, b,
 				p->baseline ? p->baseline : "", c, d);
 	}
 }
@@ -94,7 +94,7 @@ static void table_store(const char *scenario)
 					stress_opts.writers,
 					(double)stress_opts.write_interval_ns / 1e3,
 					p->fault_work_ns, stress_opts.duration_s);
-			printf("  %-15s %5s %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n",
+			printf("  %-20s %5s %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n",
 					"variant", "ranks", "Mlkup/s", "per-rank", "eff", "cpueff",
 					"lookup%", "p50", "p99", "p99.9", "max", "wr-set/s",
 					"wr-wait", "x p_rw");
@@ -113,7 +113,7 @@ static void table_store(const char *scenario)
 		prw = stress_find(scenario, "pthread_rwlock", p->ranks, p->ranges);
 		fmt_num(x, sizeof(x), "%.2f", prw ? p->ops_per_sec / prw->ops_per_sec : NAN);
 		fmt_num(ce, sizeof(ce), "%.3f", p->cpu_efficiency);
-		printf("  %-15s %5d %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n", p->variant,
+		printf("  %-20s %5d %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n", p->variant,
 				p->ranks, t, pr, e, ce, ls, p50, p99, p999, mx, w, ww, x);
 	}
 	if (header)
@@ -604,6 +604,68 @@ static void plot(const char *file)
 
 /* ---- entry points ------------------------------------------------------------------ */
 
+/*
+ * The read path a runtime calls on every fault: the one-call node and copy
+ * lookups and the inlined read side (POLSTORE_INLINE), at the first
+ * --ranges N (64 in the issue's runs).  The issue measures them against the
+ * bare walk that returns a pointer (unsync:noref); the like-with-like ratio
+ * (the unsynchronised walk that also reads the policy: unsync:node,
+ * unsync:copy) follows on the same line.  Counted inline lookups against
+ * the counted unsync, node lookups' efficiency at 2 ranks in shared-text.
+ */
+static void read_path_header(bool *header)
+{
+	if (!*header)
+		printf("\ntargets (issue 11, the read path of a fault), ratios from this run:\n");
+	*header = true;
+}
+
+static void summary_read_path(void)
+{
+	static const char *const sv[] = {"rcu-qsbr", "rcu", "seqlock"};
+	static const double inl_t[] = {1.03, 1.08, 1.08};
+	static const char *const forms[] = {"node", "copy"};
+	uint64_t n = stress_opts.ranges[0];
+	const struct stress_point *walk = stress_find("lookup-cost", "unsync:noref", 1, n);
+	bool header = false;
+	char name[48], what[96];
+	size_t i, f;
+	int inl;
+
+	for (i = 0; i < 3; i++) {
+		const struct stress_point *p;
+
+		for (f = 0; f < 2; f++)
+			for (inl = 1; inl >= 0; inl--) {
+				snprintf(name, sizeof(name), "%s:%s%s", sv[i], forms[f], inl ? ":inline" : "");
+				p = stress_find("lookup-cost", name, 1, n);
+				if (!p || !walk)
+					continue;
+				read_path_header(&header);
+				snprintf(what, sizeof(what), "lookup cost %s / unsync:noref, N=%llu", name,
+						(unsigned long long)n);
+				target(what, p->lookup_ns / walk->lookup_ns, "<=", inl ? inl_t[i] : 1.15,
+						"%.3f");
+				printf("    (/ %s, like with like: %.3f)\n", p->baseline, p->cost_ratio);
+			}
+		snprintf(name, sizeof(name), "%s:inline", sv[i]);
+		p = stress_find("lookup-cost", name, 1, n);
+		if (p) {
+			read_path_header(&header);
+			snprintf(what, sizeof(what), "lookup cost %s (counted) / unsync, N=%llu", name,
+					(unsigned long long)n);
+			target(what, p->cost_ratio, "<=", inl_t[i], "%.3f");
+		}
+		snprintf(name, sizeof(name), "%s:node", sv[i]);
+		p = stress_find("shared-text", name, 2, 0);
+		if (p) {
+			read_path_header(&header);
+			snprintf(what, sizeof(what), "shared-text %s cpu efficiency, 2 ranks", name);
+			target(what, p->cpu_efficiency, ">=", 0.92, "%.3f");
+		}
+	}
+}
+
 void stress_print_tables(void)
 {
 	table_lookup_cost();
@@ -616,6 +678,7 @@ void stress_print_tables(void)
 	summary();
 	summary_write_cost();
 	summary_rcu_writers();
+	summary_read_path();
 	fflush(stdout);
 }
 
