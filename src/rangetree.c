@@ -132,6 +132,7 @@ static struct ps_range *new_range(struct spares *spares, uint64_t start, uint64_
 	PS_WRITE_ONCE(r->start, start);
 	PS_WRITE_ONCE(r->end, end);
 	PS_WRITE_ONCE(r->pol, range_ref(spares, pol));
+	PS_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
 	return r;
 }
 
@@ -240,6 +241,7 @@ static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 		old->pol = r->pol; /* the old reference, dropped like an erased range's */
 		list_push(removed, old);
 		PS_WRITE_ONCE(r->pol, range_ref(spares, pol));
+		PS_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
 		PS_WRITE_ONCE(r->start, start);
 		PS_WRITE_ONCE(r->end, end);
 	}
@@ -267,6 +269,7 @@ static struct ps_rb_node *cow_copy(struct ps_rb_tx *tx, const struct ps_rb_node 
 
 	r = new_range(&s, o->start, o->end, NULL);
 	r->pol = o->pol; /* the reference moves to the copy (see struct ps_rtree_cow) */
+	r->node_hint = o->node_hint;
 	list_push(&c->replaced, (struct ps_range *)o);
 	return &r->rb;
 }
@@ -418,6 +421,10 @@ int ps_rtree_check(const struct ps_rtree *t, const char **why)
 		}
 		if (ps_policy_refcount(r->pol) <= 0) {
 			*why = "range holds a policy whose count is not positive";
+			return -EUCLEAN;
+		}
+		if (r->node_hint != _ps_policy_hint(r->pol)) {
+			*why = "range's node hint does not match its policy";
 			return -EUCLEAN;
 		}
 		prev = r;

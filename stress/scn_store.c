@@ -326,6 +326,14 @@ static inline const struct ps_policy *base_lookup(struct base *b, uint64_t page)
 	return r ? r->pol : NULL;
 }
 
+/* The node lookup of the unsynchronised walk: the range's hint, as the stores' (lookup.h). */
+static inline int base_node(struct base *b, uint64_t page, int local)
+{
+	struct ps_range *r = ps_rtree_lookup(&b->tree, page);
+
+	return r ? _ps_policy_node_hinted(r->node_hint, r->pol, page, local) : local;
+}
+
 /*
  * The lookups, one per variant.  "ref" lookups return a policy reference
  * that is put right after (as a fault would once it allocated the page);
@@ -397,7 +405,7 @@ static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
 	} while (0)
 #define LK_UNSYNC_NOREF pol = base_lookup(c->base, page)
 #define LK_UNSYNC_COPY _ps_policy_view_fill(base_lookup(c->base, page), &view)
-#define LK_UNSYNC_NODE node = _ps_policy_node(base_lookup(c->base, page), page, 0)
+#define LK_UNSYNC_NODE node = base_node(c->base, page, 0)
 #define LK_MUTEX                                                                                   \
 	do {                                                                                       \
 		pthread_mutex_lock(&c->base->mu);                                                  \

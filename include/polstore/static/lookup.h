@@ -72,17 +72,29 @@ static inline const struct ps_policy *_ps_inl_pol(const struct ps_range *r)
 	return r ? __atomic_load_n(&r->pol, __ATOMIC_RELAXED) : NULL;
 }
 
+/* What a lookup found: the range's policy and node hint (none: NULL, local). */
+struct _ps_found {
+	const struct ps_policy *pol;
+	int hint;
+};
+
+static inline void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
+{
+	f->pol = _ps_inl_pol(r);
+	f->hint = r ? __atomic_load_n(&r->node_hint, __ATOMIC_RELAXED) : _PS_HINT_LOCAL;
+}
+
 /*
  * SEQLOCK, inside a memb section: one speculative walk (sync_seqlock.c
- * says why it is safe).  Return: 1 with *@pol when no writer intervened,
+ * says why it is safe).  Return: 1 with *@f when no writer intervened,
  * 0 when the library must do the lookup (it retries, then takes the lock).
  */
-static inline int _ps_inl_seq_try(struct ps_store *s, uint64_t idx, const struct ps_policy **pol)
+static inline int _ps_inl_seq_try(struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
 	unsigned start = __atomic_load_n(&s->rd.seq.seq, __ATOMIC_ACQUIRE);
 	struct ps_range *r = _ps_rtree_walk(_ps_inl_root(s), idx);
 
-	*pol = r != PS_RTREE_OVERRUN ? _ps_inl_pol(r) : NULL;
+	_ps_inl_found(r != PS_RTREE_OVERRUN ? r : NULL, f);
 	/* Orders the walk's loads before the count's re-read (pairs with the writer's fence). */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	return !(start & 1) && r != PS_RTREE_OVERRUN &&
@@ -90,30 +102,30 @@ static inline int _ps_inl_seq_try(struct ps_store *s, uint64_t idx, const struct
 }
 
 /*
- * Open the read-side section a lookup needs and find @idx's policy in it.
+ * Open the read-side section a lookup needs and find @idx's range in it.
  * Return: 1 inside a memb section (close it with _ps_inl_exit()), 0 when
  * the thread needed none (an online QSBR thread), -1 when the library must
  * do the lookup (nothing is open then).
  */
-static inline int _ps_inl_enter_find(struct ps_store *s, uint64_t idx, const struct ps_policy **pol)
+static inline int _ps_inl_enter_find(struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
 	switch (s->tag) {
 	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
 		if (__builtin_expect(!_urcu_qsbr_read_ongoing(), 0))
 			return -1;
-		*pol = _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
+		_ps_inl_found(_ps_rtree_walk(_ps_inl_root(s), idx), f);
 		return 0;
 	case _PS_STORE_TAG(PS_SYNC_RCU):
 		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
 			return -1;
 		_urcu_memb_read_lock();
-		*pol = _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
+		_ps_inl_found(_ps_rtree_walk(_ps_inl_root(s), idx), f);
 		return 1;
 	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
 		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
 			return -1;
 		_urcu_memb_read_lock();
-		if (__builtin_expect(_ps_inl_seq_try(s, idx, pol), 1))
+		if (__builtin_expect(_ps_inl_seq_try(s, idx, f), 1))
 			return 1;
 		_urcu_memb_read_unlock();
 		return -1;
@@ -130,7 +142,7 @@ static inline void _ps_inl_exit(int token)
 
 static inline struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 {
-	const struct ps_policy *pol;
+	struct _ps_found f;
 	struct ps_policy *ref;
 	int token;
 
@@ -138,11 +150,11 @@ static inline struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 		errno = EINVAL;
 		return NULL;
 	}
-	token = _ps_inl_enter_find(s, idx, &pol);
+	token = _ps_inl_enter_find(s, idx, &f);
 	if (__builtin_expect(token < 0, 0))
 		return _PS_INL_SLOW(lookup, s, idx);
 	/* The range holds its reference for the whole section: a plain increment is safe. */
-	ref = _ps_policy_get((struct ps_policy *)pol);
+	ref = _ps_policy_get((struct ps_policy *)f.pol);
 	_ps_inl_exit(token);
 	if (!ref)
 		errno = 0; /* a miss, told from a NULL store by errno */
@@ -151,30 +163,31 @@ static inline struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 
 static inline int _ps_inl_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
 {
-	const struct ps_policy *pol;
+	struct _ps_found f;
 	int token, ret;
 
 	if (__builtin_expect(!s || _ps_policy_view_check(view), 0))
 		return -EINVAL;
-	token = _ps_inl_enter_find(s, idx, &pol);
+	token = _ps_inl_enter_find(s, idx, &f);
 	if (__builtin_expect(token < 0, 0))
 		return _PS_INL_SLOW(lookup_copy, s, idx, view);
-	ret = _ps_policy_view_fill(pol, view);
+	ret = _ps_policy_view_fill(f.pol, view);
 	_ps_inl_exit(token);
 	return ret;
 }
 
 static inline int _ps_inl_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
 {
-	const struct ps_policy *pol;
+	struct _ps_found f;
 	int token, node;
 
 	if (__builtin_expect(!s || _ps_node_check(local_node), 0))
 		return -EINVAL;
-	token = _ps_inl_enter_find(s, idx, &pol);
+	token = _ps_inl_enter_find(s, idx, &f);
 	if (__builtin_expect(token < 0, 0))
 		return _PS_INL_SLOW(lookup_node, s, idx, local_node);
-	node = _ps_policy_node(pol, idx, local_node);
+	/* A one-node policy's answer is in the range itself: no load from the policy. */
+	node = _ps_policy_node_hinted(f.hint, f.pol, idx, local_node);
 	_ps_inl_exit(token);
 	return node;
 }
@@ -232,7 +245,7 @@ static inline void _ps_inl_read_unlock(struct ps_store *s)
 /* Inside a section ps_store_read_lock() opened (inline or not). */
 static inline const struct ps_policy *_ps_inl_lookup_borrow(struct ps_store *s, uint64_t idx)
 {
-	const struct ps_policy *pol;
+	struct _ps_found f;
 
 	if (__builtin_expect(!s, 0))
 		return NULL;
@@ -244,8 +257,8 @@ static inline const struct ps_policy *_ps_inl_lookup_borrow(struct ps_store *s, 
 		/* RCU: a published version; SPIN, RWLOCK: under the caller's lock. */
 		return _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
 	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
-		if (__builtin_expect(_ps_inl_seq_try(s, idx, &pol), 1))
-			return pol;
+		if (__builtin_expect(_ps_inl_seq_try(s, idx, &f), 1))
+			return f.pol;
 		break;
 	default:
 		break;

@@ -115,6 +115,29 @@ static inline int _ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int
 	}
 }
 
+/* struct ps_range's node_hint when it is not a node: */
+#define _PS_HINT_LOCAL (-1)  /* the local node (LOCAL) */
+#define _PS_HINT_POLICY (-2) /* ask the policy (several nodes, by index or distance) */
+
+/* The node_hint of a range holding @pol. */
+static inline int _ps_policy_hint(const struct ps_policy *pol)
+{
+	if (!pol || pol->mode == PS_MPOL_LOCAL || pol->mode == PS_MPOL_DEFAULT)
+		return _PS_HINT_LOCAL;
+	if (pol->weight == 1 || pol->mode == PS_MPOL_PREFERRED)
+		return _ps_nodes_nth(pol->nodes, 0);
+	return _PS_HINT_POLICY;
+}
+
+/* _ps_policy_node() of a range's policy, given the range's hint. */
+static inline int _ps_policy_node_hinted(int hint, const struct ps_policy *pol, uint64_t ilx,
+		int local_node)
+{
+	if (__builtin_expect(hint >= 0, 1))
+		return hint;
+	return hint == _PS_HINT_LOCAL ? local_node : _ps_policy_node(pol, ilx, local_node);
+}
+
 /* A node id ps_policy_node() accepts. */
 static inline int _ps_node_check(int node)
 {

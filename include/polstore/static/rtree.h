@@ -43,6 +43,13 @@ struct ps_range {
 	uint64_t start;
 	uint64_t end;
 	struct ps_policy *pol; /* one reference, owned by the range */
+	/*
+	 * Where the policy places every page, when that needs no page index or
+	 * local node (a one-node mask, PREFERRED): a node; or _PS_HINT_LOCAL
+	 * or _PS_HINT_POLICY (polstore/static/policy.h).  Set with @pol, so a
+	 * node lookup reads no more than the range the walk ended on.
+	 */
+	int node_hint;
 	struct ps_range *next_free; /* on a list once unlinked or spare */
 };
 
