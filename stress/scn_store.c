@@ -451,6 +451,9 @@ static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
 	} while (0)
 #define LK_INL_COPY _ps_inl_lookup_copy(c->store, page, &view)
 #define LK_INL_NODE node = _ps_inl_lookup_node(c->store, page, 0)
+/* A copy is consumed whole, so no form can skip loading what it copied. */
+#define VIEW_SUM                                                                                   \
+	(view.nodes[0] + (uintptr_t)view.mode + (uintptr_t)view.flags + (uintptr_t)view.weight)
 #define CK_POL validate(c, page, pol)
 #define CK_COPY validate_view(c, page, &view)
 #define CK_NODE validate_node(c, page, node)
@@ -794,7 +797,7 @@ struct cost_arg {
 DEFINE_COST_LOOP(cost_null, LK_NULL, (void)0)
 DEFINE_COST_LOOP(cost_unsync_ref, LK_UNSYNC_REF, (void)0)
 DEFINE_COST_LOOP(cost_unsync_noref, LK_UNSYNC_NOREF, (void)0)
-DEFINE_COST_LOOP_CHECKED(cost_unsync_copy, LK_UNSYNC_COPY, CK_COPY, view.nodes[0], (void)0)
+DEFINE_COST_LOOP_CHECKED(cost_unsync_copy, LK_UNSYNC_COPY, CK_COPY, VIEW_SUM, (void)0)
 DEFINE_COST_LOOP_CHECKED(cost_unsync_node, LK_UNSYNC_NODE, CK_NODE, (uintptr_t)node, (void)0)
 static uint64_t (*const costs_unsync[4])(struct ctx *, uint64_t) = {
 	cost_unsync_ref, cost_unsync_noref, cost_unsync_copy, cost_unsync_node,
@@ -804,11 +807,11 @@ DEFINE_COST_LOOP(cost_prwlock, LK_PRWLOCK, (void)0)
 #define DEFINE_STORE_COST_LOOPS(sfx, QUIESCE)                                                      \
 	DEFINE_COST_LOOP(cost_##sfx##_ref, LK_STORE_REF, QUIESCE)                                  \
 	DEFINE_COST_LOOP(cost_##sfx##_noref, LK_STORE_NOREF, QUIESCE)                              \
-	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_copy, LK_STORE_COPY, CK_COPY, view.nodes[0], QUIESCE) \
+	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_copy, LK_STORE_COPY, CK_COPY, VIEW_SUM, QUIESCE) \
 	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_node, LK_STORE_NODE, CK_NODE, (uintptr_t)node, QUIESCE) \
 	DEFINE_COST_LOOP(cost_##sfx##_inl_ref, LK_INL_REF, QUIESCE)                                \
 	DEFINE_COST_LOOP(cost_##sfx##_inl_noref, LK_INL_NOREF, QUIESCE)                            \
-	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_inl_copy, LK_INL_COPY, CK_COPY, view.nodes[0], QUIESCE) \
+	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_inl_copy, LK_INL_COPY, CK_COPY, VIEW_SUM, QUIESCE) \
 	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_inl_node, LK_INL_NODE, CK_NODE, (uintptr_t)node, QUIESCE) \
 	static uint64_t (*const costs_##sfx[2][4])(struct ctx *, uint64_t) = {                     \
 		{cost_##sfx##_ref, cost_##sfx##_noref, cost_##sfx##_copy, cost_##sfx##_node},      \

@@ -50,6 +50,9 @@ extern "C" {
  */
 PS_API extern __thread unsigned _ps_qsbr_auto_depth __attribute__((tls_model("initial-exec")));
 
+/* Always inlined: the point is one call or none, whatever the caller's optimiser thinks. */
+#define _PS_INL static inline __attribute__((always_inline))
+
 /*
  * The slow path: in the library, the variant's own read path; in a
  * program, the library's exported call, which is right for a store of any
@@ -61,13 +64,13 @@ PS_API extern __thread unsigned _ps_qsbr_auto_depth __attribute__((tls_model("in
 #define _PS_INL_SLOW(op, s, ...) ((ps_store_##op)((s), ##__VA_ARGS__))
 #endif
 
-static inline struct ps_rb_node *_ps_inl_root(const struct ps_store *s)
+_PS_INL struct ps_rb_node *_ps_inl_root(const struct ps_store *s)
 {
 	return __atomic_load_n(&s->rd.tree.root.node, __ATOMIC_ACQUIRE);
 }
 
 /* The policy of a range the walk found (NULL: none). */
-static inline const struct ps_policy *_ps_inl_pol(const struct ps_range *r)
+_PS_INL const struct ps_policy *_ps_inl_pol(const struct ps_range *r)
 {
 	return r ? __atomic_load_n(&r->pol, __ATOMIC_RELAXED) : NULL;
 }
@@ -78,7 +81,7 @@ struct _ps_found {
 	int hint;
 };
 
-static inline void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
+_PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 {
 	f->pol = _ps_inl_pol(r);
 	f->hint = r ? __atomic_load_n(&r->node_hint, __ATOMIC_RELAXED) : _PS_HINT_LOCAL;
@@ -89,7 +92,7 @@ static inline void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
  * says why it is safe).  Return: 1 with *@f when no writer intervened,
  * 0 when the library must do the lookup (it retries, then takes the lock).
  */
-static inline int _ps_inl_seq_try(struct ps_store *s, uint64_t idx, struct _ps_found *f)
+_PS_INL int _ps_inl_seq_try(struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
 	unsigned start = __atomic_load_n(&s->rd.seq.seq, __ATOMIC_ACQUIRE);
 	struct ps_range *r = _ps_rtree_walk(_ps_inl_root(s), idx);
@@ -107,7 +110,7 @@ static inline int _ps_inl_seq_try(struct ps_store *s, uint64_t idx, struct _ps_f
  * the thread needed none (an online QSBR thread), -1 when the library must
  * do the lookup (nothing is open then).
  */
-static inline int _ps_inl_enter_find(struct ps_store *s, uint64_t idx, struct _ps_found *f)
+_PS_INL int _ps_inl_enter_find(struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
 	switch (s->tag) {
 	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
@@ -134,13 +137,13 @@ static inline int _ps_inl_enter_find(struct ps_store *s, uint64_t idx, struct _p
 	}
 }
 
-static inline void _ps_inl_exit(int token)
+_PS_INL void _ps_inl_exit(int token)
 {
 	if (token)
 		_urcu_memb_read_unlock();
 }
 
-static inline struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
+_PS_INL struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 {
 	struct _ps_found f;
 	struct ps_policy *ref;
@@ -161,7 +164,7 @@ static inline struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 	return ref;
 }
 
-static inline int _ps_inl_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
+_PS_INL int _ps_inl_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
 {
 	struct _ps_found f;
 	int token, ret;
@@ -176,7 +179,7 @@ static inline int _ps_inl_lookup_copy(struct ps_store *s, uint64_t idx, struct p
 	return ret;
 }
 
-static inline int _ps_inl_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
+_PS_INL int _ps_inl_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
 {
 	struct _ps_found f;
 	int token, node;
@@ -192,14 +195,14 @@ static inline int _ps_inl_lookup_node(struct ps_store *s, uint64_t idx, int loca
 	return node;
 }
 
-static inline int _ps_inl_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
+_PS_INL int _ps_inl_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
 {
 	int err = _ps_node_check(local_node);
 
 	return err ? err : _ps_policy_node(pol, ilx, local_node);
 }
 
-static inline void _ps_inl_read_lock(struct ps_store *s)
+_PS_INL void _ps_inl_read_lock(struct ps_store *s)
 {
 	if (__builtin_expect(!s, 0))
 		return;
@@ -222,7 +225,7 @@ static inline void _ps_inl_read_lock(struct ps_store *s)
 	_PS_INL_SLOW(read_lock, s);
 }
 
-static inline void _ps_inl_read_unlock(struct ps_store *s)
+_PS_INL void _ps_inl_read_unlock(struct ps_store *s)
 {
 	if (__builtin_expect(!s, 0))
 		return;
@@ -243,7 +246,7 @@ static inline void _ps_inl_read_unlock(struct ps_store *s)
 }
 
 /* Inside a section ps_store_read_lock() opened (inline or not). */
-static inline const struct ps_policy *_ps_inl_lookup_borrow(struct ps_store *s, uint64_t idx)
+_PS_INL const struct ps_policy *_ps_inl_lookup_borrow(struct ps_store *s, uint64_t idx)
 {
 	struct _ps_found f;
 

@@ -51,7 +51,7 @@ static inline int _ps_policy_view_check(const struct ps_policy_view *view)
 }
 
 /* Copy @pol (NULL: none) into a checked @view.  Return: 1 for a policy, 0 for none. */
-static inline int _ps_policy_view_fill(const struct ps_policy *pol, struct ps_policy_view *view)
+static inline __attribute__((always_inline)) int _ps_policy_view_fill(const struct ps_policy *pol, struct ps_policy_view *view)
 {
 	unsigned i, n = view->nwords;
 
@@ -130,7 +130,7 @@ static inline int _ps_policy_hint(const struct ps_policy *pol)
 }
 
 /* _ps_policy_node() of a range's policy, given the range's hint. */
-static inline int _ps_policy_node_hinted(int hint, const struct ps_policy *pol, uint64_t ilx,
+static inline __attribute__((always_inline)) int _ps_policy_node_hinted(int hint, const struct ps_policy *pol, uint64_t ilx,
 		int local_node)
 {
 	if (__builtin_expect(hint >= 0, 1))

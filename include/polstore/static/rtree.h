@@ -69,7 +69,7 @@ struct ps_rtree {
  * copy-on-write version never sees the overrun.
  * Return: the range, NULL, or PS_RTREE_OVERRUN.
  */
-static inline struct ps_range *_ps_rtree_walk(struct ps_rb_node *n, uint64_t idx)
+static inline __attribute__((always_inline)) struct ps_range *_ps_rtree_walk(struct ps_rb_node *n, uint64_t idx)
 {
 	int steps;
 
