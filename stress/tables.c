@@ -656,11 +656,14 @@ static void summary_read_path(void)
 					(unsigned long long)n);
 			target(what, p->cost_ratio, "<=", inl_t[i], "%.3f");
 		}
-		snprintf(name, sizeof(name), "%s:node", sv[i]);
-		p = stress_find("shared-text", name, 2, 0);
-		if (p) {
+		for (inl = 0; inl < 2; inl++) {
+			snprintf(name, sizeof(name), "%s:node%s", sv[i], inl ? ":inline" : "");
+			p = stress_find("shared-text", name, 2, 0);
+			if (!p)
+				continue;
 			read_path_header(&header);
-			snprintf(what, sizeof(what), "shared-text %s cpu efficiency, 2 ranks", name);
+			snprintf(what, sizeof(what), "shared-text %s cpu efficiency, 2 ranks%s", name,
+					stress_opts.writers ? "" : ", no writer");
 			target(what, p->cpu_efficiency, ">=", 0.92, "%.3f");
 		}
 	}
