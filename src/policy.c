@@ -148,22 +148,28 @@ void _ps_policy_put_slow(struct ps_policy *pol)
 {
 	long old;
 
-	/* Release: our uses of *pol happen before the free on whichever thread frees. */
 	PS_ANNOTATE_HAPPENS_BEFORE(pol);
 	old = __atomic_fetch_sub(&pol->refcnt, 1, __ATOMIC_RELEASE);
+	if (old <= 1)
+		_ps_policy_release(pol, old);
+}
+
+/* A put took @refcnt from @old (<= 1) to @old - 1: free at 0, abort on a double put. */
+void _ps_policy_release(struct ps_policy *pol, long old)
+{
 #ifndef NDEBUG
 	if (old <= 0)
 		abort(); /* double put: the policy was already freed or being freed */
 #endif
-	if (old == 1) {
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		/* Every put's release (and HAPPENS_BEFORE above) precedes the free. */
-		PS_ANNOTATE_HAPPENS_AFTER(pol);
-		assert(__atomic_load_n(&pol->refmode, __ATOMIC_RELAXED) == PS_REF_ATOMIC);
-		assert(__atomic_load_n(&pol->stores, __ATOMIC_RELAXED) == 0);
-		_ps_free(pol->stripes);
-		_ps_free(pol);
-	}
+	if (old != 1)
+		return;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	/* Every put's release (and HAPPENS_BEFORE) precedes the free. */
+	PS_ANNOTATE_HAPPENS_AFTER(pol);
+	assert(__atomic_load_n(&pol->refmode, __ATOMIC_RELAXED) == PS_REF_ATOMIC);
+	assert(__atomic_load_n(&pol->stores, __ATOMIC_RELAXED) == 0);
+	_ps_free(pol->stripes);
+	_ps_free(pol);
 }
 
 /*

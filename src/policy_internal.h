@@ -112,6 +112,7 @@ struct ps_policy {
 /* Out-of-line halves of the inline paths below (exported: the inlines may live in callers). */
 PS_API void _ps_policy_get_slow(struct ps_policy *pol);
 PS_API void _ps_policy_put_slow(struct ps_policy *pol);
+PS_API void _ps_policy_release(struct ps_policy *pol, long old);
 PS_API void _ps_policy_heat(struct ps_policy *pol);
 
 /* The caller's stripe: its CPU as the kernel last wrote it in the rseq area (any value is safe). */
@@ -154,7 +155,7 @@ static inline struct ps_policy *_ps_policy_get(struct ps_policy *pol)
 		return pol;
 	}
 	__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
-	if (pol->stripe_mask && __atomic_load_n(&pol->stores, __ATOMIC_RELAXED) > 0) {
+	if (__atomic_load_n(&pol->stores, __ATOMIC_RELAXED) > 0 && pol->stripe_mask) {
 		/* Lost updates only delay the heat; the first value >= PS_REF_HOT stored is PS_REF_HOT. */
 		h = __atomic_load_n(&pol->hits, __ATOMIC_RELAXED) + 1;
 		if (h <= PS_REF_HOT) {
@@ -169,6 +170,8 @@ static inline struct ps_policy *_ps_policy_get(struct ps_policy *pol)
 /* ps_policy_put() inlined: drop a reference the caller holds (NULL: nothing). */
 static inline void _ps_policy_put(struct ps_policy *pol)
 {
+	long old;
+
 	if (!pol)
 		return;
 	/* Our uses of *pol happen before the free, on whichever thread frees. */
@@ -182,7 +185,10 @@ static inline void _ps_policy_put(struct ps_policy *pol)
 				    1))
 			return;
 	}
-	_ps_policy_put_slow(pol);
+	/* The atomic count.  Release: our uses of *pol happen before the free. */
+	old = __atomic_fetch_sub(&pol->refcnt, 1, __ATOMIC_RELEASE);
+	if (__builtin_expect(old <= 1, 0))
+		_ps_policy_release(pol, old); /* the last reference, or a double put */
 }
 
 /* A store's reference, taken for a range (writers only: not a hot path). */
