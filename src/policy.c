@@ -175,26 +175,28 @@ void _ps_policy_release(struct ps_policy *pol, long old)
 /*
  * The stripe mask of new policies: CPUs rounded up to a power of two, at
  * most PS_REF_MAX_STRIPES; 0 (never stripe) on one CPU or without rseq.
- * Computed once; racing first callers compute the same value.
+ * Computed by a constructor, before any thread of the program runs (so
+ * thread checkers see no race and fork has nothing to inherit half done);
+ * a policy created by another constructor before it ran just never
+ * stripes.
  */
-static unsigned ps_ref_mask(void)
-{
-	static unsigned cached; /* mask + 1; 0: not computed yet */
-	unsigned m = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-	long ncpu;
+static unsigned ps_ref_mask_value;
 
-	if (m)
-		return m - 1;
-	m = 1;
+__attribute__((constructor)) static void ps_ref_mask_init(void)
+{
+	unsigned m = 1;
 #ifdef PS_REF_HAVE_RSEQ
-	ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+
 	while ((long)m < ncpu && m < PS_REF_MAX_STRIPES)
 		m *= 2;
-#else
-	(void)ncpu;
 #endif
-	__atomic_store_n(&cached, m, __ATOMIC_RELAXED);
-	return m - 1;
+	ps_ref_mask_value = m - 1;
+}
+
+static unsigned ps_ref_mask(void)
+{
+	return ps_ref_mask_value;
 }
 
 /* Stripes from closed to open.  Called with @refmode claimed (BUSY) and a reference held. */
