@@ -93,16 +93,31 @@
 /*
  * Everything from @mode on is written once, before the policy is returned
  * by ps_policy_create(), and never again; readers need no synchronisation
- * for it beyond the publication of the pointer.  The words before @mode are
- * accessed with __atomic builtins only (see above).
+ * for it beyond the publication of the pointer.  The other words are
+ * accessed with __atomic builtins only (see above), @stripe_mask excepted
+ * (written once too).
+ *
+ * Two groups of words that never share a cache line: @refcnt, @stores and
+ * @hits (bytes 0-19), written by every get and put in atomic
+ * mode (a line that bounces between the CPUs using the policy), and
+ * @refmode, @stripes and @stripe_mask, read by every get and put and
+ * written only at the switches.  A get or put in atomic mode thus loads a
+ * line that stays shared and then does one RMW on the bouncing one (one
+ * transfer, as a bare atomic count); in striped mode it never touches the
+ * bouncing line.  Offsets, not alignment (malloc gives 16 bytes): with
+ * the policy 16-byte aligned, a 64-byte line boundary falls at one of
+ * offsets 0, 16, 32, 48 (mod 64), and for each of them bytes 0-19 and bytes
+ * from PS_REF_COLD_OFFSET = 80 on lie in different lines.
  */
+#define PS_REF_COLD_OFFSET 80
 struct ps_policy {
-	long refcnt;	  /* the atomic count; the policy is freed when it drops to 0 */
-	char *stripes;	  /* NULL until hot; then set once, freed with the policy */
-	int refmode;	  /* PS_REF_ATOMIC, PS_REF_OPEN or PS_REF_BUSY */
-	unsigned hits;	  /* heat: lookups in atomic mode while in a store (racy, a hint) */
-	long stores;	  /* references held by ranges of stores (counted in @refcnt too) */
+	long refcnt;	/* the atomic count; the policy is freed when it drops to 0 */
+	long stores;	/* references held by ranges of stores (counted in @refcnt too) */
+	unsigned hits;	/* heat: lookups in atomic mode while in a store (racy, a hint) */
+	char _ps_pad[PS_REF_COLD_OFFSET - 2 * sizeof(long) - sizeof(unsigned)];
+	int refmode;	      /* PS_REF_ATOMIC, PS_REF_OPEN or PS_REF_BUSY */
 	unsigned stripe_mask; /* stripes - 1 (a power of two); 0: this process never stripes */
+	char *stripes;	      /* NULL until hot; then set once, freed with the policy */
 	int mode;
 	unsigned flags;
 	int weight; /* nodes set in @nodes */
