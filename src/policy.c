@@ -19,10 +19,6 @@
 
 static unsigned ps_ref_mask(void);
 
-_Static_assert(offsetof(struct ps_policy, refmode) == PS_REF_COLD_OFFSET &&
-			       offsetof(struct ps_policy, _ps_pad) <= 16,
-		"struct ps_policy: the bouncing and the read-mostly words must not share a line");
-
 static bool ps_mode_needs_nodes(int mode)
 {
 	return mode == PS_MPOL_BIND || mode == PS_MPOL_INTERLEAVE ||
@@ -114,10 +110,8 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 	pol->hits = 0;
 	pol->stores = 0;
 	pol->stripe_mask = ps_ref_mask();
-	/* @refcnt and @refmode .. @hits: atomics only (and the constant mask). */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&pol->refcnt, sizeof(pol->refcnt));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&pol->refmode, offsetof(struct ps_policy, mode) -
-							     offsetof(struct ps_policy, refmode));
+	/* @refcnt .. @stores: atomics only. */
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&pol->refcnt, offsetof(struct ps_policy, stripe_mask));
 	pol->mode = mode;
 	pol->flags = flags;
 	pol->weight = weight;

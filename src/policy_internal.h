@@ -93,32 +93,16 @@
 /*
  * Everything from @mode on is written once, before the policy is returned
  * by ps_policy_create(), and never again; readers need no synchronisation
- * for it beyond the publication of the pointer.  The other words are
- * accessed with __atomic builtins only (see above), @stripe_mask excepted
- * (written once too).
- *
- * Two groups of words that never share a cache line: @refcnt (bytes 0-7),
- * written by every get and put in atomic mode (a line that bounces between
- * the CPUs using the policy), and the words from @refmode on, read by every
- * get and put and written only at the switches, by stores' sets (@stores)
- * and by the first PS_REF_HOT lookups (@hits).  A get or put in atomic mode
- * thus reads lines that stay shared and does one RMW on the bouncing one
- * (one transfer, as a bare atomic count); in striped mode it never touches
- * the bouncing line.  Offsets, not alignment (malloc gives 16 bytes): with
- * the policy 16-byte aligned a 64-byte line boundary falls at offset 0, 16,
- * 32 or 48 (mod 64), and for each of them bytes 0-15 and the bytes from
- * PS_REF_COLD_OFFSET = 64 on lie in different lines.
+ * for it beyond the publication of the pointer.  The words before @mode are
+ * accessed with __atomic builtins only (see above).
  */
-#define PS_REF_COLD_OFFSET 64
-
 struct ps_policy {
-	long refcnt; /* the atomic count; the policy is freed when it drops to 0 */
-	char _ps_pad[PS_REF_COLD_OFFSET - sizeof(long)];
-	int refmode;	      /* PS_REF_ATOMIC, PS_REF_OPEN or PS_REF_BUSY */
+	long refcnt;	  /* the atomic count; the policy is freed when it drops to 0 */
+	char *stripes;	  /* NULL until hot; then set once, freed with the policy */
+	int refmode;	  /* PS_REF_ATOMIC, PS_REF_OPEN or PS_REF_BUSY */
+	unsigned hits;	  /* heat: lookups in atomic mode while in a store (racy, a hint) */
+	long stores;	  /* references held by ranges of stores (counted in @refcnt too) */
 	unsigned stripe_mask; /* stripes - 1 (a power of two); 0: this process never stripes */
-	char *stripes;	      /* NULL until hot; then set once, freed with the policy */
-	long stores;	      /* references held by ranges of stores (counted in @refcnt too) */
-	unsigned hits;	      /* heat: lookups in atomic mode while in a store (racy, a hint) */
 	int mode;
 	unsigned flags;
 	int weight; /* nodes set in @nodes */
@@ -171,7 +155,7 @@ static inline struct ps_policy *_ps_policy_get(struct ps_policy *pol)
 		return pol;
 	}
 	__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
-	if (pol->stripe_mask && __atomic_load_n(&pol->stores, __ATOMIC_RELAXED) > 0) {
+	if (__atomic_load_n(&pol->stores, __ATOMIC_RELAXED) > 0 && pol->stripe_mask) {
 		/* Lost updates only delay the heat; the first value >= PS_REF_HOT stored is PS_REF_HOT. */
 		h = __atomic_load_n(&pol->hits, __ATOMIC_RELAXED) + 1;
 		if (h <= PS_REF_HOT) {
