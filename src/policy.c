@@ -3,15 +3,21 @@
  * Policies: validation follows mbind(2) as the kernel's mpol_new() and LTP's
  * mbind01 define it, with the mask length made exact (bit i is node i).
  */
+#include <assert.h>
 #include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <polstore/policy.h>
 
 #include "annotate.h"
 #include "compiler.h"
 #include "policy_internal.h"
+
+static unsigned ps_ref_mask(void);
 
 static bool ps_mode_needs_nodes(int mode)
 {
@@ -99,7 +105,13 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 		goto inval;
 	}
 	pol->refcnt = 1;
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&pol->refcnt, sizeof(pol->refcnt)); /* atomics only */
+	pol->stripes = NULL;
+	pol->refmode = PS_REF_ATOMIC;
+	pol->hits = 0;
+	pol->stores = 0;
+	pol->stripe_mask = ps_ref_mask();
+	/* @refcnt .. @stores: atomics only. */
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&pol->refcnt, offsetof(struct ps_policy, stripe_mask));
 	pol->mode = mode;
 	pol->flags = flags;
 	pol->weight = weight;
@@ -117,23 +129,199 @@ struct ps_policy *ps_policy_get(struct ps_policy *pol)
 
 void ps_policy_put(struct ps_policy *pol)
 {
+	_ps_policy_put(pol);
+}
+
+/* A get whose stripe was closed under it: the reference goes on the atomic count. */
+void _ps_policy_get_slow(struct ps_policy *pol)
+{
+	__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * A put on the atomic count (atomic mode, a closed stripe, or a store's
+ * reference).  While the stripes are open (or being closed) @refcnt holds
+ * PS_REF_BIAS and cannot reach 0 here; once closed it is exact, and the put
+ * that takes it to 0 frees.
+ */
+void _ps_policy_put_slow(struct ps_policy *pol)
+{
 	long old;
 
-	if (!pol)
-		return;
-	/* Release: our uses of *pol happen before the free on whichever thread frees. */
 	PS_ANNOTATE_HAPPENS_BEFORE(pol);
 	old = __atomic_fetch_sub(&pol->refcnt, 1, __ATOMIC_RELEASE);
+	if (old <= 1)
+		_ps_policy_release(pol, old);
+}
+
+/* A put took @refcnt from @old (<= 1) to @old - 1: free at 0, abort on a double put. */
+void _ps_policy_release(struct ps_policy *pol, long old)
+{
 #ifndef NDEBUG
 	if (old <= 0)
 		abort(); /* double put: the policy was already freed or being freed */
 #endif
-	if (old == 1) {
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		/* Every put's release (and HAPPENS_BEFORE above) precedes the free. */
-		PS_ANNOTATE_HAPPENS_AFTER(pol);
-		_ps_free(pol);
+	if (old != 1)
+		return;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	/* Every put's release (and HAPPENS_BEFORE) precedes the free. */
+	PS_ANNOTATE_HAPPENS_AFTER(pol);
+	assert(__atomic_load_n(&pol->refmode, __ATOMIC_RELAXED) == PS_REF_ATOMIC);
+	assert(__atomic_load_n(&pol->stores, __ATOMIC_RELAXED) == 0);
+	_ps_free(pol->stripes);
+	_ps_free(pol);
+}
+
+/*
+ * The stripe mask of new policies: CPUs rounded up to a power of two, at
+ * most PS_REF_MAX_STRIPES; 0 (never stripe) on one CPU or without rseq.
+ * Computed by a constructor, before any thread of the program runs (so
+ * thread checkers see no race and fork has nothing to inherit half done);
+ * a policy created by another constructor before it ran just never
+ * stripes.
+ */
+static unsigned ps_ref_mask_value;
+
+__attribute__((constructor)) static void ps_ref_mask_init(void)
+{
+	unsigned m = 1;
+#ifdef PS_REF_HAVE_RSEQ
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+
+	while ((long)m < ncpu && m < PS_REF_MAX_STRIPES)
+		m *= 2;
+#endif
+	ps_ref_mask_value = m - 1;
+}
+
+static unsigned ps_ref_mask(void)
+{
+	return ps_ref_mask_value;
+}
+
+/* Stripes from closed to open.  Called with @refmode claimed (BUSY) and a reference held. */
+static void ps_ref_open(struct ps_policy *pol)
+{
+	char *s = __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED);
+	unsigned i;
+
+	/* The bias first: a put counted on a stripe from now on can never take @refcnt to 0. */
+	__atomic_fetch_add(&pol->refcnt, PS_REF_BIAS, __ATOMIC_SEQ_CST);
+	for (i = 0; i <= pol->stripe_mask; i++)
+		__atomic_store_n((long *)(s + (size_t)i * PS_REF_STRIPE_BYTES), 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * Stripes from open to closed, their sum folded into @refcnt and the bias
+ * removed.  Each exchange is ordered against every add on that stripe (one
+ * word, RMWs only): an add before it is in the sum, an add after it sees
+ * PS_REF_CLOSED and goes to @refcnt itself.  Acquire: the puts' releases on
+ * the stripes happen before our release on @refcnt, which the freeing put
+ * acquires.  Called with @refmode claimed (BUSY) and a reference held, so
+ * the exact count is >= 1 afterwards.
+ */
+static void ps_ref_close(struct ps_policy *pol)
+{
+	char *s = __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED);
+	long sum = 0, old;
+	unsigned i;
+
+	for (i = 0; i <= pol->stripe_mask; i++)
+		sum += __atomic_exchange_n((long *)(s + (size_t)i * PS_REF_STRIPE_BYTES),
+				PS_REF_CLOSED, __ATOMIC_ACQ_REL);
+	old = __atomic_fetch_add(&pol->refcnt, sum - PS_REF_BIAS, __ATOMIC_ACQ_REL);
+	(void)old;
+	assert(old + sum - PS_REF_BIAS >= 1);
+}
+
+/*
+ * Bring the stripes in line with @stores: open while the policy is in a
+ * store and has stripes, closed otherwise.  See policy_internal.h for why a
+ * claimant that finds another at work may leave.  The caller holds a
+ * reference.
+ */
+static void ps_ref_sync(struct ps_policy *pol)
+{
+	for (;;) {
+		bool want = __atomic_load_n(&pol->stores, __ATOMIC_SEQ_CST) > 0 &&
+			    __atomic_load_n(&pol->stripes, __ATOMIC_SEQ_CST);
+		int m = __atomic_load_n(&pol->refmode, __ATOMIC_SEQ_CST);
+
+		if (m == PS_REF_BUSY || (m == PS_REF_OPEN) == want)
+			return;
+		if (!__atomic_compare_exchange_n(&pol->refmode, &m, PS_REF_BUSY, false,
+				    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			continue;
+		if (want)
+			ps_ref_open(pol);
+		else
+			ps_ref_close(pol);
+		/* Then reread @stores (the loop): a change we missed was left to us. */
+		__atomic_store_n(&pol->refmode, want ? PS_REF_OPEN : PS_REF_ATOMIC, __ATOMIC_SEQ_CST);
 	}
+}
+
+/*
+ * A lookup found the policy hot: give it stripes.  Called from
+ * _ps_policy_get() after its get, so with a reference held.  A failed
+ * allocation leaves it on the atomic count (the lookup has its reference
+ * already) and lets it retry after PS_REF_HOT more lookups.
+ */
+void _ps_policy_heat(struct ps_policy *pol)
+{
+	size_t bytes = (size_t)(pol->stripe_mask + 1) * PS_REF_STRIPE_BYTES;
+	char *s, *none = NULL;
+	unsigned i;
+
+	if (!pol->stripe_mask || __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED))
+		return;
+	s = _ps_alloc(bytes);
+	if (!s) {
+		__atomic_store_n(&pol->hits, 0, __ATOMIC_RELAXED);
+		return;
+	}
+	for (i = 0; i <= pol->stripe_mask; i++)
+		*(long *)(s + (size_t)i * PS_REF_STRIPE_BYTES) = PS_REF_CLOSED;
+	PS_ANNOTATE_BENIGN_RACE_SIZED(s, bytes); /* atomics only */
+	/* Seq_cst: against @stores (see ps_ref_sync()). */
+	if (!__atomic_compare_exchange_n(&pol->stripes, &none, s, false, __ATOMIC_SEQ_CST,
+			    __ATOMIC_RELAXED)) {
+		_ps_free(s);
+		return;
+	}
+	ps_ref_sync(pol);
+}
+
+void _ps_policy_store_get(struct ps_policy *pol)
+{
+	if (!pol)
+		return;
+	__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
+	if (__atomic_fetch_add(&pol->stores, 1, __ATOMIC_SEQ_CST) == 0 &&
+			__atomic_load_n(&pol->stripes, __ATOMIC_SEQ_CST))
+		ps_ref_sync(pol);
+}
+
+void _ps_policy_store_put(struct ps_policy *pol)
+{
+	long old;
+
+	if (!pol)
+		return;
+	old = __atomic_fetch_sub(&pol->stores, 1, __ATOMIC_SEQ_CST);
+#ifndef NDEBUG
+	if (old <= 0)
+		abort(); /* a store reference dropped twice */
+#endif
+	/* Still holding the store's reference (on @refcnt): the close finds the count >= 1. */
+	if (old == 1 && __atomic_load_n(&pol->stripes, __ATOMIC_SEQ_CST))
+		ps_ref_sync(pol);
+	_ps_policy_put_slow(pol);
+}
+
+long _ps_policy_stores(const struct ps_policy *pol)
+{
+	return __atomic_load_n(&pol->stores, __ATOMIC_RELAXED);
 }
 
 int ps_policy_mode(const struct ps_policy *pol)
@@ -197,9 +385,48 @@ bool ps_policy_equal(const struct ps_policy *a, const struct ps_policy *b)
 	return memcmp(a->nodes, b->nodes, sizeof(a->nodes)) == 0;
 }
 
+/*
+ * The fold of policy_internal.h's formula.  Exact when no thread gets, puts
+ * or changes the policy's stores meanwhile; under concurrency the stripes
+ * are read one by one, so the sum may be off by references moving between
+ * stripes meanwhile: it is then clamped to no less than the store
+ * references, and 1 (open stripes mean a store or a closing thread holds
+ * one).  A transition in progress is waited out (a few retries).
+ */
 long ps_policy_refcount(const struct ps_policy *pol)
 {
-	return pol ? __atomic_load_n(&pol->refcnt, __ATOMIC_RELAXED) : -EINVAL;
+	long n = 0, stores;
+	int m = PS_REF_BUSY, tries;
+	unsigned i;
+
+	if (!pol)
+		return -EINVAL;
+	for (tries = 0; tries < 1000; tries++) {
+		m = __atomic_load_n(&pol->refmode, __ATOMIC_ACQUIRE);
+		if (m == PS_REF_BUSY)
+			continue;
+		n = __atomic_load_n(&pol->refcnt, __ATOMIC_ACQUIRE);
+		if (m == PS_REF_OPEN) {
+			const char *s = __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED);
+
+			n -= PS_REF_BIAS;
+			for (i = 0; i <= pol->stripe_mask; i++) {
+				long v = __atomic_load_n(
+						(const long *)(s + (size_t)i * PS_REF_STRIPE_BYTES),
+						__ATOMIC_RELAXED);
+
+				if (v > PS_REF_CLOSED_MAX)
+					n += v;
+			}
+		}
+		if (__atomic_load_n(&pol->refmode, __ATOMIC_ACQUIRE) == m)
+			break;
+	}
+	/* Open stripes mean a store or a closing thread holds a reference: the count is >= 1. */
+	stores = __atomic_load_n(&pol->stores, __ATOMIC_RELAXED);
+	if (m != PS_REF_ATOMIC && n < (stores > 1 ? stores : 1))
+		n = stores > 1 ? stores : 1;
+	return n;
 }
 
 const char *ps_mode_name(int mode)

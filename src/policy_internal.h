@@ -1,14 +1,58 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Policies inside the library: the layout and hot paths are in polstore/static/policy.h. */
+/*
+ * Policies inside the library: the layout, the striped reference count and
+ * the hot paths that lookups inline are in polstore/static/policy.h (a
+ * program built with POLSTORE_INLINE compiles them in too); here, what only
+ * the library calls: the put and the stores' own references.
+ */
 #ifndef POLSTORE_SRC_POLICY_INTERNAL_H
 #define POLSTORE_SRC_POLICY_INTERNAL_H
 
 #include <limits.h>
+#include <stddef.h>
 
+#include <polstore/export.h>
 #include <polstore/policy.h>
 #include <polstore/static/policy.h>
 
+#include "annotate.h"
+
 #define PS_BITS_PER_LONG (sizeof(unsigned long) * CHAR_BIT)
 #define PS_NODEMASK_LONGS PS_NODEMASK_WORDS
+
+/* Out-of-line halves of _ps_policy_put(). */
+PS_API void _ps_policy_put_slow(struct ps_policy *pol);
+PS_API void _ps_policy_release(struct ps_policy *pol, long old);
+
+/* ps_policy_put() inlined: drop a reference the caller holds (NULL: nothing). */
+static inline void _ps_policy_put(struct ps_policy *pol)
+{
+	long old;
+
+	if (!pol)
+		return;
+	/* Our uses of *pol happen before the free, on whichever thread frees. */
+	PS_ANNOTATE_HAPPENS_BEFORE(pol);
+	if (__builtin_expect(__atomic_load_n(&pol->refmode, __ATOMIC_ACQUIRE) == PS_REF_OPEN, 1)) {
+		long *c = _ps_ref_stripe(__atomic_load_n(&pol->stripes, __ATOMIC_RELAXED),
+				pol->stripe_mask);
+
+		/* Release: pairs with the closing exchange (acq_rel), which the freeing put follows. */
+		if (__builtin_expect(__atomic_fetch_sub(c, 1, __ATOMIC_RELEASE) > PS_REF_CLOSED_MAX,
+				    1))
+			return;
+	}
+	/* The atomic count.  Release: our uses of *pol happen before the free. */
+	old = __atomic_fetch_sub(&pol->refcnt, 1, __ATOMIC_RELEASE);
+	if (__builtin_expect(old <= 1, 0))
+		_ps_policy_release(pol, old); /* the last reference, or a double put */
+}
+
+/* A store's reference, taken for a range (writers only: not a hot path). */
+void _ps_policy_store_get(struct ps_policy *pol);
+/* Drop a store's reference; when it was the last store's, the stripes close first. */
+void _ps_policy_store_put(struct ps_policy *pol);
+/* The number of store references (for invariant checks: a stored range's policy has >= 1). */
+long _ps_policy_stores(const struct ps_policy *pol);
 
 #endif /* POLSTORE_SRC_POLICY_INTERNAL_H */

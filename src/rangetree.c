@@ -108,7 +108,8 @@ static struct ps_policy *range_ref(struct spares *s, struct ps_policy *pol)
 {
 	if (pol && s->cow && s->cow->abortable)
 		s->cow->refs[s->cow->nrefs++] = pol;
-	return ps_policy_get(pol);
+	_ps_policy_store_get(pol);
+	return pol;
 }
 
 static inline struct ps_range *spare_take(struct spares *s)
@@ -354,7 +355,7 @@ void ps_rtree_cow_abort(struct ps_rtree_cow *c)
 	/* The spares taken are still in the array, past its end: take them back. */
 	c->spares->n = c->nspares0;
 	while (c->nrefs)
-		ps_policy_put(c->refs[--c->nrefs]);
+		_ps_policy_store_put(c->refs[--c->nrefs]);
 	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
 	c->removed = (struct ps_range_list){ NULL, 0, NULL };
 }
@@ -419,8 +420,8 @@ int ps_rtree_check(const struct ps_rtree *t, const char **why)
 			*why = "range without a policy, or with a DEFAULT one";
 			return -EUCLEAN;
 		}
-		if (ps_policy_refcount(r->pol) <= 0) {
-			*why = "range holds a policy whose count is not positive";
+		if (_ps_policy_stores(r->pol) <= 0) {
+			*why = "range holds a policy that counts no store reference";
 			return -EUCLEAN;
 		}
 		if (r->node_hint != _ps_policy_hint(r->pol)) {
@@ -475,7 +476,7 @@ void ps_range_list_free(struct ps_range_list *list)
 	struct ps_range *r;
 
 	while ((r = ps_range_list_pop(list))) {
-		ps_policy_put(r->pol);
+		_ps_policy_store_put(r->pol);
 		_ps_free(r);
 	}
 }
@@ -505,7 +506,7 @@ void ps_range_list_put_policies(struct ps_range_list *list)
 	struct ps_range *r;
 
 	for (r = list->head; r; r = r->next_free) {
-		ps_policy_put(r->pol);
+		_ps_policy_store_put(r->pol);
 		r->pol = NULL;
 	}
 }

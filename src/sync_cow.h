@@ -199,7 +199,7 @@ static void batch_put_policies(struct cow_batch *b)
 	size_t i;
 
 	for (i = 0; i < b->npols; i++)
-		ps_policy_put(b->pols[i]);
+		_ps_policy_store_put(b->pols[i]);
 	b->npols = 0;
 	ps_range_list_free(&b->over_removed);
 	ps_range_list_free_nopol(&b->over_replaced);

@@ -42,6 +42,7 @@
 #include <polstore/polstore.h>
 #include <polstore/static/lookup.h> /* the :inline forms call its functions directly */
 
+#include "policy_internal.h" /* the unsync baseline's bare atomic count */
 #include "rangetree.h"
 #include "stress.h"
 
@@ -398,10 +399,30 @@ static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
 		rk->ops = ops;                                                                     \
 	}
 
+/*
+ * The unsync baseline's reference is one bare atomic word, as
+ * ps_policy_get()/put() were before issue 12 (two calls, as then): it stays
+ * the atomic-count baseline beside the stores' striped counts, whichever
+ * mode the pool's policies are in (@refcnt is valid in every mode, see
+ * src/policy_internal.h; the pool's own reference keeps it above 0).
+ */
+__attribute__((noinline)) static const void *atomic_get(const void *pol)
+{
+	if (pol)
+		__atomic_fetch_add(&((struct ps_policy *)pol)->refcnt, 1, __ATOMIC_RELAXED);
+	return pol;
+}
+
+__attribute__((noinline)) static void atomic_put(const void *pol)
+{
+	if (pol)
+		__atomic_fetch_sub(&((struct ps_policy *)pol)->refcnt, 1, __ATOMIC_RELEASE);
+}
+
 #define LK_UNSYNC_REF                                                                              \
 	do {                                                                                       \
-		pol = ps_policy_get((struct ps_policy *)base_lookup(c->base, page));               \
-		ps_policy_put((struct ps_policy *)pol);                                            \
+		pol = atomic_get(base_lookup(c->base, page));                                      \
+		atomic_put(pol);                                                                   \
 	} while (0)
 #define LK_UNSYNC_NOREF pol = base_lookup(c->base, page)
 #define LK_UNSYNC_COPY _ps_policy_view_fill(base_lookup(c->base, page), &view)

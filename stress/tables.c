@@ -307,6 +307,19 @@ static void summary(void)
 		target_cpu(what, F(stress_find("hot-policy", nv[i], 2, 0), efficiency), ">=", 0.90,
 				"%.3f", F(stress_find("hot-policy", nv[i], 2, 0), cpu_efficiency));
 	}
+	/* Issue 12: counted lookups of a hot policy, its count on per-CPU stripes. */
+	for (i = 0; i < 3; i++) {
+		static const char *const cv[] = {"rcu", "rcu-qsbr", "seqlock"};
+		const struct stress_point *p = stress_find("hot-policy", cv[i], 2, 0),
+					  *u = stress_find("hot-policy", "unsync", 2, 0);
+
+		snprintf(what, sizeof(what), "hot-policy efficiency %s (counted), 2 ranks", cv[i]);
+		target_cpu(what, F(p, efficiency), ">=", 0.80, "%.3f", F(p, cpu_efficiency));
+		snprintf(what, sizeof(what), "hot-policy %s (counted) / unsync (atomic), 2 ranks",
+				cv[i]);
+		target_cpu(what, ratio(p, u), ">=", 1.0, "%.3f",
+				F(p, cpu_efficiency) / F(u, cpu_efficiency));
+	}
 	for (i = 0; i < 2; i++) {
 		static const int rk[] = {256, 1024};
 

@@ -8,6 +8,8 @@
  *   1. the linearizability oracle (stress/linearizability.h) on every store variant;
  *   2. a mix on every store variant: readers with references, borrowing
  *      readers (read_lock/lookup_borrow/read_unlock), writers, a foreach;
+ *      then fresh policies per set under readers holding references (the
+ *      striped counts of hot policies switching on and off);
  *   3. every ps_charge kind: charge/uncharge on a two-level hierarchy while
  *      another thread reads, changes the limit and drains stocks;
  *   4. ps_pcounter add/read/sum/fold/set_batch/snapshot and ps_commit
@@ -21,6 +23,7 @@
  * timed phase.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +216,74 @@ static void mix_all(void)
 		}
 		printf("mix      %-8s %8ld lookups, %6ld sets\n", ps_sync_name((enum ps_sync)s),
 				atomic_load(&m.lookups), atomic_load(&m.sets));
+	}
+}
+
+/*
+ * ---- 2b. fresh policies (issue 12): every set installs a new policy only the
+ * store owns, readers hold what they find, so policies go hot (per-CPU
+ * stripes), leave their store (stripes folded) and are freed by whichever
+ * put is last: a reader's or the store's.
+ */
+
+struct fresh {
+	struct ps_store *store;
+	uint64_t end;
+	atomic_bool stop;
+	atomic_long lookups, sets;
+};
+
+static void *fresh_reader(void *arg)
+{
+	struct fresh *f = arg;
+	struct ps_policy *held[8];
+	long n = 0;
+	int k;
+
+	while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+		for (k = 0; k < 8; k++)
+			held[k] = ps_store_lookup(f->store, (uint64_t)(n + k) % 64);
+		for (k = 0; k < 8; k++) {
+			CHECK(!held[k] || ps_policy_first_node(held[k]) == (int)((n + k) % 64 / 16),
+					"fresh: a policy of another range");
+			ps_policy_put(held[k]);
+		}
+		n += 8;
+	}
+	atomic_fetch_add(&f->lookups, n);
+	return NULL;
+}
+
+static void fresh_all(void)
+{
+	int s;
+
+	for (s = 0; s < PS_SYNC_COUNT; s++) {
+		struct fresh f = { .store = ps_store_create((enum ps_sync)s) };
+		pthread_t rt[2];
+		long n = 0;
+
+		if (!f.store) {
+			perror("ps_store_create");
+			exit(2);
+		}
+		f.end = deadline();
+		spawn(rt, 2, fresh_reader, &f);
+		while (ps_test_now_ns() < f.end || n < 64) {
+			uint64_t r = (uint64_t)(n % 4);
+			struct ps_policy *p = ps_test_bind((int)r);
+
+			CHECK(ps_store_set(f.store, r * 16, r * 16 + 16, p) == 0, "fresh: set failed");
+			ps_policy_put(p);
+			if (n % 8 == 7)
+				sched_yield(); /* let the readers make some of them hot */
+			n++;
+		}
+		atomic_store(&f.stop, true);
+		join(rt, 2);
+		ps_store_destroy(f.store);
+		printf("fresh    %-8s %8ld lookups, %6ld sets\n", ps_sync_name((enum ps_sync)s),
+				atomic_load(&f.lookups), n);
 	}
 }
 
@@ -521,6 +592,7 @@ int main(void)
 		phase_seconds = atof(env);
 	lin_all();
 	mix_all();
+	fresh_all();
 	charge_all();
 	pcounter_all();
 	idmap_all();

@@ -114,7 +114,15 @@ PS_API struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsign
  * @pol: a policy the caller holds a reference to (or a borrowed pointer
  *       inside the read-side section that lent it); NULL is allowed
  *
- * Context: any thread; lock-free (one atomic increment).
+ * A policy that is in a store and hot (looked up often) counts its
+ * references on per-CPU stripes: the increment then touches a cache line of
+ * the caller's CPU, not one shared by every thread.  Otherwise (and always
+ * once the policy is in no store) the count is one atomic word.
+ *
+ * Context: any thread, inside or outside a read-side section; lock-free
+ * (one atomic increment; the 64th get of a policy in a store, in atomic mode,
+ * allocates its stripes, up to 1 KiB, and a failed allocation only
+ * keeps the atomic count).
  * Return: @pol.
  */
 PS_API struct ps_policy *ps_policy_get(struct ps_policy *pol);
@@ -123,10 +131,16 @@ PS_API struct ps_policy *ps_policy_get(struct ps_policy *pol);
  * ps_policy_put() - drop one reference; the last one frees the policy
  * @pol: the policy, or NULL (a no-op)
  *
- * Debug builds (no NDEBUG) abort on a put of a policy whose count is already
- * zero (a double put).
+ * A policy is freed by the put that drops its last reference, at once,
+ * when it is in no store (a store's own references are dropped when its
+ * ranges are freed: after a grace period for SEQLOCK, RCU and RCU_QSBR).
+ * The put may be on another thread, CPU or stripe than the get.
  *
- * Context: any thread; lock-free; may free memory.
+ * Debug builds (no NDEBUG) abort on a put of a policy whose atomic count is
+ * already zero (a double put; one counted on a per-CPU stripe is not seen).
+ *
+ * Context: any thread, inside or outside a read-side section; lock-free
+ * (one atomic decrement); may free memory.
  */
 PS_API void ps_policy_put(struct ps_policy *pol);
 
@@ -199,10 +213,15 @@ PS_API bool ps_policy_equal(const struct ps_policy *a, const struct ps_policy *b
  * ps_policy_refcount() - the current reference count, for tests and debugging
  * @pol: the policy
  *
- * The value can be stale as soon as it is read when other threads hold
- * references.
+ * Folds the per-CPU stripes of a hot policy into its atomic count: exact
+ * when no other thread gets or puts the policy, or adds it to or removes it
+ * from a store, meanwhile.  Otherwise it can be stale as soon as it is read,
+ * and (stripes being read one by one) off by the references moving between
+ * stripes meanwhile; while the policy is in a store it is then never less
+ * than the stores' references nor less than 1.
  *
- * Context: any thread; one atomic load.
+ * Context: any thread; reads the policy and its stripes (up to 16 loads),
+ * writes nothing.
  * Return: the count, or -EINVAL when @pol is NULL.
  */
 PS_API long ps_policy_refcount(const struct ps_policy *pol);

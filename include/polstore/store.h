@@ -173,13 +173,17 @@ PS_API int ps_store_synchronize(struct ps_store *store);
  * @idx: the index
  *
  * Linearizable with concurrent ps_store_set() calls for every variant.  The
- * reference is one atomic increment on the policy's count, a cache line all
- * readers of that policy share; see ps_store_lookup_borrow() for a lookup
- * that writes nothing shared.
+ * reference is one atomic increment: on the policy's count while it is
+ * cold, and, once the policy is hot (64 lookups while in a store), on a
+ * per-CPU stripe of it, a cache line of the caller's CPU (see
+ * ps_policy_get()).  ps_store_lookup_borrow() writes nothing at all.
  *
  * Context: any thread (RCU_QSBR: see polstore/rcu.h for the rules that make
  * it cheap); never blocks for RCU variants, may wait for a writer under
- * SPIN, RWLOCK and (after failed retries) SEQLOCK.
+ * SPIN, RWLOCK and (after failed retries) SEQLOCK.  The lookup that makes a
+ * policy hot allocates its stripes (up to 1 KiB) through the polstore
+ * allocator; a failed allocation leaves the policy on its atomic count and
+ * the lookup succeeds.
  * Return: the policy, which the caller must ps_policy_put(); NULL when no
  * range covers @idx (errno is then 0) or @store is NULL (errno EINVAL).
  */

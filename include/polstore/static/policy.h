@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * A policy as the library's read paths see it: its layout, the reference a
- * lookup takes, the copy ps_store_lookup_copy() makes and the node
- * ps_store_lookup_node() picks.
+ * lookup takes (a striped count once the policy is hot), the copy
+ * ps_store_lookup_copy() makes and the node ps_store_lookup_node() picks.
  *
  * Not an API: see polstore/static/rtree.h.
  */
@@ -10,37 +10,161 @@
 #define POLSTORE_STATIC_POLICY_H
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <polstore/export.h>
 #include <polstore/policy.h>
+
+#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 35) && (defined(__x86_64__) || defined(__aarch64__))
+#include <sys/rseq.h>
+#define PS_REF_HAVE_RSEQ 1
+#endif
+#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /*
- * Everything but @refcnt is written once, before the policy is returned by
- * ps_policy_create(), and never again; readers need no synchronisation for
- * it beyond the publication of the pointer.
+ * Striped reference counts (issue 12)
+ * ===================================
+ *
+ * The true count of a policy is
+ *
+ *	refcnt - (refmode == PS_REF_OPEN ? PS_REF_BIAS : 0) + sum of the open stripes
+ *
+ * @refcnt is one atomic word ("the atomic count").  @stripes, once a
+ * policy is hot, is an array of counters 64 bytes apart (each on a cache
+ * line of its own), indexed by the caller's CPU (rseq's cpu_id).  A stripe
+ * is open (a small value, possibly negative: a reference taken on one
+ * stripe may be dropped on another) or closed (PS_REF_CLOSED plus whatever
+ * late increments drifted in: far below PS_REF_CLOSED_MAX).
+ *
+ * Fast path (get and put): while @refmode reads OPEN, one relaxed (get) or
+ * release (put) fetch_add on the caller's stripe.  Its return value says
+ * whether the stripe was open when the add took effect: if so the add is
+ * counted and that is all; if not, the add went to a dead counter, and the
+ * caller applies it to the atomic count instead (the slow path).  Each add
+ * is one atomic RMW on one word, so it is ordered against the closing
+ * exchange of that word: it is either folded in by the close or redirected,
+ * never both and never neither.  This is what replaces percpu_ref's grace
+ * period: no caller has to be inside any read section, so user threads,
+ * threads polstore never saw and every store variant use the same path.
+ *
+ * Open (refmode ATOMIC -> OPEN): refcnt += PS_REF_BIAS, then each stripe is
+ * set to 0.  Close (OPEN -> ATOMIC): each stripe is exchanged with
+ * PS_REF_CLOSED and the values summed into S, then refcnt += S - BIAS.
+ * While the bias is in @refcnt it cannot reach 0, whatever gets and puts
+ * are redirected there meanwhile (the bias dwarfs any real count), so no
+ * put frees the policy while stripes may hold part of its count.  After the
+ * close @refcnt is the exact count again, and the put that takes it to 0
+ * frees the policy at once: a policy in no store is never left waiting.
+ *
+ * Who opens and closes: a policy's stripes are open exactly while it is in
+ * a store (@stores > 0: ranges of any store hold it) and hot (@stripes was
+ * allocated: it was looked up PS_REF_HOT times in atomic mode while in a
+ * store).  Transitions are claimed by a CAS of @refmode to BUSY, never
+ * waited for (so fork() and dying threads cannot leave a waiter stuck):
+ * whoever changes @stores (seq_cst RMW) then reads @refmode; the claimant
+ * stores the new @refmode (seq_cst) then rereads @stores and goes again if
+ * they disagree.  One of the two sees the other's write (Dekker), so the
+ * last change of @stores is always acted on.  Every transition runs while
+ * its caller holds a reference, so a close never finds the count at 0.
+ *
+ * The stripe array lives as long as the policy (freed by the final put),
+ * so a thread that read @stripes may always add to it; it is allocated
+ * only once the policy is hot, and a failed allocation leaves the policy on
+ * the atomic count (it retries PS_REF_HOT lookups later).
+ */
+#define PS_REF_ATOMIC 0 /* every reference on @refcnt; @stripes closed or absent */
+#define PS_REF_OPEN 1	/* stripes open, @refcnt biased by PS_REF_BIAS */
+#define PS_REF_BUSY 2	/* a thread is opening or closing the stripes */
+
+#define PS_REF_BIAS (1L << 60)
+#define PS_REF_CLOSED (-(1L << 62))
+#define PS_REF_CLOSED_MAX (-(1L << 61)) /* an add that returns less found its stripe closed */
+#define PS_REF_HOT 64u			/* lookups in atomic mode, while in a store, that make it hot */
+#define PS_REF_STRIPE_BYTES 64		/* one counter per cache line */
+#define PS_REF_MAX_STRIPES 16		/* 1 KiB per policy at most */
+
+/*
+ * Everything from @mode on is written once, before the policy is returned
+ * by ps_policy_create(), and never again; readers need no synchronisation
+ * for it beyond the publication of the pointer.  The words before @mode are
+ * accessed with __atomic builtins only (see above).
  */
 struct ps_policy {
-	long refcnt; /* atomic; the policy is freed when it drops to 0 */
+	long refcnt;	  /* the atomic count; the policy is freed when it drops to 0 */
+	char *stripes;	  /* NULL until hot; then set once, freed with the policy */
+	int refmode;	  /* PS_REF_ATOMIC, PS_REF_OPEN or PS_REF_BUSY */
+	unsigned hits;	  /* heat: lookups in atomic mode while in a store (racy, a hint) */
+	long stores;	  /* references held by ranges of stores (counted in @refcnt too) */
+	unsigned stripe_mask; /* stripes - 1 (a power of two); 0: this process never stripes */
 	int mode;
 	unsigned flags;
 	int weight; /* nodes set in @nodes */
 	unsigned long nodes[PS_NODEMASK_WORDS];
 };
 
+/* Out-of-line halves of _ps_policy_get() (exported: the inline may live in programs). */
+PS_API void _ps_policy_get_slow(struct ps_policy *pol);
+PS_API void _ps_policy_heat(struct ps_policy *pol);
+
 /* The out-of-line parts of ps_policy_node(): they read the node topology. */
 PS_API int _ps_numa_nearest(const unsigned long *nodes, int local_node);
 PS_API int _ps_numa_weighted(const unsigned long *nodes, uint64_t ilx);
 
-/* A new reference on @pol (NULL: none), for a lookup inside its read section. */
+/* The caller's stripe: its CPU as the kernel last wrote it in the rseq area (any value is safe). */
+static inline unsigned _ps_ref_cpu(void)
+{
+#ifdef PS_REF_HAVE_RSEQ
+	const char *rs = (const char *)__builtin_thread_pointer() + __rseq_offset;
+
+	return __atomic_load_n((const unsigned *)(rs + offsetof(struct rseq, cpu_id)),
+			__ATOMIC_RELAXED);
+#else
+	return 0;
+#endif
+}
+
+static inline long *_ps_ref_stripe(char *stripes, unsigned mask)
+{
+	return (long *)(stripes + (size_t)(_ps_ref_cpu() & mask) * PS_REF_STRIPE_BYTES);
+}
+
+/*
+ * ps_policy_get() inlined for the library's own lookup paths.  The caller
+ * holds a reference or is in a read section that keeps one alive.
+ */
 static inline struct ps_policy *_ps_policy_get(struct ps_policy *pol)
 {
-	if (pol)
-		__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
+	unsigned h;
+
+	if (!pol)
+		return pol;
+	/* Acquire: OPEN was stored after @stripes was published. */
+	if (__builtin_expect(__atomic_load_n(&pol->refmode, __ATOMIC_ACQUIRE) == PS_REF_OPEN, 1)) {
+		long *c = _ps_ref_stripe(__atomic_load_n(&pol->stripes, __ATOMIC_RELAXED),
+				pol->stripe_mask);
+
+		if (__builtin_expect(__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) > PS_REF_CLOSED_MAX,
+				    1))
+			return pol;
+		_ps_policy_get_slow(pol); /* closed under us: count it on @refcnt */
+		return pol;
+	}
+	__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&pol->stores, __ATOMIC_RELAXED) > 0 && pol->stripe_mask) {
+		/* Lost updates only delay the heat; the first value >= PS_REF_HOT stored is PS_REF_HOT. */
+		h = __atomic_load_n(&pol->hits, __ATOMIC_RELAXED) + 1;
+		if (h <= PS_REF_HOT) {
+			__atomic_store_n(&pol->hits, h, __ATOMIC_RELAXED);
+			if (h == PS_REF_HOT)
+				_ps_policy_heat(pol);
+		}
+	}
 	return pol;
 }
 
