@@ -33,6 +33,8 @@
 #define COW_RETIRE_BATCH 256
 #define COW_INFLIGHT_MAX (1 << 18)
 #define COW_SPARE_MAX 65536
+/* ps_store_memory()'s count for one retire batch: its header and two arrays of 2 x RETIRE_BATCH pointers. */
+#define COW_BATCH_BYTES (256 + 4 * COW_RETIRE_BATCH * sizeof(void *))
 
 static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 
@@ -1346,12 +1348,19 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 	pthread_join(t, NULL);
 	/*
 	 * Live ranges, the pool and the recycle array (PS_COW_SPARE_MAX each,
-	 * plus a batch), the ranges in flight (PS_COW_INFLIGHT_MAX plus the
-	 * batch that crossed it), the partial batch and one set's spares.
+	 * plus a batch, and their pointer arrays), the ranges in flight
+	 * (PS_COW_INFLIGHT_MAX plus the batch that crossed it), the partial
+	 * batch and one set's spares; and the headers of the batches those
+	 * ranges travel in (each holds at least COW_RETIRE_BATCH ranges, and
+	 * ps_store_memory() counts its two pointer arrays of 2 x
+	 * COW_RETIRE_BATCH): a writer going flat out on a quiet machine keeps
+	 * PS_COW_INFLIGHT_MAX ranges in flight, whose headers add a third.
 	 */
 	bound = sizeof(struct ps_store) + 4096 +
 		(maxcount + 2 * (COW_SPARE_MAX + 2 * COW_RETIRE_BATCH) + COW_INFLIGHT_MAX +
-				4 * COW_RETIRE_BATCH + 1024) * sizeof(struct ps_range);
+				4 * COW_RETIRE_BATCH + 1024) * sizeof(struct ps_range) +
+		2 * (COW_SPARE_MAX + 2 * COW_RETIRE_BATCH) * sizeof(void *) +
+		(COW_INFLIGHT_MAX / COW_RETIRE_BATCH + 4) * COW_BATCH_BYTES;
 	cr_log_info("%s: %ld sets in %.1f s, %ld lookups, max %zu ranges, max memory %zu (bound %zu)",
 			ps_sync_name(*sync), sets, secs, r.lookups, maxcount, maxmem, bound);
 	cr_assert_leq(maxmem, bound);
