@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <polstore/polstore.h>
+#include <polstore/static/policy.h> /* bytes per policy */
 
 #include "stress.h"
 
@@ -56,6 +57,11 @@ static void table_lookup_cost(void)
 			       "%llu pages (loop overhead %.1f ns subtracted)\n",
 					(unsigned long long)p->ranges, (unsigned long long)p->pages,
 					p->overhead_ns);
+			/* Bytes per policy: the struct, and the stripes a hot policy in a store adds. */
+			printf("  (a policy: %zu bytes, plus %d per CPU, at most %d, once hot in a "
+			       "store: its striped reference count)\n",
+					sizeof(struct ps_policy), PS_REF_STRIPE_BYTES,
+					PS_REF_STRIPE_BYTES * PS_REF_MAX_STRIPES);
 			printf("  %-21s %10s %8s %-13s %12s %12s\n", "variant", "ns/lookup",
 					"x base", "(base)", "bytes/range", "(ps_memory)");
 			last = p->ranges;
