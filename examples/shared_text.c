@@ -202,8 +202,13 @@ static void *rank_main(void *arg)
 	}
 	pthread_barrier_wait(r->start);
 	r->t_start = now();
-	r->local = numa_node_of_cpu(sched_getcpu());
-	if (r->local < 0 || !c->bind[r->local])
+	{
+		/* getcpu(2), not numa_node_of_cpu(): libnuma keeps a cache it never frees. */
+		unsigned cpu, node;
+
+		r->local = getcpu(&cpu, &node) ? 0 : (int)node;
+	}
+	if (r->local < 0 || r->local >= PS_MAX_NUMNODES || !c->bind[r->local])
 		r->local = 0;
 	if (r->sync == PS_SYNC_RCU_QSBR)
 		ps_qsbr_thread_online(); /* the fast path of polstore/rcu.h */
