@@ -213,19 +213,30 @@ static inline int _ps_nodes_nth(const unsigned long *nodes, unsigned long n)
 	}
 }
 
+/* struct ps_range's node_hint when it is not a node: */
+#define _PS_HINT_LOCAL (-1)  /* the local node (LOCAL) */
+#define _PS_HINT_POLICY (-2) /* ask the policy (several nodes, by index or distance) */
+
 /*
- * ps_policy_node() with @local_node checked.  A one-node mask answers at
- * once whatever the mode (its node is the nearest allowed, and every
- * interleave slot's); a runtime's fault path meets it most.
+ * The node every page under @pol goes to when that needs no page index or
+ * local node (a one-node mask whatever the mode: its node is the nearest
+ * allowed and every interleave slot's; PREFERRED), else _PS_HINT_LOCAL or
+ * _PS_HINT_POLICY.  A range keeps it as its node_hint.
  */
-static inline int _ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
+static inline int _ps_policy_hint(const struct ps_policy *pol)
+{
+	if (!pol || pol->mode == PS_MPOL_LOCAL || pol->mode == PS_MPOL_DEFAULT)
+		return _PS_HINT_LOCAL;
+	if (pol->weight == 1 || pol->mode == PS_MPOL_PREFERRED)
+		return _ps_nodes_nth(pol->nodes, 0);
+	return _PS_HINT_POLICY;
+}
+
+/* The node of a policy whose hint is _PS_HINT_POLICY: several nodes. */
+static inline int _ps_policy_node_many(const struct ps_policy *pol, uint64_t ilx, int local_node)
 {
 	const unsigned long bits = 8 * sizeof(long);
 
-	if (!pol || pol->mode == PS_MPOL_LOCAL || pol->mode == PS_MPOL_DEFAULT)
-		return local_node;
-	if (pol->weight == 1 || pol->mode == PS_MPOL_PREFERRED)
-		return _ps_nodes_nth(pol->nodes, 0);
 	switch (pol->mode) {
 	case PS_MPOL_BIND:
 	case PS_MPOL_PREFERRED_MANY:
@@ -239,27 +250,19 @@ static inline int _ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int
 	}
 }
 
-/* struct ps_range's node_hint when it is not a node: */
-#define _PS_HINT_LOCAL (-1)  /* the local node (LOCAL) */
-#define _PS_HINT_POLICY (-2) /* ask the policy (several nodes, by index or distance) */
-
-/* The node_hint of a range holding @pol. */
-static inline int _ps_policy_hint(const struct ps_policy *pol)
-{
-	if (!pol || pol->mode == PS_MPOL_LOCAL || pol->mode == PS_MPOL_DEFAULT)
-		return _PS_HINT_LOCAL;
-	if (pol->weight == 1 || pol->mode == PS_MPOL_PREFERRED)
-		return _ps_nodes_nth(pol->nodes, 0);
-	return _PS_HINT_POLICY;
-}
-
 /* _ps_policy_node() of a range's policy, given the range's hint. */
-static inline __attribute__((always_inline)) int _ps_policy_node_hinted(int hint, const struct ps_policy *pol, uint64_t ilx,
-		int local_node)
+static inline __attribute__((always_inline)) int _ps_policy_node_hinted(int hint,
+		const struct ps_policy *pol, uint64_t ilx, int local_node)
 {
 	if (__builtin_expect(hint >= 0, 1))
 		return hint;
-	return hint == _PS_HINT_LOCAL ? local_node : _ps_policy_node(pol, ilx, local_node);
+	return hint == _PS_HINT_LOCAL ? local_node : _ps_policy_node_many(pol, ilx, local_node);
+}
+
+/* ps_policy_node() with @local_node checked: the hint, then the policy when it has none. */
+static inline int _ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
+{
+	return _ps_policy_node_hinted(_ps_policy_hint(pol), pol, ilx, local_node);
 }
 
 /* A node id ps_policy_node() accepts. */
