@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -36,6 +37,8 @@ struct shared {
 	struct ps_policy *pol[REGIONS];
 	atomic_bool stop;
 	atomic_long lookups, sets, errors;
+	atomic_int readers_started; /* writers begin once every reader runs */
+	int nreaders;
 	long sets_per_writer;
 	uint64_t duration_ns; /* writers stop after this even if sets remain (slow grace periods) */
 	bool borrow; /* readers use the no-reference path */
@@ -112,9 +115,16 @@ static void *writer(void *arg)
 {
 	struct shared *sh = arg;
 	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
-	uint64_t deadline = ps_test_now_ns() + sh->duration_ns;
+	uint64_t deadline;
 	long i;
 
+	/*
+	 * Writers overlap readers: on a loaded machine the writers could
+	 * otherwise finish their sets before any reader was scheduled.
+	 */
+	while (atomic_load(&sh->readers_started) < sh->nreaders)
+		sched_yield();
+	deadline = ps_test_now_ns() + sh->duration_ns;
 	/* At least a few sets whatever the clock says: the test must exercise writers. */
 	for (i = 0; i < sh->sets_per_writer && (i < 8 || ps_test_now_ns() < deadline); i++) {
 		int k = (int)(ps_test_rand(&seed) % REGIONS);
@@ -169,6 +179,7 @@ static void *reader(void *arg)
 
 	if (sh->sync == PS_SYNC_RCU_QSBR && sh->qsbr_online)
 		ps_qsbr_thread_online();
+	atomic_fetch_add(&sh->readers_started, 1);
 	while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
 		uint64_t idx = ps_test_rand(&seed) % SPACE;
 		const struct ps_policy *want = sh->pol[idx / REGION_SIZE];
@@ -211,7 +222,8 @@ static void run_mixed(enum ps_sync sync, int readers, int writers, bool borrow, 
 		bool churn)
 {
 	struct shared sh = {
-		.sync = sync, .borrow = borrow, .qsbr_online = online, .churn = churn
+		.sync = sync, .borrow = borrow, .qsbr_online = online, .churn = churn,
+		.nreaders = readers
 	};
 	pthread_t rt[64], wt[8];
 	const char *why = NULL;
