@@ -47,6 +47,7 @@
 #include "lock.h"
 #include "names.h"
 #include "rcu_memb.h"
+#include "rcu_reclaim.h"
 #include "rcu_thread.h"
 
 #define IDMAP_BITS 6
@@ -68,15 +69,20 @@ struct idmap_deferred {
 };
 
 /*
- * A batch of deferred frees.  The batch being filled hangs off the map; a
- * full one (or the one ps_idmap_barrier() takes) is "in flight" while its
- * taker waits for a grace period and runs it, on the map's in-flight list
- * in the order taken, so that a barrier can wait for every batch taken
- * before it, including those other threads are still running.
+ * A batch of deferred frees.  The batch being filled hangs off the map
+ * (@defer); a full one, or the one ps_idmap_barrier() takes, goes to the
+ * memb flavour's reclaim thread (rcu_reclaim.h), which after a grace period
+ * pushes it on the map's @ready stack and nothing more: the frees
+ * themselves run on a caller's thread, in the next call on the map that
+ * drains @ready (ps_idmap_free_rcu(), ps_idmap_barrier(), destroy), as
+ * ps_idmap_free_rcu() promises.  So no caller waits for a grace period
+ * (but when memory or the reclaim thread is missing), and polstore's
+ * thread never runs a user's function.
  */
 struct idmap_batch {
-	struct idmap_batch *next; /* in flight: the next one taken */
-	uint64_t ticket; /* in flight: when it was taken */
+	struct ps_reclaim_item item; /* first: the reclaim thread's handle */
+	struct ps_idmap *map;
+	struct idmap_batch *next; /* on @ready */
 	int n;
 	struct idmap_deferred e[PS_IDMAP_FREE_BATCH];
 };
@@ -86,11 +92,11 @@ struct ps_idmap {
 	struct idmap_node *root; /* release-published */
 	int count; /* PS_WRITE_ONCE under the writer lock */
 
-	pthread_mutex_t defer_lock; /* the fields below */
-	pthread_cond_t defer_done; /* a batch in flight finished */
+	pthread_mutex_t defer_lock; /* @defer */
 	struct idmap_batch *defer; /* being filled, or NULL */
-	struct idmap_batch *inflight, **inflight_tail; /* taken, not yet run: by ticket */
-	uint64_t tickets; /* batches taken so far */
+	struct idmap_batch *ready; /* atomic: past their grace period, newest first */
+	long pending; /* atomic: batches handed to the reclaim thread, frees not run yet */
+	pthread_mutex_t drain_lock; /* held while running the frees of batches taken off @ready */
 	/* SPIN: everyone; RWLOCK: readers and writers; RCU: writers.  Last: sized by kind. */
 	struct ps_lock lock __ps_cacheline_aligned;
 };
@@ -194,9 +200,10 @@ struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->root, sizeof(map->root)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->count, sizeof(map->count)); /* atomics only */
 	ps_lock_init(&map->lock, idmap_lock_kind(sync));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->ready, sizeof(map->ready)); /* atomics only */
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->pending, sizeof(map->pending)); /* atomics only */
 	pthread_mutex_init(&map->defer_lock, NULL);
-	pthread_cond_init(&map->defer_done, NULL);
-	map->inflight_tail = &map->inflight;
+	pthread_mutex_init(&map->drain_lock, NULL);
 	return map;
 }
 
@@ -207,7 +214,7 @@ void ps_idmap_destroy(struct ps_idmap *map)
 	ps_idmap_barrier(map);
 	if (map->root)
 		idmap_node_free(map->root);
-	pthread_cond_destroy(&map->defer_done);
+	pthread_mutex_destroy(&map->drain_lock);
 	pthread_mutex_destroy(&map->defer_lock);
 	_ps_free_aligned(map);
 }
@@ -542,44 +549,81 @@ void ps_idmap_synchronize(struct ps_idmap *map)
 		idmap_synchronize(map);
 }
 
-/* Take the batch being filled and put it in flight.  Context: under defer_lock. */
-static struct idmap_batch *idmap_take_batch(struct ps_idmap *map)
+/* Run @b's frees (its grace period has passed) and free it. */
+static void idmap_run_batch(struct idmap_batch *b)
 {
-	struct idmap_batch *b = map->defer;
-
-	map->defer = NULL;
-	b->next = NULL;
-	b->ticket = ++map->tickets;
-	*map->inflight_tail = b;
-	map->inflight_tail = &b->next;
-	return b;
-}
-
-/* Wait for a grace period, run @b's frees, take it out of flight and free it. */
-static void idmap_run_batch(struct ps_idmap *map, struct idmap_batch *b)
-{
-	struct idmap_batch **pp;
 	int i;
 
-	/* Every object in the batch was removed before this grace period began. */
-	if (b->n)
-		idmap_synchronize(map);
 	for (i = 0; i < b->n; i++)
 		b->e[i].fn(b->e[i].ptr);
-	pthread_mutex_lock(&map->defer_lock);
-	for (pp = &map->inflight; *pp != b; pp = &(*pp)->next)
-		;
-	*pp = b->next;
-	if (!*pp)
-		map->inflight_tail = pp;
-	pthread_cond_broadcast(&map->defer_done);
-	pthread_mutex_unlock(&map->defer_lock);
 	_ps_free(b);
+}
+
+/*
+ * The reclaim thread, a grace period after @item was queued: hand the batch
+ * back to its map.  Lock-free, as a release function must be (a forked
+ * child's reclaim thread may release it while a thread frozen in the fork
+ * held the map's locks).
+ */
+static void idmap_batch_ready(struct ps_reclaim_item *item)
+{
+	struct idmap_batch *b = (struct idmap_batch *)item;
+	struct ps_idmap *map = b->map;
+
+	b->next = __atomic_load_n(&map->ready, __ATOMIC_RELAXED);
+	do {
+		PS_ANNOTATE_HAPPENS_BEFORE(b); /* pairs with idmap_drain() */
+	} while (!__atomic_compare_exchange_n(&map->ready, &b->next, b, true, __ATOMIC_RELEASE,
+			__ATOMIC_RELAXED));
+}
+
+/*
+ * Run the batches on @ready.  @wait: take @drain_lock even when another
+ * thread holds it (a barrier must see that thread's batches finish);
+ * otherwise a busy lock means somebody else drains (or this thread is in
+ * one of those frees: its own call on the map must not wait for itself).
+ */
+static void idmap_drain(struct ps_idmap *map, bool wait)
+{
+	struct idmap_batch *b, *next;
+
+	if (!__atomic_load_n(&map->ready, __ATOMIC_RELAXED) && !wait)
+		return;
+	if (wait)
+		pthread_mutex_lock(&map->drain_lock);
+	else if (pthread_mutex_trylock(&map->drain_lock))
+		return;
+	b = __atomic_exchange_n(&map->ready, NULL, __ATOMIC_ACQUIRE);
+	for (; b; b = next) {
+		PS_ANNOTATE_HAPPENS_AFTER(b); /* pairs with idmap_batch_ready() */
+		PS_ANNOTATE_HAPPENS_AFTER(map); /* the grace period: pairs with ps_idmap_read_unlock() */
+		next = b->next;
+		idmap_run_batch(b);
+		__atomic_sub_fetch(&map->pending, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&map->drain_lock);
+}
+
+/*
+ * Hand a batch taken off @defer to the reclaim thread; when there is none
+ * (it could not be started), wait for the grace period here and run it.
+ */
+static void idmap_retire_batch(struct ps_idmap *map, struct idmap_batch *b)
+{
+	b->map = map;
+	b->item.release = idmap_batch_ready;
+	__atomic_add_fetch(&map->pending, 1, __ATOMIC_RELAXED);
+	PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch */
+	if (!_ps_reclaim_defer(&_ps_reclaim_memb, &b->item))
+		return;
+	__atomic_sub_fetch(&map->pending, 1, __ATOMIC_RELAXED);
+	idmap_synchronize(map);
+	idmap_run_batch(b);
 }
 
 int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 {
-	struct idmap_batch *batch = NULL;
+	struct idmap_batch *full = NULL;
 
 	if (!map || !ptr || !free_fn)
 		return -EINVAL;
@@ -587,6 +631,7 @@ int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 		free_fn(ptr);
 		return 0;
 	}
+	idmap_drain(map, false);
 	pthread_mutex_lock(&map->defer_lock);
 	if (!map->defer) {
 		map->defer = _ps_alloc(sizeof(*map->defer));
@@ -601,31 +646,35 @@ int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 	}
 	map->defer->e[map->defer->n].ptr = ptr;
 	map->defer->e[map->defer->n].fn = free_fn;
-	if (++map->defer->n == PS_IDMAP_FREE_BATCH)
-		batch = idmap_take_batch(map);
+	if (++map->defer->n == PS_IDMAP_FREE_BATCH) {
+		full = map->defer;
+		map->defer = NULL;
+	}
 	pthread_mutex_unlock(&map->defer_lock);
-	if (batch)
-		idmap_run_batch(map, batch);
+	if (full)
+		idmap_retire_batch(map, full);
 	return 0;
 }
 
 void ps_idmap_barrier(struct ps_idmap *map)
 {
-	struct idmap_batch *batch = NULL;
-	uint64_t upto;
+	struct idmap_batch *b;
 
-	if (!map)
+	if (!map || map->sync != PS_IDMAP_RCU)
 		return;
 	pthread_mutex_lock(&map->defer_lock);
-	if (map->defer)
-		batch = idmap_take_batch(map);
-	upto = map->tickets;
+	b = map->defer;
+	map->defer = NULL;
 	pthread_mutex_unlock(&map->defer_lock);
-	if (batch)
-		idmap_run_batch(map, batch);
-	/* Batches other threads took before us may still be running: wait for them. */
-	pthread_mutex_lock(&map->defer_lock);
-	while (map->inflight && map->inflight->ticket <= upto)
-		pthread_cond_wait(&map->defer_done, &map->defer_lock);
-	pthread_mutex_unlock(&map->defer_lock);
+	if (b)
+		idmap_retire_batch(map, b);
+	else if (!__atomic_load_n(&map->pending, __ATOMIC_ACQUIRE))
+		return; /* nothing queued, handed over or being run: no grace period to wait for */
+	/*
+	 * Every batch handed over before this point, ours and other threads',
+	 * is on @ready once the reclaim thread has passed the barrier, or was
+	 * taken off it by a drain that holds @drain_lock until its frees ran.
+	 */
+	_ps_reclaim_barrier(&_ps_reclaim_memb);
+	idmap_drain(map, true);
 }

@@ -593,3 +593,130 @@ Test(fork, fork_in_section_deadlocks, .timeout = 60)
 	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM,
 			"expected fork() to hang (status %#x)", status);
 }
+
+/* ---- RCU id maps ------------------------------------------------------------ */
+
+static int map_freed; /* this process's count */
+
+static void map_count_free(void *p)
+{
+	__atomic_add_fetch(&map_freed, 1, __ATOMIC_RELAXED);
+	free(p);
+}
+
+/* Queue @n objects, in full batches and a partial one, on @map. */
+static void map_queue(struct ps_idmap *map, int n)
+{
+	int i, id;
+	void *old;
+
+	for (i = 0; i < n; i++) {
+		cr_assert_eq(ps_idmap_alloc(map, malloc(16), 0, PS_IDMAP_ID_MAX, &id), 0);
+		cr_assert_eq(ps_idmap_remove(map, id, &old), 0);
+		cr_assert_eq(ps_idmap_free_rcu(map, old, map_count_free), 0);
+	}
+}
+
+/* Child: run the frees inherited from the parent, use the map, destroy it. */
+static int child_uses_map(struct ps_idmap *map, int inherited, int freed_before)
+{
+	int id;
+
+	alarm(20);
+	ps_idmap_barrier(map);
+	if (map_freed != freed_before + inherited)
+		return 1;
+	if (ps_idmap_alloc(map, malloc(16), 0, PS_IDMAP_ID_MAX, &id))
+		return 2;
+	ps_idmap_read_lock(map);
+	if (!ps_idmap_find(map, id))
+		return 3;
+	ps_idmap_read_unlock(map);
+	map_queue(map, PS_IDMAP_FREE_BATCH + 1); /* the child's own batches, as it removes */
+	ps_idmap_destroy(map);
+	return map_freed == freed_before + inherited + PS_IDMAP_FREE_BATCH + 1 ? 0 : 4;
+}
+
+/*
+ * Batches handed to the reclaim thread (and waiting for their grace period)
+ * and a partial one are inherited by the child: its barrier runs each
+ * exactly once there, and the parent's run them once more in the parent.
+ */
+Test(fork, idmap_deferred_frees_work_in_the_child, .timeout = 60)
+{
+	struct ps_idmap *map = ps_idmap_create(PS_IDMAP_RCU);
+	int n = 3 * PS_IDMAP_FREE_BATCH + 7, before;
+	pid_t pid;
+
+	cr_assert_not_null(map);
+	map_freed = 0;
+	map_queue(map, n);
+	before = map_freed; /* full batches whose grace period passed may have run */
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0)
+		_exit(child_uses_map(map, n - before, before));
+	expect_child(pid);
+	ps_idmap_barrier(map);
+	cr_assert_eq(map_freed, n);
+	ps_idmap_destroy(map);
+}
+
+/*
+ * Another thread is inside a free function of the map (its call holds the
+ * map's drain lock) at the fork: the child's own ps_idmap_free_rcu() calls
+ * must not wait for that frozen thread.
+ */
+static int slow_in_free, slow_release;
+
+static void slow_map_free(void *p)
+{
+	__atomic_store_n(&slow_in_free, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&slow_release, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	free(p);
+}
+
+static void *run_slow_batch(void *arg)
+{
+	struct ps_idmap *map = arg;
+	int i;
+
+	for (i = 0; i < PS_IDMAP_FREE_BATCH; i++)
+		TCHECK(ps_idmap_free_rcu(map, malloc(16), slow_map_free) == 0, "free_rcu");
+	ps_idmap_barrier(map); /* runs the batch: stays in slow_map_free until released */
+	return NULL;
+}
+
+Test(fork, idmap_free_running_at_fork, .timeout = 60)
+{
+	struct ps_idmap *map = ps_idmap_create(PS_IDMAP_RCU);
+	pthread_t t;
+	pid_t pid;
+
+	cr_assert_not_null(map);
+	cr_assert_eq(pthread_create(&t, NULL, run_slow_batch, map), 0);
+	while (!__atomic_load_n(&slow_in_free, __ATOMIC_ACQUIRE))
+		usleep(100);
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		int i, id;
+		void *old;
+
+		alarm(20);
+		/* Two full batches: handed over, never waiting for the frozen thread. */
+		for (i = 0; i < 2 * PS_IDMAP_FREE_BATCH + 1; i++) {
+			if (ps_idmap_alloc(map, malloc(16), 0, PS_IDMAP_ID_MAX, &id) ||
+					ps_idmap_remove(map, id, &old) ||
+					ps_idmap_free_rcu(map, old, free))
+				_exit(1);
+		}
+		ps_idmap_synchronize(map);
+		_exit(0);
+	}
+	__atomic_store_n(&slow_release, 1, __ATOMIC_RELEASE);
+	expect_child(pid);
+	pthread_join(t, NULL);
+	ps_idmap_destroy(map);
+}

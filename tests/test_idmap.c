@@ -349,11 +349,15 @@ IDMAP_TEST(idmap, allocation_failure)
 
 /* ---- Deferred frees -------------------------------------------------------- */
 
-static int freed;
+static int freed, freed_elsewhere;
+static pthread_t freeing_thread;
 
+/* Counts the frees and those run on another thread than the test's. */
 static void count_free(void *p)
 {
 	freed++;
+	if (!pthread_equal(pthread_self(), freeing_thread))
+		freed_elsewhere++;
 	free(p);
 }
 
@@ -364,13 +368,16 @@ IDMAP_TEST(idmap, free_rcu)
 	int i, id, n = 3 * PS_IDMAP_FREE_BATCH + 5;
 
 	freed = 0;
+	freed_elsewhere = 0;
+	freeing_thread = pthread_self();
 	for (i = 0; i < n; i++) {
 		cr_assert_eq(ps_idmap_alloc(map, malloc(16), 0, INT_MAX, &id), 0);
 		cr_assert_eq(ps_idmap_remove(map, id, &old), 0);
 		cr_assert_eq(ps_idmap_free_rcu(map, old, count_free), 0);
 	}
 	if (*sync == PS_IDMAP_RCU)
-		cr_assert_eq(freed, 3 * PS_IDMAP_FREE_BATCH, "whole batches freed, the rest queued");
+		/* Full batches ran in later calls once their grace period passed; the rest waits. */
+		cr_assert_leq(freed, 3 * PS_IDMAP_FREE_BATCH, "a free not yet queued a batch ran");
 	else
 		cr_assert_eq(freed, n, "lock variants free at once");
 	ps_idmap_barrier(map);
@@ -382,11 +389,69 @@ IDMAP_TEST(idmap, free_rcu)
 	ps_idmap_synchronize(map);
 	ps_idmap_destroy(map);
 	cr_assert_eq(freed, n + 1);
+	cr_assert_eq(freed_elsewhere, 0, "a free ran outside the caller's calls on the map");
+}
+
+/*
+ * A full batch goes to the reclaim thread and the call returns without
+ * waiting for a grace period; a later call on the map (on the caller's
+ * thread) runs the frees once the grace period has passed.  The proof that
+ * nobody waits: a reader of the map stays inside its section all along, so
+ * no grace period can end while the batches are queued.
+ */
+struct held_reader {
+	struct ps_idmap *map;
+	int entered, leave; /* atomics */
+};
+
+static void *hold_section(void *arg)
+{
+	struct held_reader *h = arg;
+
+	ps_idmap_read_lock(h->map);
+	__atomic_store_n(&h->entered, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&h->leave, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	ps_idmap_read_unlock(h->map);
+	return NULL;
+}
+
+Test(idmap, free_rcu_never_waits_for_readers)
+{
+	struct held_reader h = { .map = mk(PS_IDMAP_RCU) };
+	pthread_t t;
+	int i;
+
+	freed = 0;
+	freed_elsewhere = 0;
+	freeing_thread = pthread_self();
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&h.entered, sizeof(h.entered));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&h.leave, sizeof(h.leave));
+	cr_assert_eq(pthread_create(&t, NULL, hold_section, &h), 0);
+	while (!__atomic_load_n(&h.entered, __ATOMIC_ACQUIRE))
+		usleep(100);
+	/* Four full batches: each call returns while the reader blocks every grace period. */
+	for (i = 0; i < 4 * PS_IDMAP_FREE_BATCH; i++)
+		cr_assert_eq(ps_idmap_free_rcu(h.map, malloc(16), count_free), 0);
+	usleep(20000);
+	cr_assert_eq(ps_idmap_free_rcu(h.map, malloc(16), count_free), 0);
+	cr_assert_eq(freed, 0, "%d objects freed while a reader that may hold them runs", freed);
+	__atomic_store_n(&h.leave, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	/* The grace periods end now: a later call runs the batches. */
+	for (i = 0; i < 2000 && freed < 4 * PS_IDMAP_FREE_BATCH; i++) {
+		usleep(1000);
+		cr_assert_eq(ps_idmap_free_rcu(h.map, malloc(16), count_free), 0);
+	}
+	cr_assert_geq(freed, 4 * PS_IDMAP_FREE_BATCH, "full batches not run by later calls");
+	ps_idmap_destroy(h.map);
+	cr_assert_eq(freed, 4 * PS_IDMAP_FREE_BATCH + 1 + i);
+	cr_assert_eq(freed_elsewhere, 0, "a free ran on polstore's reclaim thread");
 }
 
 /*
  * ps_idmap_barrier() runs every free queued before it, including a full
- * batch another thread took and is still running (a slow free_fn here).
+ * batch another thread is still running (a slow free_fn here).
  */
 static int slow_started, slow_freed;
 
@@ -398,6 +463,7 @@ static void slow_free(void *p)
 	free(p);
 }
 
+/* Queue a full batch of slow frees and run it (the barrier drains it here). */
 static void *fill_batch(void *arg)
 {
 	struct ps_idmap *map = arg;
@@ -405,6 +471,7 @@ static void *fill_batch(void *arg)
 
 	for (i = 0; i < PS_IDMAP_FREE_BATCH; i++)
 		TCHECK(ps_idmap_free_rcu(map, malloc(16), slow_free) == 0, "free_rcu");
+	ps_idmap_barrier(map);
 	return NULL;
 }
 
@@ -419,7 +486,7 @@ Test(idmap, barrier_waits_for_batches_in_flight)
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&slow_started, sizeof(slow_started));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&slow_freed, sizeof(slow_freed));
 	cr_assert_eq(pthread_create(&t, NULL, fill_batch, map), 0);
-	/* The other thread filled the batch and is inside its frees. */
+	/* The other thread is inside the frees of its batch. */
 	while (!__atomic_load_n(&slow_started, __ATOMIC_ACQUIRE))
 		usleep(100);
 	ps_idmap_barrier(map);
@@ -428,6 +495,31 @@ Test(idmap, barrier_waits_for_batches_in_flight)
 			PS_IDMAP_FREE_BATCH);
 	pthread_join(t, NULL);
 	ps_idmap_destroy(map);
+}
+
+/* A free function may queue more frees on its map: its call does not wait for itself. */
+static struct ps_idmap *requeue_map;
+
+static void requeue_free(void *p)
+{
+	freed++;
+	if (freed <= PS_IDMAP_FREE_BATCH)
+		TCHECK(ps_idmap_free_rcu(requeue_map, malloc(16), requeue_free) == 0, "free_rcu");
+	free(p);
+}
+
+Test(idmap, free_fn_frees_on_the_map)
+{
+	int i;
+
+	requeue_map = mk(PS_IDMAP_RCU);
+	freed = 0;
+	for (i = 0; i < PS_IDMAP_FREE_BATCH; i++)
+		cr_assert_eq(ps_idmap_free_rcu(requeue_map, malloc(16), requeue_free), 0);
+	ps_idmap_barrier(requeue_map);
+	cr_assert_geq(freed, PS_IDMAP_FREE_BATCH);
+	ps_idmap_destroy(requeue_map);
+	cr_assert_eq(freed, 2 * PS_IDMAP_FREE_BATCH);
 }
 
 /* ---- Concurrent readers and writers ----------------------------------------- */

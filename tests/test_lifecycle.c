@@ -386,9 +386,9 @@ static void gp_waits(struct gp_run *r)
 
 	if (r->progress_fd >= 0 && write(r->progress_fd, "w", 1) != 1)
 		abort();
-	for (i = 0; i <= PS_IDMAP_FREE_BATCH; i++) /* the 64th waits for a grace period */
+	for (i = 0; i <= PS_IDMAP_FREE_BATCH; i++) /* waits only when memory runs out */
 		ps_idmap_free_rcu(r->map, malloc(16), free);
-	ps_idmap_barrier(r->map); /* waits: one free queued */
+	ps_idmap_barrier(r->map); /* waits: frees queued */
 	ps_idmap_synchronize(r->map);
 }
 

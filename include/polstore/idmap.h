@@ -258,13 +258,17 @@ PS_API void ps_idmap_synchronize(struct ps_idmap *map);
  * @free_fn: called once with @ptr, from this or a later call on @map
  *
  * SPIN and RWLOCK maps call @free_fn at once.  RCU maps queue @ptr; when the
- * queue is full (PS_IDMAP_FREE_BATCH objects), the call waits for one grace
- * period and frees the whole queue, so grace periods are amortised.
- * ps_idmap_barrier() and ps_idmap_destroy() flush the queue.
+ * queue is full (PS_IDMAP_FREE_BATCH objects), it goes to polstore's reclaim
+ * thread, which waits for one grace period for the whole queue, and a later
+ * call on @map (this function, ps_idmap_barrier(), ps_idmap_destroy()) runs
+ * the frees, on its caller's thread: the call does not wait for readers,
+ * and polstore's own thread never runs @free_fn.  @free_fn may itself call
+ * ps_idmap_free_rcu() on @map (not ps_idmap_barrier() nor destroy).
  *
  * Context: SPIN and RWLOCK maps: where @free_fn may run.  RCU maps: as
- * ps_idmap_synchronize() (a call that fills the queue, or cannot allocate,
- * waits for a grace period); may block.
+ * ps_idmap_synchronize() (a call that cannot allocate its queue, or finds
+ * no reclaim thread and cannot start one, waits for a grace period), and
+ * where @free_fn may run (earlier objects' frees may run in it).
  * Return: 0, or -EINVAL for a NULL argument (nothing freed).  When queueing
  * cannot allocate, it waits for a grace period and frees @ptr at once.
  */
@@ -278,12 +282,13 @@ PS_API int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(vo
  * @map: the map
  *
  * When it returns, every free queued on @map before the call has run: those
- * still queued (after a grace period) and those of full batches that other
- * threads' ps_idmap_free_rcu() calls took and are still running (it waits
- * for them).
+ * still queued and those of full batches (after their grace period), and
+ * those another thread's call is running at that moment (it waits for
+ * them).  Returns at once when nothing is queued.
  *
  * Context: as ps_idmap_synchronize() (it waits for a grace period when
- * frees are queued, and for other threads' batches); may block.
+ * frees are queued, and for other threads' frees); not inside a @free_fn
+ * of @map; may block.
  */
 PS_API void ps_idmap_barrier(struct ps_idmap *map);
 
