@@ -97,6 +97,13 @@ struct ps_idmap {
 	struct idmap_batch *ready; /* atomic: past their grace period, newest first */
 	long pending; /* atomic: batches handed to the reclaim thread, frees not run yet */
 	pthread_mutex_t drain_lock; /* held while running the frees of batches taken off @ready */
+	/*
+	 * Under @drain_lock: the batches a drain took and has not freed yet.
+	 * Nobody reads it; it keeps them reachable from the map (for leak
+	 * checkers and debuggers), in particular in a child forked while a
+	 * thread was inside one of their frees.
+	 */
+	struct idmap_batch *draining;
 	/* SPIN: everyone; RWLOCK: readers and writers; RCU: writers.  Last: sized by kind. */
 	struct ps_lock lock __ps_cacheline_aligned;
 };
@@ -593,12 +600,13 @@ static void idmap_drain(struct ps_idmap *map, bool wait)
 		pthread_mutex_lock(&map->drain_lock);
 	else if (pthread_mutex_trylock(&map->drain_lock))
 		return;
-	b = __atomic_exchange_n(&map->ready, NULL, __ATOMIC_ACQUIRE);
-	for (; b; b = next) {
+	map->draining = __atomic_exchange_n(&map->ready, NULL, __ATOMIC_ACQUIRE);
+	for (b = map->draining; b; b = next) {
 		PS_ANNOTATE_HAPPENS_AFTER(b); /* pairs with idmap_batch_ready() */
 		PS_ANNOTATE_HAPPENS_AFTER(map); /* the grace period: pairs with ps_idmap_read_unlock() */
 		next = b->next;
 		idmap_run_batch(b);
+		map->draining = next;
 		__atomic_sub_fetch(&map->pending, 1, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&map->drain_lock);

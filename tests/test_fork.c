@@ -620,6 +620,7 @@ static void map_queue(struct ps_idmap *map, int n)
 /* Child: run the frees inherited from the parent, use the map, destroy it. */
 static int child_uses_map(struct ps_idmap *map, int inherited, int freed_before)
 {
+	void *old;
 	int id;
 
 	alarm(20);
@@ -632,7 +633,9 @@ static int child_uses_map(struct ps_idmap *map, int inherited, int freed_before)
 	if (!ps_idmap_find(map, id))
 		return 3;
 	ps_idmap_read_unlock(map);
-	map_queue(map, PS_IDMAP_FREE_BATCH + 1); /* the child's own batches, as it removes */
+	if (ps_idmap_remove(map, id, &old) || ps_idmap_free_rcu(map, old, map_count_free))
+		return 5;
+	map_queue(map, PS_IDMAP_FREE_BATCH); /* the child's own batches, as it removes */
 	ps_idmap_destroy(map);
 	return map_freed == freed_before + inherited + PS_IDMAP_FREE_BATCH + 1 ? 0 : 4;
 }
@@ -668,6 +671,7 @@ Test(fork, idmap_deferred_frees_work_in_the_child, .timeout = 60)
  * must not wait for that frozen thread.
  */
 static int slow_in_free, slow_release;
+static struct ps_idmap *slow_map; /* the child's leak check finds the frozen batch from here */
 
 static void slow_map_free(void *p)
 {
@@ -690,7 +694,7 @@ static void *run_slow_batch(void *arg)
 
 Test(fork, idmap_free_running_at_fork, .timeout = 60)
 {
-	struct ps_idmap *map = ps_idmap_create(PS_IDMAP_RCU);
+	struct ps_idmap *map = slow_map = ps_idmap_create(PS_IDMAP_RCU);
 	pthread_t t;
 	pid_t pid;
 
