@@ -363,41 +363,28 @@ static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
 	}
 }
 
-/* A rank's loop, specialised per lookup form so no call is added around it. */
-#define DEFINE_RANK_LOOP(name, LOOKUP, QUIESCE) DEFINE_RANK_LOOP_CHECKED(name, LOOKUP, CK_POL, QUIESCE)
-#define DEFINE_RANK_LOOP_CHECKED(name, LOOKUP, CHECK, QUIESCE)                                     \
-	static void name(struct rank *rk)                                                          \
-	{                                                                                          \
-		struct ctx *c = rk->c;                                                             \
-		uint64_t rng = rk->seed, ops = 0;                                                  \
-		uint64_t seq = c->sequential ? (uint64_t)rk->id * c->l.n / (uint64_t)c->nranks     \
-					     : 0;                                                  \
-		const void *pol __attribute__((unused));                                           \
-		int node __attribute__((unused));                                                  \
-		struct ps_policy_view view __attribute__((unused)) = PS_POLICY_VIEW_INIT(1);      \
-                                                                                                   \
-		while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {                             \
-			uint64_t page = next_page(c, &rng, &seq);                                  \
-                                                                                                   \
-			if (!(ops & STRESS_SAMPLE_MASK)) {                                         \
-				uint64_t t0 = stress_ticks(), t1;                                  \
-				LOOKUP;                                                            \
-				t1 = stress_ticks();                                               \
-				CHECK;                                                             \
-				stress_work(c->work_iters);                                        \
-				QUIESCE;                                                           \
-				stress_hist_add(&rk->hist, t1 - t0);                               \
-				sample_share(rk, t1 - t0, stress_ticks() - t0);                    \
-			} else {                                                                   \
-				LOOKUP;                                                            \
-				CHECK;                                                             \
-				stress_work(c->work_iters);                                        \
-				QUIESCE;                                                           \
-			}                                                                          \
-			ops++;                                                                     \
-		}                                                                                  \
-		rk->ops = ops;                                                                     \
-	}
+/*
+ * The variables a lookup (LK_*) writes: the policy of the :ref and :noref
+ * forms, the node of :node, the copy of :copy.
+ */
+#define LOOKUP_VARS                                                                                \
+	const void *pol __attribute__((unused));                                                   \
+	int node __attribute__((unused));                                                          \
+	struct ps_policy_view view __attribute__((unused)) = PS_POLICY_VIEW_INIT(1)
+
+/*
+ * What a form's lookup yields (OUT: POL, COPY or NODE): CK_OUT validates
+ * it, RES_OUT is the value the cost loop sums so the lookup is not
+ * optimised away.  A copy is consumed whole, so no form can skip loading
+ * what it copied.
+ */
+#define CK_POL validate(c, page, pol)
+#define CK_COPY validate_view(c, page, &view)
+#define CK_NODE validate_node(c, page, node)
+#define RES_POL ((uintptr_t)pol)
+#define RES_COPY                                                                                   \
+	(view.nodes[0] + (uintptr_t)view.mode + (uintptr_t)view.flags + (uintptr_t)view.weight)
+#define RES_NODE ((uintptr_t)node)
 
 /*
  * The unsync baseline's reference is one bare atomic word, as
@@ -419,6 +406,8 @@ __attribute__((noinline)) static void atomic_put(const void *pol)
 		__atomic_fetch_sub(&((struct ps_policy *)pol)->refcnt, 1, __ATOMIC_RELEASE);
 }
 
+/* The unsynchronised walk of the bare tree, in each form: LK_UNSYNC(REF) ... */
+#define LK_UNSYNC(form) LK_UNSYNC_##form
 #define LK_UNSYNC_REF                                                                              \
 	do {                                                                                       \
 		pol = atomic_get(base_lookup(c->base, page));                                      \
@@ -427,92 +416,131 @@ __attribute__((noinline)) static void atomic_put(const void *pol)
 #define LK_UNSYNC_NOREF pol = base_lookup(c->base, page)
 #define LK_UNSYNC_COPY _ps_policy_view_fill(base_lookup(c->base, page), &view)
 #define LK_UNSYNC_NODE node = base_node(c->base, page, 0)
-#define LK_MUTEX                                                                                   \
+
+/* The hand-written locks: the lookup and its reference taken under the lock, put after it. */
+#define LK_LOCKED(LOCK, UNLOCK, field)                                                             \
 	do {                                                                                       \
-		pthread_mutex_lock(&c->base->mu);                                                  \
+		LOCK(&c->base->field);                                                             \
 		pol = ps_policy_get((struct ps_policy *)base_lookup(c->base, page));               \
-		pthread_mutex_unlock(&c->base->mu);                                                \
+		UNLOCK(&c->base->field);                                                           \
 		ps_policy_put((struct ps_policy *)pol);                                            \
 	} while (0)
-#define LK_PRWLOCK                                                                                 \
-	do {                                                                                       \
-		pthread_rwlock_rdlock(&c->base->rw);                                               \
-		pol = ps_policy_get((struct ps_policy *)base_lookup(c->base, page));               \
-		pthread_rwlock_unlock(&c->base->rw);                                               \
-		ps_policy_put((struct ps_policy *)pol);                                            \
-	} while (0)
-#define LK_STORE_REF                                                                               \
-	do {                                                                                       \
-		pol = ps_store_lookup(c->store, page);                                             \
-		ps_policy_put((struct ps_policy *)pol);                                            \
-	} while (0)
-#define LK_STORE_NOREF                                                                             \
-	do {                                                                                       \
-		ps_store_read_lock(c->store);                                                      \
-		pol = ps_store_lookup_borrow(c->store, page);                                      \
-		ps_store_read_unlock(c->store);                                                    \
-	} while (0)
+#define LK_MUTEX LK_LOCKED(pthread_mutex_lock, pthread_mutex_unlock, mu)
+#define LK_PRWLOCK LK_LOCKED(pthread_rwlock_rdlock, pthread_rwlock_unlock, rw)
 
 /*
- * The one-call forms (:copy, :node), and every form with the read side
- * inlined (:inline): the functions POLSTORE_INLINE maps the public names to.
+ * A store's lookup in each form, through one read API: ps_store_*() (the
+ * library's calls), or _ps_inl_*() for the :inline forms, the functions
+ * POLSTORE_INLINE maps the public names to.  The one-call forms (:copy,
+ * :node) need no section of their own.
  */
-#define LK_STORE_COPY ps_store_lookup_copy(c->store, page, &view)
-#define LK_STORE_NODE node = ps_store_lookup_node(c->store, page, 0)
-#define LK_INL_REF                                                                                 \
+#define LK_REF(API)                                                                                \
 	do {                                                                                       \
-		pol = _ps_inl_lookup(c->store, page);                                              \
+		pol = API##_lookup(c->store, page);                                                \
 		ps_policy_put((struct ps_policy *)pol);                                            \
 	} while (0)
-#define LK_INL_NOREF                                                                               \
+#define LK_NOREF(API)                                                                              \
 	do {                                                                                       \
-		_ps_inl_read_lock(c->store);                                                       \
-		pol = _ps_inl_lookup_borrow(c->store, page);                                       \
-		_ps_inl_read_unlock(c->store);                                                     \
+		API##_read_lock(c->store);                                                         \
+		pol = API##_lookup_borrow(c->store, page);                                         \
+		API##_read_unlock(c->store);                                                       \
 	} while (0)
-#define LK_INL_COPY _ps_inl_lookup_copy(c->store, page, &view)
-#define LK_INL_NODE node = _ps_inl_lookup_node(c->store, page, 0)
-/* A copy is consumed whole, so no form can skip loading what it copied. */
-#define VIEW_SUM                                                                                   \
-	(view.nodes[0] + (uintptr_t)view.mode + (uintptr_t)view.flags + (uintptr_t)view.weight)
-#define CK_POL validate(c, page, pol)
-#define CK_COPY validate_view(c, page, &view)
-#define CK_NODE validate_node(c, page, node)
+#define LK_COPY(API) API##_lookup_copy(c->store, page, &view)
+#define LK_NODE(API) node = API##_lookup_node(c->store, page, 0)
+#define LK_STORE(form) LK_##form(ps_store)
+#define LK_INL(form) LK_##form(_ps_inl)
 
-DEFINE_RANK_LOOP(loop_unsync_ref, LK_UNSYNC_REF, (void)0)
-DEFINE_RANK_LOOP(loop_unsync_noref, LK_UNSYNC_NOREF, (void)0)
-DEFINE_RANK_LOOP_CHECKED(loop_unsync_copy, LK_UNSYNC_COPY, CK_COPY, (void)0)
-DEFINE_RANK_LOOP_CHECKED(loop_unsync_node, LK_UNSYNC_NODE, CK_NODE, (void)0)
-static void (*const loops_unsync[4])(struct rank *) = {
-	loop_unsync_ref, loop_unsync_noref, loop_unsync_copy, loop_unsync_node,
-};
-DEFINE_RANK_LOOP(loop_mutex, LK_MUTEX, (void)0)
-DEFINE_RANK_LOOP(loop_prwlock, LK_PRWLOCK, (void)0)
+/*
+ * Every lookup loop a variant may run, as X(name, LOOKUP, OUT, QUIESCE):
+ * QUIESCE is what a reader does between lookups (rcu-qsbr's quiescent
+ * state; a rank after each one, the cost loop every 1024).  The
+ * ranks' loops and the cost loops are both generated from this one list,
+ * and both indexed by its enum loop_id; FORM_LOOPS lists the forms in
+ * enum vform order, so a form's loop is its first one + v->form.
+ */
+#define FORM_LOOPS(X, name, LK, QUIESCE)                                                           \
+	X(name##_ref, LK(REF), POL, QUIESCE)                                                       \
+	X(name##_noref, LK(NOREF), POL, QUIESCE)                                                   \
+	X(name##_copy, LK(COPY), COPY, QUIESCE)                                                    \
+	X(name##_node, LK(NODE), NODE, QUIESCE)
+#define LOOPS(X)                                                                                   \
+	FORM_LOOPS(X, unsync, LK_UNSYNC, (void)0)                                                  \
+	X(mutex, LK_MUTEX, POL, (void)0)                                                           \
+	X(prwlock, LK_PRWLOCK, POL, (void)0)                                                       \
+	FORM_LOOPS(X, store, LK_STORE, (void)0)                                                    \
+	FORM_LOOPS(X, store_inl, LK_INL, (void)0)                                                  \
+	FORM_LOOPS(X, qsbr, LK_STORE, ps_qsbr_quiescent())                                         \
+	FORM_LOOPS(X, qsbr_inl, LK_INL, ps_qsbr_quiescent())
 
-/* Every store form, with and without the QSBR quiescent state after each lookup. */
-#define DEFINE_STORE_RANK_LOOPS(sfx, QUIESCE)                                                      \
-	DEFINE_RANK_LOOP(loop_##sfx##_ref, LK_STORE_REF, QUIESCE)                                  \
-	DEFINE_RANK_LOOP(loop_##sfx##_noref, LK_STORE_NOREF, QUIESCE)                              \
-	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_copy, LK_STORE_COPY, CK_COPY, QUIESCE)               \
-	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_node, LK_STORE_NODE, CK_NODE, QUIESCE)               \
-	DEFINE_RANK_LOOP(loop_##sfx##_inl_ref, LK_INL_REF, QUIESCE)                                \
-	DEFINE_RANK_LOOP(loop_##sfx##_inl_noref, LK_INL_NOREF, QUIESCE)                            \
-	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_inl_copy, LK_INL_COPY, CK_COPY, QUIESCE)             \
-	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_inl_node, LK_INL_NODE, CK_NODE, QUIESCE)             \
-	static void (*const loops_##sfx[2][4])(struct rank *) = {                                  \
-		{loop_##sfx##_ref, loop_##sfx##_noref, loop_##sfx##_copy, loop_##sfx##_node},      \
-		{loop_##sfx##_inl_ref, loop_##sfx##_inl_noref, loop_##sfx##_inl_copy,              \
-				loop_##sfx##_inl_node},                                            \
-	};
-DEFINE_STORE_RANK_LOOPS(store, (void)0)
-DEFINE_STORE_RANK_LOOPS(qsbr, ps_qsbr_quiescent())
+#define LOOP_ID(name, LOOKUP, OUT, QUIESCE) L_##name,
+enum loop_id { LOOPS(LOOP_ID) NLOOPS };
+_Static_assert(L_store_node - L_store_ref == F_NODE && L_store_copy - L_store_ref == F_COPY,
+		"FORM_LOOPS lists the forms in enum vform order");
+
+static bool is_qsbr(const struct variant *v)
+{
+	return v->kind == V_STORE && v->sync == PS_SYNC_RCU_QSBR;
+}
+
+/* The loop of @v in LOOPS. */
+static unsigned loop_of(const struct variant *v)
+{
+	switch (v->kind) {
+	case V_UNSYNC:
+		return L_unsync_ref + v->form;
+	case V_MUTEX:
+		return L_mutex;
+	case V_PRWLOCK:
+		return L_prwlock;
+	case V_STORE:
+		break;
+	}
+	if (is_qsbr(v))
+		return (v->inl ? L_qsbr_inl_ref : L_qsbr_ref) + v->form;
+	return (v->inl ? L_store_inl_ref : L_store_ref) + v->form;
+}
+
+/* A rank's loop, specialised per lookup form so no call is added around it. */
+#define DEFINE_RANK_LOOP(name, LOOKUP, OUT, QUIESCE)                                               \
+	static void rank_##name(struct rank *rk)                                                   \
+	{                                                                                          \
+		struct ctx *c = rk->c;                                                             \
+		uint64_t rng = rk->seed, ops = 0;                                                  \
+		uint64_t seq = c->sequential ? (uint64_t)rk->id * c->l.n / (uint64_t)c->nranks     \
+					     : 0;                                                  \
+		LOOKUP_VARS;                                                                       \
+                                                                                                   \
+		while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {                             \
+			uint64_t page = next_page(c, &rng, &seq);                                  \
+                                                                                                   \
+			if (!(ops & STRESS_SAMPLE_MASK)) {                                         \
+				uint64_t t0 = stress_ticks(), t1;                                  \
+				LOOKUP;                                                            \
+				t1 = stress_ticks();                                               \
+				CK_##OUT;                                                          \
+				stress_work(c->work_iters);                                        \
+				QUIESCE;                                                           \
+				stress_hist_add(&rk->hist, t1 - t0);                               \
+				sample_share(rk, t1 - t0, stress_ticks() - t0);                    \
+			} else {                                                                   \
+				LOOKUP;                                                            \
+				CK_##OUT;                                                          \
+				stress_work(c->work_iters);                                        \
+				QUIESCE;                                                           \
+			}                                                                          \
+			ops++;                                                                     \
+		}                                                                                  \
+		rk->ops = ops;                                                                     \
+	}
+#define RANK_LOOP_FN(name, LOOKUP, OUT, QUIESCE) rank_##name,
+LOOPS(DEFINE_RANK_LOOP)
+static void (*const rank_loops[NLOOPS])(struct rank *) = {LOOPS(RANK_LOOP_FN)};
 
 static void *rank_main(void *arg)
 {
 	struct rank *rk = arg;
 	struct ctx *c = rk->c;
-	const struct variant *v = c->v;
-	bool qsbr = v->kind == V_STORE && v->sync == PS_SYNC_RCU_QSBR;
+	bool qsbr = is_qsbr(c->v);
 
 	stress_gate_wait(&c->gate);
 	/* QSBR rules (polstore/rcu.h): online to read, quiescent every loop, offline to leave. */
@@ -520,20 +548,7 @@ static void *rank_main(void *arg)
 		ps_qsbr_thread_online();
 	rk->t_start = stress_now_ns();
 	rk->cpu_start = stress_thread_cpu_ns();
-	switch (v->kind) {
-	case V_UNSYNC:
-		loops_unsync[v->form](rk);
-		break;
-	case V_MUTEX:
-		loop_mutex(rk);
-		break;
-	case V_PRWLOCK:
-		loop_prwlock(rk);
-		break;
-	case V_STORE:
-		(qsbr ? loops_qsbr : loops_store)[v->inl][v->form](rk);
-		break;
-	}
+	rank_loops[loop_of(c->v)](rk);
 	rk->t_end = stress_now_ns();
 	rk->cpu_end = stress_thread_cpu_ns();
 	if (qsbr)
@@ -783,15 +798,11 @@ struct cost_arg {
 
 #define COST_CHECK_MASK 255 /* validate one lookup in 256: the check is not the cost */
 
-#define DEFINE_COST_LOOP(name, LOOKUP, QUIESCE)                                                    \
-	DEFINE_COST_LOOP_CHECKED(name, LOOKUP, CK_POL, (uintptr_t)pol, QUIESCE)
-#define DEFINE_COST_LOOP_CHECKED(name, LOOKUP, CHECK, RESULT, QUIESCE)                             \
-	static uint64_t name(struct ctx *c, uint64_t deadline)                                     \
+#define DEFINE_COST_LOOP(name, LOOKUP, OUT, QUIESCE)                                               \
+	static uint64_t cost_##name(struct ctx *c, uint64_t deadline)                              \
 	{                                                                                          \
 		uint64_t rng = stress_seed_for(stress_opts.seed, 7), ops = 0, seq = 0;             \
-		const void *pol __attribute__((unused));                                           \
-		int node __attribute__((unused));                                                  \
-		struct ps_policy_view view __attribute__((unused)) = PS_POLICY_VIEW_INIT(1);      \
+		LOOKUP_VARS;                                                                       \
 		uintptr_t sink = 0;                                                                \
                                                                                                    \
 		for (;;) {                                                                         \
@@ -801,9 +812,9 @@ struct cost_arg {
 				uint64_t page = next_page(c, &rng, &seq);                          \
                                                                                                    \
 				LOOKUP;                                                            \
-				sink += RESULT;                                                    \
+				sink += RES_##OUT;                                                 \
 				if (!(i & COST_CHECK_MASK))                                        \
-					CHECK;                                                     \
+					CK_##OUT;                                                  \
 			}                                                                          \
 			QUIESCE;                                                                   \
 			ops += 1024;                                                               \
@@ -813,59 +824,33 @@ struct cost_arg {
 		__asm__ __volatile__("" ::"r"(sink));                                              \
 		return ops;                                                                        \
 	}
+#define COST_LOOP_FN(name, LOOKUP, OUT, QUIESCE) cost_##name,
+LOOPS(DEFINE_COST_LOOP)
+static uint64_t (*const cost_loops[NLOOPS])(struct ctx *, uint64_t) = {LOOPS(COST_LOOP_FN)};
 
+/* The loop without a lookup: its overhead. */
 #define LK_NULL pol = pool.pol[colour_of_slot(slot_of(&c->l, page)) * 2]
-DEFINE_COST_LOOP(cost_null, LK_NULL, (void)0)
-DEFINE_COST_LOOP(cost_unsync_ref, LK_UNSYNC_REF, (void)0)
-DEFINE_COST_LOOP(cost_unsync_noref, LK_UNSYNC_NOREF, (void)0)
-DEFINE_COST_LOOP_CHECKED(cost_unsync_copy, LK_UNSYNC_COPY, CK_COPY, VIEW_SUM, (void)0)
-DEFINE_COST_LOOP_CHECKED(cost_unsync_node, LK_UNSYNC_NODE, CK_NODE, (uintptr_t)node, (void)0)
-static uint64_t (*const costs_unsync[4])(struct ctx *, uint64_t) = {
-	cost_unsync_ref, cost_unsync_noref, cost_unsync_copy, cost_unsync_node,
-};
-DEFINE_COST_LOOP(cost_mutex, LK_MUTEX, (void)0)
-DEFINE_COST_LOOP(cost_prwlock, LK_PRWLOCK, (void)0)
-#define DEFINE_STORE_COST_LOOPS(sfx, QUIESCE)                                                      \
-	DEFINE_COST_LOOP(cost_##sfx##_ref, LK_STORE_REF, QUIESCE)                                  \
-	DEFINE_COST_LOOP(cost_##sfx##_noref, LK_STORE_NOREF, QUIESCE)                              \
-	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_copy, LK_STORE_COPY, CK_COPY, VIEW_SUM, QUIESCE) \
-	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_node, LK_STORE_NODE, CK_NODE, (uintptr_t)node, QUIESCE) \
-	DEFINE_COST_LOOP(cost_##sfx##_inl_ref, LK_INL_REF, QUIESCE)                                \
-	DEFINE_COST_LOOP(cost_##sfx##_inl_noref, LK_INL_NOREF, QUIESCE)                            \
-	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_inl_copy, LK_INL_COPY, CK_COPY, VIEW_SUM, QUIESCE) \
-	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_inl_node, LK_INL_NODE, CK_NODE, (uintptr_t)node, QUIESCE) \
-	static uint64_t (*const costs_##sfx[2][4])(struct ctx *, uint64_t) = {                     \
-		{cost_##sfx##_ref, cost_##sfx##_noref, cost_##sfx##_copy, cost_##sfx##_node},      \
-		{cost_##sfx##_inl_ref, cost_##sfx##_inl_noref, cost_##sfx##_inl_copy,              \
-				cost_##sfx##_inl_node},                                            \
-	};
-DEFINE_STORE_COST_LOOPS(store, (void)0)
-DEFINE_STORE_COST_LOOPS(qsbr, ps_qsbr_quiescent())
+DEFINE_COST_LOOP(null, LK_NULL, POL, (void)0)
 
 static void *cost_main(void *arg)
 {
 	struct cost_arg *a = arg;
 	struct ctx *c = a->c;
-	const struct variant *v = c->v;
-	bool qsbr = v->kind == V_STORE && v->sync == PS_SYNC_RCU_QSBR;
+	bool qsbr = is_qsbr(c->v);
+	uint64_t (*loop)(struct ctx *, uint64_t) =
+			a->null_lookup ? cost_null : cost_loops[loop_of(c->v)];
 	uint64_t t0, t1, ops, warm = stress_now_ns() + 20000000;
 
 	if (qsbr)
 		ps_qsbr_thread_online();
-		/* Warm caches and registration, then measure. */
-#define RUN_COST(deadline)                                                                         \
-	(a->null_lookup			       ? cost_null(c, deadline)                            \
-			: v->kind == V_UNSYNC  ? costs_unsync[v->form](c, deadline)                \
-			: v->kind == V_MUTEX   ? cost_mutex(c, deadline)                           \
-			: v->kind == V_PRWLOCK ? cost_prwlock(c, deadline)                         \
-			: (qsbr ? costs_qsbr : costs_store)[v->inl][v->form](c, deadline))
-	RUN_COST(warm);
+	/* Warm caches and registration, then measure. */
+	loop(c, warm);
 	/*
 	 * Thread CPU time, not wall time: on a shared machine the time slices
 	 * other processes take are not the lookup's cost.
 	 */
 	t0 = stress_thread_cpu_ns();
-	ops = RUN_COST(stress_now_ns() + (uint64_t)(a->seconds * 1e9));
+	ops = loop(c, stress_now_ns() + (uint64_t)(a->seconds * 1e9));
 	t1 = stress_thread_cpu_ns();
 	a->ns_per_iter = (double)(t1 - t0) / (double)ops;
 	if (qsbr)
