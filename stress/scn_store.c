@@ -888,6 +888,67 @@ static int dbl_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Measuring time per lookup-cost measurement: --duration, at most 0.3 s. */
+static double cost_seconds(void)
+{
+	return stress_opts.duration_s < 0.3 ? stress_opts.duration_s : 0.3;
+}
+
+/* Every unsync baseline runs (each form's ratio needs its own), the rest as --variants. */
+static bool cost_selected(const struct variant *v)
+{
+	return v->kind == V_UNSYNC || stress_variant_selected(v->name);
+}
+
+/*
+ * Repetition @rep of @reps of @v on layout @l, in a fresh context: its ns per
+ * lookup, loop included.  The first one starts @p and measures the bytes
+ * per range (allocated, and as ps_store_memory() says).
+ */
+static double cost_repetition(const struct variant *v, const struct layout *l, int rep, int reps,
+		struct stress_point *p)
+{
+	uint64_t n = l->nslots;
+	size_t before;
+	struct ctx c;
+	double ns;
+
+	stress_progress("lookup-cost: %s, %llu ranges (repetition %d/%d)", v->name,
+			(unsigned long long)n, rep + 1, reps);
+	before = stress_live_bytes();
+	ctx_build(&c, v, l);
+	if (!rep) {
+		stress_point_init(p, "lookup-cost", v->name, 1);
+		p->pages = l->pages;
+		p->ranges = n;
+		p->bytes_per_range = (double)(stress_live_bytes() - before) / (double)n;
+		p->store_bytes_per_range =
+				c.store ? (double)ps_store_memory(c.store) / (double)n
+					: (double)(sizeof(*c.base) + n * sizeof(struct ps_range)) /
+								(double)n;
+	}
+	ns = measure_cost(&c, cost_seconds(), false);
+	p->ranges_end = ctx_check(&c);
+	ctx_destroy(&c);
+	return ns;
+}
+
+/*
+ * @p's times from its @reps repetitions @ns (sorted here), less the loop's
+ * @overhead.  The fastest repetition is reported: on one rank without
+ * writers, other processes (caches, a busy SMT sibling) only ever add time.
+ */
+static void cost_times(struct stress_point *p, double *ns, int reps, double overhead)
+{
+	qsort(ns, (size_t)reps, sizeof(double), dbl_cmp);
+	p->reps = reps;
+	p->overhead_ns = overhead;
+	p->lookup_ns = ns[0] - overhead;
+	p->lookup_ns_median = ns[reps / 2] - overhead;
+	p->ops_per_sec = 1e9 / ns[0];
+	p->duration_s = cost_seconds();
+}
+
 void stress_run_lookup_cost(void)
 {
 	int r, reps = stress_opts.repeat, rep;
@@ -896,7 +957,6 @@ void stress_run_lookup_cost(void)
 	for (r = 0; r < stress_opts.nranges; r++) {
 		uint64_t n = stress_opts.ranges[r];
 		struct layout l;
-		double seconds = stress_opts.duration_s < 0.3 ? stress_opts.duration_s : 0.3;
 		double base_ns[NBASELINES] = { -1, -1, -1, -1 }, overhead;
 		double *ns = calloc(NVARIANTS * (size_t)reps, sizeof(*ns));
 		struct stress_point *pts = calloc(NVARIANTS, sizeof(*pts));
@@ -908,65 +968,23 @@ void stress_run_lookup_cost(void)
 		layout_init(&l, stress_opts.pages, n, false);
 		/* The loop without a lookup: RNG, sampled check, sink. */
 		ctx_build(&c, unsync_noref, &l);
-		overhead = measure_cost(&c, seconds / 2, true);
+		overhead = measure_cost(&c, cost_seconds() / 2, true);
 		ctx_destroy(&c);
-		/* Repetitions interleaved across variants; the fastest is reported. */
-		for (rep = 0; rep < reps; rep++) {
-			for (i = 0; i < NVARIANTS; i++) {
-				const struct variant *v = &variants[i];
-				struct stress_point *p = &pts[i];
-				size_t before;
-
-				if (v->kind != V_UNSYNC && !stress_variant_selected(v->name))
-					continue;
-				stress_progress("lookup-cost: %s, %llu ranges (repetition %d/%d)",
-						v->name, (unsigned long long)n, rep + 1, reps);
-				before = stress_live_bytes();
-				ctx_build(&c, v, &l);
-				if (!rep) {
-					stress_point_init(p, "lookup-cost", v->name, 1);
-					p->pages = l.pages;
-					p->ranges = n;
-					p->bytes_per_range =
-							(double)(stress_live_bytes() - before) /
-							(double)n;
-					p->store_bytes_per_range =
-							c.store ? (double)ps_store_memory(c.store) /
-											(double)n
-								: (double)(sizeof(*c.base) +
-										  n * sizeof(struct ps_range)) /
-											(double)n;
-				}
-				ns[i * (size_t)reps + (size_t)rep] =
-						measure_cost(&c, seconds, false);
-				p->ranges_end = ctx_check(&c);
-				ctx_destroy(&c);
-			}
-		}
+		/* Repetitions interleaved across variants. */
+		for (rep = 0; rep < reps; rep++)
+			for (i = 0; i < NVARIANTS; i++)
+				if (cost_selected(&variants[i]))
+					ns[i * (size_t)reps + (size_t)rep] = cost_repetition(
+							&variants[i], &l, rep, reps, &pts[i]);
 		for (i = 0; i < NVARIANTS; i++) {
-			const struct variant *v = &variants[i];
-			struct stress_point *p = &pts[i];
-			double med;
-
-			if (v->kind != V_UNSYNC && !stress_variant_selected(v->name))
+			if (!cost_selected(&variants[i]))
 				continue;
-			/*
-			 * The fastest repetition: on one rank without writers, other
-			 * processes (caches, a busy SMT sibling) only ever add time.
-			 */
-			qsort(&ns[i * (size_t)reps], (size_t)reps, sizeof(double), dbl_cmp);
-			med = ns[i * (size_t)reps];
-			p->reps = reps;
-			p->overhead_ns = overhead;
-			p->lookup_ns = med - overhead;
-			p->lookup_ns_median = ns[i * (size_t)reps + (size_t)reps / 2] - overhead;
-			p->ops_per_sec = 1e9 / med;
-			p->duration_s = seconds;
+			cost_times(&pts[i], &ns[i * (size_t)reps], reps, overhead);
 			if (i < NBASELINES)
-				base_ns[i] = p->lookup_ns;
-			p->baseline = baseline_of(v);
-			p->cost_ratio = p->lookup_ns / base_ns[v->form];
-			stress_emit(p);
+				base_ns[i] = pts[i].lookup_ns;
+			pts[i].baseline = baseline_of(&variants[i]);
+			pts[i].cost_ratio = pts[i].lookup_ns / base_ns[variants[i].form];
+			stress_emit(&pts[i]);
 		}
 		free(ns);
 		free(pts);
