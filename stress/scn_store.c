@@ -679,6 +679,58 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The writers of a timed point: @nwriters of them on @c, started once its
+ * @nranks ranks are and let go with them by the gate; the point then runs
+ * for --duration and is stopped.  *@t_go and *@t_stop: when it started and
+ * stopped.  Returns the writers, for writers_join().
+ */
+static struct writer *writers_run(
+		struct ctx *c, int nwriters, int nranks, uint64_t *t_go, uint64_t *t_stop)
+{
+	size_t size = sizeof(struct writer) * (size_t)(nwriters ? nwriters : 1);
+	struct writer *writers = aligned_alloc(64, size);
+	int i;
+
+	if (!writers)
+		stress_die("out of memory");
+	memset(writers, 0, size);
+	for (i = 0; i < nwriters; i++) {
+		writers[i].c = c;
+		writers[i].id = i;
+		stress_thread_start(&writers[i].th, writer_main, &writers[i]);
+	}
+	*t_go = stress_gate_open(&c->gate, nranks + nwriters);
+	stress_sleep_until(*t_go + (uint64_t)(stress_opts.duration_s * 1e9));
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	*t_stop = stress_now_ns();
+	return writers;
+}
+
+/*
+ * Join and free the writers of writers_run(), once the ranks are joined:
+ * QSBR writers in a grace period finish once the ranks went offline.  @p
+ * (its duration_s set) gets their number, sets per second and longest wait.
+ */
+static void writers_join(struct writer *writers, int nwriters, struct stress_point *p)
+{
+	uint64_t wops = 0, wmax = 0;
+	int i;
+
+	for (i = 0; i < nwriters; i++) {
+		pthread_join(writers[i].th, NULL);
+		wops += writers[i].ops;
+		if (writers[i].max_wait_ns > wmax)
+			wmax = writers[i].max_wait_ns;
+	}
+	free(writers);
+	p->writers = nwriters;
+	if (nwriters) {
+		p->writer_ops_per_sec = (double)wops / p->duration_s;
+		p->writer_max_wait_ns = (double)wmax;
+	}
+}
+
 /* ---- building and checking the tree ----------------------------------------- */
 
 static void layout_init(struct layout *l, uint64_t pages, uint64_t nranges, bool hot)
@@ -1039,7 +1091,7 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	struct stress_point p;
 	struct stress_hist *h;
 	int nwriters = v->kind == V_UNSYNC ? 0 : stress_opts.writers, i;
-	uint64_t t_go, t_stop, ops = 0, wops = 0, wmax = 0;
+	uint64_t t_go, t_stop, ops = 0;
 	double lookup_ticks = 0, iter_ticks = 0, cpu_ns = 0, lookup_oncpu = 0, iter_oncpu = 0;
 
 	if (!c)
@@ -1053,28 +1105,17 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	if (v->kind == V_STORE && v->lockstat && ps_lock_stat_enabled())
 		ps_store_lock_stat_reset(c->store);
 	ranks = aligned_alloc(64, sizeof(*ranks) * (size_t)nranks);
-	writers = aligned_alloc(64, sizeof(*writers) * (size_t)(nwriters ? nwriters : 1));
 	h = calloc(1, sizeof(*h));
-	if (!ranks || !writers || !h)
+	if (!ranks || !h)
 		stress_die("out of memory");
 	memset(ranks, 0, sizeof(*ranks) * (size_t)nranks);
-	memset(writers, 0, sizeof(*writers) * (size_t)(nwriters ? nwriters : 1));
 	for (i = 0; i < nranks; i++) {
 		ranks[i].c = c;
 		ranks[i].id = i;
 		ranks[i].seed = stress_seed_for(stress_opts.seed, (uint64_t)i);
 		stress_thread_start(&ranks[i].th, rank_main, &ranks[i]);
 	}
-	for (i = 0; i < nwriters; i++) {
-		writers[i].c = c;
-		writers[i].id = i;
-		stress_thread_start(&writers[i].th, writer_main, &writers[i]);
-	}
-	t_go = stress_gate_open(&c->gate, nranks + nwriters);
-	stress_sleep_until(t_go + (uint64_t)(stress_opts.duration_s * 1e9));
-	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
-	t_stop = stress_now_ns();
-	/* Ranks first: QSBR writers in a grace period finish once the ranks went offline. */
+	writers = writers_run(c, nwriters, nranks, &t_go, &t_stop);
 	for (i = 0; i < nranks; i++) {
 		pthread_join(ranks[i].th, NULL);
 		ops += ranks[i].ops;
@@ -1085,28 +1126,18 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 		iter_oncpu += (double)ranks[i].iter_ticks_oncpu;
 		cpu_ns += (double)(ranks[i].cpu_end - ranks[i].cpu_start);
 	}
-	for (i = 0; i < nwriters; i++) {
-		pthread_join(writers[i].th, NULL);
-		wops += writers[i].ops;
-		if (writers[i].max_wait_ns > wmax)
-			wmax = writers[i].max_wait_ns;
-	}
 
 	stress_point_init(&p, scenario, v->name, nranks);
-	p.writers = nwriters;
 	p.pages = l->pages;
 	p.ranges = l->nslots;
 	p.fault_work_ns = fault_ns;
 	p.duration_s = (double)(t_stop - t_go) / 1e9;
+	writers_join(writers, nwriters, &p);
 	p.ops = ops;
 	p.ops_per_sec = (double)ops / p.duration_s;
 	p.lookup_share_all = iter_ticks > 0 ? lookup_ticks / iter_ticks : NAN;
 	p.lookup_share = iter_oncpu > 0 ? lookup_oncpu / iter_oncpu : NAN;
 	stress_hist_to_point(h, &p);
-	if (nwriters) {
-		p.writer_ops_per_sec = (double)wops / p.duration_s;
-		p.writer_max_wait_ns = (double)wmax;
-	}
 	p.baseline = baseline_of(v);
 	p.rank_cpu_s = cpu_ns / 1e9;
 	if (v->kind == V_STORE && v->lockstat && ps_lock_stat_enabled())
@@ -1118,7 +1149,6 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	ctx_destroy(c);
 	free(h);
 	free(ranks);
-	free(writers);
 	free(c);
 }
 
@@ -1822,13 +1852,12 @@ static void win_phase(struct ctx *c, enum win_mode m, int nranks, struct stress_
 {
 	int nwriters = stress_opts.writers, i;
 	struct win_rank *ranks = aligned_alloc(64, sizeof(*ranks) * (size_t)nranks);
-	struct writer *writers = aligned_alloc(64, sizeof(*writers) * (size_t)(nwriters + 1));
-	uint64_t t_go, t_stop, ops = 0, ranges = 0, cpu = 0, wops = 0, wmax = 0;
+	struct writer *writers;
+	uint64_t t_go, t_stop, ops = 0, ranges = 0, cpu = 0;
 
-	if (!ranks || !writers)
+	if (!ranks)
 		stress_die("out of memory");
 	memset(ranks, 0, sizeof(*ranks) * (size_t)nranks);
-	memset(writers, 0, sizeof(*writers) * (size_t)(nwriters + 1));
 	c->stop = 0;
 	stress_gate_init(&c->gate);
 	for (i = 0; i < nranks; i++) {
@@ -1838,48 +1867,29 @@ static void win_phase(struct ctx *c, enum win_mode m, int nranks, struct stress_
 		ranks[i].seed = stress_seed_for(stress_opts.seed, 300 + (uint64_t)i * 16 + m);
 		stress_thread_start(&ranks[i].th, win_main, &ranks[i]);
 	}
-	for (i = 0; i < nwriters; i++) {
-		writers[i].c = c;
-		writers[i].id = i;
-		stress_thread_start(&writers[i].th, writer_main, &writers[i]);
-	}
-	t_go = stress_gate_open(&c->gate, nranks + nwriters);
-	stress_sleep_until(t_go + (uint64_t)(stress_opts.duration_s * 1e9));
-	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
-	t_stop = stress_now_ns();
+	writers = writers_run(c, nwriters, nranks, &t_go, &t_stop);
 	for (i = 0; i < nranks; i++) {
 		pthread_join(ranks[i].th, NULL);
 		ops += ranks[i].ops;
 		ranges += ranks[i].ranges;
 		cpu += ranks[i].cpu_ns;
 	}
-	for (i = 0; i < nwriters; i++) {
-		pthread_join(writers[i].th, NULL);
-		wops += writers[i].ops;
-		if (writers[i].max_wait_ns > wmax)
-			wmax = writers[i].max_wait_ns;
-	}
-	stress_gate_destroy(&c->gate);
 	stress_point_init(p, "window", c->v->name, nranks);
+	p->duration_s = (double)(t_stop - t_go) / 1e9;
+	writers_join(writers, nwriters, p);
+	stress_gate_destroy(&c->gate);
 	snprintf(p->kind, sizeof(p->kind), "%s", wm_name[m]);
-	p->writers = nwriters;
 	p->batch = stress_opts.batch;
 	p->pages = c->l.pages;
 	p->ranges = c->l.nslots;
-	p->duration_s = (double)(t_stop - t_go) / 1e9;
 	p->ops = ops;
 	p->ops_per_sec = (double)ops / p->duration_s;
 	p->rank_cpu_s = (double)cpu / 1e9;
 	p->ns_per_op = ops ? (double)cpu / (double)ops : NAN;
 	p->ranges_per_op = ops ? (double)ranges / (double)ops : NAN;
 	p->ns_per_range = ranges ? (double)cpu / (double)ranges : NAN;
-	if (nwriters) {
-		p->writer_ops_per_sec = (double)wops / p->duration_s;
-		p->writer_max_wait_ns = (double)wmax;
-	}
 	p->ranges_end = ctx_check(c);
 	free(ranks);
-	free(writers);
 }
 
 static int point_by_ns(const void *a, const void *b)
