@@ -248,15 +248,23 @@ static int unmap_to_window(void *addr, size_t size)
 	return r == MAP_FAILED ? -errno : 0;
 }
 
+/* Every hook: its arena (jemalloc hands back &a->hooks, the first member), the call counted. */
+static struct pa_arena *hook_enter(extent_hooks_t *h, int hook)
+{
+	struct pa_arena *a = (struct pa_arena *)h;
+
+	atomic_fetch_add(&a->calls[hook], 1);
+	return a;
+}
+
 static void *pa_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t alignment, bool *zero,
 		bool *commit, unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
+	struct pa_arena *a = hook_enter(h, H_ALLOC);
 	size_t n = size / a->page, first;
 	char *addr;
 
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_ALLOC], 1);
 	if (!size || size % a->page || (alignment & (alignment - 1)))
 		return NULL;
 	first = claim(a, new_addr, n, alignment < a->page ? a->page : alignment);
@@ -300,11 +308,10 @@ static bool unmap_extent(struct pa_arena *a, void *addr, size_t size)
 static bool pa_dalloc(
 		extent_hooks_t *h, void *addr, size_t size, bool committed, unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
+	struct pa_arena *a = hook_enter(h, H_DALLOC);
 
 	(void)committed;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_DALLOC], 1);
 	if (a->keep != PA_UNMAP)
 		return true; /* opt out: jemalloc keeps the extent mapped, in its commit state */
 	return unmap_extent(a, addr, size); /* true (kept as it is) if unmapping failed */
@@ -313,11 +320,10 @@ static bool pa_dalloc(
 static void pa_destroy_extent(
 		extent_hooks_t *h, void *addr, size_t size, bool committed, unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
+	struct pa_arena *a = hook_enter(h, H_DESTROY);
 
 	(void)committed;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_DESTROY], 1);
 	if (unmap_extent(a, addr, size))
 		fprintf(stderr, "jemalloc_arena: cannot unmap %zu bytes at %p\n", size, addr);
 }
@@ -325,11 +331,9 @@ static void pa_destroy_extent(
 static bool pa_commit(extent_hooks_t *h, void *addr, size_t size, size_t offset, size_t length,
 		unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
-
 	(void)size;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_COMMIT], 1);
+	hook_enter(h, H_COMMIT);
 	/* Decommit discarded the pages: they read as zero again. */
 	return mprotect((char *)addr + offset, length, PROT_READ | PROT_WRITE) != 0;
 }
@@ -337,12 +341,11 @@ static bool pa_commit(extent_hooks_t *h, void *addr, size_t size, size_t offset,
 static bool pa_decommit(extent_hooks_t *h, void *addr, size_t size, size_t offset, size_t length,
 		unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
+	struct pa_arena *a = hook_enter(h, H_DECOMMIT);
 	char *p = (char *)addr + offset;
 
 	(void)size;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_DECOMMIT], 1);
 	if (a->keep == PA_PURGE)
 		return true; /* opt out: still committed; jemalloc purges instead */
 	/* mprotect and madvise keep the mapping, so its placement stays. */
@@ -355,33 +358,34 @@ static bool pa_decommit(extent_hooks_t *h, void *addr, size_t size, size_t offse
 	return false;
 }
 
+/* Both purges: the pages advised away, the mapping and its placement kept; true if refused. */
+static bool purge(extent_hooks_t *h, int hook, void *addr, size_t offset, size_t length, int advice)
+{
+	hook_enter(h, hook);
+	return madvise((char *)addr + offset, length, advice) != 0;
+}
+
 static bool pa_purge_lazy(extent_hooks_t *h, void *addr, size_t size, size_t offset, size_t length,
 		unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
-
 	(void)size;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_PURGE_LAZY], 1);
-	return madvise((char *)addr + offset, length, MADV_FREE) != 0;
+	return purge(h, H_PURGE_LAZY, addr, offset, length, MADV_FREE);
 }
 
 static bool pa_purge_forced(extent_hooks_t *h, void *addr, size_t size, size_t offset,
 		size_t length, unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
-
 	(void)size;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_PURGE_FORCED], 1);
-	return madvise((char *)addr + offset, length, MADV_DONTNEED) != 0;
+	return purge(h, H_PURGE_FORCED, addr, offset, length, MADV_DONTNEED);
 }
 
 static bool pa_split(extent_hooks_t *h, void *addr, size_t size, size_t size_a, size_t size_b,
 		bool committed, unsigned arena_ind)
 {
 	(void)addr, (void)size, (void)size_a, (void)size_b, (void)committed, (void)arena_ind;
-	atomic_fetch_add(&((struct pa_arena *)h)->calls[H_SPLIT], 1);
+	hook_enter(h, H_SPLIT);
 	return false;
 }
 
@@ -389,7 +393,7 @@ static bool pa_merge(extent_hooks_t *h, void *addr_a, size_t size_a, void *addr_
 		bool committed, unsigned arena_ind)
 {
 	(void)addr_a, (void)size_a, (void)addr_b, (void)size_b, (void)committed, (void)arena_ind;
-	atomic_fetch_add(&((struct pa_arena *)h)->calls[H_MERGE], 1);
+	hook_enter(h, H_MERGE);
 	return false;
 }
 
