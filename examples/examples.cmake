@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# How a build reads the lines an example's source carries about itself
-# (examples/CMakeLists.txt describes them).  Shipped beside the examples
-# and included by both builds of them: the in-tree one
-# (examples/CMakeLists.txt) and the one against an installed polstore
-# (tests/consumer/CMakeLists.txt), so that both build the same examples
-# with the same modules.  Needs PkgConfig; the hwloc bridge, when there is
-# one, is the target polstore::polstore_hwloc.
+# How an example is built, from the lines its source carries about itself
+# (examples/CMakeLists.txt describes them): shared by both builds of the
+# examples, in-tree (examples/CMakeLists.txt) and against an installed
+# polstore (tests/consumer/CMakeLists.txt, which takes this file from
+# beside the sources), so that both build the same examples with the same
+# modules.  Needs PkgConfig and Threads; the library is the target
+# polstore::polstore, the hwloc bridge (when there is one)
+# polstore::polstore_hwloc.
 
 # jemalloc_arena: libjemalloc-dev (scripts/deps.sh installs it).
 pkg_check_modules(JEMALLOC QUIET IMPORTED_TARGET jemalloc)
@@ -42,4 +43,20 @@ function(polstore_example_libs src libs_out missing_out)
 	endforeach()
 	set(${libs_out} "${libs}" PARENT_SCOPE)
 	set(${missing_out} "${missing}" PARENT_SCOPE)
+endfunction()
+
+# polstore_add_example(<src> <target>): the program <target> (its file
+# named as the example) from <src>, linked with polstore and the modules
+# its "example-requires:" line names.  When this build lacks one of
+# them, a message says so and <target> is not defined.
+function(polstore_add_example src target)
+	get_filename_component(name ${src} NAME_WE)
+	polstore_example_libs(${src} libs missing)
+	if(missing)
+		message(STATUS "examples: ${name} not built (needs ${missing})")
+		return()
+	endif()
+	add_executable(${target} ${src})
+	set_target_properties(${target} PROPERTIES OUTPUT_NAME ${name})
+	target_link_libraries(${target} PRIVATE polstore::polstore ${libs} Threads::Threads)
 endfunction()
