@@ -13,7 +13,7 @@
  *
  *   struct pa_arena *a = pa_create(store, 1UL << 30, PA_UNMAP, NULL, NULL);
  *   void *p = mallocx(size, MALLOCX_ARENA(a->ind) | MALLOCX_TCACHE_NONE);
- *   dallocx(p, MALLOCX_TCACHE_NONE);
+ *   dallocx(p, MALLOCX_TCACHE_NONE);    (what pa_malloc() and pa_free() do)
  *   pa_destroy(a, NULL);                (every allocation freed before)
  *
  * MALLOCX_TCACHE_NONE: jemalloc's thread caches are per size class, not per
@@ -248,15 +248,23 @@ static int unmap_to_window(void *addr, size_t size)
 	return r == MAP_FAILED ? -errno : 0;
 }
 
+/* Every hook: its arena (jemalloc hands back &a->hooks, the first member), the call counted. */
+static struct pa_arena *hook_enter(extent_hooks_t *h, int hook)
+{
+	struct pa_arena *a = (struct pa_arena *)h;
+
+	atomic_fetch_add(&a->calls[hook], 1);
+	return a;
+}
+
 static void *pa_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t alignment, bool *zero,
 		bool *commit, unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
+	struct pa_arena *a = hook_enter(h, H_ALLOC);
 	size_t n = size / a->page, first;
 	char *addr;
 
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_ALLOC], 1);
 	if (!size || size % a->page || (alignment & (alignment - 1)))
 		return NULL;
 	first = claim(a, new_addr, n, alignment < a->page ? a->page : alignment);
@@ -300,11 +308,10 @@ static bool unmap_extent(struct pa_arena *a, void *addr, size_t size)
 static bool pa_dalloc(
 		extent_hooks_t *h, void *addr, size_t size, bool committed, unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
+	struct pa_arena *a = hook_enter(h, H_DALLOC);
 
 	(void)committed;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_DALLOC], 1);
 	if (a->keep != PA_UNMAP)
 		return true; /* opt out: jemalloc keeps the extent mapped, in its commit state */
 	return unmap_extent(a, addr, size); /* true (kept as it is) if unmapping failed */
@@ -313,11 +320,10 @@ static bool pa_dalloc(
 static void pa_destroy_extent(
 		extent_hooks_t *h, void *addr, size_t size, bool committed, unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
+	struct pa_arena *a = hook_enter(h, H_DESTROY);
 
 	(void)committed;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_DESTROY], 1);
 	if (unmap_extent(a, addr, size))
 		fprintf(stderr, "jemalloc_arena: cannot unmap %zu bytes at %p\n", size, addr);
 }
@@ -325,11 +331,9 @@ static void pa_destroy_extent(
 static bool pa_commit(extent_hooks_t *h, void *addr, size_t size, size_t offset, size_t length,
 		unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
-
 	(void)size;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_COMMIT], 1);
+	hook_enter(h, H_COMMIT);
 	/* Decommit discarded the pages: they read as zero again. */
 	return mprotect((char *)addr + offset, length, PROT_READ | PROT_WRITE) != 0;
 }
@@ -337,12 +341,11 @@ static bool pa_commit(extent_hooks_t *h, void *addr, size_t size, size_t offset,
 static bool pa_decommit(extent_hooks_t *h, void *addr, size_t size, size_t offset, size_t length,
 		unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
+	struct pa_arena *a = hook_enter(h, H_DECOMMIT);
 	char *p = (char *)addr + offset;
 
 	(void)size;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_DECOMMIT], 1);
 	if (a->keep == PA_PURGE)
 		return true; /* opt out: still committed; jemalloc purges instead */
 	/* mprotect and madvise keep the mapping, so its placement stays. */
@@ -355,33 +358,34 @@ static bool pa_decommit(extent_hooks_t *h, void *addr, size_t size, size_t offse
 	return false;
 }
 
+/* Both purges: the pages advised away, the mapping and its placement kept; true if refused. */
+static bool purge(extent_hooks_t *h, int hook, void *addr, size_t offset, size_t length, int advice)
+{
+	hook_enter(h, hook);
+	return madvise((char *)addr + offset, length, advice) != 0;
+}
+
 static bool pa_purge_lazy(extent_hooks_t *h, void *addr, size_t size, size_t offset, size_t length,
 		unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
-
 	(void)size;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_PURGE_LAZY], 1);
-	return madvise((char *)addr + offset, length, MADV_FREE) != 0;
+	return purge(h, H_PURGE_LAZY, addr, offset, length, MADV_FREE);
 }
 
 static bool pa_purge_forced(extent_hooks_t *h, void *addr, size_t size, size_t offset,
 		size_t length, unsigned arena_ind)
 {
-	struct pa_arena *a = (struct pa_arena *)h;
-
 	(void)size;
 	(void)arena_ind;
-	atomic_fetch_add(&a->calls[H_PURGE_FORCED], 1);
-	return madvise((char *)addr + offset, length, MADV_DONTNEED) != 0;
+	return purge(h, H_PURGE_FORCED, addr, offset, length, MADV_DONTNEED);
 }
 
 static bool pa_split(extent_hooks_t *h, void *addr, size_t size, size_t size_a, size_t size_b,
 		bool committed, unsigned arena_ind)
 {
 	(void)addr, (void)size, (void)size_a, (void)size_b, (void)committed, (void)arena_ind;
-	atomic_fetch_add(&((struct pa_arena *)h)->calls[H_SPLIT], 1);
+	hook_enter(h, H_SPLIT);
 	return false;
 }
 
@@ -389,7 +393,7 @@ static bool pa_merge(extent_hooks_t *h, void *addr_a, size_t size_a, void *addr_
 		bool committed, unsigned arena_ind)
 {
 	(void)addr_a, (void)size_a, (void)addr_b, (void)size_b, (void)committed, (void)arena_ind;
-	atomic_fetch_add(&((struct pa_arena *)h)->calls[H_MERGE], 1);
+	hook_enter(h, H_MERGE);
 	return false;
 }
 
@@ -478,6 +482,19 @@ static int pa_destroy(struct pa_arena *a, unsigned long *calls)
 	pthread_mutex_destroy(&a->lock);
 	free(a);
 	return 0;
+}
+
+/* @size bytes from arena @a, with jemalloc's @flags, bypassing the thread cache (see above). */
+static void *pa_malloc(struct pa_arena *a, size_t size, int flags)
+{
+	return mallocx(size, MALLOCX_ARENA(a->ind) | MALLOCX_TCACHE_NONE | flags);
+}
+
+/* Free @p of pa_malloc(), if not NULL. */
+static void pa_free(void *p)
+{
+	if (p)
+		dallocx(p, MALLOCX_TCACHE_NONE);
 }
 
 /* ------------------------------------------------------------------------
@@ -645,13 +662,13 @@ static void *worker_main(void *arg)
 
 	for (long i = 0; i < w->allocs && !w->failed; i++) {
 		size_t size = (16 << 10) + xorshift(&rnd) % (1 << 20), slot = (size_t)i % 8;
-		unsigned ind = w->arenas[(w->id + (unsigned)i) % NARENAS]->ind;
+		struct pa_arena *a = w->arenas[(w->id + (unsigned)i) % NARENAS];
+		unsigned ind = a->ind;
 		char *p;
 
-		if (live[slot])
-			dallocx(live[slot], MALLOCX_TCACHE_NONE);
+		pa_free(live[slot]);
 		gen_before = atomic_load(&gen);
-		p = mallocx(size, MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE | MALLOCX_ZERO);
+		p = pa_malloc(a, size, MALLOCX_ZERO);
 		live[slot] = p;
 		if (!p) {
 			complain("mallocx(%zu) from arena %u failed", size, ind);
@@ -670,8 +687,7 @@ static void *worker_main(void *arg)
 		p[size - 1] = 1;
 	}
 	for (int i = 0; i < 8; i++)
-		if (live[i])
-			dallocx(live[i], MALLOCX_TCACHE_NONE);
+		pa_free(live[i]);
 	return NULL;
 }
 
@@ -819,10 +835,10 @@ static int one_step(struct ps_store *s, size_t window)
 
 	set_generation(s, atomic_load(&gen) + 1);
 	g1 = gen_before = atomic_load(&gen);
-	p1 = mallocx(big, MALLOCX_ARENA(a->ind) | MALLOCX_TCACHE_NONE);
+	p1 = pa_malloc(a, big, 0);
 	set_generation(s, g1 + 1);
 	gen_before = g1 + 1;
-	p2 = mallocx(big, MALLOCX_ARENA(a->ind) | MALLOCX_TCACHE_NONE);
+	p2 = pa_malloc(a, big, 0);
 	fresh = atomic_load(&a->nmapped) - before;
 	if (!p1 || !p2 || fresh < 2) {
 		complain("two new 64 MiB extents: %s, %lu mapped", p1 && p2 ? "ok" : "no", fresh);
@@ -837,12 +853,23 @@ static int one_step(struct ps_store *s, size_t window)
 				pol_name(w1), pol_name(w2), pol_name(w1_again),
 				ret ? "FAILED" : "ok");
 	}
-	if (p1)
-		dallocx(p1, MALLOCX_TCACHE_NONE);
-	if (p2)
-		dallocx(p2, MALLOCX_TCACHE_NONE);
+	pa_free(p1);
+	pa_free(p2);
 	destroy_or_complain(a, NULL);
 	return ret;
+}
+
+/* After a refusal the arena goes on working: 0 if @size bytes come (freed at once), else 1. */
+static int still_works(struct pa_arena *a, size_t size, const char *failed)
+{
+	void *p = pa_malloc(a, size, 0);
+
+	if (!p) {
+		complain("%s", failed);
+		return 1;
+	}
+	pa_free(p);
+	return 0;
 }
 
 /* Bad input: a full window, and a placement the kernel cannot make. */
@@ -857,20 +884,14 @@ static int refusals(struct ps_store *s, size_t window)
 
 	/* A window of 8 MiB: jemalloc's metadata fits, 16 MiB does not. */
 	a = arena_or_die(s, 8 << 20, PA_UNMAP);
-	p = mallocx(16 << 20, MALLOCX_ARENA(a->ind) | MALLOCX_TCACHE_NONE);
+	p = pa_malloc(a, 16 << 20, 0);
 	if (p) {
 		complain("16 MiB from an 8 MiB window");
-		dallocx(p, MALLOCX_TCACHE_NONE);
+		pa_free(p);
 		ret = 1;
 	}
 	n = atomic_load(&a->nnoroom);
-	p = mallocx(64 << 10, MALLOCX_ARENA(a->ind) | MALLOCX_TCACHE_NONE);
-	if (!p) {
-		complain("no 64 KiB from an 8 MiB window after a refusal");
-		ret = 1;
-	} else {
-		dallocx(p, MALLOCX_TCACHE_NONE);
-	}
+	ret |= still_works(a, 64 << 10, "no 64 KiB from an 8 MiB window after a refusal");
 	printf("full window: mallocx(16 MiB) from an 8 MiB window returns NULL (%lu alloc hook "
 	       "call(s) found no room), 64 KiB still works: %s\n",
 			n, ret ? "FAILED" : "ok");
@@ -886,23 +907,16 @@ static int refusals(struct ps_store *s, size_t window)
 		destroy_or_complain(a, NULL);
 		return 1;
 	}
-	p = mallocx(32 << 20, MALLOCX_ARENA(a->ind) | MALLOCX_TCACHE_NONE);
+	p = pa_malloc(a, 32 << 20, 0);
 	n = atomic_load(&a->nrefused);
 	if (p || !n) {
 		complain("an extent placed on node %d", PS_MAX_NUMNODES - 1);
 		ret = 1;
-		if (p)
-			dallocx(p, MALLOCX_TCACHE_NONE);
+		pa_free(p);
 	}
 	set_generation(s, atomic_load(&gen) + 1);
 	gen_before = atomic_load(&gen);
-	p = mallocx(32 << 20, MALLOCX_ARENA(a->ind) | MALLOCX_TCACHE_NONE);
-	if (!p) {
-		complain("mallocx(32 MiB) fails after the refused placement");
-		ret = 1;
-	} else {
-		dallocx(p, MALLOCX_TCACHE_NONE);
-	}
+	ret |= still_works(a, 32 << 20, "mallocx(32 MiB) fails after the refused placement");
 	printf("refused placement: with the window bound to node %d, mallocx(32 MiB) returns "
 	       "NULL (%lu placement(s) refused); with a valid policy again it works: %s\n",
 			PS_MAX_NUMNODES - 1, n, ret ? "FAILED" : "ok");

@@ -363,41 +363,28 @@ static inline void sample_share(struct rank *rk, uint64_t lookup, uint64_t iter)
 	}
 }
 
-/* A rank's loop, specialised per lookup form so no call is added around it. */
-#define DEFINE_RANK_LOOP(name, LOOKUP, QUIESCE) DEFINE_RANK_LOOP_CHECKED(name, LOOKUP, CK_POL, QUIESCE)
-#define DEFINE_RANK_LOOP_CHECKED(name, LOOKUP, CHECK, QUIESCE)                                     \
-	static void name(struct rank *rk)                                                          \
-	{                                                                                          \
-		struct ctx *c = rk->c;                                                             \
-		uint64_t rng = rk->seed, ops = 0;                                                  \
-		uint64_t seq = c->sequential ? (uint64_t)rk->id * c->l.n / (uint64_t)c->nranks     \
-					     : 0;                                                  \
-		const void *pol __attribute__((unused));                                           \
-		int node __attribute__((unused));                                                  \
-		struct ps_policy_view view __attribute__((unused)) = PS_POLICY_VIEW_INIT(1);      \
-                                                                                                   \
-		while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {                             \
-			uint64_t page = next_page(c, &rng, &seq);                                  \
-                                                                                                   \
-			if (!(ops & STRESS_SAMPLE_MASK)) {                                         \
-				uint64_t t0 = stress_ticks(), t1;                                  \
-				LOOKUP;                                                            \
-				t1 = stress_ticks();                                               \
-				CHECK;                                                             \
-				stress_work(c->work_iters);                                        \
-				QUIESCE;                                                           \
-				stress_hist_add(&rk->hist, t1 - t0);                               \
-				sample_share(rk, t1 - t0, stress_ticks() - t0);                    \
-			} else {                                                                   \
-				LOOKUP;                                                            \
-				CHECK;                                                             \
-				stress_work(c->work_iters);                                        \
-				QUIESCE;                                                           \
-			}                                                                          \
-			ops++;                                                                     \
-		}                                                                                  \
-		rk->ops = ops;                                                                     \
-	}
+/*
+ * The variables a lookup (LK_*) writes: the policy of the :ref and :noref
+ * forms, the node of :node, the copy of :copy.
+ */
+#define LOOKUP_VARS                                                                                \
+	const void *pol __attribute__((unused));                                                   \
+	int node __attribute__((unused));                                                          \
+	struct ps_policy_view view __attribute__((unused)) = PS_POLICY_VIEW_INIT(1)
+
+/*
+ * What a form's lookup yields (OUT: POL, COPY or NODE): CK_OUT validates
+ * it, RES_OUT is the value the cost loop sums so the lookup is not
+ * optimised away.  A copy is consumed whole, so no form can skip loading
+ * what it copied.
+ */
+#define CK_POL validate(c, page, pol)
+#define CK_COPY validate_view(c, page, &view)
+#define CK_NODE validate_node(c, page, node)
+#define RES_POL ((uintptr_t)pol)
+#define RES_COPY                                                                                   \
+	(view.nodes[0] + (uintptr_t)view.mode + (uintptr_t)view.flags + (uintptr_t)view.weight)
+#define RES_NODE ((uintptr_t)node)
 
 /*
  * The unsync baseline's reference is one bare atomic word, as
@@ -419,6 +406,8 @@ __attribute__((noinline)) static void atomic_put(const void *pol)
 		__atomic_fetch_sub(&((struct ps_policy *)pol)->refcnt, 1, __ATOMIC_RELEASE);
 }
 
+/* The unsynchronised walk of the bare tree, in each form: LK_UNSYNC(REF) ... */
+#define LK_UNSYNC(form) LK_UNSYNC_##form
 #define LK_UNSYNC_REF                                                                              \
 	do {                                                                                       \
 		pol = atomic_get(base_lookup(c->base, page));                                      \
@@ -427,92 +416,131 @@ __attribute__((noinline)) static void atomic_put(const void *pol)
 #define LK_UNSYNC_NOREF pol = base_lookup(c->base, page)
 #define LK_UNSYNC_COPY _ps_policy_view_fill(base_lookup(c->base, page), &view)
 #define LK_UNSYNC_NODE node = base_node(c->base, page, 0)
-#define LK_MUTEX                                                                                   \
+
+/* The hand-written locks: the lookup and its reference taken under the lock, put after it. */
+#define LK_LOCKED(LOCK, UNLOCK, field)                                                             \
 	do {                                                                                       \
-		pthread_mutex_lock(&c->base->mu);                                                  \
+		LOCK(&c->base->field);                                                             \
 		pol = ps_policy_get((struct ps_policy *)base_lookup(c->base, page));               \
-		pthread_mutex_unlock(&c->base->mu);                                                \
+		UNLOCK(&c->base->field);                                                           \
 		ps_policy_put((struct ps_policy *)pol);                                            \
 	} while (0)
-#define LK_PRWLOCK                                                                                 \
-	do {                                                                                       \
-		pthread_rwlock_rdlock(&c->base->rw);                                               \
-		pol = ps_policy_get((struct ps_policy *)base_lookup(c->base, page));               \
-		pthread_rwlock_unlock(&c->base->rw);                                               \
-		ps_policy_put((struct ps_policy *)pol);                                            \
-	} while (0)
-#define LK_STORE_REF                                                                               \
-	do {                                                                                       \
-		pol = ps_store_lookup(c->store, page);                                             \
-		ps_policy_put((struct ps_policy *)pol);                                            \
-	} while (0)
-#define LK_STORE_NOREF                                                                             \
-	do {                                                                                       \
-		ps_store_read_lock(c->store);                                                      \
-		pol = ps_store_lookup_borrow(c->store, page);                                      \
-		ps_store_read_unlock(c->store);                                                    \
-	} while (0)
+#define LK_MUTEX LK_LOCKED(pthread_mutex_lock, pthread_mutex_unlock, mu)
+#define LK_PRWLOCK LK_LOCKED(pthread_rwlock_rdlock, pthread_rwlock_unlock, rw)
 
 /*
- * The one-call forms (:copy, :node), and every form with the read side
- * inlined (:inline): the functions POLSTORE_INLINE maps the public names to.
+ * A store's lookup in each form, through one read API: ps_store_*() (the
+ * library's calls), or _ps_inl_*() for the :inline forms, the functions
+ * POLSTORE_INLINE maps the public names to.  The one-call forms (:copy,
+ * :node) need no section of their own.
  */
-#define LK_STORE_COPY ps_store_lookup_copy(c->store, page, &view)
-#define LK_STORE_NODE node = ps_store_lookup_node(c->store, page, 0)
-#define LK_INL_REF                                                                                 \
+#define LK_REF(API)                                                                                \
 	do {                                                                                       \
-		pol = _ps_inl_lookup(c->store, page);                                              \
+		pol = API##_lookup(c->store, page);                                                \
 		ps_policy_put((struct ps_policy *)pol);                                            \
 	} while (0)
-#define LK_INL_NOREF                                                                               \
+#define LK_NOREF(API)                                                                              \
 	do {                                                                                       \
-		_ps_inl_read_lock(c->store);                                                       \
-		pol = _ps_inl_lookup_borrow(c->store, page);                                       \
-		_ps_inl_read_unlock(c->store);                                                     \
+		API##_read_lock(c->store);                                                         \
+		pol = API##_lookup_borrow(c->store, page);                                         \
+		API##_read_unlock(c->store);                                                       \
 	} while (0)
-#define LK_INL_COPY _ps_inl_lookup_copy(c->store, page, &view)
-#define LK_INL_NODE node = _ps_inl_lookup_node(c->store, page, 0)
-/* A copy is consumed whole, so no form can skip loading what it copied. */
-#define VIEW_SUM                                                                                   \
-	(view.nodes[0] + (uintptr_t)view.mode + (uintptr_t)view.flags + (uintptr_t)view.weight)
-#define CK_POL validate(c, page, pol)
-#define CK_COPY validate_view(c, page, &view)
-#define CK_NODE validate_node(c, page, node)
+#define LK_COPY(API) API##_lookup_copy(c->store, page, &view)
+#define LK_NODE(API) node = API##_lookup_node(c->store, page, 0)
+#define LK_STORE(form) LK_##form(ps_store)
+#define LK_INL(form) LK_##form(_ps_inl)
 
-DEFINE_RANK_LOOP(loop_unsync_ref, LK_UNSYNC_REF, (void)0)
-DEFINE_RANK_LOOP(loop_unsync_noref, LK_UNSYNC_NOREF, (void)0)
-DEFINE_RANK_LOOP_CHECKED(loop_unsync_copy, LK_UNSYNC_COPY, CK_COPY, (void)0)
-DEFINE_RANK_LOOP_CHECKED(loop_unsync_node, LK_UNSYNC_NODE, CK_NODE, (void)0)
-static void (*const loops_unsync[4])(struct rank *) = {
-	loop_unsync_ref, loop_unsync_noref, loop_unsync_copy, loop_unsync_node,
-};
-DEFINE_RANK_LOOP(loop_mutex, LK_MUTEX, (void)0)
-DEFINE_RANK_LOOP(loop_prwlock, LK_PRWLOCK, (void)0)
+/*
+ * Every lookup loop a variant may run, as X(name, LOOKUP, OUT, QUIESCE):
+ * QUIESCE is what a reader does between lookups (rcu-qsbr's quiescent
+ * state; a rank after each one, the cost loop every 1024).  The
+ * ranks' loops and the cost loops are both generated from this one list,
+ * and both indexed by its enum loop_id; FORM_LOOPS lists the forms in
+ * enum vform order, so a form's loop is its first one + v->form.
+ */
+#define FORM_LOOPS(X, name, LK, QUIESCE)                                                           \
+	X(name##_ref, LK(REF), POL, QUIESCE)                                                       \
+	X(name##_noref, LK(NOREF), POL, QUIESCE)                                                   \
+	X(name##_copy, LK(COPY), COPY, QUIESCE)                                                    \
+	X(name##_node, LK(NODE), NODE, QUIESCE)
+#define LOOPS(X)                                                                                   \
+	FORM_LOOPS(X, unsync, LK_UNSYNC, (void)0)                                                  \
+	X(mutex, LK_MUTEX, POL, (void)0)                                                           \
+	X(prwlock, LK_PRWLOCK, POL, (void)0)                                                       \
+	FORM_LOOPS(X, store, LK_STORE, (void)0)                                                    \
+	FORM_LOOPS(X, store_inl, LK_INL, (void)0)                                                  \
+	FORM_LOOPS(X, qsbr, LK_STORE, ps_qsbr_quiescent())                                         \
+	FORM_LOOPS(X, qsbr_inl, LK_INL, ps_qsbr_quiescent())
 
-/* Every store form, with and without the QSBR quiescent state after each lookup. */
-#define DEFINE_STORE_RANK_LOOPS(sfx, QUIESCE)                                                      \
-	DEFINE_RANK_LOOP(loop_##sfx##_ref, LK_STORE_REF, QUIESCE)                                  \
-	DEFINE_RANK_LOOP(loop_##sfx##_noref, LK_STORE_NOREF, QUIESCE)                              \
-	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_copy, LK_STORE_COPY, CK_COPY, QUIESCE)               \
-	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_node, LK_STORE_NODE, CK_NODE, QUIESCE)               \
-	DEFINE_RANK_LOOP(loop_##sfx##_inl_ref, LK_INL_REF, QUIESCE)                                \
-	DEFINE_RANK_LOOP(loop_##sfx##_inl_noref, LK_INL_NOREF, QUIESCE)                            \
-	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_inl_copy, LK_INL_COPY, CK_COPY, QUIESCE)             \
-	DEFINE_RANK_LOOP_CHECKED(loop_##sfx##_inl_node, LK_INL_NODE, CK_NODE, QUIESCE)             \
-	static void (*const loops_##sfx[2][4])(struct rank *) = {                                  \
-		{loop_##sfx##_ref, loop_##sfx##_noref, loop_##sfx##_copy, loop_##sfx##_node},      \
-		{loop_##sfx##_inl_ref, loop_##sfx##_inl_noref, loop_##sfx##_inl_copy,              \
-				loop_##sfx##_inl_node},                                            \
-	};
-DEFINE_STORE_RANK_LOOPS(store, (void)0)
-DEFINE_STORE_RANK_LOOPS(qsbr, ps_qsbr_quiescent())
+#define LOOP_ID(name, LOOKUP, OUT, QUIESCE) L_##name,
+enum loop_id { LOOPS(LOOP_ID) NLOOPS };
+_Static_assert(L_store_node - L_store_ref == F_NODE && L_store_copy - L_store_ref == F_COPY,
+		"FORM_LOOPS lists the forms in enum vform order");
+
+static bool is_qsbr(const struct variant *v)
+{
+	return v->kind == V_STORE && v->sync == PS_SYNC_RCU_QSBR;
+}
+
+/* The loop of @v in LOOPS. */
+static unsigned loop_of(const struct variant *v)
+{
+	switch (v->kind) {
+	case V_UNSYNC:
+		return L_unsync_ref + v->form;
+	case V_MUTEX:
+		return L_mutex;
+	case V_PRWLOCK:
+		return L_prwlock;
+	case V_STORE:
+		break;
+	}
+	if (is_qsbr(v))
+		return (v->inl ? L_qsbr_inl_ref : L_qsbr_ref) + v->form;
+	return (v->inl ? L_store_inl_ref : L_store_ref) + v->form;
+}
+
+/* A rank's loop, specialised per lookup form so no call is added around it. */
+#define DEFINE_RANK_LOOP(name, LOOKUP, OUT, QUIESCE)                                               \
+	static void rank_##name(struct rank *rk)                                                   \
+	{                                                                                          \
+		struct ctx *c = rk->c;                                                             \
+		uint64_t rng = rk->seed, ops = 0;                                                  \
+		uint64_t seq = c->sequential ? (uint64_t)rk->id * c->l.n / (uint64_t)c->nranks     \
+					     : 0;                                                  \
+		LOOKUP_VARS;                                                                       \
+                                                                                                   \
+		while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {                             \
+			uint64_t page = next_page(c, &rng, &seq);                                  \
+                                                                                                   \
+			if (!(ops & STRESS_SAMPLE_MASK)) {                                         \
+				uint64_t t0 = stress_ticks(), t1;                                  \
+				LOOKUP;                                                            \
+				t1 = stress_ticks();                                               \
+				CK_##OUT;                                                          \
+				stress_work(c->work_iters);                                        \
+				QUIESCE;                                                           \
+				stress_hist_add(&rk->hist, t1 - t0);                               \
+				sample_share(rk, t1 - t0, stress_ticks() - t0);                    \
+			} else {                                                                   \
+				LOOKUP;                                                            \
+				CK_##OUT;                                                          \
+				stress_work(c->work_iters);                                        \
+				QUIESCE;                                                           \
+			}                                                                          \
+			ops++;                                                                     \
+		}                                                                                  \
+		rk->ops = ops;                                                                     \
+	}
+#define RANK_LOOP_FN(name, LOOKUP, OUT, QUIESCE) rank_##name,
+LOOPS(DEFINE_RANK_LOOP)
+static void (*const rank_loops[NLOOPS])(struct rank *) = {LOOPS(RANK_LOOP_FN)};
 
 static void *rank_main(void *arg)
 {
 	struct rank *rk = arg;
 	struct ctx *c = rk->c;
-	const struct variant *v = c->v;
-	bool qsbr = v->kind == V_STORE && v->sync == PS_SYNC_RCU_QSBR;
+	bool qsbr = is_qsbr(c->v);
 
 	stress_gate_wait(&c->gate);
 	/* QSBR rules (polstore/rcu.h): online to read, quiescent every loop, offline to leave. */
@@ -520,20 +548,7 @@ static void *rank_main(void *arg)
 		ps_qsbr_thread_online();
 	rk->t_start = stress_now_ns();
 	rk->cpu_start = stress_thread_cpu_ns();
-	switch (v->kind) {
-	case V_UNSYNC:
-		loops_unsync[v->form](rk);
-		break;
-	case V_MUTEX:
-		loop_mutex(rk);
-		break;
-	case V_PRWLOCK:
-		loop_prwlock(rk);
-		break;
-	case V_STORE:
-		(qsbr ? loops_qsbr : loops_store)[v->inl][v->form](rk);
-		break;
-	}
+	rank_loops[loop_of(c->v)](rk);
 	rk->t_end = stress_now_ns();
 	rk->cpu_end = stress_thread_cpu_ns();
 	if (qsbr)
@@ -664,6 +679,58 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The writers of a timed point: @nwriters of them on @c, started once its
+ * @nranks ranks are and let go with them by the gate; the point then runs
+ * for --duration and is stopped.  *@t_go and *@t_stop: when it started and
+ * stopped.  Returns the writers, for writers_join().
+ */
+static struct writer *writers_run(
+		struct ctx *c, int nwriters, int nranks, uint64_t *t_go, uint64_t *t_stop)
+{
+	size_t size = sizeof(struct writer) * (size_t)(nwriters ? nwriters : 1);
+	struct writer *writers = aligned_alloc(64, size);
+	int i;
+
+	if (!writers)
+		stress_die("out of memory");
+	memset(writers, 0, size);
+	for (i = 0; i < nwriters; i++) {
+		writers[i].c = c;
+		writers[i].id = i;
+		stress_thread_start(&writers[i].th, writer_main, &writers[i]);
+	}
+	*t_go = stress_gate_open(&c->gate, nranks + nwriters);
+	stress_sleep_until(*t_go + (uint64_t)(stress_opts.duration_s * 1e9));
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	*t_stop = stress_now_ns();
+	return writers;
+}
+
+/*
+ * Join and free the writers of writers_run(), once the ranks are joined:
+ * QSBR writers in a grace period finish once the ranks went offline.  @p
+ * (its duration_s set) gets their number, sets per second and longest wait.
+ */
+static void writers_join(struct writer *writers, int nwriters, struct stress_point *p)
+{
+	uint64_t wops = 0, wmax = 0;
+	int i;
+
+	for (i = 0; i < nwriters; i++) {
+		pthread_join(writers[i].th, NULL);
+		wops += writers[i].ops;
+		if (writers[i].max_wait_ns > wmax)
+			wmax = writers[i].max_wait_ns;
+	}
+	free(writers);
+	p->writers = nwriters;
+	if (nwriters) {
+		p->writer_ops_per_sec = (double)wops / p->duration_s;
+		p->writer_max_wait_ns = (double)wmax;
+	}
+}
+
 /* ---- building and checking the tree ----------------------------------------- */
 
 static void layout_init(struct layout *l, uint64_t pages, uint64_t nranges, bool hot)
@@ -783,15 +850,11 @@ struct cost_arg {
 
 #define COST_CHECK_MASK 255 /* validate one lookup in 256: the check is not the cost */
 
-#define DEFINE_COST_LOOP(name, LOOKUP, QUIESCE)                                                    \
-	DEFINE_COST_LOOP_CHECKED(name, LOOKUP, CK_POL, (uintptr_t)pol, QUIESCE)
-#define DEFINE_COST_LOOP_CHECKED(name, LOOKUP, CHECK, RESULT, QUIESCE)                             \
-	static uint64_t name(struct ctx *c, uint64_t deadline)                                     \
+#define DEFINE_COST_LOOP(name, LOOKUP, OUT, QUIESCE)                                               \
+	static uint64_t cost_##name(struct ctx *c, uint64_t deadline)                              \
 	{                                                                                          \
 		uint64_t rng = stress_seed_for(stress_opts.seed, 7), ops = 0, seq = 0;             \
-		const void *pol __attribute__((unused));                                           \
-		int node __attribute__((unused));                                                  \
-		struct ps_policy_view view __attribute__((unused)) = PS_POLICY_VIEW_INIT(1);      \
+		LOOKUP_VARS;                                                                       \
 		uintptr_t sink = 0;                                                                \
                                                                                                    \
 		for (;;) {                                                                         \
@@ -801,9 +864,9 @@ struct cost_arg {
 				uint64_t page = next_page(c, &rng, &seq);                          \
                                                                                                    \
 				LOOKUP;                                                            \
-				sink += RESULT;                                                    \
+				sink += RES_##OUT;                                                 \
 				if (!(i & COST_CHECK_MASK))                                        \
-					CHECK;                                                     \
+					CK_##OUT;                                                  \
 			}                                                                          \
 			QUIESCE;                                                                   \
 			ops += 1024;                                                               \
@@ -813,59 +876,33 @@ struct cost_arg {
 		__asm__ __volatile__("" ::"r"(sink));                                              \
 		return ops;                                                                        \
 	}
+#define COST_LOOP_FN(name, LOOKUP, OUT, QUIESCE) cost_##name,
+LOOPS(DEFINE_COST_LOOP)
+static uint64_t (*const cost_loops[NLOOPS])(struct ctx *, uint64_t) = {LOOPS(COST_LOOP_FN)};
 
+/* The loop without a lookup: its overhead. */
 #define LK_NULL pol = pool.pol[colour_of_slot(slot_of(&c->l, page)) * 2]
-DEFINE_COST_LOOP(cost_null, LK_NULL, (void)0)
-DEFINE_COST_LOOP(cost_unsync_ref, LK_UNSYNC_REF, (void)0)
-DEFINE_COST_LOOP(cost_unsync_noref, LK_UNSYNC_NOREF, (void)0)
-DEFINE_COST_LOOP_CHECKED(cost_unsync_copy, LK_UNSYNC_COPY, CK_COPY, VIEW_SUM, (void)0)
-DEFINE_COST_LOOP_CHECKED(cost_unsync_node, LK_UNSYNC_NODE, CK_NODE, (uintptr_t)node, (void)0)
-static uint64_t (*const costs_unsync[4])(struct ctx *, uint64_t) = {
-	cost_unsync_ref, cost_unsync_noref, cost_unsync_copy, cost_unsync_node,
-};
-DEFINE_COST_LOOP(cost_mutex, LK_MUTEX, (void)0)
-DEFINE_COST_LOOP(cost_prwlock, LK_PRWLOCK, (void)0)
-#define DEFINE_STORE_COST_LOOPS(sfx, QUIESCE)                                                      \
-	DEFINE_COST_LOOP(cost_##sfx##_ref, LK_STORE_REF, QUIESCE)                                  \
-	DEFINE_COST_LOOP(cost_##sfx##_noref, LK_STORE_NOREF, QUIESCE)                              \
-	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_copy, LK_STORE_COPY, CK_COPY, VIEW_SUM, QUIESCE) \
-	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_node, LK_STORE_NODE, CK_NODE, (uintptr_t)node, QUIESCE) \
-	DEFINE_COST_LOOP(cost_##sfx##_inl_ref, LK_INL_REF, QUIESCE)                                \
-	DEFINE_COST_LOOP(cost_##sfx##_inl_noref, LK_INL_NOREF, QUIESCE)                            \
-	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_inl_copy, LK_INL_COPY, CK_COPY, VIEW_SUM, QUIESCE) \
-	DEFINE_COST_LOOP_CHECKED(cost_##sfx##_inl_node, LK_INL_NODE, CK_NODE, (uintptr_t)node, QUIESCE) \
-	static uint64_t (*const costs_##sfx[2][4])(struct ctx *, uint64_t) = {                     \
-		{cost_##sfx##_ref, cost_##sfx##_noref, cost_##sfx##_copy, cost_##sfx##_node},      \
-		{cost_##sfx##_inl_ref, cost_##sfx##_inl_noref, cost_##sfx##_inl_copy,              \
-				cost_##sfx##_inl_node},                                            \
-	};
-DEFINE_STORE_COST_LOOPS(store, (void)0)
-DEFINE_STORE_COST_LOOPS(qsbr, ps_qsbr_quiescent())
+DEFINE_COST_LOOP(null, LK_NULL, POL, (void)0)
 
 static void *cost_main(void *arg)
 {
 	struct cost_arg *a = arg;
 	struct ctx *c = a->c;
-	const struct variant *v = c->v;
-	bool qsbr = v->kind == V_STORE && v->sync == PS_SYNC_RCU_QSBR;
+	bool qsbr = is_qsbr(c->v);
+	uint64_t (*loop)(struct ctx *, uint64_t) =
+			a->null_lookup ? cost_null : cost_loops[loop_of(c->v)];
 	uint64_t t0, t1, ops, warm = stress_now_ns() + 20000000;
 
 	if (qsbr)
 		ps_qsbr_thread_online();
-		/* Warm caches and registration, then measure. */
-#define RUN_COST(deadline)                                                                         \
-	(a->null_lookup			       ? cost_null(c, deadline)                            \
-			: v->kind == V_UNSYNC  ? costs_unsync[v->form](c, deadline)                \
-			: v->kind == V_MUTEX   ? cost_mutex(c, deadline)                           \
-			: v->kind == V_PRWLOCK ? cost_prwlock(c, deadline)                         \
-			: (qsbr ? costs_qsbr : costs_store)[v->inl][v->form](c, deadline))
-	RUN_COST(warm);
+	/* Warm caches and registration, then measure. */
+	loop(c, warm);
 	/*
 	 * Thread CPU time, not wall time: on a shared machine the time slices
 	 * other processes take are not the lookup's cost.
 	 */
 	t0 = stress_thread_cpu_ns();
-	ops = RUN_COST(stress_now_ns() + (uint64_t)(a->seconds * 1e9));
+	ops = loop(c, stress_now_ns() + (uint64_t)(a->seconds * 1e9));
 	t1 = stress_thread_cpu_ns();
 	a->ns_per_iter = (double)(t1 - t0) / (double)ops;
 	if (qsbr)
@@ -903,6 +940,67 @@ static int dbl_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Measuring time per lookup-cost measurement: --duration, at most 0.3 s. */
+static double cost_seconds(void)
+{
+	return stress_opts.duration_s < 0.3 ? stress_opts.duration_s : 0.3;
+}
+
+/* Every unsync baseline runs (each form's ratio needs its own), the rest as --variants. */
+static bool cost_selected(const struct variant *v)
+{
+	return v->kind == V_UNSYNC || stress_variant_selected(v->name);
+}
+
+/*
+ * Repetition @rep of @reps of @v on layout @l, in a fresh context: its ns per
+ * lookup, loop included.  The first one starts @p and measures the bytes
+ * per range (allocated, and as ps_store_memory() says).
+ */
+static double cost_repetition(const struct variant *v, const struct layout *l, int rep, int reps,
+		struct stress_point *p)
+{
+	uint64_t n = l->nslots;
+	size_t before;
+	struct ctx c;
+	double ns;
+
+	stress_progress("lookup-cost: %s, %llu ranges (repetition %d/%d)", v->name,
+			(unsigned long long)n, rep + 1, reps);
+	before = stress_live_bytes();
+	ctx_build(&c, v, l);
+	if (!rep) {
+		stress_point_init(p, "lookup-cost", v->name, 1);
+		p->pages = l->pages;
+		p->ranges = n;
+		p->bytes_per_range = (double)(stress_live_bytes() - before) / (double)n;
+		p->store_bytes_per_range =
+				c.store ? (double)ps_store_memory(c.store) / (double)n
+					: (double)(sizeof(*c.base) + n * sizeof(struct ps_range)) /
+								(double)n;
+	}
+	ns = measure_cost(&c, cost_seconds(), false);
+	p->ranges_end = ctx_check(&c);
+	ctx_destroy(&c);
+	return ns;
+}
+
+/*
+ * @p's times from its @reps repetitions @ns (sorted here), less the loop's
+ * @overhead.  The fastest repetition is reported: on one rank without
+ * writers, other processes (caches, a busy SMT sibling) only ever add time.
+ */
+static void cost_times(struct stress_point *p, double *ns, int reps, double overhead)
+{
+	qsort(ns, (size_t)reps, sizeof(double), dbl_cmp);
+	p->reps = reps;
+	p->overhead_ns = overhead;
+	p->lookup_ns = ns[0] - overhead;
+	p->lookup_ns_median = ns[reps / 2] - overhead;
+	p->ops_per_sec = 1e9 / ns[0];
+	p->duration_s = cost_seconds();
+}
+
 void stress_run_lookup_cost(void)
 {
 	int r, reps = stress_opts.repeat, rep;
@@ -911,7 +1009,6 @@ void stress_run_lookup_cost(void)
 	for (r = 0; r < stress_opts.nranges; r++) {
 		uint64_t n = stress_opts.ranges[r];
 		struct layout l;
-		double seconds = stress_opts.duration_s < 0.3 ? stress_opts.duration_s : 0.3;
 		double base_ns[NBASELINES] = { -1, -1, -1, -1 }, overhead;
 		double *ns = calloc(NVARIANTS * (size_t)reps, sizeof(*ns));
 		struct stress_point *pts = calloc(NVARIANTS, sizeof(*pts));
@@ -923,65 +1020,23 @@ void stress_run_lookup_cost(void)
 		layout_init(&l, stress_opts.pages, n, false);
 		/* The loop without a lookup: RNG, sampled check, sink. */
 		ctx_build(&c, unsync_noref, &l);
-		overhead = measure_cost(&c, seconds / 2, true);
+		overhead = measure_cost(&c, cost_seconds() / 2, true);
 		ctx_destroy(&c);
-		/* Repetitions interleaved across variants; the fastest is reported. */
-		for (rep = 0; rep < reps; rep++) {
-			for (i = 0; i < NVARIANTS; i++) {
-				const struct variant *v = &variants[i];
-				struct stress_point *p = &pts[i];
-				size_t before;
-
-				if (v->kind != V_UNSYNC && !stress_variant_selected(v->name))
-					continue;
-				stress_progress("lookup-cost: %s, %llu ranges (repetition %d/%d)",
-						v->name, (unsigned long long)n, rep + 1, reps);
-				before = stress_live_bytes();
-				ctx_build(&c, v, &l);
-				if (!rep) {
-					stress_point_init(p, "lookup-cost", v->name, 1);
-					p->pages = l.pages;
-					p->ranges = n;
-					p->bytes_per_range =
-							(double)(stress_live_bytes() - before) /
-							(double)n;
-					p->store_bytes_per_range =
-							c.store ? (double)ps_store_memory(c.store) /
-											(double)n
-								: (double)(sizeof(*c.base) +
-										  n * sizeof(struct ps_range)) /
-											(double)n;
-				}
-				ns[i * (size_t)reps + (size_t)rep] =
-						measure_cost(&c, seconds, false);
-				p->ranges_end = ctx_check(&c);
-				ctx_destroy(&c);
-			}
-		}
+		/* Repetitions interleaved across variants. */
+		for (rep = 0; rep < reps; rep++)
+			for (i = 0; i < NVARIANTS; i++)
+				if (cost_selected(&variants[i]))
+					ns[i * (size_t)reps + (size_t)rep] = cost_repetition(
+							&variants[i], &l, rep, reps, &pts[i]);
 		for (i = 0; i < NVARIANTS; i++) {
-			const struct variant *v = &variants[i];
-			struct stress_point *p = &pts[i];
-			double med;
-
-			if (v->kind != V_UNSYNC && !stress_variant_selected(v->name))
+			if (!cost_selected(&variants[i]))
 				continue;
-			/*
-			 * The fastest repetition: on one rank without writers, other
-			 * processes (caches, a busy SMT sibling) only ever add time.
-			 */
-			qsort(&ns[i * (size_t)reps], (size_t)reps, sizeof(double), dbl_cmp);
-			med = ns[i * (size_t)reps];
-			p->reps = reps;
-			p->overhead_ns = overhead;
-			p->lookup_ns = med - overhead;
-			p->lookup_ns_median = ns[i * (size_t)reps + (size_t)reps / 2] - overhead;
-			p->ops_per_sec = 1e9 / med;
-			p->duration_s = seconds;
+			cost_times(&pts[i], &ns[i * (size_t)reps], reps, overhead);
 			if (i < NBASELINES)
-				base_ns[i] = p->lookup_ns;
-			p->baseline = baseline_of(v);
-			p->cost_ratio = p->lookup_ns / base_ns[v->form];
-			stress_emit(p);
+				base_ns[i] = pts[i].lookup_ns;
+			pts[i].baseline = baseline_of(&variants[i]);
+			pts[i].cost_ratio = pts[i].lookup_ns / base_ns[variants[i].form];
+			stress_emit(&pts[i]);
 		}
 		free(ns);
 		free(pts);
@@ -1036,7 +1091,7 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	struct stress_point p;
 	struct stress_hist *h;
 	int nwriters = v->kind == V_UNSYNC ? 0 : stress_opts.writers, i;
-	uint64_t t_go, t_stop, ops = 0, wops = 0, wmax = 0;
+	uint64_t t_go, t_stop, ops = 0;
 	double lookup_ticks = 0, iter_ticks = 0, cpu_ns = 0, lookup_oncpu = 0, iter_oncpu = 0;
 
 	if (!c)
@@ -1050,28 +1105,17 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	if (v->kind == V_STORE && v->lockstat && ps_lock_stat_enabled())
 		ps_store_lock_stat_reset(c->store);
 	ranks = aligned_alloc(64, sizeof(*ranks) * (size_t)nranks);
-	writers = aligned_alloc(64, sizeof(*writers) * (size_t)(nwriters ? nwriters : 1));
 	h = calloc(1, sizeof(*h));
-	if (!ranks || !writers || !h)
+	if (!ranks || !h)
 		stress_die("out of memory");
 	memset(ranks, 0, sizeof(*ranks) * (size_t)nranks);
-	memset(writers, 0, sizeof(*writers) * (size_t)(nwriters ? nwriters : 1));
 	for (i = 0; i < nranks; i++) {
 		ranks[i].c = c;
 		ranks[i].id = i;
 		ranks[i].seed = stress_seed_for(stress_opts.seed, (uint64_t)i);
 		stress_thread_start(&ranks[i].th, rank_main, &ranks[i]);
 	}
-	for (i = 0; i < nwriters; i++) {
-		writers[i].c = c;
-		writers[i].id = i;
-		stress_thread_start(&writers[i].th, writer_main, &writers[i]);
-	}
-	t_go = stress_gate_open(&c->gate, nranks + nwriters);
-	stress_sleep_until(t_go + (uint64_t)(stress_opts.duration_s * 1e9));
-	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
-	t_stop = stress_now_ns();
-	/* Ranks first: QSBR writers in a grace period finish once the ranks went offline. */
+	writers = writers_run(c, nwriters, nranks, &t_go, &t_stop);
 	for (i = 0; i < nranks; i++) {
 		pthread_join(ranks[i].th, NULL);
 		ops += ranks[i].ops;
@@ -1082,28 +1126,18 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 		iter_oncpu += (double)ranks[i].iter_ticks_oncpu;
 		cpu_ns += (double)(ranks[i].cpu_end - ranks[i].cpu_start);
 	}
-	for (i = 0; i < nwriters; i++) {
-		pthread_join(writers[i].th, NULL);
-		wops += writers[i].ops;
-		if (writers[i].max_wait_ns > wmax)
-			wmax = writers[i].max_wait_ns;
-	}
 
 	stress_point_init(&p, scenario, v->name, nranks);
-	p.writers = nwriters;
 	p.pages = l->pages;
 	p.ranges = l->nslots;
 	p.fault_work_ns = fault_ns;
 	p.duration_s = (double)(t_stop - t_go) / 1e9;
+	writers_join(writers, nwriters, &p);
 	p.ops = ops;
 	p.ops_per_sec = (double)ops / p.duration_s;
 	p.lookup_share_all = iter_ticks > 0 ? lookup_ticks / iter_ticks : NAN;
 	p.lookup_share = iter_oncpu > 0 ? lookup_oncpu / iter_oncpu : NAN;
 	stress_hist_to_point(h, &p);
-	if (nwriters) {
-		p.writer_ops_per_sec = (double)wops / p.duration_s;
-		p.writer_max_wait_ns = (double)wmax;
-	}
 	p.baseline = baseline_of(v);
 	p.rank_cpu_s = cpu_ns / 1e9;
 	if (v->kind == V_STORE && v->lockstat && ps_lock_stat_enabled())
@@ -1115,7 +1149,6 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	ctx_destroy(c);
 	free(h);
 	free(ranks);
-	free(writers);
 	free(c);
 }
 
@@ -1819,13 +1852,12 @@ static void win_phase(struct ctx *c, enum win_mode m, int nranks, struct stress_
 {
 	int nwriters = stress_opts.writers, i;
 	struct win_rank *ranks = aligned_alloc(64, sizeof(*ranks) * (size_t)nranks);
-	struct writer *writers = aligned_alloc(64, sizeof(*writers) * (size_t)(nwriters + 1));
-	uint64_t t_go, t_stop, ops = 0, ranges = 0, cpu = 0, wops = 0, wmax = 0;
+	struct writer *writers;
+	uint64_t t_go, t_stop, ops = 0, ranges = 0, cpu = 0;
 
-	if (!ranks || !writers)
+	if (!ranks)
 		stress_die("out of memory");
 	memset(ranks, 0, sizeof(*ranks) * (size_t)nranks);
-	memset(writers, 0, sizeof(*writers) * (size_t)(nwriters + 1));
 	c->stop = 0;
 	stress_gate_init(&c->gate);
 	for (i = 0; i < nranks; i++) {
@@ -1835,48 +1867,29 @@ static void win_phase(struct ctx *c, enum win_mode m, int nranks, struct stress_
 		ranks[i].seed = stress_seed_for(stress_opts.seed, 300 + (uint64_t)i * 16 + m);
 		stress_thread_start(&ranks[i].th, win_main, &ranks[i]);
 	}
-	for (i = 0; i < nwriters; i++) {
-		writers[i].c = c;
-		writers[i].id = i;
-		stress_thread_start(&writers[i].th, writer_main, &writers[i]);
-	}
-	t_go = stress_gate_open(&c->gate, nranks + nwriters);
-	stress_sleep_until(t_go + (uint64_t)(stress_opts.duration_s * 1e9));
-	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
-	t_stop = stress_now_ns();
+	writers = writers_run(c, nwriters, nranks, &t_go, &t_stop);
 	for (i = 0; i < nranks; i++) {
 		pthread_join(ranks[i].th, NULL);
 		ops += ranks[i].ops;
 		ranges += ranks[i].ranges;
 		cpu += ranks[i].cpu_ns;
 	}
-	for (i = 0; i < nwriters; i++) {
-		pthread_join(writers[i].th, NULL);
-		wops += writers[i].ops;
-		if (writers[i].max_wait_ns > wmax)
-			wmax = writers[i].max_wait_ns;
-	}
-	stress_gate_destroy(&c->gate);
 	stress_point_init(p, "window", c->v->name, nranks);
+	p->duration_s = (double)(t_stop - t_go) / 1e9;
+	writers_join(writers, nwriters, p);
+	stress_gate_destroy(&c->gate);
 	snprintf(p->kind, sizeof(p->kind), "%s", wm_name[m]);
-	p->writers = nwriters;
 	p->batch = stress_opts.batch;
 	p->pages = c->l.pages;
 	p->ranges = c->l.nslots;
-	p->duration_s = (double)(t_stop - t_go) / 1e9;
 	p->ops = ops;
 	p->ops_per_sec = (double)ops / p->duration_s;
 	p->rank_cpu_s = (double)cpu / 1e9;
 	p->ns_per_op = ops ? (double)cpu / (double)ops : NAN;
 	p->ranges_per_op = ops ? (double)ranges / (double)ops : NAN;
 	p->ns_per_range = ranges ? (double)cpu / (double)ranges : NAN;
-	if (nwriters) {
-		p->writer_ops_per_sec = (double)wops / p->duration_s;
-		p->writer_max_wait_ns = (double)wmax;
-	}
 	p->ranges_end = ctx_check(c);
 	free(ranks);
-	free(writers);
 }
 
 static int point_by_ns(const void *a, const void *b)

@@ -331,8 +331,12 @@ void stress_points_free(void)
 	npoints = cap_points = 0;
 }
 
-/* Column: key, and how to print it from a point. */
-enum ctype { C_STR, C_INT, C_U64, C_DBL };
+/*
+ * The columns of the JSON and CSV output, in CSV order: a field of the
+ * point, named as it is (its type follows from the field's), and how to
+ * print it.  Per rank, baseline and note last: CSV keeps the columns' order.
+ */
+enum ctype { C_STR, C_PSTR, C_INT, C_U64, C_DBL, C_PER_RANK };
 struct col {
 	const char *key;
 	enum ctype type;
@@ -340,70 +344,79 @@ struct col {
 	const char *fmt;
 };
 
-#define COL(k, t, f, fmt)                                                                          \
+#define COL_TYPE(f)                                                                                \
+	_Generic(((struct stress_point *)0)->f, char *: C_STR, const char *: C_PSTR, int: C_INT,  \
+			uint64_t: C_U64, double: C_DBL)
+#define COL(f, format)                                                                             \
 	{                                                                                          \
-		k, t, offsetof(struct stress_point, f), fmt                                        \
+		.key = #f, .type = COL_TYPE(f), .off = offsetof(struct stress_point, f),           \
+		.fmt = format                                                                      \
 	}
 static const struct col cols[] = {
-		COL("variant", C_STR, variant, NULL),
-		COL("ranks", C_INT, ranks, NULL),
-		COL("writers", C_INT, writers, NULL),
-		COL("pages", C_U64, pages, NULL),
-		COL("ranges", C_U64, ranges, NULL),
-		COL("ranges_end", C_U64, ranges_end, NULL),
-		COL("duration_s", C_DBL, duration_s, "%.3f"),
-		COL("fault_work_ns", C_DBL, fault_work_ns, "%.1f"),
-		COL("ops", C_U64, ops, NULL),
-		COL("ops_per_sec", C_DBL, ops_per_sec, "%.0f"),
-		COL("reps", C_INT, reps, NULL),
-		COL("ops_per_sec_min", C_DBL, ops_per_sec_min, "%.0f"),
-		COL("ops_per_sec_max", C_DBL, ops_per_sec_max, "%.0f"),
-		COL("efficiency", C_DBL, efficiency, "%.4f"),
-		COL("rank_cpu_s", C_DBL, rank_cpu_s, "%.3f"),
-		COL("cpu_efficiency", C_DBL, cpu_efficiency, "%.4f"),
-		COL("lookup_share", C_DBL, lookup_share, "%.4f"),
-		COL("lookup_share_all", C_DBL, lookup_share_all, "%.4f"),
-		COL("mean_ns", C_DBL, mean_ns, "%.1f"),
-		COL("p50_ns", C_DBL, p50_ns, "%.0f"),
-		COL("p99_ns", C_DBL, p99_ns, "%.0f"),
-		COL("p999_ns", C_DBL, p999_ns, "%.0f"),
-		COL("max_ns", C_DBL, max_ns, "%.0f"),
-		COL("samples", C_U64, samples, NULL),
-		COL("writer_ops_per_sec", C_DBL, writer_ops_per_sec, "%.1f"),
-		COL("writer_max_wait_ns", C_DBL, writer_max_wait_ns, "%.0f"),
-		COL("lookup_ns", C_DBL, lookup_ns, "%.2f"),
-		COL("lookup_ns_median", C_DBL, lookup_ns_median, "%.2f"),
-		COL("overhead_ns", C_DBL, overhead_ns, "%.2f"),
-		COL("cost_ratio", C_DBL, cost_ratio, "%.4f"),
-		COL("bytes_per_range", C_DBL, bytes_per_range, "%.1f"),
-		COL("store_bytes_per_range", C_DBL, store_bytes_per_range, "%.1f"),
-		COL("max_overshoot", C_DBL, max_overshoot, "%.0f"),
-		COL("overshoot_bound", C_DBL, overshoot_bound, "%.0f"),
-		COL("max_error", C_DBL, max_error, "%.0f"),
-		COL("error_bound", C_DBL, error_bound, "%.0f"),
+		COL(variant, NULL),
+		COL(ranks, NULL),
+		COL(writers, NULL),
+		COL(pages, NULL),
+		COL(ranges, NULL),
+		COL(ranges_end, NULL),
+		COL(duration_s, "%.3f"),
+		COL(fault_work_ns, "%.1f"),
+		COL(ops, NULL),
+		COL(ops_per_sec, "%.0f"),
+		COL(reps, NULL),
+		COL(ops_per_sec_min, "%.0f"),
+		COL(ops_per_sec_max, "%.0f"),
+		COL(efficiency, "%.4f"),
+		COL(rank_cpu_s, "%.3f"),
+		COL(cpu_efficiency, "%.4f"),
+		COL(lookup_share, "%.4f"),
+		COL(lookup_share_all, "%.4f"),
+		COL(mean_ns, "%.1f"),
+		COL(p50_ns, "%.0f"),
+		COL(p99_ns, "%.0f"),
+		COL(p999_ns, "%.0f"),
+		COL(max_ns, "%.0f"),
+		COL(samples, NULL),
+		COL(writer_ops_per_sec, "%.1f"),
+		COL(writer_max_wait_ns, "%.0f"),
+		COL(lookup_ns, "%.2f"),
+		COL(lookup_ns_median, "%.2f"),
+		COL(overhead_ns, "%.2f"),
+		COL(cost_ratio, "%.4f"),
+		COL(bytes_per_range, "%.1f"),
+		COL(store_bytes_per_range, "%.1f"),
+		COL(max_overshoot, "%.0f"),
+		COL(overshoot_bound, "%.0f"),
+		COL(max_error, "%.0f"),
+		COL(error_bound, "%.0f"),
 		/* write-cost (after the older columns: CSV keeps their positions) */
-		COL("kind", C_STR, kind, NULL),
-		COL("set_ns", C_DBL, set_ns, "%.1f"),
-		COL("set_ns_min", C_DBL, set_ns_min, "%.1f"),
-		COL("set_ns_max", C_DBL, set_ns_max, "%.1f"),
-		COL("set_ns_oncpu", C_DBL, set_ns_oncpu, "%.1f"),
-		COL("restore_kind", C_STR, restore_kind, NULL),
-		COL("restores", C_U64, restores, NULL),
-		COL("slow_sets", C_U64, slow_sets, NULL),
-		COL("restore_ns", C_DBL, restore_ns, "%.1f"),
-		COL("restore_ratio", C_DBL, restore_ratio, "%.4f"),
-		COL("sync_ns_per_set", C_DBL, sync_ns_per_set, "%.1f"),
-		COL("retired_bytes_max", C_DBL, retired_bytes_max, "%.0f"),
+		COL(kind, NULL),
+		COL(set_ns, "%.1f"),
+		COL(set_ns_min, "%.1f"),
+		COL(set_ns_max, "%.1f"),
+		COL(set_ns_oncpu, "%.1f"),
+		COL(restore_kind, NULL),
+		COL(restores, NULL),
+		COL(slow_sets, NULL),
+		COL(restore_ns, "%.1f"),
+		COL(restore_ratio, "%.4f"),
+		COL(sync_ns_per_set, "%.1f"),
+		COL(retired_bytes_max, "%.0f"),
 		/* window and batch-cost */
-		COL("ns_per_op", C_DBL, ns_per_op, "%.2f"),
-		COL("ranges_per_op", C_DBL, ranges_per_op, "%.2f"),
-		COL("ns_per_range", C_DBL, ns_per_range, "%.2f"),
-		COL("ratio_lookup", C_DBL, ratio_lookup, "%.4f"),
-		COL("ratio_borrow", C_DBL, ratio_borrow, "%.4f"),
-		COL("batch", C_INT, batch, NULL),
-		COL("single_ns", C_DBL, single_ns, "%.1f"),
-		COL("many_ns", C_DBL, many_ns, "%.1f"),
-		COL("batch_ratio", C_DBL, batch_ratio, "%.4f"),
+		COL(ns_per_op, "%.2f"),
+		COL(ranges_per_op, "%.2f"),
+		COL(ns_per_range, "%.2f"),
+		COL(ratio_lookup, "%.4f"),
+		COL(ratio_borrow, "%.4f"),
+		COL(batch, NULL),
+		COL(single_ns, "%.1f"),
+		COL(many_ns, "%.1f"),
+		COL(batch_ratio, "%.4f"),
+		/* ops_per_sec / ranks, not a field of its own */
+		{"ops_per_sec_per_rank", C_PER_RANK, offsetof(struct stress_point, ops_per_sec),
+				"%.0f"},
+		COL(baseline, NULL),
+		COL(note, NULL),
 };
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
 
@@ -415,8 +428,13 @@ static bool col_value(const struct stress_point *p, const struct col *c, char *b
 	switch (c->type) {
 	case C_STR:
 		if (!*(const char *)f)
-			return false; /* an empty kind: not a write-cost point */
+			return false; /* e.g. an empty kind: not a write-cost point */
 		snprintf(buf, n, "%s", (const char *)f);
+		return true;
+	case C_PSTR:
+		if (!*(const char *const *)f)
+			return false;
+		snprintf(buf, n, "%s", *(const char *const *)f);
 		return true;
 	case C_INT:
 		if (*(const int *)f < 0)
@@ -435,6 +453,11 @@ static bool col_value(const struct stress_point *p, const struct col *c, char *b
 		if (isnan(*(const double *)f))
 			return false;
 		snprintf(buf, n, c->fmt, *(const double *)f);
+		return true;
+	case C_PER_RANK:
+		if (isnan(*(const double *)f) || p->ranks <= 0)
+			return false;
+		snprintf(buf, n, c->fmt, *(const double *)f / p->ranks);
 		return true;
 	}
 	return false;
@@ -463,17 +486,11 @@ static void print_json(const struct stress_point *p)
 	for (i = 0; i < NCOLS; i++) {
 		if (!col_value(p, &cols[i], buf, sizeof(buf)))
 			continue;
-		if (cols[i].type == C_STR)
+		if (cols[i].type == C_STR || cols[i].type == C_PSTR)
 			printf(",\"%s\":\"%s\"", cols[i].key, buf);
 		else
 			printf(",\"%s\":%s", cols[i].key, buf);
 	}
-	if (!isnan(p->ops_per_sec) && p->ranks > 0)
-		printf(",\"ops_per_sec_per_rank\":%.0f", p->ops_per_sec / p->ranks);
-	if (p->baseline)
-		printf(",\"baseline\":\"%s\"", p->baseline);
-	if (p->note[0])
-		printf(",\"note\":\"%s\"", p->note);
 	if (p->has_lockstat) {
 		printf(",\"lock_stat\":{");
 		json_lockstat_row("W", &p->lockstat[PS_LOCK_STAT_WRITE], true);
@@ -493,17 +510,13 @@ static void print_csv(const struct stress_point *p)
 		printf("scenario");
 		for (i = 0; i < NCOLS; i++)
 			printf(",%s", cols[i].key);
-		printf(",ops_per_sec_per_rank,baseline,note\n");
+		printf("\n");
 		csv_header_done = true;
 	}
 	printf("%s", p->scenario);
 	for (i = 0; i < NCOLS; i++)
 		printf(",%s", col_value(p, &cols[i], buf, sizeof(buf)) ? buf : "");
-	if (!isnan(p->ops_per_sec) && p->ranks > 0)
-		printf(",%.0f", p->ops_per_sec / p->ranks);
-	else
-		printf(",");
-	printf(",%s,%s\n", p->baseline ? p->baseline : "", p->note);
+	printf("\n");
 	fflush(stdout);
 }
 

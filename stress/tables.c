@@ -40,17 +40,30 @@ static void fmt_num(char *buf, size_t n, const char *fmt, double v)
 		snprintf(buf, n, fmt, v);
 }
 
+/*
+ * The first point of @scenario at or after index *@i (then *@i is its
+ * index), or NULL: for (i = 0; (p = next_point(scenario, &i)); i++) walks
+ * a scenario's points in the order they were recorded.
+ */
+static const struct stress_point *next_point(const char *scenario, size_t *i)
+{
+	const struct stress_point *p;
+
+	for (; (p = stress_point_at(*i)); ++*i)
+		if (!strcmp(p->scenario, scenario))
+			return p;
+	return NULL;
+}
+
 static void table_lookup_cost(void)
 {
+	const struct stress_point *p;
 	uint64_t last = 0;
 	size_t i;
 
-	for (i = 0; i < stress_npoints(); i++) {
-		const struct stress_point *p = stress_point_at(i);
+	for (i = 0; (p = next_point("lookup-cost", &i)); i++) {
 		char a[32], b[32], c[32], d[32];
 
-		if (strcmp(p->scenario, "lookup-cost"))
-			continue;
 		if (p->ranges != last) {
 			printf("\nlookup-cost: one rank, no writer, no other work; %llu ranges "
 			       "over "
@@ -77,17 +90,14 @@ static void table_lookup_cost(void)
 
 static void table_store(const char *scenario)
 {
+	const struct stress_point *p, *prw;
 	bool header = false;
 	size_t i;
 
-	for (i = 0; i < stress_npoints(); i++) {
-		const struct stress_point *p = stress_point_at(i);
-		const struct stress_point *prw;
+	for (i = 0; (p = next_point(scenario, &i)); i++) {
 		char t[32], pr[32], e[32], ce[32], ls[32], p50[16], p99[16], p999[16], mx[16],
 				w[32], ww[16], x[16];
 
-		if (strcmp(p->scenario, scenario))
-			continue;
 		if (!header) {
 			printf("\n%s: %llu pages, %llu ranges, %s pages, %d writer(s) every %.0f "
 			       "us, "
@@ -186,16 +196,14 @@ static void table_lockstat(void)
 
 static void table_write_cost(void)
 {
+	const struct stress_point *p;
 	uint64_t last = 0;
 	const char *last_kind = "";
 	size_t i;
 
-	for (i = 0; i < stress_npoints(); i++) {
-		const struct stress_point *p = stress_point_at(i);
+	for (i = 0; (p = next_point("write-cost", &i)); i++) {
 		char a[32], b[32], c[48], d[32], e[32], f[32], g[32];
 
-		if (strcmp(p->scenario, "write-cost"))
-			continue;
 		if (p->ranges != last) {
 			printf("\nwrite-cost: one thread, no readers; %llu ranges over %llu pages; "
 			       "ns per set (TSC, %.1f ns of\n  timestamps subtracted), median of "
@@ -443,16 +451,15 @@ static void summary_rcu_writers(void)
 static void summary_write_cost(void)
 {
 	static const char *const wv[] = {"rcu", "rcu-qsbr"};
+	const struct stress_point *pn, *p;
 	uint64_t done[STRESS_MAX_LIST * 4];
 	size_t ndone = 0, i, j, d;
 	bool header = false;
 	int v;
 
-	for (i = 0; i < stress_npoints(); i++) {
-		uint64_t n = stress_point_at(i)->ranges;
+	for (i = 0; (pn = next_point("write-cost", &i)); i++) {
+		uint64_t n = pn->ranges;
 
-		if (strcmp(stress_point_at(i)->scenario, "write-cost"))
-			continue;
 		for (d = 0; d < ndone && done[d] != n; d++)
 			;
 		if (d < ndone || ndone == sizeof(done) / sizeof(done[0]))
@@ -463,11 +470,8 @@ static void summary_write_cost(void)
 			const char *wk = "";
 			char what[96];
 
-			for (j = 0; j < stress_npoints(); j++) {
-				const struct stress_point *p = stress_point_at(j);
-
-				if (strcmp(p->scenario, "write-cost") || p->ranges != n ||
-						strcmp(p->variant, wv[v]))
+			for (j = 0; (p = next_point("write-cost", &j)); j++) {
+				if (p->ranges != n || strcmp(p->variant, wv[v]))
 					continue;
 				if (!isnan(p->cost_ratio) && !(p->cost_ratio <= worst)) {
 					worst = p->cost_ratio;
@@ -515,6 +519,7 @@ static void plot(const char *file)
 {
 	char dat[4200], gp[4200], cmd[8600];
 	const char *scn[] = {"shared-text", "hot-policy"};
+	const struct stress_point *p, *q;
 	const char *ext = strrchr(file, '.');
 	bool png = ext && !strcasecmp(ext, ".png");
 	FILE *d, *g;
@@ -533,28 +538,21 @@ static void plot(const char *file)
 	}
 	/* One block per (scenario, variant), two blank lines apart: gnuplot's "index". */
 	for (s = 0; s < 2; s++) {
-		for (i = 0; i < stress_npoints(); i++) {
+		for (i = 0; (p = next_point(scn[s], &i)); i++) {
 			bool seen = false;
 
-			if (strcmp(stress_point_at(i)->scenario, scn[s]))
-				continue;
-			for (j = 0; j < i; j++)
-				if (!strcmp(stress_point_at(j)->scenario, scn[s]) &&
-						!strcmp(stress_point_at(j)->variant, stress_point_at(i)->variant))
+			for (j = 0; (q = next_point(scn[s], &j)) && j < i; j++)
+				if (!strcmp(q->variant, p->variant))
 					seen = true;
 			if (seen)
 				continue;
-			fprintf(d, "# %s %s\n# ranks ops_per_sec efficiency\n", scn[s],
-					stress_point_at(i)->variant);
-			for (j = i; j < stress_npoints(); j++)
-				if (!strcmp(stress_point_at(j)->scenario, scn[s]) &&
-						!strcmp(stress_point_at(j)->variant, stress_point_at(i)->variant))
-					fprintf(d, "%d %.0f %.4f\n", stress_point_at(j)->ranks,
-							stress_point_at(j)->ops_per_sec,
-							stress_point_at(j)->efficiency);
+			fprintf(d, "# %s %s\n# ranks ops_per_sec efficiency\n", scn[s], p->variant);
+			for (j = i; (q = next_point(scn[s], &j)); j++)
+				if (!strcmp(q->variant, p->variant))
+					fprintf(d, "%d %.0f %.4f\n", q->ranks, q->ops_per_sec,
+							q->efficiency);
 			fprintf(d, "\n\n");
-			strncat(titles[s], stress_point_at(i)->variant,
-					sizeof(titles[s]) - strlen(titles[s]) - 2);
+			strncat(titles[s], p->variant, sizeof(titles[s]) - strlen(titles[s]) - 2);
 			strcat(titles[s], " ");
 			nblocks[s]++;
 			block++;
