@@ -133,6 +133,7 @@ struct ps_store_cow {
 	struct ps_range_vec recycle;
 	size_t nrecycle; /* atomic copy of @recycle.n: a hint read without @rlock */
 };
+_Static_assert(offsetof(struct ps_store_cow, base) == 0, "_ps_store_zalloc(): base first");
 
 static inline struct ps_store_cow *to_cow(struct ps_store *s)
 {
@@ -157,12 +158,12 @@ static inline struct ps_policy *cow_lookup_pol(struct ps_store_cow *cs, uint64_t
 
 static struct ps_store *cow_create(void)
 {
-	struct ps_store_cow *cs = _ps_zalloc_aligned(sizeof(*cs));
+	struct ps_store *s = _ps_store_zalloc(sizeof(struct ps_store_cow));
+	struct ps_store_cow *cs;
 
-	if (!cs)
+	if (!s)
 		return NULL;
-	cs->base.size = sizeof(*cs);
-	ps_rtree_init(&cs->base.rd.tree);
+	cs = to_cow(s);
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->inflight, sizeof(cs->inflight));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nrecycle, sizeof(cs->nrecycle));
@@ -171,7 +172,7 @@ static struct ps_store *cow_create(void)
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->npool, sizeof(cs->npool));
 	pthread_mutex_init(&cs->wlock, NULL);
 	pthread_mutex_init(&cs->rlock, NULL);
-	return &cs->base;
+	return s;
 }
 
 static inline size_t batch_ranges(const struct cow_batch *b)
@@ -313,11 +314,9 @@ static void cow_batch_free(struct ps_reclaim_item *item)
 static void cow_destroy(struct ps_store *s)
 {
 	struct ps_store_cow *cs = to_cow(s);
-	struct ps_range_list removed = { NULL, 0, NULL };
 
 	/* No reader may run during destroy (store.h): everything can go at once. */
-	ps_rtree_clear(&cs->base.rd.tree, &removed);
-	ps_range_list_free(&removed);
+	_ps_store_free_ranges(s);
 	if (cs->batch)
 		batch_free_now(cs->batch);
 	batch_chain_free_now(cs->stalled);

@@ -20,6 +20,7 @@ struct ps_store_locked {
 	struct ps_store base; /* base.rd.tree: the tree, under @lock */
 	struct ps_lock lock;  /* last: allocated to ps_lock_size() of the kind */
 };
+_Static_assert(offsetof(struct ps_store_locked, base) == 0, "_ps_store_zalloc(): base first");
 
 static inline struct ps_store_locked *to_locked(struct ps_store *s)
 {
@@ -34,25 +35,19 @@ static inline struct ps_lock *lock_of(struct ps_store *s)
 static inline struct ps_store *locked_create_k(enum ps_lock_kind k)
 {
 	size_t size = offsetof(struct ps_store_locked, lock) + ps_lock_size(k);
-	/* The rwlock's slots are cache-line aligned. */
-	struct ps_store_locked *ls = _ps_zalloc_aligned(size);
+	/* Cache-line aligned, as the rwlock's slots need. */
+	struct ps_store *s = _ps_store_zalloc(size);
 
-	if (!ls)
+	if (!s)
 		return NULL;
-	ls->base.size = size;
-	ps_rtree_init(&ls->base.rd.tree);
-	ps_lock_init(&ls->lock, k);
-	return &ls->base;
+	ps_lock_init(lock_of(s), k);
+	return s;
 }
 
 static void locked_destroy(struct ps_store *s)
 {
-	struct ps_store_locked *ls = to_locked(s);
-	struct ps_range_list removed = { NULL, 0, NULL };
-
-	ps_rtree_clear(&ls->base.rd.tree, &removed);
-	ps_range_list_free(&removed);
-	_ps_free_aligned(ls);
+	_ps_store_free_ranges(s);
+	_ps_free_aligned(to_locked(s));
 }
 
 static const struct ps_policy *locked_lookup_borrow(struct ps_store *s, uint64_t idx)
