@@ -40,7 +40,6 @@ struct ps_sync_ops {
 	int (*check)(struct ps_store *store, const char **why);
 	/* Bytes held besides the live ranges: spares, retired ranges not yet freed (NULL: none). */
 	size_t (*held)(struct ps_store *store);
-	const struct ps_rtree *(*tree)(struct ps_store *store); /* the tree readers see now */
 	/* The writer lock's statistics (both directions), or NULL without lock_stat. */
 	struct ps_lstat *(*lock_stat)(struct ps_store *store);
 	/*

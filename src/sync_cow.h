@@ -636,11 +636,6 @@ static int cow_check(struct ps_store *s, const char **why)
 	return ret;
 }
 
-static const struct ps_rtree *cow_tree(struct ps_store *s)
-{
-	return &to_cow(s)->base.rd.tree; /* for its count only */
-}
-
 /* Bytes besides the live ranges: spares, retired ranges not yet freed, and their bookkeeping. */
 static size_t cow_held(struct ps_store *s)
 {
@@ -697,7 +692,6 @@ const struct ps_sync_ops PS_COW_OPS = {
 	.synchronize = cow_synchronize,
 	.foreach = cow_foreach,
 	.check = cow_check,
-	.tree = cow_tree,
 	.held = cow_held,
 	.lock_stat = cow_lock_stat,
 	.foreach_range = cow_foreach_range,

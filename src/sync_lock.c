@@ -87,11 +87,6 @@ static inline int locked_check_k(struct ps_store *s, const char **why, enum ps_l
 	return ret;
 }
 
-static const struct ps_rtree *locked_tree(struct ps_store *s)
-{
-	return &to_locked(s)->base.rd.tree;
-}
-
 /* ---- windows, walks by position, batches (issue 16) ---- */
 
 static inline int locked_foreach_range_k(struct ps_store *s, uint64_t start, uint64_t end,
@@ -227,7 +222,7 @@ static inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *
 		.read_lock = pfx##_read_lock, .read_unlock = pfx##_read_unlock,                    \
 		.lookup_borrow = locked_lookup_borrow, .lookup_copy = pfx##_lookup_copy,           \
 		.lookup_node = pfx##_lookup_node, .set = pfx##_set, .foreach = pfx##_foreach,      \
-		.check = pfx##_check, .tree = locked_tree, .lock_stat = pfx##_lock_stat,           \
+		.check = pfx##_check, .lock_stat = pfx##_lock_stat,                                \
 		.foreach_range = pfx##_foreach_range, .next = pfx##_next,                          \
 		.next_borrow = locked_next_borrow, .set_many = pfx##_set_many,                     \
 	};

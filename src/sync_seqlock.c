@@ -259,11 +259,6 @@ static int seq_check(struct ps_store *s, const char **why)
 	return ret;
 }
 
-static const struct ps_rtree *seq_tree(struct ps_store *s)
-{
-	return &to_seq(s)->base.rd.tree;
-}
-
 static struct ps_lstat *seq_lock_stat(struct ps_store *s)
 {
 	return ps_lstat_of(&to_seq(s)->lock.stat);
@@ -413,7 +408,6 @@ const struct ps_sync_ops _ps_sync_seqlock_ops = {
 	.synchronize = seq_synchronize,
 	.foreach = seq_foreach,
 	.check = seq_check,
-	.tree = seq_tree,
 	.lock_stat = seq_lock_stat,
 	.foreach_range = seq_foreach_range,
 	.next = seq_next,
