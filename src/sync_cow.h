@@ -311,6 +311,25 @@ static void cow_batch_free(struct ps_reclaim_item *item)
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_batches_done);
 }
 
+/*
+ * Free @b, a chain of this store's batches, after a grace period (NULL:
+ * none), then wait for the batches handed to the reclaim thread (by any
+ * store of the flavour).  Never inside a read-side section; the flavour
+ * takes a QSBR thread offline for the waits (PS_COW_WAIT_ENTER()).
+ */
+static void cow_wait_batches(struct ps_store_cow *cs, struct cow_batch *b)
+{
+	bool token = PS_COW_WAIT_ENTER();
+
+	if (b) {
+		PS_COW_SYNCHRONIZE();
+		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
+		batch_chain_free_now(b);
+	}
+	_ps_reclaim_barrier(PS_COW_RECLAIMER);
+	PS_COW_WAIT_EXIT(token);
+}
+
 static void cow_destroy(struct ps_store *s)
 {
 	struct ps_store_cow *cs = to_cow(s);
@@ -321,12 +340,8 @@ static void cow_destroy(struct ps_store *s)
 		batch_free_now(cs->batch);
 	batch_chain_free_now(cs->stalled);
 	/* Batches in flight point at the store: wait for them (any thread may destroy). */
-	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED)) {
-		bool token = PS_COW_WAIT_ENTER();
-
-		_ps_reclaim_barrier(PS_COW_RECLAIMER);
-		PS_COW_WAIT_EXIT(token);
-	}
+	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED))
+		cow_wait_batches(cs, NULL);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_batches_done);
 	/* Spares own no reference (a recycled one may still point at a policy). */
 	ps_range_vec_free(&cs->pool);
@@ -574,7 +589,6 @@ static void cow_synchronize(struct ps_store *s)
 {
 	struct ps_store_cow *cs = to_cow(s);
 	struct cow_batch *b;
-	bool token;
 
 	pthread_mutex_lock(&cs->wlock);
 	b = cs->batch;
@@ -587,15 +601,7 @@ static void cow_synchronize(struct ps_store *s)
 	__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cs->wlock);
 	/* Documented: never inside a read-side section; a QSBR thread goes offline here. */
-	token = PS_COW_WAIT_ENTER();
-	if (b) {
-		PS_COW_SYNCHRONIZE();
-		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-		batch_chain_free_now(b);
-	}
-	/* And the batches handed to the reclaim thread (by any store of the flavour). */
-	_ps_reclaim_barrier(PS_COW_RECLAIMER);
-	PS_COW_WAIT_EXIT(token);
+	cow_wait_batches(cs, b);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_batches_done);
 	/* An idle store keeps few spares. */
 	pthread_mutex_lock(&cs->wlock);
