@@ -88,6 +88,19 @@ _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 }
 
 /*
+ * RCU, SEQLOCK: open a memb section inline, which only a thread liburcu
+ * registered may.  Return: true when it is open; false when the library
+ * must open it (and register the thread).
+ */
+_PS_INL bool _ps_inl_memb_enter(void)
+{
+	if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
+		return false;
+	_urcu_memb_read_lock();
+	return true;
+}
+
+/*
  * SEQLOCK, inside a memb section: one speculative walk (sync_seqlock.c
  * says why it is safe).  Return: 1 with *@f when no writer intervened,
  * 0 when the library must do the lookup (it retries, then takes the lock).
@@ -119,15 +132,13 @@ _PS_INL int _ps_inl_enter_find(struct ps_store *s, uint64_t idx, struct _ps_foun
 		_ps_inl_found(_ps_rtree_walk(_ps_inl_root(s), idx), f);
 		return 0;
 	case _PS_STORE_TAG(PS_SYNC_RCU):
-		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
+		if (__builtin_expect(!_ps_inl_memb_enter(), 0))
 			return -1;
-		_urcu_memb_read_lock();
 		_ps_inl_found(_ps_rtree_walk(_ps_inl_root(s), idx), f);
 		return 1;
 	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
-		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
+		if (__builtin_expect(!_ps_inl_memb_enter(), 0))
 			return -1;
-		_urcu_memb_read_lock();
 		if (__builtin_expect(_ps_inl_seq_try(s, idx, f), 1))
 			return 1;
 		_urcu_memb_read_unlock();
@@ -209,10 +220,9 @@ _PS_INL void _ps_inl_read_lock(struct ps_store *s)
 	switch (s->tag) {
 	case _PS_STORE_TAG(PS_SYNC_RCU):
 	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
-		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
-			break;
-		_urcu_memb_read_lock();
-		return;
+		if (__builtin_expect(_ps_inl_memb_enter(), 1))
+			return;
+		break;
 	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
 		/* Online by its own choice: a section is free.  Else the library counts it. */
 		if (__builtin_expect(!_urcu_qsbr_read_ongoing() || _ps_qsbr_auto_depth, 0))
