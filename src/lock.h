@@ -34,45 +34,38 @@ static inline size_t ps_lock_size(enum ps_lock_kind k)
 	return k == PS_LOCK_SPIN ? sizeof(struct ps_spinlock) : sizeof(struct ps_rwlock);
 }
 
+/*
+ * The one dispatch on the kind: @spin_op on the spinlock or @rw_op on the
+ * rwlock.  With @k a constant it folds to the one call.
+ */
+#define PS_LOCK_OP(l, k, spin_op, rw_op)                                                           \
+	((k) == PS_LOCK_SPIN ? spin_op(&(l)->spin) : rw_op(&(l)->rw))
+
 /* Before the lock is shared; @l is zeroed up to ps_lock_size(@k). */
 static inline void ps_lock_init(struct ps_lock *l, enum ps_lock_kind k)
 {
-	if (k == PS_LOCK_SPIN)
-		ps_spin_init(&l->spin);
-	else
-		ps_rwlock_init(&l->rw);
+	PS_LOCK_OP(l, k, ps_spin_init, ps_rwlock_init);
 }
 
+/* A spinlock has no readers: its read side is its write side. */
 static inline void ps_lock_read_lock(struct ps_lock *l, enum ps_lock_kind k)
 {
-	if (k == PS_LOCK_SPIN)
-		ps_spin_lock(&l->spin);
-	else
-		ps_rwlock_read_lock(&l->rw);
+	PS_LOCK_OP(l, k, ps_spin_lock, ps_rwlock_read_lock);
 }
 
 static inline void ps_lock_read_unlock(struct ps_lock *l, enum ps_lock_kind k)
 {
-	if (k == PS_LOCK_SPIN)
-		ps_spin_unlock(&l->spin);
-	else
-		ps_rwlock_read_unlock(&l->rw);
+	PS_LOCK_OP(l, k, ps_spin_unlock, ps_rwlock_read_unlock);
 }
 
 static inline void ps_lock_write_lock(struct ps_lock *l, enum ps_lock_kind k)
 {
-	if (k == PS_LOCK_SPIN)
-		ps_spin_lock(&l->spin);
-	else
-		ps_rwlock_write_lock(&l->rw);
+	PS_LOCK_OP(l, k, ps_spin_lock, ps_rwlock_write_lock);
 }
 
 static inline void ps_lock_write_unlock(struct ps_lock *l, enum ps_lock_kind k)
 {
-	if (k == PS_LOCK_SPIN)
-		ps_spin_unlock(&l->spin);
-	else
-		ps_rwlock_write_unlock(&l->rw);
+	PS_LOCK_OP(l, k, ps_spin_unlock, ps_rwlock_write_unlock);
 }
 
 /* The lock's statistics, or NULL when lock_stat is not built in. */

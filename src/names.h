@@ -6,7 +6,8 @@
  * its table, `static const char *const names[COUNT]` indexed by the enum,
  * and defines the pair with PS_NAME_FUNCS(), so every table is read the
  * same way: out-of-range values have no name, an unknown or NULL name is
- * -EINVAL.
+ * -EINVAL.  ps_mode_name() (policy.c) reads its table with _ps_name_of()
+ * too; it has no inverse, and its API names an invalid mode "unknown".
  */
 #ifndef POLSTORE_SRC_NAMES_H
 #define POLSTORE_SRC_NAMES_H

@@ -15,6 +15,7 @@
 
 #include "annotate.h"
 #include "compiler.h"
+#include "names.h"
 #include "policy_internal.h"
 
 static unsigned ps_ref_mask(void);
@@ -429,17 +430,19 @@ long ps_policy_refcount(const struct ps_policy *pol)
 	return n;
 }
 
+static const char *const mode_names[PS_MPOL_MAX] = {
+	[PS_MPOL_DEFAULT] = "default",
+	[PS_MPOL_PREFERRED] = "preferred",
+	[PS_MPOL_BIND] = "bind",
+	[PS_MPOL_INTERLEAVE] = "interleave",
+	[PS_MPOL_LOCAL] = "local",
+	[PS_MPOL_PREFERRED_MANY] = "prefer (many)",
+	[PS_MPOL_WEIGHTED_INTERLEAVE] = "weighted interleave",
+};
+
 const char *ps_mode_name(int mode)
 {
-	static const char *const names[PS_MPOL_MAX] = {
-		[PS_MPOL_DEFAULT] = "default",
-		[PS_MPOL_PREFERRED] = "preferred",
-		[PS_MPOL_BIND] = "bind",
-		[PS_MPOL_INTERLEAVE] = "interleave",
-		[PS_MPOL_LOCAL] = "local",
-		[PS_MPOL_PREFERRED_MANY] = "prefer (many)",
-		[PS_MPOL_WEIGHTED_INTERLEAVE] = "weighted interleave",
-	};
+	const char *name = _ps_name_of(mode_names, PS_MPOL_MAX, mode);
 
-	return mode >= 0 && mode < PS_MPOL_MAX ? names[mode] : "unknown";
+	return name ? name : "unknown";
 }

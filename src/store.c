@@ -204,7 +204,7 @@ int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
 
 size_t ps_store_count(struct ps_store *store)
 {
-	return store ? PS_READ_ONCE(store->ops->tree(store)->count) : 0;
+	return store ? PS_READ_ONCE(store->rd.tree.count) : 0;
 }
 
 int ps_store_check(struct ps_store *store, const char **why)

@@ -40,7 +40,6 @@ struct ps_sync_ops {
 	int (*check)(struct ps_store *store, const char **why);
 	/* Bytes held besides the live ranges: spares, retired ranges not yet freed (NULL: none). */
 	size_t (*held)(struct ps_store *store);
-	const struct ps_rtree *(*tree)(struct ps_store *store); /* the tree readers see now */
 	/* The writer lock's statistics (both directions), or NULL without lock_stat. */
 	struct ps_lstat *(*lock_stat)(struct ps_store *store);
 	/*
@@ -65,6 +64,36 @@ extern const struct ps_sync_ops _ps_sync_rwlock_ops;
 extern const struct ps_sync_ops _ps_sync_seqlock_ops;
 extern const struct ps_sync_ops _ps_sync_rcu_ops;
 extern const struct ps_sync_ops _ps_sync_qsbr_ops;
+
+/*
+ * A variant's store object, the part of its create every variant shares:
+ * @size bytes (its own store type, struct ps_store first), zeroed and
+ * cache-line aligned, with @size recorded and an empty tree.  Return: the
+ * base, or NULL when out of memory.  Free it with _ps_free_aligned().
+ */
+static inline struct ps_store *_ps_store_zalloc(size_t size)
+{
+	struct ps_store *s = _ps_zalloc_aligned(size);
+
+	if (s) {
+		s->size = size;
+		ps_rtree_init(&s->rd.tree);
+	}
+	return s;
+}
+
+/*
+ * The part of a variant's destroy every variant shares: free the tree's
+ * ranges and drop their policy references at once (no reader may run
+ * during destroy: polstore/store.h).
+ */
+static inline void _ps_store_free_ranges(struct ps_store *s)
+{
+	struct ps_range_list removed = { NULL, 0, NULL };
+
+	ps_rtree_clear(&s->rd.tree, &removed);
+	ps_range_list_free(&removed);
+}
 
 /* Set errno to 0 and return NULL (store.c); out of line, a tail call. */
 struct ps_policy *_ps_lookup_miss(void);

@@ -133,6 +133,7 @@ struct ps_store_cow {
 	struct ps_range_vec recycle;
 	size_t nrecycle; /* atomic copy of @recycle.n: a hint read without @rlock */
 };
+_Static_assert(offsetof(struct ps_store_cow, base) == 0, "_ps_store_zalloc(): base first");
 
 static inline struct ps_store_cow *to_cow(struct ps_store *s)
 {
@@ -157,12 +158,12 @@ static inline struct ps_policy *cow_lookup_pol(struct ps_store_cow *cs, uint64_t
 
 static struct ps_store *cow_create(void)
 {
-	struct ps_store_cow *cs = _ps_zalloc_aligned(sizeof(*cs));
+	struct ps_store *s = _ps_store_zalloc(sizeof(struct ps_store_cow));
+	struct ps_store_cow *cs;
 
-	if (!cs)
+	if (!s)
 		return NULL;
-	cs->base.size = sizeof(*cs);
-	ps_rtree_init(&cs->base.rd.tree);
+	cs = to_cow(s);
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->inflight, sizeof(cs->inflight));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nrecycle, sizeof(cs->nrecycle));
@@ -171,7 +172,7 @@ static struct ps_store *cow_create(void)
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->npool, sizeof(cs->npool));
 	pthread_mutex_init(&cs->wlock, NULL);
 	pthread_mutex_init(&cs->rlock, NULL);
-	return &cs->base;
+	return s;
 }
 
 static inline size_t batch_ranges(const struct cow_batch *b)
@@ -310,24 +311,37 @@ static void cow_batch_free(struct ps_reclaim_item *item)
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_batches_done);
 }
 
+/*
+ * Free @b, a chain of this store's batches, after a grace period (NULL:
+ * none), then wait for the batches handed to the reclaim thread (by any
+ * store of the flavour).  Never inside a read-side section; the flavour
+ * takes a QSBR thread offline for the waits (PS_COW_WAIT_ENTER()).
+ */
+static void cow_wait_batches(struct ps_store_cow *cs, struct cow_batch *b)
+{
+	bool token = PS_COW_WAIT_ENTER();
+
+	if (b) {
+		PS_COW_SYNCHRONIZE();
+		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
+		batch_chain_free_now(b);
+	}
+	_ps_reclaim_barrier(PS_COW_RECLAIMER);
+	PS_COW_WAIT_EXIT(token);
+}
+
 static void cow_destroy(struct ps_store *s)
 {
 	struct ps_store_cow *cs = to_cow(s);
-	struct ps_range_list removed = { NULL, 0, NULL };
 
 	/* No reader may run during destroy (store.h): everything can go at once. */
-	ps_rtree_clear(&cs->base.rd.tree, &removed);
-	ps_range_list_free(&removed);
+	_ps_store_free_ranges(s);
 	if (cs->batch)
 		batch_free_now(cs->batch);
 	batch_chain_free_now(cs->stalled);
 	/* Batches in flight point at the store: wait for them (any thread may destroy). */
-	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED)) {
-		bool token = PS_COW_WAIT_ENTER();
-
-		_ps_reclaim_barrier(PS_COW_RECLAIMER);
-		PS_COW_WAIT_EXIT(token);
-	}
+	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED))
+		cow_wait_batches(cs, NULL);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_batches_done);
 	/* Spares own no reference (a recycled one may still point at a policy). */
 	ps_range_vec_free(&cs->pool);
@@ -575,7 +589,6 @@ static void cow_synchronize(struct ps_store *s)
 {
 	struct ps_store_cow *cs = to_cow(s);
 	struct cow_batch *b;
-	bool token;
 
 	pthread_mutex_lock(&cs->wlock);
 	b = cs->batch;
@@ -588,15 +601,7 @@ static void cow_synchronize(struct ps_store *s)
 	__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cs->wlock);
 	/* Documented: never inside a read-side section; a QSBR thread goes offline here. */
-	token = PS_COW_WAIT_ENTER();
-	if (b) {
-		PS_COW_SYNCHRONIZE();
-		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-		batch_chain_free_now(b);
-	}
-	/* And the batches handed to the reclaim thread (by any store of the flavour). */
-	_ps_reclaim_barrier(PS_COW_RECLAIMER);
-	PS_COW_WAIT_EXIT(token);
+	cow_wait_batches(cs, b);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_batches_done);
 	/* An idle store keeps few spares. */
 	pthread_mutex_lock(&cs->wlock);
@@ -635,11 +640,6 @@ static int cow_check(struct ps_store *s, const char **why)
 	ret = ps_rtree_check(&cs->base.rd.tree, why);
 	pthread_mutex_unlock(&cs->wlock);
 	return ret;
-}
-
-static const struct ps_rtree *cow_tree(struct ps_store *s)
-{
-	return &to_cow(s)->base.rd.tree; /* for its count only */
 }
 
 /* Bytes besides the live ranges: spares, retired ranges not yet freed, and their bookkeeping. */
@@ -698,7 +698,6 @@ const struct ps_sync_ops PS_COW_OPS = {
 	.synchronize = cow_synchronize,
 	.foreach = cow_foreach,
 	.check = cow_check,
-	.tree = cow_tree,
 	.held = cow_held,
 	.lock_stat = cow_lock_stat,
 	.foreach_range = cow_foreach_range,

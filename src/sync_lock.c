@@ -20,6 +20,7 @@ struct ps_store_locked {
 	struct ps_store base; /* base.rd.tree: the tree, under @lock */
 	struct ps_lock lock;  /* last: allocated to ps_lock_size() of the kind */
 };
+_Static_assert(offsetof(struct ps_store_locked, base) == 0, "_ps_store_zalloc(): base first");
 
 static inline struct ps_store_locked *to_locked(struct ps_store *s)
 {
@@ -34,25 +35,19 @@ static inline struct ps_lock *lock_of(struct ps_store *s)
 static inline struct ps_store *locked_create_k(enum ps_lock_kind k)
 {
 	size_t size = offsetof(struct ps_store_locked, lock) + ps_lock_size(k);
-	/* The rwlock's slots are cache-line aligned. */
-	struct ps_store_locked *ls = _ps_zalloc_aligned(size);
+	/* Cache-line aligned, as the rwlock's slots need. */
+	struct ps_store *s = _ps_store_zalloc(size);
 
-	if (!ls)
+	if (!s)
 		return NULL;
-	ls->base.size = size;
-	ps_rtree_init(&ls->base.rd.tree);
-	ps_lock_init(&ls->lock, k);
-	return &ls->base;
+	ps_lock_init(lock_of(s), k);
+	return s;
 }
 
 static void locked_destroy(struct ps_store *s)
 {
-	struct ps_store_locked *ls = to_locked(s);
-	struct ps_range_list removed = { NULL, 0, NULL };
-
-	ps_rtree_clear(&ls->base.rd.tree, &removed);
-	ps_range_list_free(&removed);
-	_ps_free_aligned(ls);
+	_ps_store_free_ranges(s);
+	_ps_free_aligned(to_locked(s));
 }
 
 static const struct ps_policy *locked_lookup_borrow(struct ps_store *s, uint64_t idx)
@@ -90,11 +85,6 @@ static inline int locked_check_k(struct ps_store *s, const char **why, enum ps_l
 	ret = ps_rtree_check(&s->rd.tree, why);
 	ps_lock_write_unlock(lock_of(s), k);
 	return ret;
-}
-
-static const struct ps_rtree *locked_tree(struct ps_store *s)
-{
-	return &to_locked(s)->base.rd.tree;
 }
 
 /* ---- windows, walks by position, batches (issue 16) ---- */
@@ -232,7 +222,7 @@ static inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *
 		.read_lock = pfx##_read_lock, .read_unlock = pfx##_read_unlock,                    \
 		.lookup_borrow = locked_lookup_borrow, .lookup_copy = pfx##_lookup_copy,           \
 		.lookup_node = pfx##_lookup_node, .set = pfx##_set, .foreach = pfx##_foreach,      \
-		.check = pfx##_check, .tree = locked_tree, .lock_stat = pfx##_lock_stat,           \
+		.check = pfx##_check, .lock_stat = pfx##_lock_stat,                                \
 		.foreach_range = pfx##_foreach_range, .next = pfx##_next,                          \
 		.next_borrow = locked_next_borrow, .set_many = pfx##_set_many,                     \
 	};

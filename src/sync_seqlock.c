@@ -51,6 +51,7 @@ struct ps_store_seq {
 	struct ps_spinlock lock __ps_cacheline_aligned;
 	struct ps_range_list retired; /* unlinked, waiting for a grace period; under @lock */
 };
+_Static_assert(offsetof(struct ps_store_seq, base) == 0, "_ps_store_zalloc(): base first");
 
 static inline struct ps_store_seq *to_seq(struct ps_store *s)
 {
@@ -59,24 +60,20 @@ static inline struct ps_store_seq *to_seq(struct ps_store *s)
 
 static struct ps_store *seq_create(void)
 {
-	struct ps_store_seq *ss = _ps_zalloc_aligned(sizeof(*ss));
+	struct ps_store *s = _ps_store_zalloc(sizeof(struct ps_store_seq));
 
-	if (!ss)
+	if (!s)
 		return NULL;
-	ss->base.size = sizeof(*ss);
-	ps_rtree_init(&ss->base.rd.tree);
-	ps_spin_init(&ss->lock);
-	ps_seq_init(&ss->base.rd.seq);
-	return &ss->base;
+	ps_spin_init(&to_seq(s)->lock);
+	ps_seq_init(&s->rd.seq);
+	return s;
 }
 
 static void seq_destroy(struct ps_store *s)
 {
 	struct ps_store_seq *ss = to_seq(s);
-	struct ps_range_list removed = { NULL, 0, NULL };
 
-	ps_rtree_clear(&ss->base.rd.tree, &removed);
-	ps_range_list_free(&removed);
+	_ps_store_free_ranges(s);
 	ps_range_list_free(&ss->retired); /* no reader may run during destroy */
 	/* Batches in flight hold policy references: they are dropped when destroy returns. */
 	_ps_reclaim_barrier(&_ps_reclaim_memb);
@@ -262,11 +259,6 @@ static int seq_check(struct ps_store *s, const char **why)
 	return ret;
 }
 
-static const struct ps_rtree *seq_tree(struct ps_store *s)
-{
-	return &to_seq(s)->base.rd.tree;
-}
-
 static struct ps_lstat *seq_lock_stat(struct ps_store *s)
 {
 	return ps_lstat_of(&to_seq(s)->lock.stat);
@@ -416,7 +408,6 @@ const struct ps_sync_ops _ps_sync_seqlock_ops = {
 	.synchronize = seq_synchronize,
 	.foreach = seq_foreach,
 	.check = seq_check,
-	.tree = seq_tree,
 	.lock_stat = seq_lock_stat,
 	.foreach_range = seq_foreach_range,
 	.next = seq_next,

@@ -88,6 +88,19 @@ _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 }
 
 /*
+ * RCU, SEQLOCK: open a memb section inline, which only a thread liburcu
+ * registered may.  Return: true when it is open; false when the library
+ * must open it (and register the thread).
+ */
+_PS_INL bool _ps_inl_memb_enter(void)
+{
+	if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
+		return false;
+	_urcu_memb_read_lock();
+	return true;
+}
+
+/*
  * SEQLOCK, inside a memb section: one speculative walk (sync_seqlock.c
  * says why it is safe).  Return: 1 with *@f when no writer intervened,
  * 0 when the library must do the lookup (it retries, then takes the lock).
@@ -119,15 +132,13 @@ _PS_INL int _ps_inl_enter_find(struct ps_store *s, uint64_t idx, struct _ps_foun
 		_ps_inl_found(_ps_rtree_walk(_ps_inl_root(s), idx), f);
 		return 0;
 	case _PS_STORE_TAG(PS_SYNC_RCU):
-		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
+		if (__builtin_expect(!_ps_inl_memb_enter(), 0))
 			return -1;
-		_urcu_memb_read_lock();
 		_ps_inl_found(_ps_rtree_walk(_ps_inl_root(s), idx), f);
 		return 1;
 	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
-		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
+		if (__builtin_expect(!_ps_inl_memb_enter(), 0))
 			return -1;
-		_urcu_memb_read_lock();
 		if (__builtin_expect(_ps_inl_seq_try(s, idx, f), 1))
 			return 1;
 		_urcu_memb_read_unlock();
@@ -164,36 +175,33 @@ _PS_INL struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 	return ref;
 }
 
-_PS_INL int _ps_inl_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
-{
-	struct _ps_found f;
-	int token, ret;
+/*
+ * _ps_inl_lookup_copy() and _ps_inl_lookup_node(), written once as the
+ * library's are (src/store_internal.h): -EINVAL for a NULL store or when
+ * @bad (the check of @arg); else @answer, computed from what the walk
+ * found (struct _ps_found f) inside the section, or the library's @op.
+ */
+#define _PS_INL_DEFINE_ANSWER(op, type, arg, bad, answer)                                          \
+	_PS_INL int _ps_inl_##op(struct ps_store *s, uint64_t idx, type arg)                       \
+	{                                                                                          \
+		struct _ps_found f;                                                                \
+		int token, ret;                                                                    \
+                                                                                                   \
+		if (__builtin_expect(!s || (bad), 0))                                              \
+			return -EINVAL;                                                            \
+		token = _ps_inl_enter_find(s, idx, &f);                                            \
+		if (__builtin_expect(token < 0, 0))                                                \
+			return _PS_INL_SLOW(op, s, idx, arg);                                      \
+		ret = (answer);                                                                    \
+		_ps_inl_exit(token);                                                               \
+		return ret;                                                                        \
+	}
 
-	if (__builtin_expect(!s || _ps_policy_view_check(view), 0))
-		return -EINVAL;
-	token = _ps_inl_enter_find(s, idx, &f);
-	if (__builtin_expect(token < 0, 0))
-		return _PS_INL_SLOW(lookup_copy, s, idx, view);
-	ret = _ps_policy_view_fill(f.pol, view);
-	_ps_inl_exit(token);
-	return ret;
-}
-
-_PS_INL int _ps_inl_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
-{
-	struct _ps_found f;
-	int token, node;
-
-	if (__builtin_expect(!s || _ps_node_check(local_node), 0))
-		return -EINVAL;
-	token = _ps_inl_enter_find(s, idx, &f);
-	if (__builtin_expect(token < 0, 0))
-		return _PS_INL_SLOW(lookup_node, s, idx, local_node);
-	/* A one-node policy's answer is in the range itself: no load from the policy. */
-	node = _ps_policy_node_hinted(f.hint, f.pol, idx, local_node);
-	_ps_inl_exit(token);
-	return node;
-}
+_PS_INL_DEFINE_ANSWER(lookup_copy, struct ps_policy_view *, view, _ps_policy_view_check(view),
+		_ps_policy_view_fill(f.pol, view))
+/* A one-node policy's answer is in the range itself: no load from the policy. */
+_PS_INL_DEFINE_ANSWER(lookup_node, int, local_node, _ps_node_check(local_node),
+		_ps_policy_node_hinted(f.hint, f.pol, idx, local_node))
 
 _PS_INL int _ps_inl_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
 {
@@ -209,10 +217,9 @@ _PS_INL void _ps_inl_read_lock(struct ps_store *s)
 	switch (s->tag) {
 	case _PS_STORE_TAG(PS_SYNC_RCU):
 	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
-		if (__builtin_expect(!URCU_TLS(urcu_memb_reader).registered, 0))
-			break;
-		_urcu_memb_read_lock();
-		return;
+		if (__builtin_expect(_ps_inl_memb_enter(), 1))
+			return;
+		break;
 	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
 		/* Online by its own choice: a section is free.  Else the library counts it. */
 		if (__builtin_expect(!_urcu_qsbr_read_ongoing() || _ps_qsbr_auto_depth, 0))
