@@ -270,18 +270,29 @@ void ps_idmap_read_unlock(struct ps_idmap *map)
 
 /* ---- Readers ------------------------------------------------------------- */
 
+/*
+ * A reader's root (NULL for an empty map), after the debug check that it is
+ * inside a section (@what: the message otherwise).  Acquire: pairs with the
+ * release that published the node, so its @shift and slots are set.
+ */
+static inline const struct idmap_node *idmap_reader_root(const struct ps_idmap *map,
+		const char *what)
+{
+#ifdef POLSTORE_DEBUG_CHECKS
+	if (idmap_read_depth <= 0)
+		idmap_bug(what);
+#endif
+	(void)what;
+	return idmap_subscribed(&map->root, PS_LOAD_ACQUIRE(map->root));
+}
+
 void *ps_idmap_find(const struct ps_idmap *map, int id)
 {
 	const struct idmap_node *n;
 
 	if (!map || id < 0)
 		return NULL;
-#ifdef POLSTORE_DEBUG_CHECKS
-	if (idmap_read_depth <= 0)
-		idmap_bug("find outside a read-side section");
-#endif
-	/* Acquire: pairs with the release that published the node; its @shift and slots are set. */
-	n = idmap_subscribed(&map->root, PS_LOAD_ACQUIRE(map->root));
+	n = idmap_reader_root(map, "find outside a read-side section");
 	if (!n || (uint64_t)id >= idmap_span(n))
 		return NULL;
 	while (n->shift) {
@@ -327,11 +338,7 @@ void *ps_idmap_get_next(const struct ps_idmap *map, int *id)
 
 	if (!map || !id || *id < 0)
 		return NULL;
-#ifdef POLSTORE_DEBUG_CHECKS
-	if (idmap_read_depth <= 0)
-		idmap_bug("get_next outside a read-side section");
-#endif
-	root = idmap_subscribed(&map->root, PS_LOAD_ACQUIRE(map->root));
+	root = idmap_reader_root(map, "get_next outside a read-side section");
 	if (!root || (uint64_t)*id >= idmap_span(root))
 		return NULL;
 	p = idmap_next(root, (uint64_t)*id, 0, &found);
