@@ -348,7 +348,7 @@ VARIANT_TEST(bad_input, store)
 	ps_store_read_lock(NULL);
 	ps_store_read_unlock(NULL);
 	tried += 2;
-	BAD(ps_store_foreach(NULL, snap_fn, NULL), -EINVAL);
+	BAD(ps_store_foreach(NULL, ps_test_count_ranges, NULL), -EINVAL);
 	BAD(ps_store_foreach(s, NULL, NULL), -EINVAL);
 	BAD(ps_store_count(NULL), 0);
 	BAD(ps_store_check(NULL, NULL), -EINVAL);

@@ -22,15 +22,6 @@
 
 #include "testutil.h"
 
-static int count_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	(void)start;
-	(void)end;
-	(void)pol;
-	(*(int *)arg)++;
-	return 0;
-}
-
 /* The child's work: read what the parent set, write, walk, check, destroy. Exit status 0 = ok. */
 static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 {
@@ -52,7 +43,7 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 		const struct ps_policy *bp = NULL;
 		uint64_t st = 0, en = 0;
 
-		if (ps_store_foreach_range(s, 0, 100, count_fn, &n) || n != 1)
+		if (ps_store_foreach_range(s, 0, 100, ps_test_count_ranges, &n) || n != 1)
 			return 7;
 		n = 0;
 		if (ps_store_next(s, 0, &st, &en, &got) || st != 10 || en != 20 || got != a)
@@ -70,7 +61,7 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 	if (ps_store_set(s, 12, 14, b) || ps_store_set(s, 10, 20, NULL) ||
 			ps_store_set(s, 30, 40, b))
 		return 3;
-	if (ps_store_foreach(s, count_fn, &n) || n != 1)
+	if (ps_store_foreach(s, ps_test_count_ranges, &n) || n != 1)
 		return 4;
 	if (ps_store_check(s, NULL))
 		return 5;
@@ -79,7 +70,8 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 		struct ps_set_op ops[] = { { 50, 60, b }, { 70, 80, b }, { 50, 60, NULL } };
 
 		n = 0;
-		if (ps_store_set_many(s, ops, 3) || ps_store_foreach(s, count_fn, &n) || n != 2)
+		if (ps_store_set_many(s, ops, 3) ||
+				ps_store_foreach(s, ps_test_count_ranges, &n) || n != 2)
 			return 10;
 	}
 	/* Wait for a grace period (RCU variants): the removed range's reference is dropped. */
@@ -108,7 +100,7 @@ static void expect_parent_unchanged(struct ps_store *s, struct ps_policy *a)
 
 	cr_assert_eq(got, a, "the child's sets leaked into the parent");
 	ps_policy_put(got);
-	cr_assert_eq(ps_store_foreach(s, count_fn, &n), 0);
+	cr_assert_eq(ps_store_foreach(s, ps_test_count_ranges, &n), 0);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(ps_store_check(s, NULL), 0);
 	/* The parent still writes (its grace periods are unaffected by the child). */

@@ -202,6 +202,9 @@ long ps_model_refs(const struct ps_model *m, const struct ps_policy *pol);
  */
 bool ps_model_matches(struct ps_store *s, const struct ps_model *m, char *why, size_t len);
 
+/* A ps_foreach_fn that counts the ranges it is called for in the int at @arg. */
+int ps_test_count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
+
 /* xorshift64*: deterministic per-thread random numbers. */
 static inline uint64_t ps_test_rand(uint64_t *state)
 {
