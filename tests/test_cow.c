@@ -57,81 +57,25 @@ static void churn(struct ps_store *s, struct ps_policy *p, int n)
 	}
 }
 
-/* ---- a page model of the store ---------------------------------------------- */
+/* ---- the store against the model of testutil.h, on pages [0, MODEL_PAGES) ---- */
 
 #define MODEL_PAGES 512
 
-struct model {
-	struct ps_policy *pol[MODEL_PAGES];
-};
-
-static void model_set(struct model *m, uint64_t a, uint64_t b, struct ps_policy *p)
+/* The store holds the model's ranges; after synchronize each policy counts 1 + its ranges. */
+static void expect_model(struct ps_store *s, const struct ps_model *m, struct ps_policy **pols,
+		int npols, const char *when)
 {
-	uint64_t i;
+	char why[160];
 
-	if (p && p->mode == PS_MPOL_DEFAULT)
-		p = NULL;
-	for (i = a; i < b && i < MODEL_PAGES; i++)
-		m->pol[i] = p;
-}
-
-/* How many ranges of the store hold each policy (counted by foreach). */
-struct refs_walk {
-	struct ps_policy **pols;
-	long *n;
-	int npols;
-	uint64_t prev_end;
-	bool bad;
-};
-
-static int refs_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct refs_walk *w = arg;
-	int i;
-
-	if (start >= end || start < w->prev_end)
-		w->bad = true;
-	w->prev_end = end;
-	for (i = 0; i < w->npols; i++)
-		if (w->pols[i] == pol)
-			w->n[i]++;
-	return 0;
-}
-
-/* After ps_store_synchronize(): each policy's count is 1 (ours) + the ranges holding it. */
-static void expect_refcounts(struct ps_store *s, struct ps_policy **pols, int npols,
-		const char *when)
-{
-	long n[16] = { 0 };
-	struct refs_walk w = { pols, n, npols, 0, false };
-	int i;
-
-	cr_assert(npols <= 16);
-	cr_assert_eq(ps_store_foreach(s, refs_fn, &w), 0);
-	cr_assert_not(w.bad, "%s: ranges out of order", when);
-	for (i = 0; i < npols; i++)
-		cr_assert_eq(ps_policy_refcount(pols[i]), 1 + n[i],
-				"%s: policy %d has count %ld, expected 1 + %ld ranges (%s)", when, i,
-				ps_policy_refcount(pols[i]), n[i], ps_sync_name(ps_store_sync_kind(s)));
-}
-
-static void expect_model(struct ps_store *s, const struct model *m, const char *when)
-{
-	uint64_t i;
-
-	for (i = 0; i < MODEL_PAGES; i++) {
-		struct ps_policy *got = ps_store_lookup(s, i);
-
-		cr_assert_eq(got, m->pol[i], "%s: page %llu", when, (unsigned long long)i);
-		ps_policy_put(got);
-	}
+	cr_assert(ps_model_matches_refs(s, m, pols, npols, MODEL_PAGES, why, sizeof(why)),
+			"%s: %s (%s)", when, why, ps_sync_name(ps_store_sync_kind(s)));
 }
 
 /* ---- 1. reference counts across copies, victim reuse, removal, recycling --------- */
 
 /*
  * Random sets (many of them equal to, or covering exactly, existing ranges:
- * the victim reuse) against a page model; after every synchronize each
+ * the victim reuse) against the model; after every synchronize each
  * policy's count must be exactly 1 + the ranges holding it, and before it
  * never below that.  Enough sets that retired ranges are recycled many
  * times over (recycled spares still point at old policies).
@@ -140,11 +84,12 @@ ALL_TEST(refcounts_random_with_victims, .timeout = 120)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *pols[6];
-	struct model m = { { NULL } };
+	struct ps_model m;
 	uint64_t seed = 0x1234 + (uint64_t)*sync;
 	long op, nops = ps_test_iters(60000);
 	int i;
 
+	ps_model_init(&m);
 	for (i = 0; i < 5; i++)
 		pols[i] = ps_test_bind(i);
 	pols[5] = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0);
@@ -154,15 +99,15 @@ ALL_TEST(refcounts_random_with_victims, .timeout = 120)
 		struct ps_policy *p = (r & 7) == 0 ? NULL : pols[(r >> 3) % 6];
 
 		if ((r >> 8) % 4 == 0) {
-			/* Exactly an existing range (or the whole store). */
-			struct ps_rtree_cow dummy;
+			/* Exactly an existing range, or a run of them with one policy, or a hole. */
+			struct ps_policy *run;
 
-			(void)dummy;
 			a = ps_test_rand(&seed) % MODEL_PAGES;
 			b = a;
-			while (b < MODEL_PAGES && m.pol[b] == m.pol[a])
+			run = ps_model_at(&m, a);
+			while (b < MODEL_PAGES && ps_model_at(&m, b) == run)
 				b++;
-			while (a > 0 && m.pol[a - 1] == m.pol[a])
+			while (a > 0 && ps_model_at(&m, a - 1) == run)
 				a--;
 			if (a == b)
 				continue;
@@ -170,24 +115,15 @@ ALL_TEST(refcounts_random_with_victims, .timeout = 120)
 			continue;
 		}
 		cr_assert_eq(ps_store_set(s, a, b, p), 0);
-		model_set(&m, a, b, p);
+		cr_assert_eq(ps_model_set(&m, a, b, p), 0);
 		if (op % 4096 == 4095) {
-			long n[16] = { 0 };
-			struct refs_walk w = { pols, n, 6, 0, false };
-
-			ps_store_foreach(s, refs_fn, &w);
 			for (i = 0; i < 6; i++)
-				cr_assert_geq(ps_policy_refcount(pols[i]), 1 + n[i],
+				cr_assert_geq(ps_policy_refcount(pols[i]), 1 + ps_model_refs(&m, pols[i]),
 						"policy %d count below its ranges", i);
-			ps_store_synchronize(s);
-			expect_refcounts(s, pols, 6, "after synchronize");
-			expect_model(s, &m, "model");
-			cr_assert_eq(ps_store_check(s, NULL), 0);
+			expect_model(s, &m, pols, 6, "after synchronize");
 		}
 	}
-	ps_store_synchronize(s);
-	expect_refcounts(s, pols, 6, "end");
-	expect_model(s, &m, "end");
+	expect_model(s, &m, pols, 6, "end");
 	/* Remove everything, with one set at the extreme edges. */
 	cr_assert_eq(ps_store_set(s, 0, UINT64_MAX, NULL), 0);
 	cr_assert_eq(ps_store_count(s), 0);
@@ -1186,25 +1122,8 @@ RCU_TEST(fork_while_writer_holds_recycle_lock, .timeout = 240)
 
 /* ---- 6. allocation failure at every allocation of a set -------------------------- */
 
-struct snap {
-	uint64_t start[4096], end[4096];
-	struct ps_policy *pol[4096];
-	int n;
-};
-
-static int snap_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct snap *sn = arg;
-
-	cr_assert_lt(sn->n, 4096);
-	sn->start[sn->n] = start;
-	sn->end[sn->n] = end;
-	sn->pol[sn->n] = pol;
-	sn->n++;
-	return 0;
-}
-
-static struct snap snap_a, snap_b;
+/* The store before each attempt: a failed set must leave it so (testutil.h's model). */
+static struct ps_model before_set;
 
 /*
  * For each kind of set (split, trim, cover many, victim, remove all, at
@@ -1240,8 +1159,9 @@ ALL_TEST(alloc_failure_every_allocation, .timeout = 300)
 			cr_assert_eq(ps_store_set(s, UINT64_MAX - 5, UINT64_MAX, pols[0]), 0);
 			ps_store_synchronize(s);
 			for (k = 0; ret == -ENOMEM; k++) {
-				snap_a.n = 0;
-				ps_store_foreach(s, snap_fn, &snap_a);
+				char why[160];
+
+				cr_assert_eq(ps_model_read(&before_set, s), 0);
 				for (i = 0; i < 3; i++)
 					ref[i] = ps_policy_refcount(pols[i]);
 				ps_test_alloc_fail_after(k);
@@ -1254,18 +1174,9 @@ ALL_TEST(alloc_failure_every_allocation, .timeout = 300)
 						cr_assert_eq(ps_policy_refcount(pols[i]), ref[i],
 								"set %u k %ld: policy %d count changed",
 								si, k, i);
-				snap_b.n = 0;
-				ps_store_foreach(s, snap_fn, &snap_b);
-				if (ret) {
-					cr_assert_eq(snap_b.n, snap_a.n, "set %u k %ld: ranges changed",
-							si, k);
-					cr_assert_eq(memcmp(snap_a.start, snap_b.start,
-							sizeof(uint64_t) * (size_t)snap_a.n), 0);
-					cr_assert_eq(memcmp(snap_a.end, snap_b.end,
-							sizeof(uint64_t) * (size_t)snap_a.n), 0);
-					cr_assert_eq(memcmp(snap_a.pol, snap_b.pol,
-							sizeof(void *) * (size_t)snap_a.n), 0);
-				}
+				if (ret)
+					cr_assert(ps_model_matches(s, &before_set, why, sizeof(why)),
+							"set %u k %ld: ranges changed: %s", si, k, why);
 				cr_assert_eq(ps_store_check(s, NULL), 0);
 				cr_assert_lt(k, 100000);
 			}

@@ -336,25 +336,20 @@ VARIANT_TEST(store, borrowed_lookup)
 /*
  * Differential test against the model of testutil.h (shared_policy_replace()
  * on a sorted array): after every set the store holds exactly the model's
- * ranges and every point of [0, M + 2) looks up the model's policy.
+ * ranges, every point of [0, M + 2) looks up the model's policy and, once
+ * ranges retired by earlier sets are freed, every range holds one reference.
  */
 #define M 104 /* sets start below M - 8 and end by M */
 #define NPOL 6
 
-static void model_compare(struct ps_store *s, const struct ps_model *m, long step)
+/* The model's ranges, references (once retired ranges are freed) and points [0, M + 2). */
+static void model_compare(struct ps_store *s, const struct ps_model *m, struct ps_policy **pols,
+		long step)
 {
 	char why[160];
-	uint64_t i;
 
-	cr_assert(ps_model_matches(s, m, why, sizeof(why)), "%s step %ld: %s",
-			ps_sync_name(ps_store_sync_kind(s)), step, why);
-	for (i = 0; i < M + 2; i++) {
-		struct ps_policy *got = ps_store_lookup(s, i);
-
-		cr_assert_eq(got, ps_model_at(m, i), "%s step %ld: point %llu",
-				ps_sync_name(ps_store_sync_kind(s)), step, (unsigned long long)i);
-		ps_policy_put(got);
-	}
+	cr_assert(ps_model_matches_refs(s, m, pols, NPOL, M + 2, why, sizeof(why)),
+			"%s step %ld: %s", ps_sync_name(ps_store_sync_kind(s)), step, why);
 }
 
 /* NPOL BIND policies and a DEFAULT one (a removal) at [NPOL]. */
@@ -390,18 +385,6 @@ static struct ps_set_op random_op(uint64_t *seed, struct ps_policy **pols, uint6
 		pick < NPOL + 1 ? pols[pick] : NULL };
 }
 
-/* Every range holds one reference, once ranges retired by earlier sets are freed. */
-static void expect_model_refs(struct ps_store *s, const struct ps_model *m,
-		struct ps_policy **pols, long step)
-{
-	int p;
-
-	cr_assert_eq(ps_store_synchronize(s), 0);
-	for (p = 0; p < NPOL; p++)
-		cr_assert_eq(ps_policy_refcount(pols[p]), 1 + ps_model_refs(m, pols[p]),
-				"step %ld: policy %d refcount", step, p);
-}
-
 VARIANT_TEST(store, differential_random)
 {
 	struct ps_policy *pols[NPOL + 1];
@@ -419,8 +402,7 @@ VARIANT_TEST(store, differential_random)
 
 			cr_assert_eq(ps_store_set(s, op.start, op.end, op.pol), 0);
 			cr_assert_eq(ps_model_set(&m, op.start, op.end, op.pol), 0);
-			model_compare(s, &m, step);
-			expect_model_refs(s, &m, pols, step);
+			model_compare(s, &m, pols, step);
 		}
 		ps_store_destroy(s);
 	}
@@ -816,7 +798,7 @@ VARIANT_TEST(store, differential_windows_and_batches)
 						0);
 			model_compare_windows(s, &m, base, &seed, step);
 		}
-		expect_model_refs(s, &m, pols, step);
+		model_compare(s, &m, pols, step);
 		ps_store_destroy(s);
 	}
 	diff_policies_put(pols);

@@ -171,7 +171,7 @@ void ps_test_alloc_restore(void);
  * or DEFAULT (a removal); ranges are never merged, not even equal
  * neighbours.  Indices may be anywhere in [0, UINT64_MAX].
  */
-#define PS_MODEL_MAX 256
+#define PS_MODEL_MAX 512
 
 struct ps_model_range {
 	uint64_t start, end;
@@ -201,6 +201,20 @@ long ps_model_refs(const struct ps_model *m, const struct ps_policy *pol);
  * @why (@len bytes).
  */
 bool ps_model_matches(struct ps_store *s, const struct ps_model *m, char *why, size_t len);
+/*
+ * ps_model_matches(), then, after ps_store_synchronize() (ranges retired
+ * by earlier sets let go of their references), each of @pols[0 .. @npols)
+ * holds 1 + ps_model_refs() references (the caller's own, one per range),
+ * and a lookup of each index below @points finds the model's policy.
+ */
+bool ps_model_matches_refs(struct ps_store *s, const struct ps_model *m,
+		struct ps_policy *const *pols, int npols, uint64_t points, char *why, size_t len);
+/*
+ * The model of what @s holds now (a snapshot, to hold it to later with
+ * ps_model_matches()): 0, -ENOSPC when it has more than PS_MODEL_MAX
+ * ranges, or ps_store_foreach()'s error.
+ */
+int ps_model_read(struct ps_model *m, struct ps_store *s);
 
 /* A ps_foreach_fn that counts the ranges it is called for in the int at @arg. */
 int ps_test_count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
