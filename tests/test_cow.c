@@ -12,6 +12,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,9 +405,7 @@ Test(cow, need_big_trees_adversarial, .timeout = 300)
 
 struct old_reader {
 	struct ps_store *s;
-	pthread_mutex_t m;
-	pthread_cond_t cv;
-	int state; /* 1: reader inside its section; 2: writer done */
+	sem_t in_section, writer_done; /* posted by the reader, by the writer */
 	long seen, expect;
 	const struct ps_policy *borrowed[64];
 	int borrowed_node[64];
@@ -415,12 +414,9 @@ struct old_reader {
 
 static void old_reader_wait_writer(struct old_reader *o)
 {
-	pthread_mutex_lock(&o->m);
-	o->state = 1;
-	pthread_cond_broadcast(&o->cv);
-	while (o->state != 2)
-		pthread_cond_wait(&o->cv, &o->m);
-	pthread_mutex_unlock(&o->m);
+	sem_post(&o->in_section);
+	while (sem_wait(&o->writer_done))
+		;
 }
 
 static bool policy_looks_alive(const struct ps_policy *p, int node)
@@ -475,8 +471,8 @@ static void old_version_scenario(enum ps_sync sync, void *(*reader)(void *))
 	pthread_t t;
 	int i;
 
-	pthread_mutex_init(&o.m, NULL);
-	pthread_cond_init(&o.cv, NULL);
+	sem_init(&o.in_section, 0, 0);
+	sem_init(&o.writer_done, 0, 0);
 	for (i = 0; i < 64; i++) {
 		struct ps_policy *p = ps_test_bind(i % 4);
 
@@ -484,10 +480,8 @@ static void old_version_scenario(enum ps_sync sync, void *(*reader)(void *))
 		ps_policy_put(p);
 	}
 	cr_assert_eq(pthread_create(&t, NULL, reader, &o), 0);
-	pthread_mutex_lock(&o.m);
-	while (o.state != 1)
-		pthread_cond_wait(&o.cv, &o.m);
-	pthread_mutex_unlock(&o.m);
+	while (sem_wait(&o.in_section))
+		;
 	/* Sets never wait for the reader (fewer retired ranges than the backpressure bound). */
 	for (i = 0; i < 6000; i++) {
 		uint64_t a = ps_test_rand(&seed) % 700, b = a + 1 + ps_test_rand(&seed) % 40;
@@ -499,16 +493,15 @@ static void old_version_scenario(enum ps_sync sync, void *(*reader)(void *))
 			cr_assert_eq(ps_store_set(o.s, 0, UINT64_MAX, NULL), 0);
 	}
 	cr_assert_eq(ps_store_set(o.s, 0, UINT64_MAX, NULL), 0);
-	pthread_mutex_lock(&o.m);
-	o.state = 2;
-	pthread_cond_broadcast(&o.cv);
-	pthread_mutex_unlock(&o.m);
+	sem_post(&o.writer_done);
 	pthread_join(t, NULL);
 	cr_assert_not(o.bad, "the reader's version or its policies changed under it");
 	if (reader == old_reader_walk)
 		cr_assert_eq(o.seen, 64, "the reader's snapshot has %ld ranges", o.seen);
 	ps_store_synchronize(o.s);
 	ps_store_destroy(o.s);
+	sem_destroy(&o.in_section);
+	sem_destroy(&o.writer_done);
 }
 
 RCU_TEST(reader_walk_keeps_old_version, .timeout = 60)

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -130,9 +131,8 @@ VARIANT_TEST(fork, single_thread_child_reads_and_writes)
 struct idle {
 	struct ps_store *s;
 	bool qsbr_online;
-	pthread_mutex_t m;
-	pthread_cond_t cv;
-	int state; /* 0 start, 1 ready (idle outside every section), 2 release */
+	sem_t ready;   /* posted by the reader: idle outside every section */
+	sem_t release; /* posted by the test after the fork */
 };
 
 static void *idle_reader(void *arg)
@@ -146,12 +146,9 @@ static void *idle_reader(void *arg)
 		ps_policy_put(ps_store_lookup(id->s, (uint64_t)i % 32));
 	if (id->qsbr_online)
 		ps_qsbr_quiescent();
-	pthread_mutex_lock(&id->m);
-	id->state = 1;
-	pthread_cond_broadcast(&id->cv);
-	while (id->state != 2)
-		pthread_cond_wait(&id->cv, &id->m);
-	pthread_mutex_unlock(&id->m);
+	sem_post(&id->ready);
+	while (sem_wait(&id->release))
+		;
 	if (id->qsbr_online)
 		ps_qsbr_thread_offline();
 	return NULL;
@@ -162,22 +159,19 @@ static pid_t fork_beside_idle_reader(struct idle *id, struct ps_policy *a, bool 
 	pthread_t t;
 	pid_t pid;
 
-	pthread_mutex_init(&id->m, NULL);
-	pthread_cond_init(&id->cv, NULL);
+	sem_init(&id->ready, 0, 0);
+	sem_init(&id->release, 0, 0);
 	cr_assert_eq(pthread_create(&t, NULL, idle_reader, id), 0);
-	pthread_mutex_lock(&id->m);
-	while (id->state != 1)
-		pthread_cond_wait(&id->cv, &id->m);
-	pthread_mutex_unlock(&id->m);
+	while (sem_wait(&id->ready))
+		;
 	pid = fork();
 	cr_assert_neq(pid, -1);
 	if (pid == 0)
 		_exit(child_uses_store(id->s, a, child_writes));
-	pthread_mutex_lock(&id->m);
-	id->state = 2;
-	pthread_cond_broadcast(&id->cv);
-	pthread_mutex_unlock(&id->m);
+	sem_post(&id->release);
 	pthread_join(t, NULL);
+	sem_destroy(&id->ready);
+	sem_destroy(&id->release);
 	return pid;
 }
 
