@@ -1187,16 +1187,17 @@ ALL_TEST(alloc_failure_every_allocation, .timeout = 300)
 
 /* ---- 7. memory bound under a flat-out writer -------------------------------------- */
 
-struct mem_reader {
+/* Reader threads on a store until @stop (sections 7 and 9); @reads: their lookups. */
+struct store_readers {
 	struct ps_store *s;
-	volatile int stop;
-	long lookups;
+	int stop;   /* atomic */
+	long reads; /* atomic */
 };
 
 /* Readers with long sections now and then: the reclaim thread's grace periods wait for them. */
 static void *mem_reader_fn(void *arg)
 {
-	struct mem_reader *r = arg;
+	struct store_readers *r = arg;
 	uint64_t seed = 77;
 
 	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
@@ -1208,7 +1209,7 @@ static void *mem_reader_fn(void *arg)
 		if (ps_test_rand(&seed) % 8 == 0)
 			usleep(3000);
 		ps_store_read_unlock(r->s);
-		r->lookups += 1000;
+		__atomic_fetch_add(&r->reads, 1000, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
@@ -1217,7 +1218,7 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
-	struct mem_reader r = { .s = s };
+	struct store_readers r = { .s = s };
 	size_t empty_mem = ps_store_memory(s);
 	uint64_t seed = 3;
 	size_t maxmem = 0, maxcount = 0, bound;
@@ -1267,7 +1268,7 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 		2 * (COW_SPARE_MAX + 2 * COW_RETIRE_BATCH) * sizeof(void *) +
 		(COW_INFLIGHT_MAX / COW_RETIRE_BATCH + 4) * COW_BATCH_BYTES;
 	cr_log_info("%s: %ld sets in %.1f s, %ld lookups, max %zu ranges, max memory %zu (bound %zu)",
-			ps_sync_name(*sync), sets, secs, r.lookups, maxcount, maxmem, bound);
+			ps_sync_name(*sync), sets, secs, r.reads, maxcount, maxmem, bound);
 	cr_assert_leq(maxmem, bound);
 #if !defined(__SANITIZE_ADDRESS__)
 	/* The heap itself (ranges, batch headers, pointer arrays): what ps_store_memory() misses. */
@@ -1396,15 +1397,9 @@ RCU_TEST(destroy_with_stalled_batches, .timeout = 60)
 
 /* ---- 9. in-place variants: victim reuse under lockless readers --------------------- */
 
-struct flip {
-	struct ps_store *s;
-	volatile int stop;
-	long reads;
-};
-
 static void *flip_reader(void *arg)
 {
-	struct flip *f = arg;
+	struct store_readers *f = arg;
 	uint64_t seed = (uint64_t)(uintptr_t)&seed;
 
 	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
@@ -1438,7 +1433,7 @@ static void *flip_reader(void *arg)
  */
 ALL_TEST(victim_policy_swap_under_readers, .timeout = 60)
 {
-	struct flip f = { .s = ps_store_create(*sync) };
+	struct store_readers f = { .s = ps_store_create(*sync) };
 	pthread_t t[2];
 	long i, n = ps_test_iters(100000);
 
