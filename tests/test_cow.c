@@ -119,7 +119,8 @@ ALL_TEST(refcounts_random_with_victims, .timeout = 120)
 		cr_assert_eq(ps_model_set(&m, a, b, p), 0);
 		if (op % 4096 == 4095) {
 			for (i = 0; i < 6; i++)
-				cr_assert_geq(ps_policy_refcount(pols[i]), 1 + ps_model_refs(&m, pols[i]),
+				cr_assert_geq(ps_policy_refcount(pols[i]),
+						1 + ps_model_refs(&m, pols[i]),
 						"policy %d count below its ranges", i);
 			expect_model(s, &m, pols, 6, "after synchronize");
 		}
@@ -1168,8 +1169,10 @@ ALL_TEST(alloc_failure_every_allocation, .timeout = 300)
 								"set %u k %ld: policy %d count changed",
 								si, k, i);
 				if (ret)
-					cr_assert(ps_model_matches(s, &before_set, why, sizeof(why)),
-							"set %u k %ld: ranges changed: %s", si, k, why);
+					cr_assert(ps_model_matches(s, &before_set, why,
+								  sizeof(why)),
+							"set %u k %ld: ranges changed: %s", si, k,
+							why);
 				cr_assert_eq(ps_store_check(s, NULL), 0);
 				cr_assert_lt(k, 100000);
 			}
