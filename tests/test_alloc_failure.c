@@ -65,24 +65,9 @@ static void expect_model(struct ps_store *s, const struct ps_model *m, struct ps
 		int npols)
 {
 	char why[160];
-	int i, j;
 
-	cr_assert(ps_model_matches(s, m, why, sizeof(why)), "%s: %s",
+	cr_assert(ps_model_matches_refs(s, m, pols, npols, SPACE, why, sizeof(why)), "%s: %s",
 			ps_sync_name(ps_store_sync_kind(s)), why);
-	/* Ranges retired by earlier sets (SEQLOCK batches) let go of their references. */
-	cr_assert_eq(ps_store_synchronize(s), 0);
-	for (j = 0; j < npols; j++) {
-		long refs = 1 + ps_model_refs(m, pols[j]);
-
-		cr_assert_eq(ps_policy_refcount(pols[j]), refs, "policy %d: %ld refs, want %ld", j,
-				ps_policy_refcount(pols[j]), refs);
-	}
-	for (i = 0; i < SPACE; i++) {
-		struct ps_policy *want = ps_model_at(m, (uint64_t)i), *got = ps_store_lookup(s, (uint64_t)i);
-
-		cr_assert_eq(got, want, "lookup(%d)", i);
-		ps_policy_put(got);
-	}
 }
 
 /*
@@ -162,28 +147,45 @@ static void random_range(const struct ps_model *m, uint64_t r, uint64_t lo, uint
 	*b = x < y ? y : x;
 }
 
+/*
+ * @ops on @s, one ps_store_set() each (@many: one ps_store_set_many() for
+ * them all), every allocation of each call failing in turn with the store
+ * held to the model after each failure; then on the model.
+ */
+static void set_failing(struct ps_store *s, struct ps_model *m, struct ps_policy **pols,
+		const struct ps_set_op *ops, size_t n, bool many)
+{
+	size_t k;
+
+	if (many)
+		FAIL_EACH_ALLOC(ps_store_set_many(s, ops, n), expect_model(s, m, pols, NPOLS));
+	for (k = 0; k < n; k++) {
+		if (!many)
+			FAIL_EACH_ALLOC(ps_store_set(s, ops[k].start, ops[k].end, ops[k].pol),
+					expect_model(s, m, pols, NPOLS));
+		cr_assert_eq(ps_model_set(m, ops[k].start, ops[k].end, ops[k].pol), 0);
+	}
+}
+
 VARIANT_TEST(alloc_failure, store)
 {
 	struct ps_policy *pols[NPOLS + 1];
 	struct ps_model m = { .n = 0 };
 	struct ps_store *s = store_setup(*sync, pols);
+	/* The split case first: [0, 64) covers [20, 30). */
+	struct ps_set_op split[] = { { 0, SPACE, pols[0] }, { 20, 30, pols[1] } };
 	uint64_t seed = 0xA11 + (uint64_t)*sync;
 	long ops = 0, i, nops = ps_test_iters(400);
 
-	/* The split case first: [0, 64) covers [20, 30). */
-	FAIL_EACH_ALLOC(ps_store_set(s, 0, SPACE, pols[0]), expect_model(s, &m, pols, NPOLS));
-	cr_assert_eq(ps_model_set(&m, 0, SPACE, pols[0]), 0);
-	FAIL_EACH_ALLOC(ps_store_set(s, 20, 30, pols[1]), expect_model(s, &m, pols, NPOLS));
-	cr_assert_eq(ps_model_set(&m, 20, 30, pols[1]), 0);
+	set_failing(s, &m, pols, split, 2, false);
 	expect_model(s, &m, pols, NPOLS);
 	cr_assert_eq(m.n, 3);
 	for (i = 0; i < nops; i++) {
-		uint64_t r = ps_test_rand(&seed), a, b;
-		struct ps_policy *pol = pols[(r >> 16) % (NPOLS + 1)];
+		uint64_t r = ps_test_rand(&seed);
+		struct ps_set_op op = { .pol = pols[(r >> 16) % (NPOLS + 1)] };
 
-		random_range(&m, r, 0, SPACE, &a, &b);
-		FAIL_EACH_ALLOC(ps_store_set(s, a, b, pol), expect_model(s, &m, pols, NPOLS));
-		cr_assert_eq(ps_model_set(&m, a, b, pol), 0);
+		random_range(&m, r, 0, SPACE, &op.start, &op.end);
+		set_failing(s, &m, pols, &op, 1, false);
 		ops++;
 		if (i % 16 == 0)
 			expect_model(s, &m, pols, NPOLS);
@@ -212,11 +214,8 @@ VARIANT_TEST(alloc_failure, store_set_many)
 		/* Set a range, split it twice, in one batch. */
 		struct ps_set_op split[] = { { 0, SPACE, pols[0] }, { 20, 30, pols[1] },
 			{ 40, 44, pols[2] } };
-		size_t k;
 
-		FAIL_EACH_ALLOC(ps_store_set_many(s, split, 3), expect_model(s, &m, pols, NPOLS));
-		for (k = 0; k < 3; k++)
-			cr_assert_eq(ps_model_set(&m, split[k].start, split[k].end, split[k].pol), 0);
+		set_failing(s, &m, pols, split, 3, true);
 		expect_model(s, &m, pols, NPOLS);
 		cr_assert_eq(m.n, 5);
 		calls++;
@@ -232,9 +231,7 @@ VARIANT_TEST(alloc_failure, store_set_many)
 			random_range(&m, r, lo, 32, &a, &b);
 			ops[k] = (struct ps_set_op){ a, b, pols[(r >> 16) % (NPOLS + 1)] };
 		}
-		FAIL_EACH_ALLOC(ps_store_set_many(s, ops, n), expect_model(s, &m, pols, NPOLS));
-		for (k = 0; k < n; k++)
-			cr_assert_eq(ps_model_set(&m, ops[k].start, ops[k].end, ops[k].pol), 0);
+		set_failing(s, &m, pols, ops, n, true);
 		if (i % 8 == 0)
 			expect_model(s, &m, pols, NPOLS);
 	}

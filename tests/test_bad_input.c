@@ -174,32 +174,6 @@ Test(bad_input, double_put_aborts, .signal = SIGABRT)
 
 /* ---- store.h, alloc.h, rcu.h, lockstat.h ---- */
 
-struct snap {
-	uint64_t s[16], e[16];
-	struct ps_policy *p[16];
-	int n;
-};
-
-static int snap_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct snap *sn = arg;
-
-	cr_assert_lt(sn->n, 16);
-	sn->s[sn->n] = start;
-	sn->e[sn->n] = end;
-	sn->p[sn->n++] = pol;
-	return 0;
-}
-
-static struct snap take_snap(struct ps_store *s)
-{
-	struct snap sn;
-
-	memset(&sn, 0, sizeof(sn));
-	cr_assert_eq(ps_store_foreach(s, snap_fn, &sn), 0);
-	return sn;
-}
-
 static void *plain_alloc(size_t size, void *ctx)
 {
 	(void)ctx;
@@ -239,7 +213,8 @@ static void bad_store_windows(struct ps_store *s, struct ps_policy *a, struct ps
 	struct ps_policy *got = (struct ps_policy *)&ok;
 	uint64_t st = 7, en = 7;
 	struct ps_store *o;
-	struct snap sn;
+	struct ps_model want;
+	char why[160];
 
 	/* Empty and inverted windows, a NULL callback. */
 	BAD(ps_store_foreach_range(NULL, 0, 1, never_fn, NULL), -EINVAL);
@@ -286,11 +261,11 @@ static void bad_store_windows(struct ps_store *s, struct ps_policy *a, struct ps
 	o = ps_store_create(ps_store_sync_kind(s));
 	cr_assert_not_null(o);
 	BAD(ps_store_set_many(o, overlap, 2), 0);
-	memset(&sn, 0, sizeof(sn));
-	cr_assert_eq(ps_store_foreach(o, snap_fn, &sn), 0);
-	cr_assert(sn.n == 2 && sn.s[0] == 100 && sn.e[0] == 150 && sn.p[0] == a &&
-					sn.s[1] == 150 && sn.e[1] == 250 && sn.p[1] == b,
-			"overlapping ops: the later one must win");
+	ps_model_init(&want);
+	cr_assert_eq(ps_model_set(&want, 100, 150, a), 0);
+	cr_assert_eq(ps_model_set(&want, 150, 250, b), 0);
+	cr_assert(ps_model_matches(o, &want, why, sizeof(why)),
+			"overlapping ops: the later one must win: %s", why);
 	ps_store_destroy(o);
 }
 
@@ -300,7 +275,8 @@ VARIANT_TEST(bad_input, store)
 	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2);
 	struct ps_alloc_ops half1 = { NULL, NULL, NULL }, half2 = { NULL, NULL, NULL };
 	struct ps_lock_stat_row rows[2];
-	struct snap before, after;
+	struct ps_model before;
+	char why[160];
 	long ra, rb;
 	char name[32];
 
@@ -308,7 +284,7 @@ VARIANT_TEST(bad_input, store)
 	/* A state with both uint64_t edges used: [0, 10), [UINT64_MAX - 1, UINT64_MAX). */
 	cr_assert_eq(ps_store_set(s, 0, 10, a), 0);
 	cr_assert_eq(ps_store_set(s, UINT64_MAX - 1, UINT64_MAX, b), 0);
-	before = take_snap(s);
+	cr_assert_eq(ps_model_read(&before, s), 0);
 	ra = ps_policy_refcount(a);
 	rb = ps_policy_refcount(b);
 
@@ -348,7 +324,7 @@ VARIANT_TEST(bad_input, store)
 	ps_store_read_lock(NULL);
 	ps_store_read_unlock(NULL);
 	tried += 2;
-	BAD(ps_store_foreach(NULL, snap_fn, NULL), -EINVAL);
+	BAD(ps_store_foreach(NULL, ps_test_count_ranges, NULL), -EINVAL);
 	BAD(ps_store_foreach(s, NULL, NULL), -EINVAL);
 	BAD(ps_store_count(NULL), 0);
 	BAD(ps_store_check(NULL, NULL), -EINVAL);
@@ -378,8 +354,8 @@ VARIANT_TEST(bad_input, store)
 	}
 
 	/* Nothing changed, and the store still works (the allocator too). */
-	after = take_snap(s);
-	cr_assert_eq(memcmp(&before, &after, sizeof(before)), 0, "bad input changed the store");
+	cr_assert(ps_model_matches(s, &before, why, sizeof(why)), "bad input changed the store: %s",
+			why);
 	cr_assert_eq(ps_store_check(s, NULL), 0);
 	cr_assert_eq(ps_policy_refcount(a), ra);
 	cr_assert_eq(ps_policy_refcount(b), rb);

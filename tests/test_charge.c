@@ -5,8 +5,6 @@
  *   usage(c) == own charges held + stocked(c) + sum of usage(children).
  */
 #include <errno.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,158 +300,37 @@ KIND_TEST(charge, stock_lean_refill_and_half_trim)
 	cr_assert_eq(ps_charge_destroy(root), 0);
 }
 
-/* ---- Concurrency --------------------------------------------------------- */
+/* ---- Concurrency (the charge workload of testutil.h) ------------------------ */
 
-#define NTHREADS 4
-#define MAX_NR 8
-
-struct worker {
-	pthread_t tid;
-	struct ps_charge *leaf;
-	long iters;
-	long held;
-	long refused;
-	uint64_t seed;
-};
-
-static int stop_monitor;
-
-static void *charge_worker(void *arg)
-{
-	struct worker *w = arg;
-	long i, nr;
-
-	for (i = 0; i < w->iters; i++) {
-		nr = 1 + (long)(ps_test_rand(&w->seed) % MAX_NR);
-		if (ps_test_rand(&w->seed) % 8 < 5 || w->held < nr) {
-			if (!ps_charge_try(w->leaf, nr, NULL))
-				w->held += nr;
-			else
-				w->refused++;
-		} else {
-			TCHECK(ps_charge_uncharge(w->leaf, nr) == 0, "uncharge %ld", nr);
-			w->held -= nr;
-		}
-	}
-	return NULL;
-}
-
-struct monitor {
-	struct ps_charge *watch[2];
-	long bound;
-	long max_seen;
-};
-
-/* Reads usage while charges run: never above limit + bound (bound 0 for SPIN/SEQLOCK). */
-static void *charge_monitor(void *arg)
-{
-	struct monitor *m = arg;
-	struct ps_charge_stat st;
-	int i;
-
-	while (!__atomic_load_n(&stop_monitor, __ATOMIC_ACQUIRE)) {
-		for (i = 0; i < 2; i++) {
-			TCHECK(ps_charge_stat(m->watch[i], &st) == 0, "stat");
-			TCHECK(st.usage <= st.limit + m->bound, "usage %ld limit %ld bound %ld",
-					st.usage, st.limit, m->bound);
-			if (st.usage - st.limit > m->max_seen)
-				m->max_seen = st.usage - st.limit;
-		}
-		sched_yield();
-	}
-	return NULL;
-}
-
+/*
+ * Four workers on leaves of 60 under a parent of 150 under a root of 200,
+ * a monitor reading the root and the parent meanwhile: usage never above
+ * limit + bound, exact once quiescent, every worker refused now and then.
+ */
 KIND_TEST(charge, concurrent_exact_and_bounded)
 {
-	struct ps_charge *root = mk(*kind, NULL, 200);
-	struct ps_charge *parent = mk(*kind, root, 150);
-	struct worker w[NTHREADS];
-	struct monitor m = { .watch = { root, parent } };
-	pthread_t mon;
-	long sum = 0, bound, ov;
-	int i;
+	struct ps_test_charge_load l = {
+		.kind = *kind, .workers = 4, .root_limit = 200, .parent_limit = 150,
+		.leaf_limit = 60, .monitor = true, .expect_refusals = true,
+		.run = { .iters = ps_test_iters(200000) },
+	};
 
-	bound = ps_charge_overshoot_bound(*kind, NTHREADS, MAX_NR, ps_charge_stock_batch(parent));
-	m.bound = bound;
-	for (i = 0; i < NTHREADS; i++) {
-		w[i] = (struct worker){ .leaf = mk(*kind, parent, 60), .iters = ps_test_iters(200000),
-			.seed = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1) };
-	}
-	stop_monitor = 0;
-	/* Only atomics touch it; the monitor's results reach us through pthread_join(). */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&stop_monitor, sizeof(stop_monitor));
-	cr_assert_eq(pthread_create(&mon, NULL, charge_monitor, &m), 0);
-	for (i = 0; i < NTHREADS; i++)
-		cr_assert_eq(pthread_create(&w[i].tid, NULL, charge_worker, &w[i]), 0);
-	for (i = 0; i < NTHREADS; i++)
-		pthread_join(w[i].tid, NULL);
-	__atomic_store_n(&stop_monitor, 1, __ATOMIC_RELEASE);
-	pthread_join(mon, NULL);
-
-	/* Quiescent: exact at every level once the stocks are back. */
-	cr_assert_eq(ps_charge_drain_stock(root), 0);
-	for (i = 0; i < NTHREADS; i++) {
-		cr_assert_eq(rd(w[i].leaf, PS_CHARGE_USAGE), w[i].held, "leaf %d", i);
-		cr_assert_leq(rd(w[i].leaf, PS_CHARGE_MAX_USAGE), 60 + bound);
-		sum += w[i].held;
-	}
-	cr_assert_eq(rd(parent, PS_CHARGE_USAGE), sum);
-	cr_assert_eq(rd(root, PS_CHARGE_USAGE), sum);
-	for (i = 0; i < NTHREADS; i++)
-		cr_assert(w[i].refused > 0, "the limits were hit");
-
-	ov = rd(parent, PS_CHARGE_MAX_OVERSHOOT);
-	if (rd(root, PS_CHARGE_MAX_OVERSHOOT) > ov)
-		ov = rd(root, PS_CHARGE_MAX_OVERSHOOT);
+	cr_assert_eq(ps_test_charge_run(&l), 0, "%s", l.run.why);
 	cr_log_info("%s: largest overshoot %ld (monitor saw %ld), bound %ld",
-			ps_charge_kind_name(*kind), ov, m.max_seen, bound);
-	cr_assert_leq(ov, bound);
-	if (*kind == PS_CHARGE_SPIN || *kind == PS_CHARGE_SEQLOCK) {
-		cr_assert_eq(ov, 0);
-		cr_assert_leq(rd(parent, PS_CHARGE_MAX_USAGE), 150);
-		cr_assert_leq(rd(root, PS_CHARGE_MAX_USAGE), 200);
-	}
-
-	for (i = 0; i < NTHREADS; i++) {
-		cr_assert_eq(ps_charge_uncharge(w[i].leaf, w[i].held), 0);
-		cr_assert_eq(ps_charge_destroy(w[i].leaf), 0);
-	}
-	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 0);
-	cr_assert_eq(ps_charge_destroy(parent), 0);
-	cr_assert_eq(ps_charge_destroy(root), 0);
+			ps_charge_kind_name(*kind), l.overshoot, l.max_seen, l.bound);
 }
 
 /* Set_limit racing with charges: a successful shrink is never undercut for locked kinds. */
 KIND_TEST(charge, set_limit_under_load)
 {
-	struct ps_charge *root = mk(*kind, NULL, 1000);
-	struct worker w[2];
 	/* Not scaled down under valgrind: set_limit is cheap, and the loop must see load and calm. */
-	long i, rounds = 2000, ok = 0;
+	struct ps_test_charge_load l = {
+		.kind = *kind, .workers = 2, .root_limit = 1000, .leaf_limit = PS_CHARGE_MAX,
+		.limit_rounds = 2000, .limit_lo = 40, .limit_hi = 1000,
+		.run = { .iters = ps_test_iters(100000), .seed = 77 },
+	};
 
-	for (i = 0; i < 2; i++)
-		w[i] = (struct worker){ .leaf = mk(*kind, root, PS_CHARGE_MAX),
-			.iters = ps_test_iters(100000), .seed = 77 + (uint64_t)i };
-	for (i = 0; i < 2; i++)
-		cr_assert_eq(pthread_create(&w[i].tid, NULL, charge_worker, &w[i]), 0);
-	for (i = 0; i < rounds; i++) {
-		int r = ps_charge_set_limit(root, (i & 1) ? 1000 : 40);
-
-		cr_assert(r == 0 || r == -EBUSY);
-		ok += r == 0;
-	}
-	for (i = 0; i < 2; i++)
-		pthread_join(w[i].tid, NULL);
-	cr_assert_eq(ps_charge_set_limit(root, 1000), 0);
-	cr_assert_eq(ps_charge_drain_stock(root), 0);
-	cr_assert_eq(rd(root, PS_CHARGE_USAGE), w[0].held + w[1].held);
-	for (i = 0; i < 2; i++) {
-		cr_assert_eq(ps_charge_uncharge(w[i].leaf, w[i].held), 0);
-		cr_assert_eq(ps_charge_destroy(w[i].leaf), 0);
-	}
-	cr_assert_eq(ps_charge_destroy(root), 0);
-	cr_assert_gt(ok, 0);
+	cr_assert_eq(ps_test_charge_run(&l), 0, "%s", l.run.why);
 }
 
 /* ---- Allocation failures ------------------------------------------------- */

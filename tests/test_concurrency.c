@@ -1,22 +1,19 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Readers and writers together, for every variant.  Policy k is only ever
- * set inside region k of the index space, so a lookup at idx may return
- * NULL or policy region(idx), nothing else: a lookup returning a range that
- * was never there, or a freed policy (valgrind/ASan), fails.
+ * Readers and writers together, for every variant: the store workload of
+ * testutil.h (ps_test_store_run(), which tsan_stress runs too).  Policy k is
+ * only ever set inside region k of the index space, so a lookup at idx may
+ * return NULL or policy region(idx), nothing else: a lookup returning a
+ * range that was never there, or a freed policy (valgrind/ASan), fails.
  *
  * Churn mode (the churn_* tests): the store starts fully covered and every
- * set installs a fresh policy that only the store owns (the writer puts its
- * reference at once), so replaced policies are freed while readers run.
- * Each policy's node mask encodes the range it was set for; readers look
- * up, borrow, take and put references, and check every result: never NULL
- * (every page is always covered), and set for a range that holds the page
- * looked up.  A policy freed too early is reported by valgrind/ASan, or
- * decodes to a wrong range.
+ * set installs a fresh policy that only the store owns, so replaced
+ * policies are freed while readers run; each policy's node mask encodes
+ * the range it was set for, and every read must find one set for a range
+ * that holds the page.
  */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -27,242 +24,21 @@
 
 #include "testutil.h"
 
-#define REGIONS 8
-#define REGION_SIZE 512
-#define SPACE (REGIONS * REGION_SIZE)
-
-struct shared {
-	struct ps_store *store;
-	enum ps_sync sync;
-	struct ps_policy *pol[REGIONS];
-	atomic_bool stop;
-	atomic_long lookups, sets, errors;
-	atomic_int readers_started; /* writers begin once every reader runs */
-	int nreaders;
-	long sets_per_writer;
-	uint64_t duration_ns; /* writers stop after this even if sets remain (slow grace periods) */
-	bool borrow; /* readers use the no-reference path */
-	bool qsbr_online; /* QSBR readers go online explicitly */
-	bool churn; /* a fresh policy per set, owned by the store alone */
-};
-
-/*
- * Churn policies: node k is the region, nodes CHURN_A_BIT.. and
- * CHURN_B_BIT.. hold the range's start and end offsets in the region in
- * binary, CHURN_MAGIC is always set.
- */
-#define CHURN_A_BIT 16
-#define CHURN_B_BIT 32
-#define CHURN_OFF_BITS 10 /* offsets 0 .. REGION_SIZE */
-#define CHURN_MAGIC 1000
-#define MASK_LONGS (PS_MAX_NUMNODES / (8 * sizeof(unsigned long)))
-#define LONG_BITS (8 * sizeof(unsigned long))
-
-static void mask_set(unsigned long *mask, int bit)
-{
-	mask[bit / LONG_BITS] |= 1UL << (bit % LONG_BITS);
-}
-
-static bool mask_test(const unsigned long *mask, int bit)
-{
-	return mask[bit / LONG_BITS] >> (bit % LONG_BITS) & 1;
-}
-
-/* A policy that says it was set for [@a, @b) in region @k. */
-static struct ps_policy *churn_policy(int k, uint64_t a, uint64_t b)
-{
-	unsigned long mask[MASK_LONGS] = { 0 };
-	uint64_t base = (uint64_t)k * REGION_SIZE;
-	struct ps_policy *pol;
-	int j;
-
-	mask_set(mask, k);
-	for (j = 0; j < CHURN_OFF_BITS; j++) {
-		if ((a - base) >> j & 1)
-			mask_set(mask, CHURN_A_BIT + j);
-		if ((b - base) >> j & 1)
-			mask_set(mask, CHURN_B_BIT + j);
-	}
-	mask_set(mask, CHURN_MAGIC);
-	pol = ps_policy_create(PS_MPOL_BIND, 0, mask, PS_MAX_NUMNODES);
-	TCHECK(pol, "ps_policy_create failed");
-	return pol;
-}
-
-/* Was @pol set by churn_policy() for a range that holds @idx? */
-static bool churn_policy_covers(const struct ps_policy *pol, uint64_t idx)
-{
-	unsigned long mask[MASK_LONGS];
-	int k = (int)(idx / REGION_SIZE), j;
-	uint64_t base = (uint64_t)k * REGION_SIZE, a = 0, b = 0;
-
-	if (!pol || ps_policy_mode(pol) != PS_MPOL_BIND ||
-			ps_policy_nodemask(pol, mask, PS_MAX_NUMNODES))
-		return false;
-	if (!mask_test(mask, CHURN_MAGIC) || ps_policy_first_node(pol) != k)
-		return false;
-	for (j = 0; j < CHURN_A_BIT; j++)
-		if (j != k && mask_test(mask, j))
-			return false;
-	for (j = 0; j < CHURN_OFF_BITS; j++) {
-		a |= (uint64_t)mask_test(mask, CHURN_A_BIT + j) << j;
-		b |= (uint64_t)mask_test(mask, CHURN_B_BIT + j) << j;
-	}
-	return base + a <= idx && idx < base + b && b <= REGION_SIZE;
-}
-
-static void *writer(void *arg)
-{
-	struct shared *sh = arg;
-	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
-	uint64_t deadline;
-	long i;
-
-	/*
-	 * Writers overlap readers: on a loaded machine the writers could
-	 * otherwise finish their sets before any reader was scheduled.
-	 */
-	while (atomic_load(&sh->readers_started) < sh->nreaders)
-		sched_yield();
-	deadline = ps_test_now_ns() + sh->duration_ns;
-	/* At least a few sets whatever the clock says: the test must exercise writers. */
-	for (i = 0; i < sh->sets_per_writer && (i < 8 || ps_test_now_ns() < deadline); i++) {
-		int k = (int)(ps_test_rand(&seed) % REGIONS);
-		uint64_t a, b;
-
-		if (!ps_test_rand_range(&seed, (uint64_t)k * REGION_SIZE, REGION_SIZE, &a, &b))
-			continue;
-		if (sh->churn) {
-			/* The store's reference is the only one once we put ours. */
-			struct ps_policy *pol = churn_policy(k, a, b);
-
-			if (ps_store_set(sh->store, a, b, pol))
-				atomic_fetch_add(&sh->errors, 1);
-			ps_policy_put(pol);
-		} else if (ps_store_set(sh->store, a, b,
-					   ps_test_rand(&seed) % 4 ? sh->pol[k] : NULL)) {
-			atomic_fetch_add(&sh->errors, 1);
-		}
-		atomic_fetch_add(&sh->sets, 1);
-	}
-	return NULL;
-}
-
-/* One churn-mode read of @idx: every result is checked, a NULL is an error. */
-static void churn_read(struct shared *sh, uint64_t idx)
-{
-	struct ps_policy *held;
-
-	if (sh->borrow) {
-		const struct ps_policy *got;
-
-		ps_store_read_lock(sh->store);
-		got = ps_store_lookup_borrow(sh->store, idx);
-		if (!churn_policy_covers(got, idx))
-			atomic_fetch_add(&sh->errors, 1);
-		/* A reference taken inside the section keeps it past the section. */
-		held = ps_policy_get((struct ps_policy *)got);
-		ps_store_read_unlock(sh->store);
-	} else {
-		held = ps_store_lookup(sh->store, idx);
-	}
-	if (!churn_policy_covers(held, idx))
-		atomic_fetch_add(&sh->errors, 1);
-	ps_policy_put(held);
-}
-
-static void *reader(void *arg)
-{
-	struct shared *sh = arg;
-	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
-	long n = 0;
-
-	if (sh->sync == PS_SYNC_RCU_QSBR && sh->qsbr_online)
-		ps_qsbr_thread_online();
-	atomic_fetch_add(&sh->readers_started, 1);
-	while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
-		uint64_t idx = ps_test_rand(&seed) % SPACE;
-		const struct ps_policy *want = sh->pol[idx / REGION_SIZE];
-		const struct ps_policy *got;
-
-		if (sh->churn) {
-			churn_read(sh, idx);
-			n++;
-			if (sh->qsbr_online)
-				ps_qsbr_quiescent();
-			continue;
-		}
-		if (sh->borrow) {
-			ps_store_read_lock(sh->store);
-			got = ps_store_lookup_borrow(sh->store, idx);
-			if (got && ps_policy_first_node(got) != (int)(idx / REGION_SIZE))
-				atomic_fetch_add(&sh->errors, 1);
-			ps_store_read_unlock(sh->store);
-		} else {
-			struct ps_policy *p = ps_store_lookup(sh->store, idx);
-
-			got = p;
-			if (p && ps_policy_first_node(p) != (int)(idx / REGION_SIZE))
-				atomic_fetch_add(&sh->errors, 1);
-			ps_policy_put(p);
-		}
-		if (got && got != want)
-			atomic_fetch_add(&sh->errors, 1);
-		n++;
-		if (sh->qsbr_online)
-			ps_qsbr_quiescent();
-	}
-	if (sh->sync == PS_SYNC_RCU_QSBR && sh->qsbr_online)
-		ps_qsbr_thread_offline();
-	atomic_fetch_add(&sh->lookups, n);
-	return NULL;
-}
-
+/* Readers and writers on one store (testutil.h: ps_test_store_run()). */
 static void run_mixed(enum ps_sync sync, int readers, int writers, bool borrow, bool online,
 		bool churn)
 {
-	struct shared sh = {
-		.sync = sync, .borrow = borrow, .qsbr_online = online, .churn = churn,
-		.nreaders = readers
+	struct ps_test_store_load l = {
+		.sync = sync, .readers = readers, .writers = writers,
+		.read = borrow ? PS_TEST_READ_BORROW : PS_TEST_READ_REF, .qsbr_online = online,
+		.churn = churn, .region_size = 512,
+		.run = { .iters = ps_test_iters(3000), .min_iters = 8,
+			/* writers stop after this even if sets remain (slow grace periods) */
+			.duration_ns = (uint64_t)(2e9 * ps_test_scale() + 5e8) },
 	};
-	pthread_t rt[64], wt[8];
-	const char *why = NULL;
-	int i;
 
-	sh.store = ps_store_create(sync);
-	cr_assert_not_null(sh.store);
-	sh.sets_per_writer = ps_test_iters(3000);
-	sh.duration_ns = (uint64_t)(2e9 * ps_test_scale() + 5e8);
-	for (i = 0; i < REGIONS; i++)
-		sh.pol[i] = ps_test_bind(i);
-	for (i = 0; churn && i < REGIONS; i++) { /* every page covered from the start */
-		struct ps_policy *pol = churn_policy(i, (uint64_t)i * REGION_SIZE,
-				(uint64_t)(i + 1) * REGION_SIZE);
-
-		cr_assert_eq(ps_store_set(sh.store, (uint64_t)i * REGION_SIZE,
-					     (uint64_t)(i + 1) * REGION_SIZE, pol),
-				0);
-		ps_policy_put(pol);
-	}
-	for (i = 0; i < readers; i++)
-		cr_assert_eq(pthread_create(&rt[i], NULL, reader, &sh), 0);
-	for (i = 0; i < writers; i++)
-		cr_assert_eq(pthread_create(&wt[i], NULL, writer, &sh), 0);
-	for (i = 0; i < writers; i++)
-		pthread_join(wt[i], NULL);
-	atomic_store(&sh.stop, true);
-	for (i = 0; i < readers; i++)
-		pthread_join(rt[i], NULL);
-	cr_assert_eq(atomic_load(&sh.errors), 0, "%s: %ld bad lookups or failed sets",
-			ps_sync_name(sync), atomic_load(&sh.errors));
-	cr_assert_gt(atomic_load(&sh.lookups), 0);
-	cr_assert_gt(atomic_load(&sh.sets), 0);
-	cr_assert_eq(ps_store_check(sh.store, &why), 0, "%s", why);
-	ps_store_destroy(sh.store);
-	for (i = 0; i < REGIONS; i++) {
-		cr_assert_eq(ps_policy_refcount(sh.pol[i]), 1);
-		ps_policy_put(sh.pol[i]);
-	}
+	cr_assert_eq(ps_test_store_run(&l), 0, "%s: %ld bad lookups or failed sets: %s",
+			ps_sync_name(sync), l.run.failures, l.run.why);
 }
 
 VARIANT_TEST(concurrency, readers_and_writers)

@@ -12,6 +12,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,81 +58,25 @@ static void churn(struct ps_store *s, struct ps_policy *p, int n)
 	}
 }
 
-/* ---- a page model of the store ---------------------------------------------- */
+/* ---- the store against the model of testutil.h, on pages [0, MODEL_PAGES) ---- */
 
 #define MODEL_PAGES 512
 
-struct model {
-	struct ps_policy *pol[MODEL_PAGES];
-};
-
-static void model_set(struct model *m, uint64_t a, uint64_t b, struct ps_policy *p)
+/* The store holds the model's ranges; after synchronize each policy counts 1 + its ranges. */
+static void expect_model(struct ps_store *s, const struct ps_model *m, struct ps_policy **pols,
+		int npols, const char *when)
 {
-	uint64_t i;
+	char why[160];
 
-	if (p && p->mode == PS_MPOL_DEFAULT)
-		p = NULL;
-	for (i = a; i < b && i < MODEL_PAGES; i++)
-		m->pol[i] = p;
-}
-
-/* How many ranges of the store hold each policy (counted by foreach). */
-struct refs_walk {
-	struct ps_policy **pols;
-	long *n;
-	int npols;
-	uint64_t prev_end;
-	bool bad;
-};
-
-static int refs_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct refs_walk *w = arg;
-	int i;
-
-	if (start >= end || start < w->prev_end)
-		w->bad = true;
-	w->prev_end = end;
-	for (i = 0; i < w->npols; i++)
-		if (w->pols[i] == pol)
-			w->n[i]++;
-	return 0;
-}
-
-/* After ps_store_synchronize(): each policy's count is 1 (ours) + the ranges holding it. */
-static void expect_refcounts(struct ps_store *s, struct ps_policy **pols, int npols,
-		const char *when)
-{
-	long n[16] = { 0 };
-	struct refs_walk w = { pols, n, npols, 0, false };
-	int i;
-
-	cr_assert(npols <= 16);
-	cr_assert_eq(ps_store_foreach(s, refs_fn, &w), 0);
-	cr_assert_not(w.bad, "%s: ranges out of order", when);
-	for (i = 0; i < npols; i++)
-		cr_assert_eq(ps_policy_refcount(pols[i]), 1 + n[i],
-				"%s: policy %d has count %ld, expected 1 + %ld ranges (%s)", when, i,
-				ps_policy_refcount(pols[i]), n[i], ps_sync_name(ps_store_sync_kind(s)));
-}
-
-static void expect_model(struct ps_store *s, const struct model *m, const char *when)
-{
-	uint64_t i;
-
-	for (i = 0; i < MODEL_PAGES; i++) {
-		struct ps_policy *got = ps_store_lookup(s, i);
-
-		cr_assert_eq(got, m->pol[i], "%s: page %llu", when, (unsigned long long)i);
-		ps_policy_put(got);
-	}
+	cr_assert(ps_model_matches_refs(s, m, pols, npols, MODEL_PAGES, why, sizeof(why)),
+			"%s: %s (%s)", when, why, ps_sync_name(ps_store_sync_kind(s)));
 }
 
 /* ---- 1. reference counts across copies, victim reuse, removal, recycling --------- */
 
 /*
  * Random sets (many of them equal to, or covering exactly, existing ranges:
- * the victim reuse) against a page model; after every synchronize each
+ * the victim reuse) against the model; after every synchronize each
  * policy's count must be exactly 1 + the ranges holding it, and before it
  * never below that.  Enough sets that retired ranges are recycled many
  * times over (recycled spares still point at old policies).
@@ -140,11 +85,12 @@ ALL_TEST(refcounts_random_with_victims, .timeout = 120)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *pols[6];
-	struct model m = { { NULL } };
+	struct ps_model m;
 	uint64_t seed = 0x1234 + (uint64_t)*sync;
 	long op, nops = ps_test_iters(60000);
 	int i;
 
+	ps_model_init(&m);
 	for (i = 0; i < 5; i++)
 		pols[i] = ps_test_bind(i);
 	pols[5] = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0);
@@ -154,15 +100,15 @@ ALL_TEST(refcounts_random_with_victims, .timeout = 120)
 		struct ps_policy *p = (r & 7) == 0 ? NULL : pols[(r >> 3) % 6];
 
 		if ((r >> 8) % 4 == 0) {
-			/* Exactly an existing range (or the whole store). */
-			struct ps_rtree_cow dummy;
+			/* Exactly an existing range, or a run of them with one policy, or a hole. */
+			struct ps_policy *run;
 
-			(void)dummy;
 			a = ps_test_rand(&seed) % MODEL_PAGES;
 			b = a;
-			while (b < MODEL_PAGES && m.pol[b] == m.pol[a])
+			run = ps_model_at(&m, a);
+			while (b < MODEL_PAGES && ps_model_at(&m, b) == run)
 				b++;
-			while (a > 0 && m.pol[a - 1] == m.pol[a])
+			while (a > 0 && ps_model_at(&m, a - 1) == run)
 				a--;
 			if (a == b)
 				continue;
@@ -170,24 +116,16 @@ ALL_TEST(refcounts_random_with_victims, .timeout = 120)
 			continue;
 		}
 		cr_assert_eq(ps_store_set(s, a, b, p), 0);
-		model_set(&m, a, b, p);
+		cr_assert_eq(ps_model_set(&m, a, b, p), 0);
 		if (op % 4096 == 4095) {
-			long n[16] = { 0 };
-			struct refs_walk w = { pols, n, 6, 0, false };
-
-			ps_store_foreach(s, refs_fn, &w);
 			for (i = 0; i < 6; i++)
-				cr_assert_geq(ps_policy_refcount(pols[i]), 1 + n[i],
+				cr_assert_geq(ps_policy_refcount(pols[i]),
+						1 + ps_model_refs(&m, pols[i]),
 						"policy %d count below its ranges", i);
-			ps_store_synchronize(s);
-			expect_refcounts(s, pols, 6, "after synchronize");
-			expect_model(s, &m, "model");
-			cr_assert_eq(ps_store_check(s, NULL), 0);
+			expect_model(s, &m, pols, 6, "after synchronize");
 		}
 	}
-	ps_store_synchronize(s);
-	expect_refcounts(s, pols, 6, "end");
-	expect_model(s, &m, "end");
+	expect_model(s, &m, pols, 6, "end");
 	/* Remove everything, with one set at the extreme edges. */
 	cr_assert_eq(ps_store_set(s, 0, UINT64_MAX, NULL), 0);
 	cr_assert_eq(ps_store_count(s), 0);
@@ -468,9 +406,7 @@ Test(cow, need_big_trees_adversarial, .timeout = 300)
 
 struct old_reader {
 	struct ps_store *s;
-	pthread_mutex_t m;
-	pthread_cond_t cv;
-	int state; /* 1: reader inside its section; 2: writer done */
+	sem_t in_section, writer_done; /* posted by the reader, by the writer */
 	long seen, expect;
 	const struct ps_policy *borrowed[64];
 	int borrowed_node[64];
@@ -479,12 +415,9 @@ struct old_reader {
 
 static void old_reader_wait_writer(struct old_reader *o)
 {
-	pthread_mutex_lock(&o->m);
-	o->state = 1;
-	pthread_cond_broadcast(&o->cv);
-	while (o->state != 2)
-		pthread_cond_wait(&o->cv, &o->m);
-	pthread_mutex_unlock(&o->m);
+	sem_post(&o->in_section);
+	while (sem_wait(&o->writer_done))
+		;
 }
 
 static bool policy_looks_alive(const struct ps_policy *p, int node)
@@ -539,8 +472,8 @@ static void old_version_scenario(enum ps_sync sync, void *(*reader)(void *))
 	pthread_t t;
 	int i;
 
-	pthread_mutex_init(&o.m, NULL);
-	pthread_cond_init(&o.cv, NULL);
+	sem_init(&o.in_section, 0, 0);
+	sem_init(&o.writer_done, 0, 0);
 	for (i = 0; i < 64; i++) {
 		struct ps_policy *p = ps_test_bind(i % 4);
 
@@ -548,10 +481,8 @@ static void old_version_scenario(enum ps_sync sync, void *(*reader)(void *))
 		ps_policy_put(p);
 	}
 	cr_assert_eq(pthread_create(&t, NULL, reader, &o), 0);
-	pthread_mutex_lock(&o.m);
-	while (o.state != 1)
-		pthread_cond_wait(&o.cv, &o.m);
-	pthread_mutex_unlock(&o.m);
+	while (sem_wait(&o.in_section))
+		;
 	/* Sets never wait for the reader (fewer retired ranges than the backpressure bound). */
 	for (i = 0; i < 6000; i++) {
 		uint64_t a = ps_test_rand(&seed) % 700, b = a + 1 + ps_test_rand(&seed) % 40;
@@ -563,16 +494,15 @@ static void old_version_scenario(enum ps_sync sync, void *(*reader)(void *))
 			cr_assert_eq(ps_store_set(o.s, 0, UINT64_MAX, NULL), 0);
 	}
 	cr_assert_eq(ps_store_set(o.s, 0, UINT64_MAX, NULL), 0);
-	pthread_mutex_lock(&o.m);
-	o.state = 2;
-	pthread_cond_broadcast(&o.cv);
-	pthread_mutex_unlock(&o.m);
+	sem_post(&o.writer_done);
 	pthread_join(t, NULL);
 	cr_assert_not(o.bad, "the reader's version or its policies changed under it");
 	if (reader == old_reader_walk)
 		cr_assert_eq(o.seen, 64, "the reader's snapshot has %ld ranges", o.seen);
 	ps_store_synchronize(o.s);
 	ps_store_destroy(o.s);
+	sem_destroy(&o.in_section);
+	sem_destroy(&o.writer_done);
 }
 
 RCU_TEST(reader_walk_keeps_old_version, .timeout = 60)
@@ -1186,25 +1116,8 @@ RCU_TEST(fork_while_writer_holds_recycle_lock, .timeout = 240)
 
 /* ---- 6. allocation failure at every allocation of a set -------------------------- */
 
-struct snap {
-	uint64_t start[4096], end[4096];
-	struct ps_policy *pol[4096];
-	int n;
-};
-
-static int snap_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct snap *sn = arg;
-
-	cr_assert_lt(sn->n, 4096);
-	sn->start[sn->n] = start;
-	sn->end[sn->n] = end;
-	sn->pol[sn->n] = pol;
-	sn->n++;
-	return 0;
-}
-
-static struct snap snap_a, snap_b;
+/* The store before each attempt: a failed set must leave it so (testutil.h's model). */
+static struct ps_model before_set;
 
 /*
  * For each kind of set (split, trim, cover many, victim, remove all, at
@@ -1240,8 +1153,9 @@ ALL_TEST(alloc_failure_every_allocation, .timeout = 300)
 			cr_assert_eq(ps_store_set(s, UINT64_MAX - 5, UINT64_MAX, pols[0]), 0);
 			ps_store_synchronize(s);
 			for (k = 0; ret == -ENOMEM; k++) {
-				snap_a.n = 0;
-				ps_store_foreach(s, snap_fn, &snap_a);
+				char why[160];
+
+				cr_assert_eq(ps_model_read(&before_set, s), 0);
 				for (i = 0; i < 3; i++)
 					ref[i] = ps_policy_refcount(pols[i]);
 				ps_test_alloc_fail_after(k);
@@ -1254,18 +1168,11 @@ ALL_TEST(alloc_failure_every_allocation, .timeout = 300)
 						cr_assert_eq(ps_policy_refcount(pols[i]), ref[i],
 								"set %u k %ld: policy %d count changed",
 								si, k, i);
-				snap_b.n = 0;
-				ps_store_foreach(s, snap_fn, &snap_b);
-				if (ret) {
-					cr_assert_eq(snap_b.n, snap_a.n, "set %u k %ld: ranges changed",
-							si, k);
-					cr_assert_eq(memcmp(snap_a.start, snap_b.start,
-							sizeof(uint64_t) * (size_t)snap_a.n), 0);
-					cr_assert_eq(memcmp(snap_a.end, snap_b.end,
-							sizeof(uint64_t) * (size_t)snap_a.n), 0);
-					cr_assert_eq(memcmp(snap_a.pol, snap_b.pol,
-							sizeof(void *) * (size_t)snap_a.n), 0);
-				}
+				if (ret)
+					cr_assert(ps_model_matches(s, &before_set, why,
+								  sizeof(why)),
+							"set %u k %ld: ranges changed: %s", si, k,
+							why);
 				cr_assert_eq(ps_store_check(s, NULL), 0);
 				cr_assert_lt(k, 100000);
 			}
@@ -1283,16 +1190,17 @@ ALL_TEST(alloc_failure_every_allocation, .timeout = 300)
 
 /* ---- 7. memory bound under a flat-out writer -------------------------------------- */
 
-struct mem_reader {
+/* Reader threads on a store until @stop (sections 7 and 9); @reads: their lookups. */
+struct store_readers {
 	struct ps_store *s;
-	volatile int stop;
-	long lookups;
+	int stop;   /* atomic */
+	long reads; /* atomic */
 };
 
 /* Readers with long sections now and then: the reclaim thread's grace periods wait for them. */
 static void *mem_reader_fn(void *arg)
 {
-	struct mem_reader *r = arg;
+	struct store_readers *r = arg;
 	uint64_t seed = 77;
 
 	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
@@ -1304,7 +1212,7 @@ static void *mem_reader_fn(void *arg)
 		if (ps_test_rand(&seed) % 8 == 0)
 			usleep(3000);
 		ps_store_read_unlock(r->s);
-		r->lookups += 1000;
+		__atomic_fetch_add(&r->reads, 1000, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
@@ -1313,7 +1221,7 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
-	struct mem_reader r = { .s = s };
+	struct store_readers r = { .s = s };
 	size_t empty_mem = ps_store_memory(s);
 	uint64_t seed = 3;
 	size_t maxmem = 0, maxcount = 0, bound;
@@ -1363,7 +1271,7 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 		2 * (COW_SPARE_MAX + 2 * COW_RETIRE_BATCH) * sizeof(void *) +
 		(COW_INFLIGHT_MAX / COW_RETIRE_BATCH + 4) * COW_BATCH_BYTES;
 	cr_log_info("%s: %ld sets in %.1f s, %ld lookups, max %zu ranges, max memory %zu (bound %zu)",
-			ps_sync_name(*sync), sets, secs, r.lookups, maxcount, maxmem, bound);
+			ps_sync_name(*sync), sets, secs, r.reads, maxcount, maxmem, bound);
 	cr_assert_leq(maxmem, bound);
 #if !defined(__SANITIZE_ADDRESS__)
 	/* The heap itself (ranges, batch headers, pointer arrays): what ps_store_memory() misses. */
@@ -1492,15 +1400,9 @@ RCU_TEST(destroy_with_stalled_batches, .timeout = 60)
 
 /* ---- 9. in-place variants: victim reuse under lockless readers --------------------- */
 
-struct flip {
-	struct ps_store *s;
-	volatile int stop;
-	long reads;
-};
-
 static void *flip_reader(void *arg)
 {
-	struct flip *f = arg;
+	struct store_readers *f = arg;
 	uint64_t seed = (uint64_t)(uintptr_t)&seed;
 
 	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
@@ -1534,7 +1436,7 @@ static void *flip_reader(void *arg)
  */
 ALL_TEST(victim_policy_swap_under_readers, .timeout = 60)
 {
-	struct flip f = { .s = ps_store_create(*sync) };
+	struct store_readers f = { .s = ps_store_create(*sync) };
 	pthread_t t[2];
 	long i, n = ps_test_iters(100000);
 

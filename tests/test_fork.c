@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -21,15 +22,6 @@
 #include <criterion/parameterized.h>
 
 #include "testutil.h"
-
-static int count_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	(void)start;
-	(void)end;
-	(void)pol;
-	(*(int *)arg)++;
-	return 0;
-}
 
 /* The child's work: read what the parent set, write, walk, check, destroy. Exit status 0 = ok. */
 static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
@@ -52,7 +44,7 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 		const struct ps_policy *bp = NULL;
 		uint64_t st = 0, en = 0;
 
-		if (ps_store_foreach_range(s, 0, 100, count_fn, &n) || n != 1)
+		if (ps_store_foreach_range(s, 0, 100, ps_test_count_ranges, &n) || n != 1)
 			return 7;
 		n = 0;
 		if (ps_store_next(s, 0, &st, &en, &got) || st != 10 || en != 20 || got != a)
@@ -70,7 +62,7 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 	if (ps_store_set(s, 12, 14, b) || ps_store_set(s, 10, 20, NULL) ||
 			ps_store_set(s, 30, 40, b))
 		return 3;
-	if (ps_store_foreach(s, count_fn, &n) || n != 1)
+	if (ps_store_foreach(s, ps_test_count_ranges, &n) || n != 1)
 		return 4;
 	if (ps_store_check(s, NULL))
 		return 5;
@@ -79,7 +71,8 @@ static int child_uses_store(struct ps_store *s, struct ps_policy *a, bool write)
 		struct ps_set_op ops[] = { { 50, 60, b }, { 70, 80, b }, { 50, 60, NULL } };
 
 		n = 0;
-		if (ps_store_set_many(s, ops, 3) || ps_store_foreach(s, count_fn, &n) || n != 2)
+		if (ps_store_set_many(s, ops, 3) ||
+				ps_store_foreach(s, ps_test_count_ranges, &n) || n != 2)
 			return 10;
 	}
 	/* Wait for a grace period (RCU variants): the removed range's reference is dropped. */
@@ -108,7 +101,7 @@ static void expect_parent_unchanged(struct ps_store *s, struct ps_policy *a)
 
 	cr_assert_eq(got, a, "the child's sets leaked into the parent");
 	ps_policy_put(got);
-	cr_assert_eq(ps_store_foreach(s, count_fn, &n), 0);
+	cr_assert_eq(ps_store_foreach(s, ps_test_count_ranges, &n), 0);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(ps_store_check(s, NULL), 0);
 	/* The parent still writes (its grace periods are unaffected by the child). */
@@ -138,9 +131,8 @@ VARIANT_TEST(fork, single_thread_child_reads_and_writes)
 struct idle {
 	struct ps_store *s;
 	bool qsbr_online;
-	pthread_mutex_t m;
-	pthread_cond_t cv;
-	int state; /* 0 start, 1 ready (idle outside every section), 2 release */
+	sem_t ready;   /* posted by the reader: idle outside every section */
+	sem_t release; /* posted by the test after the fork */
 };
 
 static void *idle_reader(void *arg)
@@ -154,12 +146,9 @@ static void *idle_reader(void *arg)
 		ps_policy_put(ps_store_lookup(id->s, (uint64_t)i % 32));
 	if (id->qsbr_online)
 		ps_qsbr_quiescent();
-	pthread_mutex_lock(&id->m);
-	id->state = 1;
-	pthread_cond_broadcast(&id->cv);
-	while (id->state != 2)
-		pthread_cond_wait(&id->cv, &id->m);
-	pthread_mutex_unlock(&id->m);
+	sem_post(&id->ready);
+	while (sem_wait(&id->release))
+		;
 	if (id->qsbr_online)
 		ps_qsbr_thread_offline();
 	return NULL;
@@ -170,22 +159,19 @@ static pid_t fork_beside_idle_reader(struct idle *id, struct ps_policy *a, bool 
 	pthread_t t;
 	pid_t pid;
 
-	pthread_mutex_init(&id->m, NULL);
-	pthread_cond_init(&id->cv, NULL);
+	sem_init(&id->ready, 0, 0);
+	sem_init(&id->release, 0, 0);
 	cr_assert_eq(pthread_create(&t, NULL, idle_reader, id), 0);
-	pthread_mutex_lock(&id->m);
-	while (id->state != 1)
-		pthread_cond_wait(&id->cv, &id->m);
-	pthread_mutex_unlock(&id->m);
+	while (sem_wait(&id->ready))
+		;
 	pid = fork();
 	cr_assert_neq(pid, -1);
 	if (pid == 0)
 		_exit(child_uses_store(id->s, a, child_writes));
-	pthread_mutex_lock(&id->m);
-	id->state = 2;
-	pthread_cond_broadcast(&id->cv);
-	pthread_mutex_unlock(&id->m);
+	sem_post(&id->release);
 	pthread_join(t, NULL);
+	sem_destroy(&id->ready);
+	sem_destroy(&id->release);
 	return pid;
 }
 

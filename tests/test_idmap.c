@@ -522,141 +522,17 @@ Test(idmap, free_fn_frees_on_the_map)
 	cr_assert_eq(freed, 2 * PS_IDMAP_FREE_BATCH);
 }
 
-/* ---- Concurrent readers and writers ----------------------------------------- */
-
-#define LIVE 0x11ce11ceu
-#define DEAD 0xdeadbeefu
-
-struct obj {
-	unsigned magic;
-	int id;
-};
-
-struct cshared {
-	struct ps_idmap *map;
-	bool slow;
-	int stop;
-	long iters;
-	long reads;
-};
-
-/* Bound while its owner learns the id; then replaced by the real object. */
-static struct obj reserved = { LIVE, -1 };
-
-static void obj_free(void *p)
-{
-	struct obj *o = p;
-
-	o->magic = DEAD;
-	free(o);
-}
-
-static void *walker(void *arg)
-{
-	struct cshared *sh = arg;
-	struct obj *o, *f;
-	long reads = 0;
-	int id, prev;
-
-	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
-		/* One section per step, as a long walk should. */
-		for (id = 0, prev = -1;; id++) {
-			ps_idmap_read_lock(sh->map);
-			o = ps_idmap_get_next(sh->map, &id);
-			if (o) {
-				TCHECK(o->magic == LIVE, "object %d freed under a reader", id);
-				TCHECK(o == &reserved || o->id == id, "object %d found at %d", o->id,
-						id);
-				TCHECK(id > prev, "walk went backwards");
-				/* One find: under RCU a second one may see a later remove. */
-				f = ps_idmap_find(sh->map, id);
-				TCHECK(f == NULL || f->magic == LIVE, "find");
-			}
-			ps_idmap_read_unlock(sh->map);
-			/*
-			 * Under valgrind threads run one at a time in long slices:
-			 * an unfair spinlock held by back-to-back readers would
-			 * starve the writers for minutes.  Let them in.
-			 */
-			if (sh->slow)
-				sched_yield();
-			if (!o || id == PS_IDMAP_ID_MAX)
-				break;
-			prev = id;
-			reads++;
-		}
-	}
-	__atomic_add_fetch(&sh->reads, reads, __ATOMIC_RELAXED);
-	return NULL;
-}
-
-static void *mutator(void *arg)
-{
-	struct cshared *sh = arg;
-	uint64_t seed = (uint64_t)(uintptr_t)&seed;
-	struct obj *o, *old;
-	long i;
-	int id;
-
-	for (i = 0; i < sh->iters; i++) {
-		uint64_t r = ps_test_rand(&seed);
-
-		if (r % 3) {
-			TCHECK(ps_idmap_alloc(sh->map, &reserved, (int)((r >> 32) % 512), INT_MAX,
-					       &id) == 0,
-					"alloc");
-			o = malloc(sizeof(*o));
-			TCHECK(o, "malloc");
-			o->magic = LIVE;
-			o->id = id; /* initialised before replace() publishes it */
-			if (ps_idmap_replace(sh->map, id, o, (void **)&old)) {
-				free(o); /* another writer removed our id meanwhile */
-				continue;
-			}
-			if (old != &reserved)
-				TCHECK(ps_idmap_free_rcu(sh->map, old, obj_free) == 0, "free_rcu");
-			continue;
-		}
-		id = (int)((r >> 32) % 600);
-		if (ps_idmap_remove(sh->map, id, (void **)&old) == 0 && old != &reserved)
-			TCHECK(ps_idmap_free_rcu(sh->map, old, obj_free) == 0, "free_rcu");
-	}
-	return NULL;
-}
+/* ---- Concurrent readers and writers (the idmap workload of testutil.h) ------ */
 
 IDMAP_TEST(idmap, concurrent_smoke)
 {
-	struct cshared sh = { .iters = ps_test_iters(20000), .slow = ps_test_scale() < 0.5 };
-	pthread_t r[2], w[2];
-	struct obj *o;
-	int i, id;
+	struct ps_test_idmap_load l = {
+		.sync = *sync, .walkers = 2, .mutators = 2, .slow = ps_test_scale() < 0.5,
+		.run = { .iters = ps_test_iters(20000) },
+	};
 
-	sh.map = mk(*sync);
-	for (i = 0; i < 2; i++)
-		cr_assert_eq(pthread_create(&r[i], NULL, walker, &sh), 0);
-	for (i = 0; i < 2; i++)
-		cr_assert_eq(pthread_create(&w[i], NULL, mutator, &sh), 0);
-	for (i = 0; i < 2; i++)
-		pthread_join(w[i], NULL);
-	__atomic_store_n(&sh.stop, 1, __ATOMIC_RELEASE);
-	for (i = 0; i < 2; i++)
-		pthread_join(r[i], NULL);
-	cr_log_info("%s: %ld objects read", ps_idmap_sync_name(*sync), sh.reads);
-	cr_assert_gt(sh.reads, 0);
-	/* Free what is left. */
-	for (;;) {
-		ps_idmap_read_lock(sh.map);
-		id = 0;
-		o = ps_idmap_get_next(sh.map, &id);
-		ps_idmap_read_unlock(sh.map);
-		if (!o)
-			break;
-		cr_assert_eq(ps_idmap_remove(sh.map, id, NULL), 0);
-		if (o != &reserved)
-			cr_assert_eq(ps_idmap_free_rcu(sh.map, o, obj_free), 0);
-	}
-	cr_assert_eq(ps_idmap_count(sh.map), 0);
-	ps_idmap_destroy(sh.map);
+	cr_assert_eq(ps_test_idmap_run(&l), 0, "%s", l.run.why);
+	cr_log_info("%s: %ld objects read", ps_idmap_sync_name(*sync), l.reads);
 }
 
 /* ---- A writer gets in while readers never stop --------------------------- */
@@ -684,7 +560,7 @@ static void *hammer(void *arg)
 		ps_idmap_read_unlock(sh->map);
 		if (++n % sh->every == 0)
 			__atomic_add_fetch(&sh->sections, sh->every, __ATOMIC_RELAXED);
-		if (sh->slow) /* as in walker(): valgrind's scheduler */
+		if (sh->slow) /* valgrind's scheduler (testutil.h: ps_test_idmap_load.slow) */
 			sched_yield();
 	}
 	return NULL;

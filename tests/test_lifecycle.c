@@ -786,15 +786,6 @@ Test(lifecycle, alloc_hooks_idle_after_synchronize, .timeout = 4 * HANG_S)
 
 /* ---- 6c. A thread waiting for a store's lock at fork() ------------------------- */
 
-static int count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	(void)start;
-	(void)end;
-	(void)pol;
-	(*(int *)arg)++;
-	return 0;
-}
-
 /* The variants whose writers (and SPIN/RWLOCK readers) take a lock. */
 static enum ps_sync lock_syncs[] = { PS_SYNC_SPIN, PS_SYNC_RWLOCK, PS_SYNC_SEQLOCK };
 
@@ -853,7 +844,7 @@ static int lock_fork_child(void *arg)
 	ps_policy_put(got);
 	if (ps_store_set(f->b, 0, 4, NULL) || ps_store_set(f->b, 40, 50, f->pol))
 		return 2;
-	if (ps_store_foreach(f->b, count_ranges, &n) || n != 2)
+	if (ps_store_foreach(f->b, ps_test_count_ranges, &n) || n != 2)
 		return 3;
 	if (ps_store_check(f->b, NULL) || ps_store_synchronize(f->b))
 		return 4;

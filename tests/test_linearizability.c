@@ -29,39 +29,74 @@ static const struct ps_lin_write hist[] = {
 	{ .version = 3, .first = 1, .last = 1, .removal = true, .begin = 50, .end = 60 },
 };
 
-static long check1(uint64_t begin, uint64_t end, uint32_t page, uint64_t version)
-{
-	struct ps_lin_lookup l = { begin, end, version, page, 0 };
-	FILE *log = getenv("LIN_VERBOSE") ? stderr : NULL;
+/*
+ * A lookup of @page in [@begin, @end] that returned @version, checked alone
+ * against a history: @illegal when the checker must flag it.
+ */
+struct lookup_case {
+	uint64_t begin, end;
+	uint32_t page;
+	uint64_t version;
+	long illegal;
+	const char *what;
+};
 
-	return ps_lin_check(2, NULL, hist, 3, &l, 1, log);
+/*
+ * The cases of the array @cases whose verdict is @illegal, each checked
+ * alone against the @nwrites writes @h on @npages pages.
+ */
+#define EXPECT_LOOKUPS(h, nwrites, npages, cases, illegal)                                         \
+	expect_lookups((h), (nwrites), (npages), (cases), PS_ARRAY_SIZE(cases), (illegal))
+
+static void expect_lookups(const struct ps_lin_write *h, long nwrites, int npages,
+		const struct lookup_case *c, size_t n, long illegal)
+{
+	FILE *log = getenv("LIN_VERBOSE") ? stderr : NULL;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct ps_lin_lookup l = { c[i].begin, c[i].end, c[i].version, c[i].page, 0 };
+
+		if (c[i].illegal != illegal)
+			continue;
+		cr_assert_eq(ps_lin_check(npages, NULL, h, nwrites, &l, 1, log), c[i].illegal,
+				"lookup [%llu, %llu] page %u version %llu: %s",
+				(unsigned long long)c[i].begin, (unsigned long long)c[i].end,
+				c[i].page, (unsigned long long)c[i].version, c[i].what);
+	}
 }
+
+/* Lookups on hist: legal results, then illegal ones. */
+static const struct lookup_case cases[] = {
+	{ 1, 5, 0, 0, 0, "empty before any write" },
+	{ 15, 16, 0, 1, 0, "during the set" },
+	{ 15, 16, 0, 0, 0, "during the set, still empty" },
+	{ 21, 29, 0, 1, 0, "after it" },
+	{ 25, 35, 0, 1, 0, "overlapping the next set: old" },
+	{ 25, 35, 0, 2, 0, "overlapping the next set: new" },
+	{ 45, 46, 1, 2, 0, "version 2 on page 1" },
+	{ 55, 56, 1, 0, 0, "removal in progress: gone" },
+	{ 55, 56, 1, 2, 0, "removal in progress: still there" },
+	{ 61, 62, 1, 0, 0, "after the removal" },
+	{ 41, 45, 0, 1, 1, "stale: version 2 ended before" },
+	{ 21, 25, 0, 0, 1, "stale empty after version 1 ended" },
+	{ 5, 9, 0, 1, 1, "from the future" },
+	{ 21, 25, 1, 1, 1, "version 1 never covered page 1" },
+	{ 61, 62, 1, 2, 1, "removed before the lookup began" },
+	{ 45, 46, 1, 0, 1, "nothing, but version 2 covers the page" },
+	{ 45, 46, 1, 7, 1, "never written" },
+	{ 45, 46, 1, UINT64_MAX, 1, "not a versioned policy" },
+	{ 45, 46, 2, 0, 1, "page out of range" },
+};
 
 Test(linearizability_checker, legal_results_pass)
 {
-	cr_assert_eq(check1(1, 5, 0, 0), 0, "empty before any write");
-	cr_assert_eq(check1(15, 16, 0, 1), 0, "during the set");
-	cr_assert_eq(check1(15, 16, 0, 0), 0, "during the set, still empty");
-	cr_assert_eq(check1(21, 29, 0, 1), 0, "after it");
-	cr_assert_eq(check1(25, 35, 0, 1), 0, "overlapping the next set: old");
-	cr_assert_eq(check1(25, 35, 0, 2), 0, "overlapping the next set: new");
-	cr_assert_eq(check1(45, 46, 1, 2), 0);
-	cr_assert_eq(check1(55, 56, 1, 0), 0, "removal in progress: gone");
-	cr_assert_eq(check1(55, 56, 1, 2), 0, "removal in progress: still there");
-	cr_assert_eq(check1(61, 62, 1, 0), 0);
+	EXPECT_LOOKUPS(hist, 3, 2, cases, 0);
 }
 
 Test(linearizability_checker, illegal_results_fail)
 {
-	cr_assert_eq(check1(41, 45, 0, 1), 1, "stale: version 2 ended before");
-	cr_assert_eq(check1(21, 25, 0, 0), 1, "stale empty after version 1 ended");
-	cr_assert_eq(check1(5, 9, 0, 1), 1, "from the future");
-	cr_assert_eq(check1(21, 25, 1, 1), 1, "version 1 never covered page 1");
-	cr_assert_eq(check1(61, 62, 1, 2), 1, "removed before the lookup began");
-	cr_assert_eq(check1(45, 46, 1, 0), 1, "nothing, but version 2 covers the page");
-	cr_assert_eq(check1(45, 46, 1, 7), 1, "never written");
-	cr_assert_eq(check1(45, 46, 1, UINT64_MAX), 1, "not a versioned policy");
-	cr_assert_eq(check1(45, 46, 2, 0), 1, "page out of range");
+	EXPECT_LOOKUPS(hist, 3, 2, cases, 1);
 }
 
 Test(linearizability_checker, initial_state_and_versions)
@@ -102,14 +137,6 @@ static const struct ps_lin_write bhist[] = {
 	{ .version = 31, .first = 5, .last = 5, .begin = 320, .end = 330 },
 };
 
-static long bcheck1(uint64_t begin, uint64_t end, uint32_t page, uint64_t version)
-{
-	struct ps_lin_lookup l = { begin, end, version, page, 0 };
-	FILE *log = getenv("LIN_VERBOSE") ? stderr : NULL;
-
-	return ps_lin_check_windows(6, NULL, bhist, 6, &l, 1, NULL, 0, log);
-}
-
 static long wcheck(uint64_t begin, uint64_t end, uint32_t first, uint32_t last,
 		const uint64_t *versions)
 {
@@ -119,15 +146,20 @@ static long wcheck(uint64_t begin, uint64_t end, uint32_t first, uint32_t last,
 	return ps_lin_check_windows(6, NULL, bhist, 6, NULL, 0, &w, 1, log);
 }
 
+static const struct lookup_case batched[] = {
+	{ 120, 121, 0, 10, 0, "the batch's op on page 0" },
+	{ 120, 121, 1, 11, 0, "its last op on page 1" },
+	{ 105, 106, 1, 5, 0, "during the batch, before it" },
+	{ 105, 106, 1, 11, 0, "during the batch, after it" },
+	{ 120, 121, 1, 10, 1, "op 10 on page 1, without op 11: part of a batch" },
+	{ 105, 106, 1, 10, 1, "... also while the batch runs" },
+	{ 120, 121, 1, 5, 1, "stale after the batch" },
+};
+
 Test(linearizability_checker, batches_all_or_nothing)
 {
-	cr_assert_eq(bcheck1(120, 121, 0, 10), 0, "the batch's op on page 0");
-	cr_assert_eq(bcheck1(120, 121, 1, 11), 0, "its last op on page 1");
-	cr_assert_eq(bcheck1(105, 106, 1, 5), 0, "during the batch, before it");
-	cr_assert_eq(bcheck1(105, 106, 1, 11), 0, "during the batch, after it");
-	cr_assert_eq(bcheck1(120, 121, 1, 10), 1, "op 10 on page 1, without op 11: part of a batch");
-	cr_assert_eq(bcheck1(105, 106, 1, 10), 1, "... also while the batch runs");
-	cr_assert_eq(bcheck1(120, 121, 1, 5), 1, "stale after the batch");
+	EXPECT_LOOKUPS(bhist, 6, 6, batched, 0);
+	EXPECT_LOOKUPS(bhist, 6, 6, batched, 1);
 }
 
 Test(linearizability_checker, windows_are_snapshots)

@@ -2,8 +2,6 @@
 /* ps_pcounter and ps_commit: batch policy, error bound under concurrency, folds, modes. */
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -113,128 +111,50 @@ Test(pcounter, batching_single_thread)
 
 /* ---- |approx - exact| <= batch x threads with a delta, checked while threads run ---- */
 
+/* The pcounter workload of testutil.h: four adders, and a thread checking snapshots. */
 #define NTHREADS 4
-
-struct pshared {
-	struct ps_pcounter *pc;
-	long iters;
-	int stop;
-	long snapshots;
-	int64_t max_err;
-};
-
-struct padder {
-	pthread_t tid;
-	struct pshared *sh;
-	int64_t total;
-	uint64_t seed;
-};
-
-static void *adder(void *arg)
-{
-	struct padder *a = arg;
-	int32_t batch = ps_pcounter_batch(a->sh->pc);
-	int64_t d;
-	long i;
-
-	for (i = 0; i < a->sh->iters; i++) {
-		uint64_t r = ps_test_rand(&a->seed);
-
-		/* Mostly small steps with an upward drift, sometimes a whole mapping. */
-		if (r % 64 == 0)
-			d = (int64_t)(r >> 40) % (4 * (int64_t)batch) - 2 * (int64_t)batch;
-		else
-			d = (int64_t)(r % 7) - 2;
-		TCHECK(ps_pcounter_add(a->sh->pc, d) == 0, "add");
-		a->total += d;
-	}
-	return NULL;
-}
-
-static void *snapshotter(void *arg)
-{
-	struct pshared *sh = arg;
-	struct ps_pcounter_snapshot s;
-	int64_t err, bound;
-
-	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
-		TCHECK(ps_pcounter_snapshot(sh->pc, &s) == 0, "snapshot");
-		err = s.approx > s.exact ? s.approx - s.exact : s.exact - s.approx;
-		bound = ps_pcounter_error_bound(s.batch, NTHREADS);
-		TCHECK(err <= s.bound, "|%lld - %lld| > batch %d x %d deltas", (long long)s.approx,
-				(long long)s.exact, s.batch, s.nr_deltas);
-		TCHECK(s.nr_deltas <= NTHREADS, "%d deltas", s.nr_deltas);
-		TCHECK(err <= bound, "error %lld above bound %lld", (long long)err, (long long)bound);
-		if (err > sh->max_err)
-			sh->max_err = err;
-		if (++sh->snapshots % 64 == 0)
-			sched_yield();
-	}
-	return NULL;
-}
 
 static int32_t batches[] = { 1, 32, 1000 };
 
 PS_ARRAY_TEST(int32_t, batch, batches, pcounter, concurrent_error_bound)
 {
-	struct pshared sh = { .iters = ps_test_iters(1000000) };
-	struct padder a[NTHREADS];
-	pthread_t snap;
-	int64_t total = 0;
-	int i;
+	struct ps_test_pcounter_load l = {
+		.pc = ps_pcounter_create(0, *batch), .adders = NTHREADS, .check_bound = true,
+		.run = { .iters = ps_test_iters(1000000), .seed = 1234567 },
+	};
 
-	sh.pc = ps_pcounter_create(0, *batch);
-	cr_assert_not_null(sh.pc);
-	cr_assert_eq(pthread_create(&snap, NULL, snapshotter, &sh), 0);
-	for (i = 0; i < NTHREADS; i++) {
-		a[i] = (struct padder){ .sh = &sh, .seed = 1234567 + (uint64_t)i * 7919 };
-		cr_assert_eq(pthread_create(&a[i].tid, NULL, adder, &a[i]), 0);
-	}
-	for (i = 0; i < NTHREADS; i++) {
-		pthread_join(a[i].tid, NULL);
-		total += a[i].total;
-	}
-	__atomic_store_n(&sh.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(snap, NULL);
-	cr_log_info("batch %d: %ld snapshots, largest error %lld, bound %lld", *batch, sh.snapshots,
-			(long long)sh.max_err, (long long)ps_pcounter_error_bound(*batch, NTHREADS));
-	cr_assert_eq(ps_pcounter_threads(sh.pc), NTHREADS);
-	cr_assert_eq(ps_pcounter_sum(sh.pc), total, "exact at quiescence");
-	cr_assert_leq(llabs((long long)(ps_pcounter_read(sh.pc) - total)),
-			ps_pcounter_error_bound(*batch, NTHREADS));
-	cr_assert_eq(ps_pcounter_fold(sh.pc), 0);
-	cr_assert_eq(ps_pcounter_read(sh.pc), total);
-	ps_pcounter_destroy(sh.pc);
+	cr_assert_not_null(l.pc);
+	cr_assert_eq(ps_test_pcounter_run(&l), 0, "%s", l.run.why);
+	cr_log_info("batch %d: %ld snapshots, largest error %lld, bound %lld", *batch, l.snapshots,
+			(long long)l.max_err, (long long)ps_pcounter_error_bound(*batch, NTHREADS));
+	/* Exact at quiescence (the sum; the read within the bound): checked by the run. */
+	cr_assert_eq(ps_pcounter_fold(l.pc), 0);
+	cr_assert_eq(ps_pcounter_read(l.pc), l.total);
+	ps_pcounter_destroy(l.pc);
 }
 
 /* Shrinking the batch folds: right after the switch the cheap read is exact. */
 Test(pcounter, fold_on_switch_to_strict)
 {
-	struct pshared sh = { .iters = ps_test_iters(50000) };
-	struct padder a[NTHREADS];
-	int64_t total = 0;
-	int i;
+	struct ps_test_pcounter_load l = {
+		.pc = ps_pcounter_create(0, 100000), .adders = NTHREADS,
+		.run = { .iters = ps_test_iters(50000), .seed = 99 },
+	};
+	int64_t total;
 
-	sh.pc = ps_pcounter_create(0, 100000);
-	cr_assert_not_null(sh.pc);
-	for (i = 0; i < NTHREADS; i++) {
-		a[i] = (struct padder){ .sh = &sh, .seed = 99 + (uint64_t)i };
-		cr_assert_eq(pthread_create(&a[i].tid, NULL, adder, &a[i]), 0);
-	}
-	for (i = 0; i < NTHREADS; i++) {
-		pthread_join(a[i].tid, NULL);
-		total += a[i].total;
-	}
-	cr_assert_neq(ps_pcounter_read(sh.pc), total, "the loose batch left deltas in the slots");
-	cr_assert_eq(ps_pcounter_set_batch(sh.pc, 32), 0);
-	cr_assert_eq(ps_pcounter_read(sh.pc), total);
-	cr_assert_eq(ps_pcounter_sum(sh.pc), total);
+	cr_assert_not_null(l.pc);
+	cr_assert_eq(ps_test_pcounter_run(&l), 0, "%s", l.run.why);
+	total = l.total;
+	cr_assert_neq(ps_pcounter_read(l.pc), total, "the loose batch left deltas in the slots");
+	cr_assert_eq(ps_pcounter_set_batch(l.pc, 32), 0);
+	cr_assert_eq(ps_pcounter_read(l.pc), total);
+	cr_assert_eq(ps_pcounter_sum(l.pc), total);
 	/* Growing the batch folds nothing and changes nothing. */
-	cr_assert_eq(ps_pcounter_add(sh.pc, 5), 0);
-	cr_assert_eq(ps_pcounter_set_batch(sh.pc, 64), 0);
-	cr_assert_eq(ps_pcounter_read(sh.pc), total);
-	cr_assert_eq(ps_pcounter_sum(sh.pc), total + 5);
-	ps_pcounter_destroy(sh.pc);
+	cr_assert_eq(ps_pcounter_add(l.pc, 5), 0);
+	cr_assert_eq(ps_pcounter_set_batch(l.pc, 64), 0);
+	cr_assert_eq(ps_pcounter_read(l.pc), total);
+	cr_assert_eq(ps_pcounter_sum(l.pc), total + 5);
+	ps_pcounter_destroy(l.pc);
 }
 
 /* ---- Committed memory ----------------------------------------------------- */
@@ -306,79 +226,38 @@ MODE_TEST(commit, policy_batch_and_limits)
 	ps_commit_destroy(cm);
 }
 
-struct cshared {
-	struct ps_commit *cm;
-	long iters;
-	int64_t held[NTHREADS];
-	long refused[NTHREADS];
-};
-
-struct carg {
-	pthread_t tid;
-	struct cshared *sh;
-	int idx;
-};
-
-/* Like will-it-scale mmap1: commit a 32768-page mapping, give it back, again. */
-static void *committer(void *arg)
-{
-	struct carg *a = arg;
-	struct cshared *sh = a->sh;
-	long i;
-
-	for (i = 0; i < sh->iters; i++) {
-		if (!ps_commit_charge(sh->cm, 32768)) {
-			sh->held[a->idx] += 32768;
-			if (i % 3)
-				continue;
-		} else {
-			sh->refused[a->idx]++;
-		}
-		if (sh->held[a->idx]) {
-			TCHECK(ps_commit_uncharge(sh->cm, 32768) == 0, "uncharge");
-			sh->held[a->idx] -= 32768;
-		}
-	}
-	return NULL;
-}
-
 /* Loose batch while threads run, then NEVER: the first strict check sees the exact total. */
 MODE_TEST(commit, switch_to_never_is_exact)
 {
 	const uint64_t total = (uint64_t)1 << 26;
-	struct cshared sh = { .iters = ps_test_iters(20000) };
-	struct carg a[NTHREADS];
-	int64_t held = 0, committed;
-	int i;
+	/* The commit workload of testutil.h: 32768-page commits, two of three given back. */
+	struct ps_test_commit_load l = {
+		.cm = ps_commit_create(*mode, total, NTHREADS), .committers = NTHREADS,
+		.pages = 32768, .run = { .iters = ps_test_iters(20000) },
+	};
+	int64_t held, committed;
 
-	sh.cm = ps_commit_create(*mode, total, NTHREADS);
-	cr_assert_not_null(sh.cm);
-	cr_assert_eq(ps_commit_set_limit(sh.cm, 20 * 32768), 0);
-	for (i = 0; i < NTHREADS; i++) {
-		a[i] = (struct carg){ .sh = &sh, .idx = i };
-		cr_assert_eq(pthread_create(&a[i].tid, NULL, committer, &a[i]), 0);
-	}
-	for (i = 0; i < NTHREADS; i++) {
-		pthread_join(a[i].tid, NULL);
-		held += sh.held[i];
-	}
-	cr_assert_eq(ps_commit_committed(sh.cm, true), held);
+	cr_assert_not_null(l.cm);
+	cr_assert_eq(ps_commit_set_limit(l.cm, 20 * 32768), 0);
+	/* Exact at the end (what the committers kept): checked by the run. */
+	cr_assert_eq(ps_test_commit_run(&l), 0, "%s", l.run.why);
+	held = l.held;
 	if (*mode == PS_OVERCOMMIT_NEVER) {
 		cr_assert_leq(held, 20 * 32768, "NEVER never lets the limit be exceeded");
-		cr_assert_gt(sh.refused[0] + sh.refused[1] + sh.refused[2] + sh.refused[3], 0);
+		cr_assert_gt(l.refused, 0);
 	}
 	/* Loose again, a sub-batch delta left in this thread's slot, then strict. */
-	cr_assert_eq(ps_commit_set_mode(sh.cm, PS_OVERCOMMIT_GUESS), 0);
-	cr_assert_eq(ps_commit_charge(sh.cm, 3), 0);
+	cr_assert_eq(ps_commit_set_mode(l.cm, PS_OVERCOMMIT_GUESS), 0);
+	cr_assert_eq(ps_commit_charge(l.cm, 3), 0);
 	held += 3;
-	cr_assert_eq(ps_commit_set_mode(sh.cm, PS_OVERCOMMIT_NEVER), 0);
-	cr_assert_eq(ps_commit_mode(sh.cm), PS_OVERCOMMIT_NEVER);
-	committed = ps_commit_committed(sh.cm, false);
+	cr_assert_eq(ps_commit_set_mode(l.cm, PS_OVERCOMMIT_NEVER), 0);
+	cr_assert_eq(ps_commit_mode(l.cm), PS_OVERCOMMIT_NEVER);
+	committed = ps_commit_committed(l.cm, false);
 	cr_assert_eq(committed, held, "approximate %lld vs exact %lld right after the switch",
 			(long long)committed, (long long)held);
-	cr_assert_eq(ps_pcounter_batch(ps_commit_counter(sh.cm)),
+	cr_assert_eq(ps_pcounter_batch(ps_commit_counter(l.cm)),
 			ps_pcounter_compute_batch(total, NTHREADS, true));
-	cr_assert_eq(ps_commit_uncharge(sh.cm, held), 0);
-	cr_assert_eq(ps_commit_committed(sh.cm, true), 0);
-	ps_commit_destroy(sh.cm);
+	cr_assert_eq(ps_commit_uncharge(l.cm, held), 0);
+	cr_assert_eq(ps_commit_committed(l.cm, true), 0);
+	ps_commit_destroy(l.cm);
 }

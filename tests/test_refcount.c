@@ -197,95 +197,38 @@ VARIANT_TEST(refcount, stripe_allocation_fails)
 
 /* ---- churn: every set installs a fresh policy only the store owns ---------------------- */
 
-struct churn {
-	struct ps_store *s;
-	enum ps_sync sync;
-	int stop;
-	long lookups;
-};
-
-#define CHURN_RANGES 8
-#define CHURN_HOLD 8
-
-/* Readers look up, hold a few, check them (freed memory is caught by ASan/valgrind), put. */
-static void *churn_reader(void *arg)
+/* Before some sets: is the policy of the range about to be replaced striped? */
+static void sample_striped(struct ps_store *s, uint64_t idx, void *arg)
 {
-	struct churn *c = arg;
-	struct ps_policy *held[CHURN_HOLD];
-	uint64_t seed = (uint64_t)(uintptr_t)&held | 1;
-	long n = 0;
-	int k;
+	struct ps_policy *q = ps_store_lookup(s, idx);
 
-	if (c->sync == PS_SYNC_RCU_QSBR)
-		ps_qsbr_thread_online();
-	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
-		for (k = 0; k < CHURN_HOLD; k++) {
-			uint64_t idx = ps_test_rand(&seed) % (CHURN_RANGES * 16);
-
-			held[k] = ps_store_lookup(c->s, idx);
-			n++;
-		}
-		if (c->sync == PS_SYNC_RCU_QSBR)
-			ps_qsbr_quiescent(); /* held references outlive the read section */
-		for (k = 0; k < CHURN_HOLD; k++) {
-			if (!held[k])
-				continue;
-			TCHECK(ps_policy_mode(held[k]) == PS_MPOL_BIND, "mode %d",
-					ps_policy_mode(held[k]));
-			TCHECK(ps_policy_weight(held[k]) == 1, "weight %d",
-					ps_policy_weight(held[k]));
-			TCHECK(ps_policy_refcount(held[k]) >= 1, "count %ld",
-					ps_policy_refcount(held[k]));
-			ps_policy_put(held[k]);
-		}
-	}
-	if (c->sync == PS_SYNC_RCU_QSBR)
-		ps_qsbr_thread_offline();
-	__atomic_fetch_add(&c->lookups, n, __ATOMIC_RELAXED);
-	return NULL;
+	if (q && striped(q))
+		(*(long *)arg)++;
+	ps_policy_put(q);
 }
 
+/*
+ * Eight ranges of 16 pages, each replaced whole by a fresh policy (the
+ * victim reuse) again and again; three readers hold eight references at a
+ * time (past their read section: QSBR readers go online), check each policy
+ * whole and counted (freed memory is caught by ASan/valgrind), and put
+ * them; the writer yields every 16 sets so the readers make some policies
+ * hot before they go (the store workload of testutil.h).
+ */
 PS_PARAM_TEST(enum ps_sync, sync, ps_test_all_syncs, PS_SYNC_COUNT, refcount, churn_fresh_policies,
 		.timeout = 300)
 {
-	struct churn c = {.s = ps_store_create(*sync), .sync = *sync};
-	pthread_t th[3];
-	long sets = ps_test_iters(20000), i, striped_seen = 0;
-	uint64_t seed = 42;
-	int t;
+	long striped_seen = 0;
+	struct ps_test_store_load l = {
+		.sync = *sync, .readers = 3, .writers = 1, .hold = 8, .qsbr_online = true,
+		.churn = true, .whole_regions = true, .region_size = 16, .yield_every = 16,
+		.sample = sample_striped, .sample_arg = &striped_seen,
+		.run = { .iters = ps_test_iters(20000) },
+	};
 
-	cr_assert_not_null(c.s);
-	for (i = 0; i < CHURN_RANGES; i++) {
-		struct ps_policy *p = ps_test_bind((int)i);
-
-		cr_assert_eq(ps_store_set(c.s, (uint64_t)i * 16, (uint64_t)i * 16 + 16, p), 0);
-		ps_policy_put(p);
-	}
-	for (t = 0; t < 3; t++)
-		cr_assert_eq(pthread_create(&th[t], NULL, churn_reader, &c), 0);
-	for (i = 0; i < sets; i++) {
-		uint64_t r = ps_test_rand(&seed) % CHURN_RANGES;
-		struct ps_policy *p = ps_test_bind((int)(ps_test_rand(&seed) % 64));
-
-		/* Let the readers make some of them hot before they go. */
-		if (i % 16 == 0) {
-			struct ps_policy *q = ps_store_lookup(c.s, r * 16);
-
-			if (q && striped(q))
-				striped_seen++;
-			ps_policy_put(q);
-			sched_yield();
-		}
-		cr_assert_eq(ps_store_set(c.s, r * 16, r * 16 + 16, p), 0);
-		ps_policy_put(p); /* only the store owns it: freed when replaced and unheld */
-	}
-	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
-	for (t = 0; t < 3; t++)
-		pthread_join(th[t], NULL);
-	cr_assert_eq(ps_store_check(c.s, NULL), 0);
+	cr_assert_eq(ps_test_store_run(&l), 0, "%s", l.run.why);
 	cr_log_info("%s: %ld sets, %ld lookups, %ld samples of a striped policy",
-			ps_sync_name(*sync), sets, c.lookups, striped_seen);
-	ps_store_destroy(c.s);
+			ps_sync_name(*sync), l.sets, l.lookups, striped_seen);
 }
 
 /* ---- threads that exit holding references, and a forked child ------------------------- */

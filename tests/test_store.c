@@ -55,6 +55,12 @@ static void expect_ranges(struct ps_store *s, const struct seen_range *want, int
 	}
 }
 
+/* expect_ranges() of a list written in place: EXPECT_RANGES(s, { 0, 40, a }, { 40, 60, b }). */
+#define EXPECT_RANGES(s, ...)                                                                      \
+	expect_ranges((s), (const struct seen_range[]){ __VA_ARGS__ },                             \
+			(int)(sizeof((const struct seen_range[]){ __VA_ARGS__ }) /                 \
+					sizeof(struct seen_range)))
+
 static void expect_at(struct ps_store *s, uint64_t idx, struct ps_policy *want)
 {
 	struct ps_policy *got = ps_store_lookup(s, idx);
@@ -95,14 +101,13 @@ VARIANT_TEST(store, einval_leaves_state)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *a = ps_test_bind(1);
-	struct seen_range want[] = { { 10, 20, a } };
 
 	cr_assert_eq(ps_store_set(s, 10, 20, a), 0);
 	cr_assert_eq(ps_store_set(NULL, 0, 1, a), -EINVAL);
 	cr_assert_eq(ps_store_set(s, 5, 5, a), -EINVAL);
 	cr_assert_eq(ps_store_set(s, 30, 12, a), -EINVAL);
 	cr_assert_eq(ps_store_set(s, UINT64_MAX, UINT64_MAX, a), -EINVAL);
-	expect_ranges(s, want, 1);
+	EXPECT_RANGES(s, { 10, 20, a });
 	cr_assert_eq(ps_store_foreach(s, NULL, NULL), -EINVAL);
 	cr_assert_eq(ps_store_foreach(NULL, collect, NULL), -EINVAL);
 	errno = 0;
@@ -183,11 +188,7 @@ VARIANT_TEST(store, split_trim_remove)
 	cr_assert_eq(ps_store_set(s, 0, 100, a), 0);
 	/* Covered on both sides: split, both halves keep a. */
 	cr_assert_eq(ps_store_set(s, 40, 60, b), 0);
-	{
-		struct seen_range w[] = { { 0, 40, a }, { 40, 60, b }, { 60, 100, a } };
-
-		expect_ranges(s, w, 3);
-	}
+	EXPECT_RANGES(s, { 0, 40, a }, { 40, 60, b }, { 60, 100, a });
 	expect_at(s, 39, a);
 	expect_at(s, 40, b);
 	expect_at(s, 59, b);
@@ -195,33 +196,17 @@ VARIANT_TEST(store, split_trim_remove)
 	expect_at(s, 100, NULL);
 	/* Overlapping both edges' neighbours: trim left and right, remove the inside. */
 	cr_assert_eq(ps_store_set(s, 30, 70, c), 0);
-	{
-		struct seen_range w[] = { { 0, 30, a }, { 30, 70, c }, { 70, 100, a } };
-
-		expect_ranges(s, w, 3);
-	}
+	EXPECT_RANGES(s, { 0, 30, a }, { 30, 70, c }, { 70, 100, a });
 	/* NULL removes; the hole is empty. */
 	cr_assert_eq(ps_store_set(s, 20, 80, NULL), 0);
-	{
-		struct seen_range w[] = { { 0, 20, a }, { 80, 100, a } };
-
-		expect_ranges(s, w, 2);
-	}
+	EXPECT_RANGES(s, { 0, 20, a }, { 80, 100, a });
 	expect_at(s, 50, NULL);
 	/* Exactly covering an existing range replaces it. */
 	cr_assert_eq(ps_store_set(s, 80, 100, b), 0);
-	{
-		struct seen_range w[] = { { 0, 20, a }, { 80, 100, b } };
-
-		expect_ranges(s, w, 2);
-	}
+	EXPECT_RANGES(s, { 0, 20, a }, { 80, 100, b });
 	/* Equal neighbours are not merged. */
 	cr_assert_eq(ps_store_set(s, 20, 80, a), 0);
-	{
-		struct seen_range w[] = { { 0, 20, a }, { 20, 80, a }, { 80, 100, b } };
-
-		expect_ranges(s, w, 3);
-	}
+	EXPECT_RANGES(s, { 0, 20, a }, { 20, 80, a }, { 80, 100, b });
 	ps_store_destroy(s);
 	cr_assert_eq(ps_policy_refcount(a), 1);
 	cr_assert_eq(ps_policy_refcount(b), 1);
@@ -236,11 +221,10 @@ VARIANT_TEST(store, default_policy_removes)
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *a = ps_test_bind(1);
 	struct ps_policy *d = ps_policy_create(PS_MPOL_DEFAULT, 0, NULL, 0);
-	struct seen_range w[] = { { 0, 10, a }, { 90, 100, a } };
 
 	cr_assert_eq(ps_store_set(s, 0, 100, a), 0);
 	cr_assert_eq(ps_store_set(s, 10, 90, d), 0);
-	expect_ranges(s, w, 2);
+	EXPECT_RANGES(s, { 0, 10, a }, { 90, 100, a });
 	cr_assert_eq(ps_policy_refcount(d), 1, "a DEFAULT policy is never stored");
 	ps_store_destroy(s);
 	ps_policy_put(a);
@@ -259,12 +243,7 @@ VARIANT_TEST(store, uint64_edges)
 	expect_at(s, UINT64_MAX, NULL);
 	cr_assert_eq(ps_store_set(s, UINT64_MAX - 1, UINT64_MAX, b), 0);
 	cr_assert_eq(ps_store_set(s, 0, 1, b), 0);
-	{
-		struct seen_range w[] = { { 0, 1, b }, { 1, UINT64_MAX - 1, a },
-			{ UINT64_MAX - 1, UINT64_MAX, b } };
-
-		expect_ranges(s, w, 3);
-	}
+	EXPECT_RANGES(s, { 0, 1, b }, { 1, UINT64_MAX - 1, a }, { UINT64_MAX - 1, UINT64_MAX, b });
 	expect_at(s, UINT64_MAX - 1, b);
 	expect_at(s, UINT64_MAX - 2, a);
 	expect_at(s, 1, a);
@@ -336,25 +315,20 @@ VARIANT_TEST(store, borrowed_lookup)
 /*
  * Differential test against the model of testutil.h (shared_policy_replace()
  * on a sorted array): after every set the store holds exactly the model's
- * ranges and every point of [0, M + 2) looks up the model's policy.
+ * ranges, every point of [0, M + 2) looks up the model's policy and, once
+ * ranges retired by earlier sets are freed, every range holds one reference.
  */
 #define M 104 /* sets start below M - 8 and end by M */
 #define NPOL 6
 
-static void model_compare(struct ps_store *s, const struct ps_model *m, long step)
+/* The model's ranges, references (once retired ranges are freed) and points [0, M + 2). */
+static void model_compare(struct ps_store *s, const struct ps_model *m, struct ps_policy **pols,
+		long step)
 {
 	char why[160];
-	uint64_t i;
 
-	cr_assert(ps_model_matches(s, m, why, sizeof(why)), "%s step %ld: %s",
-			ps_sync_name(ps_store_sync_kind(s)), step, why);
-	for (i = 0; i < M + 2; i++) {
-		struct ps_policy *got = ps_store_lookup(s, i);
-
-		cr_assert_eq(got, ps_model_at(m, i), "%s step %ld: point %llu",
-				ps_sync_name(ps_store_sync_kind(s)), step, (unsigned long long)i);
-		ps_policy_put(got);
-	}
+	cr_assert(ps_model_matches_refs(s, m, pols, NPOL, M + 2, why, sizeof(why)),
+			"%s step %ld: %s", ps_sync_name(ps_store_sync_kind(s)), step, why);
 }
 
 /* NPOL BIND policies and a DEFAULT one (a removal) at [NPOL]. */
@@ -390,18 +364,6 @@ static struct ps_set_op random_op(uint64_t *seed, struct ps_policy **pols, uint6
 		pick < NPOL + 1 ? pols[pick] : NULL };
 }
 
-/* Every range holds one reference, once ranges retired by earlier sets are freed. */
-static void expect_model_refs(struct ps_store *s, const struct ps_model *m,
-		struct ps_policy **pols, long step)
-{
-	int p;
-
-	cr_assert_eq(ps_store_synchronize(s), 0);
-	for (p = 0; p < NPOL; p++)
-		cr_assert_eq(ps_policy_refcount(pols[p]), 1 + ps_model_refs(m, pols[p]),
-				"step %ld: policy %d refcount", step, p);
-}
-
 VARIANT_TEST(store, differential_random)
 {
 	struct ps_policy *pols[NPOL + 1];
@@ -419,8 +381,7 @@ VARIANT_TEST(store, differential_random)
 
 			cr_assert_eq(ps_store_set(s, op.start, op.end, op.pol), 0);
 			cr_assert_eq(ps_model_set(&m, op.start, op.end, op.pol), 0);
-			model_compare(s, &m, step);
-			expect_model_refs(s, &m, pols, step);
+			model_compare(s, &m, pols, step);
 		}
 		ps_store_destroy(s);
 	}
@@ -438,7 +399,6 @@ VARIANT_TEST(store, enomem_changes_nothing)
 	s = ps_store_create(*sync);
 	cr_assert_eq(ps_store_set(s, 0, 100, a), 0);
 	for (k = 0;; k++) {
-		struct seen_range w[] = { { 0, 100, a } };
 		int ret;
 
 		ps_test_alloc_fail_after(k);
@@ -448,16 +408,12 @@ VARIANT_TEST(store, enomem_changes_nothing)
 		if (ret == 0)
 			break;
 		cr_assert_eq(ret, -ENOMEM);
-		expect_ranges(s, w, 1);
+		EXPECT_RANGES(s, { 0, 100, a });
 		cr_assert_eq(ps_policy_refcount(a), 1 + 1);
 		cr_assert_eq(ps_policy_refcount(b), 1);
 	}
 	cr_assert_gt(k, 0, "the set must allocate");
-	{
-		struct seen_range w[] = { { 0, 40, a }, { 40, 60, b }, { 60, 100, a } };
-
-		expect_ranges(s, w, 3);
-	}
+	EXPECT_RANGES(s, { 0, 40, a }, { 40, 60, b }, { 60, 100, a });
 	ps_test_alloc_fail_after(0);
 	errno = 0;
 	cr_assert_null(ps_store_create(*sync));
@@ -816,7 +772,7 @@ VARIANT_TEST(store, differential_windows_and_batches)
 						0);
 			model_compare_windows(s, &m, base, &seed, step);
 		}
-		expect_model_refs(s, &m, pols, step);
+		model_compare(s, &m, pols, step);
 		ps_store_destroy(s);
 	}
 	diff_policies_put(pols);

@@ -57,6 +57,15 @@ struct ps_policy *ps_test_bind(int node)
 	return pol;
 }
 
+int ps_test_count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	(void)start;
+	(void)end;
+	(void)pol;
+	(*(int *)arg)++;
+	return 0;
+}
+
 /* ---- the failing allocator ---- */
 
 static atomic_long alloc_calls; /* allocation calls so far */
@@ -261,4 +270,55 @@ bool ps_model_matches(struct ps_store *s, const struct ps_model *m, char *why, s
 		return false;
 	}
 	return true;
+}
+
+bool ps_model_matches_refs(struct ps_store *s, const struct ps_model *m,
+		struct ps_policy *const *pols, int npols, uint64_t points, char *why, size_t len)
+{
+	uint64_t i;
+	int j, ret;
+
+	if (!ps_model_matches(s, m, why, len))
+		return false;
+	ret = ps_store_synchronize(s);
+	if (ret) {
+		snprintf(why, len, "ps_store_synchronize: %d", ret);
+		return false;
+	}
+	for (j = 0; j < npols; j++) {
+		long refs = 1 + ps_model_refs(m, pols[j]);
+
+		if (ps_policy_refcount(pols[j]) != refs) {
+			snprintf(why, len, "policy %d: %ld references, want %ld", j,
+					(long)ps_policy_refcount(pols[j]), refs);
+			return false;
+		}
+	}
+	for (i = 0; i < points; i++) {
+		struct ps_policy *got = ps_store_lookup(s, i), *want = ps_model_at(m, i);
+
+		ps_policy_put(got);
+		if (got != want) {
+			snprintf(why, len, "lookup(%llu): %p, the model %p", (unsigned long long)i,
+					(void *)got, (void *)want);
+			return false;
+		}
+	}
+	return true;
+}
+
+static int model_read_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct ps_model *m = arg;
+
+	if (m->n == PS_MODEL_MAX)
+		return -ENOSPC;
+	m->r[m->n++] = (struct ps_model_range){ start, end, pol };
+	return 0;
+}
+
+int ps_model_read(struct ps_model *m, struct ps_store *s)
+{
+	ps_model_init(m);
+	return ps_store_foreach(s, model_read_fn, m);
 }

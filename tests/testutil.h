@@ -2,14 +2,18 @@
 /*
  * The one test-support header: what the Criterion suites, the fuzz harness
  * (fuzz/) and the thread-checker driver (tsan_stress.c) share beside the
- * public API.  testutil.c implements it without Criterion; a program that
- * does not link Criterion defines PS_TEST_NO_CRITERION before including it
- * and gets everything but the test macros.
+ * public API.  testutil.c and testutil_load.c implement it without
+ * Criterion; a program that does not link Criterion defines
+ * PS_TEST_NO_CRITERION before including it and gets everything but the
+ * test macros.
  *
  *   - PS_PARAM_TEST and its wrappers: one test body per variant;
  *   - the model of ps_store_set() (shared_policy_replace() on a sorted
  *     array of ranges) and the check of a store against it;
  *   - the failing, counting allocator (through ps_set_alloc_ops());
+ *   - the concurrent workloads (testutil_load.c): a store's readers and
+ *     writers, ps_charge, ps_pcounter, ps_commit and ps_idmap under load,
+ *     each run by its unit suite and by tsan_stress;
  *   - clocks, iteration scaling, random numbers, a BIND policy;
  *   - the thread-checker annotations of src/annotate.h, for the tests' own
  *     atomics-only flags (PS_ANNOTATE_BENIGN_RACE_SIZED).
@@ -20,6 +24,7 @@
 #ifndef POLSTORE_TESTUTIL_H
 #define POLSTORE_TESTUTIL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -166,7 +171,7 @@ void ps_test_alloc_restore(void);
  * or DEFAULT (a removal); ranges are never merged, not even equal
  * neighbours.  Indices may be anywhere in [0, UINT64_MAX].
  */
-#define PS_MODEL_MAX 256
+#define PS_MODEL_MAX 512
 
 struct ps_model_range {
 	uint64_t start, end;
@@ -196,6 +201,23 @@ long ps_model_refs(const struct ps_model *m, const struct ps_policy *pol);
  * @why (@len bytes).
  */
 bool ps_model_matches(struct ps_store *s, const struct ps_model *m, char *why, size_t len);
+/*
+ * ps_model_matches(), then, after ps_store_synchronize() (ranges retired
+ * by earlier sets let go of their references), each of @pols[0 .. @npols)
+ * holds 1 + ps_model_refs() references (the caller's own, one per range),
+ * and a lookup of each index below @points finds the model's policy.
+ */
+bool ps_model_matches_refs(struct ps_store *s, const struct ps_model *m,
+		struct ps_policy *const *pols, int npols, uint64_t points, char *why, size_t len);
+/*
+ * The model of what @s holds now (a snapshot, to hold it to later with
+ * ps_model_matches()): 0, -ENOSPC when it has more than PS_MODEL_MAX
+ * ranges, or ps_store_foreach()'s error.
+ */
+int ps_model_read(struct ps_model *m, struct ps_store *s);
+
+/* A ps_foreach_fn that counts the ranges it is called for in the int at @arg. */
+int ps_test_count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
 
 /* xorshift64*: deterministic per-thread random numbers. */
 static inline uint64_t ps_test_rand(uint64_t *state)
@@ -219,5 +241,182 @@ static inline bool ps_test_rand_range(uint64_t *state, uint64_t base, uint64_t s
 	*b = base + (x < y ? y : x);
 	return true;
 }
+
+/* ---- concurrent workloads (testutil_load.c) ---- */
+
+/*
+ * Each workload is written once, here, and run by the unit suite of its
+ * module (with Criterion's timeouts, under valgrind, helgrind and DRD) and
+ * by tsan_stress (under ThreadSanitizer, time-bounded).  A load struct holds
+ * the options (set by the caller, zero: the default) and, after the run, the
+ * results.  The threads check every result as they go and the run checks
+ * the end state; ps_test_*_run() returns 0, or -1 with the number of failed
+ * checks in @run.failures and the first one in @run.why.  A thread or an
+ * object the run cannot create aborts the program: no finding, a broken
+ * environment.
+ */
+#define PS_TEST_WHY 256
+
+/* How long each worker thread of a load runs, and how it went. */
+struct ps_test_run {
+	long iters;	      /* at most this many rounds per worker */
+	long min_iters;	      /* with @duration_ns: at least this many, whatever the clock */
+	uint64_t duration_ns; /* 0: all @iters; else stop once this passed */
+	uint64_t seed;	      /* worker i starts from ps_test_seed(@seed, i) */
+	long failures;	      /* out: failed checks */
+	char why[PS_TEST_WHY]; /* out: the first one, with its line in testutil_load.c */
+};
+
+/* The random-number state of worker @i of a load seeded with @seed: never 0. */
+static inline uint64_t ps_test_seed(uint64_t seed, int i)
+{
+	return (seed ^ (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ULL) | 1;
+}
+
+/*
+ * Start @n threads running @fn, thread i with @arg + i * @stride (@stride 0:
+ * all with @arg); wait for @n threads.  Abort when a thread cannot start.
+ */
+void ps_test_spawn(pthread_t *t, int n, void *(*fn)(void *), void *arg, size_t stride);
+void ps_test_join(pthread_t *t, int n);
+
+/*
+ * A store with readers, walkers and writers.  The index space is
+ * PS_TEST_REGIONS regions of @region_size pages; policy k is only ever set
+ * in region k, so a lookup returns NULL or region k's policy, nothing else:
+ * a range that was never there, or a freed policy (valgrind, ASan), fails.
+ *
+ * @churn: the store starts fully covered and every set installs a fresh
+ * policy that only the store owns (the writer puts its reference at once),
+ * whose node mask encodes the range it was set for; replaced policies are
+ * freed while readers run.  Every read must then find a policy (never NULL)
+ * set for a range that holds the page, whole (mode, mask, weight) and
+ * counted; a policy freed too early is reported by valgrind/ASan, or
+ * decodes to a wrong range.
+ *
+ * Readers look up (@read: with a reference, borrowed in a read-side
+ * section, or the two in turn), @hold at a time, then (QSBR online: after a
+ * quiescent state) check and put what they hold; walkers walk the store
+ * with ps_store_foreach() and check each range; writers start once every
+ * reader runs (so they overlap on a loaded machine), each for @run.
+ * At the end: ps_store_check(), and every region policy back to the
+ * caller's one reference once the store is gone.
+ */
+#define PS_TEST_REGIONS 8
+#define PS_TEST_REGION_MAX 512 /* the largest @region_size a churn policy encodes */
+#define PS_TEST_HOLD_MAX 8
+
+enum ps_test_read {
+	PS_TEST_READ_REF,    /* ps_store_lookup() */
+	PS_TEST_READ_BORROW, /* ps_store_lookup_borrow() in a section (churn: and a reference) */
+	PS_TEST_READ_BOTH,   /* the two in turn */
+};
+
+struct ps_test_store_load {
+	enum ps_sync sync;
+	int readers, walkers, writers;
+	enum ps_test_read read;
+	int hold;	      /* references a reader holds at once (1 .. PS_TEST_HOLD_MAX; 0: 1) */
+	bool qsbr_online;     /* RCU_QSBR readers go online, report quiescent states */
+	bool churn;	      /* a fresh policy per set (above) */
+	bool whole_regions;   /* writers set whole regions (victims) instead of random sub-ranges */
+	uint64_t region_size; /* 1 .. PS_TEST_REGION_MAX */
+	int yield_every;      /* writers yield every so many sets (0: never) ... */
+	/* ... and first call this with the store and the region they set next (NULL: none) */
+	void (*sample)(struct ps_store *s, uint64_t idx, void *arg);
+	void *sample_arg;
+	struct ps_test_run run; /* per writer: @iters sets */
+	long lookups, walks, sets; /* out */
+};
+int ps_test_store_run(struct ps_test_store_load *l);
+
+/*
+ * ps_charge under load: @workers threads charge and uncharge (1 to 8 pages
+ * at a time) on leaves of their own (limit @leaf_limit) under a parent
+ * (@parent_limit; 0: none) under a root (@root_limit), tracking what they
+ * hold.  Meanwhile, with @monitor, a thread reads the root and the parent
+ * (ps_charge_stat(), ps_charge_read()) and checks usage <= limit + @bound;
+ * with @limit_rounds, the calling thread sets the root's limit to
+ * @limit_lo and @limit_hi in turn (0 or -EBUSY), reading it and draining
+ * the stocks each round, for @limit_rounds rounds and on until every
+ * worker is done (so it sees load and calm).  At the end, exact at every level once the stocks
+ * are back (usage == what the workers hold, each leaf within its limit +
+ * @bound); with fixed limits, the largest overshoot within @bound, and none
+ * at all for SPIN and SEQLOCK; with @expect_refusals, every worker was
+ * refused at least once; everything uncharged and destroyed.
+ */
+struct ps_test_charge_load {
+	enum ps_charge_kind kind;
+	int workers;
+	long root_limit, parent_limit, leaf_limit;
+	bool monitor;
+	long limit_rounds, limit_lo, limit_hi;
+	bool expect_refusals;
+	struct ps_test_run run; /* per worker: @iters charges or uncharges */
+	long bound;		/* out: ps_charge_overshoot_bound() of this load */
+	long overshoot;		/* out: the largest the root and the parent recorded */
+	long max_seen;		/* out: the largest usage - limit the monitor saw */
+	long limit_ok;		/* out: the limit changes that succeeded */
+};
+int ps_test_charge_run(struct ps_test_charge_load *l);
+
+/*
+ * ps_pcounter under load: @adders threads add random deltas (mostly
+ * small steps with an upward drift, now and then +-2 batches) to the
+ * caller's counter @pc.  Meanwhile, with @check_bound, a thread takes
+ * snapshots and checks |approx - exact| <= batch x deltas <=
+ * ps_pcounter_error_bound(); with @admin, a thread reads, sums, snapshots,
+ * changes the batch and folds.  At the end: one delta slot per adder, the
+ * exact sum is the counter's first value + @total, and (with @check_bound)
+ * the cheap read is within the error bound.  The counter is left as it is.
+ */
+struct ps_test_pcounter_load {
+	struct ps_pcounter *pc;
+	int adders;
+	bool check_bound, admin;
+	struct ps_test_run run; /* per adder: @iters adds */
+	int64_t total;		/* out: every delta added */
+	long snapshots;		/* out: taken by the checking thread */
+	int64_t max_err;	/* out: the largest |approx - exact| it saw */
+};
+int ps_test_pcounter_run(struct ps_test_pcounter_load *l);
+
+/*
+ * ps_commit under load: @committers threads commit @pages at a time and
+ * give two of three commits back (like will-it-scale mmap1); meanwhile,
+ * with @admin, a thread changes the overcommit mode and reads the committed
+ * total.  At the end the exact committed total is what they kept (@held).
+ * The caller's @cm is left as it is.
+ */
+struct ps_test_commit_load {
+	struct ps_commit *cm;
+	int committers;
+	long pages;
+	bool admin;
+	struct ps_test_run run; /* per committer: @iters commits */
+	int64_t held;		/* out: committed and kept */
+	long refused;		/* out: commits refused */
+};
+int ps_test_commit_run(struct ps_test_commit_load *l);
+
+/*
+ * ps_idmap under load: @mutators threads bind objects (first a placeholder,
+ * replaced once the id is known), replace and remove them, freeing what
+ * they unbind with ps_idmap_free_rcu(); @walkers threads walk the map one
+ * section per step (and, with @whole_walks, in turn a whole
+ * ps_idmap_for_each() in one section and finds of random ids), checking
+ * that every object found is live, says its id, and that walks go up.
+ * @slow: readers yield after each section (valgrind's scheduler runs one
+ * thread for long slices: back-to-back sections on an unfair spinlock
+ * would starve the writers).  At the end every object is unbound and freed.
+ */
+struct ps_test_idmap_load {
+	enum ps_idmap_sync sync;
+	int walkers, mutators;
+	bool slow, whole_walks;
+	struct ps_test_run run; /* per mutator: @iters changes */
+	long reads;		/* out: objects the walkers read */
+};
+int ps_test_idmap_run(struct ps_test_idmap_load *l);
 
 #endif /* POLSTORE_TESTUTIL_H */
