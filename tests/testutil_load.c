@@ -769,6 +769,7 @@ struct idmap_load {
 	struct ps_test_idmap_load *l;
 	struct ps_idmap *map;
 	atomic_long reads;
+	atomic_int walkers_started; /* mutators begin once every walker runs */
 };
 
 /* @o, found at @id, is live and says @id. */
@@ -835,7 +836,12 @@ static void *idmap_walker(void *arg)
 	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
 	long reads = 0, n;
 
-	for (n = 0; !load_stopped(&il->ld); n++)
+	atomic_fetch_add(&il->walkers_started, 1);
+	/*
+	 * Until stopped, and then on until the walker has read something
+	 * (mutators leave objects behind), however late it was scheduled.
+	 */
+	for (n = 0; !load_stopped(&il->ld) || (reads == 0 && n < 1000); n++)
 		reads += il->l->whole_walks && (n & 1) ? idmap_walk_whole(il, &seed)
 						       : idmap_walk_steps(il);
 	atomic_fetch_add(&il->reads, reads);
@@ -850,6 +856,9 @@ static void *idmap_mutator(void *arg)
 	long i;
 	int id;
 
+	/* Mutators overlap walkers (on a loaded machine they could finish first). */
+	while (atomic_load(&il->walkers_started) < il->l->walkers)
+		sched_yield();
 	for (i = 0; load_go_on(&il->ld, i, il->ld.deadline); i++) {
 		uint64_t r = ps_test_rand(&seed);
 
@@ -884,6 +893,7 @@ int ps_test_idmap_run(struct ps_test_idmap_load *l)
 	int id;
 
 	load_init(&il.ld, &l->run);
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&il.walkers_started, sizeof(il.walkers_started));
 	il.map = ps_idmap_create(l->sync);
 	TCHECK(il.map, "ps_idmap_create(%s)", ps_idmap_sync_name(l->sync));
 	ps_test_spawn(t, l->walkers, idmap_walker, &il, 0);
