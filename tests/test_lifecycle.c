@@ -152,8 +152,10 @@ static bool death_in_walk(enum death how)
 	       how == CANCEL_IN_WINDOW;
 }
 
-static void die_here(struct dying *d)
+static void die_here(void *arg)
 {
+	struct dying *d = arg;
+
 	sem_post(&d->inside);
 	if (death_cancels(d->c->how)) {
 		for (;;)
@@ -164,25 +166,17 @@ static void die_here(struct dying *d)
 	pthread_exit(NULL);
 }
 
-static int dying_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	(void)start;
-	(void)end;
-	(void)pol;
-	die_here(arg);
-	return 0;
-}
-
 static void *dying_reader(void *arg)
 {
 	struct dying *d = arg;
+	struct ps_test_call die = { die_here, d };
 
 	if (d->c->online)
 		ps_qsbr_thread_online();
 	if (d->c->how == EXIT_IN_FOREACH || d->c->how == CANCEL_IN_FOREACH) {
-		ps_store_foreach(d->s, dying_cb, d);
+		ps_store_foreach(d->s, ps_test_call_in_foreach, &die);
 	} else if (d->c->how == EXIT_IN_WINDOW || d->c->how == CANCEL_IN_WINDOW) {
-		ps_store_foreach_range(d->s, 5, 6, dying_cb, d);
+		ps_store_foreach_range(d->s, 5, 6, ps_test_call_in_foreach, &die);
 	} else {
 		/* Nested sections: every level must be closed when the thread dies. */
 		ps_store_read_lock(d->s);
@@ -380,8 +374,10 @@ struct gp_run {
 };
 
 /* Every call of idmap.h that may wait for a grace period on an RCU map. */
-static void gp_waits(struct gp_run *r)
+static void gp_waits(void *arg)
 {
+	struct gp_run *r = arg;
+
 	int i;
 
 	if (r->progress_fd >= 0 && write(r->progress_fd, "w", 1) != 1)
@@ -390,15 +386,6 @@ static void gp_waits(struct gp_run *r)
 		ps_idmap_free_rcu(r->map, malloc(16), free);
 	ps_idmap_barrier(r->map); /* waits: frees queued */
 	ps_idmap_synchronize(r->map);
-}
-
-static int gp_foreach_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	(void)start;
-	(void)end;
-	(void)pol;
-	gp_waits(arg);
-	return 1;
 }
 
 /* Enter @r->ctx, call the waits inside, leave. */
@@ -436,7 +423,9 @@ static void gp_in_context(struct gp_run *r)
 		if (r->ctx == CTX_QSBR_ONLINE)
 			ps_qsbr_thread_online();
 		if (r->ctx == CTX_RCU_STORE_FOREACH) {
-			ps_store_foreach(s, gp_foreach_cb, r);
+			struct ps_test_call wait = { gp_waits, r };
+
+			ps_store_foreach(s, ps_test_call_in_foreach, &wait);
 		} else {
 			ps_store_read_lock(s);
 			gp_waits(r);

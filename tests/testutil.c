@@ -66,6 +66,17 @@ int ps_test_count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, vo
 	return 0;
 }
 
+int ps_test_call_in_foreach(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	const struct ps_test_call *c = arg;
+
+	(void)start;
+	(void)end;
+	(void)pol;
+	c->fn(c->arg);
+	return 1;
+}
+
 /* ---- the failing allocator ---- */
 
 static atomic_long alloc_calls; /* allocation calls so far */

@@ -219,6 +219,19 @@ int ps_model_read(struct ps_model *m, struct ps_store *s);
 /* A ps_foreach_fn that counts the ranges it is called for in the int at @arg. */
 int ps_test_count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
 
+/* What ps_test_call_in_foreach() calls: @fn(@arg). */
+struct ps_test_call {
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+/*
+ * A ps_foreach_fn that calls the struct ps_test_call at @arg inside the walk
+ * (to wait, exit or be cancelled there), on the first range, and stops the
+ * walk (returns 1).
+ */
+int ps_test_call_in_foreach(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
+
 /* xorshift64*: deterministic per-thread random numbers. */
 static inline uint64_t ps_test_rand(uint64_t *state)
 {
