@@ -218,7 +218,16 @@ void ps_idmap_destroy(struct ps_idmap *map)
 {
 	if (!map)
 		return;
-	ps_idmap_barrier(map);
+	/*
+	 * The frees a barrier runs may queue more on @map (ps_idmap_free_rcu()
+	 * allows it): run those too, until none is left, or they would leak
+	 * and a full batch of them would come back from the reclaim thread to
+	 * the freed map.  No other thread uses @map: plain reads will do.
+	 */
+	do
+		ps_idmap_barrier(map);
+	while (map->sync == PS_IDMAP_RCU &&
+			(map->defer || __atomic_load_n(&map->pending, __ATOMIC_ACQUIRE)));
 	if (map->root)
 		idmap_node_free(map->root);
 	pthread_mutex_destroy(&map->drain_lock);

@@ -274,6 +274,7 @@ static void reclaim_barrier_release(struct ps_reclaim_item *item)
 void _ps_reclaim_barrier(struct ps_reclaimer *rc)
 {
 	struct reclaim_barrier b = { .item.release = reclaim_barrier_release, .rc = rc };
+	int cancel_state;
 
 	if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE) &&
 			!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))
@@ -289,6 +290,14 @@ void _ps_reclaim_barrier(struct ps_reclaimer *rc)
 		pthread_mutex_unlock(&rc->gp_lock);
 		return;
 	}
+	/*
+	 * Not a cancellation point: pthread_cond_wait() is one, and a waiter
+	 * cancelled there would leave @lock held (the thread, and every later
+	 * barrier, would wait for it for ever) and @b, on its dead stack,
+	 * queued.  A pending cancellation is acted on at the caller's next
+	 * cancellation point.
+	 */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	pthread_mutex_lock(&rc->lock);
 	rc->barriers++;
 	push(rc, &b.item);
@@ -297,4 +306,5 @@ void _ps_reclaim_barrier(struct ps_reclaimer *rc)
 		pthread_cond_wait(&rc->done, &rc->lock);
 	rc->barriers--;
 	pthread_mutex_unlock(&rc->lock);
+	pthread_setcancelstate(cancel_state, NULL);
 }

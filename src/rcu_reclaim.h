@@ -86,7 +86,8 @@ int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
  * call has been released
  *
  * Context: outside every read-side section of the flavour (QSBR: offline);
- * may sleep.
+ * may sleep; not a cancellation point (a cancellation arriving meanwhile
+ * is acted on at the caller's next one).
  */
 void _ps_reclaim_barrier(struct ps_reclaimer *rc);
 

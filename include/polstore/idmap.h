@@ -84,7 +84,8 @@ PS_API struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync);
  * @map: the map, or NULL (a no-op)
  *
  * Runs the frees still deferred by ps_idmap_free_rcu() (after a grace
- * period).  Objects still bound are not touched.
+ * period), and those these frees queue on @map in turn.  Objects still
+ * bound are not touched.
  *
  * Context: no other thread may use @map during or after the call; for RCU
  * maps as ps_idmap_synchronize() (it may wait for a grace period).
