@@ -572,14 +572,14 @@ void ps_idmap_synchronize(struct ps_idmap *map)
 		idmap_synchronize(map);
 }
 
-/* Run @b's frees (its grace period has passed) and free it. */
-static void idmap_run_batch(struct idmap_batch *b)
+/* Push @b on @map's @ready stack (lock-free). */
+static void idmap_push_ready(struct ps_idmap *map, struct idmap_batch *b)
 {
-	int i;
-
-	for (i = 0; i < b->n; i++)
-		b->e[i].fn(b->e[i].ptr);
-	_ps_free(b);
+	b->next = __atomic_load_n(&map->ready, __ATOMIC_RELAXED);
+	do {
+		PS_ANNOTATE_HAPPENS_BEFORE(b); /* pairs with idmap_drain() */
+	} while (!__atomic_compare_exchange_n(&map->ready, &b->next, b, true, __ATOMIC_RELEASE,
+			__ATOMIC_RELAXED));
 }
 
 /*
@@ -591,13 +591,43 @@ static void idmap_run_batch(struct idmap_batch *b)
 static void idmap_batch_ready(struct ps_reclaim_item *item)
 {
 	struct idmap_batch *b = (struct idmap_batch *)item;
-	struct ps_idmap *map = b->map;
 
-	b->next = __atomic_load_n(&map->ready, __ATOMIC_RELAXED);
-	do {
-		PS_ANNOTATE_HAPPENS_BEFORE(b); /* pairs with idmap_drain() */
-	} while (!__atomic_compare_exchange_n(&map->ready, &b->next, b, true, __ATOMIC_RELEASE,
-			__ATOMIC_RELAXED));
+	idmap_push_ready(b->map, b);
+}
+
+/* A drain in progress: where it is, for idmap_drain_abandoned(). */
+struct idmap_drain_pos {
+	struct ps_idmap *map;
+	int i; /* the free of map->draining's first batch being called */
+};
+
+/*
+ * The draining thread ends inside a free function (pthread_exit() or
+ * cancellation there): that free counts as run; the batch's later frees and
+ * the batches after it go back on @ready for the next call, and the map is
+ * released.  Nothing else is lost, and nobody waits for the dead thread.
+ */
+static void idmap_drain_abandoned(void *arg)
+{
+	const struct idmap_drain_pos *pos = arg;
+	struct ps_idmap *map = pos->map;
+	struct idmap_batch *b = map->draining, *next;
+
+	b->n -= pos->i + 1;
+	memmove(b->e, b->e + pos->i + 1, (size_t)b->n * sizeof(b->e[0]));
+	if (!b->n) {
+		next = b->next;
+		_ps_free(b);
+		PS_ANNOTATE_HAPPENS_BEFORE(&map->pending); /* pairs with ps_idmap_barrier() */
+		__atomic_sub_fetch(&map->pending, 1, __ATOMIC_RELEASE);
+		b = next;
+	}
+	for (; b; b = next) {
+		next = b->next;
+		idmap_push_ready(map, b);
+	}
+	map->draining = NULL;
+	pthread_mutex_unlock(&map->drain_lock);
 }
 
 /*
@@ -608,7 +638,8 @@ static void idmap_batch_ready(struct ps_reclaim_item *item)
  */
 static void idmap_drain(struct ps_idmap *map, bool wait)
 {
-	struct idmap_batch *b, *next;
+	struct idmap_drain_pos pos = { .map = map };
+	struct idmap_batch *b;
 
 	if (!__atomic_load_n(&map->ready, __ATOMIC_RELAXED) && !wait)
 		return;
@@ -617,20 +648,27 @@ static void idmap_drain(struct ps_idmap *map, bool wait)
 	else if (pthread_mutex_trylock(&map->drain_lock))
 		return;
 	map->draining = __atomic_exchange_n(&map->ready, NULL, __ATOMIC_ACQUIRE);
-	for (b = map->draining; b; b = next) {
-		PS_ANNOTATE_HAPPENS_AFTER(b); /* pairs with idmap_batch_ready() */
+	pthread_cleanup_push(idmap_drain_abandoned, &pos);
+	while ((b = map->draining)) {
+		PS_ANNOTATE_HAPPENS_AFTER(b); /* pairs with idmap_push_ready() */
 		PS_ANNOTATE_HAPPENS_AFTER(map); /* the grace period: pairs with ps_idmap_read_unlock() */
-		next = b->next;
-		idmap_run_batch(b);
-		map->draining = next;
+		for (pos.i = 0; pos.i < b->n; pos.i++)
+			b->e[pos.i].fn(b->e[pos.i].ptr);
+		map->draining = b->next;
+		_ps_free(b);
+		PS_ANNOTATE_HAPPENS_BEFORE(&map->pending); /* pairs with ps_idmap_barrier() */
 		__atomic_sub_fetch(&map->pending, 1, __ATOMIC_RELEASE);
 	}
+	pthread_cleanup_pop(0);
 	pthread_mutex_unlock(&map->drain_lock);
 }
 
 /*
- * Hand a batch taken off @defer to the reclaim thread; when there is none
- * (it could not be started), wait for the grace period here and run it.
+ * Hand @b, just taken off @defer, to the reclaim thread, which puts it on
+ * @ready after a grace period.  When there is no reclaim thread (none could
+ * be started), wait for the grace period here and put it there at once.
+ * Context: under @defer_lock, so that a barrier, which takes it, finds every
+ * batch taken before it on its way (pending counted, queued or on @ready).
  */
 static void idmap_retire_batch(struct ps_idmap *map, struct idmap_batch *b)
 {
@@ -640,15 +678,12 @@ static void idmap_retire_batch(struct ps_idmap *map, struct idmap_batch *b)
 	PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch */
 	if (!_ps_reclaim_defer(&_ps_reclaim_memb, &b->item))
 		return;
-	__atomic_sub_fetch(&map->pending, 1, __ATOMIC_RELAXED);
 	idmap_synchronize(map);
-	idmap_run_batch(b);
+	idmap_push_ready(map, b);
 }
 
 int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 {
-	struct idmap_batch *full = NULL;
-
 	if (!map || !ptr || !free_fn)
 		return -EINVAL;
 	if (map->sync != PS_IDMAP_RCU) {
@@ -671,33 +706,38 @@ int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 	map->defer->e[map->defer->n].ptr = ptr;
 	map->defer->e[map->defer->n].fn = free_fn;
 	if (++map->defer->n == PS_IDMAP_FREE_BATCH) {
-		full = map->defer;
+		idmap_retire_batch(map, map->defer);
 		map->defer = NULL;
 	}
 	pthread_mutex_unlock(&map->defer_lock);
-	if (full)
-		idmap_retire_batch(map, full);
+	/* Without a reclaim thread the batch is ready now: run it. */
+	idmap_drain(map, false);
 	return 0;
 }
 
 void ps_idmap_barrier(struct ps_idmap *map)
 {
-	struct idmap_batch *b;
+	long pending;
 
 	if (!map || map->sync != PS_IDMAP_RCU)
 		return;
 	pthread_mutex_lock(&map->defer_lock);
-	b = map->defer;
-	map->defer = NULL;
+	if (map->defer) {
+		idmap_retire_batch(map, map->defer);
+		map->defer = NULL;
+	}
+	pending = __atomic_load_n(&map->pending, __ATOMIC_ACQUIRE);
 	pthread_mutex_unlock(&map->defer_lock);
-	if (b)
-		idmap_retire_batch(map, b);
-	else if (!__atomic_load_n(&map->pending, __ATOMIC_ACQUIRE))
-		return; /* nothing queued, handed over or being run: no grace period to wait for */
+	if (!pending) {
+		/* Nothing queued, handed over or being run: what other threads ran is done. */
+		PS_ANNOTATE_HAPPENS_AFTER(&map->pending);
+		return;
+	}
 	/*
-	 * Every batch handed over before this point, ours and other threads',
-	 * is on @ready once the reclaim thread has passed the barrier, or was
-	 * taken off it by a drain that holds @drain_lock until its frees ran.
+	 * Every batch taken off @defer before this point, ours and other
+	 * threads' (they hand it over under @defer_lock), is on @ready once the
+	 * reclaim thread has passed the barrier, or was taken off it by a
+	 * drain that holds @drain_lock until its frees ran.
 	 */
 	_ps_reclaim_barrier(&_ps_reclaim_memb);
 	idmap_drain(map, true);

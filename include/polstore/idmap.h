@@ -264,7 +264,9 @@ PS_API void ps_idmap_synchronize(struct ps_idmap *map);
  * call on @map (this function, ps_idmap_barrier(), ps_idmap_destroy()) runs
  * the frees, on its caller's thread: the call does not wait for readers,
  * and polstore's own thread never runs @free_fn.  @free_fn may itself call
- * ps_idmap_free_rcu() on @map (not ps_idmap_barrier() nor destroy).
+ * ps_idmap_free_rcu() on @map (not ps_idmap_barrier() nor destroy).  A
+ * thread that ends inside @free_fn (pthread_exit(), cancellation) leaves
+ * the map working: that free counts as run, the others run in later calls.
  *
  * Context: SPIN and RWLOCK maps: where @free_fn may run.  RCU maps: as
  * ps_idmap_synchronize() (a call that cannot allocate its queue, or finds
