@@ -669,12 +669,8 @@ static void slow_map_free(void *p)
 
 static void *run_slow_batch(void *arg)
 {
-	struct ps_idmap *map = arg;
-	int i;
-
-	for (i = 0; i < PS_IDMAP_FREE_BATCH; i++)
-		TCHECK(ps_idmap_free_rcu(map, malloc(16), slow_map_free) == 0, "free_rcu");
-	ps_idmap_barrier(map); /* runs the batch: stays in slow_map_free until released */
+	ps_test_idmap_queue(arg, PS_IDMAP_FREE_BATCH, slow_map_free);
+	ps_idmap_barrier(arg); /* runs the batch: stays in slow_map_free until released */
 	return NULL;
 }
 

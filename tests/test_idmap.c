@@ -467,12 +467,8 @@ static void slow_free(void *p)
 /* Queue a full batch of slow frees and run it (the barrier drains it here). */
 static void *fill_batch(void *arg)
 {
-	struct ps_idmap *map = arg;
-	int i;
-
-	for (i = 0; i < PS_IDMAP_FREE_BATCH; i++)
-		TCHECK(ps_idmap_free_rcu(map, malloc(16), slow_free) == 0, "free_rcu");
-	ps_idmap_barrier(map);
+	ps_test_idmap_queue(arg, PS_IDMAP_FREE_BATCH, slow_free);
+	ps_idmap_barrier(arg);
 	return NULL;
 }
 
@@ -586,10 +582,7 @@ static void race_flags_init(void)
 
 static void queue_race_frees(struct ps_idmap *map, int n)
 {
-	int i;
-
-	for (i = 0; i < n; i++)
-		TCHECK(ps_idmap_free_rcu(map, malloc(16), race_free) == 0, "free_rcu");
+	ps_test_idmap_queue(map, n, race_free);
 }
 
 /*
@@ -890,12 +883,8 @@ static void plain_free(void *p)
 
 static void *queue_plain_batch(void *arg)
 {
-	struct ps_idmap *map = arg;
-	int i;
-
-	for (i = 0; i < PS_IDMAP_FREE_BATCH; i++)
-		TCHECK(ps_idmap_free_rcu(map, malloc(16), plain_free) == 0, "free_rcu");
-	ps_idmap_barrier(map); /* runs the batch on this thread */
+	ps_test_idmap_queue(arg, PS_IDMAP_FREE_BATCH, plain_free);
+	ps_idmap_barrier(arg); /* runs the batch on this thread */
 	__atomic_store_n(&frees_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }

@@ -66,6 +66,14 @@ int ps_test_count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, vo
 	return 0;
 }
 
+void ps_test_idmap_queue(struct ps_idmap *map, int n, void (*free_fn)(void *))
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		TCHECK(ps_idmap_free_rcu(map, malloc(16), free_fn) == 0, "free_rcu");
+}
+
 int ps_test_call_in_foreach(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
 {
 	const struct ps_test_call *c = arg;

@@ -219,6 +219,9 @@ int ps_model_read(struct ps_model *m, struct ps_store *s);
 /* A ps_foreach_fn that counts the ranges it is called for in the int at @arg. */
 int ps_test_count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
 
+/* Queue @n fresh 16-byte objects on @map with ps_idmap_free_rcu(), each for @free_fn; aborts on an error. */
+void ps_test_idmap_queue(struct ps_idmap *map, int n, void (*free_fn)(void *));
+
 /* What ps_test_call_in_foreach() calls: @fn(@arg). */
 struct ps_test_call {
 	void (*fn)(void *arg);
