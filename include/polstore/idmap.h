@@ -277,7 +277,7 @@ PS_API void ps_idmap_synchronize(struct ps_idmap *map);
  */
 PS_API int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *));
 
-/** Objects ps_idmap_free_rcu() queues before it waits for a grace period. */
+/** Objects ps_idmap_free_rcu() queues before it hands them over for one grace period. */
 #define PS_IDMAP_FREE_BATCH 64
 
 /**
