@@ -575,10 +575,12 @@ void ps_idmap_synchronize(struct ps_idmap *map)
 /* Push @b on @map's @ready stack (lock-free). */
 static void idmap_push_ready(struct ps_idmap *map, struct idmap_batch *b)
 {
-	b->next = __atomic_load_n(&map->ready, __ATOMIC_RELAXED);
+	struct idmap_batch *old = __atomic_load_n(&map->ready, __ATOMIC_RELAXED);
+
 	do {
-		PS_ANNOTATE_HAPPENS_BEFORE(b); /* pairs with idmap_drain() */
-	} while (!__atomic_compare_exchange_n(&map->ready, &b->next, b, true, __ATOMIC_RELEASE,
+		b->next = old;
+		PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of @b: pairs with idmap_drain() */
+	} while (!__atomic_compare_exchange_n(&map->ready, &old, b, true, __ATOMIC_RELEASE,
 			__ATOMIC_RELAXED));
 }
 
@@ -639,7 +641,7 @@ static void idmap_drain_abandoned(void *arg)
 static void idmap_drain(struct ps_idmap *map, bool wait)
 {
 	struct idmap_drain_pos pos = { .map = map };
-	struct idmap_batch *b;
+	struct idmap_batch *b, *next;
 
 	if (!__atomic_load_n(&map->ready, __ATOMIC_RELAXED) && !wait)
 		return;
@@ -647,10 +649,15 @@ static void idmap_drain(struct ps_idmap *map, bool wait)
 		pthread_mutex_lock(&map->drain_lock);
 	else if (pthread_mutex_trylock(&map->drain_lock))
 		return;
-	map->draining = __atomic_exchange_n(&map->ready, NULL, __ATOMIC_ACQUIRE);
+	/* Oldest first: the stack's order reversed. */
+	for (b = __atomic_exchange_n(&map->ready, NULL, __ATOMIC_ACQUIRE); b; b = next) {
+		PS_ANNOTATE_HAPPENS_AFTER(b); /* pairs with idmap_push_ready() */
+		next = b->next;
+		b->next = map->draining;
+		map->draining = b;
+	}
 	pthread_cleanup_push(idmap_drain_abandoned, &pos);
 	while ((b = map->draining)) {
-		PS_ANNOTATE_HAPPENS_AFTER(b); /* pairs with idmap_push_ready() */
 		PS_ANNOTATE_HAPPENS_AFTER(map); /* the grace period: pairs with ps_idmap_read_unlock() */
 		for (pos.i = 0; pos.i < b->n; pos.i++)
 			b->e[pos.i].fn(b->e[pos.i].ptr);
