@@ -92,10 +92,10 @@ struct ps_idmap {
 	struct idmap_node *root; /* release-published */
 	int count; /* PS_WRITE_ONCE under the writer lock */
 
-	pthread_mutex_t defer_lock; /* @defer */
+	pthread_mutex_t defer_lock; /* @defer; a batch taken off it is handed over under it */
 	struct idmap_batch *defer; /* being filled, or NULL */
 	struct idmap_batch *ready; /* atomic: past their grace period, newest first */
-	long pending; /* atomic: batches handed to the reclaim thread, frees not run yet */
+	long pending; /* atomic: batches taken off @defer whose frees have not all run */
 	pthread_mutex_t drain_lock; /* held while running the frees of batches taken off @ready */
 	/*
 	 * Under @drain_lock: the batches a drain took and has not freed yet.
