@@ -605,9 +605,10 @@ struct idmap_drain_pos {
 
 /*
  * The draining thread ends inside a free function (pthread_exit() or
- * cancellation there): that free counts as run; the batch's later frees and
- * the batches after it go back on @ready for the next call, and the map is
- * released.  Nothing else is lost, and nobody waits for the dead thread.
+ * cancellation there): that free counts as run; the batch's later frees (it
+ * may have none left: the next drain frees it) and the batches after it go
+ * back on @ready for the next call, and the map is released.  Nothing else
+ * is lost, and nobody waits for the dead thread.
  */
 static void idmap_drain_abandoned(void *arg)
 {
@@ -617,13 +618,6 @@ static void idmap_drain_abandoned(void *arg)
 
 	b->n -= pos->i + 1;
 	memmove(b->e, b->e + pos->i + 1, (size_t)b->n * sizeof(b->e[0]));
-	if (!b->n) {
-		next = b->next;
-		_ps_free(b);
-		PS_ANNOTATE_HAPPENS_BEFORE(&map->pending); /* pairs with ps_idmap_barrier() */
-		__atomic_sub_fetch(&map->pending, 1, __ATOMIC_RELEASE);
-		b = next;
-	}
 	for (; b; b = next) {
 		next = b->next;
 		idmap_push_ready(map, b);
@@ -697,7 +691,6 @@ int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 		free_fn(ptr);
 		return 0;
 	}
-	idmap_drain(map, false);
 	pthread_mutex_lock(&map->defer_lock);
 	if (!map->defer) {
 		map->defer = _ps_alloc(sizeof(*map->defer));
@@ -717,7 +710,7 @@ int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 		map->defer = NULL;
 	}
 	pthread_mutex_unlock(&map->defer_lock);
-	/* Without a reclaim thread the batch is ready now: run it. */
+	/* Run what is ready: batches the reclaim thread gave back, or the one just retired without it. */
 	idmap_drain(map, false);
 	return 0;
 }
