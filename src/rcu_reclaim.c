@@ -67,14 +67,18 @@ static struct ps_reclaim_item *take_all(struct ps_reclaimer *rc)
 	return fifo;
 }
 
-static void release_all(struct ps_reclaim_item *batch)
+static void release_all(struct ps_reclaimer *rc, struct ps_reclaim_item *batch)
 {
 	struct ps_reclaim_item *next;
+	size_t weight = 0;
 
 	for (; batch; batch = next) {
 		next = batch->next;
+		weight += batch->weight; /* read first: the release may free the item */
 		batch->release(batch);
 	}
+	if (weight)
+		__atomic_fetch_sub(&rc->pending, weight, __ATOMIC_RELAXED);
 }
 
 /* Under @lock: wait until there is work (true) or the thread must stop (false). */
@@ -129,7 +133,7 @@ static void *reclaim_thread(void *arg)
 			struct ps_reclaim_item *batch = take_all(rc);
 
 			rc->synchronize();
-			release_all(batch);
+			release_all(rc, batch);
 		}
 		pthread_mutex_unlock(&rc->gp_lock);
 	}
@@ -148,6 +152,7 @@ static bool reclaim_start(struct ps_reclaimer *rc)
 		/* Words only ever accessed with atomics (helgrind and DRD see plain accesses). */
 		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->head, sizeof(rc->head));
 		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->idle, sizeof(rc->idle));
+		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->pending, sizeof(rc->pending));
 		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->started, sizeof(rc->started));
 		/* The application's signals are not ours to take. */
 		sigfillset(&all);
@@ -239,12 +244,16 @@ static void push(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 			__ATOMIC_RELAXED));
 }
 
-int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+int _ps_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *item,
+		size_t weight)
 {
 	if (ps_unlikely(!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))) {
 		if (!reclaim_start(rc))
 			return -EAGAIN;
 	}
+	item->weight = weight;
+	if (weight)
+		__atomic_fetch_add(&rc->pending, weight, __ATOMIC_RELAXED);
 	push(rc, item);
 	if (__atomic_load_n(&rc->idle, __ATOMIC_SEQ_CST)) {
 		pthread_mutex_lock(&rc->lock);
@@ -252,6 +261,11 @@ int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 		pthread_mutex_unlock(&rc->lock);
 	}
 	return 0;
+}
+
+int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+{
+	return _ps_reclaim_defer_weighed(rc, item, 0);
 }
 
 struct reclaim_barrier {
@@ -273,7 +287,8 @@ static void reclaim_barrier_release(struct ps_reclaim_item *item)
 
 void _ps_reclaim_barrier(struct ps_reclaimer *rc)
 {
-	struct reclaim_barrier b = { .item.release = reclaim_barrier_release, .rc = rc };
+	struct reclaim_barrier b = { .item.release = reclaim_barrier_release, .item.weight = 0,
+		.rc = rc };
 	int cancel_state;
 
 	if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE) &&
@@ -286,7 +301,7 @@ void _ps_reclaim_barrier(struct ps_reclaimer *rc)
 		pthread_mutex_lock(&rc->gp_lock);
 		batch = take_all(rc);
 		rc->synchronize();
-		release_all(batch);
+		release_all(rc, batch);
 		pthread_mutex_unlock(&rc->gp_lock);
 		return;
 	}

@@ -31,6 +31,7 @@
 
 struct ps_reclaim_item {
 	struct ps_reclaim_item *next;
+	size_t weight; /* what the item frees, in the caller's unit: see _ps_reclaim_pending() */
 	/*
 	 * Runs after a grace period, on the reclaim thread or a waiting
 	 * caller's.  Never waits for a lock a writer of the item's store may
@@ -51,6 +52,7 @@ struct ps_reclaim_item {
 struct ps_reclaimer {
 	void (*synchronize)(void);     /* the flavour's synchronize_rcu() */
 	struct ps_reclaim_item *head;  /* atomic: pushed items, newest first */
+	size_t pending;                /* atomic: the weight of the items queued and not released */
 	int idle;                      /* atomic: the thread waits on @work (set under @lock) */
 	pthread_mutex_t lock;          /* @work, @done, and the fields below */
 	pthread_mutex_t gp_lock;       /* held by the thread across a grace period and its releases */
@@ -80,6 +82,24 @@ struct ps_reclaimer {
  * the item for later).
  */
 int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
+
+/**
+ * _ps_reclaim_defer_weighed() - _ps_reclaim_defer() of an item that frees @weight
+ *
+ * The weight counts in _ps_reclaim_pending() until the item is released.
+ * Context and return: as _ps_reclaim_defer().
+ */
+int _ps_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *item,
+		size_t weight);
+
+/**
+ * _ps_reclaim_pending() - the weight of the items queued on @rc and not yet
+ * released: how far its thread is behind (a relaxed read)
+ */
+static inline size_t _ps_reclaim_pending(const struct ps_reclaimer *rc)
+{
+	return __atomic_load_n(&rc->pending, __ATOMIC_RELAXED);
+}
 
 /**
  * _ps_reclaim_barrier() - wait until every item queued on @rc before the
