@@ -15,6 +15,7 @@
 #include <polstore/alloc.h>
 
 #include "compiler.h"
+#include "testpoint.h"
 
 static void *ps_default_alloc(size_t size, void *ctx)
 {
@@ -101,3 +102,6 @@ int _ps_thread_index_slow(void)
 			       0x7fffffff);
 	return _ps_thread_idx;
 }
+
+/* Test points (testpoint.h): set by tests only. */
+void (*_ps_test_hook)(enum ps_test_point point);

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Test points: named places where a test may hold a thread, to open a
+ * window that is otherwise a few instructions wide (tests/testutil.h sets
+ * the hook).  Unset, a point costs one load and a branch that is never
+ * taken; points sit on slow paths only.
+ */
+#ifndef POLSTORE_SRC_TESTPOINT_H
+#define POLSTORE_SRC_TESTPOINT_H
+
+#include "compiler.h"
+
+enum ps_test_point {
+	/* A writer refills its spares from the RCU stores' depot, holding its lock. */
+	PS_TP_COW_DEPOT_LOCKED,
+};
+
+extern void (*_ps_test_hook)(enum ps_test_point point);
+
+#define PS_TEST_POINT(point)                                                                       \
+	do {                                                                                       \
+		if (ps_unlikely(__atomic_load_n(&_ps_test_hook, __ATOMIC_RELAXED) != NULL))        \
+			_ps_test_hook(point);                                                      \
+	} while (0)
+
+#endif /* POLSTORE_SRC_TESTPOINT_H */
