@@ -54,13 +54,14 @@ static void list_push(struct ps_range_list *l, struct ps_range *r)
 
 /*
  * The leftmost range whose end is above @start (the first that can
- * overlap [start, ...)), with @path ending at it.  Ranges are disjoint and
- * ordered, so their ends are ordered like their starts.
+ * overlap [start, ...)), with @path ending at it, in the tree as @tx sees
+ * it.  Ranges are disjoint and ordered, so their ends are ordered like
+ * their starts.
  */
-static struct ps_range *first_ending_after(const struct ps_rb_root *root, uint64_t start,
+static struct ps_range *first_ending_after(const struct ps_rb_tx *tx, uint64_t start,
 		struct ps_rb_path *path)
 {
-	struct ps_rb_node *n = root->node;
+	struct ps_rb_node *n = tx->root->node;
 	int best_depth = 0;
 
 	path->depth = 0;
@@ -70,7 +71,7 @@ static struct ps_range *first_ending_after(const struct ps_rb_root *root, uint64
 		ps_rb_path_push(path, n, right);
 		if (!right)
 			best_depth = path->depth;
-		n = n->child[right];
+		n = ps_rb_child(tx, n, right);
 	}
 	path->depth = best_depth;
 	return best_depth ? rb_range(path->node[best_depth - 1]) : NULL;
@@ -86,7 +87,7 @@ static void rtree_insert(struct ps_rb_tx *tx, size_t *count, struct ps_range *nr
 		int dir = nr->start >= rb_range(n)->start;
 
 		ps_rb_path_push(&path, n, dir);
-		n = n->child[dir];
+		n = ps_rb_child(tx, n, dir);
 	}
 	ps_rb_insert(tx, &path, &nr->rb);
 	PS_WRITE_ONCE(*count, *count + 1);
@@ -100,17 +101,7 @@ static void rtree_insert(struct ps_rb_tx *tx, size_t *count, struct ps_range *nr
 struct spares {
 	struct ps_range_list *list;
 	struct ps_range_vec *vec;
-	struct ps_rtree_cow *cow; /* copy on write: where the references taken are noted */
 };
-
-/* Take a reference for a range being built; in an abortable update, note it. */
-static struct ps_policy *range_ref(struct spares *s, struct ps_policy *pol)
-{
-	if (pol && s->cow && s->cow->abortable)
-		s->cow->refs[s->cow->nrefs++] = pol;
-	_ps_policy_store_get(pol);
-	return pol;
-}
 
 static inline struct ps_range *spare_take(struct spares *s)
 {
@@ -132,16 +123,17 @@ static struct ps_range *new_range(struct spares *spares, uint64_t start, uint64_
 	}
 	PS_WRITE_ONCE(r->start, start);
 	PS_WRITE_ONCE(r->end, end);
-	PS_WRITE_ONCE(r->pol, range_ref(spares, pol));
+	_ps_policy_store_get(pol);
+	PS_WRITE_ONCE(r->pol, pol);
 	PS_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
 	return r;
 }
 
-/* The path to the range that starts at @key (it exists). */
-static struct ps_range *path_to_start(const struct ps_rb_root *root, uint64_t key,
+/* The path to the range that starts at @key (it exists), in the tree as @tx sees it. */
+static struct ps_range *path_to_start(const struct ps_rb_tx *tx, uint64_t key,
 		struct ps_rb_path *path)
 {
-	struct ps_rb_node *n = root->node;
+	struct ps_rb_node *n = tx->root->node;
 
 	path->depth = 0;
 	for (;;) {
@@ -151,7 +143,7 @@ static struct ps_range *path_to_start(const struct ps_rb_root *root, uint64_t ke
 		ps_rb_path_push(path, n, dir);
 		if (key == r->start)
 			return r;
-		n = n->child[dir];
+		n = ps_rb_child(tx, n, dir);
 	}
 }
 
@@ -159,35 +151,30 @@ static struct ps_range *path_to_start(const struct ps_rb_root *root, uint64_t ke
  * shared_policy_replace() on the tree @tx changes.  Each loop turn finds
  * the first range still overlapping [cursor, end) afresh (O(log n)): after
  * a left trim its end is @start, after a removal it is gone, so the search
- * moves on.  Copy on write the path nodes found by earlier turns are owned
- * already and are not copied again.
+ * moves on.  Copy on write, nodes found by earlier turns may have been
+ * copied since: every search walks the tree as @tx sees it.
  *
  * When a new range goes in, the first range [start, end) covers whole (the
  * victim) is not removed but becomes the new range: its node keeps its
  * place in the tree (its predecessor ends at or before @start by then, its
- * successors start at or after @end), so the set changes one path instead
- * of erasing and inserting with two rebalancings.  The victim's old policy
- * reference goes to @removed on the spare that the new range would have
- * taken, so it is dropped exactly when an erased range's would be.  The
- * path to the victim is kept from the search that found it: trims change
- * no link, so unless a range was erased after it, the path's directions
- * still lead there (ps_rb_own() follows them from the root).
- *
- * At most @max_erase ranges are erased: a set that would erase more stops
- * and returns false, leaving what it did to be thrown away (copy on write:
- * ps_rtree_cow_abort()).
+ * successors start at or after @end), so the set changes one node instead
+ * of erasing and inserting with two rebalancings; copy on write, a set
+ * that gives one range a new policy copies that one node.  The victim's
+ * old policy reference goes to @removed on the spare that the new range
+ * would have taken, so it is dropped exactly when an erased range's would
+ * be.  The path to the victim is kept from the search that found it: trims
+ * change no link, so unless a range was erased after it, the path's
+ * directions still lead there (ps_rb_own() follows them from the root).
  */
-static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
-		struct ps_policy *pol, struct spares *spares, struct ps_range_list *removed,
-		size_t max_erase)
+static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
+		struct ps_policy *pol, struct spares *spares, struct ps_range_list *removed)
 {
 	bool add = pol && pol->mode != PS_MPOL_DEFAULT, have_victim = false, moved = false;
 	uint64_t cursor = start, victim = 0;
 	struct ps_rb_path path, vpath;
-	size_t erased = 0;
 	struct ps_range *r;
 
-	while ((r = first_ending_after(tx->root, cursor, &path)) && r->start < end) {
+	while ((r = first_ending_after(tx, cursor, &path)) && r->start < end) {
 		if (r->start >= start) {
 			if (r->end <= end) {
 				if (add && !have_victim) {
@@ -201,8 +188,6 @@ static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 					continue;
 				}
 				/* Inside: drop it (its reference goes with it). */
-				if (erased++ == max_erase)
-					return false;
 				r = rb_range(ps_rb_erase(tx, &path));
 				PS_WRITE_ONCE(*count, *count - 1);
 				list_push(removed, r);
@@ -228,34 +213,35 @@ static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 		PS_WRITE_ONCE(r->end, start);
 	}
 	if (!add)
-		return true;
+		return;
 	if (!have_victim) {
 		rtree_insert(tx, count, new_range(spares, start, end, pol));
-		return true;
+		return;
 	}
 	{
 		struct ps_range *old = new_range(spares, 0, 0, NULL);
 
 		if (moved)
-			path_to_start(tx->root, victim, &vpath);
+			path_to_start(tx, victim, &vpath);
 		r = rb_range(ps_rb_own(tx, &vpath));
 		old->pol = r->pol; /* the old reference, dropped like an erased range's */
 		list_push(removed, old);
-		PS_WRITE_ONCE(r->pol, range_ref(spares, pol));
+		_ps_policy_store_get(pol);
+		PS_WRITE_ONCE(r->pol, pol);
 		PS_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
 		PS_WRITE_ONCE(r->start, start);
 		PS_WRITE_ONCE(r->end, end);
 	}
-	return true;
 }
 
 void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
 		struct ps_range_list *spares, struct ps_range_list *removed)
 {
-	struct ps_rb_tx tx = { .root = &t->root, .gen = 0, .copy = NULL };
-	struct spares s = { .list = spares, .vec = NULL, .cow = NULL };
+	struct ps_rb_tx tx;
+	struct spares s = { .list = spares, .vec = NULL };
 
-	rtree_apply(&tx, &t->count, start, end, pol, &s, removed, SIZE_MAX);
+	ps_rb_tx_init(&tx, &t->root, 0, NULL);
+	rtree_apply(&tx, &t->count, start, end, pol, &s, removed);
 }
 
 /* ---- copy on write ---------------------------------------------------------- */
@@ -265,31 +251,42 @@ static struct ps_rb_node *cow_copy(struct ps_rb_tx *tx, const struct ps_rb_node 
 {
 	struct ps_rtree_cow *c = ps_container_of(tx, struct ps_rtree_cow, tx);
 	struct ps_range *o = ps_container_of(old, struct ps_range, rb);
-	struct ps_range *r;
-	struct spares s = { .list = NULL, .vec = c->spares, .cow = c };
+	struct spares s = { .list = NULL, .vec = c->spares };
+	struct ps_range *r = spare_take(&s);
 
-	r = new_range(&s, o->start, o->end, NULL);
-	r->pol = o->pol; /* the reference moves to the copy (see struct ps_rtree_cow) */
-	r->node_hint = o->node_hint;
+	if (!r) {
+		/* ps_rtree_cow_need() was wrong: a bug, not a state to go on in. */
+		fprintf(stderr, "polstore: range tree update ran out of preallocated ranges\n");
+		abort();
+	}
+	/* The reference moves to the copy (see struct ps_rtree_cow). */
+	PS_WRITE_ONCE(r->start, o->start);
+	PS_WRITE_ONCE(r->end, o->end);
+	PS_WRITE_ONCE(r->pol, o->pol);
+	PS_WRITE_ONCE(r->node_hint, o->node_hint);
 	list_push(&c->replaced, (struct ps_range *)o);
+	c->copies++;
 	return &r->rb;
 }
 
-/* How many ranges overlap [start, end): at most @cap counted. */
+/* How many ranges of @t overlap [start, end): at most @cap counted. */
 static size_t count_overlaps(const struct ps_rtree *t, uint64_t start, uint64_t end, size_t cap)
 {
 	struct ps_rb_path path;
 	struct ps_rb_iter it;
 	struct ps_rb_node *n;
+	struct ps_rb_tx tx;
 	size_t k = 0;
 	int i;
 
+	/* A walk of the published tree, as no update sees it. */
+	ps_rb_tx_init(&tx, (struct ps_rb_root *)&t->root, 0, NULL);
 	/*
 	 * The in-order successors of the first overlapping range are the
 	 * nodes on its path where the search went left: seed an iterator
 	 * with them.
 	 */
-	if (!first_ending_after(&t->root, start, &path))
+	if (!first_ending_after(&tx, start, &path))
 		return 0;
 	it.depth = 0;
 	for (i = 0; i < path.depth; i++)
@@ -301,11 +298,27 @@ static size_t count_overlaps(const struct ps_rtree *t, uint64_t start, uint64_t 
 	return k;
 }
 
-/* Worst-case copies of a set erasing @k ranges, with @grow sets before it in the update. */
-static size_t cow_copies(const struct ps_rtree *t, size_t k, int grow)
+/*
+ * count_overlaps() for the common window: one seek that stops at the range
+ * containing @start (as a lookup does), and no successor when that range
+ * reaches @end (the next one starts at or after its end).
+ */
+static size_t window_overlaps(const struct ps_rtree *t, uint64_t start, uint64_t end, size_t cap)
 {
-	/* The update may add two ranges per set: the new one and a split tail. */
-	size_t n = t->count + (size_t)(grow + 1) * PS_RTREE_SET_MAX_NEW;
+	struct ps_range *r = ps_rtree_next(t, start);
+
+	if (!r || r->start >= end)
+		return 0;
+	if (r->end >= end)
+		return 1;
+	return count_overlaps(t, start, end, cap);
+}
+
+/* Worst-case copies of a set erasing @k ranges. */
+static size_t cow_copies(const struct ps_rtree *t, size_t k)
+{
+	/* The set may add two ranges: the new one and a split tail. */
+	size_t n = t->count + PS_RTREE_SET_MAX_NEW;
 	int h = ps_rb_height_max(n);
 	/* Two trims (or one trim and a split), two insertions (or a victim's path). */
 	size_t fixed = 2 * (size_t)h + 2 * ps_rb_copies_insert(h);
@@ -315,19 +328,14 @@ static size_t cow_copies(const struct ps_rtree *t, size_t k, int grow)
 	return copies < n ? copies : n;
 }
 
-size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end, int grow)
+size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end)
 {
 	size_t per_erase = ps_rb_copies_erase(ps_rb_height_max(t->count + 1));
-	size_t cap = t->count + (size_t)(grow + 1) * PS_RTREE_SET_MAX_NEW;
+	size_t cap = t->count + PS_RTREE_SET_MAX_NEW;
 
 	/* Past @cap copies, counting more overlaps is pointless. */
-	return cow_copies(t, count_overlaps(t, start, end, cap / per_erase + 1), grow) +
+	return cow_copies(t, window_overlaps(t, start, end, cap / per_erase + 1)) +
 	       PS_RTREE_SET_MAX_NEW;
-}
-
-size_t ps_rtree_cow_need_erasing(const struct ps_rtree *t, size_t max_erase, int grow)
-{
-	return cow_copies(t, max_erase, grow) + PS_RTREE_SET_MAX_NEW;
 }
 
 void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
@@ -335,45 +343,29 @@ void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64
 {
 	c->root.node = t->root.node;
 	c->count = t->count;
-	c->tx.root = &c->root;
-	c->tx.gen = gen;
-	c->tx.copy = cow_copy;
+	ps_rb_tx_init(&c->tx, &c->root, gen, cow_copy);
 	c->spares = spares;
-	c->nspares0 = spares->n;
-	c->nrefs = 0;
-	c->abortable = false;
+	c->copies = 0;
 	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
 	c->removed = (struct ps_range_list){ NULL, 0, NULL };
 }
 
-void ps_rtree_cow_abort(struct ps_rtree_cow *c)
+void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	if (!c->abortable) {
-		fprintf(stderr, "polstore: abort of an update that cannot be aborted\n");
-		abort();
-	}
-	/* The spares taken are still in the array, past its end: take them back. */
-	c->spares->n = c->nspares0;
-	while (c->nrefs)
-		_ps_policy_store_put(c->refs[--c->nrefs]);
-	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
-	c->removed = (struct ps_range_list){ NULL, 0, NULL };
+	struct spares s = { .list = NULL, .vec = c->spares };
+
+	rtree_apply(&c->tx, &c->count, start, end, pol, &s, &c->removed);
 }
 
-bool ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol,
-		size_t max_erase)
+bool ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t, bool at_root)
 {
-	struct spares s = { .list = NULL, .vec = c->spares, .cow = c };
+	bool root;
 
-	/* An update with a limit is one set: at most PS_RTREE_SET_MAX_NEW references to note. */
-	c->abortable = max_erase != SIZE_MAX;
-	return rtree_apply(&c->tx, &c->count, start, end, pol, &s, &c->removed, max_erase);
-}
-
-void ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t)
-{
-	PS_STORE_RELEASE(t->root.node, c->root.node);
+	if (at_root)
+		ps_rb_raise_root(&c->tx);
+	root = ps_rb_publish(&c->tx, &t->root);
 	PS_WRITE_ONCE(t->count, c->count);
+	return root;
 }
 
 int ps_rtree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg)
@@ -585,7 +577,7 @@ void ps_range_list_free_nopol(struct ps_range_list *list)
 		_ps_free(r);
 }
 
-/* ---- seeks, windows and batches (issue 16) ---------------------------------- */
+/* ---- seeks, windows and batches ---------------------------------------------- */
 
 /*
  * A range spans two cache lines when malloc() put it across a boundary:
@@ -710,22 +702,6 @@ int ps_rtree_foreach_range_from(struct ps_rb_node *n, uint64_t start, uint64_t e
 
 /* Batches up to this many ops merge their windows before counting overlaps (on the stack). */
 #define NEED_MERGE_MAX 64
-
-/*
- * count_overlaps() for the common window: one seek that stops at the range
- * containing @start (as a lookup does), and no successor when that range
- * reaches @end (the next one starts at or after its end).
- */
-static size_t window_overlaps(const struct ps_rtree *t, uint64_t start, uint64_t end, size_t cap)
-{
-	struct ps_range *r = ps_rtree_next(t, start);
-
-	if (!r || r->start >= end)
-		return 0;
-	if (r->end >= end)
-		return 1;
-	return count_overlaps(t, start, end, cap);
-}
 
 size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n)
 {

@@ -8,10 +8,11 @@
  * Two ways to update, one algorithm (rangetree.c):
  *  - in place, ps_rtree_set(): the published tree changes under its lock
  *    (spin, rwlock) or under a sequence count (seqlock);
- *  - copy on write, ps_rtree_cow_*(): an update builds a new version that
- *    shares every unchanged node with the published one and is published
- *    by one release store of the root (rcu, rcu-qsbr).  Published ranges
- *    are never written.
+ *  - copy on write, ps_rtree_cow_*(): an update copies the ranges it
+ *    changes (and those between them and the highest one), shares every
+ *    other node with the published tree, and is published by one release
+ *    store into one child slot or the root (rcu, rcu-qsbr; rbtree.h).
+ *    A published range's bounds and policy are never written.
  */
 #ifndef POLSTORE_SRC_RANGETREE_H
 #define POLSTORE_SRC_RANGETREE_H
@@ -75,8 +76,8 @@ void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_po
 		struct ps_range_list *spares, struct ps_range_list *removed);
 
 /*
- * One copy-on-write update: any number of sets applied to a private
- * version of a published tree, then published at once.
+ * One copy-on-write update: any number of sets applied to the tree as the
+ * update sees it, then published at once.
  *
  * References: a policy reference belongs to a range, not to a node.  When
  * a published range is copied, the copy takes the reference over and the
@@ -89,72 +90,48 @@ void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_po
  */
 struct ps_rtree_cow {
 	struct ps_rb_tx tx;
-	struct ps_rb_root root;          /* the private version */
-	size_t count;                    /* its range count */
+	struct ps_rb_root root;          /* the update's own root pointer */
+	size_t count;                    /* the range count the update leaves */
 	struct ps_range_vec *spares;     /* copies and new ranges come from here */
-	size_t nspares0;                 /* @spares->n when the update began */
+	size_t copies;                   /* published ranges copied so far */
 	struct ps_range_list replaced;   /* published ranges copied: no reference */
 	struct ps_range_list removed;    /* ranges removed: each with its reference */
-	/* References the update took (new ranges, split tails), for ps_rtree_cow_abort(). */
-	struct ps_policy *refs[PS_RTREE_SET_MAX_NEW];
-	int nrefs;
-	bool abortable;                  /* one set with an erase limit */
 };
 
 /**
  * ps_rtree_cow_need() - spares one ps_rtree_cow_set() of [start, end) may take
- * @grow: sets the update applied before this one (each may add two ranges
- *        and raise the height)
  *
  * A bound computed from the tree's height and the number of ranges the
- * set overlaps (O(log n + k) to count): every operation's worst case (see
- * ps_rb_copies_*()), capped by the fact that each published range is copied
- * at most once per update.
+ * set overlaps (one seek when it overlaps one or two; O(log n + k) to
+ * count more): every operation's worst case (see ps_rb_copies_*()),
+ * capped by the fact that each published range is copied at most once per
+ * update.
  */
-size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end, int grow);
-
-/**
- * ps_rtree_cow_need_erasing() - spares one set may take if it erases at most
- * @max_erase ranges; no walk (ps_rtree_cow_set() with that limit stops
- * instead of erasing more)
- */
-size_t ps_rtree_cow_need_erasing(const struct ps_rtree *t, size_t max_erase, int grow);
+size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end);
 
 /** ps_rtree_cow_begin() - start an update of @t with generation @gen (> every earlier one). */
 void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
 		struct ps_range_vec *spares);
 
 /**
- * ps_rtree_cow_set() - ps_rtree_set() on the private version
- * @max_erase: erase at most this many ranges (SIZE_MAX: no limit)
+ * ps_rtree_cow_set() - ps_rtree_set() in the update
  *
- * Takes at most ps_rtree_cow_need() spares, or ps_rtree_cow_need_erasing()
- * for @max_erase (checked: running out is a bug and aborts).
- * An update whose set has a limit holds that one set only.
- * Return: true, or false when the set would erase more than @max_erase
- * ranges: the update is then half done and must be thrown away with
- * ps_rtree_cow_abort().
+ * Takes at most ps_rtree_cow_need() spares (checked: running out is a bug
+ * and aborts).  Writes nothing a reader can reach but colours, which no
+ * reader loads.
  */
-bool ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol,
-		size_t max_erase);
+void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol);
 
 /**
- * ps_rtree_cow_abort() - throw an unpublished update away
+ * ps_rtree_cow_publish() - make the update the tree readers see
+ * @at_root: publish by a store of the root, copying the nodes above the
+ *           update's changes (a walk that must see one version is on)
  *
- * Every spare it took goes back to the array, every reference it took is
- * put; the published tree was never written (copies only read it), so
- * nothing else is left to undo.  The update may be begun again.
+ * One release store (ps_rb_publish()): a reader that loads it (acquire)
+ * sees every node below it initialised.  The count follows; it is a hint
+ * for readers (ps_store_count()).  Return: true when the root was stored.
  */
-void ps_rtree_cow_abort(struct ps_rtree_cow *c);
-
-/**
- * ps_rtree_cow_publish() - make the private version the one readers see
- *
- * One release store of the root: a reader that loads it (acquire) sees every
- * node of the new version initialised.  The count follows; it is a hint for
- * readers (ps_store_count()).
- */
-void ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t);
+bool ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t, bool at_root);
 
 /** ps_rtree_foreach() - in-order walk of a tree no writer is changing (or a published version). */
 int ps_rtree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg);
@@ -206,7 +183,7 @@ void ps_range_vec_free(struct ps_range_vec *vec);
 /** ps_range_list_free_nopol() - free each range, leaving its policy alone. */
 void ps_range_list_free_nopol(struct ps_range_list *list);
 
-/* ---- seeks, windows and batches (issue 16) ---- */
+/* ---- seeks, windows and batches ---- */
 
 /**
  * ps_rtree_next_from() / ps_rtree_next() - the first range that ends after

@@ -5,10 +5,12 @@
  * images: `dir` names a side (0 left, 1 right) and `!dir` the other, so
  * each rebalancing case appears once.
  *
- * Ownership rule (copy on write): a node is changed only once owned, and
- * it is owned only through an owned parent (or as the root), so the
- * published version is never written.  rb_own_child() and rb_own_path()
- * are the only places that copy.
+ * Ownership rule (copy on write): a node's links or payload change only
+ * once it is owned, and it is owned only as a copy linked into an owned
+ * parent or held by the pending slot, so no node a reader can reach is
+ * written before publication.  rb_copy() is the only place that copies;
+ * rb_own_at() and rb_raise() decide where a copy goes.  Colours are
+ * written in place: no reader loads them.
  *
  * Store order (in place, for seqlock readers that walk while we write):
  * every child-pointer store is a release, and a rotation stores bottom-up
@@ -16,6 +18,8 @@
  * validate with the sequence count; the order only keeps them from
  * faulting or walking off into a node that is not initialised.
  */
+#include <string.h>
+
 #include "rbtree.h"
 
 #define RB_BLACK 1ULL
@@ -50,115 +54,211 @@ static inline void rb_set_child(struct ps_rb_node *n, int dir, struct ps_rb_node
 	PS_STORE_RELEASE(n->child[dir], c);
 }
 
-/* Point @parent's side @dir (or the root, for a NULL @parent) at @n. */
-static inline void rb_link(struct ps_rb_tx *tx, struct ps_rb_node *parent, int dir,
-		struct ps_rb_node *n)
-{
-	if (parent)
-		rb_set_child(parent, dir, n);
-	else
-		PS_STORE_RELEASE(tx->root->node, n);
-}
-
 static inline bool rb_owned(const struct ps_rb_tx *tx, const struct ps_rb_node *n)
 {
 	return !tx->copy || (n->meta >> 1) == tx->gen;
 }
 
-/* A copy of @old owned by @tx: same children, colour and payload. */
+/* A copy of @old owned by @tx: same children (as the update sees them), colour and payload. */
 static struct ps_rb_node *rb_copy(struct ps_rb_tx *tx, struct ps_rb_node *old)
 {
 	struct ps_rb_node *n = tx->copy(tx, old);
 
-	n->child[0] = old->child[0];
-	n->child[1] = old->child[1];
+	n->child[0] = ps_rb_child(tx, old, 0);
+	n->child[1] = ps_rb_child(tx, old, 1);
 	n->meta = tx->gen << 1 | (old->meta & RB_BLACK);
 	return n;
 }
 
 /*
- * @parent's child on side @dir (or the root, @parent NULL), owned.
- * @parent must be owned already.  NULL stays NULL.
+ * @parent's child on side @dir, owned.  @parent must be owned already, so
+ * its child slot is its own.  NULL stays NULL.
  */
 static struct ps_rb_node *rb_own_child(struct ps_rb_tx *tx, struct ps_rb_node *parent, int dir)
 {
-	struct ps_rb_node *c = parent ? parent->child[dir] : tx->root->node;
+	struct ps_rb_node *c = parent->child[dir];
 
 	if (!c || rb_owned(tx, c))
 		return c;
 	c = rb_copy(tx, c);
-	rb_link(tx, parent, dir, c);
+	rb_set_child(parent, dir, c);
 	return c;
 }
 
-static inline struct ps_rb_node *path_parent(const struct ps_rb_path *p, int i)
+/*
+ * Positions are named by a path and a depth: position @i of @p is the slot
+ * p->node[i] sits in, the child of p->node[i - 1] on side p->dir[i - 1]
+ * (the root for i = 0).  Above the pending slot every node is published
+ * and uncopied, so a node there has one position and comparing the parent
+ * tells two positions apart.
+ */
+static inline bool pos_on_ppath(const struct ps_rb_tx *tx, const struct ps_rb_path *p, int i)
 {
-	return i > 0 ? p->node[i - 1] : NULL;
+	return i == 0 || (p->node[i - 1] == tx->ppath.node[i - 1] &&
+				 p->dir[i - 1] == tx->ppath.dir[i - 1]);
 }
 
-static inline int path_side(const struct ps_rb_path *p, int i)
+/* Position @i of @p is the pending slot. */
+static inline bool pos_pending(const struct ps_rb_tx *tx, const struct ps_rb_path *p, int i)
 {
-	return i > 0 ? p->dir[i - 1] : 0;
+	return tx->pending && i == tx->pdepth && pos_on_ppath(tx, p, i);
 }
 
-/* Own every node on @p, top-down; @p then names the owned nodes. */
-static void rb_own_path(struct ps_rb_tx *tx, struct ps_rb_path *p)
+/* Position @i of @p lies above the pending slot, on the way to it. */
+static inline bool pos_above_pending(const struct ps_rb_tx *tx, const struct ps_rb_path *p, int i)
 {
-	int i;
-
-	if (!tx->copy)
-		return;
-	for (i = 0; i < p->depth; i++)
-		p->node[i] = rb_own_child(tx, path_parent(p, i), path_side(p, i));
+	return tx->pending && i < tx->pdepth && pos_on_ppath(tx, p, i);
 }
 
-struct ps_rb_node *ps_rb_own(struct ps_rb_tx *tx, struct ps_rb_path *path)
+static inline void pend_val(struct ps_rb_tx *tx, struct ps_rb_node *n)
 {
-	rb_own_path(tx, path);
-	return path->node[path->depth - 1];
+	tx->pval = n;
+	if (!tx->pdepth)
+		tx->root->node = n;
 }
 
 /*
- * Rotate at @x (child @pdir of @parent, or the root) towards side @dir:
- * x's child on side !dir (y, owned by the caller) rises into x's place, x
- * becomes y's child on side @dir and y's inner subtree moves under x.
- * In-order sequence and colours are unchanged; the inner subtree is moved,
- * not changed, so it needs no copy.  Returns y.
+ * Move the pending slot up to position @i, above it (its parent is
+ * tx->ppath.node[i - 1]): the published nodes from @i down to the slot's
+ * parent are copied, each linked into the copy above it, and the slot's
+ * content hangs below the last.  These are the nodes between the update's
+ * changes and its highest one.  @p (may be NULL), a path through position
+ * @i, has its nodes on the way replaced by their copies.
  */
-static struct ps_rb_node *rb_rotate(struct ps_rb_tx *tx, struct ps_rb_node *parent, int pdir,
-		struct ps_rb_node *x, int dir)
+static void rb_raise(struct ps_rb_tx *tx, struct ps_rb_path *p, int i)
 {
-	struct ps_rb_node *y = x->child[!dir];
+	int k = tx->pdepth, j;
+	bool follow = p != NULL;
+	struct ps_rb_node *top, *cur, *c;
+
+	top = cur = rb_copy(tx, tx->ppath.node[i]); /* takes tx->pval if i == k - 1 */
+	if (follow)
+		p->node[i] = top;
+	for (j = i + 1; j < k; j++) {
+		c = rb_copy(tx, tx->ppath.node[j]);
+		cur->child[tx->ppath.dir[j - 1]] = c;
+		cur = c;
+		follow = follow && j < p->depth && p->dir[j - 1] == tx->ppath.dir[j - 1];
+		if (follow)
+			p->node[j] = c;
+	}
+	tx->pdepth = i;
+	tx->ppath.depth = i;
+	pend_val(tx, top);
+}
+
+static struct ps_rb_node *rb_own_at(struct ps_rb_tx *tx, struct ps_rb_path *p, int i);
+
+/*
+ * Make @n the content of position @i of @p.  Return: what was there (the
+ * node p->node[i] names, or its copy when the pending slot had to move up
+ * through it first).  p->node[i] is left to the caller.
+ */
+static struct ps_rb_node *rb_link_at(struct ps_rb_tx *tx, struct ps_rb_path *p, int i,
+		struct ps_rb_node *n)
+{
+	struct ps_rb_node *parent = i ? p->node[i - 1] : NULL, *old;
+
+	if (!tx->copy || (parent && rb_owned(tx, parent))) {
+		if (parent)
+			rb_set_child(parent, p->dir[i - 1], n);
+		else
+			PS_STORE_RELEASE(tx->root->node, n);
+		return i < p->depth ? p->node[i] : NULL;
+	}
+	/* The slot's old content may hold the pending slot: bring it up first. */
+	if (pos_above_pending(tx, p, i))
+		rb_raise(tx, p, i);
+	old = p->node[i];
+	if (pos_pending(tx, p, i)) {
+		pend_val(tx, n);
+	} else if (!tx->pending) {
+		/* The update's first change: this slot is where it will be published. */
+		tx->pending = true;
+		tx->pdepth = i;
+		tx->ppath.depth = i;
+		memcpy(tx->ppath.node, p->node, (size_t)i * sizeof(p->node[0]));
+		memcpy(tx->ppath.dir, p->dir, (size_t)i);
+		pend_val(tx, n);
+	} else {
+		/*
+		 * A change beside the region: own the parent, which grows the
+		 * region up to the two changes' lowest common ancestor (i > 0:
+		 * the root is the pending slot or above it).
+		 */
+		parent = rb_own_at(tx, p, i - 1);
+		rb_set_child(parent, p->dir[i - 1], n);
+	}
+	return old;
+}
+
+/* The node at position @i of @p, owned; p->node[i] names it from then on. */
+static struct ps_rb_node *rb_own_at(struct ps_rb_tx *tx, struct ps_rb_path *p, int i)
+{
+	struct ps_rb_node *n = p->node[i];
+
+	if (rb_owned(tx, n))
+		return n;
+	if (pos_above_pending(tx, p, i)) {
+		rb_raise(tx, p, i);
+		return p->node[i];
+	}
+	n = rb_copy(tx, n);
+	rb_link_at(tx, p, i, n);
+	p->node[i] = n;
+	return n;
+}
+
+struct ps_rb_node *ps_rb_own(struct ps_rb_tx *tx, struct ps_rb_path *p)
+{
+	int i;
+
+	/* Earlier changes of the update may have replaced nodes on the way: follow the sides. */
+	p->node[0] = tx->root->node;
+	for (i = 1; i < p->depth; i++)
+		p->node[i] = ps_rb_child(tx, p->node[i - 1], p->dir[i - 1]);
+	return rb_own_at(tx, p, p->depth - 1);
+}
+
+/*
+ * Rotate at position @xi of @p (node x, owned) towards side @dir: x's child
+ * on side !dir (y, owned by the caller) rises into x's position, x becomes
+ * y's child on side @dir and y's inner subtree moves under x.  In-order
+ * sequence and colours are unchanged; the inner subtree is moved, not
+ * changed, so it needs no copy.  Returns y; p->node[xi] is left to the
+ * caller.
+ */
+static struct ps_rb_node *rb_rotate_at(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi, int dir)
+{
+	struct ps_rb_node *x = p->node[xi], *y = x->child[!dir];
 
 	rb_set_child(x, !dir, y->child[dir]);
 	rb_set_child(y, dir, x);
-	rb_link(tx, parent, pdir, y);
+	rb_link_at(tx, p, xi, y);
 	return y;
 }
 
 void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *p, struct ps_rb_node *node)
 {
 	struct ps_rb_node *parent, *gparent, *uncle;
-	int i, dir;
+	int i = p->depth, dir;
 
-	rb_own_path(tx, p);
 	PS_WRITE_ONCE(node->child[0], NULL);
 	PS_WRITE_ONCE(node->child[1], NULL);
-	node->meta = tx->gen << 1; /* red */
-	rb_link(tx, p->depth ? p->node[p->depth - 1] : NULL, p->depth ? p->dir[p->depth - 1] : 0,
-			node);
-	p->node[p->depth] = node;
-	i = p->depth; /* @node's index; its parent is p->node[i - 1] */
+	node->meta = tx->gen << 1; /* red, and owned: the update made it */
+	rb_link_at(tx, p, i, node);
+	p->node[i] = node; /* @node's index; its parent is p->node[i - 1] */
 
 	/*
 	 * Only property 4 can be broken: the red node at @i may have a red
-	 * parent.  Everything from the root to @i is owned.
+	 * parent.
 	 */
 	while (i > 0 && rb_is_red(parent = p->node[i - 1])) {
 		/* A red node is never the root: the grandparent exists. */
 		gparent = p->node[i - 2];
 		dir = p->dir[i - 2]; /* parent's side under gparent */
-		if (rb_is_red(gparent->child[!dir])) {
+		uncle = ps_rb_child(tx, gparent, !dir);
+		if (rb_is_red(uncle)) {
 			/*
 			 * Case 1, red uncle:
 			 *
@@ -171,14 +271,17 @@ void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *p, struct ps_rb_node *
 			 * The grandparent's blackness moves down to both
 			 * children; black heights are unchanged, but g may now
 			 * be red under a red parent: continue two levels up.
+			 * Colours only: nothing is copied.
 			 */
-			uncle = rb_own_child(tx, gparent, !dir);
 			rb_set_black(uncle);
 			rb_set_black(parent);
 			rb_set_red(gparent);
 			i -= 2;
 			continue;
 		}
+		/* Rotations ahead: own what they relink, top-down. */
+		gparent = rb_own_at(tx, p, i - 2);
+		parent = rb_own_at(tx, p, i - 1);
 		if (p->dir[i - 1] != dir) {
 			/*
 			 * Case 2, inner grandchild (n on the side away from
@@ -191,7 +294,9 @@ void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *p, struct ps_rb_node *
 			 *     \           /
 			 *      n         p
 			 */
-			parent = rb_rotate(tx, gparent, dir, parent, dir);
+			rb_own_at(tx, p, i);
+			parent = rb_rotate_at(tx, p, i - 1, dir);
+			p->node[i - 1] = parent;
 		}
 		/*
 		 * Case 3, outer grandchild, black uncle: rotate the
@@ -204,19 +309,18 @@ void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *p, struct ps_rb_node *
 		 *     /                   \
 		 *    n                     U
 		 */
-		rb_rotate(tx, path_parent(p, i - 2), path_side(p, i - 2), gparent, !dir);
+		rb_rotate_at(tx, p, i - 2, !dir);
 		rb_set_black(parent);
 		rb_set_red(gparent);
 		break;
 	}
-	rb_set_black(tx->root->node); /* property 2; the root is owned (path or @node) */
+	rb_set_black(tx->root->node); /* property 2 */
 }
 
 /*
  * Restore property 5 after a black node was unlinked: the subtree at
  * index @xi of @p (node @x, possibly a NULL leaf, child of p->node[xi - 1]
- * on side p->dir[xi - 1]) is one black short.  Every node on p->node[0 ..
- * xi - 1] is owned.
+ * on side p->dir[xi - 1]) is one black short.
  */
 static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 		struct ps_rb_node *x)
@@ -228,7 +332,7 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 		parent = p->node[xi - 1];
 		dir = p->dir[xi - 1];
 		/* The sibling exists: its side has black height >= 1. */
-		w = rb_own_child(tx, parent, !dir);
+		w = ps_rb_child(tx, parent, !dir);
 		if (rb_is_red(w)) {
 			/*
 			 * Case 1, red sibling: rotate at the parent so that x
@@ -243,28 +347,34 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 			 *
 			 * The path gains w above the parent.
 			 */
+			parent = rb_own_at(tx, p, xi - 1);
+			w = rb_own_child(tx, parent, !dir);
 			rb_set_black(w);
 			rb_set_red(parent);
-			rb_rotate(tx, path_parent(p, xi - 1), path_side(p, xi - 1), parent, dir);
+			rb_rotate_at(tx, p, xi - 1, dir);
 			p->node[xi - 1] = w;
 			p->dir[xi - 1] = (unsigned char)dir;
 			p->node[xi] = parent;
 			p->dir[xi] = (unsigned char)dir;
 			xi++;
-			w = rb_own_child(tx, parent, !dir);
+			w = parent->child[!dir];
 		}
-		if (rb_is_black(w->child[0]) && rb_is_black(w->child[1])) {
+		if (rb_is_black(ps_rb_child(tx, w, 0)) && rb_is_black(ps_rb_child(tx, w, 1))) {
 			/*
 			 * Case 2, black sibling with black children: the
 			 * sibling turns red, both sides of the parent are one
 			 * short now, and the deficit moves up to the parent
 			 * (which ends the loop if it is red: it turns black).
+			 * Colours only: nothing is copied.
 			 */
 			rb_set_red(w);
 			x = parent;
 			xi--;
 			continue;
 		}
+		/* Rotations ahead: own the parent and the sibling. */
+		parent = rb_own_at(tx, p, xi - 1);
+		w = rb_own_child(tx, parent, !dir);
 		if (rb_is_black(w->child[!dir])) {
 			/*
 			 * Case 3, the sibling's outer child is black (so its
@@ -282,7 +392,10 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 			c = rb_own_child(tx, w, dir);
 			rb_set_black(c);
 			rb_set_red(w);
-			w = rb_rotate(tx, parent, !dir, w, !dir);
+			rb_set_child(w, dir, c->child[!dir]);
+			rb_set_child(c, !dir, w);
+			rb_set_child(parent, !dir, c);
+			w = c;
 		}
 		/*
 		 * Case 4, black sibling with a red outer child: rotate at the
@@ -298,58 +411,102 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 		 */
 		rb_set_colour_of(w, parent);
 		rb_set_black(parent);
-		c = rb_own_child(tx, w, !dir);
-		rb_set_black(c);
-		rb_rotate(tx, path_parent(p, xi - 1), path_side(p, xi - 1), parent, dir);
+		rb_set_black(w->child[!dir]);
+		rb_rotate_at(tx, p, xi - 1, dir);
 		return;
 	}
 	/* x is red (it absorbs the missing black) or the root. */
-	if (x) {
-		x = rb_own_child(tx, path_parent(p, xi), path_side(p, xi));
+	if (x)
 		rb_set_black(x);
-	}
 }
 
 struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *p)
 {
-	struct ps_rb_node *z, *y, *x, *yparent;
-	int zi, yi;
+	struct ps_rb_node *z, *y, *x, *c;
+	int zi = p->depth - 1, yi;
 	bool removed_black;
 
-	rb_own_path(tx, p);
-	zi = p->depth - 1;
+	/* Below z, the pending slot would be cut off from the region: bring it up to z. */
+	if (tx->copy && pos_above_pending(tx, p, zi))
+		rb_raise(tx, p, zi);
 	z = p->node[zi];
-	/* y: the node that leaves its position; z itself, or z's successor. */
-	if (z->child[0] && z->child[1]) {
-		y = rb_own_child(tx, z, 1);
-		ps_rb_path_push(p, y, 0);
+	if (ps_rb_child(tx, z, 0) && ps_rb_child(tx, z, 1)) {
+		/* y, z's successor, leaves its position and takes z's. */
 		p->dir[zi] = 1;
-		while (y->child[0]) {
-			y = rb_own_child(tx, y, 0);
+		y = ps_rb_child(tx, z, 1);
+		ps_rb_path_push(p, y, 0);
+		while ((c = ps_rb_child(tx, y, 0))) {
+			y = c;
 			ps_rb_path_push(p, y, 0);
 		}
-	} else {
-		y = z;
-	}
-	yi = p->depth - 1;
-	x = y->child[y->child[0] ? 0 : 1]; /* y's only child, or NULL */
-	removed_black = rb_is_black(y);
-	yparent = path_parent(p, yi);
+		yi = p->depth - 1;
+		x = ps_rb_child(tx, y, 1); /* y's only child, or NULL */
+		removed_black = rb_is_black(y);
+		if (!tx->copy) {
+			/* In place, for seqlock readers: unlink y, y takes z's links, y into z's place. */
+			rb_set_child(p->node[yi - 1], p->dir[yi - 1], x);
+			rb_set_child(y, 0, z->child[0]);
+			rb_set_child(y, 1, z->child[1]);
+			rb_set_colour_of(y, z);
+			rb_link_at(tx, p, zi, y);
+		} else {
+			/*
+			 * Copy on write, y (owned) into z's position first: it
+			 * is the owned parent of the way down to y's old
+			 * position, which is owned next, so z itself needs no
+			 * copy.  Nothing published is written before
+			 * publication, so the order is free.
+			 */
+			if (!rb_owned(tx, y))
+				y = rb_copy(tx, y);
+			z = rb_link_at(tx, p, zi, y);
+			rb_set_colour_of(y, z);
+			rb_set_child(y, 0, ps_rb_child(tx, z, 0));
+			p->node[zi] = y;
+			if (yi == zi + 1) {
+				rb_set_child(y, 1, x); /* y was z's right child */
+			} else {
+				int j;
 
-	/* y's place goes to x; x keeps its subtree, so it needs no copy. */
-	rb_link(tx, yparent, path_side(p, yi), x);
-	if (y != z) {
-		/* y takes z's place and colour (z's children read after the unlink above). */
-		rb_set_child(y, 0, z->child[0]);
-		rb_set_child(y, 1, z->child[1]);
-		rb_set_colour_of(y, z);
-		rb_link(tx, path_parent(p, zi), path_side(p, zi), y);
+				rb_set_child(y, 1, ps_rb_child(tx, z, 1));
+				for (j = zi + 1; j < yi; j++)
+					rb_own_at(tx, p, j);
+				rb_set_child(p->node[yi - 1], 0, x);
+			}
+		}
 		p->node[zi] = y;
+	} else {
+		yi = zi;
+		x = ps_rb_child(tx, z, ps_rb_child(tx, z, 0) ? 0 : 1); /* z's only child, or NULL */
+		removed_black = rb_is_black(z);
+		z = rb_link_at(tx, p, zi, x);
 	}
-	/* x now sits at index yi: its parent is p->node[yi - 1] (y itself if it was z's child). */
+	/* x now sits at index yi: its parent is p->node[yi - 1]. */
+	p->node[yi] = x;
 	if (removed_black)
 		rb_erase_fixup(tx, p, yi, x);
 	return z;
+}
+
+void ps_rb_raise_root(struct ps_rb_tx *tx)
+{
+	if (tx->pending && tx->pdepth)
+		rb_raise(tx, NULL, 0);
+}
+
+bool ps_rb_publish(struct ps_rb_tx *tx, struct ps_rb_root *published)
+{
+	struct ps_rb_node *parent;
+
+	if (!tx->pending)
+		return false;
+	if (!tx->pdepth) {
+		PS_STORE_RELEASE(published->node, tx->pval);
+		return true;
+	}
+	parent = tx->ppath.node[tx->pdepth - 1];
+	PS_STORE_RELEASE(parent->child[tx->ppath.dir[tx->pdepth - 1]], tx->pval);
+	return false;
 }
 
 int ps_rb_height_bound(const struct ps_rb_root *root, int grow)

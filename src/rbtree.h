@@ -5,20 +5,31 @@
  *
  *  - in place (spin, rwlock, seqlock stores): nodes are linked, recoloured
  *    and rotated where they are, as in any red-black tree;
- *  - copy on write (rcu, rcu-qsbr stores): a node that readers may reach is
- *    never changed.  An update works on a private root and copies every
- *    node it must change (path copying), so the published version stays
- *    whole; publishing the private root is one release store.
+ *  - copy on write (rcu, rcu-qsbr stores): readers walk the published tree
+ *    while an update runs, and an update changes no node they can reach
+ *    but one child slot, at publication.
  *
- * The same insert and erase code serves both: before it changes a node it
- * asks for that node "owned" (rb_own_*()), which in place is the node
- * itself and copy on write is the node if this update created it (its
- * generation is the update's), else a fresh copy linked in its place in the
- * (owned) parent.  Ownership goes top-down, so a parent is always owned
- * before its child is copied.  A node is copied at most once per update.
- * Parent pointers are impossible copy on write (a copied node's children
- * would all need new parents), so writers carry the path of ancestors
- * (struct ps_rb_path) and readers walk down only.
+ * Copy on write, an update copies exactly the nodes whose links or payload
+ * it changes, and the nodes between them and the highest one it changes;
+ * every other node stays where it is.  The copies form one subtree (the
+ * update's region) that replaces the subtree at one position of the
+ * published tree: the pending slot, a child slot of a node the update does
+ * not copy, or the root.  Until the update is published the slot keeps its
+ * published content and the update sees the new one through ps_rb_child();
+ * publication (ps_rb_publish()) is one release store into the slot.
+ * Colours are the writers' alone (readers never load @meta), so a colour
+ * change writes the node in place and copies nothing.
+ *
+ * The same insert and erase code serves both kinds: before it changes a
+ * node's links it asks for that node owned (rb_own_at()), which in place
+ * is the node itself and copy on write is the node if this update created
+ * it (its generation is the update's), else a copy that takes its place.
+ * A copy is linked into its owned parent, or becomes the content of the
+ * pending slot; when a change falls outside the region, the region grows up
+ * to the lowest common ancestor of the two (rb_raise()).  A node is copied
+ * at most once per update.  Parent pointers are impossible copy on write (a
+ * copied node's children would all need new parents), so writers carry the
+ * path of ancestors (struct ps_rb_path) and readers walk down only.
  *
  * The five properties kept (checked by ps_rb_check()):
  *  1. every node is red or black;
@@ -31,10 +42,11 @@
  * any n that fits in memory.
  *
  * Readers load only @child (acquire, pairing with the writers' release
- * stores).  @meta (colour and generation) is the writers' alone.  In place,
- * a rotation can hide a node from a concurrent reader for a moment, so such
- * readers must validate what they found (seqcount) and bound their walk
- * (PS_RB_MAX_DEPTH); copy on write, readers see one immutable version.
+ * stores) and the payload.  In place, a rotation can hide a node from a
+ * concurrent reader for a moment, so such readers must validate what they
+ * found (seqcount) and bound their walk (PS_RB_MAX_DEPTH).  Copy on write,
+ * why a reader's walk is linearizable is written at ps_rb_publish()
+ * (rbtree.c).
  */
 #ifndef POLSTORE_SRC_RBTREE_H
 #define POLSTORE_SRC_RBTREE_H
@@ -48,20 +60,6 @@
 #include "compiler.h"
 
 /*
- * One update's view of the tree.  In place: @root is the published root,
- * @copy is NULL.  Copy on write: @root is the update's private root
- * (starting as the published one), @gen a generation no earlier update
- * used, and @copy returns a copy of @old (children, colour and payload)
- * that the caller allocated before the update began; it cannot fail.  The
- * tree core sets the copy's generation; the caller retires @old.
- */
-struct ps_rb_tx {
-	struct ps_rb_root *root;
-	uint64_t gen;
-	struct ps_rb_node *(*copy)(struct ps_rb_tx *tx, const struct ps_rb_node *old);
-};
-
-/*
  * The ancestors of a position, root first: @dir[i] is the side taken from
  * @node[i].  For an insertion the path ends at the parent of the empty
  * slot (@dir of the last node names the slot); for an erase or ps_rb_own()
@@ -73,6 +71,63 @@ struct ps_rb_path {
 	unsigned char dir[PS_RB_MAX_DEPTH + 2];
 	struct ps_rb_node *node[PS_RB_MAX_DEPTH + 2];
 };
+
+/*
+ * One update's view of the tree.  In place: @root is the published root
+ * and @copy NULL.  Copy on write: @root is the update's own root pointer
+ * (starting as the published one), @gen a generation no earlier update
+ * used, and @copy returns a copy of @old's payload in a node the caller
+ * allocated before the update began (it cannot fail); the tree core sets
+ * the copy's links and generation, and the caller retires @old.
+ *
+ * The pending slot (copy on write, @pending set): the position at depth
+ * @pdepth of the path @ppath (whose first @pdepth nodes are published
+ * nodes the update does not copy), which holds @pval from the update's
+ * point of view.  At depth 0 it is the root, and @root->node is @pval.
+ * Every node the update owns is @pval or below it, linked from owned
+ * parents.
+ */
+struct ps_rb_tx {
+	struct ps_rb_root *root;
+	uint64_t gen;
+	struct ps_rb_node *(*copy)(struct ps_rb_tx *tx, const struct ps_rb_node *old);
+	bool pending;
+	int pdepth;
+	struct ps_rb_node *pval;
+	struct ps_rb_path ppath;
+};
+
+/**
+ * ps_rb_tx_init() - start an update of the tree at @root
+ * @copy: the copy hook (copy on write), or NULL to change nodes in place
+ *
+ * In place @root is the published root; copy on write, the update's own
+ * root pointer, holding the published root.
+ */
+static inline void ps_rb_tx_init(struct ps_rb_tx *tx, struct ps_rb_root *root, uint64_t gen,
+		struct ps_rb_node *(*copy)(struct ps_rb_tx *tx, const struct ps_rb_node *old))
+{
+	tx->root = root;
+	tx->gen = gen;
+	tx->copy = copy;
+	tx->pending = false;
+	tx->pdepth = 0;
+	tx->pval = NULL;
+	tx->ppath.depth = 0;
+}
+
+/*
+ * A node's child on side @dir as the update sees it: the pending slot's
+ * content where the node is the slot's parent.  Writers walk with this.
+ */
+static inline struct ps_rb_node *ps_rb_child(const struct ps_rb_tx *tx, const struct ps_rb_node *n,
+		int dir)
+{
+	if (tx->pending && tx->pdepth && n == tx->ppath.node[tx->pdepth - 1] &&
+			dir == tx->ppath.dir[tx->pdepth - 1])
+		return tx->pval;
+	return n->child[dir];
+}
 
 static inline void ps_rb_path_push(struct ps_rb_path *p, struct ps_rb_node *n, int dir)
 {
@@ -107,27 +162,51 @@ void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *path, struct ps_rb_nod
  * ps_rb_erase() - unlink the node @path ends at, rebalance
  * @path: from the root to the node; clobbered
  *
- * Return: the node unlinked: the node itself in place, its copy copy on
- * write (the original was handed to @tx->copy, hence to the caller, first).
- * Copy on write, takes at most ps_rb_copies_erase(height) copies.
+ * Return: the node unlinked: the node itself, or copy on write its copy if
+ * the update had copied it (the original was handed to @tx->copy, hence
+ * to the caller, then).  Copy on write, takes at most
+ * ps_rb_copies_erase(height) copies.
  */
 struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *path);
 
 /**
  * ps_rb_own() - the node @path ends at, made changeable by @tx
+ * @path: directions from the root to the node (its node pointers are
+ *        refreshed from the root first, so a path found before earlier
+ *        changes of the update may be passed)
  *
- * In place the node itself.  Copy on write the node, or its copy linked in
- * its place (its ancestors owned too); the caller may then change its
- * payload, keeping the tree's order.  At most @path->depth copies.
+ * In place the node itself.  Copy on write the node, or its copy in its
+ * place; the caller may then change its payload, keeping the tree's
+ * order.  At most @path->depth copies.
  */
 struct ps_rb_node *ps_rb_own(struct ps_rb_tx *tx, struct ps_rb_path *path);
 
+/**
+ * ps_rb_raise_root() - make the update's pending slot the root
+ *
+ * Copies the published nodes above the pending slot (at most its depth),
+ * so that ps_rb_publish() stores the root.  Copy on write only.
+ */
+void ps_rb_raise_root(struct ps_rb_tx *tx);
+
+/**
+ * ps_rb_publish() - make a copy-on-write update visible to readers
+ * @published: the published root (the update's tx->root is its own)
+ *
+ * One release store: of the pending slot's content into the slot, which is
+ * the root or a child slot of a published node.  Nothing when the update
+ * changed no link or payload.  Return: true when the root was stored.
+ */
+bool ps_rb_publish(struct ps_rb_tx *tx, struct ps_rb_root *published);
+
 /*
  * Worst-case copies of one operation in a tree of height at most @h
- * (nodes on the longest root-to-leaf path): the path itself, then for
- * insertion one uncle per two levels climbed; for erase the sibling at
- * every level climbed plus, at the level that ends the loop, a second
- * sibling and two nephews, and the final node made black.
+ * (nodes on the longest root-to-leaf path), bounds on what the eager
+ * path-copying form of the same algorithm would copy, which copies a
+ * superset of what is copied here: the path itself, then for insertion
+ * one uncle per two levels climbed; for erase the sibling at every level
+ * climbed plus, at the level that ends the loop, a second sibling and two
+ * nephews, and the final node made black.
  */
 static inline size_t ps_rb_copies_insert(int h)
 {

@@ -224,6 +224,15 @@ size_t ps_store_memory(struct ps_store *store)
 	       (store->ops->held ? store->ops->held(store) : 0);
 }
 
+int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats)
+{
+	if (!store || !stats)
+		return -EINVAL;
+	if (!store->ops->stats)
+		return -EOPNOTSUPP;
+	return store->ops->stats(store, stats);
+}
+
 bool ps_lock_stat_enabled(void)
 {
 #ifdef POLSTORE_LOCK_STAT

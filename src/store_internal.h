@@ -57,6 +57,8 @@ struct ps_sync_ops {
 	int (*next_borrow)(struct ps_store *store, uint64_t idx, uint64_t *start, uint64_t *end,
 			const struct ps_policy **pol);
 	int (*set_many)(struct ps_store *store, const struct ps_set_op *ops, size_t n);
+	/* The sets' figures (NULL: the variant keeps none). */
+	int (*stats)(struct ps_store *store, struct ps_store_stats *stats);
 };
 
 extern const struct ps_sync_ops _ps_sync_spin_ops;

@@ -18,44 +18,53 @@
  *   PS_COW_RECLAIMER       the flavour's reclaim thread (rcu_reclaim.h);
  *   PS_COW_OPS             the name of the ops table.
  *
- * Why readers are safe.  A version of the tree, once published, is never
- * written: a set copies every node it must change (rangetree.c,
- * rbtree.c), links the copies into a private version that shares all the
- * other nodes with the published one, and publishes it with one release
- * store of the root.  A reader loads the root once (acquire) and walks an
- * immutable tree: it never retries, never blocks, and writes nothing but its
- * own liburcu per-thread counter (nothing at all under QSBR).  A lookup is
- * linearizable at its load of the root; a set at its publication.
+ * Why readers are safe.  A set copies the ranges it changes and the ones
+ * between them and the highest it changes, links the copies into one new
+ * subtree that shares every other node with the published tree, and
+ * publishes it with one release store into one child slot of a published
+ * node, or into the root (rbtree.h, rangetree.c).  Nothing else a reader
+ * can reach is written (colours excepted, which readers never load).  A
+ * reader walks down once, never retries, never blocks, and writes nothing
+ * but its own liburcu per-thread counter (nothing at all under QSBR).  A
+ * lookup is linearizable (rbtree.c says why at ps_rb_publish()); a set at
+ * its publication.
  *
- * Why nothing is freed under a reader.  The nodes a set replaced (the
- * originals of its copies) and the ranges it removed go on the store's
- * retire batch; a full batch goes to the flavour's reclaim thread
- * (rcu_reclaim.h), which releases it after a grace period, i.e. after
- * every reader that could have loaded a root reaching them has left its
- * section.  Removed ranges drop
- * their policy reference then; replaced ones drop none (the copy took it
- * over: struct ps_rtree_cow).  So a set never waits for readers.
+ * Walks that must see one version (foreach, foreach_range) announce
+ * themselves in @walkers; while one is announced, sets publish at the root,
+ * so the walk, which loaded the root once, sees no later set.  The walk's
+ * increment and a set's read of @walkers each follow a full fence: a walk
+ * that loads a slot before a set's store to it is seen by every later set,
+ * which then publishes at the root (cow_commit()).
+ *
+ * Why nothing is freed under a reader.  The ranges a set replaced (the
+ * originals of its copies) and those it removed go into one retire record,
+ * queued on the flavour's reclaim thread (rcu_reclaim.h), which releases
+ * it after a grace period, i.e. after every reader that could have reached
+ * them has left its section.  Removed ranges drop their policy reference
+ * then; replaced ones drop none (the copy took it over: struct
+ * ps_rtree_cow).  So a set never waits for readers.
+ *
+ * Memory in proportion.  A store holds its live ranges and nothing else:
+ * spare ranges live in the writing thread's pool (struct cow_thread), not
+ * in the store, and a released record's ranges go to the flavour's depot,
+ * where writers refill their pools without touching them; the reclaim
+ * thread loads no range (the record lists them by pointer).  A thread's
+ * pool keeps what its recent sets needed (a bound from the trees' height
+ * they wrote), the depot at most PS_COW_DEPOT_MAX ranges; retired memory
+ * is back in the depot one grace period after the set, about a
+ * millisecond.
  *
  * Allocation: a set first computes how many ranges it can need in the worst
- * case (ps_rtree_cow_need()) and tops the store's spare pool up to that,
- * and allocates the retire batch header it may fill; -ENOMEM there leaves
- * everything as it was.  Only then is the new version built, from spares.
+ * case (ps_rtree_cow_need()), tops the thread's pool up to that and makes
+ * sure it holds a record; -ENOMEM there leaves everything as it was.  Only
+ * then is the update built, from the pool.
  *
- * Recycling: the reclaim thread does not free the ranges of a batch but hands
- * them (policy references dropped) to the store's recycle array while the
- * store holds fewer than PS_COW_SPARE_MAX spares and its recycle lock is
- * free (neither side ever waits for the other: cow_recycle()); the next
- * set moves them into its pool, so a steady writer allocates nothing.
- * Spares are kept by pointer: taking one from an array costs no load from
- * its memory (a list would make each take a dependent cache miss on a
- * range that may be cold).
- * ps_store_synchronize() gives back every spare beyond PS_COW_SPARE_IDLE.
- *
- * Memory bound: ranges retired but not yet freed are the partial batch
- * (< PS_COW_RETIRE_BATCH) plus the batches in flight.  Should the
- * reclaim thread fall behind by more than PS_COW_INFLIGHT_MAX ranges, a
- * set called outside every read-side section (PS_COW_CAN_WAIT()) frees its
- * batch itself after a grace period instead of queueing it; one called
+ * Memory bound: ranges retired and not yet released are those of the
+ * records queued (_ps_reclaim_pending()).  Should the reclaim thread fall
+ * behind by more than PS_COW_PENDING_MAX ranges (a grace period that does
+ * not end: a QSBR thread online without quiescent states), a set called
+ * outside every read-side section (PS_COW_CAN_WAIT()) waits for a grace
+ * period and releases its record itself instead of queueing it; one called
  * inside a section queues it anyway: a set never waits there.
  */
 #include <errno.h>
@@ -66,6 +75,7 @@
 #include "annotate.h"
 #include "rcu_reclaim.h"
 #include "store_internal.h"
+#include "testpoint.h"
 
 #ifdef PS_COW_IN_SECTION
 /* Out of line, off the path of the lookups that need no section. */
@@ -76,62 +86,83 @@
 #endif
 
 /*
- * Ranges a set is first prepared to erase (more: it runs again, prepared
- * for all).  The guess grows fourfold when a set meets more, and halves
- * after PS_COW_GUESS_DECAY sets without that, never below the minimum.
+ * Valgrind's thread checkers see no atomics: a reader is ordered after a
+ * set by the annotation at its load of the root (cow_root()), which a store
+ * into a child slot it loads later would bypass.  Under them, sets publish
+ * at the root.  TSan sees the release store into the slot itself.
  */
-#define PS_COW_GUESS_ERASE 4
-#define PS_COW_GUESS_ERASE_MAX 1024
-#define PS_COW_GUESS_DECAY 1024
-/* Ranges per retire batch handed to the reclaim thread. */
-#define PS_COW_RETIRE_BATCH 256
-/* Retired ranges in flight past which a set that may wait frees its own batch. */
-#define PS_COW_INFLIGHT_MAX (1 << 18)
-/*
- * Spare ranges a store keeps at most, in its pool and on its recycle list
- * together (beyond, the worker frees what a grace period released, and a
- * set frees the pool's excess), and what ps_store_synchronize() leaves.
- */
-#define PS_COW_SPARE_MAX 65536
-#define PS_COW_SPARE_IDLE 256
+#if defined(POLSTORE_ANNOTATE) && !defined(POLSTORE_TSAN)
+#define PS_COW_CHECKER_ROOT() (RUNNING_ON_VALGRIND != 0)
+#else
+#define PS_COW_CHECKER_ROOT() false
+#endif
 
-/* Annotation key: every batch freed happens before the flavour's barrier returns. */
-static char cow_batches_done __attribute__((unused));
+/* Retired ranges in flight past which a set that may wait releases its own record. */
+#define PS_COW_PENDING_MAX (1 << 18)
+/* Ranges the flavour's depot keeps at most; beyond, released ranges are freed. */
+#define PS_COW_DEPOT_MAX 16384
+/* Ranges a pool takes from the depot beyond what the set needs. */
+#define PS_COW_REFILL 256
+/* A pool's keep halves after this many sets that needed less. */
+#define PS_COW_KEEP_DECAY 4096
+/* Spare records a thread keeps. */
+#define PS_COW_RECS_MAX 64
+/* Range and policy pointers a retire record holds; what a set retires beyond goes on lists. */
+#define PS_COW_REC_SLOTS 28
+
+/* Annotation key: every record released happens before the flavour's barrier returns. */
+static char cow_recs_done __attribute__((unused));
 
 /*
- * Retired ranges by pointer, and the policy references to drop with them,
- * recorded by the writer while the ranges are still in its cache: the
- * worker then releases a batch without loading a single range.
+ * What one set retired, queued for a grace period: the ranges by pointer
+ * (slot[0, n)) and the policy references to drop (slot[PS_COW_REC_SLOTS -
+ * npols, PS_COW_REC_SLOTS)), recorded by the writer while the ranges are in
+ * its cache.  Released, the record carries its ranges to the depot.
  */
-struct cow_batch {
+struct cow_rec {
 	struct ps_reclaim_item item;
-	struct ps_store_cow *store;
-	struct cow_batch *next_stalled;
-	size_t n, npols, cap;
-	struct ps_range **ranges;  /* [cap]: retired ranges */
-	struct ps_policy **pols;   /* [cap]: the references removed ones held */
-	/* What did not fit (a set that retired many): released by walking them. */
+	struct cow_rec *next;      /* on a thread's or the depot's list, or a store's stalled one */
+	unsigned n, npols;
+	/* What did not fit: released by walking the ranges. */
 	struct ps_range_list over_replaced, over_removed;
+	void *slot[PS_COW_REC_SLOTS];
 };
+
+/* A writing thread's spares: ranges for its next sets, and records. */
+struct cow_thread {
+	struct ps_range_vec pool;
+	struct cow_rec *recs;
+	unsigned nrecs;
+	size_t keep;    /* spares kept after a set: the most one needed lately */
+	unsigned sets;  /* sets since @keep last halved */
+	bool keyed;     /* the thread-exit destructor will free this */
+};
+
+/* Released records and their ranges, for the writers' pools; under @lock (only ever tried). */
+static struct {
+	pthread_mutex_t lock;
+	struct cow_rec *recs;
+	size_t nranges; /* atomic reads outside @lock */
+} cow_depot = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static pthread_key_t cow_key;
+static pthread_once_t cow_key_once = PTHREAD_ONCE_INIT;
+static bool cow_key_ok;
+static __thread struct cow_thread *cow_self;
 
 struct ps_store_cow {
 	struct ps_store base;
 	pthread_mutex_t wlock __ps_cacheline_aligned;
 	/* Under @wlock: */
 	uint64_t gen;                  /* the last update's generation */
-	size_t guess_erase;            /* see PS_COW_GUESS_ERASE */
-	unsigned guess_sets;           /* sets since @guess_erase last changed */
-	struct ps_range_vec pool;      /* spare ranges */
-	size_t npool;                  /* atomic copy of @pool.n, for the worker */
-	struct cow_batch *batch;       /* the partial retire batch, or NULL */
-	struct cow_batch *stalled;     /* full batches no reclaim thread took */
-	size_t nstalled;               /* ranges in @stalled; atomic reads outside @wlock */
-	/* Atomic: ranges (and batches) handed to the reclaim thread and not yet released. */
-	size_t inflight, inflight_batches;
-	/* Ranges a grace period released, for the next sets' pool; under @rlock. */
-	pthread_mutex_t rlock;
-	struct ps_range_vec recycle;
-	size_t nrecycle; /* atomic copy of @recycle.n: a hint read without @rlock */
+	struct ps_store_stats stats;
+	/* Atomic: walks that must see one version (see the file comment). */
+	unsigned walkers;
+	/* Atomic: a set queued a record since the store last waited for them all. */
+	bool queued;
+	/* Records no reclaim thread took (a set in a section without one); atomic push. */
+	struct cow_rec *stalled;
+	size_t nstalled;               /* ranges on @stalled; atomic */
 };
 _Static_assert(offsetof(struct ps_store_cow, base) == 0, "_ps_store_zalloc(): base first");
 
@@ -145,7 +176,7 @@ static inline struct ps_rb_node *cow_root(struct ps_store_cow *cs)
 {
 	struct ps_rb_node *root = ps_rb_load_root(&cs->base.rd.tree.root);
 
-	PS_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_set() */
+	PS_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_commit() */
 	return root;
 }
 
@@ -165,189 +196,307 @@ static struct ps_store *cow_create(void)
 		return NULL;
 	cs = to_cow(s);
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->inflight, sizeof(cs->inflight));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nrecycle, sizeof(cs->nrecycle));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->queued, sizeof(cs->queued));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->stalled, sizeof(cs->stalled));
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nstalled, sizeof(cs->nstalled));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->inflight_batches, sizeof(cs->inflight_batches));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->npool, sizeof(cs->npool));
 	pthread_mutex_init(&cs->wlock, NULL);
-	pthread_mutex_init(&cs->rlock, NULL);
 	return s;
 }
 
-static inline size_t batch_ranges(const struct cow_batch *b)
+/* ---- records and the depot ---------------------------------------------------- */
+
+static inline size_t rec_ranges(const struct cow_rec *r)
 {
-	return b->n + b->over_replaced.n + b->over_removed.n;
+	return r->n + r->over_replaced.n + r->over_removed.n;
 }
 
-static struct cow_batch *batch_alloc(void)
+static void rec_reset(struct cow_rec *r)
 {
-	/* A batch is handed over once it holds PS_COW_RETIRE_BATCH: room for the set that fills it. */
-	size_t cap = 2 * PS_COW_RETIRE_BATCH;
-	struct cow_batch *b = _ps_zalloc(sizeof(*b) + 2 * cap * sizeof(void *));
-
-	if (!b)
-		return NULL;
-	b->ranges = (struct ps_range **)(b + 1);
-	b->pols = (struct ps_policy **)(b->ranges + cap);
-	b->cap = cap;
-	return b;
+	r->n = 0;
+	r->npols = 0;
+	r->over_replaced = (struct ps_range_list){ NULL, 0, NULL };
+	r->over_removed = (struct ps_range_list){ NULL, 0, NULL };
 }
 
-/* Drop the references of the removed ranges, and free those that did not fit. */
-static void batch_put_policies(struct cow_batch *b)
+/* Drop the policy references a record holds and free the ranges that did not fit. */
+static void rec_put_policies(struct cow_rec *r)
 {
-	size_t i;
+	unsigned i;
 
-	for (i = 0; i < b->npols; i++)
-		_ps_policy_store_put(b->pols[i]);
-	b->npols = 0;
-	ps_range_list_free(&b->over_removed);
-	ps_range_list_free_nopol(&b->over_replaced);
+	for (i = 0; i < r->npols; i++)
+		_ps_policy_store_put(r->slot[PS_COW_REC_SLOTS - 1 - i]);
+	r->npols = 0;
+	ps_range_list_free(&r->over_removed);
+	ps_range_list_free_nopol(&r->over_replaced);
 }
 
-static void batch_free_now(struct cow_batch *b)
+/* Free a record and its ranges (their references dropped already). */
+static void rec_free(struct cow_rec *r)
 {
-	size_t i;
+	unsigned i;
 
-	batch_put_policies(b);
-	for (i = 0; i < b->n; i++)
-		_ps_free(b->ranges[i]);
-	_ps_free(b);
-}
-
-/* Free a chain of batches (linked by @next_stalled) at once: no reader can reach them. */
-static void batch_chain_free_now(struct cow_batch *b)
-{
-	struct cow_batch *next;
-
-	for (; b; b = next) {
-		next = b->next_stalled;
-		batch_free_now(b);
-	}
+	for (i = 0; i < r->n; i++)
+		_ps_free(r->slot[i]);
+	_ps_free(r);
 }
 
 /*
- * Give @b's ranges (no policy references left) to the store's next sets, or
- * leave them to the caller to free.
- *
- * Never waits for @rlock, as a writer never waits for the reclaim thread
- * (cow_take_recycled()): the two only ever try.  A wait here could last
- * forever in a forked child: the reclaim queue is copied into the child
- * with the batches of every store, and a writer that held @rlock at the
- * fork (a set in cow_take_recycled(), or ps_store_synchronize() or
- * ps_store_memory() on this store) is frozen there with it.  The child's
- * reclaim thread would block on it at the first such batch, and every
- * barrier of the flavour with it: ps_store_synchronize() and
- * ps_store_destroy() of a store the child made itself would never return
- * (tests/test_cow.c, fork_while_writer_holds_recycle_lock).  Freeing a
- * batch that finds @rlock busy costs the writer only an allocation later.
+ * After a grace period: drop the references, then give the record and its
+ * ranges to the depot, or free them when it is full or busy.  Never waits
+ * for the depot's lock: a forked child may inherit it held by a thread
+ * frozen at the fork (as the reclaim queue is inherited with records in
+ * it), and a writer never waits for the reclaim thread either.
  */
-static void cow_recycle(struct ps_store_cow *cs, struct cow_batch *b)
+static void rec_release(struct cow_rec *r)
 {
-	if (pthread_mutex_trylock(&cs->rlock))
-		return; /* busy: the caller frees them */
-	if (ps_range_vec_reserve(&cs->recycle, cs->recycle.n + b->n)) {
-		pthread_mutex_unlock(&cs->rlock);
-		return; /* recycling is an optimisation: the caller frees them */
-	}
-	memcpy(cs->recycle.v + cs->recycle.n, b->ranges, b->n * sizeof(*b->ranges));
-	cs->recycle.n += b->n;
-	b->n = 0;
-	__atomic_store_n(&cs->nrecycle, cs->recycle.n, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&cs->rlock);
-}
-
-/*
- * Under @wlock: move what the reclaim thread recycled into the pool (if the
- * pool can grow).  A writer never waits for the reclaim thread, which may be
- * preempted holding @rlock: if it is busy, the next set takes them.
- */
-static void cow_take_recycled(struct ps_store_cow *cs)
-{
-	if (pthread_mutex_trylock(&cs->rlock))
-		return;
-	if (!cs->pool.n && cs->pool.cap <= cs->recycle.cap) {
-		/* Swap the arrays: nothing to copy. */
-		struct ps_range_vec t = cs->pool;
-
-		cs->pool = cs->recycle;
-		cs->recycle = t;
-	} else if (!ps_range_vec_reserve(&cs->pool, cs->pool.n + cs->recycle.n)) {
-		memcpy(cs->pool.v + cs->pool.n, cs->recycle.v, cs->recycle.n * sizeof(*cs->pool.v));
-		cs->pool.n += cs->recycle.n;
-		cs->recycle.n = 0;
-	} else {
-		pthread_mutex_unlock(&cs->rlock);
+	rec_put_policies(r);
+	if (__atomic_load_n(&cow_depot.nranges, __ATOMIC_RELAXED) < PS_COW_DEPOT_MAX &&
+			!pthread_mutex_trylock(&cow_depot.lock)) {
+		r->next = cow_depot.recs;
+		cow_depot.recs = r;
+		__atomic_store_n(&cow_depot.nranges, cow_depot.nranges + r->n, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&cow_depot.lock);
 		return;
 	}
-	__atomic_store_n(&cs->nrecycle, cs->recycle.n, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&cs->rlock);
+	rec_free(r);
 }
 
-/* After a grace period: drop the removed ranges' references, recycle or free the batch. */
-static void cow_batch_release(struct ps_store_cow *cs, struct cow_batch *b)
+static void cow_rec_free(struct ps_reclaim_item *item)
 {
-	batch_put_policies(b);
-	if (__atomic_load_n(&cs->nrecycle, __ATOMIC_RELAXED) +
-			__atomic_load_n(&cs->npool, __ATOMIC_RELAXED) < PS_COW_SPARE_MAX)
-		cow_recycle(cs, b);
-	batch_free_now(b);
-}
+	struct cow_rec *r = ps_container_of(item, struct cow_rec, item);
 
-static void cow_batch_free(struct ps_reclaim_item *item)
-{
-	struct cow_batch *b = ps_container_of(item, struct cow_batch, item);
-	struct ps_store_cow *cs = b->store;
-	size_t n = batch_ranges(b);
-
-	PS_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before queueing it */
+	PS_ANNOTATE_HAPPENS_AFTER(r); /* the writer filled @r before queueing it */
 	/* A grace period has passed since the ranges left the published tree: readers let go. */
-	PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-	cow_batch_release(cs, b);
-	/* The store outlives this: destroy waits for every batch (the barrier). */
-	__atomic_fetch_sub(&cs->inflight, n, __ATOMIC_RELAXED);
-	__atomic_fetch_sub(&cs->inflight_batches, 1, __ATOMIC_RELAXED);
-	PS_ANNOTATE_HAPPENS_BEFORE(&cow_batches_done);
+	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
+	rec_release(r);
+	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
+}
+
+/* Free a chain of records (linked by @next) at once: no reader can reach them. */
+static void rec_chain_free_now(struct cow_rec *r)
+{
+	struct cow_rec *next;
+
+	for (; r; r = next) {
+		next = r->next;
+		rec_put_policies(r);
+		rec_free(r);
+	}
+}
+
+/* ---- the writing thread's spares ---------------------------------------------- */
+
+static void cow_thread_free(void *arg)
+{
+	struct cow_thread *t = arg;
+	struct cow_rec *r, *next;
+
+	for (r = t->recs; r; r = next) {
+		next = r->next;
+		_ps_free(r);
+	}
+	ps_range_vec_free(&t->pool);
+	_ps_free(t);
+}
+
+/* The thread's spares go at its exit (or with the library, for the threads still alive). */
+static void cow_thread_exit(void *arg)
+{
+	if (cow_self == arg)
+		cow_self = NULL;
+	cow_thread_free(arg);
+}
+
+static void cow_key_create(void)
+{
+	cow_key_ok = !pthread_key_create(&cow_key, cow_thread_exit);
+}
+
+__attribute__((destructor)) static void cow_unload(void)
+{
+	struct cow_rec *r, *next;
+
+	/* A thread alive after dlclose() must not run a destructor in unmapped code. */
+	if (cow_key_ok)
+		pthread_key_delete(cow_key);
+	cow_key_ok = false;
+	if (pthread_mutex_trylock(&cow_depot.lock))
+		return;
+	for (r = cow_depot.recs; r; r = next) {
+		next = r->next;
+		rec_free(r);
+	}
+	cow_depot.recs = NULL;
+	cow_depot.nranges = 0;
+	pthread_mutex_unlock(&cow_depot.lock);
+}
+
+static struct cow_thread *cow_thread_get(void)
+{
+	struct cow_thread *t = cow_self;
+
+	if (ps_likely(t))
+		return t;
+	t = _ps_zalloc(sizeof(*t));
+	if (!t)
+		return NULL;
+	pthread_once(&cow_key_once, cow_key_create);
+	/* Without a destructor the thread keeps nothing between sets (cow_thread_settle()). */
+	t->keyed = cow_key_ok && !pthread_setspecific(cow_key, t);
+	cow_self = t;
+	return t;
 }
 
 /*
- * Free @b, a chain of this store's batches, after a grace period (NULL:
- * none), then wait for the batches handed to the reclaim thread (by any
- * store of the flavour).  Never inside a read-side section; the flavour
- * takes a QSBR thread offline for the waits (PS_COW_WAIT_ENTER()).
+ * Take released records from the depot until the pool holds @want ranges;
+ * the records join the thread's spare records.  Only tries the lock.
  */
-static void cow_wait_batches(struct ps_store_cow *cs, struct cow_batch *b)
+static int cow_refill(struct cow_thread *t, size_t want)
+{
+	struct cow_rec *r;
+	int ret = 0;
+
+	if (!__atomic_load_n(&cow_depot.nranges, __ATOMIC_RELAXED) ||
+			pthread_mutex_trylock(&cow_depot.lock))
+		return 0;
+	PS_TEST_POINT(PS_TP_COW_DEPOT_LOCKED);
+	while (t->pool.n < want && (r = cow_depot.recs)) {
+		ret = ps_range_vec_reserve(&t->pool, t->pool.n + r->n);
+		if (ret)
+			break;
+		cow_depot.recs = r->next;
+		cow_depot.nranges -= r->n;
+		memcpy(t->pool.v + t->pool.n, r->slot, r->n * sizeof(r->slot[0]));
+		t->pool.n += r->n;
+		r->next = t->recs;
+		t->recs = r;
+		t->nrecs++;
+	}
+	__atomic_store_n(&cow_depot.nranges, cow_depot.nranges, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&cow_depot.lock);
+	return ret;
+}
+
+/*
+ * Free what the depot holds: ps_store_synchronize() and ps_store_destroy()
+ * give the memory back (ps_set_alloc_ops() may follow).  Only tries the
+ * lock: a writer refilling now keeps what it takes.
+ */
+static void cow_depot_drain(void)
+{
+	struct cow_rec *r, *next;
+
+	if (!__atomic_load_n(&cow_depot.nranges, __ATOMIC_RELAXED) &&
+			!__atomic_load_n(&cow_depot.recs, __ATOMIC_RELAXED))
+		return;
+	if (pthread_mutex_trylock(&cow_depot.lock))
+		return;
+	r = cow_depot.recs;
+	cow_depot.recs = NULL;
+	__atomic_store_n(&cow_depot.nranges, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&cow_depot.lock);
+	for (; r; r = next) {
+		next = r->next;
+		rec_free(r);
+	}
+}
+
+/*
+ * Spares for a set that takes at most @need ranges: the thread's pool
+ * topped up to @need (from the depot, else allocated) and a record.
+ * Return: the thread's spares, or NULL when out of memory (nothing lost:
+ * spares are no state).
+ */
+static struct cow_thread *cow_prepare(size_t need)
+{
+	struct cow_thread *t = cow_thread_get();
+
+	if (!t)
+		return NULL;
+	if ((t->pool.n < need || !t->recs) && cow_refill(t, need + PS_COW_REFILL))
+		return NULL;
+	if (!t->recs) {
+		t->recs = _ps_alloc(sizeof(*t->recs));
+		if (!t->recs)
+			return NULL;
+		t->recs->next = NULL;
+		t->nrecs = 1;
+	}
+	if (t->pool.n < need && ps_range_vec_fill(&t->pool, need))
+		return NULL;
+	return t;
+}
+
+/* After a set that needed @need: keep what recent sets needed, free the rest. */
+static void cow_thread_settle(struct cow_thread *t, size_t need)
+{
+	if (++t->sets >= PS_COW_KEEP_DECAY) {
+		t->keep /= 2;
+		t->sets = 0;
+	}
+	if (t->keep < need)
+		t->keep = need;
+	if (!t->keyed) {
+		cow_thread_free(t);
+		cow_self = NULL;
+		return;
+	}
+	if (t->pool.n > 2 * (t->keep + PS_COW_REFILL))
+		ps_range_vec_trim(&t->pool, t->keep + PS_COW_REFILL);
+	while (t->nrecs > PS_COW_RECS_MAX) {
+		struct cow_rec *r = t->recs;
+
+		t->recs = r->next;
+		t->nrecs--;
+		_ps_free(r);
+	}
+}
+
+/* ps_store_synchronize(), ps_store_destroy(): the calling thread keeps no spares. */
+static void cow_thread_trim(void)
+{
+	struct cow_thread *t = cow_self;
+
+	if (!t)
+		return;
+	if (t->keyed)
+		pthread_setspecific(cow_key, NULL);
+	cow_self = NULL;
+	cow_thread_free(t);
+}
+
+/* ---- stores ------------------------------------------------------------------- */
+
+/* Wait until every record queued before has been released (outside every section). */
+static void cow_wait_records(void)
 {
 	bool token = PS_COW_WAIT_ENTER();
 
-	if (b) {
-		PS_COW_SYNCHRONIZE();
-		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-		batch_chain_free_now(b);
-	}
 	_ps_reclaim_barrier(PS_COW_RECLAIMER);
 	PS_COW_WAIT_EXIT(token);
+	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 }
 
 static void cow_destroy(struct ps_store *s)
 {
 	struct ps_store_cow *cs = to_cow(s);
 
-	/* No reader may run during destroy (store.h): everything can go at once. */
+	/*
+	 * No reader may run during destroy (store.h): everything can go at
+	 * once.  Records in flight hold ranges the store retired, never the
+	 * store, so the reclaim thread needs nothing of it; destroy waits for
+	 * them only so that the policy references they hold are dropped when
+	 * it returns, as the other variants' are.
+	 */
 	_ps_store_free_ranges(s);
-	if (cs->batch)
-		batch_free_now(cs->batch);
-	batch_chain_free_now(cs->stalled);
-	/* Batches in flight point at the store: wait for them (any thread may destroy). */
-	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED))
-		cow_wait_batches(cs, NULL);
-	PS_ANNOTATE_HAPPENS_AFTER(&cow_batches_done);
-	/* Spares own no reference (a recycled one may still point at a policy). */
-	ps_range_vec_free(&cs->pool);
-	ps_range_vec_free(&cs->recycle);
+	rec_chain_free_now(__atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE));
+	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED)) {
+		cow_wait_records();
+		cow_depot_drain();
+	}
+	cow_thread_trim();
 	pthread_mutex_destroy(&cs->wlock);
-	pthread_mutex_destroy(&cs->rlock);
 	_ps_free_aligned(cs);
 }
 
@@ -359,7 +508,8 @@ static void cow_read_lock(struct ps_store *s)
 
 static void cow_read_unlock(struct ps_store *s)
 {
-	PS_ANNOTATE_HAPPENS_BEFORE(s); /* pairs with the grace period before a batch is freed */
+	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done); /* pairs with the grace period before a release */
+	(void)s;
 	PS_COW_READ_EXIT();
 }
 
@@ -375,7 +525,7 @@ static inline struct ps_policy *cow_get(struct ps_store *s, uint64_t idx)
 
 	/* The range holds its reference for our whole section: a plain increment is safe. */
 	pol = _ps_policy_get(cow_lookup_pol(to_cow(s), idx));
-	PS_ANNOTATE_HAPPENS_BEFORE(s);
+	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	return pol;
 }
 
@@ -408,224 +558,212 @@ static inline int cow_section_begin(struct ps_store *s)
 
 static inline void cow_section_end(struct ps_store *s, int entered)
 {
-	PS_ANNOTATE_HAPPENS_BEFORE(s); /* pairs with the grace period before a batch is freed */
+	(void)s;
+	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done); /* pairs with the grace period before a release */
 	if (entered)
 		PS_COW_READ_EXIT();
 }
 
 PS_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_section_end)
 
-static bool cow_defer(struct ps_store_cow *cs, struct cow_batch *b)
-{
-	b->store = cs;
-	b->item.release = cow_batch_free;
-	__atomic_fetch_add(&cs->inflight, batch_ranges(b), __ATOMIC_RELAXED);
-	__atomic_fetch_add(&cs->inflight_batches, 1, __ATOMIC_RELAXED);
-	PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
-	if (!_ps_reclaim_defer(PS_COW_RECLAIMER, &b->item))
-		return true;
-	__atomic_fetch_sub(&cs->inflight, batch_ranges(b), __ATOMIC_RELAXED);
-	__atomic_fetch_sub(&cs->inflight_batches, 1, __ATOMIC_RELAXED);
-	return false;
-}
-
-static void cow_reclaim(struct ps_store_cow *cs, struct cow_batch *b)
+/*
+ * Queue @r (what one set retired) for a grace period.  Outside every
+ * read-side section, with the reclaim thread far behind or missing, wait
+ * for the grace period here and release it; inside one without a thread,
+ * keep it on the store for a later set, synchronize or destroy.
+ */
+static void cow_retire(struct ps_store_cow *cs, struct cow_rec *r)
 {
 	bool can_wait = PS_COW_CAN_WAIT();
-	struct cow_batch *stalled = NULL, *next;
+	size_t n = rec_ranges(r);
 
-	if (ps_unlikely(__atomic_load_n(&cs->nstalled, __ATOMIC_RELAXED))) {
-		/* Batches no reclaim thread took: this batch joins them, and they go first. */
-		pthread_mutex_lock(&cs->wlock);
-		stalled = cs->stalled;
-		cs->stalled = NULL;
-		__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
-		pthread_mutex_unlock(&cs->wlock);
-	}
-	b->next_stalled = stalled;
-	stalled = b;
-	/* The reclaim thread far behind: reclaim here rather than queue more. */
-	if (!(can_wait &&
-			    __atomic_load_n(&cs->inflight, __ATOMIC_RELAXED) > PS_COW_INFLIGHT_MAX)) {
-		/* Once handed over, a batch may be freed at once: read its link first. */
-		for (; stalled; stalled = next) {
-			next = stalled->next_stalled;
-			if (!cow_defer(cs, stalled))
-				break;
-		}
-		if (!stalled)
-			return;
-	}
+	r->item.release = cow_rec_free;
+	PS_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
+	if (!__atomic_load_n(&cs->queued, __ATOMIC_RELAXED))
+		__atomic_store_n(&cs->queued, true, __ATOMIC_RELAXED);
+	if (!(can_wait && _ps_reclaim_pending(PS_COW_RECLAIMER) > PS_COW_PENDING_MAX) &&
+			!_ps_reclaim_defer_weighed(PS_COW_RECLAIMER, &r->item, n))
+		return;
 	if (can_wait) {
-		/* Behind, or no reclaim thread: wait for the grace period here. */
 		PS_COW_SYNCHRONIZE();
-		PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
-		for (; stalled; stalled = next) {
-			next = stalled->next_stalled;
-			cow_batch_release(cs, stalled);
-		}
+		PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
+		rec_release(r);
 		return;
 	}
-	/* Inside a section and no thread: keep them for a later set or synchronize. */
-	pthread_mutex_lock(&cs->wlock);
-	for (; stalled; stalled = next) {
-		next = stalled->next_stalled;
-		stalled->next_stalled = cs->stalled;
-		cs->stalled = stalled;
-		__atomic_store_n(&cs->nstalled, cs->nstalled + batch_ranges(stalled),
-				__ATOMIC_RELAXED);
-	}
-	pthread_mutex_unlock(&cs->wlock);
+	r->next = __atomic_load_n(&cs->stalled, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&cs->stalled, &r->next, r, true, __ATOMIC_RELEASE,
+			__ATOMIC_RELAXED))
+		;
+	__atomic_fetch_add(&cs->nstalled, n, __ATOMIC_RELAXED);
 }
 
-/* Under @wlock: free the pool's spares beyond @keep. */
-static void cow_trim_pool(struct ps_store_cow *cs, size_t keep)
+/* Release the records no reclaim thread took, after a grace period (outside every section). */
+static void cow_release_stalled(struct ps_store_cow *cs)
 {
-	ps_range_vec_trim(&cs->pool, keep);
-	__atomic_store_n(&cs->npool, cs->pool.n, __ATOMIC_RELAXED);
+	struct cow_rec *r = __atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE), *next;
+	bool token;
+
+	if (!r)
+		return;
+	__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
+	token = PS_COW_WAIT_ENTER();
+	PS_COW_SYNCHRONIZE();
+	PS_COW_WAIT_EXIT(token);
+	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
+	for (; r; r = next) {
+		next = r->next;
+		rec_release(r);
+	}
 }
 
 /*
- * Under @wlock: top the pool up to @need spares and make sure a batch
- * exists (what does not fit in its arrays goes on its lists: no
- * allocation after the set).
+ * Record in @r what the update retired, while it is in cache; what does not
+ * fit goes on lists.  A removed range that is empty only carried a policy
+ * reference (rangetree.c, the victim's old one): no reader ever reached
+ * it, so its reference is recorded and the range goes back to the pool.
+ * Return: the tree nodes retired.
  */
-static int cow_prepare(struct ps_store_cow *cs, size_t need)
+static size_t cow_record(struct cow_rec *r, struct ps_rtree_cow *c, struct cow_thread *t)
 {
-	if (!cs->batch) {
-		cs->batch = batch_alloc();
-		if (!cs->batch)
-			return -ENOMEM;
+	size_t nodes = c->replaced.n;
+	struct ps_range *x;
+
+	rec_reset(r);
+	while (r->n + r->npols < PS_COW_REC_SLOTS && (x = ps_range_list_pop(&c->replaced)))
+		r->slot[r->n++] = x;
+	while (r->n + r->npols + 2 <= PS_COW_REC_SLOTS && (x = ps_range_list_pop(&c->removed))) {
+		if (x->start == x->end) {
+			t->pool.v[t->pool.n++] = x; /* room: the set took it from the pool */
+		} else {
+			r->slot[r->n++] = x;
+			nodes++;
+		}
+		if (x->pol)
+			r->slot[PS_COW_REC_SLOTS - 1 - r->npols++] = x->pol;
 	}
-	if (__atomic_load_n(&cs->nrecycle, __ATOMIC_RELAXED))
-		cow_take_recycled(cs);
-	if (cs->pool.n < need && ps_range_vec_fill(&cs->pool, need))
-		return -ENOMEM;
-	return 0;
+	nodes += c->removed.n; /* what did not fit (carriers among them count too: a bound) */
+	ps_range_list_splice(&r->over_replaced, &c->replaced);
+	ps_range_list_splice(&r->over_removed, &c->removed);
+	return nodes;
 }
 
-/* Record what the update retired, while it is in cache; the arrays' overflow goes on lists. */
-static void cow_retire(struct cow_batch *b, struct ps_rtree_cow *c)
+static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
 {
-	struct ps_range *r;
-
-	while (b->n < b->cap && (r = ps_range_list_pop(&c->replaced)))
-		b->ranges[b->n++] = r;
-	while (b->n < b->cap && (r = ps_range_list_pop(&c->removed))) {
-		b->ranges[b->n++] = r;
-		if (r->pol)
-			b->pols[b->npols++] = r->pol;
-	}
-	ps_range_list_splice(&b->over_replaced, &c->replaced);
-	ps_range_list_splice(&b->over_removed, &c->removed);
+	*sum += v;
+	if (*max < v)
+		*max = v;
 }
 
 /*
- * Under @wlock: publish the update built in @c, retire what left the
- * published tree (it waits for a grace period), keep the pool within its
- * cap.  Return: the batch to hand over once @wlock is dropped, or NULL.
+ * Under @wlock: publish the update built in @c (at the root while a walk
+ * is announced), record what left the published tree.  Return: the record
+ * to queue once @wlock is dropped, or NULL when the update retired nothing.
  */
-static struct cow_batch *cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c)
+static struct cow_rec *cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c,
+		struct cow_thread *t)
 {
-	struct cow_batch *full = NULL;
+	struct cow_rec *r = NULL;
+	size_t retired = 0;
+	bool walk, root;
 
+	/*
+	 * Pairs with the walk's fence in cow_walk_begin(): either the walk
+	 * saw the last set's store, or this load sees the walk (and this set
+	 * goes to the root).
+	 */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	walk = __atomic_load_n(&cs->walkers, __ATOMIC_RELAXED) != 0 || PS_COW_CHECKER_ROOT();
 	PS_ANNOTATE_HAPPENS_BEFORE(&cs->base.rd.tree);
-	ps_rtree_cow_publish(c, &cs->base.rd.tree);
-	cow_retire(cs->batch, c);
-	if (batch_ranges(cs->batch) >= PS_COW_RETIRE_BATCH) {
-		full = cs->batch;
-		cs->batch = NULL;
+	root = ps_rtree_cow_publish(c, &cs->base.rd.tree, walk);
+	if (c->replaced.n || c->removed.n) {
+		r = t->recs;
+		retired = cow_record(r, c, t);
+		if (r->n || r->npols || rec_ranges(r)) {
+			t->recs = r->next;
+			t->nrecs--;
+		} else {
+			r = NULL; /* nothing to release after all */
+		}
 	}
-	if (cs->pool.n > PS_COW_SPARE_MAX)
-		cow_trim_pool(cs, PS_COW_SPARE_MAX);
-	__atomic_store_n(&cs->npool, cs->pool.n, __ATOMIC_RELAXED);
-	return full;
+	cs->stats.sets++;
+	cs->stats.root_publications += root;
+	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, c->copies);
+	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max, retired);
+	return r;
+}
+
+static void cow_walk_begin(struct ps_store_cow *cs)
+{
+	__atomic_fetch_add(&cs->walkers, 1, __ATOMIC_RELAXED);
+	/* Pairs with the fence in cow_commit(): see the file comment. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static void cow_walk_end(struct ps_store_cow *cs)
+{
+	__atomic_fetch_sub(&cs->walkers, 1, __ATOMIC_RELEASE);
+}
+
+/* The end of every update: queue what it retired, keep the spares in proportion. */
+static void cow_finish(struct ps_store_cow *cs, struct cow_thread *t, struct cow_rec *r,
+		size_t need)
+{
+	if (r)
+		cow_retire(cs, r);
+	if (ps_unlikely(__atomic_load_n(&cs->stalled, __ATOMIC_RELAXED)) && PS_COW_CAN_WAIT())
+		cow_release_stalled(cs);
+	cow_thread_settle(t, need);
 }
 
 static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_store_cow *cs = to_cow(s);
-	struct cow_batch *full = NULL;
+	struct cow_thread *t;
 	struct ps_rtree_cow c;
-	int ret;
+	struct cow_rec *r;
+	size_t need;
 
 	pthread_mutex_lock(&cs->wlock);
-	/*
-	 * Most sets erase a range or two: prepare for PS_COW_GUESS_ERASE
-	 * without walking the ranges the set covers.  A set that erases more
-	 * stops, is thrown away (nothing published was written), and runs
-	 * again with what ps_rtree_cow_need() counts: either way every spare
-	 * is allocated before the version that is published is built.
-	 */
-	if (++cs->guess_sets >= PS_COW_GUESS_DECAY || cs->guess_erase < PS_COW_GUESS_ERASE) {
-		cs->guess_erase = cs->guess_erase / 2 > PS_COW_GUESS_ERASE ? cs->guess_erase / 2 :
-									    PS_COW_GUESS_ERASE;
-		cs->guess_sets = 0;
+	/* Every spare the set can need, before anything changes. */
+	need = ps_rtree_cow_need(&cs->base.rd.tree, start, end);
+	t = cow_prepare(need);
+	if (!t) {
+		pthread_mutex_unlock(&cs->wlock);
+		return -ENOMEM;
 	}
-	ret = cow_prepare(cs, ps_rtree_cow_need_erasing(&cs->base.rd.tree, cs->guess_erase, 0));
-	if (ret)
-		goto out;
-	ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &cs->pool);
-	if (!ps_rtree_cow_set(&c, start, end, pol, cs->guess_erase)) {
-		ps_rtree_cow_abort(&c);
-		if (cs->guess_erase < PS_COW_GUESS_ERASE_MAX)
-			cs->guess_erase *= 4;
-		cs->guess_sets = 0;
-		ret = cow_prepare(cs, ps_rtree_cow_need(&cs->base.rd.tree, start, end, 0));
-		if (ret)
-			goto out;
-		ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &cs->pool);
-		ps_rtree_cow_set(&c, start, end, pol, SIZE_MAX);
-	}
-	full = cow_commit(cs, &c);
-out:
+	ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &t->pool);
+	ps_rtree_cow_set(&c, start, end, pol);
+	r = cow_commit(cs, &c, t);
 	pthread_mutex_unlock(&cs->wlock);
-	if (full)
-		cow_reclaim(cs, full);
-	return ret;
+	cow_finish(cs, t, r, need);
+	return 0;
 }
 
 static void cow_synchronize(struct ps_store *s)
 {
 	struct ps_store_cow *cs = to_cow(s);
-	struct cow_batch *b;
 
-	pthread_mutex_lock(&cs->wlock);
-	b = cs->batch;
-	cs->batch = NULL;
-	if (b)
-		b->next_stalled = cs->stalled;
-	else
-		b = cs->stalled;
-	cs->stalled = NULL;
-	__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&cs->wlock);
 	/* Documented: never inside a read-side section; a QSBR thread goes offline here. */
-	cow_wait_batches(cs, b);
-	PS_ANNOTATE_HAPPENS_AFTER(&cow_batches_done);
-	/* An idle store keeps few spares. */
-	pthread_mutex_lock(&cs->wlock);
-	pthread_mutex_lock(&cs->rlock);
-	ps_range_vec_free(&cs->recycle);
-	__atomic_store_n(&cs->nrecycle, 0, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&cs->rlock);
-	cow_trim_pool(cs, PS_COW_SPARE_IDLE);
-	ps_range_vec_shrink(&cs->pool);
-	pthread_mutex_unlock(&cs->wlock);
+	cow_release_stalled(cs);
+	cow_wait_records();
+	cow_thread_trim();
+	cow_depot_drain();
 }
 
 static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
+	struct ps_store_cow *cs = to_cow(s);
+	struct ps_rtree snap;
 	int ret;
 
-	struct ps_rtree snap;
-
-	/* The published version cannot change under us: a snapshot, and no writer waits. */
+	/* One version, announced so that no set changes it in place; no writer waits. */
 	PS_COW_READ_ENTER();
-	snap.root.node = cow_root(to_cow(s));
+	cow_walk_begin(cs);
+	snap.root.node = cow_root(cs);
 	snap.count = 0;
 	ret = ps_rtree_foreach(&snap, fn, arg);
-	PS_ANNOTATE_HAPPENS_BEFORE(s);
+	cow_walk_end(cs);
+	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	PS_COW_READ_EXIT();
 	return ret;
 }
@@ -642,32 +780,10 @@ static int cow_check(struct ps_store *s, const char **why)
 	return ret;
 }
 
-/* Bytes besides the live ranges: spares, retired ranges not yet freed, and their bookkeeping. */
+/* Bytes besides the live ranges: what no reclaim thread took yet.  Lock-free. */
 static size_t cow_held(struct ps_store *s)
 {
-	const size_t batch_bytes = sizeof(struct cow_batch) + 4 * PS_COW_RETIRE_BATCH * sizeof(void *);
-	struct ps_store_cow *cs = to_cow(s);
-	size_t ranges, batches, bytes;
-	struct cow_batch *b;
-
-	pthread_mutex_lock(&cs->wlock);
-	ranges = cs->pool.n + cs->nstalled;
-	batches = 0;
-	if (cs->batch) {
-		ranges += batch_ranges(cs->batch);
-		batches++;
-	}
-	for (b = cs->stalled; b; b = b->next_stalled)
-		batches++;
-	bytes = cs->pool.cap * sizeof(*cs->pool.v);
-	pthread_mutex_unlock(&cs->wlock);
-	pthread_mutex_lock(&cs->rlock);
-	ranges += cs->recycle.n;
-	bytes += cs->recycle.cap * sizeof(*cs->recycle.v);
-	pthread_mutex_unlock(&cs->rlock);
-	ranges += __atomic_load_n(&cs->inflight, __ATOMIC_RELAXED);
-	batches += __atomic_load_n(&cs->inflight_batches, __ATOMIC_RELAXED);
-	return bytes + ranges * sizeof(struct ps_range) + batches * batch_bytes;
+	return __atomic_load_n(&to_cow(s)->nstalled, __ATOMIC_RELAXED) * sizeof(struct ps_range);
 }
 
 static struct ps_lstat *cow_lock_stat(struct ps_store *s)
@@ -676,55 +792,35 @@ static struct ps_lstat *cow_lock_stat(struct ps_store *s)
 	return NULL;
 }
 
-/* Issue 16: defined at the end of the file. */
-static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn,
-		void *arg);
-static int cow_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
-		struct ps_policy **pol);
-static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
-		const struct ps_policy **pol);
-static int cow_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n);
+static int cow_stats(struct ps_store *s, struct ps_store_stats *st)
+{
+	struct ps_store_cow *cs = to_cow(s);
 
-const struct ps_sync_ops PS_COW_OPS = {
-	.create = cow_create,
-	.destroy = cow_destroy,
-	.lookup = cow_lookup,
-	.read_lock = cow_read_lock,
-	.read_unlock = cow_read_unlock,
-	.lookup_borrow = cow_lookup_borrow,
-	.lookup_copy = cow_lookup_copy,
-	.lookup_node = cow_lookup_node,
-	.set = cow_set,
-	.synchronize = cow_synchronize,
-	.foreach = cow_foreach,
-	.check = cow_check,
-	.held = cow_held,
-	.lock_stat = cow_lock_stat,
-	.foreach_range = cow_foreach_range,
-	.next = cow_next,
-	.next_borrow = cow_next_borrow,
-	.set_many = cow_set_many,
-};
-
-/* ---- windows, walks by position, batches (issue 16) ---- */
+	pthread_mutex_lock(&cs->wlock);
+	*st = cs->stats;
+	pthread_mutex_unlock(&cs->wlock);
+	return 0;
+}
 
 static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn,
 		void *arg)
 {
+	struct ps_store_cow *cs = to_cow(s);
 	int ret;
 
-	/* As cow_foreach(): one published version, immutable; no writer waits for us. */
+	/* As cow_foreach(): one version, announced. */
 	PS_COW_READ_ENTER();
-	ret = ps_rtree_foreach_range_from(cow_root(to_cow(s)), start, end, fn, arg);
-	PS_ANNOTATE_HAPPENS_BEFORE(s);
+	cow_walk_begin(cs);
+	ret = ps_rtree_foreach_range_from(cow_root(cs), start, end, fn, arg);
+	cow_walk_end(cs);
+	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	PS_COW_READ_EXIT();
 	return ret;
 }
 
 /*
- * Inside a read-side section.  cow_root() loads the root once
- * (acquire) and walks that immutable version: the range's bounds and
- * policy are one state, linearizable at the root load.
+ * Inside a read-side section.  One walk down from the root, linearizable
+ * as a lookup is: the range's bounds and policy are one state.
  */
 static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		const struct ps_policy **pol)
@@ -750,7 +846,7 @@ static inline int cow_next_get(struct ps_store *s, uint64_t idx, uint64_t *start
 		*end = r->end;
 		*pol = _ps_policy_get(r->pol);
 	}
-	PS_ANNOTATE_HAPPENS_BEFORE(s);
+	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	return r ? 0 : -ENOENT;
 }
 
@@ -775,30 +871,52 @@ static int cow_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t 
 
 /*
  * cow_set() for a batch: the spares of every op's worst case
- * (ps_rtree_cow_need_many()) before anything changes, one private
- * version built by all the ops in order, one publication.  A reader loads
- * the root before or after it: all of the batch or none.
+ * (ps_rtree_cow_need_many()) before anything changes, one update built by
+ * all the ops in order, one publication.  A reader loads the slot before
+ * or after it: all of the batch or none.
  */
 static int cow_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
 	struct ps_store_cow *cs = to_cow(s);
-	struct cow_batch *full = NULL;
+	struct cow_thread *t;
 	struct ps_rtree_cow c;
-	size_t i;
-	int ret;
+	struct cow_rec *r;
+	size_t i, need;
 
 	pthread_mutex_lock(&cs->wlock);
-	ret = cow_prepare(cs, ps_rtree_cow_need_many(&cs->base.rd.tree, ops, n));
-	if (ret) {
+	need = ps_rtree_cow_need_many(&cs->base.rd.tree, ops, n);
+	t = cow_prepare(need);
+	if (!t) {
 		pthread_mutex_unlock(&cs->wlock);
-		return ret;
+		return -ENOMEM;
 	}
-	ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &cs->pool);
+	ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &t->pool);
 	for (i = 0; i < n; i++)
-		ps_rtree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol, SIZE_MAX);
-	full = cow_commit(cs, &c);
+		ps_rtree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol);
+	r = cow_commit(cs, &c, t);
 	pthread_mutex_unlock(&cs->wlock);
-	if (full)
-		cow_reclaim(cs, full);
+	cow_finish(cs, t, r, need);
 	return 0;
 }
+
+const struct ps_sync_ops PS_COW_OPS = {
+	.create = cow_create,
+	.destroy = cow_destroy,
+	.lookup = cow_lookup,
+	.read_lock = cow_read_lock,
+	.read_unlock = cow_read_unlock,
+	.lookup_borrow = cow_lookup_borrow,
+	.lookup_copy = cow_lookup_copy,
+	.lookup_node = cow_lookup_node,
+	.set = cow_set,
+	.synchronize = cow_synchronize,
+	.foreach = cow_foreach,
+	.check = cow_check,
+	.held = cow_held,
+	.lock_stat = cow_lock_stat,
+	.foreach_range = cow_foreach_range,
+	.next = cow_next,
+	.next_borrow = cow_next_borrow,
+	.set_many = cow_set_many,
+	.stats = cow_stats,
+};

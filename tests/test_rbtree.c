@@ -4,14 +4,18 @@
  * copy-on-write updates (src/rangetree.c), white-box:
  *  - in place and copy on write, random inserts and erases against a sorted
  *    array, the five properties checked after every operation;
- *  - copy on write: every earlier version is unchanged (same keys, same
- *    nodes, same colours, still a valid red-black tree) after any number of
- *    later updates, and an update never writes a node it did not create;
- *  - copies per operation stay within ps_rb_copies_insert/erase() of the
- *    height bound, and a node is copied at most once per update;
+ *  - copy on write: an update writes no node of the published tree but one
+ *    child slot at publication (and colours, which readers never load),
+ *    publishes at the root when asked, copies a node at most once, and
+ *    copies within ps_rb_copies_insert/erase() of the height bound; on
+ *    average it copies a few nodes, not the path;
+ *  - readers that walk one step at a time while updates are published
+ *    between their steps (as a slow reader on another CPU would) always
+ *    answer as some version during their walk did: lookups are
+ *    linearizable;
  *  - the range layer: copy-on-write sets over random trees never take more
- *    spares than ps_rtree_cow_need() said, and give the same ranges as the
- *    in-place algorithm.
+ *    spares than ps_rtree_cow_need() said, give the same ranges as the
+ *    in-place algorithm, and slow range readers are linearizable too.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -33,16 +37,13 @@ static inline struct tnode *tn(struct ps_rb_node *n)
 	return ps_container_of(n, struct tnode, rb);
 }
 
-static uint64_t node_sum(const struct tnode *t)
-{
-	return (uint64_t)(uintptr_t)t->rb.child[0] * 3 + (uint64_t)(uintptr_t)t->rb.child[1] * 5 +
-	       t->rb.meta * 7 + t->key * 11;
-}
 
 /* A tree under test and what its copy hook did. */
 struct ttree {
-	struct ps_rb_root root;
+	struct ps_rb_root root;  /* the published root */
+	struct ps_rb_root priv;  /* an update's own root pointer (copy on write) */
 	struct ps_rb_tx tx;
+	bool cow;
 	size_t copies; /* in the current update */
 	struct tnode **originals; /* nodes copied in the current update */
 	size_t noriginals, cap;
@@ -86,8 +87,8 @@ static struct ps_rb_node *tcopy(struct ps_rb_tx *tx, const struct ps_rb_node *ol
 static void ttree_init(struct ttree *t, bool cow)
 {
 	memset(t, 0, sizeof(*t));
-	t->tx.root = &t->root;
-	t->tx.copy = cow ? tcopy : NULL;
+	t->cow = cow;
+	ps_rb_tx_init(&t->tx, &t->root, 0, NULL);
 }
 
 static void ttree_fini(struct ttree *t)
@@ -102,16 +103,31 @@ static void ttree_fini(struct ttree *t)
 
 static void begin(struct ttree *t)
 {
-	if (t->tx.copy)
-		t->tx.gen++;
+	if (t->cow) {
+		t->priv.node = t->root.node;
+		ps_rb_tx_init(&t->tx, &t->priv, t->tx.gen + 1, tcopy);
+	}
 	t->copies = 0;
 	t->noriginals = 0;
 }
 
-/* Path to @key's slot (insert) or node (erase); returns whether it is there. */
+/* Copy on write: publish the update (at the root when asked); false if it changed nothing. */
+static bool publish(struct ttree *t, bool at_root)
+{
+	if (!t->cow)
+		return true;
+	if (at_root)
+		ps_rb_raise_root(&t->tx);
+	if (!t->tx.pending)
+		return false;
+	cr_assert_eq(ps_rb_publish(&t->tx, &t->root), t->tx.pdepth == 0);
+	return true;
+}
+
+/* Path to @key's slot (insert) or node (erase), in the tree as the update sees it. */
 static bool find(struct ttree *t, uint64_t key, struct ps_rb_path *p)
 {
-	struct ps_rb_node *n = t->root.node;
+	struct ps_rb_node *n = t->tx.root->node;
 
 	p->depth = 0;
 	while (n) {
@@ -120,7 +136,7 @@ static bool find(struct ttree *t, uint64_t key, struct ps_rb_path *p)
 		ps_rb_path_push(p, n, dir);
 		if (key == tn(n)->key)
 			return true;
-		n = n->child[dir];
+		n = ps_rb_child(&t->tx, n, dir);
 	}
 	return false;
 }
@@ -147,129 +163,262 @@ static int key_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* A version kept to check that later updates leave it alone. */
-struct version {
-	struct ps_rb_node *root;
-	uint64_t *keys;
+/*
+ * The published nodes before an update: each with its links, key and
+ * generation, to check that the update wrote none of them but the one
+ * child slot it publishes into.
+ */
+struct snap {
 	size_t n;
-	struct tnode **nodes; /* its nodes and their sums when taken */
-	uint64_t *sums;
+	struct tnode **node;
+	struct ps_rb_node *child[2][4096];
+	uint64_t key[4096], gen[4096];
 };
 
-static void collect(struct ps_rb_node *x, struct version *v, size_t *i)
+static void snap_collect(struct snap *sn, struct ps_rb_node *x)
 {
 	for (; x; x = x->child[1]) {
-		collect(x->child[0], v, i);
-		v->nodes[*i] = tn(x);
-		v->sums[(*i)++] = node_sum(tn(x));
+		snap_collect(sn, x->child[0]);
+		cr_assert_lt(sn->n, 4096);
+		sn->node[sn->n] = tn(x);
+		sn->child[0][sn->n] = x->child[0];
+		sn->child[1][sn->n] = x->child[1];
+		sn->key[sn->n] = tn(x)->key;
+		sn->gen[sn->n++] = x->meta >> 1;
 	}
 }
 
-static void version_take(struct version *v, const struct ttree *t, const uint64_t *keys, size_t n)
+static void snap_take(struct snap *sn, const struct ps_rb_root *root)
 {
-	size_t i = 0;
+	static struct tnode *nodes[4096];
 
-	v->root = t->root.node;
-	v->n = n;
-	v->keys = malloc((n + 1) * sizeof(*keys));
-	memcpy(v->keys, keys, n * sizeof(*keys));
-	v->nodes = malloc((n + 1) * sizeof(*v->nodes));
-	v->sums = malloc((n + 1) * sizeof(*v->sums));
-	collect(v->root, v, &i);
-	cr_assert_eq(i, n);
+	sn->n = 0;
+	sn->node = nodes;
+	snap_collect(sn, root->node);
 }
 
-static void version_check(const struct version *v, int which)
+/* After publication: only @slot_parent's side @slot_dir may differ (none when NULL). */
+static void snap_check(const struct snap *sn, const struct ps_rb_node *slot_parent, int slot_dir,
+		const char *what)
 {
-	struct ps_rb_root r = { v->root };
-	char what[64];
 	size_t i;
+	int d;
 
-	snprintf(what, sizeof(what), "version %d", which);
-	check_tree(&r, v->keys, v->n, what);
-	for (i = 0; i < v->n; i++)
-		cr_assert_eq(node_sum(v->nodes[i]), v->sums[i],
-				"%s: node %zu (key %llu) was written after publication", what, i,
-				(unsigned long long)v->nodes[i]->key);
+	for (i = 0; i < sn->n; i++) {
+		const struct tnode *x = sn->node[i];
+
+		cr_assert_eq(x->key, sn->key[i], "%s: a published key was written", what);
+		cr_assert_eq(x->rb.meta >> 1, sn->gen[i], "%s: a published generation was written",
+				what);
+		for (d = 0; d < 2; d++)
+			if (&x->rb != slot_parent || d != slot_dir)
+				cr_assert_eq(x->rb.child[d], sn->child[d][i],
+						"%s: published node %llu's child %d was written", what,
+						(unsigned long long)x->key, d);
+	}
 }
 
-static void version_free(struct version *v)
+/*
+ * A reader that walks one step per turn, while updates are published
+ * between its steps: it looks @key up from the root loaded at update
+ * @start and must answer as some version from then to its last step did.
+ */
+struct slow_reader {
+	bool active;
+	uint64_t key;
+	struct ps_rb_node *at;
+	size_t start;
+	unsigned pace; /* steps every @pace turns */
+};
+
+#define NHIST 256 /* versions kept: longer than any reader's walk */
+
+/* Key sets of the last NHIST versions, version v at v % NHIST. */
+struct history {
+	uint64_t *keys[NHIST];
+	size_t n[NHIST];
+};
+
+static void history_put(struct history *h, size_t v, const uint64_t *keys, size_t n)
 {
-	free(v->keys);
-	free(v->nodes);
-	free(v->sums);
+	free(h->keys[v % NHIST]);
+	h->keys[v % NHIST] = malloc((n + 1) * sizeof(*keys));
+	memcpy(h->keys[v % NHIST], keys, n * sizeof(*keys));
+	h->n[v % NHIST] = n;
+}
+
+static bool history_has(const struct history *h, size_t v, uint64_t key)
+{
+	return bsearch(&key, h->keys[v % NHIST], h->n[v % NHIST], sizeof(key),
+			       key_cmp) != NULL;
+}
+
+static void history_free(struct history *h)
+{
+	int i;
+
+	for (i = 0; i < NHIST; i++)
+		free(h->keys[i]);
+}
+
+/* One turn of @r at version @now: a step if its pace says so; check the answer at the end. */
+static void slow_step(struct slow_reader *r, const struct history *h, size_t now, size_t turn)
+{
+	bool found, ok = false;
+	size_t v;
+
+	if (!r->active || turn % r->pace)
+		return;
+	if (r->at && tn(r->at)->key != r->key) {
+		r->at = PS_LOAD_ACQUIRE(r->at->child[r->key > tn(r->at)->key]);
+		return;
+	}
+	found = r->at != NULL;
+	cr_assert_lt(now - r->start, (size_t)NHIST, "a reader outlived the history");
+	for (v = r->start; v <= now && !ok; v++)
+		ok = history_has(h, v, r->key) == found;
+	cr_assert(ok, "a reader of %llu that started at version %zu answered %s at %zu: no version "
+		      "between said so", (unsigned long long)r->key, r->start, found ? "found" : "absent",
+			now);
+	r->active = false;
 }
 
 #define NKEYS 1500
 #define NOPS 6000
-#define NVERSIONS 16
+#define NREADERS 8
 
+/*
+ * One operation of an update: insert or erase a random key.  Return: 0
+ * insert, 1 erase, -1 nothing to do.
+ */
+static int random_op(struct ttree *t, uint64_t *keys, size_t *n, uint64_t *seed, uint64_t near)
+{
+	/* Near the update's first key, so that its operations meet each other's changes. */
+	uint64_t key = near == UINT64_MAX ? ps_test_rand(seed) % (2 * NKEYS) :
+					   (near + ps_test_rand(seed) % 16) % (2 * NKEYS);
+	struct ps_rb_path p;
+	bool there = find(t, key, &p);
+	/* Grow early, then hover around NKEYS / 2 .. NKEYS. */
+	bool insert = *n < NKEYS / 2 || (*n < NKEYS && ps_test_rand(seed) % 2);
+	size_t j;
+
+	if (insert && !there) {
+		struct tnode *x = tnode_alloc(t);
+
+		x->key = key;
+		ps_rb_insert(&t->tx, &p, &x->rb);
+		keys[(*n)++] = key;
+		qsort(keys, *n, sizeof(*keys), key_cmp);
+		return 0;
+	}
+	if (there) {
+		struct tnode *found = tn(p.node[p.depth - 1]);
+		struct tnode *x = tn(ps_rb_erase(&t->tx, &p));
+
+		cr_assert_eq(x->key, key);
+		/* The node itself leaves, or its copy if the update copied it first. */
+		if (x != found) {
+			bool copied = false;
+
+			for (j = 0; j < t->noriginals; j++)
+				copied = copied || t->originals[j] == found;
+			cr_assert(t->cow && copied, "erase returned neither the node nor its copy");
+		}
+		for (j = 0; keys[j] != key; j++)
+			;
+		memmove(&keys[j], &keys[j + 1], (*n - j - 1) * sizeof(*keys));
+		(*n)--;
+		return 1;
+	}
+	return -1;
+}
+
+/*
+ * Updates of one operation (half of them, for the copy counts) or of two
+ * to five (so that later operations meet the region of earlier ones).
+ */
 static void random_ops(bool cow, uint64_t seed)
 {
+	static struct snap sn;
 	struct ttree t;
 	uint64_t keys[NKEYS + 1];
-	size_t n = 0, op;
-	struct version v[NVERSIONS];
-	int nv = 0, i;
+	size_t n = 0, up, version = 0, copies[2] = { 0, 0 }, ops[2] = { 0, 0 };
+	struct slow_reader rd[NREADERS];
+	struct history hist = { { NULL }, { 0 } };
+	int i;
 
+	memset(rd, 0, sizeof(rd));
 	ttree_init(&t, cow);
-	for (op = 0; op < NOPS; op++) {
-		uint64_t key = ps_test_rand(&seed) % (2 * NKEYS);
-		struct ps_rb_path p;
-		bool there = find(&t, key, &p);
-		/* Grow early, then hover around NKEYS / 2 .. NKEYS. */
-		bool insert = n < NKEYS / 2 || (n < NKEYS && ps_test_rand(&seed) % 2);
-		int h = ps_rb_height_bound(&t.root, 1);
+	history_put(&hist, 0, keys, 0);
+	for (up = 0; up < NOPS; up++) {
+		int h = ps_rb_height_bound(&t.root, 5), nops = up % 2 ? 1 : 2 + (int)(up / 2 % 4);
+		bool at_root = up % 8 == 7;
+		size_t bound = 0;
+		int k, kind = -1;
 
+		if (cow)
+			snap_take(&sn, &t.root);
 		begin(&t);
-		if (insert && !there) {
-			struct tnode *x = tnode_alloc(&t);
+		/* Most multi-operation updates work on a cluster of 16 neighbouring keys. */
+		uint64_t base = up % 4 ? ps_test_rand(&seed) % (2 * NKEYS) : UINT64_MAX;
 
-			x->key = key;
-			ps_rb_insert(&t.tx, &p, &x->rb);
-			keys[n++] = key;
-			qsort(keys, n, sizeof(*keys), key_cmp);
-			cr_assert_leq(t.copies, ps_rb_copies_insert(h), "insert took %zu copies, bound %zu",
-					t.copies, ps_rb_copies_insert(h));
-		} else if (there) {
-			struct tnode *found = tn(p.node[p.depth - 1]);
-			struct tnode *x = tn(ps_rb_erase(&t.tx, &p));
-			size_t j;
+		for (k = 0; k < nops; k++) {
+			int done = random_op(&t, keys, &n, &seed, base);
 
-			cr_assert_eq(x->key, key);
-			/* In place the node itself leaves; copy on write its copy (the original stays put). */
-			if (!cow)
-				cr_assert_eq(x, found);
-			else
-				cr_assert_neq(x, found);
-			for (j = 0; keys[j] != key; j++)
-				;
-			memmove(&keys[j], &keys[j + 1], (n - j - 1) * sizeof(*keys));
-			n--;
-			cr_assert_leq(t.copies, ps_rb_copies_erase(h), "erase took %zu copies, bound %zu",
-					t.copies, ps_rb_copies_erase(h));
-		} else {
+			if (done >= 0) {
+				bound += done ? ps_rb_copies_erase(h) : ps_rb_copies_insert(h);
+				kind = kind == -1 ? done : 2;
+			}
+		}
+		if (kind == -1)
 			continue;
+		cr_assert_leq(t.copies, bound, "an update took %zu copies, bound %zu", t.copies, bound);
+		if (cow) {
+			struct ps_rb_node *slot = NULL;
+			int dir = 0;
+
+			if (!at_root && t.tx.pending && t.tx.pdepth) {
+				slot = t.tx.ppath.node[t.tx.pdepth - 1];
+				dir = t.tx.ppath.dir[t.tx.pdepth - 1];
+			}
+			/* (Several operations may cancel out: an insert and the erase of that key.) */
+			publish(&t, at_root);
+			snap_check(&sn, slot, dir, "update");
+			if (!at_root && nops == 1) {
+				copies[kind] += t.copies;
+				ops[kind]++;
+			}
 		}
 		check_tree(&t.root, keys, n, cow ? "copy on write" : "in place");
-		if (cow) {
-			/* No node of an earlier version carries this update's generation. */
-			for (i = 0; i < nv; i++) {
-				struct ps_rb_root r = { v[i].root };
+		if (!cow)
+			continue;
+		/* Slow readers: start some, step all between this update and the next. */
+		history_put(&hist, ++version, keys, n);
+		for (i = 0; i < NREADERS; i++) {
+			struct slow_reader *r = &rd[i];
 
-				cr_assert_eq(ps_rb_count_gen(&r, t.tx.gen), 0);
+			if (!r->active && ps_test_rand(&seed) % 4 == 0) {
+				r->active = true;
+				r->key = ps_test_rand(&seed) % (2 * NKEYS);
+				r->start = version;
+				r->at = PS_LOAD_ACQUIRE(t.root.node);
+				r->pace = 1 + (unsigned)(ps_test_rand(&seed) % 4);
 			}
-			if (op % (NOPS / NVERSIONS) == 0 && nv < NVERSIONS)
-				version_take(&v[nv++], &t, keys, n);
-			if (op % 97 == 0)
-				for (i = 0; i < nv; i++)
-					version_check(&v[i], i);
+			slow_step(r, &hist, version, up);
 		}
 	}
-	for (i = 0; i < nv; i++) {
-		version_check(&v[i], i);
-		version_free(&v[i]);
+	if (cow) {
+		/*
+		 * Lazy copying: an insertion copies only what its rotations
+		 * relink, an erase what it relinks, not the path to the root.
+		 */
+		cr_log_info("copies per insert %.2f, per erase %.2f (%zu, %zu one-op updates)",
+				(double)copies[0] / (double)ops[0], (double)copies[1] / (double)ops[1],
+				ops[0], ops[1]);
+		cr_assert_lt((double)copies[0] / (double)ops[0], 3.0);
+		cr_assert_lt((double)copies[1] / (double)ops[1], 4.0);
 	}
+	history_free(&hist);
 	/* Erase everything left. */
 	while (n) {
 		struct ps_rb_path p;
@@ -277,6 +426,7 @@ static void random_ops(bool cow, uint64_t seed)
 		begin(&t);
 		cr_assert(find(&t, keys[n - 1], &p));
 		ps_rb_erase(&t.tx, &p);
+		publish(&t, false);
 		n--;
 		check_tree(&t.root, keys, n, "draining");
 	}
@@ -289,7 +439,7 @@ Test(rbtree, in_place_random)
 	random_ops(false, 0x9e3779b97f4a7c15ULL);
 }
 
-Test(rbtree, copy_on_write_random_old_versions_unchanged)
+Test(rbtree, copy_on_write_random_one_slot_written)
 {
 	random_ops(true, 0x243f6a8885a308d3ULL);
 }
@@ -314,6 +464,7 @@ Test(rbtree, sequential_both_modes)
 			cr_assert_not(find(&t, k, &p));
 			x->key = k;
 			ps_rb_insert(&t.tx, &p, &x->rb);
+			publish(&t, k % 5 == 0);
 			keys[n++] = k;
 			check_tree(&t.root, keys, n, "ascending insert");
 		}
@@ -323,6 +474,7 @@ Test(rbtree, sequential_both_modes)
 			begin(&t);
 			cr_assert(find(&t, k, &p));
 			ps_rb_erase(&t.tx, &p);
+			publish(&t, k % 5 == 0);
 			n--;
 			check_tree(&t.root, keys + k + 1, n, "ascending erase");
 		}
@@ -346,21 +498,38 @@ static int walk_cmp(uint64_t start, uint64_t end, struct ps_policy *pol, void *a
 	return 0;
 }
 
+/* A slow range reader: ps_rtree_lookup() of @idx, one step per turn. */
+struct slow_range_reader {
+	bool active;
+	uint64_t idx;
+	struct ps_rb_node *at;
+	size_t start;
+	unsigned pace;
+};
+
+#define RHIST 128
+
 /*
  * Copy-on-write sets with exactly ps_rtree_cow_need() spares (running out
  * aborts), against a page model and the in-place algorithm; each published
- * version is checked, and the old root stays a valid tree with its old
- * ranges until the retired ranges are freed.
+ * version is checked.  Slow readers walk while sets are published between
+ * their steps; retired ranges are kept until the end, as a grace period
+ * would keep them from such readers.
  */
 Test(rbtree, range_cow_sets_within_need)
 {
 	struct ps_policy *pols[3] = { ps_test_bind(0), ps_test_bind(1), NULL };
 	struct ps_rtree pub, inplace;
-	struct rmodel m = { { NULL } };
+	static struct rmodel m, hist[RHIST];
+	struct slow_range_reader rd[NREADERS];
+	struct ps_range_list retired_nopol = { NULL, 0, NULL }, retired = { NULL, 0, NULL };
 	uint64_t seed = 7, gen = 0;
-	size_t maxneed = 0;
+	size_t maxneed = 0, version = 0, slots = 0;
 	int op, i;
 
+	memset(&m, 0, sizeof(m));
+	memset(rd, 0, sizeof(rd));
+	hist[0] = m;
 	ps_rtree_init(&pub);
 	ps_rtree_init(&inplace);
 	for (op = 0; op < 4000; op++) {
@@ -369,21 +538,17 @@ Test(rbtree, range_cow_sets_within_need)
 		struct ps_policy *pol = pols[ps_test_rand(&seed) % 3];
 		struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
 		struct ps_range_vec vspares = { NULL, 0, 0 };
-		size_t need = ps_rtree_cow_need(&pub, a, b, 0);
+		size_t need = ps_rtree_cow_need(&pub, a, b);
 		struct ps_rtree_cow c;
-		struct ps_rtree old = pub;
 		const char *why = NULL;
 		uint64_t x;
 
 		maxneed = need > maxneed ? need : maxneed;
 		cr_assert_eq(ps_range_vec_fill(&vspares, need), 0);
 		ps_rtree_cow_begin(&c, &pub, ++gen, &vspares);
-		cr_assert(ps_rtree_cow_set(&c, a, b, pol, SIZE_MAX));
-		ps_rtree_cow_publish(&c, &pub);
+		ps_rtree_cow_set(&c, a, b, pol);
+		slots += !ps_rtree_cow_publish(&c, &pub, op % 4 == 3) && c.tx.pending;
 		cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
-		/* The old version still holds what it held: a reader of it sees it whole. */
-		cr_assert_eq(ps_rb_check(&old.root, &why), (long)old.count, "op %d: old version: %s", op,
-				why ? why : "count");
 		ps_range_vec_free(&vspares);
 
 		cr_assert_eq(ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW), 0);
@@ -392,16 +557,54 @@ Test(rbtree, range_cow_sets_within_need)
 		ps_range_list_free(&removed);
 
 		/* Retired ranges: replaced ones own no reference, removed ones do. */
-		ps_range_list_free_nopol(&c.replaced);
-		ps_range_list_free(&c.removed);
+		ps_range_list_splice(&retired_nopol, &c.replaced);
+		ps_range_list_splice(&retired, &c.removed);
 
 		for (x = a; x < b; x++)
 			m.pol[x] = pol;
 		ps_rtree_foreach(&pub, walk_cmp, &m);
 		ps_rtree_foreach(&inplace, walk_cmp, &m);
 		cr_assert_eq(pub.count, inplace.count, "op %d", op);
+
+		hist[++version % RHIST] = m;
+		for (i = 0; i < NREADERS; i++) {
+			struct slow_range_reader *r = &rd[i];
+			struct ps_range *rg;
+			struct ps_policy *seen;
+			size_t v;
+			bool ok = false;
+
+			if (!r->active) {
+				if (ps_test_rand(&seed) % 3)
+					continue;
+				r->active = true;
+				r->idx = ps_test_rand(&seed) % 4096;
+				r->start = version;
+				r->at = PS_LOAD_ACQUIRE(pub.root.node);
+				r->pace = 1 + (unsigned)(ps_test_rand(&seed) % 3);
+			}
+			if (op % r->pace)
+				continue;
+			rg = r->at ? ps_container_of(r->at, struct ps_range, rb) : NULL;
+			if (rg && (r->idx < rg->start || r->idx >= rg->end)) {
+				r->at = PS_LOAD_ACQUIRE(r->at->child[r->idx >= rg->end]);
+				continue;
+			}
+			seen = rg ? rg->pol : NULL;
+			cr_assert_lt(version - r->start, (size_t)RHIST);
+			for (v = r->start; v <= version && !ok; v++)
+				ok = hist[v % RHIST].pol[r->idx] == seen;
+			cr_assert(ok, "op %d: a slow reader of page %llu answered a policy no version "
+				      "from %zu to %zu held", op, (unsigned long long)r->idx, r->start,
+					version);
+			r->active = false;
+		}
 	}
-	cr_log_info("largest ps_rtree_cow_need(): %zu spares for %zu ranges", maxneed, pub.count);
+	cr_log_info("largest ps_rtree_cow_need(): %zu spares for %zu ranges; %zu sets published "
+		    "in a child slot", maxneed, pub.count, slots);
+	cr_assert_gt(slots, 1000);
+	ps_range_list_free_nopol(&retired_nopol);
+	ps_range_list_free(&retired);
 	{
 		struct ps_range_list removed = { NULL, 0, NULL };
 
@@ -416,55 +619,53 @@ Test(rbtree, range_cow_sets_within_need)
 }
 
 /*
- * An update prepared for a few erases that meets more stops, and
- * ps_rtree_cow_abort() leaves no trace: the published version, every
- * reference count and the spares are as before; the same set then runs
- * with ps_rtree_cow_need() spares.  Every third set here spans many ranges.
+ * A set that gives one range a new policy copies that one range and
+ * publishes it into its parent's slot; a set into a gap that needs no
+ * rotation copies nothing.
  */
-Test(rbtree, range_cow_abort_leaves_no_trace)
+Test(rbtree, range_cow_copies_only_what_changes)
 {
 	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
 	struct ps_rtree pub;
-	struct rmodel m = { { NULL } };
-	uint64_t seed = 11, gen = 0;
-	int op, aborted = 0;
+	uint64_t gen = 0, i;
+	size_t none = 0;
 
 	ps_rtree_init(&pub);
-	for (op = 0; op < 3000; op++) {
-		uint64_t a = ps_test_rand(&seed) % 4000, len = 1 + ps_test_rand(&seed) % (op % 3 ? 8 : 300);
-		uint64_t b = a + len > 4096 ? 4096 : a + len, x;
-		struct ps_policy *pol = op % 7 ? pols[ps_test_rand(&seed) % 2] : NULL;
-		struct ps_range_vec spares = { NULL, 0, 0 };
-		long refs[2] = { ps_policy_refcount(pols[0]), ps_policy_refcount(pols[1]) };
+	for (i = 0; i < 1000; i++) {
+		struct ps_range_vec v = { NULL, 0, 0 };
 		struct ps_rtree_cow c;
-		const char *why = NULL;
-		size_t n0;
+		uint64_t s = (i * 7919) % 1000; /* scattered: a balanced-looking tree */
+		size_t copies, n0;
 
-		cr_assert_eq(ps_range_vec_fill(&spares, ps_rtree_cow_need_erasing(&pub, 1, 0)), 0);
-		n0 = spares.n;
-		ps_rtree_cow_begin(&c, &pub, ++gen, &spares);
-		if (!ps_rtree_cow_set(&c, a, b, pol, 1)) {
-			ps_rtree_cow_abort(&c);
-			aborted++;
-			cr_assert_eq(spares.n, n0, "op %d: spares not all returned", op);
-			cr_assert_eq(ps_policy_refcount(pols[0]), refs[0], "op %d", op);
-			cr_assert_eq(ps_policy_refcount(pols[1]), refs[1], "op %d", op);
-			cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
-			ps_rtree_foreach(&pub, walk_cmp, &m); /* still the model before this set */
-			cr_assert_eq(ps_range_vec_fill(&spares, ps_rtree_cow_need(&pub, a, b, 0)), 0);
-			ps_rtree_cow_begin(&c, &pub, ++gen, &spares);
-			cr_assert(ps_rtree_cow_set(&c, a, b, pol, SIZE_MAX));
-		}
-		ps_rtree_cow_publish(&c, &pub);
-		ps_range_vec_free(&spares);
+		cr_assert_eq(ps_range_vec_fill(&v, ps_rtree_cow_need(&pub, 10 * s, 10 * s + 5)), 0);
+		n0 = v.n;
+		ps_rtree_cow_begin(&c, &pub, ++gen, &v);
+		ps_rtree_cow_set(&c, 10 * s, 10 * s + 5, pols[0]);
+		copies = c.copies;
+		ps_rtree_cow_publish(&c, &pub, false);
+		cr_assert_eq(n0 - v.n, copies + 1, "an insertion takes its range and the copies");
+		none += copies == 0;
+		ps_range_vec_free(&v);
 		ps_range_list_free_nopol(&c.replaced);
 		ps_range_list_free(&c.removed);
-		for (x = a; x < b; x++)
-			m.pol[x] = pol;
-		cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
-		ps_rtree_foreach(&pub, walk_cmp, &m);
 	}
-	cr_assert_gt(aborted, 100, "only %d sets met more than one range", aborted);
+	for (i = 0; i < 1000; i++) {
+		struct ps_range_vec v = { NULL, 0, 0 };
+		struct ps_rtree_cow c;
+
+		cr_assert_eq(ps_range_vec_fill(&v, ps_rtree_cow_need(&pub, 10 * i, 10 * i + 5)), 0);
+		ps_rtree_cow_begin(&c, &pub, ++gen, &v);
+		ps_rtree_cow_set(&c, 10 * i, 10 * i + 5, pols[i & 1]);
+		cr_assert_eq(c.copies, 1, "a new policy for one range copied %zu nodes", c.copies);
+		cr_assert_eq(c.replaced.n, 1);
+		cr_assert_eq(c.count, 1000);
+		ps_rtree_cow_publish(&c, &pub, false);
+		ps_range_vec_free(&v);
+		ps_range_list_free_nopol(&c.replaced);
+		ps_range_list_free(&c.removed);
+	}
+	cr_log_info("%zu of 1000 insertions copied nothing", none);
+	cr_assert_gt(none, 300);
 	{
 		struct ps_range_list removed = { NULL, 0, NULL };
 

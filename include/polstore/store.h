@@ -336,14 +336,59 @@ PS_API int ps_store_check(struct ps_store *store, const char **why);
  * @store: the store
  *
  * Counts the store itself and its nodes, not the policies (which are
- * shared): RCU and RCU_QSBR stores include the nodes retired but not yet
- * freed and the spare nodes kept for the next sets (bounded: see
- * ps_store_synchronize()).
+ * shared).  RCU and RCU_QSBR stores hold nothing else: the spare nodes a
+ * set needs live with the thread that sets (ps_store_synchronize() gives
+ * the calling thread's back), and what a set retires is back in a pool
+ * shared by every store of the flavour about one grace period later; only
+ * if no reclaim thread could be started do retired nodes wait in the store
+ * (they count here then).
  *
- * Context: any thread; lock-free, approximate under concurrent sets.
+ * Context: any thread, any section, an allocator hook too; lock-free,
+ * approximate under concurrent sets.
  * Return: the byte count; 0 for NULL.
  */
 PS_API size_t ps_store_memory(struct ps_store *store);
+
+/**
+ * struct ps_store_stats - what a store's sets have done, since its creation
+ * @sets: ps_store_set() calls and ps_store_set_many() batches that succeeded
+ * @nodes_copied: tree nodes the sets copied (RCU and RCU_QSBR copy a node
+ *                before they change it; a set that gives one range a new
+ *                policy copies one)
+ * @nodes_copied_max: the most one set copied
+ * @nodes_retired: tree nodes the sets took out of the published tree (the
+ *                 originals of copies and the ranges removed), each freed
+ *                 after a grace period
+ * @nodes_retired_max: the most one set retired
+ * @root_publications: sets that made their change visible by a store of the
+ *                     root rather than of a lower child slot (when they
+ *                     changed the root, or while a ps_store_foreach() or
+ *                     ps_store_foreach_range() walk was running)
+ */
+struct ps_store_stats {
+	uint64_t sets;
+	uint64_t nodes_copied;
+	uint64_t nodes_copied_max;
+	uint64_t nodes_retired;
+	uint64_t nodes_retired_max;
+	uint64_t root_publications;
+};
+
+/**
+ * ps_store_stats() - read what a store's sets have done
+ * @store: the store
+ * @stats: receives the figures
+ *
+ * For RCU and RCU_QSBR stores; the others change their tree in place and
+ * keep no figures.
+ *
+ * Context: any thread; takes the writer lock briefly (it waits for a set
+ * in progress), so not inside a read-side section of a SPIN, RWLOCK or
+ * SEQLOCK @store.
+ * Return: 0; -EINVAL when @store or @stats is NULL; -EOPNOTSUPP for a
+ * variant that keeps no figures.
+ */
+PS_API int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats);
 
 /* ---- windows, walks by position, batches (issue 16) ---- */
 
