@@ -94,20 +94,44 @@ static void rtree_insert(struct ps_rb_tx *tx, size_t *count, struct ps_range *nr
 }
 
 /*
- * Where a set takes its spares: a list (in place: two of them) or an array
- * of pointers (copy on write: many, taken without touching the range's
- * memory until it is written, so cold spares cost no dependent load).
+ * Where a set takes its ranges: in place, a list of two the caller
+ * allocated; copy on write, the update's memory (struct ps_rtree_cow_mem),
+ * topped up before each operation of the tree (cow_ready()), so that an
+ * update that cannot get memory stops between two operations and is
+ * thrown away whole.
  */
 struct spares {
 	struct ps_range_list *list;
-	struct ps_range_vec *vec;
+	struct ps_rtree_cow *cow;
 };
 
-static inline struct ps_range *spare_take(struct spares *s)
+static struct ps_range *spare_take(struct spares *s)
 {
-	if (s->vec)
-		return s->vec->n ? s->vec->v[--s->vec->n] : NULL;
-	return ps_range_list_pop(s->list);
+	struct ps_rtree_cow_mem *m;
+	struct ps_range *r;
+
+	if (!s->cow)
+		r = ps_range_list_pop(s->list);
+	else if ((m = s->cow->mem)->spares.n)
+		r = m->used.v[m->used.n++] = m->spares.v[--m->spares.n];
+	else
+		r = NULL;
+	if (!r) {
+		/* The reservation before the operation was short: a bug, not a state to go on in. */
+		fprintf(stderr, "polstore: range tree update ran out of preallocated ranges\n");
+		abort();
+	}
+	return r;
+}
+
+/* A store reference for a range the update builds, noted for an abort. */
+static void take_ref(struct spares *s, struct ps_policy *pol)
+{
+	if (!pol)
+		return;
+	_ps_policy_store_get(pol);
+	if (s->cow)
+		s->cow->mem->refs[s->cow->mem->nrefs++] = pol;
 }
 
 /* Fill a spare range; the release store that links it publishes these fields. */
@@ -116,17 +140,44 @@ static struct ps_range *new_range(struct spares *spares, uint64_t start, uint64_
 {
 	struct ps_range *r = spare_take(spares);
 
-	if (!r) {
-		/* ps_rtree_cow_need() or the caller's fill was wrong: a bug, not a state to go on in. */
-		fprintf(stderr, "polstore: range tree update ran out of preallocated ranges\n");
-		abort();
-	}
 	PS_WRITE_ONCE(r->start, start);
 	PS_WRITE_ONCE(r->end, end);
-	_ps_policy_store_get(pol);
+	take_ref(spares, pol);
 	PS_WRITE_ONCE(r->pol, pol);
 	PS_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
 	return r;
+}
+
+enum tree_op { OP_OWN, OP_ERASE, OP_INSERT };
+
+/*
+ * Copy on write, before an operation of the tree: room for its worst case
+ * (ps_rb_copies_*() of the height the tree can have by then, and no more
+ * copies than published nodes), @extra new ranges and references, and
+ * its undo entries.  In place nothing: the caller's two spares suffice.
+ * Return: false when out of memory (the update must be thrown away).
+ */
+static bool cow_ready(struct spares *s, enum tree_op op, size_t extra)
+{
+	struct ps_rtree_cow *c = s->cow;
+	int h;
+	size_t copies;
+
+	if (!c)
+		return true;
+	h = 2 * (c->bh + c->inserts + 1);
+	copies = op == OP_OWN ? ps_rb_copies_own(h) :
+		 op == OP_ERASE ? ps_rb_copies_erase(h) : ps_rb_copies_insert(h);
+	if (copies > c->published + 1)
+		copies = c->published + 1;
+	c->mem->nundo = c->tx.nundo;
+	if (ps_rtree_cow_mem_reserve(c->mem, copies + extra, extra, ps_rb_paints(h)))
+		return false;
+	c->tx.undo = c->mem->undo;
+	c->tx.undo_cap = c->mem->undo_cap;
+	if (op == OP_INSERT)
+		c->inserts++;
+	return true;
 }
 
 /* The path to the range that starts at @key (it exists), in the tree as @tx sees it. */
@@ -165,8 +216,12 @@ static struct ps_range *path_to_start(const struct ps_rb_tx *tx, uint64_t key,
  * be.  The path to the victim is kept from the search that found it: trims
  * change no link, so unless a range was erased after it, the path's
  * directions still lead there (ps_rb_own() follows them from the root).
+ *
+ * Copy on write, memory is reserved before each operation of the tree;
+ * when it cannot be, the set stops there and returns false, and the
+ * caller throws the whole update away (ps_rtree_cow_abort()).
  */
-static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
+static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
 		struct ps_policy *pol, struct spares *spares, struct ps_range_list *removed)
 {
 	bool add = pol && pol->mode != PS_MPOL_DEFAULT, have_victim = false, moved = false;
@@ -188,6 +243,8 @@ static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 					continue;
 				}
 				/* Inside: drop it (its reference goes with it). */
+				if (!cow_ready(spares, OP_ERASE, 0))
+					return false;
 				r = rb_range(ps_rb_erase(tx, &path));
 				PS_WRITE_ONCE(*count, *count - 1);
 				list_push(removed, r);
@@ -195,50 +252,63 @@ static void rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 				continue;
 			}
 			/* Sticks out on the right: keep [end, r->end). */
+			if (!cow_ready(spares, OP_OWN, 0))
+				return false;
 			r = rb_range(ps_rb_own(tx, &path));
 			PS_WRITE_ONCE(r->start, end);
 			break;
 		}
 		if (r->end > end) {
 			/* Covers both edges: keep [r->start, start) here, re-add [end, r->end). */
-			struct ps_range *tail = new_range(spares, end, r->end, r->pol);
+			struct ps_range *tail;
 
+			if (!cow_ready(spares, OP_OWN, 0) || !cow_ready(spares, OP_INSERT, 1))
+				return false;
+			tail = new_range(spares, end, r->end, r->pol);
 			r = rb_range(ps_rb_own(tx, &path));
 			PS_WRITE_ONCE(r->end, start);
 			rtree_insert(tx, count, tail);
 			break;
 		}
 		/* Sticks out on the left: keep [r->start, start). */
+		if (!cow_ready(spares, OP_OWN, 0))
+			return false;
 		r = rb_range(ps_rb_own(tx, &path));
 		PS_WRITE_ONCE(r->end, start);
 	}
 	if (!add)
-		return;
+		return true;
 	if (!have_victim) {
+		if (!cow_ready(spares, OP_INSERT, 1))
+			return false;
 		rtree_insert(tx, count, new_range(spares, start, end, pol));
-		return;
+		return true;
 	}
 	{
-		struct ps_range *old = new_range(spares, 0, 0, NULL);
+		struct ps_range *old;
 
+		if (!cow_ready(spares, OP_OWN, 1))
+			return false;
+		old = new_range(spares, 0, 0, NULL);
 		if (moved)
 			path_to_start(tx, victim, &vpath);
 		r = rb_range(ps_rb_own(tx, &vpath));
 		old->pol = r->pol; /* the old reference, dropped like an erased range's */
 		list_push(removed, old);
-		_ps_policy_store_get(pol);
+		take_ref(spares, pol);
 		PS_WRITE_ONCE(r->pol, pol);
 		PS_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
 		PS_WRITE_ONCE(r->start, start);
 		PS_WRITE_ONCE(r->end, end);
 	}
+	return true;
 }
 
 void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
 		struct ps_range_list *spares, struct ps_range_list *removed)
 {
 	struct ps_rb_tx tx;
-	struct spares s = { .list = spares, .vec = NULL };
+	struct spares s = { .list = spares, .cow = NULL };
 
 	ps_rb_tx_init(&tx, &t->root, 0, NULL);
 	rtree_apply(&tx, &t->count, start, end, pol, &s, removed);
@@ -251,14 +321,9 @@ static struct ps_rb_node *cow_copy(struct ps_rb_tx *tx, const struct ps_rb_node 
 {
 	struct ps_rtree_cow *c = ps_container_of(tx, struct ps_rtree_cow, tx);
 	struct ps_range *o = ps_container_of(old, struct ps_range, rb);
-	struct spares s = { .list = NULL, .vec = c->spares };
+	struct spares s = { .list = NULL, .cow = c };
 	struct ps_range *r = spare_take(&s);
 
-	if (!r) {
-		/* ps_rtree_cow_need() was wrong: a bug, not a state to go on in. */
-		fprintf(stderr, "polstore: range tree update ran out of preallocated ranges\n");
-		abort();
-	}
 	/* The reference moves to the copy (see struct ps_rtree_cow). */
 	PS_WRITE_ONCE(r->start, o->start);
 	PS_WRITE_ONCE(r->end, o->end);
@@ -269,102 +334,129 @@ static struct ps_rb_node *cow_copy(struct ps_rb_tx *tx, const struct ps_rb_node 
 	return &r->rb;
 }
 
-/* How many ranges of @t overlap [start, end): at most @cap counted. */
-static size_t count_overlaps(const struct ps_rtree *t, uint64_t start, uint64_t end, size_t cap)
+int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t refs,
+		size_t paints)
 {
-	struct ps_rb_path path;
-	struct ps_rb_iter it;
-	struct ps_rb_node *n;
-	struct ps_rb_tx tx;
-	size_t k = 0;
-	int i;
+	if (m->peak < ranges)
+		m->peak = ranges;
+	if (m->spares.n < ranges) {
+		if (m->refill)
+			m->refill(m, ranges);
+		if (ps_range_vec_fill(&m->spares, ranges))
+			return -ENOMEM;
+	}
+	if (ps_range_vec_reserve(&m->used, m->used.n + ranges))
+		return -ENOMEM;
+	if (m->refs_cap < m->nrefs + refs) {
+		size_t cap = m->refs_cap ? 2 * m->refs_cap : 16;
+		struct ps_policy **v;
 
-	/* A walk of the published tree, as no update sees it. */
-	ps_rb_tx_init(&tx, (struct ps_rb_root *)&t->root, 0, NULL);
-	/*
-	 * The in-order successors of the first overlapping range are the
-	 * nodes on its path where the search went left: seed an iterator
-	 * with them.
-	 */
-	if (!first_ending_after(&tx, start, &path))
-		return 0;
-	it.depth = 0;
-	for (i = 0; i < path.depth; i++)
-		if (path.dir[i] == 0)
-			it.stack[it.depth++] = path.node[i];
-	for (n = it.stack[it.depth - 1]; n && k < cap && rb_range(n)->start < end;
-			n = ps_rb_iter_next(&it))
-		k++;
-	return k;
+		while (cap < m->nrefs + refs)
+			cap *= 2;
+		v = _ps_alloc(cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		if (m->nrefs)
+			memcpy(v, m->refs, m->nrefs * sizeof(*v));
+		_ps_free(m->refs);
+		m->refs = v;
+		m->refs_cap = cap;
+	}
+	if (m->undo_cap < m->nundo + paints) {
+		size_t cap = m->undo_cap ? 2 * m->undo_cap : 32;
+		struct ps_rb_undo *u;
+
+		while (cap < m->nundo + paints)
+			cap *= 2;
+		u = _ps_alloc(cap * sizeof(*u));
+		if (!u)
+			return -ENOMEM;
+		if (m->nundo)
+			memcpy(u, m->undo, m->nundo * sizeof(*u));
+		_ps_free(m->undo);
+		m->undo = u;
+		m->undo_cap = cap;
+	}
+	return 0;
 }
 
-/*
- * count_overlaps() for the common window: one seek that stops at the range
- * containing @start (as a lookup does), and no successor when that range
- * reaches @end (the next one starts at or after its end).
- */
-static size_t window_overlaps(const struct ps_rtree *t, uint64_t start, uint64_t end, size_t cap)
+void ps_rtree_cow_mem_trim(struct ps_rtree_cow_mem *m, size_t keep)
 {
-	struct ps_range *r = ps_rtree_next(t, start);
-
-	if (!r || r->start >= end)
-		return 0;
-	if (r->end >= end)
-		return 1;
-	return count_overlaps(t, start, end, cap);
+	ps_range_vec_trim(&m->spares, keep);
 }
 
-/* Worst-case copies of a set erasing @k ranges. */
-static size_t cow_copies(const struct ps_rtree *t, size_t k)
+void ps_rtree_cow_mem_free(struct ps_rtree_cow_mem *m)
 {
-	/* The set may add two ranges: the new one and a split tail. */
-	size_t n = t->count + PS_RTREE_SET_MAX_NEW;
-	int h = ps_rb_height_max(n);
-	/* Two trims (or one trim and a split), two insertions (or a victim's path). */
-	size_t fixed = 2 * (size_t)h + 2 * ps_rb_copies_insert(h);
-	size_t copies = k * ps_rb_copies_erase(h) + fixed;
-
-	/* No range is copied twice in one update. */
-	return copies < n ? copies : n;
-}
-
-size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end)
-{
-	size_t per_erase = ps_rb_copies_erase(ps_rb_height_max(t->count + 1));
-	size_t cap = t->count + PS_RTREE_SET_MAX_NEW;
-
-	/* Past @cap copies, counting more overlaps is pointless. */
-	return cow_copies(t, window_overlaps(t, start, end, cap / per_erase + 1)) +
-	       PS_RTREE_SET_MAX_NEW;
+	ps_range_vec_free(&m->spares);
+	ps_range_vec_free(&m->used);
+	_ps_free(m->refs);
+	_ps_free(m->undo);
+	m->refs = NULL;
+	m->undo = NULL;
+	m->refs_cap = m->undo_cap = m->nrefs = m->nundo = 0;
 }
 
 void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
-		struct ps_range_vec *spares)
+		struct ps_rtree_cow_mem *mem)
 {
 	c->root.node = t->root.node;
 	c->count = t->count;
+	c->published = t->count;
 	ps_rb_tx_init(&c->tx, &c->root, gen, cow_copy);
-	c->spares = spares;
+	c->bh = ps_rb_height_bound(&t->root, 0) / 2;
+	c->inserts = 0;
+	c->mem = mem;
 	c->copies = 0;
 	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
 	c->removed = (struct ps_range_list){ NULL, 0, NULL };
 }
 
-void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol)
+bool ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	struct spares s = { .list = NULL, .vec = c->spares };
+	struct spares s = { .list = NULL, .cow = c };
+	bool done;
 
-	rtree_apply(&c->tx, &c->count, start, end, pol, &s, &c->removed);
+	done = rtree_apply(&c->tx, &c->count, start, end, pol, &s, &c->removed);
+	c->mem->nundo = c->tx.nundo;
+	return done;
+}
+
+void ps_rtree_cow_abort(struct ps_rtree_cow *c)
+{
+	struct ps_rtree_cow_mem *m = c->mem;
+
+	ps_rb_abort(&c->tx);
+	m->nundo = 0;
+	/* Every range the update took is private: never published, no reference of its own. */
+	while (m->used.n)
+		_ps_free(m->used.v[--m->used.n]);
+	while (m->nrefs)
+		_ps_policy_store_put(m->refs[--m->nrefs]);
+	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
+	c->removed = (struct ps_range_list){ NULL, 0, NULL };
+	c->copies = 0;
+}
+
+int ps_rtree_cow_ready_root(struct ps_rtree_cow *c)
+{
+	c->mem->nundo = c->tx.nundo;
+	return ps_rtree_cow_mem_reserve(c->mem, (size_t)c->tx.pdepth, 0, 0);
 }
 
 bool ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t, bool at_root)
 {
+	struct ps_rtree_cow_mem *m = c->mem;
 	bool root;
 
 	if (at_root)
 		ps_rb_raise_root(&c->tx);
 	root = ps_rb_publish(&c->tx, &t->root);
 	PS_WRITE_ONCE(t->count, c->count);
+	/* What the update took is the tree's or the retired lists' now. */
+	m->used.n = 0;
+	m->nrefs = 0;
+	m->nundo = 0;
+	c->tx.nundo = 0;
 	return root;
 }
 
@@ -507,7 +599,7 @@ int ps_range_vec_reserve(struct ps_range_vec *vec, size_t n)
 {
 	if (vec->cap < n) {
 		/* Grow geometrically: the pool's size settles after a few sets. */
-		size_t cap = vec->cap ? vec->cap : 64;
+		size_t cap = vec->cap ? vec->cap : 16;
 		struct ps_range **v;
 
 		while (cap < n)
@@ -698,68 +790,4 @@ int ps_rtree_foreach_range_from(struct ps_rb_node *n, uint64_t start, uint64_t e
 			break;
 	}
 	return 0;
-}
-
-/* Batches up to this many ops merge their windows before counting overlaps (on the stack). */
-#define NEED_MERGE_MAX 64
-
-size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n)
-{
-	/*
-	 * One height bound for every version the update builds: none holds
-	 * more than count + 2n ranges (ps_rb_height_max()).  Summing
-	 * ps_rtree_cow_need() over the ops would count the fixed part and the
-	 * overlaps op by op, and leave out the erases of ranges the batch
-	 * itself adds.
-	 */
-	int h = ps_rb_height_max(t->count + n * PS_RTREE_SET_MAX_NEW);
-	size_t per_erase = ps_rb_copies_erase(h);
-	/* Per op, as ps_rtree_cow_need(): two trims (or a trim and a split), two insertions. */
-	size_t fixed = 2 * (size_t)h + 2 * ps_rb_copies_insert(h);
-	/* Copies: each published range at most once per update. */
-	size_t cap = t->count, erases, i;
-
-	if (n > cap / fixed)
-		return cap + n * PS_RTREE_SET_MAX_NEW;
-	/*
-	 * Erases: a range of the published version is erased at most once,
-	 * and it overlaps there the op that erases it (ops before only shrink
-	 * it); the ranges the batch adds (at most two per op: the new one, a
-	 * split tail) are erased at most once each.  So the published ranges
-	 * that meet the union of the ops' windows, plus 2n.  A small batch
-	 * merges its windows first (a batch of neighbours is one seek); a
-	 * large one counts per op, which counts a range once per op it meets.
-	 */
-	erases = n * PS_RTREE_SET_MAX_NEW;
-	if (n <= NEED_MERGE_MAX) {
-		struct { uint64_t start, end; } w[NEED_MERGE_MAX], x;
-		size_t m = 0, j;
-
-		/* Insertion sort by start, merging windows that overlap or touch. */
-		for (i = 0; i < n; i++) {
-			x.start = ops[i].start;
-			x.end = ops[i].end;
-			for (j = m; j > 0 && w[j - 1].start > x.start; j--)
-				w[j] = w[j - 1];
-			w[j] = x;
-			m++;
-		}
-		for (i = 0, j = 0; i < m; i++) {
-			if (j && w[i].start <= w[j - 1].end) {
-				if (w[i].end > w[j - 1].end)
-					w[j - 1].end = w[i].end;
-			} else {
-				w[j++] = w[i];
-			}
-		}
-		for (i = 0; i < j && erases <= cap / per_erase; i++)
-			erases += window_overlaps(t, w[i].start, w[i].end, cap / per_erase + 1);
-	} else {
-		for (i = 0; i < n && erases <= cap / per_erase; i++)
-			erases += window_overlaps(t, ops[i].start, ops[i].end,
-					cap / per_erase + 1);
-	}
-	if (erases > (cap - n * fixed) / per_erase)
-		return cap + n * PS_RTREE_SET_MAX_NEW;
-	return erases * per_erase + n * fixed + n * PS_RTREE_SET_MAX_NEW;
 }

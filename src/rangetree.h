@@ -76,6 +76,40 @@ void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_po
 		struct ps_range_list *spares, struct ps_range_list *removed);
 
 /*
+ * The memory copy-on-write updates draw on, kept by the caller between
+ * them (sync_cow.h: one per writing thread).  Before each operation of the
+ * tree an update reserves its worst case here (ps_rtree_cow_mem_reserve()),
+ * so that running short stops it between two operations, never inside
+ * one; taken ranges and references are noted so that the update can be
+ * thrown away whole.
+ */
+struct ps_rtree_cow_mem {
+	struct ps_range_vec spares;    /* free ranges */
+	struct ps_range_vec used;      /* ranges the current update took */
+	struct ps_policy **refs;       /* references it took, [0, nrefs) */
+	size_t nrefs, refs_cap;
+	struct ps_rb_undo *undo;       /* its colour log, [0, nundo) */
+	size_t nundo, undo_cap;
+	size_t peak;                   /* the most spares one reservation asked for (the caller resets it) */
+	/* Optional: put up to @want spares in @spares from elsewhere before allocating. */
+	void (*refill)(struct ps_rtree_cow_mem *m, size_t want);
+};
+
+/**
+ * ps_rtree_cow_mem_reserve() - room for @ranges more ranges, @refs more
+ * references and @paints more undo entries
+ * Return: 0, or -ENOMEM (what was allocated stays: spares are no state).
+ */
+int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t refs,
+		size_t paints);
+
+/** ps_rtree_cow_mem_trim() - free the spares beyond @keep (between updates). */
+void ps_rtree_cow_mem_trim(struct ps_rtree_cow_mem *m, size_t keep);
+
+/** ps_rtree_cow_mem_free() - free everything (between updates). */
+void ps_rtree_cow_mem_free(struct ps_rtree_cow_mem *m);
+
+/*
  * One copy-on-write update: any number of sets applied to the tree as the
  * update sees it, then published at once.
  *
@@ -92,35 +126,35 @@ struct ps_rtree_cow {
 	struct ps_rb_tx tx;
 	struct ps_rb_root root;          /* the update's own root pointer */
 	size_t count;                    /* the range count the update leaves */
-	struct ps_range_vec *spares;     /* copies and new ranges come from here */
+	size_t published;                /* the published tree's range count */
+	int bh;                          /* the published tree's black height */
+	int inserts;                     /* insertions reserved so far: each may add a level */
+	struct ps_rtree_cow_mem *mem;
 	size_t copies;                   /* published ranges copied so far */
 	struct ps_range_list replaced;   /* published ranges copied: no reference */
 	struct ps_range_list removed;    /* ranges removed: each with its reference */
 };
 
-/**
- * ps_rtree_cow_need() - spares one ps_rtree_cow_set() of [start, end) may take
- *
- * A bound computed from the tree's height and the number of ranges the
- * set overlaps (one seek when it overlaps one or two; O(log n + k) to
- * count more): every operation's worst case (see ps_rb_copies_*()),
- * capped by the fact that each published range is copied at most once per
- * update.
- */
-size_t ps_rtree_cow_need(const struct ps_rtree *t, uint64_t start, uint64_t end);
-
 /** ps_rtree_cow_begin() - start an update of @t with generation @gen (> every earlier one). */
 void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
-		struct ps_range_vec *spares);
+		struct ps_rtree_cow_mem *mem);
 
 /**
  * ps_rtree_cow_set() - ps_rtree_set() in the update
  *
- * Takes at most ps_rtree_cow_need() spares (checked: running out is a bug
- * and aborts).  Writes nothing a reader can reach but colours, which no
- * reader loads.
+ * Writes nothing a reader can reach but colours, which no reader loads.
+ * Return: true; false when memory ran out, between two operations of the
+ * tree: the update must then be thrown away (ps_rtree_cow_abort()).
  */
-void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol);
+bool ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol);
+
+/**
+ * ps_rtree_cow_abort() - throw an unpublished update away
+ *
+ * The colours it wrote are put back, the ranges it took freed, the
+ * references it took put; nothing else published was written.
+ */
+void ps_rtree_cow_abort(struct ps_rtree_cow *c);
 
 /**
  * ps_rtree_cow_publish() - make the update the tree readers see
@@ -129,9 +163,16 @@ void ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, stru
  *
  * One release store (ps_rb_publish()): a reader that loads it (acquire)
  * sees every node below it initialised.  The count follows; it is a hint
- * for readers (ps_store_count()).  Return: true when the root was stored.
+ * for readers (ps_store_count()).  @at_root needs ps_rtree_cow_ready_root()
+ * first.  Return: true when the root was stored.
  */
 bool ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t, bool at_root);
+
+/**
+ * ps_rtree_cow_ready_root() - reserve the copies a publication at the root takes
+ * Return: 0, or -ENOMEM: the update must be thrown away.
+ */
+int ps_rtree_cow_ready_root(struct ps_rtree_cow *c);
 
 /** ps_rtree_foreach() - in-order walk of a tree no writer is changing (or a published version). */
 int ps_rtree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg);
@@ -235,17 +276,5 @@ int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t en
 /** ps_rtree_foreach_range_from() - the same from a root loaded already (ps_rb_load_root()). */
 int ps_rtree_foreach_range_from(struct ps_rb_node *root, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg);
-
-/**
- * ps_rtree_cow_need_many() - spares one update applying @ops[0..n) may take
- *
- * ps_rtree_cow_need()'s worst cases (every erase, two trims and two
- * insertions per op) with one height bound for the whole update, from the
- * range count the batch can reach; the erases are the ranges each op
- * overlaps in the published version plus the ranges the batch itself adds
- * (at most two per op, each erased once).  Capped by what an update can
- * take at all: one copy per published range, two new ranges per op.
- */
-size_t ps_rtree_cow_need_many(const struct ps_rtree *t, const struct ps_set_op *ops, size_t n);
 
 #endif /* POLSTORE_SRC_RANGETREE_H */

@@ -18,6 +18,8 @@
  * validate with the sequence count; the order only keeps them from
  * faulting or walking off into a node that is not initialised.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rbtree.h"
@@ -34,29 +36,58 @@ static inline bool rb_is_red(const struct ps_rb_node *n)
 	return !rb_is_black(n);
 }
 
-static inline void rb_set_black(struct ps_rb_node *n)
+static inline bool rb_owned(const struct ps_rb_tx *tx, const struct ps_rb_node *n)
 {
-	n->meta |= RB_BLACK;
+	return !tx->copy || (n->meta >> 1) == tx->gen;
 }
 
-static inline void rb_set_red(struct ps_rb_node *n)
+/* Give @n the colour @black; a published node's old colour goes to the undo log first. */
+static void rb_paint(struct ps_rb_tx *tx, struct ps_rb_node *n, uint64_t black)
 {
-	n->meta &= ~RB_BLACK;
+	uint64_t meta = (n->meta & ~RB_BLACK) | black;
+
+	if (meta == n->meta)
+		return;
+	if (!rb_owned(tx, n)) {
+		if (tx->nundo == tx->undo_cap) {
+			/* The caller reserves ps_rb_paints() per operation: a bug, not a state. */
+			fprintf(stderr, "polstore: red-black update ran out of undo entries\n");
+			abort();
+		}
+		tx->undo[tx->nundo].node = n;
+		tx->undo[tx->nundo++].meta = n->meta;
+	}
+	n->meta = meta;
 }
 
-static inline void rb_set_colour_of(struct ps_rb_node *n, const struct ps_rb_node *from)
+static inline void rb_set_black(struct ps_rb_tx *tx, struct ps_rb_node *n)
 {
-	n->meta = (n->meta & ~RB_BLACK) | (from->meta & RB_BLACK);
+	rb_paint(tx, n, RB_BLACK);
+}
+
+static inline void rb_set_red(struct ps_rb_tx *tx, struct ps_rb_node *n)
+{
+	rb_paint(tx, n, 0);
+}
+
+static inline void rb_set_colour_of(struct ps_rb_tx *tx, struct ps_rb_node *n,
+		const struct ps_rb_node *from)
+{
+	rb_paint(tx, n, from->meta & RB_BLACK);
+}
+
+void ps_rb_abort(struct ps_rb_tx *tx)
+{
+	while (tx->nundo) {
+		tx->nundo--;
+		tx->undo[tx->nundo].node->meta = tx->undo[tx->nundo].meta;
+	}
+	tx->pending = false;
 }
 
 static inline void rb_set_child(struct ps_rb_node *n, int dir, struct ps_rb_node *c)
 {
 	PS_STORE_RELEASE(n->child[dir], c);
-}
-
-static inline bool rb_owned(const struct ps_rb_tx *tx, const struct ps_rb_node *n)
-{
-	return !tx->copy || (n->meta >> 1) == tx->gen;
 }
 
 /* A copy of @old owned by @tx: same children (as the update sees them), colour and payload. */
@@ -273,9 +304,9 @@ void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *p, struct ps_rb_node *
 			 * be red under a red parent: continue two levels up.
 			 * Colours only: nothing is copied.
 			 */
-			rb_set_black(uncle);
-			rb_set_black(parent);
-			rb_set_red(gparent);
+			rb_set_black(tx, uncle);
+			rb_set_black(tx, parent);
+			rb_set_red(tx, gparent);
 			i -= 2;
 			continue;
 		}
@@ -310,11 +341,11 @@ void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *p, struct ps_rb_node *
 		 *    n                     U
 		 */
 		rb_rotate_at(tx, p, i - 2, !dir);
-		rb_set_black(parent);
-		rb_set_red(gparent);
+		rb_set_black(tx, parent);
+		rb_set_red(tx, gparent);
 		break;
 	}
-	rb_set_black(tx->root->node); /* property 2 */
+	rb_set_black(tx, tx->root->node); /* property 2 */
 }
 
 /*
@@ -349,8 +380,8 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 			 */
 			parent = rb_own_at(tx, p, xi - 1);
 			w = rb_own_child(tx, parent, !dir);
-			rb_set_black(w);
-			rb_set_red(parent);
+			rb_set_black(tx, w);
+			rb_set_red(tx, parent);
 			rb_rotate_at(tx, p, xi - 1, dir);
 			p->node[xi - 1] = w;
 			p->dir[xi - 1] = (unsigned char)dir;
@@ -367,7 +398,7 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 			 * (which ends the loop if it is red: it turns black).
 			 * Colours only: nothing is copied.
 			 */
-			rb_set_red(w);
+			rb_set_red(tx, w);
 			x = parent;
 			xi--;
 			continue;
@@ -390,8 +421,8 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 			 *                          D
 			 */
 			c = rb_own_child(tx, w, dir);
-			rb_set_black(c);
-			rb_set_red(w);
+			rb_set_black(tx, c);
+			rb_set_red(tx, w);
 			rb_set_child(w, dir, c->child[!dir]);
 			rb_set_child(c, !dir, w);
 			rb_set_child(parent, !dir, c);
@@ -409,15 +440,15 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 		 *       / \         / \
 		 *      c   e       x   c
 		 */
-		rb_set_colour_of(w, parent);
-		rb_set_black(parent);
-		rb_set_black(w->child[!dir]);
+		rb_set_colour_of(tx, w, parent);
+		rb_set_black(tx, parent);
+		rb_set_black(tx, w->child[!dir]);
 		rb_rotate_at(tx, p, xi - 1, dir);
 		return;
 	}
 	/* x is red (it absorbs the missing black) or the root. */
 	if (x)
-		rb_set_black(x);
+		rb_set_black(tx, x);
 }
 
 struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *p)
@@ -447,7 +478,7 @@ struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *p)
 			rb_set_child(p->node[yi - 1], p->dir[yi - 1], x);
 			rb_set_child(y, 0, z->child[0]);
 			rb_set_child(y, 1, z->child[1]);
-			rb_set_colour_of(y, z);
+			rb_set_colour_of(tx, y, z);
 			rb_link_at(tx, p, zi, y);
 		} else {
 			/*
@@ -460,7 +491,7 @@ struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *p)
 			if (!rb_owned(tx, y))
 				y = rb_copy(tx, y);
 			z = rb_link_at(tx, p, zi, y);
-			rb_set_colour_of(y, z);
+			rb_set_colour_of(tx, y, z);
 			rb_set_child(y, 0, ps_rb_child(tx, z, 0));
 			p->node[zi] = y;
 			if (yi == zi + 1) {
@@ -494,6 +525,33 @@ void ps_rb_raise_root(struct ps_rb_tx *tx)
 		rb_raise(tx, NULL, 0);
 }
 
+/*
+ * Why a reader's walk is linearizable when updates publish into child
+ * slots.  Call a node current while the published tree reaches it, and
+ * the interval of a position the keys a walk routes through it.  An update
+ * writes no current node but the slot it publishes into, so:
+ *  (a) a node that stops being current is never written again (its
+ *      copy, or nothing, took its place), and a reader that holds it
+ *      walks what the tree held at that moment;
+ *  (b) each node a reader visits was current at some time during its
+ *      walk: the first is the root it loaded; a later one was in its
+ *      parent's slot when the reader loaded it, or when the parent
+ *      stopped being current, if that was earlier (a), and in both cases
+ *      after the reader reached the parent;
+ *  (c) a current node's payload never changes: a new bound or policy is
+ *      a copy.
+ * A reader that finds a range containing its key returns a node that was
+ * current at some time T during the walk, and the ranges current at T are
+ * disjoint: it was the answer at T.  A reader that finds no range ends at
+ * an empty slot; the routing it followed is that of the tree at the time
+ * it entered each subtree, and a key leaves a subtree's interval only when
+ * a range grows over it (the victim of a set takes [start, end) whole),
+ * which copies every node between that range and whatever the grown part
+ * held, so a reader below them sees the older tree, where the key was in
+ * a gap: there is a time during its walk when no range contained it.
+ * tests/test_rbtree.c replays slow readers, one step per update, against
+ * the versions their walk spanned.
+ */
 bool ps_rb_publish(struct ps_rb_tx *tx, struct ps_rb_root *published)
 {
 	struct ps_rb_node *parent;

@@ -87,6 +87,11 @@ struct ps_rb_path {
  * Every node the update owns is @pval or below it, linked from owned
  * parents.
  */
+struct ps_rb_undo {
+	struct ps_rb_node *node;
+	uint64_t meta;
+};
+
 struct ps_rb_tx {
 	struct ps_rb_root *root;
 	uint64_t gen;
@@ -95,6 +100,13 @@ struct ps_rb_tx {
 	int pdepth;
 	struct ps_rb_node *pval;
 	struct ps_rb_path ppath;
+	/*
+	 * Copy on write: the colours the update wrote into published nodes,
+	 * oldest first, so that ps_rb_abort() can put them back; room for
+	 * ps_rb_paints() more before each operation (the caller's).
+	 */
+	struct ps_rb_undo *undo;
+	size_t nundo, undo_cap;
 };
 
 /**
@@ -114,6 +126,8 @@ static inline void ps_rb_tx_init(struct ps_rb_tx *tx, struct ps_rb_root *root, u
 	tx->pdepth = 0;
 	tx->pval = NULL;
 	tx->ppath.depth = 0;
+	tx->undo = NULL;
+	tx->nundo = tx->undo_cap = 0;
 }
 
 /*
@@ -154,7 +168,7 @@ static inline struct ps_rb_node *ps_rb_load_child(const struct ps_rb_node *n, in
  *
  * @node's links, colour and generation are set here; its payload must be
  * set before, as the store that makes it reachable (in place) is a release.
- * Copy on write, takes at most ps_rb_copies_insert(@path->depth) copies.
+ * Copy on write, takes at most ps_rb_copies_insert(height) copies.
  */
 void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *path, struct ps_rb_node *node);
 
@@ -177,7 +191,7 @@ struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *path);
  *
  * In place the node itself.  Copy on write the node, or its copy in its
  * place; the caller may then change its payload, keeping the tree's
- * order.  At most @path->depth copies.
+ * order.  At most ps_rb_copies_own(height) copies.
  */
 struct ps_rb_node *ps_rb_own(struct ps_rb_tx *tx, struct ps_rb_path *path);
 
@@ -199,23 +213,44 @@ void ps_rb_raise_root(struct ps_rb_tx *tx);
  */
 bool ps_rb_publish(struct ps_rb_tx *tx, struct ps_rb_root *published);
 
+/**
+ * ps_rb_abort() - throw a copy-on-write update away
+ *
+ * Puts back the colours it wrote into published nodes (nothing else
+ * published was written before publication); its copies are the caller's
+ * to free, the originals it handed to @tx->copy stay where they are.
+ */
+void ps_rb_abort(struct ps_rb_tx *tx);
+
 /*
- * Worst-case copies of one operation in a tree of height at most @h
- * (nodes on the longest root-to-leaf path), bounds on what the eager
- * path-copying form of the same algorithm would copy, which copies a
- * superset of what is copied here: the path itself, then for insertion
- * one uncle per two levels climbed; for erase the sibling at every level
- * climbed plus, at the level that ends the loop, a second sibling and two
- * nephews, and the final node made black.
+ * Worst cases of one operation copy on write, in a tree of height at most
+ * @h (nodes on the longest root-to-leaf path), for the caller to have that
+ * many copies and undo entries ready before it.  An operation copies
+ * nodes of its own path (the erase's extended to the successor), nodes of
+ * the path to the pending slot when the region grows to meet it
+ * (rb_raise()), and at most three siblings a deletion rotates; the colours
+ * it writes into published nodes are one per level climbed (insertion:
+ * three per two levels) and two more.  A node is copied once per update
+ * at most, so no update copies more nodes than the tree has.
  */
 static inline size_t ps_rb_copies_insert(int h)
 {
-	return (size_t)h + (size_t)h / 2 + 1;
+	return 2 * (size_t)h + 1;
 }
 
 static inline size_t ps_rb_copies_erase(int h)
 {
-	return 2 * (size_t)h + 5;
+	return 2 * (size_t)h + 4;
+}
+
+static inline size_t ps_rb_copies_own(int h)
+{
+	return 2 * (size_t)h;
+}
+
+static inline size_t ps_rb_paints(int h)
+{
+	return 2 * (size_t)h + 4;
 }
 
 /* The height of a red-black tree of @n nodes is at most 2 * log2(n + 1). */

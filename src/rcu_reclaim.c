@@ -40,6 +40,8 @@
 
 /* Least time between two grace periods of one reclaim thread (none while a barrier waits). */
 #define PS_RECLAIM_PERIOD_NS 1000000L
+/* No work for this long after some: the on-idle function runs. */
+#define PS_RECLAIM_IDLE_NS 20000000L
 
 static struct ps_reclaimer *const reclaimers[] = { &_ps_reclaim_memb, &_ps_reclaim_qsbr };
 #define NRECLAIMERS (sizeof(reclaimers) / sizeof(reclaimers[0]))
@@ -81,19 +83,52 @@ static void release_all(struct ps_reclaimer *rc, struct ps_reclaim_item *batch)
 		__atomic_fetch_sub(&rc->pending, weight, __ATOMIC_RELAXED);
 }
 
-/* Under @lock: wait until there is work (true) or the thread must stop (false). */
-static bool wait_for_work(struct ps_reclaimer *rc)
+/*
+ * Under @lock: wait until there is work (true) or the thread must stop
+ * (false).  After some work (@idle_due), the first wait is bounded: when it
+ * times out with nothing queued, the on-idle function runs (without @lock).
+ */
+static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due)
 {
 	for (;;) {
+		void (*on_idle)(void) = __atomic_load_n(&rc->on_idle, __ATOMIC_ACQUIRE);
+		int timed_out = 0;
+
 		if (__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST))
 			return true;
 		if (rc->stop)
 			return false;
 		__atomic_store_n(&rc->idle, 1, __ATOMIC_SEQ_CST);
-		if (!__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST))
-			pthread_cond_wait(&rc->work, &rc->lock);
+		if (!__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST)) {
+			if (*idle_due && on_idle) {
+				struct timespec ts;
+
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ts.tv_nsec += PS_RECLAIM_IDLE_NS;
+				if (ts.tv_nsec >= 1000000000L) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000L;
+				}
+				timed_out = pthread_cond_timedwait(&rc->work, &rc->lock, &ts) ==
+					    ETIMEDOUT;
+			} else {
+				pthread_cond_wait(&rc->work, &rc->lock);
+			}
+		}
 		__atomic_store_n(&rc->idle, 0, __ATOMIC_RELAXED);
+		if (timed_out && !__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST)) {
+			*idle_due = false;
+			pthread_mutex_unlock(&rc->lock);
+			on_idle();
+			pthread_mutex_lock(&rc->lock);
+		}
 	}
+}
+
+void _ps_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void))
+{
+	if (__atomic_load_n(&rc->on_idle, __ATOMIC_RELAXED) != fn)
+		__atomic_store_n(&rc->on_idle, fn, __ATOMIC_RELEASE);
 }
 
 static void *reclaim_thread(void *arg)
@@ -101,6 +136,7 @@ static void *reclaim_thread(void *arg)
 	struct ps_reclaimer *rc = arg;
 	struct sched_param sp = { .sched_priority = 0 };
 	uint64_t last_gp = 0;
+	bool idle_due = false;
 
 	/*
 	 * SCHED_BATCH: its fair share of CPU, but a wake-up does not preempt
@@ -114,7 +150,7 @@ static void *reclaim_thread(void *arg)
 		bool hurry;
 
 		pthread_mutex_lock(&rc->lock);
-		if (!wait_for_work(rc)) {
+		if (!wait_for_work(rc, &idle_due)) {
 			pthread_mutex_unlock(&rc->lock);
 			return NULL;
 		}
@@ -136,6 +172,7 @@ static void *reclaim_thread(void *arg)
 			release_all(rc, batch);
 		}
 		pthread_mutex_unlock(&rc->gp_lock);
+		idle_due = true;
 	}
 }
 
@@ -153,6 +190,7 @@ static bool reclaim_start(struct ps_reclaimer *rc)
 		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->head, sizeof(rc->head));
 		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->idle, sizeof(rc->idle));
 		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->pending, sizeof(rc->pending));
+		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
 		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->started, sizeof(rc->started));
 		/* The application's signals are not ours to take. */
 		sigfillset(&all);

@@ -61,6 +61,7 @@ struct ps_reclaimer {
 	int barriers;                  /* callers waiting in _ps_reclaim_barrier() */
 	bool started;                  /* a thread runs (in this process); atomic reads */
 	bool stop;                     /* the library is being unloaded: the thread exits */
+	void (*on_idle)(void);         /* atomic: see _ps_reclaim_on_idle() */
 	pthread_t thread;
 };
 
@@ -110,6 +111,17 @@ static inline size_t _ps_reclaim_pending(const struct ps_reclaimer *rc)
  * is acted on at the caller's next one).
  */
 void _ps_reclaim_barrier(struct ps_reclaimer *rc);
+
+/**
+ * _ps_reclaim_on_idle() - have @fn run on @rc's thread once it has had no
+ * work for PS_RECLAIM_IDLE_NS after some (to give back caches when the
+ * writers stop)
+ *
+ * One function per reclaimer: a later call replaces it.  @fn runs without
+ * the reclaimer's locks and must not wait for the reclaim thread.
+ * Context: any thread; lock-free.
+ */
+void _ps_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void));
 
 /*
  * fork() handlers, called by rcu_thread.c's (which orders them with its

@@ -47,17 +47,18 @@
  * Memory in proportion.  A store holds its live ranges and nothing else:
  * spare ranges live in the writing thread's pool (struct cow_thread), not
  * in the store, and a released record's ranges go to the flavour's depot,
- * where writers refill their pools without touching them; the reclaim
- * thread loads no range (the record lists them by pointer).  A thread's
- * pool keeps what its recent sets needed (a bound from the trees' height
- * they wrote), the depot at most PS_COW_DEPOT_MAX ranges; retired memory
- * is back in the depot one grace period after the set, about a
+ * where writers refill their spares without touching them; the reclaim
+ * thread loads no range (the record lists them by pointer).  A thread
+ * keeps the spares its recent operations reserved (a bound from the
+ * height of the trees it wrote), the depot at most PS_COW_DEPOT_MAX ranges
+ * while sets run and none once they stop (cow_depot_idle()); retired
+ * memory is back in the depot one grace period after the set, about a
  * millisecond.
  *
- * Allocation: a set first computes how many ranges it can need in the worst
- * case (ps_rtree_cow_need()), tops the thread's pool up to that and makes
- * sure it holds a record; -ENOMEM there leaves everything as it was.  Only
- * then is the update built, from the pool.
+ * Allocation: before each operation of the tree an update reserves what
+ * the operation can take in the worst case (rangetree.c); -ENOMEM there
+ * throws the update away (ps_rtree_cow_abort()), and everything is as it
+ * was.  A set also makes sure of its record before it publishes.
  *
  * Memory bound: ranges retired and not yet released are those of the
  * records queued (_ps_reclaim_pending()).  Should the reclaim thread fall
@@ -100,13 +101,13 @@
 /* Retired ranges in flight past which a set that may wait releases its own record. */
 #define PS_COW_PENDING_MAX (1 << 18)
 /* Ranges the flavour's depot keeps at most; beyond, released ranges are freed. */
-#define PS_COW_DEPOT_MAX 16384
-/* Ranges a pool takes from the depot beyond what the set needs. */
-#define PS_COW_REFILL 256
+#define PS_COW_DEPOT_MAX 4096
+/* Ranges a thread takes from the depot beyond what its operation needs. */
+#define PS_COW_REFILL 32
 /* A pool's keep halves after this many sets that needed less. */
 #define PS_COW_KEEP_DECAY 4096
 /* Spare records a thread keeps. */
-#define PS_COW_RECS_MAX 64
+#define PS_COW_RECS_MAX 1
 /* Range and policy pointers a retire record holds; what a set retires beyond goes on lists. */
 #define PS_COW_REC_SLOTS 28
 
@@ -128,12 +129,12 @@ struct cow_rec {
 	void *slot[PS_COW_REC_SLOTS];
 };
 
-/* A writing thread's spares: ranges for its next sets, and records. */
+/* A writing thread's memory for its sets: spare ranges and the like, and records. */
 struct cow_thread {
-	struct ps_range_vec pool;
+	struct ps_rtree_cow_mem mem;
 	struct cow_rec *recs;
 	unsigned nrecs;
-	size_t keep;    /* spares kept after a set: the most one needed lately */
+	size_t keep;    /* spares kept after a set: the most one operation reserved lately */
 	unsigned sets;  /* sets since @keep last halved */
 	bool keyed;     /* the thread-exit destructor will free this */
 };
@@ -296,7 +297,7 @@ static void cow_thread_free(void *arg)
 		next = r->next;
 		_ps_free(r);
 	}
-	ps_range_vec_free(&t->pool);
+	ps_rtree_cow_mem_free(&t->mem);
 	_ps_free(t);
 }
 
@@ -313,76 +314,48 @@ static void cow_key_create(void)
 	cow_key_ok = !pthread_key_create(&cow_key, cow_thread_exit);
 }
 
+/* When no reclaim work came for a while: sets stopped, the depot is no use now. */
+static void cow_depot_idle(void);
+
 __attribute__((destructor)) static void cow_unload(void)
 {
-	struct cow_rec *r, *next;
-
 	/* A thread alive after dlclose() must not run a destructor in unmapped code. */
 	if (cow_key_ok)
 		pthread_key_delete(cow_key);
 	cow_key_ok = false;
-	if (pthread_mutex_trylock(&cow_depot.lock))
-		return;
-	for (r = cow_depot.recs; r; r = next) {
-		next = r->next;
-		rec_free(r);
-	}
-	cow_depot.recs = NULL;
-	cow_depot.nranges = 0;
-	pthread_mutex_unlock(&cow_depot.lock);
-}
-
-static struct cow_thread *cow_thread_get(void)
-{
-	struct cow_thread *t = cow_self;
-
-	if (ps_likely(t))
-		return t;
-	t = _ps_zalloc(sizeof(*t));
-	if (!t)
-		return NULL;
-	pthread_once(&cow_key_once, cow_key_create);
-	/* Without a destructor the thread keeps nothing between sets (cow_thread_settle()). */
-	t->keyed = cow_key_ok && !pthread_setspecific(cow_key, t);
-	cow_self = t;
-	return t;
+	cow_depot_idle();
 }
 
 /*
- * Take released records from the depot until the pool holds @want ranges;
+ * Take released records from the depot until the spares number @want;
  * the records join the thread's spare records.  Only tries the lock.
  */
-static int cow_refill(struct cow_thread *t, size_t want)
+static void cow_refill(struct ps_rtree_cow_mem *m, size_t want)
 {
+	struct cow_thread *t = ps_container_of(m, struct cow_thread, mem);
 	struct cow_rec *r;
-	int ret = 0;
 
+	want += PS_COW_REFILL;
 	if (!__atomic_load_n(&cow_depot.nranges, __ATOMIC_RELAXED) ||
 			pthread_mutex_trylock(&cow_depot.lock))
-		return 0;
+		return;
 	PS_TEST_POINT(PS_TP_COW_DEPOT_LOCKED);
-	while (t->pool.n < want && (r = cow_depot.recs)) {
-		ret = ps_range_vec_reserve(&t->pool, t->pool.n + r->n);
-		if (ret)
-			break;
+	while (m->spares.n < want && (r = cow_depot.recs)) {
+		if (ps_range_vec_reserve(&m->spares, m->spares.n + r->n))
+			break; /* allocating the rest fails too, and says so */
 		cow_depot.recs = r->next;
 		cow_depot.nranges -= r->n;
-		memcpy(t->pool.v + t->pool.n, r->slot, r->n * sizeof(r->slot[0]));
-		t->pool.n += r->n;
+		memcpy(m->spares.v + m->spares.n, r->slot, r->n * sizeof(r->slot[0]));
+		m->spares.n += r->n;
 		r->next = t->recs;
 		t->recs = r;
 		t->nrecs++;
 	}
 	__atomic_store_n(&cow_depot.nranges, cow_depot.nranges, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cow_depot.lock);
-	return ret;
 }
 
-/*
- * Free what the depot holds: ps_store_synchronize() and ps_store_destroy()
- * give the memory back (ps_set_alloc_ops() may follow).  Only tries the
- * lock: a writer refilling now keeps what it takes.
- */
+/* Free what the depot holds (only tries the lock: a writer refilling now keeps what it takes). */
 static void cow_depot_drain(void)
 {
 	struct cow_rec *r, *next;
@@ -402,48 +375,62 @@ static void cow_depot_drain(void)
 	}
 }
 
-/*
- * Spares for a set that takes at most @need ranges: the thread's pool
- * topped up to @need (from the depot, else allocated) and a record.
- * Return: the thread's spares, or NULL when out of memory (nothing lost:
- * spares are no state).
- */
-static struct cow_thread *cow_prepare(size_t need)
+static void cow_depot_idle(void)
 {
-	struct cow_thread *t = cow_thread_get();
+	cow_depot_drain();
+}
 
+static struct cow_thread *cow_thread_get(void)
+{
+	struct cow_thread *t = cow_self;
+
+	if (ps_likely(t))
+		return t;
+	t = _ps_zalloc(sizeof(*t));
 	if (!t)
 		return NULL;
-	if ((t->pool.n < need || !t->recs) && cow_refill(t, need + PS_COW_REFILL))
-		return NULL;
-	if (!t->recs) {
-		t->recs = _ps_alloc(sizeof(*t->recs));
-		if (!t->recs)
-			return NULL;
-		t->recs->next = NULL;
-		t->nrecs = 1;
-	}
-	if (t->pool.n < need && ps_range_vec_fill(&t->pool, need))
-		return NULL;
+	t->mem.refill = cow_refill;
+	pthread_once(&cow_key_once, cow_key_create);
+	/* Without a destructor the thread keeps nothing between sets (cow_thread_settle()). */
+	t->keyed = cow_key_ok && !pthread_setspecific(cow_key, t);
+	cow_self = t;
+	/* Once per thread: the reclaim thread empties the depot when sets stop. */
+	_ps_reclaim_on_idle(PS_COW_RECLAIMER, cow_depot_idle);
 	return t;
 }
 
-/* After a set that needed @need: keep what recent sets needed, free the rest. */
-static void cow_thread_settle(struct cow_thread *t, size_t need)
+/* A record for the set to publish with (nothing lost when there is none: it has not). */
+static bool cow_have_rec(struct cow_thread *t)
 {
+	if (t->recs)
+		return true;
+	t->recs = _ps_alloc(sizeof(*t->recs));
+	if (!t->recs)
+		return false;
+	t->recs->next = NULL;
+	t->nrecs = 1;
+	return true;
+}
+
+/* After a set: keep the spares recent operations reserved, free the rest. */
+static void cow_thread_settle(struct cow_thread *t)
+{
+	size_t peak = t->mem.peak;
+
+	t->mem.peak = 0;
 	if (++t->sets >= PS_COW_KEEP_DECAY) {
 		t->keep /= 2;
 		t->sets = 0;
 	}
-	if (t->keep < need)
-		t->keep = need;
+	if (t->keep < peak)
+		t->keep = peak;
 	if (!t->keyed) {
 		cow_thread_free(t);
 		cow_self = NULL;
 		return;
 	}
-	if (t->pool.n > 2 * (t->keep + PS_COW_REFILL))
-		ps_range_vec_trim(&t->pool, t->keep + PS_COW_REFILL);
+	if (t->mem.spares.n > t->keep + PS_COW_REFILL)
+		ps_rtree_cow_mem_trim(&t->mem, t->keep);
 	while (t->nrecs > PS_COW_RECS_MAX) {
 		struct cow_rec *r = t->recs;
 
@@ -633,7 +620,10 @@ static size_t cow_record(struct cow_rec *r, struct ps_rtree_cow *c, struct cow_t
 		r->slot[r->n++] = x;
 	while (r->n + r->npols + 2 <= PS_COW_REC_SLOTS && (x = ps_range_list_pop(&c->removed))) {
 		if (x->start == x->end) {
-			t->pool.v[t->pool.n++] = x; /* room: the set took it from the pool */
+			if (t->mem.spares.n < t->mem.spares.cap)
+				t->mem.spares.v[t->mem.spares.n++] = x;
+			else
+				_ps_free(x);
 		} else {
 			r->slot[r->n++] = x;
 			nodes++;
@@ -656,16 +646,19 @@ static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
 
 /*
  * Under @wlock: publish the update built in @c (at the root while a walk
- * is announced), record what left the published tree.  Return: the record
- * to queue once @wlock is dropped, or NULL when the update retired nothing.
+ * is announced), record what left the published tree.  Return: 0 with
+ * *@rp the record to queue once @wlock is dropped (NULL when the update
+ * retired nothing), or -ENOMEM with the update thrown away.
  */
-static struct cow_rec *cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c,
-		struct cow_thread *t)
+static int cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c, struct cow_thread *t,
+		struct cow_rec **rp)
 {
 	struct cow_rec *r = NULL;
 	size_t retired = 0;
 	bool walk, root;
 
+	if (!cow_have_rec(t))
+		goto nomem;
 	/*
 	 * Pairs with the walk's fence in cow_walk_begin(): either the walk
 	 * saw the last set's store, or this load sees the walk (and this set
@@ -673,6 +666,8 @@ static struct cow_rec *cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *
 	 */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	walk = __atomic_load_n(&cs->walkers, __ATOMIC_RELAXED) != 0 || PS_COW_CHECKER_ROOT();
+	if (walk && ps_rtree_cow_ready_root(c))
+		goto nomem;
 	PS_ANNOTATE_HAPPENS_BEFORE(&cs->base.rd.tree);
 	root = ps_rtree_cow_publish(c, &cs->base.rd.tree, walk);
 	if (c->replaced.n || c->removed.n) {
@@ -689,7 +684,12 @@ static struct cow_rec *cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *
 	cs->stats.root_publications += root;
 	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, c->copies);
 	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max, retired);
-	return r;
+	*rp = r;
+	return 0;
+nomem:
+	ps_rtree_cow_abort(c);
+	*rp = NULL;
+	return -ENOMEM;
 }
 
 static void cow_walk_begin(struct ps_store_cow *cs)
@@ -705,38 +705,53 @@ static void cow_walk_end(struct ps_store_cow *cs)
 }
 
 /* The end of every update: queue what it retired, keep the spares in proportion. */
-static void cow_finish(struct ps_store_cow *cs, struct cow_thread *t, struct cow_rec *r,
-		size_t need)
+static void cow_finish(struct ps_store_cow *cs, struct cow_thread *t, struct cow_rec *r)
 {
 	if (r)
 		cow_retire(cs, r);
 	if (ps_unlikely(__atomic_load_n(&cs->stalled, __ATOMIC_RELAXED)) && PS_COW_CAN_WAIT())
 		cow_release_stalled(cs);
-	cow_thread_settle(t, need);
+	cow_thread_settle(t);
+}
+
+/*
+ * One update: @n ops (a set is a batch of one), built in order on the
+ * thread's memory, published at once; out of memory, thrown away whole.
+ * A reader loads the published slot before or after it: all of the batch
+ * or none.
+ */
+static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
+{
+	struct ps_store_cow *cs = to_cow(s);
+	struct cow_thread *t = cow_thread_get();
+	struct cow_rec *r = NULL;
+	struct ps_rtree_cow c;
+	size_t i;
+	int ret = 0;
+
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_lock(&cs->wlock);
+	ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &t->mem);
+	for (i = 0; i < n; i++) {
+		if (!ps_rtree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol)) {
+			ps_rtree_cow_abort(&c);
+			ret = -ENOMEM;
+			break;
+		}
+	}
+	if (!ret)
+		ret = cow_commit(cs, &c, t, &r);
+	pthread_mutex_unlock(&cs->wlock);
+	cow_finish(cs, t, r);
+	return ret;
 }
 
 static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	struct ps_store_cow *cs = to_cow(s);
-	struct cow_thread *t;
-	struct ps_rtree_cow c;
-	struct cow_rec *r;
-	size_t need;
+	struct ps_set_op op = { start, end, pol };
 
-	pthread_mutex_lock(&cs->wlock);
-	/* Every spare the set can need, before anything changes. */
-	need = ps_rtree_cow_need(&cs->base.rd.tree, start, end);
-	t = cow_prepare(need);
-	if (!t) {
-		pthread_mutex_unlock(&cs->wlock);
-		return -ENOMEM;
-	}
-	ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &t->pool);
-	ps_rtree_cow_set(&c, start, end, pol);
-	r = cow_commit(cs, &c, t);
-	pthread_mutex_unlock(&cs->wlock);
-	cow_finish(cs, t, r, need);
-	return 0;
+	return cow_update(s, &op, 1);
 }
 
 static void cow_synchronize(struct ps_store *s)
@@ -869,34 +884,9 @@ static int cow_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t 
 	return cow_next_get(s, idx, start, end, pol);
 }
 
-/*
- * cow_set() for a batch: the spares of every op's worst case
- * (ps_rtree_cow_need_many()) before anything changes, one update built by
- * all the ops in order, one publication.  A reader loads the slot before
- * or after it: all of the batch or none.
- */
 static int cow_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
-	struct ps_store_cow *cs = to_cow(s);
-	struct cow_thread *t;
-	struct ps_rtree_cow c;
-	struct cow_rec *r;
-	size_t i, need;
-
-	pthread_mutex_lock(&cs->wlock);
-	need = ps_rtree_cow_need_many(&cs->base.rd.tree, ops, n);
-	t = cow_prepare(need);
-	if (!t) {
-		pthread_mutex_unlock(&cs->wlock);
-		return -ENOMEM;
-	}
-	ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &t->pool);
-	for (i = 0; i < n; i++)
-		ps_rtree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol);
-	r = cow_commit(cs, &c, t);
-	pthread_mutex_unlock(&cs->wlock);
-	cow_finish(cs, t, r, need);
-	return 0;
+	return cow_update(s, ops, n);
 }
 
 const struct ps_sync_ops PS_COW_OPS = {

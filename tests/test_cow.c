@@ -223,47 +223,40 @@ RCU_TEST(destroy_from_other_thread, .timeout = 60)
 	ps_policy_put(p);
 }
 
-/* ---- 2. the worst-case spare bound ps_rtree_cow_need() ---------------------------- */
+/* ---- 2. reservations before each operation of the tree --------------------------- */
 
 struct need_stats {
-	size_t max_used, max_need;
-	double max_ratio;
-	double max_ratio_uncapped; /* where the bound is not the count cap */
+	size_t max_copies, max_reserved;
 };
 
 /*
- * One copy-on-write set with exactly ps_rtree_cow_need() spares (running
- * out aborts: a crash fails the test); the retired ranges are freed at
- * once (no readers).
+ * One copy-on-write set on memory of its own (running out of what its
+ * reservations promised aborts: a crash fails the test); the retired
+ * ranges are freed at once (no readers).
  */
 static void cow_apply(struct ps_rtree *pub, uint64_t *gen, uint64_t a, uint64_t b,
 		struct ps_policy *pol, struct need_stats *st)
 {
-	struct ps_range_vec v = { NULL, 0, 0 };
-	size_t need = ps_rtree_cow_need(pub, a, b), used;
+	struct ps_rtree_cow_mem m;
 	struct ps_rtree_cow c;
 	const char *why = NULL;
-	bool capped = need >= pub->count + PS_RTREE_SET_MAX_NEW;
 
-	cr_assert_eq(ps_range_vec_fill(&v, need), 0);
-	ps_rtree_cow_begin(&c, pub, ++*gen, &v);
-	ps_rtree_cow_set(&c, a, b, pol);
+	memset(&m, 0, sizeof(m));
+	ps_rtree_cow_begin(&c, pub, ++*gen, &m);
+	cr_assert(ps_rtree_cow_set(&c, a, b, pol));
 	/* Both ways to publish: every third set at the root, as during a walk. */
+	if (*gen % 3 == 0)
+		cr_assert_eq(ps_rtree_cow_ready_root(&c), 0);
 	ps_rtree_cow_publish(&c, pub, *gen % 3 == 0);
-	used = need - v.n;
 	if (st) {
-		if (used > st->max_used)
-			st->max_used = used;
-		if (need > st->max_need)
-			st->max_need = need;
-		if (need && (double)used / (double)need > st->max_ratio)
-			st->max_ratio = (double)used / (double)need;
-		if (!capped && need && (double)used / (double)need > st->max_ratio_uncapped)
-			st->max_ratio_uncapped = (double)used / (double)need;
+		if (c.copies > st->max_copies)
+			st->max_copies = c.copies;
+		if (m.peak > st->max_reserved)
+			st->max_reserved = m.peak;
 	}
 	cr_assert_eq(ps_rtree_check(pub, &why), 0, "[%llu, %llu): %s", (unsigned long long)a,
 			(unsigned long long)b, why);
-	ps_range_vec_free(&v);
+	ps_rtree_cow_mem_free(&m);
 	ps_range_list_free_nopol(&c.replaced);
 	ps_range_list_free(&c.removed);
 }
@@ -281,12 +274,12 @@ static void tree_free(struct ps_rtree *t)
  * UINT64_MAX - 1, UINT64_MAX), every set between two edge points, adding
  * and removing.  Sets equal to existing ranges, adjacent, covering all.
  */
-Test(cow, need_exhaustive_small_trees_at_edges)
+Test(cow, reserve_exhaustive_small_trees_at_edges)
 {
 	static const uint64_t P[] = { 0, 1, 2, 3, 5, 8, 1ULL << 63, UINT64_MAX - 1, UINT64_MAX };
 	enum { NP = sizeof(P) / sizeof(P[0]) };
 	struct ps_policy *pa = ps_test_bind(0), *pb = ps_test_bind(1);
-	struct need_stats st = { 0, 0, 0, 0 };
+	struct need_stats st = { 0, 0 };
 	unsigned mask, i, j, sa, sb;
 	long cases = 0;
 
@@ -316,8 +309,8 @@ Test(cow, need_exhaustive_small_trees_at_edges)
 			}
 		}
 	}
-	cr_log_info("%ld cases, max used %zu of max need %zu, max used/need %.2f", cases,
-			st.max_used, st.max_need, st.max_ratio);
+	cr_log_info("%ld cases, max copies %zu, max reserved %zu", cases, st.max_copies,
+			st.max_reserved);
 	cr_assert_eq(ps_policy_refcount(pa), 1);
 	cr_assert_eq(ps_policy_refcount(pb), 1);
 	ps_policy_put(pa);
@@ -330,10 +323,10 @@ Test(cow, need_exhaustive_small_trees_at_edges)
  * trim both ends, equal an existing range; also trees shaped by many
  * removals (deletion-heavy rebalancing).
  */
-Test(cow, need_big_trees_adversarial, .timeout = 300)
+Test(cow, reserve_big_trees_adversarial, .timeout = 300)
 {
 	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
-	struct need_stats st = { 0, 0, 0, 0 };
+	struct need_stats st = { 0, 0 };
 	uint64_t seed = 4242;
 	int round;
 
@@ -397,8 +390,7 @@ Test(cow, need_big_trees_adversarial, .timeout = 300)
 		}
 		tree_free(&t);
 	}
-	cr_log_info("max used %zu of max need %zu, max used/need %.2f (%.2f below the count cap)",
-			st.max_used, st.max_need, st.max_ratio, st.max_ratio_uncapped);
+	cr_log_info("max copies %zu, max reserved %zu", st.max_copies, st.max_reserved);
 	cr_assert_eq(ps_policy_refcount(pols[0]), 1);
 	cr_assert_eq(ps_policy_refcount(pols[1]), 1);
 	ps_policy_put(pols[0]);

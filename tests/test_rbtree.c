@@ -43,6 +43,7 @@ struct ttree {
 	struct ps_rb_root root;  /* the published root */
 	struct ps_rb_root priv;  /* an update's own root pointer (copy on write) */
 	struct ps_rb_tx tx;
+	struct ps_rb_undo undo[1024];
 	bool cow;
 	size_t copies; /* in the current update */
 	struct tnode **originals; /* nodes copied in the current update */
@@ -106,6 +107,8 @@ static void begin(struct ttree *t)
 	if (t->cow) {
 		t->priv.node = t->root.node;
 		ps_rb_tx_init(&t->tx, &t->priv, t->tx.gen + 1, tcopy);
+		t->tx.undo = t->undo;
+		t->tx.undo_cap = 1024;
 	}
 	t->copies = 0;
 	t->noriginals = 0;
@@ -172,7 +175,7 @@ struct snap {
 	size_t n;
 	struct tnode **node;
 	struct ps_rb_node *child[2][4096];
-	uint64_t key[4096], gen[4096];
+	uint64_t key[4096], gen[4096], meta[4096];
 };
 
 static void snap_collect(struct snap *sn, struct ps_rb_node *x)
@@ -184,6 +187,7 @@ static void snap_collect(struct snap *sn, struct ps_rb_node *x)
 		sn->child[0][sn->n] = x->child[0];
 		sn->child[1][sn->n] = x->child[1];
 		sn->key[sn->n] = tn(x)->key;
+		sn->meta[sn->n] = x->meta;
 		sn->gen[sn->n++] = x->meta >> 1;
 	}
 }
@@ -195,6 +199,21 @@ static void snap_take(struct snap *sn, const struct ps_rb_root *root)
 	sn->n = 0;
 	sn->node = nodes;
 	snap_collect(sn, root->node);
+}
+
+/* After an abort: every node exactly as it was, colours too. */
+static void snap_check_whole(const struct snap *sn, const struct ps_rb_root *root, const char *what)
+{
+	size_t i;
+
+	for (i = 0; i < sn->n; i++) {
+		const struct tnode *x = sn->node[i];
+
+		cr_assert(x->key == sn->key[i] && x->rb.meta == sn->meta[i] &&
+				x->rb.child[0] == sn->child[0][i] && x->rb.child[1] == sn->child[1][i],
+				"%s: node %llu changed", what, (unsigned long long)x->key);
+	}
+	cr_assert_eq(sn->n == 0, root->node == NULL, "%s: root", what);
 }
 
 /* After publication: only @slot_parent's side @slot_dir may differ (none when NULL). */
@@ -362,13 +381,36 @@ static void random_ops(bool cow, uint64_t seed)
 		/* Most multi-operation updates work on a cluster of 16 neighbouring keys. */
 		uint64_t base = up % 4 ? ps_test_rand(&seed) % (2 * NKEYS) : UINT64_MAX;
 
+		bool abort_it = cow && up % 10 == 5;
+		static uint64_t saved[NKEYS + 1];
+		size_t nsaved = n;
+
+		if (abort_it)
+			memcpy(saved, keys, n * sizeof(*keys));
 		for (k = 0; k < nops; k++) {
+			size_t c0 = t.copies, u0 = t.tx.nundo;
 			int done = random_op(&t, keys, &n, &seed, base);
 
 			if (done >= 0) {
-				bound += done ? ps_rb_copies_erase(h) : ps_rb_copies_insert(h);
+				size_t b = done ? ps_rb_copies_erase(h) : ps_rb_copies_insert(h);
+
+				cr_assert_leq(t.copies - c0, b, "an operation took %zu copies, bound %zu",
+						t.copies - c0, b);
+				cr_assert_leq(t.tx.nundo - u0, ps_rb_paints(h),
+						"an operation painted %zu published nodes, bound %zu",
+						t.tx.nundo - u0, ps_rb_paints(h));
+				bound += b;
 				kind = kind == -1 ? done : 2;
 			}
+		}
+		if (abort_it) {
+			/* Thrown away: every published node as it was, colours too. */
+			ps_rb_abort(&t.tx);
+			snap_check_whole(&sn, &t.root, "abort");
+			memcpy(keys, saved, nsaved * sizeof(*keys));
+			n = nsaved;
+			check_tree(&t.root, keys, n, "after an abort");
+			continue;
 		}
 		if (kind == -1)
 			continue;
@@ -516,18 +558,20 @@ struct slow_range_reader {
  * their steps; retired ranges are kept until the end, as a grace period
  * would keep them from such readers.
  */
-Test(rbtree, range_cow_sets_within_need)
+Test(rbtree, range_cow_sets_within_reservations)
 {
 	struct ps_policy *pols[3] = { ps_test_bind(0), ps_test_bind(1), NULL };
 	struct ps_rtree pub, inplace;
 	static struct rmodel m, hist[RHIST];
 	struct slow_range_reader rd[NREADERS];
 	struct ps_range_list retired_nopol = { NULL, 0, NULL }, retired = { NULL, 0, NULL };
+	struct ps_rtree_cow_mem mem;
 	uint64_t seed = 7, gen = 0;
 	size_t maxneed = 0, version = 0, slots = 0;
 	int op, i;
 
 	memset(&m, 0, sizeof(m));
+	memset(&mem, 0, sizeof(mem));
 	memset(rd, 0, sizeof(rd));
 	hist[0] = m;
 	ps_rtree_init(&pub);
@@ -537,19 +581,17 @@ Test(rbtree, range_cow_sets_within_need)
 		uint64_t b = a + len > 4096 ? 4096 : a + len;
 		struct ps_policy *pol = pols[ps_test_rand(&seed) % 3];
 		struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
-		struct ps_range_vec vspares = { NULL, 0, 0 };
-		size_t need = ps_rtree_cow_need(&pub, a, b);
 		struct ps_rtree_cow c;
 		const char *why = NULL;
 		uint64_t x;
 
-		maxneed = need > maxneed ? need : maxneed;
-		cr_assert_eq(ps_range_vec_fill(&vspares, need), 0);
-		ps_rtree_cow_begin(&c, &pub, ++gen, &vspares);
-		ps_rtree_cow_set(&c, a, b, pol);
+		ps_rtree_cow_begin(&c, &pub, ++gen, &mem);
+		cr_assert(ps_rtree_cow_set(&c, a, b, pol));
+		if (op % 4 == 3)
+			cr_assert_eq(ps_rtree_cow_ready_root(&c), 0);
 		slots += !ps_rtree_cow_publish(&c, &pub, op % 4 == 3) && c.tx.pending;
+		maxneed = mem.peak > maxneed ? mem.peak : maxneed;
 		cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
-		ps_range_vec_free(&vspares);
 
 		cr_assert_eq(ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW), 0);
 		ps_rtree_set(&inplace, a, b, pol, &spares, &removed);
@@ -600,8 +642,9 @@ Test(rbtree, range_cow_sets_within_need)
 			r->active = false;
 		}
 	}
-	cr_log_info("largest ps_rtree_cow_need(): %zu spares for %zu ranges; %zu sets published "
+	cr_log_info("largest reservation: %zu spares for %zu ranges; %zu sets published "
 		    "in a child slot", maxneed, pub.count, slots);
+	ps_rtree_cow_mem_free(&mem);
 	cr_assert_gt(slots, 1000);
 	ps_range_list_free_nopol(&retired_nopol);
 	ps_range_list_free(&retired);
@@ -626,46 +669,163 @@ Test(rbtree, range_cow_sets_within_need)
 Test(rbtree, range_cow_copies_only_what_changes)
 {
 	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
+	struct ps_rtree_cow_mem mem;
 	struct ps_rtree pub;
 	uint64_t gen = 0, i;
 	size_t none = 0;
 
+	memset(&mem, 0, sizeof(mem));
 	ps_rtree_init(&pub);
 	for (i = 0; i < 1000; i++) {
-		struct ps_range_vec v = { NULL, 0, 0 };
 		struct ps_rtree_cow c;
 		uint64_t s = (i * 7919) % 1000; /* scattered: a balanced-looking tree */
-		size_t copies, n0;
 
-		cr_assert_eq(ps_range_vec_fill(&v, ps_rtree_cow_need(&pub, 10 * s, 10 * s + 5)), 0);
-		n0 = v.n;
-		ps_rtree_cow_begin(&c, &pub, ++gen, &v);
-		ps_rtree_cow_set(&c, 10 * s, 10 * s + 5, pols[0]);
-		copies = c.copies;
+		ps_rtree_cow_begin(&c, &pub, ++gen, &mem);
+		cr_assert(ps_rtree_cow_set(&c, 10 * s, 10 * s + 5, pols[0]));
+		cr_assert_eq(mem.used.n, c.copies + 1, "an insertion takes its range and the copies");
+		none += c.copies == 0;
 		ps_rtree_cow_publish(&c, &pub, false);
-		cr_assert_eq(n0 - v.n, copies + 1, "an insertion takes its range and the copies");
-		none += copies == 0;
-		ps_range_vec_free(&v);
 		ps_range_list_free_nopol(&c.replaced);
 		ps_range_list_free(&c.removed);
 	}
 	for (i = 0; i < 1000; i++) {
-		struct ps_range_vec v = { NULL, 0, 0 };
 		struct ps_rtree_cow c;
 
-		cr_assert_eq(ps_range_vec_fill(&v, ps_rtree_cow_need(&pub, 10 * i, 10 * i + 5)), 0);
-		ps_rtree_cow_begin(&c, &pub, ++gen, &v);
-		ps_rtree_cow_set(&c, 10 * i, 10 * i + 5, pols[i & 1]);
+		ps_rtree_cow_begin(&c, &pub, ++gen, &mem);
+		cr_assert(ps_rtree_cow_set(&c, 10 * i, 10 * i + 5, pols[i & 1]));
 		cr_assert_eq(c.copies, 1, "a new policy for one range copied %zu nodes", c.copies);
 		cr_assert_eq(c.replaced.n, 1);
 		cr_assert_eq(c.count, 1000);
 		ps_rtree_cow_publish(&c, &pub, false);
-		ps_range_vec_free(&v);
 		ps_range_list_free_nopol(&c.replaced);
 		ps_range_list_free(&c.removed);
 	}
 	cr_log_info("%zu of 1000 insertions copied nothing", none);
 	cr_assert_gt(none, 300);
+	ps_rtree_cow_mem_free(&mem);
+	{
+		struct ps_range_list removed = { NULL, 0, NULL };
+
+		ps_rtree_clear(&pub, &removed);
+		ps_range_list_free(&removed);
+	}
+	cr_assert_eq(ps_policy_refcount(pols[0]), 1);
+	cr_assert_eq(ps_policy_refcount(pols[1]), 1);
+	ps_policy_put(pols[0]);
+	ps_policy_put(pols[1]);
+}
+
+/* A range's full state, for the abort test: pointers, links, colour, payload, its policy's count. */
+struct rsnap {
+	size_t n;
+	struct ps_range *r[2048];
+	struct ps_rb_node *child[2][2048];
+	uint64_t meta[2048], start[2048], end[2048];
+	struct ps_policy *pol[2048];
+};
+
+static void rsnap_walk(struct rsnap *sn, struct ps_rb_node *x)
+{
+	for (; x; x = x->child[1]) {
+		struct ps_range *r = ps_container_of(x, struct ps_range, rb);
+
+		rsnap_walk(sn, x->child[0]);
+		cr_assert_lt(sn->n, 2048);
+		sn->r[sn->n] = r;
+		sn->child[0][sn->n] = x->child[0];
+		sn->child[1][sn->n] = x->child[1];
+		sn->meta[sn->n] = x->meta;
+		sn->start[sn->n] = r->start;
+		sn->end[sn->n] = r->end;
+		sn->pol[sn->n++] = r->pol;
+	}
+}
+
+static void rsnap_check(const struct rsnap *sn, const struct ps_rtree *t, const char *what, long k)
+{
+	size_t i;
+
+	for (i = 0; i < sn->n; i++) {
+		const struct ps_range *r = sn->r[i];
+
+		cr_assert(r->rb.child[0] == sn->child[0][i] && r->rb.child[1] == sn->child[1][i] &&
+				r->rb.meta == sn->meta[i] && r->start == sn->start[i] &&
+				r->end == sn->end[i] && r->pol == sn->pol[i],
+				"%s, failure %ld: range [%llu, %llu) changed", what, k,
+				(unsigned long long)sn->start[i], (unsigned long long)sn->end[i]);
+	}
+	cr_assert_eq(sn->n == 0, t->root.node == NULL, "%s: root", what);
+}
+
+/*
+ * Out of memory at every allocation of an update in turn (the failing
+ * allocator): the set reports it, ps_rtree_cow_abort() leaves every
+ * published range exactly as it was (links, colours, bounds, policies,
+ * reference counts), and then the set succeeds.  Single sets and batches
+ * of several, over random trees.
+ */
+Test(rbtree, range_cow_abort_at_every_allocation)
+{
+	struct ps_policy *pols[3] = { ps_test_bind(0), ps_test_bind(1), NULL };
+	static struct rsnap sn;
+	struct ps_rtree pub;
+	uint64_t seed = 11, gen = 0;
+	long aborts = 0;
+	int op;
+
+	ps_rtree_init(&pub);
+	ps_test_alloc_install();
+	for (op = 0; op < 600; op++) {
+		int nops = 1 + (op % 3 == 0 ? (int)(ps_test_rand(&seed) % 4) : 0), j;
+		struct ps_set_op ops[4];
+		long refs[2], k;
+
+		for (j = 0; j < nops; j++) {
+			uint64_t a = ps_test_rand(&seed) % 1000;
+
+			ops[j].start = a;
+			ops[j].end = a + 1 + ps_test_rand(&seed) % (op % 7 ? 8 : 120);
+			ops[j].pol = pols[ps_test_rand(&seed) % 3];
+		}
+		for (k = 0;; k++) {
+			struct ps_rtree_cow_mem mem;
+			struct ps_rtree_cow c;
+			bool ok = true;
+			const char *why = NULL;
+
+			memset(&mem, 0, sizeof(mem));
+			sn.n = 0;
+			rsnap_walk(&sn, pub.root.node);
+			refs[0] = ps_policy_refcount(pols[0]);
+			refs[1] = ps_policy_refcount(pols[1]);
+			ps_test_alloc_fail_once(k);
+			ps_rtree_cow_begin(&c, &pub, ++gen, &mem);
+			for (j = 0; j < nops && ok; j++)
+				ok = ps_rtree_cow_set(&c, ops[j].start, ops[j].end, ops[j].pol);
+			if (ok && op % 5 == 0)
+				ok = !ps_rtree_cow_ready_root(&c);
+			if (!ps_test_alloc_disarm()) {
+				cr_assert(ok, "op %d: an update failed with no allocation failing", op);
+				ps_rtree_cow_publish(&c, &pub, op % 5 == 0);
+				cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
+				ps_range_list_free_nopol(&c.replaced);
+				ps_range_list_free(&c.removed);
+				ps_rtree_cow_mem_free(&mem);
+				break;
+			}
+			cr_assert(!ok, "op %d: an update succeeded despite failure %ld", op, k);
+			ps_rtree_cow_abort(&c);
+			aborts++;
+			rsnap_check(&sn, &pub, "abort", k);
+			cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d, failure %ld: %s", op, k, why);
+			cr_assert_eq(ps_policy_refcount(pols[0]), refs[0], "op %d, failure %ld", op, k);
+			cr_assert_eq(ps_policy_refcount(pols[1]), refs[1], "op %d, failure %ld", op, k);
+			ps_rtree_cow_mem_free(&mem);
+		}
+	}
+	ps_test_alloc_restore();
+	cr_log_info("%ld aborted updates", aborts);
+	cr_assert_gt(aborts, 1000);
 	{
 		struct ps_range_list removed = { NULL, 0, NULL };
 
