@@ -48,6 +48,7 @@ static const struct scenario {
 	{"write-cost", stress_run_write_cost},
 	{"window", stress_run_window},
 	{"batch-cost", stress_run_batch_cost},
+	{"many-stores", stress_run_many_stores},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -103,6 +104,11 @@ static void usage(FILE *out)
 		     "sets\n"
 		     "                and as one ps_store_set_many(), adjacent and random slots;\n"
 		     "                --ranges [10000,1000000] (not in the default run)\n"
+		     "  many-stores   --stores [10000] stores of 1 to 16 ranges (--ranges: exactly\n"
+		     "                that many), each variant in a child process: bytes per store\n"
+		     "                fresh, after 100 sets each and 100 ms later; lookups/s of\n"
+		     "                the largest --ranks value over all stores beside --writers;\n"
+		     "                one 64-range store after 100000 sets (not in the default run)\n"
 		     "  all           every scenario above\n"
 		     "\n"
 		     "Linearizability check (instead of the scenarios):\n"
@@ -272,7 +278,8 @@ static void parse(int argc, char **argv)
 	} while (0)
 		if (FLAG("--duration") || FLAG("--repeat") || FLAG("--plot") ||
 				FLAG("--write-interval") || FLAG("--ranges") || FLAG("--pattern") ||
-				FLAG("--sequential") || FLAG("--fault-work") || FLAG("--batch"))
+				FLAG("--sequential") || FLAG("--fault-work") || FLAG("--batch") ||
+				FLAG("--stores"))
 			scenario_only = a;
 		if (FLAG("--lookups") || FLAG("--writes"))
 			check_only = a;
@@ -367,6 +374,9 @@ static void parse(int argc, char **argv)
 			NEEDV();
 			stress_opts.batch = opt_int(v, "--batch (1 to 4096)", 1, 4096);
 			stress_opts.batch_given = true;
+		} else if (FLAG("--stores")) {
+			NEEDV();
+			stress_opts.stores = (size_t)opt_int(v, "--stores (1 to 10000000)", 1, 10000000);
 		} else if (FLAG("--write-interval")) {
 			double us;
 

@@ -1316,6 +1316,9 @@ static const char *const wc_restore_name[WC_NKINDS] = {"", "unsplit", "re-add", 
 
 struct wc_sum {
 	uint64_t set_ticks, sets, restore_ticks, restores;
+	/* From ps_store_stats() around each of the kind's own sets (stats: it keeps them). */
+	bool stats;
+	uint64_t copied, copied_max, nretired, nretired_max, root;
 	uint64_t slow;	     /* the kind's own sets that took STRESS_ONCPU_NS or more */
 	uint64_t fast_ticks; /* the kind's own sets that took less */
 	uint64_t sync_ns, syncs;
@@ -1341,6 +1344,33 @@ static inline uint64_t wc_timed(struct ctx *c, uint64_t start, uint64_t end, str
 
 	do_set(c, start, end, pol);
 	return stress_ticks() - t0;
+}
+
+/*
+ * One of the kind's own sets: timed, and the nodes it copied and retired
+ * read from ps_store_stats() before and after it (outside the timing).
+ */
+static uint64_t wc_kind_set(struct ctx *c, struct wc_sum *sum, uint64_t start, uint64_t end,
+		struct ps_policy *pol)
+{
+	struct ps_store_stats a, b;
+	bool stats = c->store && !ps_store_stats(c->store, &a);
+	uint64_t t = wc_timed(c, start, end, pol);
+
+	if (stats && !ps_store_stats(c->store, &b)) {
+		uint64_t copied = b.nodes_copied - a.nodes_copied;
+		uint64_t retired = b.nodes_retired - a.nodes_retired;
+
+		sum->stats = true;
+		sum->copied += copied;
+		sum->nretired += retired;
+		sum->root += b.root_publications - a.root_publications;
+		if (copied > sum->copied_max)
+			sum->copied_max = copied;
+		if (retired > sum->nretired_max)
+			sum->nretired_max = retired;
+	}
+	return t;
 }
 
 /* One of the kind's own sets took @t ticks. */
@@ -1390,14 +1420,14 @@ static void wc_run_kind(struct wc_arg *a, enum wc_kind k)
 		case WC_REPLACE:
 			s = stress_below(&rng, l->nslots);
 			a->cur[s] ^= 1;
-			wc_count_set(sum, wc_timed(c, slot_start(l, s), slot_end(l, s),
+			wc_count_set(sum, wc_kind_set(c, sum, slot_start(l, s), slot_end(l, s),
 							  wc_pol(s, a->cur[s])));
 			break;
 		case WC_SPLIT:
 			s = stress_below(&rng, l->nslots);
 			lo = slot_start(l, s);
 			hi = slot_end(l, s);
-			wc_count_set(sum, wc_timed(c, lo + 1, hi - 1, wc_pol(s, a->cur[s] ^ 1)));
+			wc_count_set(sum, wc_kind_set(c, sum, lo + 1, hi - 1, wc_pol(s, a->cur[s] ^ 1)));
 			sum->restore_ticks += wc_timed(c, lo, hi, wc_pol(s, a->cur[s]));
 			sum->restores++;
 			break;
@@ -1405,13 +1435,13 @@ static void wc_run_kind(struct wc_arg *a, enum wc_kind k)
 			s = stress_below(&rng, l->nslots);
 			lo = slot_start(l, s);
 			hi = slot_end(l, s);
-			wc_count_set(sum, wc_timed(c, lo, hi, NULL));
+			wc_count_set(sum, wc_kind_set(c, sum, lo, hi, NULL));
 			sum->restore_ticks += wc_timed(c, lo, hi, wc_pol(s, a->cur[s]));
 			sum->restores++;
 			break;
 		case WC_SPAN:
 			s = stress_below(&rng, l->nslots - (WC_SPAN_RANGES - 1));
-			wc_count_set(sum, wc_timed(c, slot_start(l, s),
+			wc_count_set(sum, wc_kind_set(c, sum, slot_start(l, s),
 							  slot_end(l, s + WC_SPAN_RANGES - 1),
 							  wc_pol(s, a->cur[s] ^ 1)));
 			for (i = s; i < s + WC_SPAN_RANGES; i++)
@@ -1627,6 +1657,14 @@ void stress_run_write_cost(void)
 					tot.syncs += sm->syncs;
 					if (sm->retired_max > tot.retired_max)
 						tot.retired_max = sm->retired_max;
+					tot.stats |= sm->stats;
+					tot.copied += sm->copied;
+					tot.nretired += sm->nretired;
+					tot.root += sm->root;
+					if (sm->copied_max > tot.copied_max)
+						tot.copied_max = sm->copied_max;
+					if (sm->nretired_max > tot.nretired_max)
+						tot.nretired_max = sm->nretired_max;
 				}
 				qsort(ns, (size_t)reps, sizeof(*ns), dbl_cmp);
 				qsort(fns, (size_t)reps, sizeof(*fns), dbl_cmp);
@@ -1655,6 +1693,13 @@ void stress_run_write_cost(void)
 					p.sync_ns_per_set = (double)tot.sync_ns /
 							    (double)(tot.sets + tot.restores);
 					p.retired_bytes_max = tot.retired_max;
+				}
+				if (tot.stats && tot.sets) {
+					p.copied_mean = (double)tot.copied / (double)tot.sets;
+					p.copied_max = (double)tot.copied_max;
+					p.nretired_mean = (double)tot.nretired / (double)tot.sets;
+					p.nretired_max = (double)tot.nretired_max;
+					p.root_share = (double)tot.root / (double)tot.sets;
 				}
 				if (vs[i]->kind == V_UNSYNC) {
 					base_ns[k] = p.set_ns;

@@ -297,6 +297,10 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->set_ns = p->set_ns_min = p->set_ns_max = p->restore_ns = p->restore_ratio = NAN;
 	p->set_ns_oncpu = NAN;
 	p->sync_ns_per_set = p->retired_bytes_max = NAN;
+	p->copied_mean = p->copied_max = p->nretired_mean = p->nretired_max = p->root_share = NAN;
+	p->one_mem = p->one_heap_now = p->one_heap_idle = NAN;
+	for (int i = 0; i < 3; i++)
+		p->store_mem[i] = p->store_heap[i] = p->store_rss[i] = NAN;
 	p->ns_per_op = p->ranges_per_op = p->ns_per_range = p->ratio_lookup = NAN;
 	p->ratio_borrow = p->single_ns = p->many_ns = p->batch_ratio = NAN;
 	p->batch = -1;
@@ -417,6 +421,26 @@ static const struct col cols[] = {
 				"%.0f"},
 		COL(baseline, NULL),
 		COL(note, NULL),
+		/* write-cost, the copies and retirements of each set */
+		COL(copied_mean, "%.2f"),
+		COL(copied_max, "%.0f"),
+		COL(nretired_mean, "%.2f"),
+		COL(nretired_max, "%.0f"),
+		COL(root_share, "%.3f"),
+		/* many-stores */
+		COL(stores, NULL),
+		{"store_mem_fresh", C_DBL, offsetof(struct stress_point, store_mem[0]), "%.1f"},
+		{"store_mem_after_sets", C_DBL, offsetof(struct stress_point, store_mem[1]), "%.1f"},
+		{"store_mem_idle", C_DBL, offsetof(struct stress_point, store_mem[2]), "%.1f"},
+		{"store_heap_fresh", C_DBL, offsetof(struct stress_point, store_heap[0]), "%.1f"},
+		{"store_heap_after_sets", C_DBL, offsetof(struct stress_point, store_heap[1]), "%.1f"},
+		{"store_heap_idle", C_DBL, offsetof(struct stress_point, store_heap[2]), "%.1f"},
+		{"store_rss_fresh", C_DBL, offsetof(struct stress_point, store_rss[0]), "%.1f"},
+		{"store_rss_after_sets", C_DBL, offsetof(struct stress_point, store_rss[1]), "%.1f"},
+		{"store_rss_idle", C_DBL, offsetof(struct stress_point, store_rss[2]), "%.1f"},
+		COL(one_mem, "%.0f"),
+		COL(one_heap_now, "%.0f"),
+		COL(one_heap_idle, "%.0f"),
 };
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
 

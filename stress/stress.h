@@ -57,6 +57,7 @@ struct stress_opts {
 	bool ranks_given, writers_given, pages_given, ranges_given; /* on the command line */
 	int batch; /* writers apply this many sets per ps_store_set_many() [1]; batch-cost's B */
 	bool batch_given;
+	size_t stores; /* many-stores: how many stores [10000] */
 };
 
 /*
@@ -103,6 +104,21 @@ struct stress_point {
 	uint64_t restores, slow_sets;
 	double set_ns, set_ns_min, set_ns_max, set_ns_oncpu, restore_ns, restore_ratio,
 			sync_ns_per_set, retired_bytes_max;
+	/*
+	 * write-cost, variants that keep ps_store_stats(): tree nodes the
+	 * kind's sets copied and retired (mean and most per set), and the
+	 * share of them published at the root.
+	 */
+	double copied_mean, copied_max, nretired_mean, nretired_max, root_share;
+	/*
+	 * many-stores: @stores stores; bytes per store (ps_store_memory(), the
+	 * library's heap, the resident set) fresh, after 100 sets each and
+	 * 100 ms later; one 64-range store after 100,000 sets: its
+	 * ps_store_memory() and heap bytes at once and 100 ms later.
+	 */
+	uint64_t stores;
+	double store_mem[3], store_heap[3], store_rss[3];
+	double one_mem, one_heap_now, one_heap_idle;
 	/*
 	 * window: the kind is the window ("1", "16", "256" ranges)
 	 * or the point lookup it is compared with ("lookup", "lookup:noref");
@@ -278,6 +294,7 @@ void stress_run_store(const char *scenario); /* shared-text, hot-policy */
 void stress_run_write_cost(void);
 void stress_run_window(void); /* window reads beside writers */
 void stress_run_batch_cost(void);
+void stress_run_many_stores(void);
 void stress_print_window(void); /* their tables and targets */
 bool stress_companion_variant_known(const char *name);
 void stress_print_companions(void);

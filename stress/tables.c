@@ -239,6 +239,30 @@ static void table_write_cost(void)
 		       "outside the timed sets;\n   retired: most bytes one synchronize call "
 		       "released; sets: the kind's timed sets, all repetitions;\n   slow: of "
 		       "those, how many took 100 us or more (preempted?), counted in ns/set)\n");
+	for (i = 0, last = 0; (p = next_point("write-cost", &i)); i++) {
+		char a[32], b[32], c[32], d[32], e[32];
+
+		if (isnan(p->copied_mean))
+			continue;
+		if (p->ranges != last) {
+			printf("\nwrite-cost: tree nodes each set copied and retired, %llu ranges\n",
+					(unsigned long long)p->ranges);
+			printf("  %-8s %-9s %12s %12s %13s %13s %14s\n", "kind", "variant",
+					"copied/set", "copied max", "retired/set", "retired max",
+					"at the root %");
+			last = p->ranges;
+		}
+		fmt_num(a, sizeof(a), "%.2f", p->copied_mean);
+		fmt_num(b, sizeof(b), "%.0f", p->copied_max);
+		fmt_num(c, sizeof(c), "%.2f", p->nretired_mean);
+		fmt_num(d, sizeof(d), "%.0f", p->nretired_max);
+		fmt_num(e, sizeof(e), "%.1f", 100 * p->root_share);
+		printf("  %-8s %-9s %12s %12s %13s %13s %14s\n", p->kind, p->variant, a, b, c, d, e);
+	}
+	if (last)
+		printf("  (copied: published nodes a set copied before changing them; retired: nodes\n"
+		       "   it took out of the tree, freed after a grace period; at the root: sets\n"
+		       "   published by a store of the root rather than of a lower child slot)\n");
 }
 
 /* ---- target summary ------------------------------------------------------------------- */
@@ -686,6 +710,57 @@ static void summary_read_path(void)
 	}
 }
 
+/* many-stores: bytes per store and lookups, each variant against spin's. */
+static void table_many_stores(void)
+{
+	const struct stress_point *p, *spin = stress_find("many-stores", "spin",
+			stress_opts.ranks[stress_opts.nranks - 1], 0);
+	static const char *const when[3] = { "fresh", "+100 sets", "+100 ms" };
+	bool header = false;
+	size_t i;
+	int w;
+
+	for (i = 0; (p = next_point("many-stores", &i)); i++) {
+		char a[32], b[32], c[32], d[32];
+
+		if (!header) {
+			printf("\nmany-stores: %llu stores of %s ranges; bytes per store (x spin's)\n",
+					(unsigned long long)p->stores,
+					p->ranges ? "exactly --ranges" : "1 to 16");
+			printf("  %-9s %-10s %18s %18s %18s\n", "variant", "when",
+					"ps_store_memory B", "library heap B", "resident set B");
+			header = true;
+		}
+		for (w = 0; w < 3; w++) {
+			double x = spin ? p->store_heap[w] / spin->store_heap[w] : NAN;
+
+			fmt_num(a, sizeof(a), "%.0f", p->store_mem[w]);
+			fmt_num(b, sizeof(b), "%.0f", p->store_heap[w]);
+			fmt_num(c, sizeof(c), "%.0f", p->store_rss[w]);
+			fmt_num(d, sizeof(d), "%.2f", x);
+			printf("  %-9s %-10s %18s %10s (%5s) %18s\n", w ? "" : p->variant, when[w], a,
+					b, d, c);
+		}
+	}
+	if (!header)
+		return;
+	printf("\nmany-stores: %d reader(s) over all stores (ps_store_lookup_node()), %d writer(s)\n",
+			stress_opts.ranks[stress_opts.nranks - 1], stress_opts.writers);
+	printf("  %-9s %14s %12s   one 64-range store after 100000 sets: %s\n", "variant",
+			"lookups/s", "sets/s", "memory B, heap B at once, 100 ms later (x spin's)");
+	for (i = 0; (p = next_point("many-stores", &i)); i++) {
+		char a[32], b[32], c[32], d[32], e[32], f[32];
+
+		fmt_num(a, sizeof(a), "%.0f", p->ops_per_sec);
+		fmt_num(b, sizeof(b), "%.0f", p->writer_ops_per_sec);
+		fmt_num(c, sizeof(c), "%.0f", p->one_mem);
+		fmt_num(d, sizeof(d), "%.0f", p->one_heap_now);
+		fmt_num(e, sizeof(e), "%.0f", p->one_heap_idle);
+		fmt_num(f, sizeof(f), "%.2f", spin ? p->one_heap_idle / spin->one_heap_idle : NAN);
+		printf("  %-9s %14s %12s   %9s %9s %9s (%s)\n", p->variant, a, b, c, d, e, f);
+	}
+}
+
 void stress_print_tables(void)
 {
 	table_lookup_cost();
@@ -693,6 +768,7 @@ void stress_print_tables(void)
 	table_store("hot-policy");
 	stress_print_companions();
 	table_write_cost();
+	table_many_stores();
 	stress_print_window();
 	table_lockstat();
 	summary();
