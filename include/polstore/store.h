@@ -89,7 +89,8 @@ PS_API struct ps_store *ps_store_create(enum ps_sync sync);
  *
  * Context: no other thread may use @store during or after the call; not
  * inside a read-side section of an RCU, RCU_QSBR or SEQLOCK store or RCU
- * id map (those wait for their batches in flight).
+ * id map (those wait until what their sets removed is freed, so that the
+ * policy references it held are dropped when this returns).
  */
 PS_API void ps_store_destroy(struct ps_store *store);
 
@@ -116,17 +117,20 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * the new range is inserted.  The store takes its own reference to @pol; the
  * caller keeps its reference.
  *
- * Every node the update may need is allocated before anything changes, so an
- * allocation failure leaves the store exactly as it was.
+ * Every node the update may need is allocated before anything is published,
+ * so an allocation failure leaves the store exactly as it was.
  *
  * SEQLOCK, RCU and RCU_QSBR stores free what a set removes (and, for RCU
- * and RCU_QSBR, the tree nodes it replaced by copies) in batches after a
- * grace period, on polstore's reclaim thread; policy references of removed
+ * and RCU_QSBR, the tree nodes it replaced by copies) after a grace
+ * period, on polstore's reclaim thread; policy references of removed
  * ranges are dropped then too (see ps_store_synchronize()).
  *
- * RCU and RCU_QSBR: the set copies the nodes it changes and publishes the
- * new version with one pointer store; it never waits for a grace period or
- * for readers.  Readers see the version before or after it, never a mix.
+ * RCU and RCU_QSBR: the set copies the nodes it changes, and those between
+ * them and the highest one, and publishes them with one pointer store into
+ * the child slot of the lowest node it leaves unchanged (the root when the
+ * change reaches it); the rest of the tree stays where it is.  It never
+ * waits for a grace period or for readers.  A lookup sees the store before
+ * or after the set, never a mix (ps_store_stats() counts what sets copy).
  *
  * Context: any thread; writers are serialised by the store.  Allocates.
  * SPIN, RWLOCK, SEQLOCK: not inside a read-side section or foreach callback
@@ -137,9 +141,9 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * section of any store, a foreach callback (of this store too: the walk
  * goes on in its snapshot), and from an online QSBR thread; what the caller
  * borrowed stays valid until its section ends.  Only when the reclaim thread
- * has fallen far behind (PS_COW_INFLIGHT_MAX ranges in flight) does a set
- * called outside every section (QSBR: offline) wait for one grace period
- * to free its batch itself.
+ * has fallen 262,144 ranges (16 MiB) behind, as when a grace period cannot
+ * end, does a set called outside every section (QSBR: offline) wait for
+ * one grace period and free what it retired itself.
  * Return: 0; -EINVAL when @store is NULL or @start >= @end; -ENOMEM.
  */
 PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
@@ -149,15 +153,15 @@ PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
  * ps_store_synchronize() - free what earlier sets removed but still hold
  * @store: the store
  *
- * SEQLOCK, RCU and RCU_QSBR stores keep removed ranges, and their policy
- * references, until a batch of them has gathered, then free the batch after
- * a grace period on polstore's reclaim thread of the store's liburcu
- * flavour.  This frees the partial batch and waits for the batches in
- * flight, so that after it returns every policy reference the store holds
- * belongs to a range in the store.  RCU and RCU_QSBR stores also give back
- * the spare nodes they keep for their next sets, beyond a few hundred.
- * SPIN and RWLOCK stores free removed ranges before ps_store_set()
- * returns: a no-op for them.
+ * SEQLOCK, RCU and RCU_QSBR stores free removed ranges, and drop their
+ * policy references, after a grace period on polstore's reclaim thread of
+ * the store's liburcu flavour (SEQLOCK gathers them in batches first).
+ * This waits for all of that, so that after it returns every policy
+ * reference the store holds belongs to a range in the store.  RCU and
+ * RCU_QSBR also give back the calling thread's spare nodes and the
+ * flavour's pool of released ones (which the reclaim thread empties by
+ * itself once sets stop).  SPIN and RWLOCK stores free removed ranges
+ * before ps_store_set() returns: a no-op for them.
  *
  * Context: any thread, not inside a read-side section of an RCU, RCU_QSBR
  * or SEQLOCK store or RCU id map (it waits for grace periods; an online
@@ -506,9 +510,8 @@ struct ps_set_op {
  * and every reference count as they were.  Reclamation, references and
  * waiting are as for ps_store_set().
  *
- * Context: as ps_store_set().  Allocates (RCU and RCU_QSBR: spares for
- * the worst case of every op, O(n log N) for N ranges; they are kept for
- * later sets).
+ * Context: as ps_store_set().  Allocates (RCU and RCU_QSBR: before each
+ * change of the tree, what it can need at worst, O(log N) for N ranges).
  * Return: 0; -EINVAL when @store is NULL, @ops is NULL with @n > 0, or an
  * op has start >= end; -ENOMEM.
  */
