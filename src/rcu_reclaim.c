@@ -125,6 +125,12 @@ static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due)
 	}
 }
 
+bool _ps_reclaim_is_self(struct ps_reclaimer *rc)
+{
+	return __atomic_load_n(&rc->started, __ATOMIC_ACQUIRE) &&
+	       pthread_equal(pthread_self(), rc->thread);
+}
+
 void _ps_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void))
 {
 	if (__atomic_load_n(&rc->on_idle, __ATOMIC_RELAXED) != fn)

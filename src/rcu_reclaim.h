@@ -113,6 +113,13 @@ static inline size_t _ps_reclaim_pending(const struct ps_reclaimer *rc)
 void _ps_reclaim_barrier(struct ps_reclaimer *rc);
 
 /**
+ * _ps_reclaim_is_self() - true on @rc's own thread (in a release function):
+ * there a barrier would wait for itself, and every item queued before the
+ * one being released has been released already
+ */
+bool _ps_reclaim_is_self(struct ps_reclaimer *rc);
+
+/**
  * _ps_reclaim_on_idle() - have @fn run on @rc's thread once it has had no
  * work for PS_RECLAIM_IDLE_NS after some (to give back caches when the
  * writers stop)

@@ -478,7 +478,8 @@ static void cow_destroy(struct ps_store *s)
 	 */
 	_ps_store_free_ranges(s);
 	rec_chain_free_now(__atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE));
-	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED)) {
+	/* On the reclaim thread (a release that destroys a store) its records went first. */
+	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED) && !_ps_reclaim_is_self(PS_COW_RECLAIMER)) {
 		cow_wait_records();
 		cow_depot_drain();
 	}
@@ -572,7 +573,12 @@ static void cow_retire(struct ps_store_cow *cs, struct cow_rec *r)
 			!_ps_reclaim_defer_weighed(PS_COW_RECLAIMER, &r->item, n))
 		return;
 	if (can_wait) {
+		int cancel;
+
+		/* A cancellation here would lose the record: acted on at the next point instead. */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 		PS_COW_SYNCHRONIZE();
+		pthread_setcancelstate(cancel, NULL);
 		PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 		rec_release(r);
 		return;
@@ -589,13 +595,17 @@ static void cow_release_stalled(struct ps_store_cow *cs)
 {
 	struct cow_rec *r = __atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE), *next;
 	bool token;
+	int cancel;
 
 	if (!r)
 		return;
 	__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
+	/* As in cow_retire(): not a cancellation point, nothing taken is lost. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	token = PS_COW_WAIT_ENTER();
 	PS_COW_SYNCHRONIZE();
 	PS_COW_WAIT_EXIT(token);
+	pthread_setcancelstate(cancel, NULL);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	for (; r; r = next) {
 		next = r->next;
