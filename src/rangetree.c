@@ -165,7 +165,8 @@ static bool cow_ready(struct spares *s, enum tree_op op, size_t extra)
 
 	if (!c)
 		return true;
-	h = 2 * (c->bh + c->inserts + 1);
+	/* The height a tree of that many ranges can have: no walk needed. */
+	h = ps_rb_height_max(c->published + (size_t)c->inserts + 1);
 	copies = op == OP_OWN ? ps_rb_copies_own(h) :
 		 op == OP_ERASE ? ps_rb_copies_erase(h) : ps_rb_copies_insert(h);
 	if (copies > c->published + 1)
@@ -403,7 +404,6 @@ void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64
 	c->count = t->count;
 	c->published = t->count;
 	ps_rb_tx_init(&c->tx, &c->root, gen, cow_copy);
-	c->bh = ps_rb_height_bound(&t->root, 0) / 2;
 	c->inserts = 0;
 	c->mem = mem;
 	c->copies = 0;

@@ -127,7 +127,6 @@ struct ps_rtree_cow {
 	struct ps_rb_root root;          /* the update's own root pointer */
 	size_t count;                    /* the range count the update leaves */
 	size_t published;                /* the published tree's range count */
-	int bh;                          /* the published tree's black height */
 	int inserts;                     /* insertions reserved so far: each may add a level */
 	struct ps_rtree_cow_mem *mem;
 	size_t copies;                   /* published ranges copied so far */
