@@ -629,6 +629,8 @@ static size_t cow_record(struct cow_rec *r, struct ps_rtree_cow *c, struct cow_t
 	while (r->n + r->npols < PS_COW_REC_SLOTS && (x = ps_range_list_pop(&c->replaced)))
 		r->slot[r->n++] = x;
 	while (r->n + r->npols + 2 <= PS_COW_REC_SLOTS && (x = ps_range_list_pop(&c->removed))) {
+		struct ps_policy *pol = x->pol;
+
 		if (x->start == x->end) {
 			if (t->mem.spares.n < t->mem.spares.cap)
 				t->mem.spares.v[t->mem.spares.n++] = x;
@@ -638,8 +640,8 @@ static size_t cow_record(struct cow_rec *r, struct ps_rtree_cow *c, struct cow_t
 			r->slot[r->n++] = x;
 			nodes++;
 		}
-		if (x->pol)
-			r->slot[PS_COW_REC_SLOTS - 1 - r->npols++] = x->pol;
+		if (pol)
+			r->slot[PS_COW_REC_SLOTS - 1 - r->npols++] = pol;
 	}
 	nodes += c->removed.n; /* what did not fit (carriers among them count too: a bound) */
 	ps_range_list_splice(&r->over_replaced, &c->replaced);
