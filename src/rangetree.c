@@ -437,10 +437,10 @@ void ps_rtree_cow_abort(struct ps_rtree_cow *c)
 	c->copies = 0;
 }
 
-int ps_rtree_cow_ready_root(struct ps_rtree_cow *c)
+int ps_rtree_cow_ready_publish(struct ps_rtree_cow *c, bool at_root, size_t extra)
 {
 	c->mem->nundo = c->tx.nundo;
-	return ps_rtree_cow_mem_reserve(c->mem, (size_t)c->tx.pdepth, 0, 0);
+	return ps_rtree_cow_mem_reserve(c->mem, (at_root ? (size_t)c->tx.pdepth : 0) + extra, 0, 0);
 }
 
 bool ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t, bool at_root)

@@ -162,16 +162,17 @@ void ps_rtree_cow_abort(struct ps_rtree_cow *c);
  *
  * One release store (ps_rb_publish()): a reader that loads it (acquire)
  * sees every node below it initialised.  The count follows; it is a hint
- * for readers (ps_store_count()).  @at_root needs ps_rtree_cow_ready_root()
+ * for readers (ps_store_count()).  @at_root needs ps_rtree_cow_ready_publish()
  * first.  Return: true when the root was stored.
  */
 bool ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t, bool at_root);
 
 /**
- * ps_rtree_cow_ready_root() - reserve the copies a publication at the root takes
+ * ps_rtree_cow_ready_publish() - reserve, before publication, the copies a
+ * publication at the root takes (@at_root) and @extra spares more
  * Return: 0, or -ENOMEM: the update must be thrown away.
  */
-int ps_rtree_cow_ready_root(struct ps_rtree_cow *c);
+int ps_rtree_cow_ready_publish(struct ps_rtree_cow *c, bool at_root, size_t extra);
 
 /** ps_rtree_foreach() - in-order walk of a tree no writer is changing (or a published version). */
 int ps_rtree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg);

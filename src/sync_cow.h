@@ -45,20 +45,22 @@
  * ps_rtree_cow).  So a set never waits for readers.
  *
  * Memory in proportion.  A store holds its live ranges and nothing else:
- * spare ranges live in the writing thread's pool (struct cow_thread), not
- * in the store, and a released record's ranges go to the flavour's depot,
- * where writers refill their spares without touching them; the reclaim
- * thread loads no range (the record lists them by pointer).  A thread
- * keeps the spares its recent operations reserved (a bound from the
- * height of the trees it wrote), the depot at most PS_COW_DEPOT_MAX ranges
- * while sets run and none once they stop (cow_depot_idle()); retired
- * memory is back in the depot one grace period after the set, about a
- * millisecond.
+ * spare ranges live with the writing thread (struct cow_thread), not in
+ * the store.  A set's record is made of range-sized chunks taken from the
+ * same spares, so every chunk of memory an RCU store uses is one size:
+ * released, a record's ranges and its own chunks all go to the flavour's
+ * depot, a plain array of free chunks, where writers refill their spares;
+ * the reclaim thread loads no range (the record lists them by pointer).
+ * A thread keeps the spares its recent operations reserved (a bound from
+ * the height of the trees it wrote), the depot at most PS_COW_DEPOT_MAX
+ * chunks while sets run and none once they stop (cow_depot_idle());
+ * retired memory is back in the depot one grace period after the set,
+ * about a millisecond.
  *
  * Allocation: before each operation of the tree an update reserves what
  * the operation can take in the worst case (rangetree.c); -ENOMEM there
  * throws the update away (ps_rtree_cow_abort()), and everything is as it
- * was.  A set also makes sure of its record before it publishes.
+ * was.  A set also reserves its record's chunks before it publishes.
  *
  * Memory bound: ranges retired and not yet released are those of the
  * records queued (_ps_reclaim_pending()).  Should the reclaim thread fall
@@ -100,50 +102,73 @@
 
 /* Retired ranges in flight past which a set that may wait releases its own record. */
 #define PS_COW_PENDING_MAX (1 << 18)
-/* Ranges the flavour's depot keeps at most; beyond, released ranges are freed. */
-#define PS_COW_DEPOT_MAX 4096
-/* Ranges a thread takes from the depot beyond what its operation needs. */
+/* Chunks the flavour's depot keeps at most; beyond, released ones are freed. */
+#define PS_COW_DEPOT_MAX 16384
+/* Chunks a thread takes from the depot beyond what its operation needs. */
 #define PS_COW_REFILL 32
-/* A pool's keep halves after this many sets that needed less. */
+/* A thread's keep halves after this many sets that needed less. */
 #define PS_COW_KEEP_DECAY 4096
-/* Spare records a thread keeps. */
-#define PS_COW_RECS_MAX 1
-/* Range and policy pointers a retire record holds; what a set retires beyond goes on lists. */
-#define PS_COW_REC_SLOTS 28
 
 /* Annotation key: every record released happens before the flavour's barrier returns. */
 static char cow_recs_done __attribute__((unused));
 
 /*
- * What one set retired, queued for a grace period: the ranges by pointer
- * (slot[0, n)) and the policy references to drop (slot[PS_COW_REC_SLOTS -
- * npols, PS_COW_REC_SLOTS)), recorded by the writer while the ranges are in
- * its cache.  Released, the record carries its ranges to the depot.
+ * What one set retired, queued for a grace period, in range-sized chunks:
+ * the first (struct cow_rec) and as many extensions as the set needs.  Its
+ * slots, counted across the chunks, hold the ranges retired ([0, n)) and
+ * then the policy references to drop ([n, n + npols)), recorded by the
+ * writer while they are in its cache.
  */
-struct cow_rec {
-	struct ps_reclaim_item item;
-	struct cow_rec *next;      /* on a thread's or the depot's list, or a store's stalled one */
-	unsigned n, npols;
-	/* What did not fit: released by walking the ranges. */
-	struct ps_range_list over_replaced, over_removed;
-	void *slot[PS_COW_REC_SLOTS];
+#define PS_COW_REC_SLOTS 3
+#define PS_COW_EXT_SLOTS 7
+
+struct cow_rec_ext {
+	struct cow_rec_ext *next;
+	void *slot[PS_COW_EXT_SLOTS];
 };
 
-/* A writing thread's memory for its sets: spare ranges and the like, and records. */
+struct cow_rec {
+	struct ps_reclaim_item item; /* item.next links a store's stalled records too */
+	struct cow_rec_ext *ext;
+	uint32_t n, npols;
+	void *slot[PS_COW_REC_SLOTS];
+};
+_Static_assert(sizeof(struct cow_rec) <= sizeof(struct ps_range), "a record is a range chunk");
+_Static_assert(sizeof(struct cow_rec_ext) <= sizeof(struct ps_range), "so is an extension");
+
+/* The chunks a record of @slots slots takes. */
+static inline size_t rec_chunks(size_t slots)
+{
+	return slots <= PS_COW_REC_SLOTS ? 1 :
+	       1 + (slots - PS_COW_REC_SLOTS + PS_COW_EXT_SLOTS - 1) / PS_COW_EXT_SLOTS;
+}
+
+/* Slot @i of @r: in the first chunk, or in extension (i - 3) / 7. */
+static void **rec_slot(struct cow_rec *r, size_t i)
+{
+	struct cow_rec_ext *e;
+
+	if (i < PS_COW_REC_SLOTS)
+		return &r->slot[i];
+	i -= PS_COW_REC_SLOTS;
+	for (e = r->ext; i >= PS_COW_EXT_SLOTS; i -= PS_COW_EXT_SLOTS)
+		e = e->next;
+	return &e->slot[i];
+}
+
+/* A writing thread's memory for its sets. */
 struct cow_thread {
 	struct ps_rtree_cow_mem mem;
-	struct cow_rec *recs;
-	unsigned nrecs;
 	size_t keep;    /* spares kept after a set: the most one operation reserved lately */
 	unsigned sets;  /* sets since @keep last halved */
 	bool keyed;     /* the thread-exit destructor will free this */
 };
 
-/* Released records and their ranges, for the writers' pools; under @lock (only ever tried). */
+/* Released chunks, for the writers' spares; under @lock (only ever tried). */
 static struct {
 	pthread_mutex_t lock;
-	struct cow_rec *recs;
-	size_t nranges; /* atomic reads outside @lock */
+	struct ps_range_vec free;
+	size_t n; /* atomic copy of @free.n, for reads outside @lock */
 } cow_depot = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static pthread_key_t cow_key;
@@ -207,58 +232,77 @@ static struct ps_store *cow_create(void)
 
 /* ---- records and the depot ---------------------------------------------------- */
 
-static inline size_t rec_ranges(const struct cow_rec *r)
-{
-	return r->n + r->over_replaced.n + r->over_removed.n;
-}
-
-static void rec_reset(struct cow_rec *r)
-{
-	r->n = 0;
-	r->npols = 0;
-	r->over_replaced = (struct ps_range_list){ NULL, 0, NULL };
-	r->over_removed = (struct ps_range_list){ NULL, 0, NULL };
-}
-
-/* Drop the policy references a record holds and free the ranges that did not fit. */
+/* Drop the policy references a record holds. */
 static void rec_put_policies(struct cow_rec *r)
 {
-	unsigned i;
+	size_t i;
 
 	for (i = 0; i < r->npols; i++)
-		_ps_policy_store_put(r->slot[PS_COW_REC_SLOTS - 1 - i]);
+		_ps_policy_store_put(*rec_slot(r, r->n + i));
 	r->npols = 0;
-	ps_range_list_free(&r->over_removed);
-	ps_range_list_free_nopol(&r->over_replaced);
 }
 
-/* Free a record and its ranges (their references dropped already). */
-static void rec_free(struct cow_rec *r)
+/*
+ * Every chunk of @r, its ranges and its own, into @v from its end; @v has
+ * room for them.  Return: how many.
+ */
+static size_t rec_chunks_to(struct cow_rec *r, void **v)
 {
-	unsigned i;
+	struct cow_rec_ext *e = r->ext, *next;
+	size_t i, k = 0;
 
 	for (i = 0; i < r->n; i++)
-		_ps_free(r->slot[i]);
+		v[k++] = *rec_slot(r, i);
+	for (; e; e = next) {
+		next = e->next;
+		v[k++] = e;
+	}
+	v[k++] = r;
+	return k;
+}
+
+static size_t rec_size(const struct cow_rec *r)
+{
+	return r->n + rec_chunks(r->n + r->npols);
+}
+
+/* Free a record, its ranges and its chunks (the references dropped already). */
+static void rec_free(struct cow_rec *r)
+{
+	struct cow_rec_ext *e, *next;
+	size_t i;
+
+	for (i = 0; i < r->n; i++)
+		_ps_free(*rec_slot(r, i));
+	for (e = r->ext; e; e = next) {
+		next = e->next;
+		_ps_free(e);
+	}
 	_ps_free(r);
 }
 
 /*
- * After a grace period: drop the references, then give the record and its
- * ranges to the depot, or free them when it is full or busy.  Never waits
+ * After a grace period: drop the references, then give the record's
+ * chunks to the depot, or free them when it is full or busy.  Never waits
  * for the depot's lock: a forked child may inherit it held by a thread
  * frozen at the fork (as the reclaim queue is inherited with records in
  * it), and a writer never waits for the reclaim thread either.
  */
 static void rec_release(struct cow_rec *r)
 {
+	size_t k = rec_size(r);
+
 	rec_put_policies(r);
-	if (__atomic_load_n(&cow_depot.nranges, __ATOMIC_RELAXED) < PS_COW_DEPOT_MAX &&
+	if (__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) + k <= PS_COW_DEPOT_MAX &&
 			!pthread_mutex_trylock(&cow_depot.lock)) {
-		r->next = cow_depot.recs;
-		cow_depot.recs = r;
-		__atomic_store_n(&cow_depot.nranges, cow_depot.nranges + r->n, __ATOMIC_RELAXED);
+		if (!ps_range_vec_reserve(&cow_depot.free, cow_depot.free.n + k)) {
+			cow_depot.free.n += rec_chunks_to(r,
+					(void **)cow_depot.free.v + cow_depot.free.n);
+			__atomic_store_n(&cow_depot.n, cow_depot.free.n, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&cow_depot.lock);
+			return;
+		}
 		pthread_mutex_unlock(&cow_depot.lock);
-		return;
 	}
 	rec_free(r);
 }
@@ -274,13 +318,13 @@ static void cow_rec_free(struct ps_reclaim_item *item)
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 }
 
-/* Free a chain of records (linked by @next) at once: no reader can reach them. */
+/* Free a chain of records (linked by item.next) at once: no reader can reach them. */
 static void rec_chain_free_now(struct cow_rec *r)
 {
 	struct cow_rec *next;
 
 	for (; r; r = next) {
-		next = r->next;
+		next = r->item.next ? ps_container_of(r->item.next, struct cow_rec, item) : NULL;
 		rec_put_policies(r);
 		rec_free(r);
 	}
@@ -291,12 +335,7 @@ static void rec_chain_free_now(struct cow_rec *r)
 static void cow_thread_free(void *arg)
 {
 	struct cow_thread *t = arg;
-	struct cow_rec *r, *next;
 
-	for (r = t->recs; r; r = next) {
-		next = r->next;
-		_ps_free(r);
-	}
 	ps_rtree_cow_mem_free(&t->mem);
 	_ps_free(t);
 }
@@ -314,8 +353,30 @@ static void cow_key_create(void)
 	cow_key_ok = !pthread_key_create(&cow_key, cow_thread_exit);
 }
 
-/* When no reclaim work came for a while: sets stopped, the depot is no use now. */
-static void cow_depot_idle(void);
+/*
+ * Free what the depot holds: ps_store_synchronize() and ps_store_destroy()
+ * give the memory back (ps_set_alloc_ops() may follow), and the reclaim
+ * thread does once sets stop (cow_depot_idle()).  Only tries the lock: a
+ * writer refilling now keeps what it takes.
+ */
+static void cow_depot_drain(void)
+{
+	struct ps_range_vec v;
+
+	if (!__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) ||
+			pthread_mutex_trylock(&cow_depot.lock))
+		return;
+	v = cow_depot.free;
+	cow_depot.free = (struct ps_range_vec){ NULL, 0, 0 };
+	__atomic_store_n(&cow_depot.n, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&cow_depot.lock);
+	ps_range_vec_free(&v);
+}
+
+static void cow_depot_idle(void)
+{
+	cow_depot_drain();
+}
 
 __attribute__((destructor)) static void cow_unload(void)
 {
@@ -323,61 +384,28 @@ __attribute__((destructor)) static void cow_unload(void)
 	if (cow_key_ok)
 		pthread_key_delete(cow_key);
 	cow_key_ok = false;
-	cow_depot_idle();
+	cow_depot_drain();
 }
 
-/*
- * Take released records from the depot until the spares number @want;
- * the records join the thread's spare records.  Only tries the lock.
- */
+/* Put chunks from the depot in the spares until they number @want.  Only tries the lock. */
 static void cow_refill(struct ps_rtree_cow_mem *m, size_t want)
 {
-	struct cow_thread *t = ps_container_of(m, struct cow_thread, mem);
-	struct cow_rec *r;
+	size_t k;
 
 	want += PS_COW_REFILL;
-	if (!__atomic_load_n(&cow_depot.nranges, __ATOMIC_RELAXED) ||
+	if (!__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) ||
+			ps_range_vec_reserve(&m->spares, want) ||
 			pthread_mutex_trylock(&cow_depot.lock))
 		return;
 	PS_TEST_POINT(PS_TP_COW_DEPOT_LOCKED);
-	while (m->spares.n < want && (r = cow_depot.recs)) {
-		if (ps_range_vec_reserve(&m->spares, m->spares.n + r->n))
-			break; /* allocating the rest fails too, and says so */
-		cow_depot.recs = r->next;
-		cow_depot.nranges -= r->n;
-		memcpy(m->spares.v + m->spares.n, r->slot, r->n * sizeof(r->slot[0]));
-		m->spares.n += r->n;
-		r->next = t->recs;
-		t->recs = r;
-		t->nrecs++;
-	}
-	__atomic_store_n(&cow_depot.nranges, cow_depot.nranges, __ATOMIC_RELAXED);
+	k = want - m->spares.n;
+	if (k > cow_depot.free.n)
+		k = cow_depot.free.n;
+	cow_depot.free.n -= k;
+	memcpy(m->spares.v + m->spares.n, cow_depot.free.v + cow_depot.free.n, k * sizeof(void *));
+	m->spares.n += k;
+	__atomic_store_n(&cow_depot.n, cow_depot.free.n, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cow_depot.lock);
-}
-
-/* Free what the depot holds (only tries the lock: a writer refilling now keeps what it takes). */
-static void cow_depot_drain(void)
-{
-	struct cow_rec *r, *next;
-
-	if (!__atomic_load_n(&cow_depot.nranges, __ATOMIC_RELAXED) &&
-			!__atomic_load_n(&cow_depot.recs, __ATOMIC_RELAXED))
-		return;
-	if (pthread_mutex_trylock(&cow_depot.lock))
-		return;
-	r = cow_depot.recs;
-	cow_depot.recs = NULL;
-	__atomic_store_n(&cow_depot.nranges, 0, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&cow_depot.lock);
-	for (; r; r = next) {
-		next = r->next;
-		rec_free(r);
-	}
-}
-
-static void cow_depot_idle(void)
-{
-	cow_depot_drain();
 }
 
 static struct cow_thread *cow_thread_get(void)
@@ -399,23 +427,14 @@ static struct cow_thread *cow_thread_get(void)
 	return t;
 }
 
-/* A record for the set to publish with (nothing lost when there is none: it has not). */
-static bool cow_have_rec(struct cow_thread *t)
-{
-	if (t->recs)
-		return true;
-	t->recs = _ps_alloc(sizeof(*t->recs));
-	if (!t->recs)
-		return false;
-	t->recs->next = NULL;
-	t->nrecs = 1;
-	return true;
-}
-
-/* After a set: keep the spares recent operations reserved, free the rest. */
+/*
+ * After a set: keep the spares recent operations reserved, give the rest
+ * to the depot (what finds it full or busy is freed).
+ */
 static void cow_thread_settle(struct cow_thread *t)
 {
-	size_t peak = t->mem.peak;
+	struct ps_range_vec *sp = &t->mem.spares;
+	size_t peak = t->mem.peak, k;
 
 	t->mem.peak = 0;
 	if (++t->sets >= PS_COW_KEEP_DECAY) {
@@ -429,15 +448,20 @@ static void cow_thread_settle(struct cow_thread *t)
 		cow_self = NULL;
 		return;
 	}
-	if (t->mem.spares.n > t->keep + PS_COW_REFILL)
-		ps_rtree_cow_mem_trim(&t->mem, t->keep);
-	while (t->nrecs > PS_COW_RECS_MAX) {
-		struct cow_rec *r = t->recs;
-
-		t->recs = r->next;
-		t->nrecs--;
-		_ps_free(r);
+	if (sp->n <= t->keep + PS_COW_REFILL)
+		return; /* a margin, or chunks would go back and forth every set */
+	k = sp->n - t->keep;
+	if (__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) + k <= PS_COW_DEPOT_MAX &&
+			!pthread_mutex_trylock(&cow_depot.lock)) {
+		if (!ps_range_vec_reserve(&cow_depot.free, cow_depot.free.n + k)) {
+			sp->n -= k;
+			memcpy(cow_depot.free.v + cow_depot.free.n, sp->v + sp->n, k * sizeof(void *));
+			cow_depot.free.n += k;
+			__atomic_store_n(&cow_depot.n, cow_depot.free.n, __ATOMIC_RELAXED);
+		}
+		pthread_mutex_unlock(&cow_depot.lock);
 	}
+	ps_rtree_cow_mem_trim(&t->mem, t->keep);
 }
 
 /* ps_store_synchronize(), ps_store_destroy(): the calling thread keeps no spares. */
@@ -563,7 +587,7 @@ PS_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_sectio
 static void cow_retire(struct ps_store_cow *cs, struct cow_rec *r)
 {
 	bool can_wait = PS_COW_CAN_WAIT();
-	size_t n = rec_ranges(r);
+	size_t n = r->n;
 
 	r->item.release = cow_rec_free;
 	PS_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
@@ -583,10 +607,14 @@ static void cow_retire(struct ps_store_cow *cs, struct cow_rec *r)
 		rec_release(r);
 		return;
 	}
-	r->next = __atomic_load_n(&cs->stalled, __ATOMIC_RELAXED);
-	while (!__atomic_compare_exchange_n(&cs->stalled, &r->next, r, true, __ATOMIC_RELEASE,
-			__ATOMIC_RELAXED))
-		;
+	{
+		struct cow_rec *old = __atomic_load_n(&cs->stalled, __ATOMIC_RELAXED);
+
+		do
+			r->item.next = old ? &old->item : NULL;
+		while (!__atomic_compare_exchange_n(&cs->stalled, &old, r, true, __ATOMIC_RELEASE,
+				__ATOMIC_RELAXED));
+	}
 	__atomic_fetch_add(&cs->nstalled, n, __ATOMIC_RELAXED);
 }
 
@@ -608,45 +636,86 @@ static void cow_release_stalled(struct ps_store_cow *cs)
 	pthread_setcancelstate(cancel, NULL);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	for (; r; r = next) {
-		next = r->next;
+		next = r->item.next ? ps_container_of(r->item.next, struct cow_rec, item) : NULL;
 		rec_release(r);
 	}
 }
 
-/*
- * Record in @r what the update retired, while it is in cache; what does not
- * fit goes on lists.  A removed range that is empty only carried a policy
- * reference (rangetree.c, the victim's old one): no reader ever reached
- * it, so its reference is recorded and the range goes back to the pool.
- * Return: the tree nodes retired.
- */
-static size_t cow_record(struct cow_rec *r, struct ps_rtree_cow *c, struct cow_thread *t)
+/* The slots a record of update @c can need at most: every range retired, then every reference. */
+static inline size_t rec_slots_max(const struct ps_rtree_cow *c)
 {
-	size_t nodes = c->replaced.n;
+	return c->replaced.n + 2 * c->removed.n;
+}
+
+/* Writing a record's slots one after the other. */
+struct rec_cursor {
+	void **slot;
+	int left;
+	struct cow_rec_ext *next;
+};
+
+static inline void rec_put(struct rec_cursor *k, void *p)
+{
+	if (!k->left) {
+		k->slot = k->next->slot;
+		k->left = PS_COW_EXT_SLOTS;
+		k->next = k->next->next;
+	}
+	*k->slot++ = p;
+	k->left--;
+}
+
+/*
+ * After publication: record what the update retired, while it is in
+ * cache, in chunks taken from the spares (reserved before publication).
+ * A removed range that is empty only carried a policy reference
+ * (rangetree.c, the victim's old one): no reader ever reached it, so its
+ * reference is recorded and the range goes back to the spares.
+ * Return: the record, or NULL when there is nothing to release; *@nodes:
+ * the tree nodes retired.
+ */
+static struct cow_rec *cow_record(struct ps_rtree_cow *c, struct cow_thread *t, size_t *nodes)
+{
+	struct ps_range_vec *sp = &t->mem.spares;
+	size_t carriers = 0, slots, chunks, i;
+	struct rec_cursor k;
+	struct cow_rec *r;
 	struct ps_range *x;
 
-	rec_reset(r);
-	while (r->n + r->npols < PS_COW_REC_SLOTS && (x = ps_range_list_pop(&c->replaced)))
-		r->slot[r->n++] = x;
-	while (r->n + r->npols + 2 <= PS_COW_REC_SLOTS && (x = ps_range_list_pop(&c->removed))) {
-		struct ps_policy *pol = x->pol;
+	*nodes = 0;
+	if (!c->replaced.n && !c->removed.n)
+		return NULL;
+	for (x = c->removed.head; x; x = x->next_free)
+		carriers += x->start == x->end;
+	slots = c->replaced.n + 2 * c->removed.n - carriers;
+	chunks = rec_chunks(slots);
+	r = (struct cow_rec *)sp->v[--sp->n];
+	r->ext = NULL;
+	for (i = 1; i < chunks; i++) {
+		struct cow_rec_ext *e = (struct cow_rec_ext *)sp->v[--sp->n];
 
+		e->next = r->ext;
+		r->ext = e;
+	}
+	r->n = (uint32_t)(c->replaced.n + c->removed.n - carriers);
+	r->npols = (uint32_t)c->removed.n;
+	k = (struct rec_cursor){ r->slot, PS_COW_REC_SLOTS, r->ext };
+	while ((x = ps_range_list_pop(&c->replaced)))
+		rec_put(&k, x);
+	for (x = c->removed.head; x; x = x->next_free)
+		if (x->start != x->end)
+			rec_put(&k, x);
+	while ((x = ps_range_list_pop(&c->removed))) {
+		rec_put(&k, x->pol);
 		if (x->start == x->end) {
-			if (t->mem.spares.n < t->mem.spares.cap)
-				t->mem.spares.v[t->mem.spares.n++] = x;
+			if (sp->n < sp->cap)
+				sp->v[sp->n++] = x;
 			else
 				_ps_free(x);
-		} else {
-			r->slot[r->n++] = x;
-			nodes++;
 		}
-		if (pol)
-			r->slot[PS_COW_REC_SLOTS - 1 - r->npols++] = pol;
 	}
-	nodes += c->removed.n; /* what did not fit (carriers among them count too: a bound) */
-	ps_range_list_splice(&r->over_replaced, &c->replaced);
-	ps_range_list_splice(&r->over_removed, &c->removed);
-	return nodes;
+	*nodes = r->n;
+	return r;
 }
 
 static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
@@ -665,12 +734,9 @@ static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
 static int cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c, struct cow_thread *t,
 		struct cow_rec **rp)
 {
-	struct cow_rec *r = NULL;
-	size_t retired = 0;
+	size_t retired;
 	bool walk, root;
 
-	if (!cow_have_rec(t))
-		goto nomem;
 	/*
 	 * Pairs with the walk's fence in cow_walk_begin(): either the walk
 	 * saw the last set's store, or this load sees the walk (and this set
@@ -678,30 +744,20 @@ static int cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c, struct co
 	 */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	walk = __atomic_load_n(&cs->walkers, __ATOMIC_RELAXED) != 0 || PS_COW_CHECKER_ROOT();
-	if (walk && ps_rtree_cow_ready_root(c))
-		goto nomem;
+	/* Before anything is published: the copies a root publication takes, the record's chunks. */
+	if (ps_rtree_cow_ready_publish(c, walk, rec_chunks(rec_slots_max(c)))) {
+		ps_rtree_cow_abort(c);
+		*rp = NULL;
+		return -ENOMEM;
+	}
 	PS_ANNOTATE_HAPPENS_BEFORE(&cs->base.rd.tree);
 	root = ps_rtree_cow_publish(c, &cs->base.rd.tree, walk);
-	if (c->replaced.n || c->removed.n) {
-		r = t->recs;
-		retired = cow_record(r, c, t);
-		if (r->n || r->npols || rec_ranges(r)) {
-			t->recs = r->next;
-			t->nrecs--;
-		} else {
-			r = NULL; /* nothing to release after all */
-		}
-	}
+	*rp = cow_record(c, t, &retired);
 	cs->stats.sets++;
 	cs->stats.root_publications += root;
 	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, c->copies);
 	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max, retired);
-	*rp = r;
 	return 0;
-nomem:
-	ps_rtree_cow_abort(c);
-	*rp = NULL;
-	return -ENOMEM;
 }
 
 static void cow_walk_begin(struct ps_store_cow *cs)

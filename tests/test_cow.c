@@ -246,7 +246,7 @@ static void cow_apply(struct ps_rtree *pub, uint64_t *gen, uint64_t a, uint64_t 
 	cr_assert(ps_rtree_cow_set(&c, a, b, pol));
 	/* Both ways to publish: every third set at the root, as during a walk. */
 	if (*gen % 3 == 0)
-		cr_assert_eq(ps_rtree_cow_ready_root(&c), 0);
+		cr_assert_eq(ps_rtree_cow_ready_publish(&c, true, 0), 0);
 	ps_rtree_cow_publish(&c, pub, *gen % 3 == 0);
 	if (st) {
 		if (c.copies > st->max_copies)

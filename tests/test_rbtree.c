@@ -588,7 +588,7 @@ Test(rbtree, range_cow_sets_within_reservations)
 		ps_rtree_cow_begin(&c, &pub, ++gen, &mem);
 		cr_assert(ps_rtree_cow_set(&c, a, b, pol));
 		if (op % 4 == 3)
-			cr_assert_eq(ps_rtree_cow_ready_root(&c), 0);
+			cr_assert_eq(ps_rtree_cow_ready_publish(&c, true, 0), 0);
 		slots += !ps_rtree_cow_publish(&c, &pub, op % 4 == 3) && c.tx.pending;
 		maxneed = mem.peak > maxneed ? mem.peak : maxneed;
 		cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
@@ -803,7 +803,7 @@ Test(rbtree, range_cow_abort_at_every_allocation)
 			for (j = 0; j < nops && ok; j++)
 				ok = ps_rtree_cow_set(&c, ops[j].start, ops[j].end, ops[j].pol);
 			if (ok && op % 5 == 0)
-				ok = !ps_rtree_cow_ready_root(&c);
+				ok = !ps_rtree_cow_ready_publish(&c, true, 0);
 			if (!ps_test_alloc_disarm()) {
 				cr_assert(ok, "op %d: an update failed with no allocation failing", op);
 				ps_rtree_cow_publish(&c, &pub, op % 5 == 0);
