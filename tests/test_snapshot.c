@@ -374,3 +374,126 @@ Test(snapshot, qsbr_online_set_many_keeps_borrowed, .timeout = 30)
 	}
 	qsbr_borrowed_survived(s, p, b, "a batch");
 }
+
+/*
+ * Walks beside a writer going flat out, where the race between a walk's
+ * announcement and a set's choice of where to publish is.  The writer
+ * sweeps the ranges round and round, left to right, giving update u (range
+ * u mod 64) the tag of its sweep, u / 64 mod 64 (the node of a BIND
+ * policy): in every version the ranges before the sweep's front carry the
+ * new tag, the others the one before.  A walk is slower than the sweep and
+ * goes the same way; had it seen sets published into slots ahead of it
+ * after it passed ranges the same sweep changed later, its view would be
+ * no version: each walk is compared with every version from its start to
+ * its end.  Whole-store walks and windows over everything, short and long
+ * (the callback spins now and then).
+ */
+#define SWEEP_RANGES 64
+#define SWEEP_TAGS 64
+
+struct sweep_run {
+	struct ps_store *s;
+	struct ps_policy *tag[SWEEP_TAGS];
+	uint64_t updates; /* atomic: published so far (release) */
+	int stop;         /* atomic */
+	long walks;       /* atomic */
+	int bad;          /* atomic */
+};
+
+struct sweep_walk {
+	int tag[SWEEP_RANGES];
+	unsigned ranges, spin;
+};
+
+/* The tag of range @i after updates [0, @k) (each range starts with tag 0, update k - 1 last). */
+static int sweep_tag(uint64_t k, unsigned i)
+{
+	uint64_t last;
+
+	if (k <= i)
+		return 0;
+	last = k - 1 - ((k - 1 - i) % SWEEP_RANGES); /* the last update of range i before k */
+	return (int)((last / SWEEP_RANGES + 1) % SWEEP_TAGS);
+}
+
+static int sweep_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct sweep_walk *w = arg;
+	unsigned i;
+
+	(void)end;
+	if (w->ranges < SWEEP_RANGES && start == (uint64_t)w->ranges * 16)
+		w->tag[w->ranges] = ps_policy_first_node(pol);
+	w->ranges++;
+	for (i = 0; i < w->spin; i++)
+		__asm__ volatile("" ::: "memory");
+	return 0;
+}
+
+static void *sweep_walker(void *arg)
+{
+	struct sweep_run *r = arg;
+	uint64_t seed = (uint64_t)(uintptr_t)&seed;
+	long n = 0;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
+		struct sweep_walk w = { .ranges = 0, .spin = ps_test_rand(&seed) % 2 ? 0 : 20000 };
+		uint64_t k0 = __atomic_load_n(&r->updates, __ATOMIC_ACQUIRE), k1, k;
+		bool some = false;
+		unsigned i;
+
+		if (n & 1)
+			ps_store_foreach_range(r->s, 0, SWEEP_RANGES * 16, sweep_cb, &w);
+		else
+			ps_store_foreach(r->s, sweep_cb, &w);
+		k1 = __atomic_load_n(&r->updates, __ATOMIC_ACQUIRE);
+		/* Some version k (the store after update k - 1) in [k0, k1 + 1]: that one whole. */
+		for (k = k0; k <= k1 + 1 && !some; k++) {
+			for (i = 0; i < SWEEP_RANGES && w.tag[i] == sweep_tag(k, i); i++)
+				;
+			some = i == SWEEP_RANGES;
+		}
+		if (w.ranges != SWEEP_RANGES || !some)
+			__atomic_store_n(&r->bad, 1, __ATOMIC_RELAXED);
+		n++;
+	}
+	__atomic_fetch_add(&r->walks, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+COW_TEST(walks_see_one_version_beside_a_flat_out_writer, .timeout = 120)
+{
+	struct sweep_run r = { .s = ps_store_create(*sync) };
+	double t0, secs = ps_test_scale() < 1 ? 0.3 : 1.0;
+	pthread_t w[2];
+	uint64_t u;
+	int i;
+
+	for (i = 0; i < SWEEP_TAGS; i++)
+		r.tag[i] = ps_test_bind(i);
+	for (i = 0; i < SWEEP_RANGES; i++)
+		cr_assert_eq(ps_store_set(r.s, (uint64_t)i * 16, (uint64_t)i * 16 + 16, r.tag[0]), 0);
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&w[i], NULL, sweep_walker, &r), 0);
+	t0 = (double)ps_test_now_ns() * 1e-9;
+	for (u = 0; (double)ps_test_now_ns() * 1e-9 - t0 < secs || u < 2000; u++) {
+		uint64_t x = u % SWEEP_RANGES;
+
+		/* The count goes up after the set: a walk that loads it first began before. */
+		cr_assert_eq(ps_store_set(r.s, x * 16, x * 16 + 16,
+					     r.tag[(u / SWEEP_RANGES + 1) % SWEEP_TAGS]), 0);
+		__atomic_store_n(&r.updates, u + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
+	for (i = 0; i < 2; i++)
+		pthread_join(w[i], NULL);
+	cr_log_info("%s: %llu updates, %ld walks", ps_sync_name(*sync), (unsigned long long)u,
+			r.walks);
+	cr_assert_eq(r.bad, 0, "%s: a walk saw no version of the store", ps_sync_name(*sync));
+	cr_assert_gt(r.walks, 10);
+	ps_store_destroy(r.s);
+	for (i = 0; i < SWEEP_TAGS; i++) {
+		cr_assert_eq(ps_policy_refcount(r.tag[i]), 1);
+		ps_policy_put(r.tag[i]);
+	}
+}
