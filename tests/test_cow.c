@@ -181,8 +181,8 @@ RCU_TEST(recycled_spares_never_touch_stale_policies, .timeout = 120)
 	ps_policy_put(keep);
 }
 
-/* Destroy right after sets that handed batches to the reclaim thread (and a partial one). */
-RCU_TEST(destroy_with_batches_in_flight, .timeout = 60)
+/* Destroy right after sets that handed records to the reclaim thread. */
+RCU_TEST(destroy_with_records_in_flight, .timeout = 60)
 {
 	struct ps_policy *p = ps_test_bind(1);
 	int round;
@@ -514,7 +514,7 @@ RCU_TEST(reader_borrow_keeps_policies, .timeout = 60)
 
 /*
  * Inside ps_store_read_lock(): borrow, then sets that remove the borrowed
- * range and retire many batches.  No set may wait (a memb grace period
+ * range and retire many records.  No set may wait (a memb grace period
  * would wait for us: deadlock, failed by the timeout), and the borrowed
  * policy must stay alive until read_unlock.
  */
@@ -685,14 +685,14 @@ static void *online_idle_thread(void *arg)
 /*
  * docs/fork.md promise 3: another thread is online (RCU_QSBR) at the fork;
  * the child may read and destroy.  Here the parent's sets had handed a
- * batch to the QSBR reclaim thread, whose grace period waits for the
+ * record to the QSBR reclaim thread, whose grace period waits for the
  * online thread; fork()'s prepare handler waits for that grace period
  * (gp_lock), which ends at the online thread's next quiescent state (an
  * online thread that blocked instead would break QSBR's rule and stall
  * fork as it stalls every grace period).  The online thread runs until
  * fork() returns.
  */
-Test(cow, fork_beside_online_qsbr_thread_with_batch_in_flight, .timeout = 20)
+Test(cow, fork_beside_online_qsbr_thread_with_record_in_flight, .timeout = 20)
 {
 	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
 	struct ps_policy *p = ps_test_bind(1);
@@ -706,7 +706,7 @@ Test(cow, fork_beside_online_qsbr_thread_with_batch_in_flight, .timeout = 20)
 	while (o.state != 1)
 		pthread_cond_wait(&o.cv, &o.m);
 	pthread_mutex_unlock(&o.m);
-	churn(s, p, 400); /* hands batches to the QSBR reclaim thread */
+	churn(s, p, 400); /* hands records to the QSBR reclaim thread */
 	usleep(20000);    /* its grace period now waits for the online thread */
 	pid = fork();
 	if (pid == 0) {
@@ -736,12 +736,12 @@ Test(cow, fork_from_online_qsbr_thread_after_sets, .timeout = 20)
 	pid_t pid;
 
 	cr_assert_eq(ps_qsbr_thread_online(), 0);
-	churn(s, p, 400); /* online: batches go to the reclaim thread */
+	churn(s, p, 400); /* online: records go to the reclaim thread */
 	usleep(20000);
 	pid = fork();
 	if (pid == 0) {
 		ps_qsbr_thread_offline();
-		/* The parent's store holds references in its partial batch: flush it too. */
+		/* The parent's records hold references: let them go too. */
 		if (ps_store_synchronize(s))
 			_exit(5);
 		_exit(child_work(PS_SYNC_RCU_QSBR, p));
@@ -756,9 +756,9 @@ Test(cow, fork_from_online_qsbr_thread_after_sets, .timeout = 20)
  * A writer flat out on store A (another thread) at every fork; the child
  * uses only its own store B of the same flavour (allowed: docs/fork.md,
  * "the child may use the stores no thread was using").  B's synchronize
- * runs the reclaim queue copied from the parent, which holds A's batches:
- * their release takes A's recycle lock, which the frozen writer may hold
- * (cow_take_recycled()).
+ * runs the reclaim queue copied from the parent, which holds A's records:
+ * their release may find the depot's lock held by the frozen writer, and
+ * must not wait for it (rec_release() only tries it).
  */
 struct flat_writer {
 	struct ps_store *s;
@@ -1105,13 +1105,13 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 	ps_policy_put(pols[1]);
 }
 
-/* ---- 8. no reclaim thread: stalled batches ---------------------------------------- */
+/* ---- 8. no reclaim thread: stalled records ---------------------------------------- */
 
 
 /*
  * pthread_create() that fails on demand (the library is linked statically
  * into this binary, so its calls come here): the reclaim thread cannot be
- * started, and sets that may not wait keep their batches "stalled".
+ * started, and sets that may not wait keep their records "stalled".
  */
 static int fail_thread_create;
 
@@ -1128,12 +1128,12 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
 
 /*
  * Sets inside a read-side section while no reclaim thread can start: their
- * full batches stall.  sync_cow.h's cow_reclaim() says stalled batches "go
- * first, or wait for a caller that may wait for a grace period": once the
- * section is over, later sets (that may wait) must release them, and
- * ps_store_memory() must count them meanwhile.
+ * records stall on the store.  sync_cow.h's cow_finish() releases them at
+ * the next set that may wait for a grace period: once the section is
+ * over, later sets must release them, and ps_store_memory() must count
+ * them meanwhile.
  */
-RCU_TEST(stalled_batches_released_by_later_sets, .timeout = 60)
+RCU_TEST(stalled_records_released_by_later_sets, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
@@ -1143,17 +1143,17 @@ RCU_TEST(stalled_batches_released_by_later_sets, .timeout = 60)
 	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
 	mem_before = ps_store_memory(s);
 	ps_store_read_lock(s);
-	churn(s, p, 3000); /* ~20 full batches, none can be handed over */
+	churn(s, p, 3000); /* thousands of records, none can be handed over */
 	ps_store_read_unlock(s);
 	cr_assert_eq(ps_store_count(s), 0);
 	mem_stalled = ps_store_memory(s);
-	cr_log_info("%s: memory %zu before, %zu with stalled batches, refcount %ld",
+	cr_log_info("%s: memory %zu before, %zu with stalled records, refcount %ld",
 			ps_sync_name(*sync), mem_before, mem_stalled, ps_policy_refcount(p));
 	/* Outside every section now: sets may wait for a grace period. */
 	churn(s, q, 600);
 	cr_assert_eq(ps_policy_refcount(p), 1,
 			"%s: %ld references to removed ranges still held after later sets "
-			"(stalled batches never released but by synchronize/destroy)",
+			"(stalled records never released but by synchronize/destroy)",
 			ps_sync_name(*sync), ps_policy_refcount(p) - 1);
 	ps_store_synchronize(s);
 	cr_assert_eq(ps_policy_refcount(p), 1);
@@ -1166,7 +1166,7 @@ RCU_TEST(stalled_batches_released_by_later_sets, .timeout = 60)
 }
 
 /* ps_store_memory() counts every range the store holds, stalled ones too. */
-RCU_TEST(memory_counts_stalled_batches, .timeout = 60)
+RCU_TEST(memory_counts_stalled_records, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *p = ps_test_bind(1);
@@ -1188,8 +1188,8 @@ RCU_TEST(memory_counts_stalled_batches, .timeout = 60)
 	ps_policy_put(p);
 }
 
-/* Destroy and synchronize with stalled batches: every reference dropped, nothing leaked. */
-RCU_TEST(destroy_with_stalled_batches, .timeout = 60)
+/* Destroy and synchronize with stalled records: every reference dropped, nothing leaked. */
+RCU_TEST(destroy_with_stalled_records, .timeout = 60)
 {
 	struct ps_policy *p = ps_test_bind(1);
 	int k;
