@@ -1063,7 +1063,7 @@ void stress_print_churn(void)
 					(unsigned long long)(2 * p->ranges),
 					(unsigned long long)(p->pages / (2 * p->ranges)), p->reps,
 					stress_opts.duration_s, p->reference, p->reference);
-			printf("  %-20s %-14s %-30s %7s %-30s %7s %5s\n", "row", "map",
+			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s\n", "row", "map",
 					"lookups/s (all readers)", "x ref", "writer ops/s", "x ref",
 					"CPUs");
 			last = p->ranges;
@@ -1076,7 +1076,7 @@ void stress_print_churn(void)
 		fmt_ratio(x1, sizeof(x1), p->reader_ratio);
 		fmt_ratio(x2, sizeof(x2), p->writer_ratio);
 		snprintf(cpu, sizeof(cpu), "%.2f", p->rank_cpu_s / p->duration_s);
-		printf("  %-20s %-14s %-30s %7s %-30s %7s %5s\n",
+		printf("  %-19s %-18s %-28s %7s %-26s %7s %5s\n",
 				p->ranks == lr && p->writers == lw ? "" : row, p->variant, rd, x1,
 				wr, x2, cpu);
 		lr = p->ranks;
@@ -1087,7 +1087,7 @@ void stress_print_churn(void)
 	printf("  (CPUs: CPU time the point's threads got / its wall time; lower than its "
 	       "thread count\n   when other processes took CPU)\n  maps:\n");
 	for (m = 0; m < nmaps; m++)
-		printf("    %-14s %s%s%s\n", maps[m].ops->name, maps[m].version,
+		printf("    %-18s %s%s%s\n", maps[m].ops->name, maps[m].version,
 				maps[m].path ? ", plugin " : ", through the public API",
 				maps[m].path ? maps[m].path : "");
 	printf("  validated: every range found had a value and bounds of its page's slot; "
