@@ -5,7 +5,8 @@
  * This file is the driver: the options, then each selected scenario, then
  * the human output.  The scenarios live in scn_store.c (lookup-cost,
  * shared-text, hot-policy, write-cost, window, batch-cost), scn_companion.c
- * (memcg-charge, mmap-commit, css-walk) and scn_check.c (--check); what
+ * (memcg-charge, mmap-commit, css-walk), scn_churn.c (churn, with the
+ * plugins of peer.h) and scn_check.c (--check); what
  * they share (timing, histogram, points and JSON/CSV output) is stress.c,
  * the human tables, summaries and plot tables.c.  Nothing calls back into
  * this file.  `polstore-stress --help` and
@@ -49,6 +50,7 @@ static const struct scenario {
 	{"window", stress_run_window},
 	{"batch-cost", stress_run_batch_cost},
 	{"many-stores", stress_run_many_stores},
+	{"churn", stress_run_churn},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -109,6 +111,17 @@ static void usage(FILE *out)
 		     "                fresh, after 100 sets each and 100 ms later; lookups/s of\n"
 		     "                the largest --ranks value over all stores beside --writers;\n"
 		     "                one 64-range store after 100000 sets (not in the default run)\n"
+		     "  churn         readers look up uniform pages (a read section each) while "
+		     "one\n"
+		     "                writer removes a random range and inserts another, flat "
+		     "out:\n"
+		     "                lookups/s and writer ops/s of the store variants and of "
+		     "every\n"
+		     "                --peer plugin, rows of --ranks readers alone, beside the "
+		     "writer,\n"
+		     "                and the writer alone; ratio to --reference; --ranges "
+		     "[64,100000]\n"
+		     "                (not in the default run)\n"
 		     "  all           every scenario above\n"
 		     "\n"
 		     "Linearizability check (instead of the scenarios):\n"
@@ -131,7 +144,8 @@ static void usage(FILE *out)
 		     "                       (--pages: pages written and read [48])\n"
 		     "\n"
 		     "Options (defaults in brackets):\n"
-		     "  --variants LIST      comma list or 'all' [all]; store scenarios: unsync,\n"
+		     "  --variants LIST      comma list, 'all' or 'none' [all]; store scenarios: "
+		     "unsync,\n"
 		     "                       unsync:noref, pthread_mutex, pthread_rwlock, spin, "
 		     "rwlock,\n"
 		     "                       seqlock, rcu, rcu-qsbr, each also with ':noref'; "
@@ -160,6 +174,12 @@ static void usage(FILE *out)
 		     "  --pattern P          uniform or sequential page order [uniform]\n"
 		     "  --sequential         same as --pattern sequential\n"
 		     "  --seed N             random seed [1]\n"
+		     "  --peer PATH.so       churn: also measure this plugin's range map "
+		     "(stress/peer.h);\n"
+		     "                       repeat for more (at most 8)\n"
+		     "  --reference NAME     churn: the map the ratios divide by [the first "
+		     "--peer,\n"
+		     "                       else the first store variant]\n"
 		     "  --scenario LIST      see above [lookup-cost,shared-text]\n"
 		     "  --json               JSON Lines on stdout, one object per point\n"
 		     "  --csv                CSV on stdout, one row per point\n"
@@ -229,6 +249,7 @@ static void parse(int argc, char **argv)
 {
 	bool scenario_given = false;
 	const char *scenario_only = NULL, *check_only = NULL; /* an option given, for the checks */
+	const char *churn_only = NULL;
 	int i;
 
 	snprintf(stress_opts.scenarios, sizeof(stress_opts.scenarios), "lookup-cost,shared-text");
@@ -322,7 +343,8 @@ static void parse(int argc, char **argv)
 			snprintf(stress_opts.variants, sizeof(stress_opts.variants), "%s", v);
 			snprintf(buf, sizeof(buf), "%s", v);
 			for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-				if (strcmp(tok, "all") && !stress_variant_known(tok) &&
+				if (strcmp(tok, "all") && strcmp(tok, "none") &&
+						!stress_variant_known(tok) &&
 						!stress_companion_variant_known(tok))
 					bad("variant", tok);
 		} else if (FLAG("--ranks") || FLAG("--sweep")) {
@@ -419,6 +441,16 @@ static void parse(int argc, char **argv)
 		} else if (FLAG("--plot")) {
 			NEEDV();
 			stress_opts.plot = v;
+		} else if (FLAG("--peer")) {
+			NEEDV();
+			if (stress_opts.npeers == STRESS_MAX_PEERS)
+				bad("--peer (at most 8)", v);
+			stress_opts.peers[stress_opts.npeers++] = v;
+			churn_only = a;
+		} else if (FLAG("--reference")) {
+			NEEDV();
+			stress_opts.reference = v;
+			churn_only = a;
 		} else {
 			bad("option", a);
 		}
@@ -427,6 +459,8 @@ static void parse(int argc, char **argv)
 		bad("combination", "--json with --csv");
 	if (!stress_opts.check && check_only)
 		bad("option without --check", check_only);
+	if (churn_only && (stress_opts.check || !scenario_selected("churn")))
+		bad("option without --scenario churn", churn_only);
 	if (stress_opts.check) {
 		char buf[512], *tok, *save;
 

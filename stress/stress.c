@@ -304,6 +304,8 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->ns_per_op = p->ranges_per_op = p->ns_per_range = p->ratio_lookup = NAN;
 	p->ratio_borrow = p->single_ns = p->many_ns = p->batch_ratio = NAN;
 	p->batch = -1;
+	p->reader_ratio = p->writer_ratio = NAN;
+	p->writer_ops_per_sec_min = p->writer_ops_per_sec_max = NAN;
 }
 
 const struct stress_point *stress_find(
@@ -416,6 +418,13 @@ static const struct col cols[] = {
 		COL(single_ns, "%.1f"),
 		COL(many_ns, "%.1f"),
 		COL(batch_ratio, "%.4f"),
+		/* churn */
+		COL(writer_ops_per_sec_min, "%.1f"),
+		COL(writer_ops_per_sec_max, "%.1f"),
+		COL(reader_ratio, "%.4f"),
+		COL(writer_ratio, "%.4f"),
+		COL(reference, NULL),
+		COL(lookups_checked, NULL),
 		/* ops_per_sec / ranks, not a field of its own */
 		{"ops_per_sec_per_rank", C_PER_RANK, offsetof(struct stress_point, ops_per_sec),
 				"%.0f"},

@@ -32,6 +32,7 @@
 #endif
 
 #define STRESS_MAX_LIST 32
+#define STRESS_MAX_PEERS 8 /* --peer plugins */
 
 struct stress_opts {
 	char scenarios[256];
@@ -58,6 +59,10 @@ struct stress_opts {
 	int batch; /* writers apply this many sets per ps_store_set_many() [1]; batch-cost's B */
 	bool batch_given;
 	size_t stores; /* many-stores: how many stores [10000] */
+	/* churn: the plugins to load (--peer) and the map the ratios divide by (--reference) */
+	const char *peers[STRESS_MAX_PEERS];
+	int npeers;
+	const char *reference;
 };
 
 /*
@@ -133,6 +138,14 @@ struct stress_point {
 	double ns_per_op, ranges_per_op, ns_per_range, ratio_lookup, ratio_borrow;
 	int batch;
 	double single_ns, many_ns, batch_ratio;
+	/*
+	 * churn: the map the ratios divide by, the readers' and the writer's
+	 * median over its own, the writer's spread, and the lookups compared
+	 * exactly with the model for this map and N.
+	 */
+	const char *reference;
+	double reader_ratio, writer_ratio, writer_ops_per_sec_min, writer_ops_per_sec_max;
+	uint64_t lookups_checked;
 	char note[64];
 	bool has_lockstat;
 	struct ps_lock_stat_row lockstat[2];
@@ -302,6 +315,8 @@ void stress_run_memcg_charge(void);
 void stress_run_mmap_commit(void);
 void stress_run_css_walk(void);
 bool stress_check_variant_known(const char *name); /* spin ... rcu-qsbr, also :noref */
+void stress_run_churn(void); /* store variants and --peer plugins, scn_churn.c */
+void stress_print_churn(void);
 int stress_run_check(void); /* --check */
 
 /* ---- human output (tables.c), the driver's to call -------------------------- */

@@ -315,6 +315,7 @@ static void summary(void)
 
 	for (i = 0; i < stress_npoints(); i++)
 		if (strcmp(stress_point_at(i)->scenario, "lookup-cost") && strcmp(stress_point_at(i)->scenario, "window") &&
+				strcmp(stress_point_at(i)->scenario, "churn") &&
 				stress_point_at(i)->ranks == 2)
 			any = true;
 	if (!any && !stress_find("lookup-cost", "rcu", 1, 0))
@@ -770,6 +771,7 @@ void stress_print_tables(void)
 	table_write_cost();
 	table_many_stores();
 	stress_print_window();
+	stress_print_churn();
 	table_lockstat();
 	summary();
 	summary_write_cost();
