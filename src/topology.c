@@ -5,13 +5,17 @@
  * weights.  Either the system's, read from sysfs on first use, or a table
  * the application installed with ps_numa_set_topology().
  *
- * Readers (any lookup, in any read-side section or none) load the current
- * table with one acquire load and read it without a lock.  A table is never
- * changed once published, and one replaced is kept until the library
- * unloads (the call is for start-up and tests, so they are few): a reader
- * never needs a grace period to be safe.  Tables come from malloc(), not
- * the allocation hooks of polstore/alloc.h: they live as long as the
- * process, beyond any hooks set when they were made.
+ * Node lookups run inside read-side sections, on fault paths: they must
+ * never wait.  So a table is built outside any lock and published by one
+ * pointer, and it never changes once published; a reader loads it with one
+ * acquire load.  A lookup that finds no table builds one (cancellation
+ * disabled meanwhile, so a cancel leaks no FILE or table) and publishes it
+ * with a compare-and-swap from NULL; when several race, the first wins and
+ * the others free theirs.  No lock, so nothing for a thread cancelled
+ * mid-read, or a child forked meanwhile, to find held.  A table replaced is
+ * kept until the library unloads (they are few: start-up and tests), so a
+ * reader never needs a grace period.  Tables come from malloc(), not the
+ * allocation hooks of polstore/alloc.h: they live as long as the process.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,10 +38,9 @@ struct ps_topology {
 	unsigned char dist[];      /* [nr * nr], row: from, column: to */
 };
 
-static struct ps_topology *ps_topo; /* acquire loads; published under ps_topo_lock */
-static pthread_mutex_t ps_topo_lock = PTHREAD_MUTEX_INITIALIZER;
-/* What a failed allocation leaves: no node described (all equally far, weights 1). */
-static struct ps_topology ps_topo_none;
+static struct ps_topology *ps_topo; /* acquire loads; published by CAS (release) */
+/* What a failed allocation leaves for one lookup: no node described (all equally far, weights 1). */
+static const struct ps_topology ps_topo_none;
 
 static struct ps_topology *ps_topo_alloc(int nr)
 {
@@ -136,25 +139,41 @@ static struct ps_topology *ps_topo_from_sysfs(void)
 	return t;
 }
 
-static void ps_topo_publish(struct ps_topology *t)
-{
-	t->older = ps_topo == &ps_topo_none ? NULL : ps_topo;
-	PS_STORE_RELEASE(ps_topo, t);
-}
-
-static __attribute__((noinline, cold)) const struct ps_topology *ps_topo_first(void)
+/* ps_topo_from_sysfs() with cancellation off: its stdio calls are cancellation points. */
+static struct ps_topology *ps_topo_system(void)
 {
 	struct ps_topology *t;
+	int cs;
 
-	pthread_mutex_lock(&ps_topo_lock);
-	t = ps_topo;
-	if (!t) {
-		t = ps_topo_from_sysfs();
-		if (!t)
-			t = &ps_topo_none; /* not cached as a real table: tried again on a set */
-		ps_topo_publish(t);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	t = ps_topo_from_sysfs();
+	pthread_setcancelstate(cs, NULL);
+	return t;
+}
+
+/* Publish @t in place of whatever table is in force (it is kept: see the top). */
+static void ps_topo_publish(struct ps_topology *t)
+{
+	struct ps_topology *old = __atomic_load_n(&ps_topo, __ATOMIC_RELAXED);
+
+	do
+		t->older = old;
+	while (!__atomic_compare_exchange_n(&ps_topo, &old, t, false, __ATOMIC_RELEASE,
+			__ATOMIC_RELAXED));
+}
+
+/* The first lookup: the system's table, unless another thread published one meanwhile. */
+static __attribute__((noinline, cold)) const struct ps_topology *ps_topo_first(void)
+{
+	struct ps_topology *t = ps_topo_system(), *cur = NULL;
+
+	if (!t)
+		return &ps_topo_none; /* not published: the next lookup tries again */
+	if (!__atomic_compare_exchange_n(&ps_topo, &cur, t, false, __ATOMIC_RELEASE,
+			__ATOMIC_ACQUIRE)) {
+		free(t);
+		return cur;
 	}
-	pthread_mutex_unlock(&ps_topo_lock);
 	return t;
 }
 
@@ -238,13 +257,11 @@ int ps_numa_set_topology(int nr_nodes, const unsigned char *distance, const unsi
 		if (weights)
 			memcpy(t->weight, weights, (size_t)nr_nodes);
 	} else {
-		t = ps_topo_from_sysfs();
+		t = ps_topo_system();
 		if (!t)
 			return -ENOMEM;
 	}
-	pthread_mutex_lock(&ps_topo_lock);
 	ps_topo_publish(t);
-	pthread_mutex_unlock(&ps_topo_lock);
 	return 0;
 }
 
@@ -258,7 +275,7 @@ int ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
 /* At unload every table ever published goes; no reader may run then. */
 static __attribute__((destructor)) void ps_topo_fini(void)
 {
-	struct ps_topology *t = ps_topo == &ps_topo_none ? NULL : ps_topo;
+	struct ps_topology *t = ps_topo;
 
 	while (t) {
 		struct ps_topology *older = t->older;
