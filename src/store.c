@@ -47,6 +47,8 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 
 	if ((unsigned)sync >= PS_SYNC_COUNT)
 		return _ps_err_null(EINVAL);
+	/* Here, not in the first lookup's read section (topology.c). */
+	_ps_numa_topology_load();
 	/* RCU, RCU_QSBR and SEQLOCK readers register with liburcu: the exit hook first. */
 	err = sync == PS_SYNC_SPIN || sync == PS_SYNC_RWLOCK ? 0 : _ps_rcu_thread_init();
 	if (err)

@@ -268,8 +268,10 @@ PS_API int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_
  * and ps_policy_node() with its own index instead.
  *
  * Context: as ps_store_lookup_copy().
- * Return: the node (@local_node when no policy covers @idx); -EINVAL when
- * @store is NULL or @local_node is out of range.
+ * Return: the node, always one with memory in the topology in force
+ * (polstore/numa.h; when no policy covers @idx, @local_node or the nearest
+ * node with memory to it); -EINVAL when @store is NULL or @local_node is
+ * out of range.
  */
 PS_API int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node);
 
