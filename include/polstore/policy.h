@@ -119,7 +119,14 @@ PS_API struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsign
  * A policy that is in a store and hot (looked up often) counts its
  * references on per-CPU stripes: the increment then touches a cache line of
  * the caller's CPU, not one shared by every thread.  Otherwise (and always
- * once the policy is in no store) the count is one atomic word.
+ * once the policy is in no store) the count is one atomic word.  The CPU
+ * is the one the kernel last wrote in the thread's rseq area, which glibc
+ * (2.35 and later, x86-64 and AArch64) registers for every thread; where it
+ * registered none (GLIBC_TUNABLES=glibc.pthread.rseq=0, a runtime that
+ * registers its own rseq area, valgrind, another C library) each thread
+ * counts on a stripe of its own instead, taken in turn: as cheap, and as
+ * free of sharing while no more threads take references at once than
+ * there are stripes (the CPUs, up to 16).
  *
  * Context: any thread, inside or outside a read-side section; lock-free
  * (one atomic increment; the 64th get of a policy in a store, in atomic mode,

@@ -37,7 +37,8 @@ extern "C" {
  *
  * @refcnt is one atomic word ("the atomic count").  @stripes, once a
  * policy is hot, is an array of counters 64 bytes apart (each on a cache
- * line of its own), indexed by the caller's CPU (rseq's cpu_id).  A stripe
+ * line of its own), indexed by the caller's CPU (rseq's cpu_id; without
+ * rseq, by the thread: _ps_ref_cpu()).  A stripe
  * is open (a small value, possibly negative: a reference taken on one
  * stripe may be dropped on another) or closed (PS_REF_CLOSED plus whatever
  * late increments drifted in: far below PS_REF_CLOSED_MAX).
@@ -126,17 +127,34 @@ PS_API extern struct _ps_numa_fast _ps_numa_fast;
 /* The out-of-line part of ps_policy_node(): every case, by the topology in force. */
 PS_API int _ps_numa_node(const struct ps_policy *pol, uint64_t ilx, int local_node);
 
-/* The caller's stripe: its CPU as the kernel last wrote it in the rseq area (any value is safe). */
+/*
+ * The calling thread's number, 0, 1, 2, ... in the order threads first ask
+ * (src/alloc.c; -1 until then), and where it is handed out.
+ */
+PS_API extern __thread int _ps_thread_idx __attribute__((tls_model("initial-exec")));
+PS_API int _ps_thread_index_slow(void);
+
+/*
+ * The caller's stripe (any value is safe: it is masked): its CPU as the
+ * kernel last wrote it in the rseq area; where rseq tells no CPU (glibc
+ * registered none: glibc.pthread.rseq=0, a runtime that registers its
+ * own, valgrind; other C libraries), the thread's number, so threads still
+ * spread over the stripes instead of all landing on one.
+ */
 static inline unsigned _ps_ref_cpu(void)
 {
+	int i;
 #ifdef PS_REF_HAVE_RSEQ
 	const char *rs = (const char *)__builtin_thread_pointer() + __rseq_offset;
-
-	return __atomic_load_n((const unsigned *)(rs + offsetof(struct rseq, cpu_id)),
+	/* Negative (RSEQ_CPU_ID_UNINITIALIZED, _REGISTRATION_FAILED) when none is registered. */
+	int cpu = __atomic_load_n((const int *)(rs + offsetof(struct rseq, cpu_id)),
 			__ATOMIC_RELAXED);
-#else
-	return 0;
+
+	if (__builtin_expect(cpu >= 0, 1))
+		return (unsigned)cpu;
 #endif
+	i = _ps_thread_idx;
+	return (unsigned)(__builtin_expect(i >= 0, 1) ? i : _ps_thread_index_slow());
 }
 
 static inline long *_ps_ref_stripe(char *stripes, unsigned mask)
