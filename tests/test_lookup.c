@@ -6,6 +6,7 @@
  * of nodes worked out by hand from the kernel's rules, and real placement.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <numaif.h>
 #include <pthread.h>
 #include <string.h>
@@ -13,10 +14,12 @@
 #include <unistd.h>
 
 #include <polstore/numa.h>
-#include <polstore/static/store.h> /* white box: a store's tag */
+#include <polstore/static/layout.h> /* white box: a store's tag, the layouts' identity */
 
 #include "inline_shim.h"
 #include "testutil.h"
+
+#include <criterion/redirect.h>
 
 #define BITS (8 * sizeof(unsigned long))
 
@@ -607,6 +610,53 @@ Test(lookup, inline_abi_mismatch)
 	errno = 0;
 	cr_expect_null(shim_create(PS_SYNC_COUNT), "a bad variant is still EINVAL");
 	cr_expect_eq(errno, EINVAL);
+}
+
+/*
+ * A program built against another release's headers.  Same layouts,
+ * another version number: it creates stores and reads them inline.
+ */
+VARIANT_TEST(lookup, inline_other_release_same_layouts)
+{
+	struct ps_policy *p = MAKE(PS_MPOL_BIND, 0);
+	struct ps_store *s;
+
+	cr_assert_str_neq(shim_other_version_string(), ps_version());
+	errno = 0;
+	s = shim_other_version_create(*sync);
+	cr_assert_not_null(s, "a library with the same layouts refused: %s", strerror(errno));
+	cr_assert_eq(ps_store_set(s, 10, 20, p), 0);
+	if (*sync == PS_SYNC_RCU_QSBR)
+		ps_qsbr_thread_online();
+	cr_expect_eq(shim_other_version_lookup_node(s, 15, 0), 0);
+	if (*sync == PS_SYNC_RCU_QSBR)
+		ps_qsbr_thread_offline();
+	ps_store_destroy(s);
+	ps_policy_put(p);
+}
+
+/* Another layout, the same version number: refused, with a line on stderr naming both layouts. */
+Test(lookup, inline_other_layout_refused, .init = cr_redirect_stderr)
+{
+	char line[512] = "", want[64];
+	FILE *err;
+
+	errno = 0;
+	cr_assert_null(shim_other_layout_create(PS_SYNC_RCU), "another layout accepted");
+	cr_expect_eq(errno, EPROTO);
+	cr_assert_null(shim_other_layout_create(PS_SYNC_SPIN), "another layout accepted");
+	cr_expect_eq(errno, EPROTO);
+	cr_expect_neq(shim_other_layout_abi(), _PS_INLINE_ABI, "the layouts' identities agree");
+	/* Close the pipe's write end (fd 2): the read below ends at what was written. */
+	fflush(stderr);
+	cr_assert_geq(dup2(open("/dev/null", O_WRONLY), STDERR_FILENO), 0);
+	err = cr_get_redirected_stderr();
+	cr_assert(fgets(line, sizeof(line), err), "nothing on stderr");
+	snprintf(want, sizeof(want), "%08lx", shim_other_layout_abi());
+	cr_expect(strstr(line, want), "the program's layout %s is not named: %s", want, line);
+	snprintf(want, sizeof(want), "%08lx", (unsigned long)_PS_INLINE_ABI);
+	cr_expect(strstr(line, want), "the library's layout %s is not named: %s", want, line);
+	cr_expect(!fgets(line, sizeof(line), err), "more than one line: %s", line);
 }
 
 /*
