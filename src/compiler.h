@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include <polstore/export.h>
+
 #define PS_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define PS_WRITE_ONCE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 /* Publish: everything written before is visible to a reader that loads (acquire) the value. */
@@ -42,9 +44,11 @@ static inline void ps_cpu_relax(void)
  * order threads first ask, and fixed for the thread's life.  Per-thread slot
  * arrays index with `_ps_thread_index() % NSLOTS`, so the first NSLOTS
  * threads never share a slot (a hash of the thread id could collide).
+ * Exported: the inline read side's striped counts use it without rseq
+ * (polstore/static/policy.h).
  */
-extern __thread int _ps_thread_idx __attribute__((tls_model("initial-exec")));
-int _ps_thread_index_slow(void);
+PS_API extern __thread int _ps_thread_idx __attribute__((tls_model("initial-exec")));
+PS_API int _ps_thread_index_slow(void);
 
 static inline unsigned _ps_thread_index(void)
 {

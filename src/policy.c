@@ -175,23 +175,22 @@ void _ps_policy_release(struct ps_policy *pol, long old)
 
 /*
  * The stripe mask of new policies: CPUs rounded up to a power of two, at
- * most PS_REF_MAX_STRIPES; 0 (never stripe) on one CPU or without rseq.
- * Computed by a constructor, before any thread of the program runs (so
- * thread checkers see no race and fork has nothing to inherit half done);
- * a policy created by another constructor before it ran just never
- * stripes.
+ * most PS_REF_MAX_STRIPES; 0 (never stripe) on one CPU.  Without rseq the
+ * stripes go by thread (_ps_ref_cpu()): as many stripes serve as many
+ * threads running at once.  Computed by a constructor, before any thread
+ * of the program runs (so thread checkers see no race and fork has nothing
+ * to inherit half done); a policy created by another constructor before it
+ * ran just never stripes.
  */
 static unsigned ps_ref_mask_value;
 
 __attribute__((constructor)) static void ps_ref_mask_init(void)
 {
-	unsigned m = 1;
-#ifdef PS_REF_HAVE_RSEQ
 	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	unsigned m = 1;
 
 	while ((long)m < ncpu && m < PS_REF_MAX_STRIPES)
 		m *= 2;
-#endif
 	ps_ref_mask_value = m - 1;
 }
 

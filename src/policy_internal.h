@@ -48,6 +48,12 @@ static inline void _ps_policy_put(struct ps_policy *pol)
 		_ps_policy_release(pol, old); /* the last reference, or a double put */
 }
 
+/* Read the node topology now if no lookup has yet (topology.c): stores do at creation. */
+void _ps_numa_topology_load(void);
+/* Exported for the inline code of programs built against earlier headers. */
+PS_API int _ps_numa_nearest(const unsigned long *nodes, int local_node);
+PS_API int _ps_numa_weighted(const unsigned long *nodes, uint64_t ilx);
+
 /* A store's reference, taken for a range (writers only: not a hot path). */
 void _ps_policy_store_get(struct ps_policy *pol);
 /* Drop a store's reference; when it was the last store's, the stripes close first. */

@@ -47,6 +47,8 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 
 	if ((unsigned)sync >= PS_SYNC_COUNT)
 		return _ps_err_null(EINVAL);
+	/* Here, not in the first lookup's read section (topology.c). */
+	_ps_numa_topology_load();
 	/* RCU, RCU_QSBR and SEQLOCK readers register with liburcu: the exit hook first. */
 	err = sync == PS_SYNC_SPIN || sync == PS_SYNC_RWLOCK ? 0 : _ps_rcu_thread_init();
 	if (err)
@@ -66,10 +68,31 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	return s;
 }
 
+/*
+ * The identity the build recorded for the packages (pkg-config's
+ * polstore-inline, the CMake package, the Debian virtual package
+ * polstore-layout-<identity>) is the one this library accepts.
+ */
+#ifdef POLSTORE_LAYOUT_RECORDED
+_Static_assert(_PS_INLINE_ABI == POLSTORE_LAYOUT_RECORDED,
+		"the inline layouts changed since CMake recorded their identity: run cmake again");
+#endif
+
+unsigned long ps_inline_layout(void)
+{
+	return _PS_INLINE_ABI;
+}
+
 struct ps_store *_ps_store_create_inline(enum ps_sync sync, unsigned long abi)
 {
-	/* Inlined readers walk this version's layouts: any other is refused. */
+	static bool told;
+
+	/* Inlined readers walk the layouts they were built with: any but these is refused. */
 	if (abi != _PS_INLINE_ABI) {
+		if (!__atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
+			fprintf(stderr, "polstore: program built for inline layouts %08lx, library %s "
+					"has %08lx: rebuild it against this library's headers\n",
+					abi, PS_VERSION_STRING, (unsigned long)_PS_INLINE_ABI);
 		errno = EPROTO;
 		return NULL;
 	}

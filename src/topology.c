@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The node topology ps_policy_node() reads: distances between nodes (the
- * nearest allowed node for BIND and PREFERRED_MANY) and weighted-interleave
- * weights.  Either the system's, read from sysfs on first use, or a table
- * the application installed with ps_numa_set_topology().
+ * The node topology node lookups follow: which nodes have memory, the
+ * distances between nodes and the weighted-interleave weights.  Either the
+ * system's, read from sysfs on first use, or a table the application
+ * installed with ps_numa_set_topology().  The rules that turn a policy and
+ * a local node into a node are polstore/policy.h's (ps_policy_node()).
  *
- * Readers (any lookup, in any read-side section or none) load the current
- * table with one acquire load and read it without a lock.  A table is never
- * changed once published, and one replaced is kept until the library
- * unloads (the call is for start-up and tests, so they are few): a reader
- * never needs a grace period to be safe.  Tables come from malloc(), not
- * the allocation hooks of polstore/alloc.h: they live as long as the
- * process, beyond any hooks set when they were made.
+ * Node lookups run inside read-side sections, on fault paths: they must
+ * never wait.  So a table is built outside any lock and published by one
+ * pointer, and it never changes once published; a reader loads it with one
+ * acquire load.  A lookup that finds no table builds one (cancellation
+ * disabled meanwhile, so a cancel leaks no FILE or table) and publishes it
+ * with a compare-and-swap from NULL; when several race, the first wins and
+ * the others free theirs.  No lock, so nothing for a thread cancelled
+ * mid-read, or a child forked meanwhile, to find held.  A table replaced is
+ * kept until the library unloads (they are few: start-up and tests), so a
+ * reader never needs a grace period.  Tables come from malloc(), not the
+ * allocation hooks of polstore/alloc.h: they live as long as the process.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,17 +32,39 @@
 /* Distance of a node pair the table does not describe: farther than any it does. */
 #define PS_DIST_UNKNOWN 255
 
+#define PS_SYSFS_NODE "/sys/devices/system/node/"
+
 struct ps_topology {
 	struct ps_topology *older; /* the table this one replaced, kept until unload */
-	int nr;                    /* nodes 0 .. nr - 1 described */
+	int nr;                    /* nodes 0 .. nr - 1 have distances and weights */
+	int dense;                 /* nodes 0 .. dense - 1 all have memory */
+	unsigned long mem[PS_NODEMASK_LONGS]; /* the nodes with memory: never empty */
 	unsigned char *weight;     /* [nr], each >= 1 */
 	unsigned char dist[];      /* [nr * nr], row: from, column: to */
 };
 
-static struct ps_topology *ps_topo; /* acquire loads; published under ps_topo_lock */
-static pthread_mutex_t ps_topo_lock = PTHREAD_MUTEX_INITIALIZER;
-/* What a failed allocation leaves: no node described (all equally far, weights 1). */
-static struct ps_topology ps_topo_none;
+/* Acquire loads; published by CAS (seq_cst: see ps_topo_sync_dense()). */
+static struct ps_topology *ps_topo;
+/* What a failed allocation leaves for one lookup: node 0 alone, nothing described. */
+static const struct ps_topology ps_topo_none = { .dense = 1, .mem = { 1 } };
+
+struct _ps_numa_fast _ps_numa_fast;
+
+static bool ps_bit(const unsigned long *mask, int n)
+{
+	return mask[(unsigned)n / PS_BITS_PER_LONG] >> ((unsigned)n % PS_BITS_PER_LONG) & 1;
+}
+
+static void ps_set_bit(unsigned long *mask, int n)
+{
+	mask[(unsigned)n / PS_BITS_PER_LONG] |= 1UL << ((unsigned)n % PS_BITS_PER_LONG);
+}
+
+#define for_each_node_in(n, nodes)                                                                 \
+	for (size_t _w = 0; _w < PS_NODEMASK_LONGS; _w++)                                          \
+		for (unsigned long _b = (nodes)[_w];                                               \
+				_b && ((n) = (int)(_w * PS_BITS_PER_LONG) + __builtin_ctzl(_b), 1); \
+				_b &= _b - 1)
 
 static struct ps_topology *ps_topo_alloc(int nr)
 {
@@ -52,26 +79,57 @@ static struct ps_topology *ps_topo_alloc(int nr)
 	return t;
 }
 
-/* The highest id in a sysfs node list ("0", "0-3,8"), or -1. */
-static int ps_sysfs_max_node(const char *path)
+/* The nodes with memory are @mem (node 0 when it is empty); the dense prefix follows. */
+static void ps_topo_set_mem(struct ps_topology *t, const unsigned long *mem)
 {
-	char buf[4096], *p, *end;
+	size_t w;
+	int n;
+
+	memcpy(t->mem, mem, sizeof(t->mem));
+	for (w = 0; w < PS_NODEMASK_LONGS && !t->mem[w]; w++)
+		;
+	if (w == PS_NODEMASK_LONGS)
+		t->mem[0] = 1;
+	for (n = 0; n < PS_MAX_NUMNODES && ps_bit(t->mem, n); n++)
+		;
+	t->dense = n;
+}
+
+/*
+ * A sysfs node list ("0", "0-3,8") into @mask, nodes from PS_MAX_NUMNODES
+ * on dropped.  Return: the highest node listed, or -1 (no file, nothing
+ * listed).
+ */
+static int ps_sysfs_nodes(const char *path, unsigned long *mask)
+{
+	char buf[4096], *p = buf, *end;
 	int max = -1;
 	FILE *f = fopen(path, "re");
 
+	memset(mask, 0, PS_NODEMASK_LONGS * sizeof(*mask));
 	if (!f)
 		return -1;
 	if (!fgets(buf, sizeof(buf), f))
 		buf[0] = '\0';
 	fclose(f);
-	for (p = buf; *p;) {
-		long v = strtol(p, &end, 10);
+	for (;;) {
+		long lo = strtol(p, &end, 10), hi = lo, n;
 
-		if (end == p)
+		if (end == p || lo < 0)
 			break;
-		if (v > max)
-			max = (int)v;
-		p = end + (*end == ',' || *end == '-');
+		if (*end == '-') {
+			p = end + 1;
+			hi = strtol(p, &end, 10);
+			if (end == p || hi < lo)
+				break;
+		}
+		for (n = lo; n <= hi && n < PS_MAX_NUMNODES; n++)
+			ps_set_bit(mask, (int)n);
+		if (lo < PS_MAX_NUMNODES && n - 1 > max)
+			max = (int)(n - 1);
+		if (*end != ',')
+			break;
+		p = end + 1;
 	}
 	return max;
 }
@@ -90,45 +148,46 @@ static int ps_sysfs_int(const char *path, int dflt)
 }
 
 /*
- * The system's table: node<i>/distance lists the distances from node i to
- * every online node, in id order; weights come from the kernel's
- * weighted-interleave sysfs files (1 where there is none).
+ * The system's table.  node<i>/distance lists the distances from node i
+ * to every online node, in id order; has_memory lists the nodes with
+ * memory (online where the kernel has no such file); weights come from the
+ * kernel's weighted-interleave files (1 where there is none).
  */
-static struct ps_topology *ps_topo_from_sysfs(void)
+static struct ps_topology *ps_topo_read_sysfs(void)
 {
-	int max = ps_sysfs_max_node("/sys/devices/system/node/online"), nr, i;
-	unsigned char online[PS_MAX_NUMNODES] = { 0 };
+	unsigned long online[PS_NODEMASK_LONGS], mem[PS_NODEMASK_LONGS];
+	int max = ps_sysfs_nodes(PS_SYSFS_NODE "online", online), i, j, d;
 	struct ps_topology *t;
 	char path[128];
 
-	if (max < 0)
+	if (max < 0) {
 		max = 0;
-	nr = max + 1 < PS_MAX_NUMNODES ? max + 1 : PS_MAX_NUMNODES;
-	t = ps_topo_alloc(nr);
+		ps_set_bit(online, 0);
+	}
+	t = ps_topo_alloc(max + 1);
 	if (!t)
 		return NULL;
-	for (i = 0; i < nr; i++) {
-		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/distance", i);
-		online[i] = ps_sysfs_int(path, -1) >= 0;
-	}
-	for (i = 0; i < nr; i++) {
+	if (ps_sysfs_nodes(PS_SYSFS_NODE "has_memory", mem) < 0)
+		memcpy(mem, online, sizeof(mem));
+	ps_topo_set_mem(t, mem);
+	for (i = 0; i < t->nr; i++) {
 		FILE *f;
-		int j, d;
 
-		if (!online[i])
+		if (!ps_bit(online, i))
 			continue;
-		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/distance", i);
+		snprintf(path, sizeof(path), PS_SYSFS_NODE "node%d/distance", i);
 		f = fopen(path, "re");
-		if (!f)
-			continue;
-		for (j = 0; j < nr; j++) {
-			if (!online[j])
-				continue;
-			if (fscanf(f, "%d", &d) != 1)
-				break;
-			t->dist[i * nr + j] = (unsigned char)(d < 0 || d > PS_DIST_UNKNOWN ? PS_DIST_UNKNOWN : d);
+		if (f) {
+			for (j = 0; j < t->nr; j++) {
+				if (!ps_bit(online, j))
+					continue;
+				if (fscanf(f, "%d", &d) != 1)
+					break;
+				t->dist[i * t->nr + j] = (unsigned char)(d < 0 || d > PS_DIST_UNKNOWN ?
+										 PS_DIST_UNKNOWN : d);
+			}
+			fclose(f);
 		}
-		fclose(f);
 		snprintf(path, sizeof(path), "/sys/kernel/mm/mempolicy/weighted_interleave/node%d", i);
 		d = ps_sysfs_int(path, 1);
 		t->weight[i] = (unsigned char)(d < 1 ? 1 : d > 255 ? 255 : d);
@@ -136,25 +195,60 @@ static struct ps_topology *ps_topo_from_sysfs(void)
 	return t;
 }
 
-static void ps_topo_publish(struct ps_topology *t)
-{
-	t->older = ps_topo == &ps_topo_none ? NULL : ps_topo;
-	PS_STORE_RELEASE(ps_topo, t);
-}
-
-static __attribute__((noinline, cold)) const struct ps_topology *ps_topo_first(void)
+/* ps_topo_read_sysfs() with cancellation off: its stdio calls are cancellation points. */
+static struct ps_topology *ps_topo_system(void)
 {
 	struct ps_topology *t;
+	int cs;
 
-	pthread_mutex_lock(&ps_topo_lock);
-	t = ps_topo;
-	if (!t) {
-		t = ps_topo_from_sysfs();
-		if (!t)
-			t = &ps_topo_none; /* not cached as a real table: tried again on a set */
-		ps_topo_publish(t);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	t = ps_topo_read_sysfs();
+	pthread_setcancelstate(cs, NULL);
+	return t;
+}
+
+/*
+ * Make _ps_numa_fast.dense the published table's.  Two publishers may store it
+ * in either order, so each stores the value of the table it then loads,
+ * and goes again unless that table is still published after its store.
+ * All seq_cst (the CASs too): whoever stores last either found the last
+ * table published, or saw it come after its store and goes again.
+ */
+static void ps_topo_sync_dense(void)
+{
+	const struct ps_topology *t;
+
+	do {
+		t = __atomic_load_n(&ps_topo, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&_ps_numa_fast.dense, t->dense, __ATOMIC_SEQ_CST);
+	} while (__atomic_load_n(&ps_topo, __ATOMIC_SEQ_CST) != t);
+}
+
+/* Publish @t in place of whatever table is in force (it is kept: see the top). */
+static void ps_topo_publish(struct ps_topology *t)
+{
+	struct ps_topology *old = __atomic_load_n(&ps_topo, __ATOMIC_RELAXED);
+
+	do
+		t->older = old;
+	while (!__atomic_compare_exchange_n(&ps_topo, &old, t, false, __ATOMIC_SEQ_CST,
+			__ATOMIC_RELAXED));
+	ps_topo_sync_dense();
+}
+
+/* The first lookup: the system's table, unless another thread published one meanwhile. */
+static __attribute__((noinline, cold)) const struct ps_topology *ps_topo_first(void)
+{
+	struct ps_topology *t = ps_topo_system(), *cur = NULL;
+
+	if (!t)
+		return &ps_topo_none; /* not published: the next lookup tries again */
+	if (!__atomic_compare_exchange_n(&ps_topo, &cur, t, false, __ATOMIC_SEQ_CST,
+			__ATOMIC_ACQUIRE)) {
+		free(t);
+		return cur;
 	}
-	pthread_mutex_unlock(&ps_topo_lock);
+	ps_topo_sync_dense();
 	return t;
 }
 
@@ -163,6 +257,11 @@ static inline const struct ps_topology *ps_topo_get(void)
 	const struct ps_topology *t = PS_LOAD_ACQUIRE(ps_topo);
 
 	return ps_likely(t) ? t : ps_topo_first();
+}
+
+void _ps_numa_topology_load(void)
+{
+	(void)ps_topo_get();
 }
 
 static inline int ps_topo_dist(const struct ps_topology *t, int from, int to)
@@ -175,20 +274,19 @@ static inline int ps_topo_weight(const struct ps_topology *t, int node)
 	return node < t->nr ? t->weight[node] : 1;
 }
 
-#define for_each_node_in(n, nodes)                                                                 \
-	for (size_t _w = 0; _w < PS_NODEMASK_LONGS; _w++)                                          \
-		for (unsigned long _b = (nodes)[_w];                                               \
-				_b && ((n) = (int)(_w * PS_BITS_PER_LONG) + __builtin_ctzl(_b), 1); \
-				_b &= _b - 1)
-
-int _ps_numa_nearest(const unsigned long *nodes, int local_node)
+/* Not in the table's memory, but in its distances: an online node without memory. */
+static bool ps_topo_described(const struct ps_topology *t, int node)
 {
-	const struct ps_topology *t = ps_topo_get();
-	int n, best = local_node, best_d = PS_DIST_UNKNOWN + 1;
+	return ps_topo_dist(t, node, node) != PS_DIST_UNKNOWN;
+}
 
-	/* Ascending ids and a strict "nearer": the lowest id wins a tie. */
+/* The node of @nodes (not empty) nearest to @from; ascending ids and a strict "nearer": the lowest id wins a tie. */
+static int ps_topo_nearest(const struct ps_topology *t, const unsigned long *nodes, int from)
+{
+	int n, best = -1, best_d = PS_DIST_UNKNOWN + 1;
+
 	for_each_node_in(n, nodes) {
-		int d = ps_topo_dist(t, local_node, n);
+		int d = ps_topo_dist(t, from, n);
 
 		if (d < best_d) {
 			best = n;
@@ -198,16 +296,34 @@ int _ps_numa_nearest(const unsigned long *nodes, int local_node)
 	return best;
 }
 
-int _ps_numa_weighted(const unsigned long *nodes, uint64_t ilx)
+/* Where the local node's allocations go: itself when it has memory, else the nearest node that has. */
+static int ps_topo_local(const struct ps_topology *t, int local_node)
 {
-	const struct ps_topology *t = ps_topo_get();
+	return ps_bit(t->mem, local_node) ? local_node : ps_topo_nearest(t, t->mem, local_node);
+}
+
+/* @nodes that have memory, into @usable.  Return: how many. */
+static int ps_topo_usable(const struct ps_topology *t, const unsigned long *nodes,
+		unsigned long *usable)
+{
+	size_t w;
+	int n = 0;
+
+	for (w = 0; w < PS_NODEMASK_LONGS; w++) {
+		usable[w] = nodes[w] & t->mem[w];
+		n += __builtin_popcountl(usable[w]);
+	}
+	return n;
+}
+
+/* WEIGHTED_INTERLEAVE over @nodes (not empty): slot @ilx mod the weights' sum. */
+static int ps_topo_weighted(const struct ps_topology *t, const unsigned long *nodes, uint64_t ilx)
+{
 	uint64_t total = 0, target;
-	int n;
+	int n, last = -1;
 
 	for_each_node_in(n, nodes)
 		total += (uint64_t)ps_topo_weight(t, n);
-	if (!total)
-		return -EINVAL; /* an empty mask: no policy that has one is in a store */
 	target = ilx % total;
 	for_each_node_in(n, nodes) {
 		uint64_t w = (uint64_t)ps_topo_weight(t, n);
@@ -215,12 +331,81 @@ int _ps_numa_weighted(const unsigned long *nodes, uint64_t ilx)
 		if (target < w)
 			return n;
 		target -= w;
+		last = n;
 	}
-	return -EINVAL; /* not reached */
+	return last; /* not reached */
+}
+
+/*
+ * ps_policy_node()'s rules on the table @t.  The nodes of a policy that
+ * count are those with memory in @t; a policy left with none falls back
+ * to the local node's allocation, as the kernel's does when a policy's
+ * mask no longer meets the nodes it may use.
+ */
+static int ps_topo_node(const struct ps_topology *t, const struct ps_policy *pol, uint64_t ilx,
+		int local_node)
+{
+	unsigned long usable[PS_NODEMASK_LONGS];
+	int n, first;
+
+	if (!pol || pol->mode == PS_MPOL_DEFAULT || pol->mode == PS_MPOL_LOCAL)
+		return ps_topo_local(t, local_node);
+	if (pol->mode == PS_MPOL_PREFERRED) {
+		/* A node without memory is the start of the search, as its zonelist is the kernel's. */
+		first = _ps_nodes_nth(pol->nodes, 0);
+		if (ps_bit(t->mem, first))
+			return first;
+		return ps_topo_local(t, ps_topo_described(t, first) ? first : local_node);
+	}
+	n = ps_topo_usable(t, pol->nodes, usable);
+	if (!n)
+		return ps_topo_local(t, local_node);
+	switch (pol->mode) {
+	case PS_MPOL_BIND:
+	case PS_MPOL_PREFERRED_MANY:
+		return ps_bit(usable, local_node) ? local_node : ps_topo_nearest(t, usable, local_node);
+	case PS_MPOL_INTERLEAVE:
+		return _ps_nodes_nth(usable, (unsigned long)(ilx % (unsigned)n));
+	default: /* PS_MPOL_WEIGHTED_INTERLEAVE */
+		return ps_topo_weighted(t, usable, ilx);
+	}
+}
+
+int _ps_numa_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
+{
+	return ps_topo_node(ps_topo_get(), pol, ilx, local_node);
+}
+
+/*
+ * Called by the inline code of programs built against earlier headers
+ * (BIND and PREFERRED_MANY without the local node; WEIGHTED_INTERLEAVE):
+ * the same rules, on the topology in force.
+ */
+int _ps_numa_nearest(const unsigned long *nodes, int local_node)
+{
+	const struct ps_topology *t = ps_topo_get();
+	unsigned long usable[PS_NODEMASK_LONGS];
+
+	if (local_node < 0 || local_node >= PS_MAX_NUMNODES)
+		return -EINVAL;
+	if (!ps_topo_usable(t, nodes, usable))
+		return ps_topo_local(t, local_node);
+	return ps_topo_nearest(t, usable, local_node);
+}
+
+int _ps_numa_weighted(const unsigned long *nodes, uint64_t ilx)
+{
+	const struct ps_topology *t = ps_topo_get();
+	unsigned long usable[PS_NODEMASK_LONGS];
+
+	if (!ps_topo_usable(t, nodes, usable))
+		return _ps_nodes_nth(t->mem, 0);
+	return ps_topo_weighted(t, usable, ilx);
 }
 
 int ps_numa_set_topology(int nr_nodes, const unsigned char *distance, const unsigned char *weights)
 {
+	unsigned long mem[PS_NODEMASK_LONGS] = { 0 };
 	struct ps_topology *t;
 	int i;
 
@@ -237,14 +422,15 @@ int ps_numa_set_topology(int nr_nodes, const unsigned char *distance, const unsi
 		memcpy(t->dist, distance, (size_t)nr_nodes * (size_t)nr_nodes);
 		if (weights)
 			memcpy(t->weight, weights, (size_t)nr_nodes);
+		for (i = 0; i < nr_nodes; i++)
+			ps_set_bit(mem, i);
+		ps_topo_set_mem(t, mem);
 	} else {
-		t = ps_topo_from_sysfs();
+		t = ps_topo_system();
 		if (!t)
 			return -ENOMEM;
 	}
-	pthread_mutex_lock(&ps_topo_lock);
 	ps_topo_publish(t);
-	pthread_mutex_unlock(&ps_topo_lock);
 	return 0;
 }
 
@@ -255,10 +441,46 @@ int ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
 	return err ? err : _ps_policy_node(pol, ilx, local_node);
 }
 
+int ps_numa_check_policy(const struct ps_policy *pol, struct ps_policy_fit *fit)
+{
+	const struct ps_topology *t;
+	unsigned long usable[PS_NODEMASK_LONGS];
+	struct ps_policy_fit f = { .first_missing = -1, .rule = PS_FIT_EXACT };
+	int n;
+
+	if (!pol)
+		return -EINVAL;
+	t = ps_topo_get();
+	if (pol->mode == PS_MPOL_PREFERRED) {
+		/* Its lowest node is the one it prefers, as the kernel's. */
+		n = _ps_nodes_nth(pol->nodes, 0);
+		f.present = ps_bit(t->mem, n);
+		f.missing = !f.present;
+		if (f.missing) {
+			f.first_missing = n;
+			f.rule = ps_topo_described(t, n) ? PS_FIT_NEAREST : PS_FIT_LOCAL;
+		}
+	} else if (pol->weight) {
+		f.present = ps_topo_usable(t, pol->nodes, usable);
+		f.missing = pol->weight - f.present;
+		for_each_node_in(n, pol->nodes) {
+			if (!ps_bit(usable, n)) {
+				f.first_missing = n;
+				break;
+			}
+		}
+		if (f.missing)
+			f.rule = f.present ? PS_FIT_NARROWED : PS_FIT_LOCAL;
+	}
+	if (fit)
+		*fit = f;
+	return f.missing ? -ENOENT : 0;
+}
+
 /* At unload every table ever published goes; no reader may run then. */
 static __attribute__((destructor)) void ps_topo_fini(void)
 {
-	struct ps_topology *t = ps_topo == &ps_topo_none ? NULL : ps_topo;
+	struct ps_topology *t = ps_topo;
 
 	while (t) {
 		struct ps_topology *older = t->older;
@@ -267,4 +489,5 @@ static __attribute__((destructor)) void ps_topo_fini(void)
 		t = older;
 	}
 	ps_topo = NULL;
+	_ps_numa_fast.dense = 0;
 }

@@ -138,12 +138,30 @@ static inline int pool_colour(const void *p)
 	}
 }
 
+/*
+ * A machine of 64 nodes, each with memory, 10 to itself and 20 to every
+ * other: the pool's one-node policies name nodes 0-63, and a node lookup
+ * returns only nodes of the topology in force.
+ */
+static void pool_topology(void)
+{
+	static unsigned char dist[64 * 64];
+	int i, j;
+
+	for (i = 0; i < 64; i++)
+		for (j = 0; j < 64; j++)
+			dist[i * 64 + j] = i == j ? 10 : 20;
+	if (ps_numa_set_topology(64, dist, NULL))
+		stress_die("ps_numa_set_topology: out of memory");
+}
+
 static void pool_create(uint32_t ncolours)
 {
 	unsigned bits = 1;
 	uint32_t c;
 	int alt;
 
+	pool_topology();
 	pool.ncolours = ncolours;
 	while (((size_t)1 << bits) < (size_t)ncolours * 2 * 4)
 		bits++;

@@ -17,4 +17,11 @@ int shim_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *vi
 int shim_lookup_node(struct ps_store *s, uint64_t idx, int local_node);
 int shim_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node);
 
+/* inline_shim_other.c: built against the headers of another release. */
+struct ps_store *shim_other_version_create(enum ps_sync sync);
+int shim_other_version_lookup_node(struct ps_store *s, uint64_t idx, int local_node);
+const char *shim_other_version_string(void);
+struct ps_store *shim_other_layout_create(enum ps_sync sync);
+unsigned long shim_other_layout_abi(void);
+
 #endif /* POLSTORE_TESTS_INLINE_SHIM_H */

@@ -6,6 +6,7 @@
  * of nodes worked out by hand from the kernel's rules, and real placement.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <numaif.h>
 #include <pthread.h>
 #include <string.h>
@@ -13,10 +14,12 @@
 #include <unistd.h>
 
 #include <polstore/numa.h>
-#include <polstore/static/store.h> /* white box: a store's tag */
+#include <polstore/static/layout.h> /* white box: a store's tag, the layouts' identity */
 
 #include "inline_shim.h"
 #include "testutil.h"
+
+#include <criterion/redirect.h>
 
 #define BITS (8 * sizeof(unsigned long))
 
@@ -83,6 +86,12 @@ static int node_cases(struct node_case *c)
 	struct ps_policy *dflt = make(PS_MPOL_DEFAULT, NULL, 0);
 	struct ps_policy *far = MAKE(PS_MPOL_BIND, 5, 9);
 	struct ps_policy *wide = MAKE(PS_MPOL_INTERLEAVE, 3, 70, 130);
+	struct ps_policy *pref7 = MAKE(PS_MPOL_PREFERRED, 7);
+	struct ps_policy *bind35 = MAKE(PS_MPOL_BIND, 3, 5);
+	struct ps_policy *il159 = MAKE(PS_MPOL_INTERLEAVE, 1, 5, 9);
+	struct ps_policy *wil06 = MAKE(PS_MPOL_WEIGHTED_INTERLEAVE, 0, 6);
+	struct ps_policy *many28 = MAKE(PS_MPOL_PREFERRED_MANY, 2, 8);
+	struct ps_policy *many89 = MAKE(PS_MPOL_PREFERRED_MANY, 8, 9);
 	int n = 0;
 
 #define CASE(p, i, l, w, y) c[n++] = (struct node_case){ p, i, l, w, y }
@@ -105,8 +114,6 @@ static int node_cases(struct node_case *c)
 	CASE(il023, 2, 1, 3, "INTERLEAVE: 2 mod 3 -> third node");
 	CASE(il023, 3, 1, 0, "INTERLEAVE: 3 mod 3 -> first node");
 	CASE(il023, 7, 1, 2, "INTERLEAVE: 7 mod 3 -> second node");
-	CASE(wide, 1, 0, 70, "INTERLEAVE over mask words: second node is 70");
-	CASE(wide, 5, 0, 130, "INTERLEAVE over mask words: 5 mod 3 -> 130");
 	CASE(wil012, 0, 3, 0, "WEIGHTED: slots 0-2 are node 0 (weight 3)");
 	CASE(wil012, 2, 3, 0, "WEIGHTED: slots 0-2 are node 0");
 	CASE(wil012, 3, 3, 1, "WEIGHTED: slot 3 is node 1 (weight 1)");
@@ -114,8 +121,27 @@ static int node_cases(struct node_case *c)
 	CASE(wil012, 5, 3, 2, "WEIGHTED: slots 4-5 are node 2");
 	CASE(wil012, 6, 3, 0, "WEIGHTED: 6 mod 6 -> slot 0");
 	CASE(wil012, 10, 3, 2, "WEIGHTED: 10 mod 6 = 4 -> node 2");
-	CASE(far, 0, 0, 5, "BIND beyond the table: all unknown, lowest id");
 	CASE(bind23, 0, 7, 2, "local beyond the table: all unknown, lowest id");
+	/* Nodes the ring does not have: the rule over those it has, else the local node's. */
+	CASE(far, 0, 0, 0, "BIND on no node of the ring: the local node");
+	CASE(far, 0, 2, 2, "BIND on no node of the ring: the local node");
+	CASE(far, 0, 9, 0, "BIND on no node of the ring, local 9 not there either: lowest id");
+	CASE(bind35, 0, 0, 3, "BIND narrowed to the ring's node 3");
+	CASE(bind35, 0, 5, 3, "BIND narrowed, local 5 not in the ring: node 3");
+	CASE(pref7, 0, 1, 1, "PREFERRED on a node the ring lacks: the local node");
+	CASE(pref7, 0, 8, 0, "PREFERRED on a node the ring lacks, local 8 neither: lowest id");
+	CASE(il159, 0, 2, 1, "INTERLEAVE narrowed to node 1");
+	CASE(il159, 1, 2, 1, "INTERLEAVE narrowed to node 1, any index");
+	CASE(il159, 2, 2, 1, "INTERLEAVE narrowed to node 1, any index");
+	CASE(wide, 1, 0, 3, "INTERLEAVE over mask words narrowed to node 3");
+	CASE(wide, 5, 0, 3, "INTERLEAVE over mask words narrowed to node 3");
+	CASE(wil06, 1, 2, 0, "WEIGHTED narrowed to node 0");
+	CASE(wil06, 4, 2, 0, "WEIGHTED narrowed to node 0, any index");
+	CASE(many28, 0, 8, 2, "PREFERRED_MANY from 8 (not in the ring): its node 2");
+	CASE(many89, 0, 3, 3, "PREFERRED_MANY on no node of the ring: the local node");
+	CASE(local, 0, 6, 0, "LOCAL from a node the ring lacks: nearest there, lowest id");
+	CASE(NULL, 0, 9, 0, "no policy from a node the ring lacks: lowest id");
+	CASE(dflt, 0, 5, 0, "DEFAULT from a node the ring lacks: lowest id");
 #undef CASE
 	return n;
 }
@@ -185,6 +211,8 @@ VARIANT_TEST(lookup, store_node_by_hand)
 	}
 	cr_expect_eq(ps_store_lookup_node(s, 999999, 3), 3, "a miss: the local node");
 	cr_expect_eq(shim_lookup_node(si, 999999, 3), 3, "inline miss: the local node");
+	cr_expect_eq(ps_store_lookup_node(s, 999999, 9), 0, "a miss from a node the ring lacks");
+	cr_expect_eq(shim_lookup_node(si, 999999, 9), 0, "inline miss from a node the ring lacks");
 	if (*sync == PS_SYNC_RCU_QSBR) {
 		/* Offline: the inline call goes to the library, which brings the thread online for it. */
 		ps_qsbr_thread_offline();
@@ -322,6 +350,87 @@ Test(lookup, topology_bad_input)
 	}
 	system_topology();
 	ps_policy_put(bind23);
+}
+
+/* A table of @nr nodes: 10 to itself, 20 to every other node. */
+static void flat_topology(int nr)
+{
+	static unsigned char dist[256 * 256];
+	int i, j;
+
+	cr_assert_leq(nr, 256);
+	for (i = 0; i < nr; i++)
+		for (j = 0; j < nr; j++)
+			dist[i * nr + j] = i == j ? 10 : 20;
+	cr_assert_eq(ps_numa_set_topology(nr, dist, NULL), 0);
+}
+
+/* Interleaving over nodes in several mask words, all in the topology. */
+Test(lookup, interleave_wide_masks)
+{
+	struct ps_policy *wide = MAKE(PS_MPOL_INTERLEAVE, 3, 70, 130);
+	uint64_t ilx;
+
+	flat_topology(192);
+	for (ilx = 0; ilx < 6; ilx++) {
+		int want = (int[]){ 3, 70, 130 }[ilx % 3];
+
+		cr_expect_eq(ps_policy_node(wide, ilx, 0), want, "index %lu", (unsigned long)ilx);
+		cr_expect_eq(shim_policy_node(wide, ilx, 0), want, "inline, index %lu",
+				(unsigned long)ilx);
+	}
+	cr_expect_eq(ps_policy_node(NULL, 0, 191), 191, "the table's last node is there");
+	system_topology();
+	ps_policy_put(wide);
+}
+
+/*
+ * Ranges set under one topology, looked up under another: every answer
+ * follows the topology in force at the lookup, whatever the node hint the
+ * range got when it was set.
+ */
+VARIANT_TEST(lookup, topology_changes_after_set)
+{
+	struct ps_store *s = ps_store_create(*sync), *si = shim_create(*sync);
+	struct ps_policy *b3 = MAKE(PS_MPOL_BIND, 3), *il13 = MAKE(PS_MPOL_INTERLEAVE, 1, 3);
+	static const unsigned char two[4] = { 10, 20, 20, 10 };
+	int round;
+
+	cr_assert(s && si);
+	ring_topology();
+	cr_assert_eq(ps_store_set(s, 0, 100, b3), 0);
+	cr_assert_eq(ps_store_set(s, 100, 200, il13), 0);
+	cr_assert_eq(ps_store_set(si, 0, 100, b3), 0);
+	cr_assert_eq(ps_store_set(si, 100, 200, il13), 0);
+	if (*sync == PS_SYNC_RCU_QSBR)
+		ps_qsbr_thread_online();
+	for (round = 0; round < 2; round++) {
+		struct ps_store *st = round ? si : s;
+		int (*node)(struct ps_store *, uint64_t, int) = round ? shim_lookup_node :
+									ps_store_lookup_node;
+
+		ring_topology();
+		cr_expect_eq(node(st, 50, 0), 3, "round %d: BIND 3 on the ring", round);
+		cr_expect_eq(node(st, 151, 0), 3, "round %d: INTERLEAVE 1,3 at 151", round);
+		cr_expect_eq(node(st, 500, 3), 3, "round %d: a miss from 3", round);
+		cr_assert_eq(ps_numa_set_topology(2, two, NULL), 0);
+		cr_expect_eq(node(st, 50, 1), 1, "round %d: BIND 3 on two nodes: the local node", round);
+		cr_expect_eq(node(st, 50, 0), 0, "round %d: BIND 3 on two nodes: the local node", round);
+		cr_expect_eq(node(st, 151, 0), 1, "round %d: INTERLEAVE narrowed to node 1", round);
+		cr_expect_eq(node(st, 500, 3), 0, "round %d: a miss from 3, not there", round);
+		cr_expect_eq(ps_policy_node(b3, 0, 1), 1, "round %d: ps_policy_node", round);
+		cr_expect_eq(shim_policy_node(b3, 0, 1), 1, "round %d: inline ps_policy_node", round);
+		ring_topology();
+		cr_expect_eq(node(st, 50, 0), 3, "round %d: BIND 3 on the ring again", round);
+		cr_expect_eq(shim_policy_node(b3, 0, 1), 3, "round %d: inline, the ring again", round);
+	}
+	if (*sync == PS_SYNC_RCU_QSBR)
+		ps_qsbr_thread_offline();
+	ps_store_destroy(s);
+	ps_store_destroy(si);
+	ps_policy_put(b3);
+	ps_policy_put(il13);
+	system_topology();
 }
 
 /*
@@ -501,6 +610,53 @@ Test(lookup, inline_abi_mismatch)
 	errno = 0;
 	cr_expect_null(shim_create(PS_SYNC_COUNT), "a bad variant is still EINVAL");
 	cr_expect_eq(errno, EINVAL);
+}
+
+/*
+ * A program built against another release's headers.  Same layouts,
+ * another version number: it creates stores and reads them inline.
+ */
+VARIANT_TEST(lookup, inline_other_release_same_layouts)
+{
+	struct ps_policy *p = MAKE(PS_MPOL_BIND, 0);
+	struct ps_store *s;
+
+	cr_assert_str_neq(shim_other_version_string(), ps_version());
+	errno = 0;
+	s = shim_other_version_create(*sync);
+	cr_assert_not_null(s, "a library with the same layouts refused: %s", strerror(errno));
+	cr_assert_eq(ps_store_set(s, 10, 20, p), 0);
+	if (*sync == PS_SYNC_RCU_QSBR)
+		ps_qsbr_thread_online();
+	cr_expect_eq(shim_other_version_lookup_node(s, 15, 0), 0);
+	if (*sync == PS_SYNC_RCU_QSBR)
+		ps_qsbr_thread_offline();
+	ps_store_destroy(s);
+	ps_policy_put(p);
+}
+
+/* Another layout, the same version number: refused, with a line on stderr naming both layouts. */
+Test(lookup, inline_other_layout_refused, .init = cr_redirect_stderr)
+{
+	char line[512] = "", want[64];
+	FILE *err;
+
+	errno = 0;
+	cr_assert_null(shim_other_layout_create(PS_SYNC_RCU), "another layout accepted");
+	cr_expect_eq(errno, EPROTO);
+	cr_assert_null(shim_other_layout_create(PS_SYNC_SPIN), "another layout accepted");
+	cr_expect_eq(errno, EPROTO);
+	cr_expect_neq(shim_other_layout_abi(), _PS_INLINE_ABI, "the layouts' identities agree");
+	/* Close the pipe's write end (fd 2): the read below ends at what was written. */
+	fflush(stderr);
+	cr_assert_geq(dup2(open("/dev/null", O_WRONLY), STDERR_FILENO), 0);
+	err = cr_get_redirected_stderr();
+	cr_assert(fgets(line, sizeof(line), err), "nothing on stderr");
+	snprintf(want, sizeof(want), "%08lx", shim_other_layout_abi());
+	cr_expect(strstr(line, want), "the program's layout %s is not named: %s", want, line);
+	snprintf(want, sizeof(want), "%08lx", (unsigned long)_PS_INLINE_ABI);
+	cr_expect(strstr(line, want), "the library's layout %s is not named: %s", want, line);
+	cr_expect(!fgets(line, sizeof(line), err), "more than one line: %s", line);
 }
 
 /*

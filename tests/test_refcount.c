@@ -296,3 +296,86 @@ PS_PARAM_TEST(enum ps_sync, sync, ps_test_all_syncs, PS_SYNC_COUNT, refcount, th
 	cr_assert_eq(ps_policy_refcount(p), 1);
 	ps_policy_put(p);
 }
+
+/* ---- stripes without rseq ---------------------------------------------------------------- */
+
+struct one_ref {
+	struct ps_store *s;
+	struct ps_policy *got;
+};
+
+static void *take_one_ref(void *arg)
+{
+	struct one_ref *o = arg;
+
+	o->got = ps_store_lookup(o->s, 3);
+	return NULL;
+}
+
+/* The stripe whose count a step moved up by one, or -1. */
+static int moved_stripe(const struct ps_policy *p, const long *before)
+{
+	unsigned i;
+	int which = -1;
+
+	for (i = 0; i <= p->stripe_mask; i++) {
+		long v = __atomic_load_n((long *)(p->stripes + (size_t)i * PS_REF_STRIPE_BYTES),
+				__ATOMIC_RELAXED);
+
+		if (v == before[i] + 1 && which < 0)
+			which = (int)i;
+		else if (v != before[i])
+			return -1;
+	}
+	return which;
+}
+
+/*
+ * Where rseq tells no CPU (glibc.pthread.rseq=0, valgrind, other C
+ * libraries), each thread counts on a stripe of its own: threads that take
+ * a reference one after another land on different stripes, as threads on
+ * different CPUs do with rseq.  unit.refcount.norseq runs this with rseq
+ * off; with rseq on there is nothing to check.
+ */
+Test(refcount, stripe_per_thread_without_rseq, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_SPIN);
+	struct ps_policy *p = ps_test_bind(1), *held[HOT_LOOKUPS];
+	long before[PS_REF_MAX_STRIPES];
+	int seen[PS_REF_MAX_STRIPES];
+	unsigned t, i, n;
+
+#ifdef PS_REF_HAVE_RSEQ
+	if (__rseq_size)
+		cr_skip_test("rseq is registered: stripes follow the CPUs");
+#endif
+	if (!stripes_possible(p))
+		cr_skip_test("one CPU: policies never stripe");
+	cr_assert_eq(ps_store_set(s, 0, 16, p), 0);
+	lookup_hold(s, 3, held, HOT_LOOKUPS, p);
+	cr_assert(striped(p));
+	n = p->stripe_mask + 1;
+	for (t = 0; t < n; t++) {
+		struct one_ref o = { .s = s };
+		pthread_t th;
+
+		for (i = 0; i < n; i++)
+			before[i] = __atomic_load_n(
+					(long *)(p->stripes + (size_t)i * PS_REF_STRIPE_BYTES),
+					__ATOMIC_RELAXED);
+		cr_assert_eq(pthread_create(&th, NULL, take_one_ref, &o), 0);
+		cr_assert_eq(pthread_join(th, NULL), 0);
+		cr_assert_eq(o.got, p);
+		seen[t] = moved_stripe(p, before);
+		cr_assert_geq(seen[t], 0, "thread %u's reference is on no single stripe", t);
+		for (i = 0; i < t; i++)
+			cr_expect_neq(seen[i], seen[t], "threads %u and %u share stripe %d", i, t,
+					seen[t]);
+		ps_policy_put(o.got);
+	}
+	for (i = 0; i < HOT_LOOKUPS; i++)
+		ps_policy_put(held[i]);
+	cr_expect_eq(ps_policy_refcount(p), 2);
+	ps_store_destroy(s);
+	ps_policy_put(p);
+}

@@ -55,31 +55,95 @@ struct bitmask; /* libnuma's, from <numa.h> */
 PS_API int ps_numa_available(void);
 
 /**
- * ps_numa_set_topology() - the node distances and weights ps_policy_node() uses
- * @nr_nodes: nodes the table describes (0 .. @nr_nodes - 1), at most
- *            PS_MAX_NUMNODES; 0 goes back to the system's table
+ * ps_numa_set_topology() - the node topology ps_policy_node() follows
+ * @nr_nodes: nodes the table describes (0 .. @nr_nodes - 1, each with
+ *            memory), at most PS_MAX_NUMNODES; 0 goes back to the system's
+ *            topology
  * @distance: @nr_nodes x @nr_nodes distances, row = from, column = to (as
  *            numa_distance(); 10 is local), NULL with @nr_nodes 0
  * @weights: @nr_nodes weighted-interleave weights, each 1-255; NULL: 1 each
  *
- * Without a table installed, ps_policy_node() and ps_store_lookup_node()
- * read the system's on first use: distances from
- * /sys/devices/system/node/nodeN/distance, weights from
+ * The topology in force decides which nodes a node lookup may return
+ * (ps_policy_node(), ps_store_lookup_node(): the nodes with memory) and
+ * how it chooses among them.  Without a table installed it is the
+ * system's, read from sysfs by the first store created or the first
+ * lookup: the nodes with memory from /sys/devices/system/node/has_memory,
+ * distances from /sys/devices/system/node/nodeN/distance, weights from
  * /sys/kernel/mm/mempolicy/weighted_interleave/nodeN (1 where that file
  * does not exist, as the kernel's default).  A virtual machine monitor
  * describing a guest, or a test, installs its own.  Nodes beyond the table
- * are farther than every node in it, with weight 1.  A table is copied;
+ * are not in the topology; distances from them are farther than every
+ * distance in it.  Ranges already set follow the new topology from the
+ * next lookup on: nothing needs to be set again.  A table is copied;
  * every table installed stays allocated (a few bytes per node pair) until
  * the library unloads, so that lookups running meanwhile read it without a
  * lock or a grace period.
  *
- * Context: any thread, at any time; concurrent lookups use the old table or
- * the new one.
+ * Context: any thread, at any time, also while other threads look up or
+ * fork; concurrent lookups use the old table or the new one.  Takes no
+ * lock; allocates (and with @nr_nodes 0 reads sysfs).
  * Return: 0; -EINVAL for a bad count, a missing distance table, a weight
  * of 0; -ENOMEM (nothing changed).
  */
 PS_API int ps_numa_set_topology(int nr_nodes, const unsigned char *distance,
 		const unsigned char *weights);
+
+/**
+ * enum ps_fit_rule - what a node lookup does with a policy on the topology in force
+ * @PS_FIT_EXACT: every node of the policy has memory there: the policy's
+ *                own rule
+ * @PS_FIT_NARROWED: some do: the policy's rule over those (BIND, INTERLEAVE,
+ *                   PREFERRED_MANY, WEIGHTED_INTERLEAVE)
+ * @PS_FIT_NEAREST: PREFERRED on a node the topology knows but without
+ *                  memory: the nearest node with memory to it
+ * @PS_FIT_LOCAL: none does (or PREFERRED on a node the topology does not
+ *                know): the local node, or the nearest node with memory to
+ *                it, as for no policy
+ */
+enum ps_fit_rule {
+	PS_FIT_EXACT = 0,
+	PS_FIT_NARROWED,
+	PS_FIT_NEAREST,
+	PS_FIT_LOCAL,
+};
+
+/**
+ * struct ps_policy_fit - how a policy meets the topology in force
+ * @rule: an enum ps_fit_rule
+ * @first_missing: the lowest node of the policy without memory in the
+ *                 topology (PREFERRED: its node, if so), -1 when there is none
+ * @missing: the nodes of the policy without memory there
+ * @present: the nodes of the policy with memory there
+ */
+struct ps_policy_fit {
+	int rule;
+	int first_missing;
+	int missing;
+	int present;
+};
+
+/**
+ * ps_numa_check_policy() - check a policy's nodes against the topology in force
+ * @pol: the policy
+ * @fit: if not NULL, receives which node failed and what a lookup does
+ *       instead
+ *
+ * ps_policy_create() accepts any node below PS_MAX_NUMNODES (a virtual
+ * machine monitor describes guests), and a node lookup quietly falls back
+ * when a policy's nodes are not in the topology in force
+ * (ps_numa_set_topology(), polstore/policy.h's ps_policy_node()).  This
+ * says so beforehand.  The mask is taken as stored, as lookups take it:
+ * PS_MPOL_F_STATIC_NODES and PS_MPOL_F_RELATIVE_NODES change nothing.  A
+ * policy without nodes (DEFAULT, LOCAL) always fits.  ps_policy_apply()
+ * checks the system's nodes and the caller's allowed set itself.
+ *
+ * Context: any thread; takes no lock; reads sysfs on first use, as a
+ * lookup does.
+ * Return: 0 when every node of @pol has memory in the topology in force;
+ * -ENOENT when one does not (@fit says which); -EINVAL when @pol is NULL
+ * (@fit untouched).
+ */
+PS_API int ps_numa_check_policy(const struct ps_policy *pol, struct ps_policy_fit *fit);
 
 /**
  * ps_policy_apply() - place the pages of [@addr, @addr + @len) by a policy

@@ -99,7 +99,9 @@ struct ps_policy_view {
  * and neither may LOCAL, as in the kernel's mpol_new().  DEFAULT accepts a
  * flag and drops it (ps_policy_flags() reads 0), as the kernel keeps no
  * DEFAULT policy to hold one.
- * Node existence is not checked here: ps_policy_apply() checks it.
+ * Node existence is not checked here (a virtual machine monitor describes
+ * guests): ps_numa_check_policy() checks a policy against the topology node
+ * lookups follow, ps_policy_apply() against the system.
  *
  * Context: any thread; allocates memory through the polstore allocator.
  * Return: the new policy, or NULL with errno set to EINVAL (unknown mode or
@@ -117,7 +119,14 @@ PS_API struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsign
  * A policy that is in a store and hot (looked up often) counts its
  * references on per-CPU stripes: the increment then touches a cache line of
  * the caller's CPU, not one shared by every thread.  Otherwise (and always
- * once the policy is in no store) the count is one atomic word.
+ * once the policy is in no store) the count is one atomic word.  The CPU
+ * is the one the kernel last wrote in the thread's rseq area, which glibc
+ * (2.35 and later, x86-64 and AArch64) registers for every thread; where it
+ * registered none (GLIBC_TUNABLES=glibc.pthread.rseq=0, a runtime that
+ * registers its own rseq area, valgrind, another C library) each thread
+ * counts on a stripe of its own instead, taken in turn: as cheap, and as
+ * free of sharing while no more threads take references at once than
+ * there are stripes (the CPUs, up to 16).
  *
  * Context: any thread, inside or outside a read-side section; lock-free
  * (one atomic increment; the 64th get of a policy in a store, in atomic mode,
@@ -235,24 +244,35 @@ PS_API long ps_policy_refcount(const struct ps_policy *pol);
  *       inode number + page offset
  * @local_node: the node of the allocating CPU, 0 .. PS_MAX_NUMNODES - 1
  *
- * The kernel's rules for shared policies (mm/mempolicy.c):
- *  - no policy, DEFAULT, LOCAL: @local_node;
- *  - PREFERRED: its node;
- *  - BIND, PREFERRED_MANY: @local_node when the mask holds it, else the
- *    allowed node nearest to @local_node by the node distance table, the
- *    lowest id on ties (the kernel's zonelist order);
- *  - INTERLEAVE: the (@ilx mod weight)-th node of the mask, counting from
- *    the lowest (the kernel's offset-based interleave);
- *  - WEIGHTED_INTERLEAVE: @ilx mod (sum of the mask's node weights) walks
- *    the mask from the lowest node, each node taking as many slots as its
- *    weight (the kernel's weighted_interleave_nid()).
- * Distances and weights come from ps_numa_set_topology() when it was given
- * a table, else from sysfs (polstore/numa.h says which files).  The mask is
- * used as stored: PS_MPOL_F_STATIC_NODES / _RELATIVE_NODES are the
+ * The answer is always a node with memory in the topology in force: the
+ * system's, or the table ps_numa_set_topology() installed (polstore/numa.h).
+ * The policy's nodes that count are those with memory there (the usable
+ * nodes); the kernel's rules for shared policies (mm/mempolicy.c) then
+ * apply to them:
+ *  - no policy, DEFAULT, LOCAL: the local node: @local_node when it has
+ *    memory, else the node with memory nearest to it by the distance table
+ *    (the kernel's numa_mem_id()); nearest always means the lowest id on
+ *    ties, the kernel's zonelist order;
+ *  - PREFERRED: its node when it has memory; else the node with memory
+ *    nearest to it when the topology knows it (a node without memory: the
+ *    kernel starts from that node's zonelist); else the local node;
+ *  - BIND, PREFERRED_MANY: @local_node when it is usable, else the usable
+ *    node nearest to @local_node;
+ *  - INTERLEAVE: the (@ilx mod the usable count)-th usable node, counting
+ *    from the lowest (the kernel's offset-based interleave);
+ *  - WEIGHTED_INTERLEAVE: @ilx mod (sum of the usable nodes' weights) walks
+ *    them from the lowest node, each node taking as many slots as its
+ *    weight (the kernel's weighted_interleave_nid());
+ *  - a policy with no usable node: the local node, as the kernel falls
+ *    back to local allocation when a policy's nodes are gone.
+ * ps_numa_check_policy() says beforehand which case a policy is in.  The
+ * mask is used as stored: PS_MPOL_F_STATIC_NODES / _RELATIVE_NODES are the
  * caller's to apply before it creates the policy, as the kernel rebinds a
  * shared policy's mask when it is set.
  *
- * Context: any thread; writes nothing shared.
+ * Context: any thread, inside or outside read-side sections; writes nothing
+ * shared and takes no lock; the first node lookup of a process that
+ * created no store reads the topology from sysfs (allocates).
  * Return: a node, or -EINVAL when @local_node is out of range.
  */
 PS_API int ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node);

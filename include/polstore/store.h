@@ -272,8 +272,10 @@ PS_API int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_
  * and ps_policy_node() with its own index instead.
  *
  * Context: as ps_store_lookup_copy().
- * Return: the node (@local_node when no policy covers @idx); -EINVAL when
- * @store is NULL or @local_node is out of range.
+ * Return: the node, always one with memory in the topology in force
+ * (polstore/numa.h; when no policy covers @idx, @local_node or the nearest
+ * node with memory to it); -EINVAL when @store is NULL or @local_node is
+ * out of range.
  */
 PS_API int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node);
 
@@ -517,6 +519,25 @@ struct ps_set_op {
  */
 PS_API int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops, size_t n);
 
+/**
+ * ps_inline_layout() - the identity of the layouts this library's inline read side reads
+ *
+ * A program built with POLSTORE_INLINE compiles the read side in from the
+ * headers, and with it the layout of every structure it reads; the
+ * identity is a hash of those layouts (polstore/static/layout.h), the same
+ * for every release that keeps them.  Such a program runs with a library
+ * of the same identity only: under any other, ps_store_create() fails with
+ * errno EPROTO and prints one line on stderr naming both.  Packages carry
+ * it: pkg-config --variable=layout polstore-inline, CMake's
+ * polstore_INLINE_LAYOUT, and the Debian virtual package
+ * polstore-layout-ID (ID: the identity in hex) that libpolstore0 provides
+ * and an inline program's ${shlibs:Depends} names.
+ *
+ * Context: any thread.
+ * Return: the identity, a 32-bit value (printed as 8 hex digits).
+ */
+PS_API unsigned long ps_inline_layout(void);
+
 #ifdef __cplusplus
 }
 #endif
@@ -525,9 +546,10 @@ PS_API int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops
  * POLSTORE_INLINE: define it before including any polstore header to have
  * the read side inlined into the program (polstore/static/lookup.h says
  * what is inlined and what stays a call).  The price: the program is bound
- * to the exact version of the library it was compiled against, and
- * ps_store_create() fails with errno EPROTO under any other.  The program
- * links liburcu-memb and liburcu-qsbr itself (pkg-config: polstore-inline).
+ * to libraries with the layouts it was compiled against (ps_inline_layout()),
+ * and ps_store_create() fails with errno EPROTO under any other.  The
+ * program links liburcu-memb and liburcu-qsbr itself (pkg-config:
+ * polstore-inline).
  */
 #if defined(POLSTORE_INLINE) && !defined(POLSTORE_BUILDING)
 #include <polstore/static/lookup.h>

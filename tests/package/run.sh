@@ -4,7 +4,9 @@
 # a scratch root (the machine's own packages are not touched), check what
 # each holds, build the quickstart example against the unpacked -dev
 # package with pkg-config (and hwloc_policy against polstore-hwloc) and run
-# it on the unpacked library, then run lintian when it is installed.
+# it on the unpacked library; check that an inline program (polstore-inline)
+# runs there and depends on the virtual package of its layouts, which
+# libpolstore0 provides; then run lintian when it is installed.
 #
 # Usage: tests/package/run.sh [<polstore source dir>]
 # Exit status 77 (skipped) when dpkg-buildpackage or a build dependency is
@@ -126,6 +128,55 @@ LD_LIBRARY_PATH=$root$lib ./hwloc_policy >hwloc_policy.out || {
 	[ $rc -eq 77 ] || die "hwloc_policy failed ($rc)"
 }
 "$root/usr/bin/polstore-stress" --help >/dev/null || die "polstore-stress --help failed"
+
+step "inline layouts: the virtual package, an inline program's dependency"
+# The identity the -dev package records (pkg-config) is the one the library
+# accepts, libpolstore0 provides its virtual package, and the symbols file
+# gives a program built with POLSTORE_INLINE a dependency on it.
+layout=$(pkg-config --variable=layout polstore-inline)
+echo "$layout" | grep -Eq '^[0-9a-f]{8}$' || die "polstore-inline.pc: no layout identity ($layout)"
+dpkg-deb -f "$(deb libpolstore0)" Provides | grep -Eq "(^|, )polstore-layout-$layout(,|\$)" ||
+	die "libpolstore0 does not provide polstore-layout-$layout"
+dpkg-deb -I "$(deb libpolstore0)" symbols | grep -q "^| polstore-layout-$layout\$" ||
+	die "libpolstore0's symbols file names no polstore-layout-$layout"
+cat >inline_app.c <<'INLINE'
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <polstore/polstore.h>
+
+int main(void)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU);
+	int node;
+
+	if (!s) {
+		fprintf(stderr, "inline_app: %s\n", strerror(errno));
+		return 1;
+	}
+	node = ps_store_lookup_node(s, 0, 0);
+	ps_store_destroy(s);
+	printf("%08lx\n", ps_inline_layout());
+	return node < 0;
+}
+INLINE
+# shellcheck disable=SC2046
+$cc -Wall -Wextra -Werror $(pkg-config --cflags polstore-inline) -o inline_app inline_app.c \
+	$(pkg-config --libs polstore-inline) || die "an inline program does not build"
+[ "$(LD_LIBRARY_PATH=$root$lib ./inline_app)" = "$layout" ] ||
+	die "the inline program does not run on the packaged library"
+if command -v dpkg-shlibdeps >/dev/null; then
+	mkdir -p consumer/debian consumer/bin
+	printf 'Source: inline-app\n\nPackage: inline-app\nArchitecture: any\n' >consumer/debian/control
+	dpkg-deb -R "$(deb libpolstore0)" consumer/debian/libpolstore0
+	cp inline_app consumer/bin/
+	(cd consumer && dpkg-shlibdeps -O -Sdebian/libpolstore0 bin/inline_app) >shlibdeps.out 2>&1 ||
+		{ cat shlibdeps.out >&2; die "dpkg-shlibdeps failed on the inline program"; }
+	grep -q "polstore-layout-$layout" shlibdeps.out ||
+		die "an inline program gets no dependency on its layouts: $(cat shlibdeps.out)"
+	printf '   inline program: %s\n' "$(sed -n 's/^shlibs:Depends=//p' shlibdeps.out)"
+fi
 if command -v man >/dev/null; then
 	MANPATH=$root/usr/share/man man -w ps_store_set >/dev/null || die "man ps_store_set: no page"
 fi

@@ -11,8 +11,8 @@
  * Each call checks its arguments and handles the common case inline, and
  * hands the rest to the library's exported call (the library's own copy,
  * src/store.c, to the variant's read path), so behaviour is the
- * library's.  A store whose tag (polstore/static/store.h) names another
- * layout version is always handed over.  The common cases:
+ * library's.  A store whose tag (polstore/static/layout.h) names other
+ * layouts is always handed over.  The common cases:
  *  - RCU, SEQLOCK: a thread liburcu already registered opens a memb
  *    section inline; an unregistered one calls the library, which
  *    registers it.  SEQLOCK tries its speculative walk once inline; a try
@@ -23,8 +23,9 @@
  *    borrowed lookup is inline.
  *
  * Not an API: see polstore/static/rtree.h.  The price of inlining is that
- * the program is bound to the exact library version it was built with:
- * ps_store_create() refuses any other (errno EPROTO).
+ * the program is bound to the layouts it was built with: ps_store_create()
+ * refuses a library with any other (errno EPROTO, and one line on stderr),
+ * and accepts every version with the same (polstore/static/layout.h).
  */
 #ifndef POLSTORE_STATIC_LOOKUP_H
 #define POLSTORE_STATIC_LOOKUP_H
@@ -35,6 +36,7 @@
 #include <urcu/static/urcu-qsbr.h>
 
 #include <polstore/export.h>
+#include <polstore/static/layout.h>
 #include <polstore/static/policy.h>
 #include <polstore/static/store.h>
 #include <polstore/store.h>

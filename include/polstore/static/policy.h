@@ -37,7 +37,8 @@ extern "C" {
  *
  * @refcnt is one atomic word ("the atomic count").  @stripes, once a
  * policy is hot, is an array of counters 64 bytes apart (each on a cache
- * line of its own), indexed by the caller's CPU (rseq's cpu_id).  A stripe
+ * line of its own), indexed by the caller's CPU (rseq's cpu_id; without
+ * rseq, by the thread: _ps_ref_cpu()).  A stripe
  * is open (a small value, possibly negative: a reference taken on one
  * stripe may be dropped on another) or closed (PS_REF_CLOSED plus whatever
  * late increments drifted in: far below PS_REF_CLOSED_MAX).
@@ -112,21 +113,48 @@ struct ps_policy {
 PS_API void _ps_policy_get_slow(struct ps_policy *pol);
 PS_API void _ps_policy_heat(struct ps_policy *pol);
 
-/* The out-of-line parts of ps_policy_node(): they read the node topology. */
-PS_API int _ps_numa_nearest(const unsigned long *nodes, int local_node);
-PS_API int _ps_numa_weighted(const unsigned long *nodes, uint64_t ilx);
+/*
+ * The node topology as the inline node lookup sees it (src/topology.c):
+ * nodes 0 .. @dense - 1 all have memory in the topology in force; 0 until
+ * it is first read.  Relaxed loads: the value guards no data.  On a cache
+ * line of its own, written only when the topology changes.
+ */
+struct _ps_numa_fast {
+	int dense;
+} __attribute__((aligned(64)));
+PS_API extern struct _ps_numa_fast _ps_numa_fast;
 
-/* The caller's stripe: its CPU as the kernel last wrote it in the rseq area (any value is safe). */
+/* The out-of-line part of ps_policy_node(): every case, by the topology in force. */
+PS_API int _ps_numa_node(const struct ps_policy *pol, uint64_t ilx, int local_node);
+
+/*
+ * The calling thread's number, 0, 1, 2, ... in the order threads first ask
+ * (src/alloc.c; -1 until then), and where it is handed out.
+ */
+PS_API extern __thread int _ps_thread_idx __attribute__((tls_model("initial-exec")));
+PS_API int _ps_thread_index_slow(void);
+
+/*
+ * The caller's stripe (any value is safe: it is masked): its CPU as the
+ * kernel last wrote it in the rseq area; where rseq tells no CPU (glibc
+ * registered none: glibc.pthread.rseq=0, a runtime that registers its
+ * own, valgrind; other C libraries), the thread's number, so threads still
+ * spread over the stripes instead of all landing on one.
+ */
 static inline unsigned _ps_ref_cpu(void)
 {
+	int i;
 #ifdef PS_REF_HAVE_RSEQ
 	const char *rs = (const char *)__builtin_thread_pointer() + __rseq_offset;
-
-	return __atomic_load_n((const unsigned *)(rs + offsetof(struct rseq, cpu_id)),
+	/* Negative (RSEQ_CPU_ID_UNINITIALIZED, _REGISTRATION_FAILED) when none is registered. */
+	int cpu = __atomic_load_n((const int *)(rs + offsetof(struct rseq, cpu_id)),
 			__ATOMIC_RELAXED);
-#else
-	return 0;
+
+	if (__builtin_expect(cpu >= 0, 1))
+		return (unsigned)cpu;
 #endif
+	i = _ps_thread_idx;
+	return (unsigned)(__builtin_expect(i >= 0, 1) ? i : _ps_thread_index_slow());
 }
 
 static inline long *_ps_ref_stripe(char *stripes, unsigned mask)
@@ -232,31 +260,43 @@ static inline int _ps_policy_hint(const struct ps_policy *pol)
 	return _PS_HINT_POLICY;
 }
 
-/* The node of a policy whose hint is _PS_HINT_POLICY: several nodes. */
-static inline int _ps_policy_node_many(const struct ps_policy *pol, uint64_t ilx, int local_node)
+/*
+ * The cases of _ps_policy_node_hinted() after the first: the local node
+ * when it has memory and the policy takes it as it is (LOCAL, no policy,
+ * BIND or PREFERRED_MANY holding it), else the library's answer.
+ */
+static inline int _ps_policy_node_local(int hint, const struct ps_policy *pol, uint64_t ilx,
+		int local_node, unsigned dense)
 {
 	const unsigned long bits = 8 * sizeof(long);
+	unsigned l = (unsigned)local_node;
 
-	switch (pol->mode) {
-	case PS_MPOL_BIND:
-	case PS_MPOL_PREFERRED_MANY:
-		if (pol->nodes[(unsigned)local_node / bits] >> ((unsigned)local_node % bits) & 1)
+	if (l < dense) {
+		if (hint == _PS_HINT_LOCAL)
 			return local_node;
-		return _ps_numa_nearest(pol->nodes, local_node);
-	case PS_MPOL_INTERLEAVE:
-		return _ps_nodes_nth(pol->nodes, (unsigned long)(ilx % (unsigned)pol->weight));
-	default: /* PS_MPOL_WEIGHTED_INTERLEAVE */
-		return _ps_numa_weighted(pol->nodes, ilx);
+		if ((pol->mode == PS_MPOL_BIND || pol->mode == PS_MPOL_PREFERRED_MANY) &&
+				(pol->nodes[l / bits] >> (l % bits) & 1))
+			return local_node;
 	}
+	return _ps_numa_node(pol, ilx, local_node);
 }
 
-/* _ps_policy_node() of a range's policy, given the range's hint. */
+/*
+ * _ps_policy_node() of a range's policy, given the range's hint.  A hint
+ * is a node of the policy whatever the topology; it is the answer when
+ * that node has memory in the topology in force, which one compare with
+ * _ps_numa_fast.dense shows for every node of its dense prefix (a negative
+ * hint is never below it).  Any other case, a range set before the
+ * topology changed included, goes by the policy and the topology in force.
+ */
 static inline __attribute__((always_inline)) int _ps_policy_node_hinted(int hint,
 		const struct ps_policy *pol, uint64_t ilx, int local_node)
 {
-	if (__builtin_expect(hint >= 0, 1))
+	unsigned dense = (unsigned)__atomic_load_n(&_ps_numa_fast.dense, __ATOMIC_RELAXED);
+
+	if (__builtin_expect((unsigned)hint < dense, 1))
 		return hint;
-	return hint == _PS_HINT_LOCAL ? local_node : _ps_policy_node_many(pol, ilx, local_node);
+	return _ps_policy_node_local(hint, pol, ilx, local_node, dense);
 }
 
 /* ps_policy_node() with @local_node checked: the hint, then the policy when it has none. */

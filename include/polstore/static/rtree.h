@@ -2,10 +2,12 @@
 /*
  * polstore's range tree as its readers see it: the node layout and the walk.
  *
- * Not an API.  These layouts belong to one exact version of the library:
- * the library itself is built on them, and a program that defines
+ * Not an API.  These layouts belong to the library they came with: the
+ * library itself is built on them, and a program that defines
  * POLSTORE_INLINE compiles the read side into its own code from them
- * (polstore/static/store.h), which binds it to that version.
+ * (polstore/static/lookup.h), which binds it to libraries with the same
+ * layouts.  Every field the inline read side touches is in the identity
+ * of polstore/static/layout.h, which follows any change to it.
  */
 #ifndef POLSTORE_STATIC_RTREE_H
 #define POLSTORE_STATIC_RTREE_H

@@ -15,7 +15,6 @@
 #include <polstore/policy.h>
 #include <polstore/static/rtree.h>
 #include <polstore/store.h>
-#include <polstore/version.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,10 +30,10 @@ struct ps_seqcount {
 
 struct ps_store {
 	/*
-	 * _PS_STORE_TAG(sync): this layout's version and the variant, in the
-	 * first word of every store of every version, so that an inlined
-	 * reader built for another layout recognises no store and takes the
-	 * library's exported calls instead.
+	 * _PS_STORE_TAG(sync) (polstore/static/layout.h): these layouts'
+	 * identity and the variant, in the first word of every store of every
+	 * version, so that an inlined reader built for other layouts
+	 * recognises no store and takes the library's exported calls instead.
 	 */
 	unsigned tag;
 	/*
@@ -64,18 +63,14 @@ struct ps_store {
 };
 
 /*
- * The layouts above are this exact version's: a program that inlines the
- * read side (POLSTORE_INLINE) creates its stores through
- * _ps_store_create_inline(), which refuses a library of any other version,
- * and its inlined readers act only on stores whose tag carries the same
- * version (any other store they hand to the library's exported calls).
+ * A program that inlines the read side (POLSTORE_INLINE) creates its
+ * stores through _ps_store_create_inline() with the identity of the
+ * layouts it was built with (_PS_INLINE_ABI, polstore/static/layout.h):
+ * the library refuses any but its own, and the program's inlined readers
+ * act only on stores whose tag carries it (any other store they hand to
+ * the library's exported calls).
  */
-#define _PS_INLINE_ABI                                                                             \
-	((unsigned long)(PS_VERSION_MAJOR & 0xff) << 16 | (unsigned long)(PS_VERSION_MINOR & 0xff) << 8 | \
-			(unsigned long)(PS_VERSION_PATCH & 0xff))
-#define _PS_STORE_TAG(sync) ((unsigned)_PS_INLINE_ABI << 8 | (unsigned)(sync))
-
-/* ps_store_create() for a program built with POLSTORE_INLINE (errno EPROTO: another version). */
+/* ps_store_create() for a program built with POLSTORE_INLINE (errno EPROTO: other layouts). */
 PS_API struct ps_store *_ps_store_create_inline(enum ps_sync sync, unsigned long abi);
 
 #ifdef __cplusplus
