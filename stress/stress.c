@@ -300,6 +300,7 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->ns_per_op = p->ranges_per_op = p->ns_per_range = p->ratio_lookup = NAN;
 	p->ratio_borrow = p->single_ns = p->many_ns = p->batch_ratio = NAN;
 	p->batch = -1;
+	p->limit_ratio = p->limit_pages = p->refused_share = p->cpu_vs_private = NAN;
 }
 
 const struct stress_point *stress_find(
@@ -412,6 +413,13 @@ static const struct col cols[] = {
 		COL(single_ns, "%.1f"),
 		COL(many_ns, "%.1f"),
 		COL(batch_ratio, "%.4f"),
+		/* memcg-charge */
+		COL(limit_ratio, "%.2f"),
+		COL(limit_pages, "%.0f"),
+		COL(charges, NULL),
+		COL(refused, NULL),
+		COL(refused_share, "%.6f"),
+		COL(cpu_vs_private, "%.4f"),
 		/* ops_per_sec / ranks, not a field of its own */
 		{"ops_per_sec_per_rank", C_PER_RANK, offsetof(struct stress_point, ops_per_sec),
 				"%.0f"},
@@ -419,6 +427,14 @@ static const struct col cols[] = {
 		COL(note, NULL),
 };
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
+
+/* A 0 in column @key of @p says "none happened", not "does not apply". */
+static bool zero_is_a_count(const struct stress_point *p, const char *key)
+{
+	return !strcmp(key, "ops") ||
+	       (!strcmp(key, "slow_sets") && !strcmp(p->scenario, "write-cost")) ||
+	       (!strcmp(key, "refused") && !strcmp(p->scenario, "memcg-charge"));
+}
 
 /* Print column @c of @p; false when it does not apply to the point. */
 static bool col_value(const struct stress_point *p, const struct col *c, char *buf, size_t n)
@@ -442,8 +458,7 @@ static bool col_value(const struct stress_point *p, const struct col *c, char *b
 		snprintf(buf, n, "%d", *(const int *)f);
 		return true;
 	case C_U64:
-		if (!*(const uint64_t *)f && strcmp(c->key, "ops") &&
-				(strcmp(c->key, "slow_sets") || strcmp(p->scenario, "write-cost")))
+		if (!*(const uint64_t *)f && !zero_is_a_count(p, c->key))
 			return false;
 		if (!strcmp(c->key, "ops") && !strcmp(p->scenario, "lookup-cost"))
 			return false;

@@ -57,6 +57,9 @@ struct stress_opts {
 	bool ranks_given, writers_given, pages_given, ranges_given; /* on the command line */
 	int batch; /* writers apply this many sets per ps_store_set_many() [1]; batch-cost's B */
 	bool batch_given;
+	/* memcg-charge: the parent's limit as multiples of the ranks' peak usage [100] */
+	double limits[STRESS_MAX_LIST];
+	int nlimits;
 };
 
 /*
@@ -117,6 +120,14 @@ struct stress_point {
 	double ns_per_op, ranges_per_op, ns_per_range, ratio_lookup, ratio_borrow;
 	int batch;
 	double single_ns, many_ns, batch_ratio;
+	/*
+	 * memcg-charge: the limit as a multiple of the ranks' peak usage and
+	 * in pages; charge calls and those refused, and their quotient;
+	 * charges per rank CPU-second over stock:private's at the same ranks
+	 * and limit (the hierarchy with nothing shared).
+	 */
+	double limit_ratio, limit_pages, refused_share, cpu_vs_private;
+	uint64_t charges, refused;
 	char note[64];
 	bool has_lockstat;
 	struct ps_lock_stat_row lockstat[2];
