@@ -123,7 +123,7 @@ struct stress_point {
 	/*
 	 * memcg-charge: the limit as a multiple of the ranks' peak usage and
 	 * in pages; charge calls and those refused, and their quotient;
-	 * charges per rank CPU-second over stock:private's at the same ranks
+	 * calls per rank CPU-second over stock:private's at the same ranks
 	 * and limit (the hierarchy with nothing shared).
 	 */
 	double limit_ratio, limit_pages, refused_share, cpu_vs_private;
