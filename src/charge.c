@@ -46,6 +46,12 @@ struct charge_stock_slot {
 	 * between threads sharing a slot only change how much is pre-charged.
 	 */
 	long lean;
+	/*
+	 * Nonzero from a trim until the slot next serves a charge: a second
+	 * trim meanwhile belongs to a run of uncharges (memory being given
+	 * back) and keeps nothing.  A hint, as @lean is.
+	 */
+	int trimmed;
 } __ps_cacheline_aligned;
 
 struct ps_charge {
@@ -301,18 +307,22 @@ static bool charge_stock_take(struct charge_stock_slot *s, long nr)
 /*
  * Add @nr pre-charged pages to a slot of @c.  When the slot would hold more
  * than @batch, it keeps half a batch and the rest goes back to the
- * hierarchy: a run of uncharges then walks the shared levels once per half
- * batch, not once per call as trimming to exactly @batch would, and the half
- * kept still serves the charges that follow.
+ * hierarchy: uncharges and charges that alternate around a full slot then
+ * walk the shared levels once per half batch, not once per call as trimming
+ * to exactly @batch would, and the half kept still serves the charges that
+ * follow.  A second trim with no charge served since the first is a run of
+ * uncharges: that one keeps nothing, so the run walks once per batch.
  */
 static void charge_stock_put(struct ps_charge *c, struct charge_stock_slot *s, long nr, long batch)
 {
 	long cur = __atomic_add_fetch(&s->nr, nr, __ATOMIC_RELAXED);
-	long keep = batch / 2;
+	long keep;
 
 	while (cur > batch) {
+		keep = __atomic_load_n(&s->trimmed, __ATOMIC_RELAXED) ? 0 : batch / 2;
 		if (__atomic_compare_exchange_n(&s->nr, &cur, keep, true, __ATOMIC_RELAXED,
 				__ATOMIC_RELAXED)) {
+			__atomic_store_n(&s->trimmed, 1, __ATOMIC_RELAXED);
 			charge_hier_uncharge(c, cur - keep);
 			return;
 		}
@@ -498,6 +508,9 @@ int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
 		return -EINVAL;
 	s = charge_stock_for(c, nr, &batch);
 	if (s) {
+		/* A charge ends a run of uncharges; loaded first, so most charges store nothing. */
+		if (ps_unlikely(__atomic_load_n(&s->trimmed, __ATOMIC_RELAXED)))
+			__atomic_store_n(&s->trimmed, 0, __ATOMIC_RELAXED);
 		if (ps_likely(charge_stock_take(s, nr)))
 			return 0;
 		lean = __atomic_load_n(&s->lean, __ATOMIC_RELAXED);

@@ -78,11 +78,14 @@ static void usage(FILE *out)
 		     "                ps_store_set() a whole range or a random sub-range of one\n"
 		     "  hot-policy    as shared-text, but every rank hits the same range (writers\n"
 		     "                set the others): the policy refcount is the shared line\n"
-		     "  memcg-charge  ranks charge/uncharge pages through leaves under a shared "
-		     "parent\n"
-		     "                and root (ps_charge kinds spin, seqlock, atomic, stock, "
-		     "plus\n"
-		     "                stock-private: a private hierarchy per rank)\n"
+		     "  memcg-charge  ranks charge/uncharge pages one at a time (up to 64 held)\n"
+		     "                through leaves under a shared parent and root (ps_charge "
+		     "kinds\n"
+		     "                spin, seqlock, atomic, stock, plus stock:private: a private\n"
+		     "                hierarchy per rank); the parent's limit is --limit x the "
+		     "ranks'\n"
+		     "                peak usage; share of charges refused; ranks 1,2,4,16,64\n"
+		     "                without --ranks\n"
 		     "  mmap-commit   ranks commit/uncommit 32768 pages (ps_commit), strict and "
 		     "loose\n"
 		     "                batch, max approximation error against its bound\n"
@@ -151,7 +154,9 @@ static void usage(FILE *out)
 		     "                       seqlock, rcu, rcu-qsbr, each also with ':noref'; "
 		     "the\n"
 		     "                       1-rank unsync and unsync:noref baselines always run\n"
-		     "  --ranks LIST         rank (reader thread) counts, e.g. 1,2 [1,2]\n"
+		     "  --ranks LIST         rank (reader thread) counts, e.g. 1,2 [1,2; "
+		     "memcg-charge:\n"
+		     "                       1,2,4,16,64]\n"
 		     "  --sweep LIST         same as --ranks, e.g. 1,2,4,16,64,256,1024\n"
 		     "  --duration SECONDS   measuring time per point [1.0]\n"
 		     "  --repeat K           measure every point K times, interleaved; report "
@@ -171,6 +176,15 @@ static void usage(FILE *out)
 		     "  --fault-work NS      other work per fault in ns, or 'auto': the measured "
 		     "cost\n"
 		     "                       of one unsynchronised lookup [auto]\n"
+		     "  --limit LIST         memcg-charge: the parent's limit as multiples of "
+		     "what\n"
+		     "                       the ranks hold at their peaks: numbers, 'common' "
+		     "(100:\n"
+		     "                       charges succeed), 'refusal' (0.75: charges fail at "
+		     "the\n"
+		     "                       peaks) or 'sweep' "
+		     "(0.75,0.9,1,1.1,1.25,1.5,2,4,10,100)\n"
+		     "                       [common]\n"
 		     "  --pattern P          uniform or sequential page order [uniform]\n"
 		     "  --sequential         same as --pattern sequential\n"
 		     "  --seed N             random seed [1]\n"
@@ -229,6 +243,47 @@ static void bad(const char *what, const char *val)
 	exit(1);
 }
 
+/*
+ * --limit: memcg-charge's parent limit as multiples of the ranks' peak
+ * usage.  "common" is far above it, "refusal" below it (ranks are refused
+ * at their peaks), "sweep" the steps between; numbers may be mixed in.
+ */
+static void parse_limits(const char *v)
+{
+	static const double sweep[] = {0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 4, 10, 100};
+	char buf[512], *tok, *save, *end;
+	int n = 0;
+	size_t k;
+
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "sweep")) {
+			for (k = 0; k < sizeof(sweep) / sizeof(sweep[0]); k++) {
+				if (n == STRESS_MAX_LIST)
+					bad("--limit (too many values)", v);
+				stress_opts.limits[n++] = sweep[k];
+			}
+			continue;
+		}
+		if (n == STRESS_MAX_LIST)
+			bad("--limit (too many values)", v);
+		if (!strcmp(tok, "common")) {
+			stress_opts.limits[n++] = 100;
+		} else if (!strcmp(tok, "refusal")) {
+			stress_opts.limits[n++] = 0.75;
+		} else {
+			double x = strtod(tok, &end);
+
+			if (*end || !(x > 0) || x > 10000)
+				bad("--limit", tok);
+			stress_opts.limits[n++] = x;
+		}
+	}
+	if (!n)
+		bad("--limit", v);
+	stress_opts.nlimits = n;
+}
+
 /* A whole number in [lo, hi] for option @what, or bad(). */
 static int opt_int(const char *v, const char *what, int lo, int hi)
 {
@@ -269,6 +324,8 @@ static void parse(int argc, char **argv)
 	stress_opts.seed = 1;
 	stress_opts.check_lookups = 1000000;
 	stress_opts.check_writes = 10000;
+	stress_opts.limits[0] = 100;
+	stress_opts.nlimits = 1;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = NULL;
@@ -300,7 +357,7 @@ static void parse(int argc, char **argv)
 		if (FLAG("--duration") || FLAG("--repeat") || FLAG("--plot") ||
 				FLAG("--write-interval") || FLAG("--ranges") || FLAG("--pattern") ||
 				FLAG("--sequential") || FLAG("--fault-work") || FLAG("--batch") ||
-				FLAG("--stores"))
+				FLAG("--stores") || FLAG("--limit"))
 			scenario_only = a;
 		if (FLAG("--lookups") || FLAG("--writes"))
 			check_only = a;
@@ -438,6 +495,9 @@ static void parse(int argc, char **argv)
 				if (!ok)
 					bad("--scenario", tok);
 			}
+		} else if (FLAG("--limit")) {
+			NEEDV();
+			parse_limits(v);
 		} else if (FLAG("--plot")) {
 			NEEDV();
 			stress_opts.plot = v;

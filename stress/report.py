@@ -65,6 +65,20 @@ def main():
                     ns(p.get("p50_ns")), ns(p.get("p99_ns")), ns(p.get("p999_ns")),
                     ns(p.get("max_ns")), fmt(p.get("writer_ops_per_sec"), "{:.0f}"),
                     ns(p.get("writer_max_wait_ns"))))
+        elif s == "memcg-charge":
+            print("| limit (x peak) | limit (pages) | variant | ranks | Mops/s | (min..max of reps) | efficiency (vs own 1 rank) | cpu-eff | calls per CPU-s / stock:private | refused % | p50 ns | p99 ns | overshoot / bound (pages) |")
+            print("|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
+            for p in sp:
+                mm = ""
+                if p.get("reps", 1) > 1:
+                    mm = "%.2f..%.2f" % (p["ops_per_sec_min"] / 1e6, p["ops_per_sec_max"] / 1e6)
+                print("| %g | %d | %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %d / %d |" % (
+                    p.get("limit_ratio", 0), p.get("limit_pages", 0), p["variant"], p["ranks"],
+                    p["ops_per_sec"] / 1e6, mm, fmt(p.get("efficiency")),
+                    fmt(p.get("cpu_efficiency")), fmt(p.get("cpu_vs_private")),
+                    fmt(p["refused_share"] * 100 if "refused_share" in p else None, "{:.3f}"),
+                    ns(p.get("p50_ns")), ns(p.get("p99_ns")),
+                    p.get("max_overshoot", 0), p.get("overshoot_bound", 0)))
         else:
             print("| variant | ranks | Mops/s | efficiency (vs own 1 rank) | cpu-eff | p50 ns | p99 ns | writer ops/s | writer max wait | bound check | note |")
             print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")

@@ -7,17 +7,23 @@
  *
  *   memcg-charge  ranks charge and uncharge pages one at a time
  *                 through their own leaf counter under a shared parent and
- *                 root; the parent's limit (48 pages per rank, while a rank
- *                 holds up to 64) makes charges fail at the peaks, and a
- *                 failure "reclaims" half of what the rank holds.  Variants:
- *                 spin, seqlock, atomic (every level that kind), stock (a
+ *                 root; a rank fills up to 64 pages, then empties, and
+ *                 again.  The parent's limit is each --limit value times
+ *                 what the ranks hold at their peaks: far above it by
+ *                 default (100, where almost every charge succeeds), 0.75
+ *                 for charges that fail at the peaks; a refused charge
+ *                 "reclaims" half of what the rank holds.  Variants: spin,
+ *                 seqlock, atomic (every level that kind), stock (a
  *                 per-thread stock of 32 pages in front of atomic levels, as
  *                 memcg's per-CPU stock in front of page_counters) and
  *                 stock:private (each rank its own root, parent and leaf: the
- *                 ceiling with nothing shared).  At quiescence every level's
- *                 usage must be 0 after draining the stocks, and the largest
- *                 overshoot of the limit is checked against
- *                 ps_charge_overshoot_bound().
+ *                 ceiling with nothing shared).  Ranks 1, 2, 4, 16 and 64
+ *                 unless --ranks says otherwise.  Every point checks the
+ *                 largest overshoot of a limit against
+ *                 ps_charge_overshoot_bound(), then, with the stocks as the
+ *                 ranks left them, that one thread charging page by page is
+ *                 refused exactly at the limit, then that every level's
+ *                 usage is 0 once the stocks are drained.
  *   mmap-commit   as will-it-scale's mmap1: ranks loop committing
  *                 and uncommitting 32768 pages (a 128 MiB mapping) through one
  *                 ps_commit sized like this machine (total = physical pages,
@@ -38,9 +44,11 @@
  *                 use after the grace period is seen, not silently allowed.
  *
  * Efficiency here is throughput / (ranks x the same variant's 1-rank
- * throughput), measured first in the same run: at one rank a shared and a
- * private hierarchy are the same thing, so for memcg-charge this is the
- * issue's "one rank on a private, unshared hierarchy".
+ * throughput at the same setting), measured in the same run: at one rank a
+ * shared and a private hierarchy are the same thing.  memcg-charge also
+ * divides each variant's calls per rank CPU-second by stock:private's at
+ * the same ranks and limit.  Points run --repeat times, interleaved; the
+ * median-throughput repetition is reported.
  */
 #include <errno.h>
 #include <math.h>
@@ -83,7 +91,7 @@ struct cthread {
 	struct crun *r;
 	pthread_t th;
 	int id;
-	uint64_t ops, fails;
+	uint64_t ops, tries, fails;
 	uint64_t max_wait_ns;
 	double aux;	 /* scenario-specific maximum */
 	uint64_t cpu_ns; /* the thread's CPU time */
@@ -154,13 +162,12 @@ static void crun_go(struct crun *r)
 	r->duration_s = (double)(t_stop - t_go) / 1e9;
 }
 
-/* Totals of a run into a point; frees the thread arrays. */
+/* Totals of a run into a point (efficiency is the runner's); frees the thread arrays. */
 static void crun_point(struct crun *r, struct stress_point *p)
 {
 	struct stress_hist *h = calloc(1, sizeof(*h));
 	uint64_t ops = 0, wops = 0, wmax = 0;
 	double cpu = 0;
-	const struct stress_point *b;
 	int i;
 
 	if (!h)
@@ -185,52 +192,184 @@ static void crun_point(struct crun *r, struct stress_point *p)
 		p->writer_max_wait_ns = (double)wmax;
 	}
 	stress_hist_to_point(h, p);
-	b = stress_find(p->scenario, p->variant, 1, 0);
 	p->baseline = p->variant;
-	if (p->ranks == 1) {
-		p->efficiency = p->cpu_efficiency = 1.0;
-	} else if (b) {
-		p->efficiency = p->ops_per_sec / ((double)p->ranks * b->ops_per_sec);
-		p->cpu_efficiency =
-				((double)p->ops / p->rank_cpu_s) / ((double)b->ops / b->rank_cpu_s);
-	}
 	free(h);
 	free(r->ranks);
 	free(r->writers);
 }
 
-/* Rank counts of a companion scenario: 1 first (the efficiency baseline). */
-static int companion_ranks(int *out)
+/*
+ * A companion scenario: its variants, the settings it runs each at
+ * (memcg-charge: --limit; the others one setting, NAN), its rank counts
+ * when --ranks is not given, and how one point is measured (filling @p,
+ * not emitting it; a broken invariant aborts there).
+ */
+struct companion {
+	const char *name;
+	const char *const *variants;
+	size_t nvariants;
+	const double *settings;
+	int nsettings;
+	const int *default_ranks;
+	int ndefault_ranks;
+	void (*point)(const char *variant, int nranks, double setting, struct stress_point *p);
+};
+
+static bool same_setting(double a, double b)
 {
+	return (isnan(a) && isnan(b)) || a == b;
+}
+
+/* The point recorded last for @scenario, @variant, @ranks at @setting (limit_ratio). */
+static const struct stress_point *companion_find(
+		const char *scenario, const char *variant, int ranks, double setting)
+{
+	const struct stress_point *p, *found = NULL;
+	size_t i;
+
+	for (i = 0; (p = stress_point_at(i)); i++)
+		if (!strcmp(p->scenario, scenario) && !strcmp(p->variant, variant) &&
+				p->ranks == ranks && same_setting(p->limit_ratio, setting))
+			found = p;
+	return found;
+}
+
+/* Rank counts of a companion scenario: 1 first (the efficiency baseline). */
+static int companion_ranks(const struct companion *c, int *out)
+{
+	const int *l = stress_opts.ranks_given ? stress_opts.ranks : c->default_ranks;
+	int nl = stress_opts.ranks_given ? stress_opts.nranks : c->ndefault_ranks;
 	int n = 0, i;
 
 	out[n++] = 1;
-	for (i = 0; i < stress_opts.nranks; i++)
-		if (stress_opts.ranks[i] != 1)
-			out[n++] = stress_opts.ranks[i];
+	for (i = 0; i < nl; i++)
+		if (l[i] != 1)
+			out[n++] = l[i];
 	return n;
 }
 
-/* A companion scenario: @point(variant, ranks) for each rank count and selected variant. */
-static void companion_run(const char *scenario, const char *const *variants, size_t nvariants,
-		void (*point)(const char *variant, int nranks))
+static int point_by_ops(const void *a, const void *b)
 {
-	int ranks[STRESS_MAX_LIST + 1], n = companion_ranks(ranks), k;
-	size_t v;
+	double x = ((const struct stress_point *)a)->ops_per_sec;
+	double y = ((const struct stress_point *)b)->ops_per_sec;
 
-	for (k = 0; k < n; k++)
-		for (v = 0; v < nvariants; v++) {
-			if (!stress_variant_selected(variants[v]))
-				continue;
-			stress_progress("%s: %s, %d ranks", scenario, variants[v], ranks[k]);
-			point(variants[v], ranks[k]);
+	return (x > y) - (x < y);
+}
+
+/* The larger of @a and @b, NAN only when both are. */
+static double worst(double a, double b)
+{
+	return isnan(a) || b > a ? b : a;
+}
+
+/*
+ * The repetitions of one point: the median-throughput one, with the spread
+ * of throughput, the worst writer wait and the largest overshoot or error
+ * of them all (each repetition was validated as it ran).
+ */
+static struct stress_point companion_median(struct stress_point *pr, int reps)
+{
+	struct stress_point p;
+	double wait = NAN, over = NAN, err = NAN;
+	int rep;
+
+	qsort(pr, (size_t)reps, sizeof(*pr), point_by_ops);
+	for (rep = 0; rep < reps; rep++) {
+		wait = worst(wait, pr[rep].writer_max_wait_ns);
+		over = worst(over, pr[rep].max_overshoot);
+		err = worst(err, pr[rep].max_error);
+	}
+	p = pr[reps / 2];
+	p.writer_max_wait_ns = wait;
+	p.max_overshoot = over;
+	p.max_error = err;
+	p.reps = reps;
+	p.ops_per_sec_min = pr[0].ops_per_sec;
+	p.ops_per_sec_max = pr[reps - 1].ops_per_sec;
+	return p;
+}
+
+/* Point @at (setting-major, then ranks, then variant) once, into @p. */
+static void companion_measure(const struct companion *c, const int *ranks, int nr, size_t at,
+		int rep, struct stress_point *p)
+{
+	size_t nv = c->nvariants, v = at % nv;
+	int k = (int)(at / nv % (size_t)nr), s = (int)(at / nv / (size_t)nr);
+	char lim[48] = "";
+
+	if (!stress_variant_selected(c->variants[v]))
+		return;
+	if (!isnan(c->settings[s]))
+		snprintf(lim, sizeof(lim), ", limit %g x peak", c->settings[s]);
+	stress_progress("%s: %s, %d rank%s%s (repetition %d/%d)", c->name, c->variants[v], ranks[k],
+			ranks[k] > 1 ? "s" : "", lim, rep + 1, stress_opts.repeat);
+	c->point(c->variants[v], ranks[k], c->settings[s], p);
+}
+
+/*
+ * Every setting x rank count x selected variant, --repeat times with the
+ * repetitions interleaved (all points once, then again), so a burst of load
+ * from other processes hits one repetition of many points rather than every
+ * repetition of one.  Then, per setting and rank count, the median of each
+ * variant is emitted, with its efficiency against the same variant's 1-rank
+ * median at that setting (emitted before it) and, where the scenario has
+ * stock:private, its calls per CPU-second against stock:private's there.
+ */
+static void companion_run(const struct companion *c)
+{
+	int ranks[STRESS_MAX_LIST + 1], nr = companion_ranks(c, ranks);
+	int reps = stress_opts.repeat, ns = c->nsettings, s, k, rep;
+	size_t nv = c->nvariants, v, at, npt = (size_t)ns * (size_t)nr * nv;
+	struct stress_point *all = calloc(npt * (size_t)reps, sizeof(*all)), *grp;
+
+	grp = calloc(nv, sizeof(*grp));
+	if (!all || !grp)
+		stress_die("out of memory");
+	for (rep = 0; rep < reps; rep++)
+		for (at = 0; at < npt; at++)
+			companion_measure(c, ranks, nr, at, rep,
+					&all[at * (size_t)reps + (size_t)rep]);
+	for (s = 0; s < ns; s++)
+		for (k = 0; k < nr; k++) {
+			const struct stress_point *priv = NULL, *b;
+
+			for (v = 0; v < nv; v++) {
+				at = ((size_t)s * (size_t)nr + (size_t)k) * nv + v;
+				if (!stress_variant_selected(c->variants[v]))
+					continue;
+				grp[v] = companion_median(&all[at * (size_t)reps], reps);
+				if (!strcmp(c->variants[v], "stock:private"))
+					priv = &grp[v];
+			}
+			for (v = 0; v < nv; v++) {
+				struct stress_point *p = &grp[v];
+
+				if (!stress_variant_selected(c->variants[v]))
+					continue;
+				b = companion_find(c->name, p->variant, 1, c->settings[s]);
+				if (ranks[k] == 1) {
+					p->efficiency = p->cpu_efficiency = 1.0;
+				} else if (b) {
+					p->efficiency = p->ops_per_sec /
+							((double)p->ranks * b->ops_per_sec);
+					p->cpu_efficiency = ((double)p->ops / p->rank_cpu_s) /
+							    ((double)b->ops / b->rank_cpu_s);
+				}
+				if (priv)
+					p->cpu_vs_private = ((double)p->ops / p->rank_cpu_s) /
+							    ((double)priv->ops / priv->rank_cpu_s);
+				stress_emit(p);
+			}
 		}
+	free(grp);
+	free(all);
 }
 
 /* ---- memcg-charge ------------------------------------------------------------ */
 
-#define MC_HOLD_MAX 64	     /* pages a rank holds at its peak */
-#define MC_LIMIT_PER_RANK 48 /* parent limit per rank: the peaks fail */
+#define MC_HOLD_MAX 64 /* pages a rank holds at its peak */
+
+static const int memcg_default_ranks[] = {1, 2, 4, 16, 64};
 
 struct memcg {
 	enum ps_charge_kind kind; /* of the levels above the leaves */
@@ -239,6 +378,11 @@ struct memcg {
 	struct ps_charge **leaf, **proot, **pparent; /* per rank */
 };
 
+/*
+ * A rank fills up to MC_HOLD_MAX pages one charge at a time, then gives
+ * them back one at a time, and again.  A refused charge "reclaims": half of
+ * what the rank holds goes back at once.
+ */
 static void *memcg_rank(void *arg)
 {
 	struct cthread *t = arg;
@@ -247,7 +391,7 @@ static void *memcg_rank(void *arg)
 	struct ps_charge *leaf = m->leaf[t->id], *fail;
 	long held = 0;
 	bool filling = true;
-	uint64_t ops = 0, fails = 0;
+	uint64_t ops = 0, tries = 0, fails = 0;
 
 	stress_gate_wait(&r->gate);
 	while (!crun_stopped(r)) {
@@ -258,6 +402,7 @@ static void *memcg_rank(void *arg)
 		if (sample)
 			t0 = stress_ticks();
 		if (filling) {
+			tries++;
 			ret = ps_charge_try(leaf, 1, &fail);
 			if (!ret) {
 				held++;
@@ -286,6 +431,7 @@ static void *memcg_rank(void *arg)
 	if (held && ps_charge_uncharge(leaf, held))
 		stress_fail("memcg-charge: final uncharge(%ld) failed", held);
 	t->ops = ops;
+	t->tries = tries;
 	t->fails = fails;
 	return NULL;
 }
@@ -299,18 +445,60 @@ static struct ps_charge *charge_new(enum ps_charge_kind kind, struct ps_charge *
 	return c;
 }
 
-static void memcg_point(const char *variant, int nranks)
+/*
+ * The limit at quiescence, with the stocks as the ranks left them: one
+ * thread charging @leaf page by page is refused exactly when what it holds
+ * reaches @limit (the pages other threads' stocks held go back before a
+ * refusal), and then by @limited alone.  Most of the way is one large
+ * charge; the last MC_HOLD_MAX pages, and whatever the stocks held, one
+ * page at a time.  Everything is given back.
+ */
+static void memcg_probe_limit(const char *variant, struct ps_charge *leaf,
+		struct ps_charge *limited, long limit, long stocked)
+{
+	struct ps_charge *fail = NULL;
+	long held = 0, bulk = limit - stocked - MC_HOLD_MAX;
+	int ret;
+
+	if (bulk > 0) {
+		ret = ps_charge_try(leaf, bulk, &fail);
+		if (ret)
+			stress_fail("VALIDATION FAILED: memcg-charge %s: %ld pages refused (%s) "
+				    "below the limit %ld with %ld stocked",
+					variant, bulk, strerror(-ret), limit, stocked);
+		held = bulk;
+	}
+	while (!(ret = ps_charge_try(leaf, 1, &fail)))
+		if (++held > limit)
+			stress_fail("VALIDATION FAILED: memcg-charge %s: one thread holds %ld "
+				    "pages under the limit %ld",
+					variant, held, limit);
+	if (ret != -ENOMEM || fail != limited || held != limit)
+		stress_fail("VALIDATION FAILED: memcg-charge %s: at quiescence a charge was "
+			    "refused (%s) %s with %ld of the limit's %ld pages held",
+				variant, strerror(-ret),
+				fail == limited ? "by the limited level" : "by another level", held,
+				limit);
+	if (held && ps_charge_uncharge(leaf, held))
+		stress_fail("memcg-charge: uncharging the %ld probe pages failed", held);
+}
+
+static void memcg_point(const char *variant, int nranks, double ratio, struct stress_point *p)
 {
 	struct memcg m = {0};
 	struct crun r = {0};
-	struct stress_point p;
-	long bound = 0, over = 0, failcnt = 0;
+	long bound = 0, over = 0, stocked = 0, limit;
+	uint64_t tries = 0, fails = 0;
 	int i;
 
 	m.private_ = strstr(variant, ":private") != NULL;
 	m.stock = !strncmp(variant, "stock", 5);
 	m.kind = m.stock ? PS_CHARGE_ATOMIC
 			 : (enum ps_charge_kind)ps_charge_kind_from_name(variant);
+	/* The parent's limit: @ratio x what the ranks under it hold at their peaks. */
+	limit = lround(ratio * (m.private_ ? 1 : nranks) * MC_HOLD_MAX);
+	if (limit < 1)
+		limit = 1;
 	m.leaf = calloc((size_t)nranks, sizeof(*m.leaf));
 	m.proot = calloc((size_t)nranks, sizeof(*m.proot));
 	m.pparent = calloc((size_t)nranks, sizeof(*m.pparent));
@@ -318,14 +506,14 @@ static void memcg_point(const char *variant, int nranks)
 		stress_die("out of memory");
 	if (!m.private_) {
 		m.root = charge_new(m.kind, NULL, PS_CHARGE_MAX);
-		m.parent = charge_new(m.kind, m.root, (long)nranks * MC_LIMIT_PER_RANK);
+		m.parent = charge_new(m.kind, m.root, limit);
 	}
 	for (i = 0; i < nranks; i++) {
 		struct ps_charge *parent = m.parent;
 
 		if (m.private_) {
 			m.proot[i] = charge_new(m.kind, NULL, PS_CHARGE_MAX);
-			m.pparent[i] = parent = charge_new(m.kind, m.proot[i], MC_LIMIT_PER_RANK);
+			m.pparent[i] = parent = charge_new(m.kind, m.proot[i], limit);
 		}
 		m.leaf[i] = charge_new(m.stock ? PS_CHARGE_STOCK : m.kind, parent, PS_CHARGE_MAX);
 	}
@@ -334,29 +522,20 @@ static void memcg_point(const char *variant, int nranks)
 	r.arg = &m;
 	crun_go(&r);
 
-	stress_point_init(&p, "memcg-charge", variant, nranks);
-	for (i = 0; i < nranks; i++)
-		failcnt += (long)r.ranks[i].fails;
-	/* Quiescent: drain the stocks, then every level must be back to 0. */
+	stress_point_init(p, "memcg-charge", variant, nranks);
 	for (i = 0; i < nranks; i++) {
-		struct ps_charge *top = m.private_ ? m.proot[i] : m.root;
-
-		ps_charge_drain_stock(top);
+		tries += r.ranks[i].tries;
+		fails += r.ranks[i].fails;
 	}
+	/* Overshoot of the run, at every level, before the probe adds its own. */
 	for (i = 0; i < nranks; i++) {
 		struct ps_charge *lv[3] = {m.leaf[i], m.private_ ? m.pparent[i] : m.parent,
 				m.private_ ? m.proot[i] : m.root};
 		int k;
 
 		for (k = 0; k < 3; k++) {
-			long u = ps_charge_read(lv[k], PS_CHARGE_USAGE);
 			long o = ps_charge_read(lv[k], PS_CHARGE_MAX_OVERSHOOT);
 
-			if (u != 0)
-				stress_fail("VALIDATION FAILED: memcg-charge %s: usage %ld at "
-					    "level %d "
-					    "of rank %d after every page was uncharged",
-						variant, u, k, i);
 			if (o > over)
 				over = o;
 		}
@@ -368,11 +547,35 @@ static void memcg_point(const char *variant, int nranks)
 		stress_fail("VALIDATION FAILED: memcg-charge %s: overshoot %ld pages above the "
 			    "documented bound %ld",
 				variant, over, bound);
-	crun_point(&r, &p);
-	p.max_overshoot = (double)over;
-	p.overshoot_bound = (double)bound;
-	snprintf(p.note, sizeof(p.note), "%ld refused charges", failcnt);
-	stress_emit(&p);
+	/* The stocks still hold what the ranks left there: the probe must get it back. */
+	for (i = 0; i < (m.private_ ? 1 : nranks); i++)
+		stocked += ps_charge_read(m.leaf[i], PS_CHARGE_STOCKED);
+	memcg_probe_limit(variant, m.leaf[0], m.private_ ? m.pparent[0] : m.parent, limit, stocked);
+	/* Quiescent: drain the stocks, then every level must be back to 0. */
+	for (i = 0; i < nranks; i++)
+		ps_charge_drain_stock(m.private_ ? m.proot[i] : m.root);
+	for (i = 0; i < nranks; i++) {
+		struct ps_charge *lv[3] = {m.leaf[i], m.private_ ? m.pparent[i] : m.parent,
+				m.private_ ? m.proot[i] : m.root};
+		int k;
+
+		for (k = 0; k < 3; k++) {
+			long u = ps_charge_read(lv[k], PS_CHARGE_USAGE);
+
+			if (u != 0)
+				stress_fail("VALIDATION FAILED: memcg-charge %s: usage %ld at "
+					    "level %d of rank %d after every page was uncharged",
+						variant, u, k, i);
+		}
+	}
+	crun_point(&r, p);
+	p->max_overshoot = (double)over;
+	p->overshoot_bound = (double)bound;
+	p->limit_ratio = ratio;
+	p->limit_pages = (double)limit;
+	p->charges = tries;
+	p->refused = fails;
+	p->refused_share = tries ? (double)fails / (double)tries : NAN;
 
 	for (i = 0; i < nranks; i++) {
 		if (ps_charge_destroy(m.leaf[i]))
@@ -390,7 +593,11 @@ static void memcg_point(const char *variant, int nranks)
 
 void stress_run_memcg_charge(void)
 {
-	companion_run("memcg-charge", memcg_variants, NELEM(memcg_variants), memcg_point);
+	const struct companion c = {"memcg-charge", memcg_variants, NELEM(memcg_variants),
+			stress_opts.limits, stress_opts.nlimits, memcg_default_ranks,
+			(int)NELEM(memcg_default_ranks), memcg_point};
+
+	companion_run(&c);
 }
 
 /* ---- mmap-commit --------------------------------------------------------------- */
@@ -465,7 +672,7 @@ static void *commit_monitor(void *arg)
 	return NULL;
 }
 
-static void commit_point(const char *variant, int nranks)
+static void commit_point(const char *variant, int nranks, double setting, struct stress_point *p)
 {
 	bool strict = !strcmp(variant, "strict");
 	long phys = sysconf(_SC_PHYS_PAGES);
@@ -473,11 +680,12 @@ static void commit_point(const char *variant, int nranks)
 	struct ps_commit *cm = ps_commit_create(
 			strict ? PS_OVERCOMMIT_NEVER : PS_OVERCOMMIT_GUESS, total, 0);
 	struct crun r = {0};
-	struct stress_point p;
 	int32_t batch;
 	int64_t committed;
 	uint64_t fails = 0;
 	int i;
+
+	(void)setting; /* one setting */
 
 	if (!cm)
 		stress_die("ps_commit_create: %s", strerror(errno));
@@ -493,27 +701,31 @@ static void commit_point(const char *variant, int nranks)
 		stress_fail("VALIDATION FAILED: mmap-commit %s: %lld pages committed after every "
 			    "mapping was uncommitted",
 				variant, (long long)committed);
-	stress_point_init(&p, "mmap-commit", variant, nranks);
-	p.max_error = r.writers[0].aux;
-	p.error_bound = (double)ps_pcounter_error_bound(batch, nranks);
+	stress_point_init(p, "mmap-commit", variant, nranks);
+	p->max_error = r.writers[0].aux;
+	p->error_bound = (double)ps_pcounter_error_bound(batch, nranks);
 	for (i = 0; i < nranks; i++)
 		fails += r.ranks[i].fails;
-	crun_point(&r, &p);
-	p.writer_ops_per_sec = NAN; /* the monitor is not a writer */
-	p.writer_max_wait_ns = NAN;
-	if (p.max_error > p.error_bound)
+	crun_point(&r, p);
+	p->writer_ops_per_sec = NAN; /* the monitor is not a writer */
+	p->writer_max_wait_ns = NAN;
+	if (p->max_error > p->error_bound)
 		stress_fail("VALIDATION FAILED: mmap-commit %s: error %.0f above batch x ranks "
 			    "%.0f",
-				variant, p.max_error, p.error_bound);
-	snprintf(p.note, sizeof(p.note), "batch %d, %llu refused", batch,
+				variant, p->max_error, p->error_bound);
+	snprintf(p->note, sizeof(p->note), "batch %d, %llu refused", batch,
 			(unsigned long long)fails);
-	stress_emit(&p);
 	ps_commit_destroy(cm);
 }
 
+static const double one_setting[] = {NAN};
+
 void stress_run_mmap_commit(void)
 {
-	companion_run("mmap-commit", commit_variants, NELEM(commit_variants), commit_point);
+	const struct companion c = {"mmap-commit", commit_variants, NELEM(commit_variants),
+			one_setting, 1, stress_opts.ranks, stress_opts.nranks, commit_point};
+
+	companion_run(&c);
 }
 
 /* ---- css-walk -------------------------------------------------------------------- */
@@ -641,13 +853,14 @@ static void *walk_writer(void *arg)
 	return NULL;
 }
 
-static void walk_point(const char *variant, int nranks)
+static void walk_point(const char *variant, int nranks, double setting, struct stress_point *p)
 {
 	struct walk w = {0};
 	struct crun r = {0};
-	struct stress_point p;
 	struct wobj *o;
 	int i, id, n;
+
+	(void)setting; /* one setting */
 
 	w.variant = variant;
 	w.map = ps_idmap_create((enum ps_idmap_sync)ps_idmap_sync_from_name(variant));
@@ -683,10 +896,9 @@ static void walk_point(const char *variant, int nranks)
 		stress_fail("VALIDATION FAILED: css-walk %s: %d ids bound, count says %d, writers "
 			    "expect %ld",
 				variant, n, ps_idmap_count(w.map), w.expected);
-	stress_point_init(&p, "css-walk", variant, nranks);
-	crun_point(&r, &p);
-	snprintf(p.note, sizeof(p.note), "%d ids", n);
-	stress_emit(&p);
+	stress_point_init(p, "css-walk", variant, nranks);
+	crun_point(&r, p);
+	snprintf(p->note, sizeof(p->note), "%d ids", n);
 	for (;;) {
 		id = 0;
 		ps_idmap_read_lock(w.map);
@@ -708,10 +920,138 @@ static void walk_point(const char *variant, int nranks)
 
 void stress_run_css_walk(void)
 {
-	companion_run("css-walk", walk_variants, NELEM(walk_variants), walk_point);
+	const struct companion c = {"css-walk", walk_variants, NELEM(walk_variants), one_setting, 1,
+			stress_opts.ranks, stress_opts.nranks, walk_point};
+
+	companion_run(&c);
 }
 
 /* ---- tables ------------------------------------------------------------------------- */
+
+/* A time with its unit: "66 ns", "12.3 us", "48.1 ms". */
+static void fmt_time(char *buf, size_t n, double ns)
+{
+	if (isnan(ns))
+		snprintf(buf, n, "-");
+	else if (ns < 10000)
+		snprintf(buf, n, "%.0f ns", ns);
+	else if (ns < 1e7)
+		snprintf(buf, n, "%.1f us", ns / 1e3);
+	else
+		snprintf(buf, n, "%.1f ms", ns / 1e6);
+}
+
+static void fmt_ratio(char *buf, size_t n, double x)
+{
+	if (isnan(x))
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%.3f", x);
+}
+
+/*
+ * "@a / @b, @what": the quotient of the two variants' medians at each rank
+ * count at limit @ratio, on one line; per CPU-second the ranks got with
+ * @cpu, else throughput.  The limit's heading first, once (*@header).
+ */
+static void memcg_ratio_line(const char *a, const char *b, double ratio, bool cpu, const char *what,
+		bool *header)
+{
+	const struct stress_point *pa, *pb;
+	bool any = false;
+	size_t i;
+
+	for (i = 0; (pa = stress_point_at(i)); i++) {
+		double x;
+
+		if (strcmp(pa->scenario, "memcg-charge") || strcmp(pa->variant, a) ||
+				!same_setting(pa->limit_ratio, ratio))
+			continue;
+		pb = companion_find("memcg-charge", b, pa->ranks, ratio);
+		if (!pb)
+			continue;
+		x = cpu ? ((double)pa->ops / pa->rank_cpu_s) / ((double)pb->ops / pb->rank_cpu_s)
+			: pa->ops_per_sec / pb->ops_per_sec;
+		if (!*header)
+			printf("  limit %g x peak, quotients of the medians by rank count:\n",
+					ratio);
+		*header = true;
+		if (!any)
+			printf("    %s / %s, %s:", a, b, what);
+		printf("  %d: %.3fx", pa->ranks, x);
+		any = true;
+	}
+	if (any)
+		putchar('\n');
+}
+
+static void memcg_table(void)
+{
+	const struct stress_point *p;
+	double last = NAN;
+	bool header = false;
+	size_t i;
+	int l;
+
+	for (i = 0; (p = stress_point_at(i)); i++) {
+		char e[16], ce[16], cp[16], rf[16], p50[16], p99[16], mx[16];
+
+		if (strcmp(p->scenario, "memcg-charge"))
+			continue;
+		if (!header) {
+			printf("\nmemcg-charge: 1-page charges and uncharges, each rank through\n"
+			       "  its own leaf under a shared parent (the one limited level) and\n"
+			       "  root; a rank holds up to %d pages; %.2f s per point, median of\n"
+			       "  %d repetition(s)\n",
+					MC_HOLD_MAX, stress_opts.duration_s, p->reps);
+			printf("  %-14s %7s %7s %8s %8s %6s %6s %7s %8s %8s %8s %8s %6s %6s\n",
+					"variant", "ranks", "limit", "limit", "Mops/s", "eff",
+					"cpueff", "cpu vs", "refused", "p50", "p99", "max", "over-",
+					"bound");
+			printf("  %-14s %7s %7s %8s %8s %6s %6s %7s %8s %8s %8s %8s %6s %6s\n", "",
+					"threads", "x peak", "pages", "", "x", "x", "private", "%",
+					"", "", "", "pages", "pages");
+			header = true;
+		}
+		if (!same_setting(p->limit_ratio, last) && !isnan(last))
+			putchar('\n');
+		last = p->limit_ratio;
+		fmt_ratio(e, sizeof(e), p->efficiency);
+		fmt_ratio(ce, sizeof(ce), p->cpu_efficiency);
+		fmt_ratio(cp, sizeof(cp), p->cpu_vs_private);
+		snprintf(rf, sizeof(rf), isnan(p->refused_share) ? "-" : "%.3f",
+				p->refused_share * 100);
+		fmt_time(p50, sizeof(p50), p->p50_ns);
+		fmt_time(p99, sizeof(p99), p->p99_ns);
+		fmt_time(mx, sizeof(mx), p->max_ns);
+		printf("  %-14s %7d %7g %8.0f %8.3f %6s %6s %7s %8s %8s %8s %8s %6.0f %6.0f\n",
+				p->variant, p->ranks, p->limit_ratio, p->limit_pages,
+				p->ops_per_sec / 1e6, e, ce, cp, rf, p50, p99, mx, p->max_overshoot,
+				p->overshoot_bound);
+	}
+	if (!header)
+		return;
+	printf("  (limit: the parent's, x the pages all ranks under it hold at their peaks "
+	       "(stock:private:\n   each rank its own parent); eff: throughput / (ranks x the "
+	       "same variant's 1-rank\n   throughput at that limit); cpueff: the same per "
+	       "CPU-second the ranks got; cpu vs\n   private: calls per rank CPU-second / "
+	       "stock:private's at the same ranks and limit;\n   refused: share of charge "
+	       "calls refused; latency of one call in %d; over-shoot: the\n   largest usage "
+	       "above a limit any level reached, within its bound\n   "
+	       "(ps_charge_overshoot_bound()); and at quiescence, with the stocks as the ranks\n"
+	       "   left them, one thread's charges were refused at exactly the limit)\n",
+			STRESS_SAMPLE_MASK + 1);
+	for (l = 0; l < stress_opts.nlimits; l++) {
+		double ratio = stress_opts.limits[l];
+
+		bool hdr = false;
+
+		memcg_ratio_line("stock", "stock:private", ratio, true, "calls per CPU-second",
+				&hdr);
+		memcg_ratio_line("atomic", "spin", ratio, false, "throughput", &hdr);
+		memcg_ratio_line("seqlock", "spin", ratio, false, "throughput", &hdr);
+	}
+}
 
 static void companion_table(const char *scenario, const char *title, const char *extra)
 {
@@ -760,10 +1100,7 @@ static void companion_table(const char *scenario, const char *title, const char 
 
 void stress_print_companions(void)
 {
-	companion_table("memcg-charge",
-			"1-page charges/uncharges through per-rank leaves, shared parent (limit "
-			"48/rank) and root; latency ns per call",
-			"overshoot / bound (pages)");
+	memcg_table();
 	companion_table("mmap-commit",
 			"commit + uncommit of 32768 pages per op; latency ns per op; monitor "
 			"snapshot every --write-interval",

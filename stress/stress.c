@@ -306,6 +306,7 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->batch = -1;
 	p->reader_ratio = p->writer_ratio = NAN;
 	p->writer_ops_per_sec_min = p->writer_ops_per_sec_max = NAN;
+	p->limit_ratio = p->limit_pages = p->refused_share = p->cpu_vs_private = NAN;
 }
 
 const struct stress_point *stress_find(
@@ -425,6 +426,13 @@ static const struct col cols[] = {
 		COL(writer_ratio, "%.4f"),
 		COL(reference, NULL),
 		COL(lookups_checked, NULL),
+		/* memcg-charge */
+		COL(limit_ratio, "%.2f"),
+		COL(limit_pages, "%.0f"),
+		COL(charges, NULL),
+		COL(refused, NULL),
+		COL(refused_share, "%.6f"),
+		COL(cpu_vs_private, "%.4f"),
 		/* ops_per_sec / ranks, not a field of its own */
 		{"ops_per_sec_per_rank", C_PER_RANK, offsetof(struct stress_point, ops_per_sec),
 				"%.0f"},
@@ -453,6 +461,14 @@ static const struct col cols[] = {
 };
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
 
+/* A 0 in column @key of @p says "none happened", not "does not apply". */
+static bool zero_is_a_count(const struct stress_point *p, const char *key)
+{
+	return !strcmp(key, "ops") ||
+	       (!strcmp(key, "slow_sets") && !strcmp(p->scenario, "write-cost")) ||
+	       (!strcmp(key, "refused") && !strcmp(p->scenario, "memcg-charge"));
+}
+
 /* Print column @c of @p; false when it does not apply to the point. */
 static bool col_value(const struct stress_point *p, const struct col *c, char *buf, size_t n)
 {
@@ -475,8 +491,7 @@ static bool col_value(const struct stress_point *p, const struct col *c, char *b
 		snprintf(buf, n, "%d", *(const int *)f);
 		return true;
 	case C_U64:
-		if (!*(const uint64_t *)f && strcmp(c->key, "ops") &&
-				(strcmp(c->key, "slow_sets") || strcmp(p->scenario, "write-cost")))
+		if (!*(const uint64_t *)f && !zero_is_a_count(p, c->key))
 			return false;
 		if (!strcmp(c->key, "ops") && !strcmp(p->scenario, "lookup-cost"))
 			return false;

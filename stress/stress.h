@@ -63,6 +63,9 @@ struct stress_opts {
 	const char *peers[STRESS_MAX_PEERS];
 	int npeers;
 	const char *reference;
+	/* memcg-charge: the parent's limit as multiples of the ranks' peak usage [100] */
+	double limits[STRESS_MAX_LIST];
+	int nlimits;
 };
 
 /*
@@ -146,6 +149,14 @@ struct stress_point {
 	const char *reference;
 	double reader_ratio, writer_ratio, writer_ops_per_sec_min, writer_ops_per_sec_max;
 	uint64_t lookups_checked;
+	/*
+	 * memcg-charge: the limit as a multiple of the ranks' peak usage and
+	 * in pages; charge calls and those refused, and their quotient;
+	 * calls per rank CPU-second over stock:private's at the same ranks
+	 * and limit (the hierarchy with nothing shared).
+	 */
+	double limit_ratio, limit_pages, refused_share, cpu_vs_private;
+	uint64_t charges, refused;
 	char note[64];
 	bool has_lockstat;
 	struct ps_lock_stat_row lockstat[2];

@@ -316,6 +316,7 @@ static void summary(void)
 	for (i = 0; i < stress_npoints(); i++)
 		if (strcmp(stress_point_at(i)->scenario, "lookup-cost") && strcmp(stress_point_at(i)->scenario, "window") &&
 				strcmp(stress_point_at(i)->scenario, "churn") &&
+				strcmp(stress_point_at(i)->scenario, "memcg-charge") &&
 				stress_point_at(i)->ranks == 2)
 			any = true;
 	if (!any && !stress_find("lookup-cost", "rcu", 1, 0))
@@ -369,13 +370,6 @@ static void summary(void)
 						stress_find("shared-text", "rcu", 2, 0)),
 				">=", 0.8, "%.3f");
 	}
-	target("memcg-charge atomic / spin, 2 ranks",
-			ratio(stress_find("memcg-charge", "atomic", 2, 0),
-					stress_find("memcg-charge", "spin", 2, 0)),
-			">=", 2.0, "%.2f");
-	target("memcg-charge stock efficiency (vs 1 rank), 2 ranks",
-			F(stress_find("memcg-charge", "stock", 2, 0), efficiency), ">=", 0.8,
-			"%.3f");
 	target("mmap-commit loose / strict, 2 ranks",
 			ratio(stress_find("mmap-commit", "loose", 2, 0),
 					stress_find("mmap-commit", "strict", 2, 0)),

@@ -300,6 +300,50 @@ KIND_TEST(charge, stock_lean_refill_and_half_trim)
 	cr_assert_eq(ps_charge_destroy(root), 0);
 }
 
+/*
+ * A run of uncharges through a stock: the first overflow keeps half a
+ * batch, the next one, with no charge served between, keeps nothing; after
+ * a charge an overflow keeps half a batch again.  Usage stays exact.
+ */
+KIND_TEST(charge, stock_release_run_keeps_nothing)
+{
+	struct ps_charge *root = mk(*kind, NULL, 1000);
+	struct ps_charge *leaf = mk(*kind, root, 1000);
+	long batch = 16, held = 0, i;
+
+	cr_assert_eq(ps_charge_set_stock(leaf, batch), 0);
+	for (i = 0; i < 4 * batch; i++, held++)
+		cr_assert_eq(ps_charge_try(leaf, 1, NULL), 0);
+	cr_assert_eq(ps_charge_drain_stock(leaf), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), held);
+	/* One batch fills the stock; the page after it overflows: half a batch kept. */
+	for (i = 0; i < batch + 1; i++, held--)
+		cr_assert_eq(ps_charge_uncharge(leaf, 1), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), batch / 2);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), held + batch / 2);
+	/* Uncharges on: the next overflow keeps nothing. */
+	for (i = 0; i < batch / 2 + 1; i++, held--)
+		cr_assert_eq(ps_charge_uncharge(leaf, 1), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), 0, "a run of uncharges kept pages");
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), held);
+	/* Fill the stock again, serve one charge from it: the next overflow keeps half. */
+	for (i = 0; i < batch; i++, held--)
+		cr_assert_eq(ps_charge_uncharge(leaf, 1), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), batch);
+	cr_assert_eq(ps_charge_try(leaf, 1, NULL), 0);
+	held++;
+	for (i = 0; i < 2; i++, held--)
+		cr_assert_eq(ps_charge_uncharge(leaf, 1), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_STOCKED), batch / 2, "a trim after a charge keeps half");
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), held + batch / 2);
+	cr_assert_eq(ps_charge_uncharge(leaf, held), 0);
+	cr_assert_eq(ps_charge_drain_stock(root), 0);
+	cr_assert_eq(rd(leaf, PS_CHARGE_USAGE), 0);
+	cr_assert_eq(rd(root, PS_CHARGE_USAGE), 0);
+	cr_assert_eq(ps_charge_destroy(leaf), 0);
+	cr_assert_eq(ps_charge_destroy(root), 0);
+}
+
 /* ---- Concurrency (the charge workload of testutil.h) ------------------------ */
 
 /*

@@ -190,7 +190,9 @@ PS_API int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail);
  *
  * With a stock, @nr goes to the calling thread's stock; when the stock would
  * then hold more than one batch, it keeps half a batch and the rest is
- * uncharged from the hierarchy.
+ * uncharged from the hierarchy.  When that happens again before the stock
+ * has served a charge (a run of uncharges: memory being given back), it
+ * keeps nothing.
  *
  * Context: any thread; never sleeps.
  * Return: 0; -EINVAL when @c is NULL, @nr is out of range, or (without a
