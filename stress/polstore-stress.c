@@ -5,7 +5,8 @@
  * This file is the driver: the options, then each selected scenario, then
  * the human output.  The scenarios live in scn_store.c (lookup-cost,
  * shared-text, hot-policy, write-cost, window, batch-cost), scn_companion.c
- * (memcg-charge, mmap-commit, css-walk) and scn_check.c (--check); what
+ * (memcg-charge, mmap-commit, css-walk), scn_uffd.c (uffd-fault) and
+ * scn_check.c (--check); what
  * they share (timing, histogram, points and JSON/CSV output) is stress.c,
  * the human tables, summaries and plot tables.c.  Nothing calls back into
  * this file.  `polstore-stress --help` and
@@ -48,6 +49,7 @@ static const struct scenario {
 	{"write-cost", stress_run_write_cost},
 	{"window", stress_run_window},
 	{"batch-cost", stress_run_batch_cost},
+	{"uffd-fault", stress_run_uffd_fault},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -103,6 +105,12 @@ static void usage(FILE *out)
 		     "sets\n"
 		     "                and as one ps_store_set_many(), adjacent and random slots;\n"
 		     "                --ranges [10000,1000000] (not in the default run)\n"
+		     "  uffd-fault    real page faults through the fault plane (libpolstore_uffd):\n"
+		     "                each round the ranks touch the --pages fresh pages of a\n"
+		     "                registered region, resolvers place each page on the node the\n"
+		     "                store names while a writer sets; faults/s, fault latency,\n"
+		     "                the lookup's share of fault time, beside the fixed-node plane\n"
+		     "                (no lookup); store variants (not in the default run)\n"
 		     "  all           every scenario above\n"
 		     "\n"
 		     "Linearizability check (instead of the scenarios):\n"
@@ -146,6 +154,9 @@ static void usage(FILE *out)
 		     "  --batch N            writers apply N sets per ps_store_set_many() call "
 		     "[1];\n"
 		     "                       batch-cost's batch size [16]\n"
+		     "  --resolvers N        uffd-fault's resolver threads, or 'ranks' for one per "
+		     "rank\n"
+		     "                       [one per NUMA node]\n"
 		     "  --write-interval US  microseconds between a writer's sets; 0 = flat out "
 		     "[1000]\n"
 		     "  --fault-work NS      other work per fault in ns, or 'auto': the measured "
@@ -272,7 +283,8 @@ static void parse(int argc, char **argv)
 	} while (0)
 		if (FLAG("--duration") || FLAG("--repeat") || FLAG("--plot") ||
 				FLAG("--write-interval") || FLAG("--ranges") || FLAG("--pattern") ||
-				FLAG("--sequential") || FLAG("--fault-work") || FLAG("--batch"))
+				FLAG("--sequential") || FLAG("--fault-work") || FLAG("--batch") ||
+				FLAG("--resolvers"))
 			scenario_only = a;
 		if (FLAG("--lookups") || FLAG("--writes"))
 			check_only = a;
@@ -367,6 +379,9 @@ static void parse(int argc, char **argv)
 			NEEDV();
 			stress_opts.batch = opt_int(v, "--batch (1 to 4096)", 1, 4096);
 			stress_opts.batch_given = true;
+		} else if (FLAG("--resolvers")) {
+			NEEDV();
+			stress_opts.resolvers = !strcmp(v, "ranks") ? -1 : opt_int(v, "--resolvers", 1, 1024);
 		} else if (FLAG("--write-interval")) {
 			double us;
 

@@ -300,6 +300,8 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->ns_per_op = p->ranges_per_op = p->ns_per_range = p->ratio_lookup = NAN;
 	p->ratio_borrow = p->single_ns = p->many_ns = p->batch_ratio = NAN;
 	p->batch = -1;
+	p->resolvers = -1;
+	p->resolve_ns = p->resolve_share = p->fixed_ratio = NAN;
 }
 
 const struct stress_point *stress_find(
@@ -412,6 +414,11 @@ static const struct col cols[] = {
 		COL(single_ns, "%.1f"),
 		COL(many_ns, "%.1f"),
 		COL(batch_ratio, "%.4f"),
+		/* uffd-fault */
+		COL(resolvers, NULL),
+		COL(resolve_ns, "%.1f"),
+		COL(resolve_share, "%.5f"),
+		COL(fixed_ratio, "%.4f"),
 		/* ops_per_sec / ranks, not a field of its own */
 		{"ops_per_sec_per_rank", C_PER_RANK, offsetof(struct stress_point, ops_per_sec),
 				"%.0f"},

@@ -57,6 +57,7 @@ struct stress_opts {
 	bool ranks_given, writers_given, pages_given, ranges_given; /* on the command line */
 	int batch; /* writers apply this many sets per ps_store_set_many() [1]; batch-cost's B */
 	bool batch_given;
+	int resolvers; /* uffd-fault's resolver threads; 0: one per node, -1: as many as ranks */
 };
 
 /*
@@ -117,6 +118,13 @@ struct stress_point {
 	double ns_per_op, ranges_per_op, ns_per_range, ratio_lookup, ratio_borrow;
 	int batch;
 	double single_ns, many_ns, batch_ratio;
+	/*
+	 * uffd-fault: resolver threads, resolver ns per fault, the lookup's
+	 * share of that (lookup_share is its share of the fault latency), and
+	 * faults/s over the fixed-node plane's at the same ranks.
+	 */
+	int resolvers;
+	double resolve_ns, resolve_share, fixed_ratio;
 	char note[64];
 	bool has_lockstat;
 	struct ps_lock_stat_row lockstat[2];
@@ -279,6 +287,8 @@ void stress_run_write_cost(void);
 void stress_run_window(void); /* window reads beside writers */
 void stress_run_batch_cost(void);
 void stress_print_window(void); /* their tables and targets */
+void stress_run_uffd_fault(void); /* scn_uffd.c: real faults through the fault plane */
+void stress_print_uffd_fault(void);
 bool stress_companion_variant_known(const char *name);
 void stress_print_companions(void);
 void stress_run_memcg_charge(void);

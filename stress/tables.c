@@ -694,6 +694,7 @@ void stress_print_tables(void)
 	stress_print_companions();
 	table_write_cost();
 	stress_print_window();
+	stress_print_uffd_fault();
 	table_lockstat();
 	summary();
 	summary_write_cost();
