@@ -289,6 +289,17 @@ static size_t page_size(void)
 	return (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/*
+ * Under valgrind the store tests run for a locking variant and RCU_QSBR
+ * (whose resolvers go online) only: the plane's code is the same for the
+ * others, which the store's own suites check under valgrind.
+ */
+static void need_variant(enum ps_sync sync)
+{
+	if (RUNNING_ON_VALGRIND && sync != PS_SYNC_SPIN && sync != PS_SYNC_RCU_QSBR)
+		cr_skip_test("under valgrind: spin and rcu-qsbr only");
+}
+
 static void need_uffd(void)
 {
 	char why[512] = "";
@@ -791,6 +802,7 @@ VARIANT_TEST(uffd, zero_pages_placed, .timeout = 60)
 	char *base;
 
 	need_uffd();
+	need_variant(*sync);
 	s = ps_store_create(*sync);
 	cr_assert_not_null(s);
 	four_ranges(s, n);
@@ -830,6 +842,7 @@ VARIANT_TEST(uffd, fill_from_many_threads, .timeout = 120)
 	char *base;
 
 	need_uffd();
+	need_variant(*sync);
 	fill_init(&c, n, psz);
 	s = ps_store_create(*sync);
 	cr_assert_not_null(s);
@@ -1130,6 +1143,7 @@ VARIANT_TEST(uffd, policy_changes_while_resolving, .timeout = 120)
 	int last;
 
 	need_uffd();
+	need_variant(*sync);
 	cr_assert(t0 && t1);
 	fill_init(&c, n, psz);
 	w.begin = calloc((size_t)versions, sizeof(uint64_t));
