@@ -6,11 +6,11 @@
  * the human output.  The scenarios live in scn_store.c (lookup-cost,
  * shared-text, hot-policy, write-cost, window, batch-cost), scn_companion.c
  * (memcg-charge, mmap-commit, css-walk), scn_uffd.c (uffd-fault) and
- * scn_check.c (--check); what
- * they share (timing, histogram, points and JSON/CSV output) is stress.c,
- * the human tables, summaries and plot tables.c.  Nothing calls back into
- * this file.  `polstore-stress --help` and
- * docs/polstore-stress.1 describe the options; BENCHMARKS.md the results.
+ * scn_check.c (--check); what they share (timing, histogram, points and
+ * JSON/CSV output) is stress.c, the human tables, summaries and plot
+ * tables.c.  Nothing calls back into this file.  `polstore-stress --help`
+ * and docs/polstore-stress.1 describe the options; BENCHMARKS.md the
+ * results.
  */
 
 #include <errno.h>
@@ -381,7 +381,8 @@ static void parse(int argc, char **argv)
 			stress_opts.batch_given = true;
 		} else if (FLAG("--resolvers")) {
 			NEEDV();
-			stress_opts.resolvers = !strcmp(v, "ranks") ? -1 : opt_int(v, "--resolvers", 1, 1024);
+			stress_opts.resolvers =
+					!strcmp(v, "ranks") ? -1 : opt_int(v, "--resolvers", 1, 1024);
 		} else if (FLAG("--write-interval")) {
 			double us;
 
