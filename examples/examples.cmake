@@ -6,7 +6,7 @@
 # beside the sources), so that both build the same examples with the same
 # modules.  Needs PkgConfig and Threads; the library is the target
 # polstore::polstore, the hwloc bridge (when there is one)
-# polstore::polstore_hwloc.
+# polstore::polstore_hwloc, the fault plane polstore::polstore_uffd.
 
 # jemalloc_arena: libjemalloc-dev (scripts/deps.sh installs it).
 pkg_check_modules(JEMALLOC QUIET IMPORTED_TARGET jemalloc)
@@ -37,6 +37,8 @@ function(polstore_example_libs src libs_out missing_out)
 			list(APPEND libs PkgConfig::JEMALLOC)
 		elseif(module STREQUAL "polstore-hwloc" AND TARGET polstore::polstore_hwloc)
 			list(APPEND libs polstore::polstore_hwloc)
+		elseif(module STREQUAL "polstore-uffd" AND TARGET polstore::polstore_uffd)
+			list(APPEND libs polstore::polstore_uffd)
 		else()
 			list(APPEND missing ${module})
 		endif()

@@ -57,7 +57,8 @@ for c in $CONFIGS; do
 	test)
 		run_config test "-DCMAKE_BUILD_TYPE=Debug -DPOLSTORE_WERROR=ON \
 			-DPOLSTORE_DEBUG_CHECKS=ON -DPOLSTORE_LOCK_STAT=ON -DPOLSTORE_VALGRIND=ON -DPOLSTORE_ANNOTATE=ON \
-			-DPOLSTORE_BUILD_DOCS=ON -DPOLSTORE_HWLOC=ON -DPOLSTORE_PACKAGE_TEST=ON" \
+			-DPOLSTORE_BUILD_DOCS=ON -DPOLSTORE_HWLOC=ON -DPOLSTORE_UFFD=ON \
+			-DPOLSTORE_PACKAGE_TEST=ON" \
 			"-LE fuzz|tsan" || status=1
 		if [ "${POLSTORE_LONG:-0}" = 1 ]; then
 			echo "=== polstore: long linearizability run (10^7 lookups per configuration)" >&2

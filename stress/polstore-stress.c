@@ -6,10 +6,11 @@
  * the human output.  The scenarios live in scn_store.c (lookup-cost,
  * shared-text, hot-policy, write-cost, window, batch-cost), scn_companion.c
  * (memcg-charge, mmap-commit, css-walk), scn_churn.c (churn, with the
- * plugins of peer.h) and scn_check.c (--check); what
- * they share (timing, histogram, points and JSON/CSV output) is stress.c,
- * the human tables, summaries and plot tables.c.  Nothing calls back into
- * this file.  `polstore-stress --help` and
+ * plugins of peer.h), scn_many.c (many-stores), scn_uffd.c (uffd-fault)
+ * and scn_check.c (--check);
+ * what they share (timing, histogram, points and JSON/CSV output) is
+ * stress.c, the human tables, summaries and plot tables.c.  Nothing calls
+ * back into this file.  `polstore-stress --help` and
  * docs/polstore-stress.1 describe the options; BENCHMARKS.md the results.
  */
 
@@ -51,6 +52,7 @@ static const struct scenario {
 	{"batch-cost", stress_run_batch_cost},
 	{"many-stores", stress_run_many_stores},
 	{"churn", stress_run_churn},
+	{"uffd-fault", stress_run_uffd_fault},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -125,6 +127,12 @@ static void usage(FILE *out)
 		     "                and the writer alone; ratio to --reference; --ranges "
 		     "[64,100000]\n"
 		     "                (not in the default run)\n"
+		     "  uffd-fault    real page faults through the fault plane (libpolstore_uffd):\n"
+		     "                each round the ranks touch the --pages fresh pages of a\n"
+		     "                registered region, resolvers place each page on the node the\n"
+		     "                store names while a writer sets; faults/s, fault latency,\n"
+		     "                the lookup's share of fault time, beside the fixed-node plane\n"
+		     "                (no lookup); store variants (not in the default run)\n"
 		     "  all           every scenario above\n"
 		     "\n"
 		     "Linearizability check (instead of the scenarios):\n"
@@ -171,6 +179,9 @@ static void usage(FILE *out)
 		     "  --batch N            writers apply N sets per ps_store_set_many() call "
 		     "[1];\n"
 		     "                       batch-cost's batch size [16]\n"
+		     "  --resolvers N        uffd-fault's resolver threads, or 'ranks' for one per "
+		     "rank\n"
+		     "                       [one per NUMA node]\n"
 		     "  --write-interval US  microseconds between a writer's sets; 0 = flat out "
 		     "[1000]\n"
 		     "  --fault-work NS      other work per fault in ns, or 'auto': the measured "
@@ -357,7 +368,8 @@ static void parse(int argc, char **argv)
 		if (FLAG("--duration") || FLAG("--repeat") || FLAG("--plot") ||
 				FLAG("--write-interval") || FLAG("--ranges") || FLAG("--pattern") ||
 				FLAG("--sequential") || FLAG("--fault-work") || FLAG("--batch") ||
-				FLAG("--stores") || FLAG("--limit"))
+				FLAG("--stores") || FLAG("--limit") ||
+				FLAG("--resolvers"))
 			scenario_only = a;
 		if (FLAG("--lookups") || FLAG("--writes"))
 			check_only = a;
@@ -456,6 +468,10 @@ static void parse(int argc, char **argv)
 		} else if (FLAG("--stores")) {
 			NEEDV();
 			stress_opts.stores = (size_t)opt_int(v, "--stores (1 to 10000000)", 1, 10000000);
+		} else if (FLAG("--resolvers")) {
+			NEEDV();
+			stress_opts.resolvers =
+					!strcmp(v, "ranks") ? -1 : opt_int(v, "--resolvers", 1, 1024);
 		} else if (FLAG("--write-interval")) {
 			double us;
 

@@ -307,6 +307,8 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->reader_ratio = p->writer_ratio = NAN;
 	p->writer_ops_per_sec_min = p->writer_ops_per_sec_max = NAN;
 	p->limit_ratio = p->limit_pages = p->refused_share = p->cpu_vs_private = NAN;
+	p->resolvers = -1;
+	p->resolve_ns = p->resolve_share = p->fixed_ratio = NAN;
 }
 
 const struct stress_point *stress_find(
@@ -433,6 +435,11 @@ static const struct col cols[] = {
 		COL(refused, NULL),
 		COL(refused_share, "%.6f"),
 		COL(cpu_vs_private, "%.4f"),
+		/* uffd-fault */
+		COL(resolvers, NULL),
+		COL(resolve_ns, "%.1f"),
+		COL(resolve_share, "%.5f"),
+		COL(fixed_ratio, "%.4f"),
 		/* ops_per_sec / ranks, not a field of its own */
 		{"ops_per_sec_per_rank", C_PER_RANK, offsetof(struct stress_point, ops_per_sec),
 				"%.0f"},

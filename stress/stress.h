@@ -66,6 +66,7 @@ struct stress_opts {
 	/* memcg-charge: the parent's limit as multiples of the ranks' peak usage [100] */
 	double limits[STRESS_MAX_LIST];
 	int nlimits;
+	int resolvers; /* uffd-fault's resolver threads; 0: one per node, -1: as many as ranks */
 };
 
 /*
@@ -157,6 +158,13 @@ struct stress_point {
 	 */
 	double limit_ratio, limit_pages, refused_share, cpu_vs_private;
 	uint64_t charges, refused;
+	/*
+	 * uffd-fault: resolver threads, resolver ns per fault, the lookup's
+	 * share of that (lookup_share is its share of the fault latency), and
+	 * faults/s over the fixed-node plane's at the same ranks.
+	 */
+	int resolvers;
+	double resolve_ns, resolve_share, fixed_ratio;
 	char note[64];
 	bool has_lockstat;
 	struct ps_lock_stat_row lockstat[2];
@@ -320,6 +328,8 @@ void stress_run_window(void); /* window reads beside writers */
 void stress_run_batch_cost(void);
 void stress_run_many_stores(void);
 void stress_print_window(void); /* their tables and targets */
+void stress_run_uffd_fault(void); /* scn_uffd.c: real faults through the fault plane */
+void stress_print_uffd_fault(void);
 bool stress_companion_variant_known(const char *name);
 void stress_print_companions(void);
 void stress_run_memcg_charge(void);

@@ -766,6 +766,7 @@ void stress_print_tables(void)
 	table_many_stores();
 	stress_print_window();
 	stress_print_churn();
+	stress_print_uffd_fault();
 	table_lockstat();
 	summary();
 	summary_write_cost();

@@ -46,6 +46,15 @@ if [ -f "$libdir/pkgconfig/polstore-hwloc.pc" ]; then
 elif [ -f "$prefix/include/polstore/hwloc.h" ]; then
 	die "polstore/hwloc.h installed without the bridge"
 fi
+# So is the fault plane.
+if [ -f "$libdir/pkgconfig/polstore-uffd.pc" ]; then
+	objdump -p "$libdir/libpolstore_uffd.so" | grep -q 'SONAME.*libpolstore_uffd\.so\.[0-9]' ||
+		die "libpolstore_uffd.so has no versioned SONAME"
+	[ -f "$prefix/include/polstore/uffd.h" ] || die "polstore/uffd.h not installed"
+	[ -f "$libdir/cmake/polstore/polstoreUffdTargets.cmake" ] || die "uffd CMake targets not installed"
+elif [ -f "$prefix/include/polstore/uffd.h" ]; then
+	die "polstore/uffd.h installed without the fault plane"
+fi
 
 examples=$(ls "$srcdir"/examples/*.c)
 
@@ -66,7 +75,8 @@ for src in $examples; do
 	# Examples that call libnuma themselves (shared_text) ask for it, as any
 	# program using <numa.h> must: polstore lists it in Requires.private
 	# only.  An "example-requires:" line names the other modules one needs
-	# (jemalloc, polstore-hwloc); without them it is skipped, as in the build.
+	# (jemalloc, polstore-hwloc, polstore-uffd); without them it is skipped, as
+	# in the build.
 	modules="polstore numa $(sed -n 's/.*example-requires:[[:space:]]*//p' "$src" | head -n 1)"
 	# shellcheck disable=SC2086 # word splitting of the module list is wanted
 	if ! $pc --exists $modules; then

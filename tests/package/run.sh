@@ -3,10 +3,11 @@
 # Build the Debian packages from a copy of the source tree, unpack them into
 # a scratch root (the machine's own packages are not touched), check what
 # each holds, build the quickstart example against the unpacked -dev
-# package with pkg-config (and hwloc_policy against polstore-hwloc) and run
-# it on the unpacked library; check that an inline program (polstore-inline)
-# runs there and depends on the virtual package of its layouts, which
-# libpolstore0 provides; then run lintian when it is installed.
+# package with pkg-config (hwloc_policy against polstore-hwloc, uffd_restore
+# against polstore-uffd) and run it on the unpacked library; check that an
+# inline program (polstore-inline) runs there and depends on the virtual
+# package of its layouts, which libpolstore0 provides; then run lintian when
+# it is installed.
 #
 # Usage: tests/package/run.sh [<polstore source dir>]
 # Exit status 77 (skipped) when dpkg-buildpackage or a build dependency is
@@ -62,7 +63,9 @@ t1=$(now)
 grep -E 'dpkg-gensymbols: warning|dpkg-shlibdeps: warning' "$tmp/build.log" || true
 
 deb() { echo "$tmp/${1}_${version}_$arch.deb"; }
-for p in libpolstore0 libpolstore-dev libpolstore-hwloc0 libpolstore-hwloc-dev polstore-tools; do
+pkgs="libpolstore0 libpolstore-dev libpolstore-hwloc0 libpolstore-hwloc-dev libpolstore-uffd0
+libpolstore-uffd-dev polstore-tools"
+for p in $pkgs; do
 	[ -f "$(deb $p)" ] || die "no package $p"
 done
 
@@ -87,9 +90,17 @@ has libpolstore-hwloc0 "$lib/libpolstore_hwloc\.so\.0"
 has libpolstore-hwloc-dev /usr/include/polstore/hwloc.h "$lib/libpolstore_hwloc\.so" \
 	"$lib/libpolstore_hwloc\.a" "$lib/pkgconfig/polstore-hwloc\.pc" \
 	"$lib/cmake/polstore/polstoreHwlocTargets\.cmake"
+has libpolstore-uffd0 "$lib/libpolstore_uffd\.so\.0"
+has libpolstore-uffd-dev /usr/include/polstore/uffd.h "$lib/libpolstore_uffd\.so" \
+	"$lib/libpolstore_uffd\.a" "$lib/pkgconfig/polstore-uffd\.pc" \
+	"$lib/cmake/polstore/polstoreUffdTargets\.cmake" \
+	'/usr/share/man/man3/ps_uffd_create\.3polstore\.gz'
 has polstore-tools /usr/bin/polstore-stress '/usr/share/man/man1/polstore-stress\.1\.gz'
 if dpkg-deb -c "$(deb libpolstore-dev)" | grep -q 'hwloc'; then
 	die "libpolstore-dev holds hwloc files"
+fi
+if dpkg-deb -c "$(deb libpolstore-dev)" | grep -q 'uffd'; then
+	die "libpolstore-dev holds fault plane files"
 fi
 # libpolstore0 and its -dev never need hwloc.
 for p in libpolstore0 libpolstore-dev; do
@@ -97,13 +108,13 @@ for p in libpolstore0 libpolstore-dev; do
 		die "$p depends on hwloc: $(dpkg-deb -f "$(deb $p)" Depends)"
 	fi
 done
-for p in libpolstore0 libpolstore-dev libpolstore-hwloc0 libpolstore-hwloc-dev polstore-tools; do
+for p in $pkgs; do
 	printf '   %-22s %s\n' "$p" "$(dpkg-deb -f "$(deb $p)" Depends)"
 done
 
 step "unpack into a scratch root, build examples with pkg-config"
 root=$tmp/root
-for p in libpolstore0 libpolstore-dev libpolstore-hwloc0 libpolstore-hwloc-dev polstore-tools; do
+for p in $pkgs; do
 	dpkg-deb -x "$(deb $p)" "$root"
 done
 # polstore.pc is relocatable: its prefix follows the file into the root.
@@ -126,6 +137,14 @@ $cc -Wall -Wextra -Werror $(pkg-config --cflags polstore-hwloc) -o hwloc_policy 
 LD_LIBRARY_PATH=$root$lib ./hwloc_policy >hwloc_policy.out || {
 	rc=$?
 	[ $rc -eq 77 ] || die "hwloc_policy failed ($rc)"
+}
+# shellcheck disable=SC2046
+$cc -Wall -Wextra -Werror $(pkg-config --cflags polstore-uffd numa) -o uffd_restore \
+	"$src/examples/uffd_restore.c" $(pkg-config --libs polstore-uffd numa) -pthread ||
+	die "uffd_restore does not build against polstore-uffd"
+LD_LIBRARY_PATH=$root$lib ./uffd_restore -g 2 -m 1 -v 2 >uffd_restore.out || {
+	rc=$?
+	[ $rc -eq 77 ] || die "uffd_restore failed ($rc)"
 }
 "$root/usr/bin/polstore-stress" --help >/dev/null || die "polstore-stress --help failed"
 
@@ -199,4 +218,4 @@ if [ -n "${POLSTORE_PACKAGE_KEEP:-}" ]; then
 	cp "$tmp"/*.deb "$tmp"/*.changes "$tmp"/*.buildinfo "$tmp/build.log" "$POLSTORE_PACKAGE_KEEP"/
 	[ ! -f "$tmp/lintian.log" ] || cp "$tmp/lintian.log" "$POLSTORE_PACKAGE_KEEP"/
 fi
-step "package OK: 5 packages built in $((t1 - t0)) s, lintian $lintian_s s"
+step "package OK: 7 packages built in $((t1 - t0)) s, lintian $lintian_s s"
