@@ -4,7 +4,8 @@
 # a scratch root (the machine's own packages are not touched), check what
 # each holds, build the quickstart example against the unpacked -dev
 # package with pkg-config (and hwloc_policy against polstore-hwloc) and run
-# it on the unpacked library, then run lintian when it is installed.
+# it on the unpacked library, build the packaged examples with their CMake
+# project, then run lintian when it is installed.
 #
 # Usage: tests/package/run.sh [<polstore source dir>]
 # Exit status 77 (skipped) when dpkg-buildpackage or a build dependency is
@@ -77,16 +78,21 @@ has() {
 }
 lib=/usr/lib/$triplet
 has libpolstore0 "$lib/libpolstore\.so\.0" "$lib/libpolstore\.so\.$upstream"
+ex=/usr/share/doc/libpolstore-dev/examples
 has libpolstore-dev /usr/include/polstore/polstore.h /usr/include/polstore/version.h \
 	"$lib/libpolstore\.so" "$lib/libpolstore\.a" "$lib/pkgconfig/polstore\.pc" \
 	"$lib/cmake/polstore/polstoreConfig\.cmake" "$lib/cmake/polstore/polstoreTargets\.cmake" \
-	'/usr/share/man/man3/store\.h\.3polstore\.gz' '/usr/share/man/man3/ps_store_set\.3polstore\.gz'
+	"$lib/cmake/polstore/polstoreDependencies\.cmake" \
+	'/usr/share/man/man3/store\.h\.3polstore\.gz' '/usr/share/man/man3/ps_store_set\.3polstore\.gz' \
+	"$ex/quickstart\.c" "$ex/shared_text\.c" "$ex/CMakeLists\.txt" "$ex/examples\.cmake"
 has libpolstore-hwloc0 "$lib/libpolstore_hwloc\.so\.0"
 has libpolstore-hwloc-dev /usr/include/polstore/hwloc.h "$lib/libpolstore_hwloc\.so" \
 	"$lib/libpolstore_hwloc\.a" "$lib/pkgconfig/polstore-hwloc\.pc" \
 	"$lib/cmake/polstore/polstoreHwlocTargets\.cmake"
 has polstore-tools /usr/bin/polstore-stress '/usr/share/man/man1/polstore-stress\.1\.gz'
-if dpkg-deb -c "$(deb libpolstore-dev)" | grep -q 'hwloc'; then
+# The hwloc bridge's files are in its own packages (the examples, which
+# skip hwloc_policy without the bridge, all stay in libpolstore-dev).
+if dpkg-deb -c "$(deb libpolstore-dev)" | awk '{ print $6 }' | grep -v "^\.$ex/" | grep -q 'hwloc'; then
 	die "libpolstore-dev holds hwloc files"
 fi
 # libpolstore0 and its -dev never need hwloc.
@@ -129,6 +135,17 @@ LD_LIBRARY_PATH=$root$lib ./hwloc_policy >hwloc_policy.out || {
 if command -v man >/dev/null; then
 	MANPATH=$root/usr/share/man man -w ps_store_set >/dev/null || die "man ps_store_set: no page"
 fi
+
+step "build the packaged examples with CMake against the scratch root"
+cmake -S "$root$ex" -B "$tmp/ex" -DCMAKE_PREFIX_PATH="$root/usr" \
+	-DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >"$tmp/ex.log" 2>&1 || {
+	cat "$tmp/ex.log" >&2; die "the packaged examples do not configure"; }
+cmake --build "$tmp/ex" -j 2 >"$tmp/ex-build.log" 2>&1 || {
+	cat "$tmp/ex-build.log" >&2; die "the packaged examples do not build"; }
+[ -x "$tmp/ex/hwloc_policy" ] || die "the packaged examples: no hwloc_policy (hwloc component)"
+LD_LIBRARY_PATH=$root$lib ldd "$tmp/ex/quickstart" | grep -q "$root$lib/libpolstore\.so\.0" ||
+	die "the packaged quickstart (CMake) does not load the packaged library"
+LD_LIBRARY_PATH=$root$lib "$tmp/ex/quickstart" >/dev/null || die "the packaged quickstart failed"
 
 lintian_s=-
 if command -v lintian >/dev/null; then
