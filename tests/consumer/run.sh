@@ -3,7 +3,7 @@
 # Install a built polstore into a temporary prefix and use it as a consumer
 # would, from empty directories:
 #  - what is installed: headers, versioned libraries, pkg-config and CMake
-#    files, the examples;
+#    files, the manual pages (when the build made them), the examples;
 #  - pkg-config: every example built with the README's line
 #    `cc prog.c $(pkg-config --cflags --libs polstore)` (plus the modules
 #    an example names on its "example-requires:" line), shared_text also
@@ -76,6 +76,14 @@ exdir=$prefix/share/doc/libpolstore-dev/examples
 for f in "$srcdir"/examples/*.c "$srcdir/examples/CMakeLists.txt" "$srcdir/examples/examples.cmake"; do
 	[ -f "$exdir/$(basename "$f")" ] || die "examples: $(basename "$f") not installed in $exdir"
 done
+if [ -d "$builddir/docs/man" ]; then
+	for f in man7/polstore.7 man3/ps_store_set.3polstore man3/polstore-store.3polstore; do
+		[ -f "$prefix/share/man/$f" ] || die "manual page $f not installed"
+	done
+	if command -v man >/dev/null; then
+		man -M "$prefix/share/man" -w ps_store_set >/dev/null || die "man ps_store_set: no page"
+	fi
+fi
 
 examples=$(ls "$exdir"/*.c)
 # requires <example.c>: the pkg-config modules it needs beyond polstore.

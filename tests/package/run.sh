@@ -83,12 +83,15 @@ has libpolstore-dev /usr/include/polstore/polstore.h /usr/include/polstore/versi
 	"$lib/libpolstore\.so" "$lib/libpolstore\.a" "$lib/pkgconfig/polstore\.pc" \
 	"$lib/cmake/polstore/polstoreConfig\.cmake" "$lib/cmake/polstore/polstoreTargets\.cmake" \
 	"$lib/cmake/polstore/polstoreDependencies\.cmake" \
-	'/usr/share/man/man3/store\.h\.3polstore\.gz' '/usr/share/man/man3/ps_store_set\.3polstore\.gz' \
+	'/usr/share/man/man7/polstore\.7\.gz' '/usr/share/man/man3/polstore-store\.3polstore\.gz' \
+	'/usr/share/man/man3/ps_store_set\.3polstore\.gz' \
 	"$ex/quickstart\.c" "$ex/shared_text\.c" "$ex/CMakeLists\.txt" "$ex/examples\.cmake"
 has libpolstore-hwloc0 "$lib/libpolstore_hwloc\.so\.0"
 has libpolstore-hwloc-dev /usr/include/polstore/hwloc.h "$lib/libpolstore_hwloc\.so" \
 	"$lib/libpolstore_hwloc\.a" "$lib/pkgconfig/polstore-hwloc\.pc" \
-	"$lib/cmake/polstore/polstoreHwlocTargets\.cmake"
+	"$lib/cmake/polstore/polstoreHwlocTargets\.cmake" \
+	'/usr/share/man/man3/polstore-hwloc\.3polstore\.gz' \
+	'/usr/share/man/man3/ps_hwloc_policy_from_obj\.3polstore\.gz'
 has polstore-tools /usr/bin/polstore-stress '/usr/share/man/man1/polstore-stress\.1\.gz'
 # The hwloc bridge's files are in its own packages (the examples, which
 # skip hwloc_policy without the bridge, all stay in libpolstore-dev).
@@ -133,7 +136,9 @@ LD_LIBRARY_PATH=$root$lib ./hwloc_policy >hwloc_policy.out || {
 }
 "$root/usr/bin/polstore-stress" --help >/dev/null || die "polstore-stress --help failed"
 if command -v man >/dev/null; then
-	MANPATH=$root/usr/share/man man -w ps_store_set >/dev/null || die "man ps_store_set: no page"
+	for page in ps_store_set polstore ps_hwloc_policy_from_obj; do
+		MANPATH=$root/usr/share/man man -w $page >/dev/null || die "man $page: no page"
+	done
 fi
 
 step "build the packaged examples with CMake against the scratch root"
