@@ -285,7 +285,8 @@ sub plain {
 }
 
 # Paragraphs of comment text: prose is filled, "- " items become a bullet
-# list, other indented lines (code, tables) stay as they are.
+# list, other indented lines (code, aligned lists) and table rows ("| a |
+# b |") stay as they are.
 sub paragraphs {
 	my @l = @_;
 	my ($o, $mode, $item_indent, @pre) = ('', '', 0);
@@ -332,7 +333,8 @@ sub paragraphs {
 			$para = 0;
 		} elsif ($mode eq 'list' && $ind > $item_indent && !$para) {
 			$o .= roff($t) . "\n";
-		} elsif ($ind > 0) {
+		} elsif ($ind > 0 || $t =~ /^\|/ || $t =~ /^[-+=|: ]{3,}$/) {
+			# Indented lines (code, aligned lists) and table rows.
 			if ($mode ne 'pre') {
 				$close->();
 				$o .= ".PP\n" if $para && $o ne '';
