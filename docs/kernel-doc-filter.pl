@@ -15,7 +15,7 @@
 # same line, so that every member carries its own comment.
 # The header's own top comment becomes its \file description (Doxygen
 # documents a file's functions only when the file itself is documented),
-# its first paragraph the \brief (the NAME line of the header's man page);
+# its first paragraph the \brief (the file's summary in the reference);
 # a header without one gets an empty \file block on its first line.
 # A plain comment directly above a run of #defines documents them all: it
 # becomes a doc comment and the run a member group (DISTRIBUTE_GROUP_DOC).

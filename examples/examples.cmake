@@ -5,8 +5,18 @@
 # polstore (tests/consumer/CMakeLists.txt, which takes this file from
 # beside the sources), so that both build the same examples with the same
 # modules.  Needs PkgConfig and Threads; the library is the target
-# polstore::polstore, the hwloc bridge (when there is one)
-# polstore::polstore_hwloc, the fault plane polstore::polstore_uffd.
+# POLSTORE_EXAMPLE_LIB (default polstore::polstore), the hwloc bridge (when
+# there is one) POLSTORE_EXAMPLE_HWLOC_LIB (default polstore::polstore_hwloc),
+# the fault plane POLSTORE_EXAMPLE_UFFD_LIB (default polstore::polstore_uffd).
+if(NOT POLSTORE_EXAMPLE_LIB)
+	set(POLSTORE_EXAMPLE_LIB polstore::polstore)
+endif()
+if(NOT POLSTORE_EXAMPLE_HWLOC_LIB)
+	set(POLSTORE_EXAMPLE_HWLOC_LIB polstore::polstore_hwloc)
+endif()
+if(NOT POLSTORE_EXAMPLE_UFFD_LIB)
+	set(POLSTORE_EXAMPLE_UFFD_LIB polstore::polstore_uffd)
+endif()
 
 # jemalloc_arena: libjemalloc-dev (scripts/deps.sh installs it).
 pkg_check_modules(JEMALLOC QUIET IMPORTED_TARGET jemalloc)
@@ -35,10 +45,10 @@ function(polstore_example_libs src libs_out missing_out)
 	foreach(module ${requires})
 		if(module STREQUAL "jemalloc" AND TARGET PkgConfig::JEMALLOC)
 			list(APPEND libs PkgConfig::JEMALLOC)
-		elseif(module STREQUAL "polstore-hwloc" AND TARGET polstore::polstore_hwloc)
-			list(APPEND libs polstore::polstore_hwloc)
-		elseif(module STREQUAL "polstore-uffd" AND TARGET polstore::polstore_uffd)
-			list(APPEND libs polstore::polstore_uffd)
+		elseif(module STREQUAL "polstore-hwloc" AND TARGET ${POLSTORE_EXAMPLE_HWLOC_LIB})
+			list(APPEND libs ${POLSTORE_EXAMPLE_HWLOC_LIB})
+		elseif(module STREQUAL "polstore-uffd" AND TARGET ${POLSTORE_EXAMPLE_UFFD_LIB})
+			list(APPEND libs ${POLSTORE_EXAMPLE_UFFD_LIB})
 		else()
 			list(APPEND missing ${module})
 		endif()
@@ -60,5 +70,5 @@ function(polstore_add_example src target)
 	endif()
 	add_executable(${target} ${src})
 	set_target_properties(${target} PROPERTIES OUTPUT_NAME ${name})
-	target_link_libraries(${target} PRIVATE polstore::polstore ${libs} Threads::Threads)
+	target_link_libraries(${target} PRIVATE ${POLSTORE_EXAMPLE_LIB} ${libs} Threads::Threads)
 endfunction()

@@ -1,8 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Check that every exported function (a PS_API declaration) in the public
-# headers carries a kernel-doc comment directly above it, as CONVENTIONS.md
-# item 5 asks:
+# headers carries a kernel-doc comment directly above it (CONTRIBUTING.md,
+# "Code and documentation"):
 #   /**
 #    * name() - one-line summary        (the declared name)
 #    * @arg: ...                        (every named parameter)

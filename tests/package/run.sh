@@ -6,8 +6,8 @@
 # package with pkg-config (hwloc_policy against polstore-hwloc, uffd_restore
 # against polstore-uffd) and run it on the unpacked library; check that an
 # inline program (polstore-inline) runs there and depends on the virtual
-# package of its layouts, which libpolstore0 provides; then run lintian when
-# it is installed.
+# package of its layouts, which libpolstore0 provides; build the packaged
+# examples with their CMake project, then run lintian when it is installed.
 #
 # Usage: tests/package/run.sh [<polstore source dir>]
 # Exit status 77 (skipped) when dpkg-buildpackage or a build dependency is
@@ -82,24 +82,33 @@ has() {
 }
 lib=/usr/lib/$triplet
 has libpolstore0 "$lib/libpolstore\.so\.0" "$lib/libpolstore\.so\.$upstream"
+ex=/usr/share/doc/libpolstore-dev/examples
 has libpolstore-dev /usr/include/polstore/polstore.h /usr/include/polstore/version.h \
 	"$lib/libpolstore\.so" "$lib/libpolstore\.a" "$lib/pkgconfig/polstore\.pc" \
 	"$lib/cmake/polstore/polstoreConfig\.cmake" "$lib/cmake/polstore/polstoreTargets\.cmake" \
-	'/usr/share/man/man3/store\.h\.3polstore\.gz' '/usr/share/man/man3/ps_store_set\.3polstore\.gz'
+	"$lib/cmake/polstore/polstoreDependencies\.cmake" \
+	'/usr/share/man/man7/polstore\.7\.gz' '/usr/share/man/man3/polstore-store\.3polstore\.gz' \
+	'/usr/share/man/man3/ps_store_set\.3polstore\.gz' \
+	"$ex/quickstart\.c" "$ex/shared_text\.c" "$ex/CMakeLists\.txt" "$ex/examples\.cmake"
 has libpolstore-hwloc0 "$lib/libpolstore_hwloc\.so\.0"
 has libpolstore-hwloc-dev /usr/include/polstore/hwloc.h "$lib/libpolstore_hwloc\.so" \
 	"$lib/libpolstore_hwloc\.a" "$lib/pkgconfig/polstore-hwloc\.pc" \
-	"$lib/cmake/polstore/polstoreHwlocTargets\.cmake"
+	"$lib/cmake/polstore/polstoreHwlocTargets\.cmake" \
+	'/usr/share/man/man3/polstore-hwloc\.3polstore\.gz' \
+	'/usr/share/man/man3/ps_hwloc_policy_from_obj\.3polstore\.gz'
 has libpolstore-uffd0 "$lib/libpolstore_uffd\.so\.0"
 has libpolstore-uffd-dev /usr/include/polstore/uffd.h "$lib/libpolstore_uffd\.so" \
 	"$lib/libpolstore_uffd\.a" "$lib/pkgconfig/polstore-uffd\.pc" \
 	"$lib/cmake/polstore/polstoreUffdTargets\.cmake" \
+	'/usr/share/man/man3/polstore-uffd\.3polstore\.gz' \
 	'/usr/share/man/man3/ps_uffd_create\.3polstore\.gz'
 has polstore-tools /usr/bin/polstore-stress '/usr/share/man/man1/polstore-stress\.1\.gz'
-if dpkg-deb -c "$(deb libpolstore-dev)" | grep -q 'hwloc'; then
+# The hwloc bridge's files are in its own packages (the examples, which
+# skip hwloc_policy without the bridge, all stay in libpolstore-dev).
+if dpkg-deb -c "$(deb libpolstore-dev)" | awk '{ print $6 }' | grep -v "^\.$ex/" | grep -q 'hwloc'; then
 	die "libpolstore-dev holds hwloc files"
 fi
-if dpkg-deb -c "$(deb libpolstore-dev)" | grep -q 'uffd'; then
+if dpkg-deb -c "$(deb libpolstore-dev)" | awk '{ print $6 }' | grep -v "^\.$ex/" | grep -q 'uffd'; then
 	die "libpolstore-dev holds fault plane files"
 fi
 # libpolstore0 and its -dev never need hwloc.
@@ -197,8 +206,21 @@ if command -v dpkg-shlibdeps >/dev/null; then
 	printf '   inline program: %s\n' "$(sed -n 's/^shlibs:Depends=//p' shlibdeps.out)"
 fi
 if command -v man >/dev/null; then
-	MANPATH=$root/usr/share/man man -w ps_store_set >/dev/null || die "man ps_store_set: no page"
+	for page in ps_store_set polstore ps_hwloc_policy_from_obj; do
+		MANPATH=$root/usr/share/man man -w $page >/dev/null || die "man $page: no page"
+	done
 fi
+
+step "build the packaged examples with CMake against the scratch root"
+cmake -S "$root$ex" -B "$tmp/ex" -DCMAKE_PREFIX_PATH="$root/usr" \
+	-DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >"$tmp/ex.log" 2>&1 || {
+	cat "$tmp/ex.log" >&2; die "the packaged examples do not configure"; }
+cmake --build "$tmp/ex" -j 2 >"$tmp/ex-build.log" 2>&1 || {
+	cat "$tmp/ex-build.log" >&2; die "the packaged examples do not build"; }
+[ -x "$tmp/ex/hwloc_policy" ] || die "the packaged examples: no hwloc_policy (hwloc component)"
+LD_LIBRARY_PATH=$root$lib ldd "$tmp/ex/quickstart" | grep -q "$root$lib/libpolstore\.so\.0" ||
+	die "the packaged quickstart (CMake) does not load the packaged library"
+LD_LIBRARY_PATH=$root$lib "$tmp/ex/quickstart" >/dev/null || die "the packaged quickstart failed"
 
 lintian_s=-
 if command -v lintian >/dev/null; then
