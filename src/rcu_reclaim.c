@@ -41,6 +41,8 @@
 /* Least time between two grace periods of one reclaim thread (none while a barrier waits). */
 #define PS_RECLAIM_PERIOD_NS 1000000L
 
+void (*_ps_reclaim_test_hook)(void);
+
 static struct ps_reclaimer *const reclaimers[] = { &_ps_reclaim_memb, &_ps_reclaim_qsbr };
 #define NRECLAIMERS (sizeof(reclaimers) / sizeof(reclaimers[0]))
 

@@ -102,6 +102,16 @@ void _ps_reclaim_atfork_prepare(void);
 void _ps_reclaim_atfork_parent(void);
 void _ps_reclaim_atfork_child(void);
 
+/*
+ * Test support only (tests/testutil.h: ps_test_set_release_hook()): when
+ * set, the release of a store's retire batch calls it on the reclaim
+ * thread once the batch is released and before the release's last access
+ * to its store, the window in which a destroy must not free the store.
+ * Unset (NULL) it costs a load and a branch per batch, on no reader's or
+ * writer's path.
+ */
+extern void (*_ps_reclaim_test_hook)(void);
+
 extern struct ps_reclaimer _ps_reclaim_memb;
 extern struct ps_reclaimer _ps_reclaim_qsbr;
 

@@ -305,10 +305,15 @@ static void cow_batch_free(struct ps_reclaim_item *item)
 	/* A grace period has passed since the ranges left the published tree: readers let go. */
 	PS_ANNOTATE_HAPPENS_AFTER(&cs->base);
 	cow_batch_release(cs, b);
-	/* The store outlives this: destroy waits for every batch (the barrier). */
 	__atomic_fetch_sub(&cs->inflight, n, __ATOMIC_RELAXED);
-	__atomic_fetch_sub(&cs->inflight_batches, 1, __ATOMIC_RELAXED);
+	if (ps_unlikely(_ps_reclaim_test_hook))
+		_ps_reclaim_test_hook();
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_batches_done);
+	/*
+	 * The last access to the store: destroy frees it once it reads 0
+	 * here (acquire), and waits for the barrier while it does not.
+	 */
+	__atomic_fetch_sub(&cs->inflight_batches, 1, __ATOMIC_RELEASE);
 }
 
 /*
@@ -339,8 +344,11 @@ static void cow_destroy(struct ps_store *s)
 	if (cs->batch)
 		batch_free_now(cs->batch);
 	batch_chain_free_now(cs->stalled);
-	/* Batches in flight point at the store: wait for them (any thread may destroy). */
-	if (__atomic_load_n(&cs->inflight, __ATOMIC_RELAXED))
+	/*
+	 * Batches in flight point at the store: wait for them (any thread may
+	 * destroy).  The count of batches is the one their release drops last.
+	 */
+	if (__atomic_load_n(&cs->inflight_batches, __ATOMIC_ACQUIRE))
 		cow_wait_batches(cs, NULL);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_batches_done);
 	/* Spares own no reference (a recycled one may still point at a policy). */

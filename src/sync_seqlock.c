@@ -181,6 +181,8 @@ static void seq_batch_free(struct ps_reclaim_item *item)
 	PS_ANNOTATE_HAPPENS_AFTER(b->store);
 	ps_range_list_free(&b->list);
 	_ps_free(b);
+	if (ps_unlikely(_ps_reclaim_test_hook))
+		_ps_reclaim_test_hook();
 	PS_ANNOTATE_HAPPENS_BEFORE(&seq_batches_done);
 }
 
