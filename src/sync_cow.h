@@ -650,7 +650,13 @@ static int cow_check(struct ps_store *s, const char **why)
 	return ret;
 }
 
-/* Bytes besides the live ranges: spares, retired ranges not yet freed, and their bookkeeping. */
+/*
+ * Bytes besides the live ranges: spares, retired ranges not yet freed, and
+ * their bookkeeping.  Never waits for a lock (ps_store_memory() is called
+ * from allocator hooks, inside this store's sets too): a lock that is
+ * busy leaves its part to the atomic copies of the counts, without the
+ * partial batch and the arrays' spare room.
+ */
 static size_t cow_held(struct ps_store *s)
 {
 	const size_t batch_bytes = sizeof(struct cow_batch) + 4 * PS_COW_RETIRE_BATCH * sizeof(void *);
@@ -658,21 +664,31 @@ static size_t cow_held(struct ps_store *s)
 	size_t ranges, batches, bytes;
 	struct cow_batch *b;
 
-	pthread_mutex_lock(&cs->wlock);
-	ranges = cs->pool.n + cs->nstalled;
-	batches = 0;
-	if (cs->batch) {
-		ranges += batch_ranges(cs->batch);
-		batches++;
+	if (!pthread_mutex_trylock(&cs->wlock)) {
+		ranges = cs->pool.n + cs->nstalled;
+		batches = 0;
+		if (cs->batch) {
+			ranges += batch_ranges(cs->batch);
+			batches++;
+		}
+		for (b = cs->stalled; b; b = b->next_stalled)
+			batches++;
+		bytes = cs->pool.cap * sizeof(*cs->pool.v);
+		pthread_mutex_unlock(&cs->wlock);
+	} else {
+		ranges = __atomic_load_n(&cs->npool, __ATOMIC_RELAXED) +
+			 __atomic_load_n(&cs->nstalled, __ATOMIC_RELAXED);
+		batches = 0;
+		bytes = ranges * sizeof(*cs->pool.v);
 	}
-	for (b = cs->stalled; b; b = b->next_stalled)
-		batches++;
-	bytes = cs->pool.cap * sizeof(*cs->pool.v);
-	pthread_mutex_unlock(&cs->wlock);
-	pthread_mutex_lock(&cs->rlock);
-	ranges += cs->recycle.n;
-	bytes += cs->recycle.cap * sizeof(*cs->recycle.v);
-	pthread_mutex_unlock(&cs->rlock);
+	if (!pthread_mutex_trylock(&cs->rlock)) {
+		ranges += cs->recycle.n;
+		bytes += cs->recycle.cap * sizeof(*cs->recycle.v);
+		pthread_mutex_unlock(&cs->rlock);
+	} else {
+		ranges += __atomic_load_n(&cs->nrecycle, __ATOMIC_RELAXED);
+		bytes += __atomic_load_n(&cs->nrecycle, __ATOMIC_RELAXED) * sizeof(*cs->recycle.v);
+	}
 	ranges += __atomic_load_n(&cs->inflight, __ATOMIC_RELAXED);
 	batches += __atomic_load_n(&cs->inflight_batches, __ATOMIC_RELAXED);
 	return bytes + ranges * sizeof(struct ps_range) + batches * batch_bytes;

@@ -340,7 +340,11 @@ PS_API int ps_store_check(struct ps_store *store, const char **why);
  * freed and the spare nodes kept for the next sets (bounded: see
  * ps_store_synchronize()).
  *
- * Context: any thread; lock-free, approximate under concurrent sets.
+ * Context: any thread, also an allocator hook (polstore/alloc.h) called
+ * inside a set of this store; never waits for a lock.  Exact while no set
+ * runs; under a concurrent set approximate (RCU, RCU_QSBR: a set in
+ * progress hides its partial retire batch and the spare room of its
+ * arrays).
  * Return: the byte count; 0 for NULL.
  */
 PS_API size_t ps_store_memory(struct ps_store *store);
