@@ -160,3 +160,209 @@ VARIANT_TEST(misuse, memory_beside_a_set_in_progress, .timeout = 30)
 	ps_policy_put(set_pol);
 	ps_set_alloc_ops(NULL);
 }
+
+/* ---- readers that read other stores, beside waiting writers ---- */
+
+/*
+ * Two readers, each inside a section of its own store (a foreach callback
+ * or a read-side section), each then reading the other's store, while a
+ * writer waits on each store: a writer-preferring lock that turned the
+ * second reader away would deadlock the four.  With @same, one store and
+ * one reader that reads it again inside its own section.
+ */
+enum cross_how { CROSS_FOREACH_LOOKUP, CROSS_SECTION_COPY, CROSS_SECTION_NODE, CROSS_IDMAP };
+
+struct cross {
+	enum cross_how how;
+	enum ps_sync sync;
+	bool same;
+	struct ps_store *s[2];
+	struct ps_idmap *m[2];
+	struct ps_policy *pol;
+	atomic_int inside, go, writers_in;
+};
+
+struct cross_reader {
+	struct cross *c;
+	int me;
+};
+
+static void cross_wait_go(struct cross *c)
+{
+	atomic_fetch_add(&c->inside, 1);
+	while (!atomic_load(&c->go))
+		sleep_ms(1);
+}
+
+/* The read of the other store (or of our own, @same), inside our section. */
+static void cross_read_other(struct cross *c, int me)
+{
+	int other = c->same ? me : !me;
+	struct ps_policy_view v = PS_POLICY_VIEW_INIT(1);
+
+	switch (c->how) {
+	case CROSS_FOREACH_LOOKUP:
+		ps_policy_put(ps_store_lookup(c->s[other], 5));
+		break;
+	case CROSS_SECTION_COPY:
+		TCHECK(ps_store_lookup_copy(c->s[other], 5, &v) == 1, "copy");
+		break;
+	case CROSS_SECTION_NODE:
+		TCHECK(ps_store_lookup_node(c->s[other], 5, 0) == 1, "node");
+		break;
+	case CROSS_IDMAP:
+		ps_idmap_read_lock(c->m[other]);
+		TCHECK(ps_idmap_find(c->m[other], 0), "find");
+		ps_idmap_read_unlock(c->m[other]);
+		break;
+	}
+}
+
+static int cross_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct cross_reader *r = arg;
+
+	(void)start, (void)end, (void)pol;
+	cross_wait_go(r->c);
+	cross_read_other(r->c, r->me);
+	return 1;
+}
+
+static void *cross_reader_fn(void *arg)
+{
+	struct cross_reader *r = arg;
+	struct cross *c = r->c;
+
+	switch (c->how) {
+	case CROSS_FOREACH_LOOKUP:
+		TCHECK(ps_store_foreach(c->s[r->me], cross_cb, r) == 1, "foreach");
+		break;
+	case CROSS_SECTION_COPY:
+	case CROSS_SECTION_NODE:
+		ps_store_read_lock(c->s[r->me]);
+		cross_wait_go(c);
+		cross_read_other(c, r->me);
+		ps_store_read_unlock(c->s[r->me]);
+		break;
+	case CROSS_IDMAP:
+		ps_idmap_read_lock(c->m[r->me]);
+		cross_wait_go(c);
+		cross_read_other(c, r->me);
+		ps_idmap_read_unlock(c->m[r->me]);
+		break;
+	}
+	return NULL;
+}
+
+struct cross_writer {
+	struct cross *c;
+	int which;
+};
+
+static void *cross_writer_fn(void *arg)
+{
+	struct cross_writer *w = arg;
+	struct cross *c = w->c;
+	int id;
+
+	atomic_fetch_add(&c->writers_in, 1);
+	if (c->how == CROSS_IDMAP) {
+		TCHECK(ps_idmap_alloc(c->m[w->which], c, 0, PS_IDMAP_ID_MAX, &id) == 0, "alloc");
+		TCHECK(ps_idmap_remove(c->m[w->which], id, NULL) == 0, "remove");
+	} else {
+		TCHECK(ps_store_set(c->s[w->which], 100, 200, c->pol) == 0, "set");
+	}
+	return NULL;
+}
+
+/* The whole scenario; returns when every thread is done. */
+static void *cross_run(void *arg)
+{
+	struct cross *c = arg;
+	int n = c->same ? 1 : 2, i;
+	struct cross_reader r[2] = { { c, 0 }, { c, 1 } };
+	struct cross_writer w[2] = { { c, 0 }, { c, 1 } };
+	pthread_t rt[2], wt[2];
+
+	for (i = 0; i < n; i++)
+		cr_assert_eq(pthread_create(&rt[i], NULL, cross_reader_fn, &r[i]), 0);
+	while (atomic_load(&c->inside) < n)
+		sleep_ms(1);
+	for (i = 0; i < n; i++)
+		cr_assert_eq(pthread_create(&wt[i], NULL, cross_writer_fn, &w[i]), 0);
+	while (atomic_load(&c->writers_in) < n)
+		sleep_ms(1);
+	sleep_ms(50); /* each writer now waits for the reader inside its store */
+	atomic_store(&c->go, 1);
+	for (i = 0; i < n; i++) {
+		pthread_join(rt[i], NULL);
+		pthread_join(wt[i], NULL);
+	}
+	return NULL;
+}
+
+static void cross_check(enum ps_sync sync, enum cross_how how, bool same)
+{
+	struct cross *c = calloc(1, sizeof(*c)); /* left to a hung scenario's threads */
+	int i, id;
+
+	cr_assert_not_null(c);
+	c->how = how;
+	c->same = same;
+	c->pol = ps_test_bind(1);
+	for (i = 0; i < 2; i++) {
+		if (how == CROSS_IDMAP) {
+			c->m[i] = ps_idmap_create(sync == PS_SYNC_SPIN ? PS_IDMAP_SPIN :
+					sync == PS_SYNC_RWLOCK ? PS_IDMAP_RWLOCK : PS_IDMAP_RCU);
+			cr_assert_not_null(c->m[i]);
+			cr_assert_eq(ps_idmap_alloc(c->m[i], c, 0, 0, &id), 0);
+		} else {
+			c->s[i] = ps_store_create(sync);
+			cr_assert_not_null(c->s[i]);
+			cr_assert_eq(ps_store_set(c->s[i], 0, 10, c->pol), 0);
+		}
+	}
+	cr_assert(returns_in_time(cross_run, c), "%s: readers reading %s inside their sections "
+			"deadlock beside waiting writers", ps_sync_name(sync),
+			same ? "their own store again" : "each other's store");
+	for (i = 0; i < 2; i++) {
+		ps_store_destroy(c->s[i]);
+		ps_idmap_destroy(c->m[i]);
+	}
+	ps_policy_put(c->pol);
+	free(c);
+}
+
+/*
+ * A foreach callback "may read other stores" (ps_foreach_fn): RWLOCK
+ * readers already inside a section go past a writer that waits.  SPIN
+ * readers exclude each other: that is the lock order of polstore/store.h.
+ */
+static enum ps_sync shared_read_syncs[] = { PS_SYNC_RWLOCK, PS_SYNC_SEQLOCK, PS_SYNC_RCU,
+	PS_SYNC_RCU_QSBR };
+
+SYNCS_TEST(shared_read_syncs, misuse, foreach_callbacks_read_each_others_store, .timeout = 30)
+{
+	cross_check(*sync, CROSS_FOREACH_LOOKUP, false);
+}
+
+SYNCS_TEST(shared_read_syncs, misuse, lookup_copy_inside_each_others_section, .timeout = 30)
+{
+	cross_check(*sync, CROSS_SECTION_COPY, false);
+	cross_check(*sync, CROSS_SECTION_NODE, false);
+}
+
+/* Sections of one RWLOCK store nest, also while a writer waits. */
+SYNCS_TEST(shared_read_syncs, misuse, reads_nest_in_own_section, .timeout = 30)
+{
+	cross_check(*sync, CROSS_FOREACH_LOOKUP, true);
+	cross_check(*sync, CROSS_SECTION_COPY, true);
+}
+
+static enum ps_sync idmap_shared[] = { PS_SYNC_RWLOCK, PS_SYNC_RCU };
+
+SYNCS_TEST(idmap_shared, misuse, idmap_sections_read_each_others_map, .timeout = 30)
+{
+	cross_check(*sync, CROSS_IDMAP, false);
+	cross_check(*sync, CROSS_IDMAP, true);
+}
