@@ -13,7 +13,10 @@
 
 #include <polstore/static/lookup.h>
 
+#include "held.h"
 #include "names.h"
+#include "rcu_memb.h"
+#include "rcu_qsbr.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
 
@@ -76,10 +79,40 @@ struct ps_store *_ps_store_create_inline(enum ps_sync sync, unsigned long abi)
 	return ps_store_create(sync);
 }
 
+/*
+ * The calling thread is inside a read-side section that a grace period of
+ * @store's flavour waits for (RCU, SEQLOCK: a memb section; RCU_QSBR: one
+ * that brought the thread online for its length, which a wait would end).
+ * A section of an online-by-choice QSBR thread is not seen: liburcu keeps
+ * no count of those.
+ */
+static bool ps_store_in_own_flavour_section(const struct ps_store *store)
+{
+	switch (store->sync) {
+	case PS_SYNC_SEQLOCK:
+	case PS_SYNC_RCU:
+		return urcu_memb_read_ongoing();
+	case PS_SYNC_RCU_QSBR:
+		return _ps_qsbr_auto_depth != 0;
+	default:
+		return false;
+	}
+}
+
 void ps_store_destroy(struct ps_store *store)
 {
-	if (store)
-		store->ops->destroy(store);
+	if (!store)
+		return;
+	if (ps_unlikely(ps_held(store)))
+		_ps_misuse("ps_store_destroy()", "%s store %p: called inside its own read-side "
+				"section or foreach callback, whose lock it would free",
+				ps_sync_name(store->sync), (void *)store);
+	if (ps_unlikely(ps_store_in_own_flavour_section(store)))
+		_ps_misuse("ps_store_destroy()", "%s store %p: called inside a read-side section "
+				"of its RCU flavour: it may wait for a grace period, which waits for "
+				"this thread (ps_store_destroy_deferred() never waits)",
+				ps_sync_name(store->sync), (void *)store);
+	store->ops->destroy(store);
 }
 
 int ps_store_sync_kind(const struct ps_store *store)
@@ -108,6 +141,9 @@ int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end, struct ps
 
 	if (!store || start >= end)
 		return -EINVAL;
+	/* Inside its own lock-based section: the writer lock waits for this thread. */
+	if (ps_unlikely(ps_held(store)))
+		return -EDEADLK;
 	/* The variant allocates every node the update can need before anything changes. */
 	ret = store->ops->set(store, start, end, pol);
 	if (!ret)
@@ -119,8 +155,12 @@ int ps_store_synchronize(struct ps_store *store)
 {
 	if (!store)
 		return -EINVAL;
-	if (store->ops->synchronize)
-		store->ops->synchronize(store);
+	if (!store->ops->synchronize)
+		return 0;
+	/* It takes the writer lock, and waits for grace periods. */
+	if (ps_unlikely(ps_held(store) || ps_store_in_own_flavour_section(store)))
+		return -EDEADLK;
+	store->ops->synchronize(store);
 	return 0;
 }
 
@@ -195,10 +235,18 @@ int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node)
 	return store->lookup_node(store, idx, local_node);
 }
 
+/* A walk of a SPIN or SEQLOCK store takes its lock: not inside its own section or walk. */
+static inline bool ps_walk_self_deadlock(const struct ps_store *store)
+{
+	return ps_held(store) && store->sync != PS_SYNC_RWLOCK;
+}
+
 int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
 {
 	if (!store || !fn)
 		return -EINVAL;
+	if (ps_unlikely(ps_walk_self_deadlock(store)))
+		return -EDEADLK;
 	return store->ops->foreach(store, fn, arg);
 }
 
@@ -213,6 +261,8 @@ int ps_store_check(struct ps_store *store, const char **why)
 
 	if (!store)
 		return -EINVAL;
+	if (ps_unlikely(ps_held(store)))
+		return -EDEADLK; /* it takes the writer lock */
 	return store->ops->check(store, why ? why : &dummy);
 }
 
@@ -240,6 +290,8 @@ int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64_t end,
 {
 	if (!store || !fn || start >= end)
 		return -EINVAL;
+	if (ps_unlikely(ps_walk_self_deadlock(store)))
+		return -EDEADLK;
 	return store->ops->foreach_range(store, start, end, fn, arg);
 }
 
@@ -272,6 +324,8 @@ int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops, size_
 			return -EINVAL;
 	if (!n)
 		return 0;
+	if (ps_unlikely(ps_held(store)))
+		return -EDEADLK;
 	ret = store->ops->set_many(store, ops, n);
 	if (!ret)
 		ps_store_debug_check(store);

@@ -6,8 +6,10 @@
  * of which must return an error or fail loudly, never hang.  A call that
  * would hang runs on a thread of its own and is given a few seconds.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -365,4 +367,216 @@ SYNCS_TEST(idmap_shared, misuse, idmap_sections_read_each_others_map, .timeout =
 {
 	cross_check(*sync, CROSS_IDMAP, false);
 	cross_check(*sync, CROSS_IDMAP, true);
+}
+
+/* ---- calls that would wait for the caller: -EDEADLK, or a message and abort() ---- */
+
+static bool lock_based(enum ps_sync s)
+{
+	return s == PS_SYNC_SPIN || s == PS_SYNC_RWLOCK;
+}
+
+static bool defers(enum ps_sync s)
+{
+	return !lock_based(s);
+}
+
+/* Inside ps_store_read_lock(s): what each call returns, per variant. */
+VARIANT_TEST(misuse, calls_inside_own_section, .timeout = 10)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(1), *got;
+	struct ps_policy_view v = PS_POLICY_VIEW_INIT(1);
+	const struct ps_set_op op = { 20, 30, p };
+	uint64_t st, en;
+	int n = 0;
+	bool spin = *sync == PS_SYNC_SPIN;
+
+	cr_assert_eq(ps_store_set(s, 0, 10, p), 0);
+	ps_store_read_lock(s);
+	/* Writers take the writer lock: SPIN and RWLOCK sections hold it (or a share). */
+	cr_expect_eq(ps_store_set(s, 20, 30, p), lock_based(*sync) ? -EDEADLK : 0);
+	cr_expect_eq(ps_store_set_many(s, &op, 1), lock_based(*sync) ? -EDEADLK : 0);
+	cr_expect_eq(ps_store_check(s, NULL), lock_based(*sync) ? -EDEADLK : 0);
+	/* A grace period would wait for (RCU_QSBR: end) the caller's own section. */
+	cr_expect_eq(ps_store_synchronize(s), defers(*sync) ? -EDEADLK : 0);
+	/* SPIN: every call that takes the lock; RWLOCK reads nest. */
+	errno = 0;
+	got = ps_store_lookup(s, 5);
+	cr_expect_eq(got, spin ? NULL : p);
+	cr_expect_eq(errno, spin ? EDEADLK : 0);
+	ps_policy_put(got);
+	cr_expect_eq(ps_store_lookup_copy(s, 5, &v), spin ? -EDEADLK : 1);
+	cr_expect_eq(ps_store_lookup_node(s, 5, 0), spin ? -EDEADLK : 1);
+	cr_expect_eq(ps_store_next(s, 0, &st, &en, &got), spin ? -EDEADLK : 0);
+	if (!spin)
+		ps_policy_put(got);
+	cr_expect_eq(ps_store_foreach(s, ps_test_count_ranges, &n), spin ? -EDEADLK : 0);
+	cr_expect_eq(ps_store_foreach_range(s, 0, 100, ps_test_count_ranges, &n),
+			spin ? -EDEADLK : 0);
+	cr_expect_eq(ps_store_lookup_borrow(s, 5), p); /* what the section is for */
+	ps_store_read_unlock(s);
+	/* Nothing changed by the refused calls; the section is closed. */
+	cr_expect_eq(ps_store_set(s, 40, 50, p), 0);
+	cr_expect_eq(ps_store_check(s, NULL), 0);
+	cr_expect_eq(ps_store_synchronize(s), 0);
+	ps_store_destroy(s);
+	cr_expect_eq(ps_policy_refcount(p), 1);
+	ps_policy_put(p);
+}
+
+struct in_walk {
+	struct ps_store *s;
+	struct ps_policy *p;
+	int set, set_many, check, sync, walk, walk_range, lookup_errno;
+};
+
+static int calls_in_walk(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct in_walk *w = arg;
+	const struct ps_set_op op = { 200, 300, w->p };
+	int n = 0;
+
+	(void)start, (void)end, (void)pol;
+	w->set = ps_store_set(w->s, 100, 110, w->p);
+	w->set_many = ps_store_set_many(w->s, &op, 1);
+	w->check = ps_store_check(w->s, NULL);
+	w->sync = ps_store_synchronize(w->s);
+	w->walk = ps_store_foreach(w->s, ps_test_count_ranges, &n);
+	w->walk_range = ps_store_foreach_range(w->s, 0, 10, ps_test_count_ranges, &n);
+	errno = 0;
+	ps_policy_put(ps_store_lookup(w->s, 5));
+	w->lookup_errno = errno;
+	return 1;
+}
+
+/* Inside a foreach callback of the same store. */
+VARIANT_TEST(misuse, calls_inside_own_walk, .timeout = 10)
+{
+	struct in_walk w = { .s = ps_store_create(*sync), .p = ps_test_bind(1) };
+	/* SEQLOCK walks hold the writer lock; RWLOCK walks hold a share of it. */
+	bool writer_locked = *sync != PS_SYNC_RCU && *sync != PS_SYNC_RCU_QSBR;
+	bool walk_locked = *sync == PS_SYNC_SPIN || *sync == PS_SYNC_SEQLOCK;
+
+	cr_assert_eq(ps_store_set(w.s, 0, 10, w.p), 0);
+	cr_assert_eq(ps_store_foreach(w.s, calls_in_walk, &w), 1);
+	cr_expect_eq(w.set, writer_locked ? -EDEADLK : 0);
+	cr_expect_eq(w.set_many, writer_locked ? -EDEADLK : 0);
+	cr_expect_eq(w.check, writer_locked ? -EDEADLK : 0);
+	/* SEQLOCK: its lock; RCU: the walk's section; RCU_QSBR: the walk's automatic section. */
+	cr_expect_eq(w.sync, defers(*sync) ? -EDEADLK : 0);
+	cr_expect_eq(w.walk, walk_locked ? -EDEADLK : 0);
+	cr_expect_eq(w.walk_range, walk_locked ? -EDEADLK : 0);
+	cr_expect_eq(w.lookup_errno, *sync == PS_SYNC_SPIN ? EDEADLK : 0);
+	cr_expect_eq(ps_store_count(w.s), writer_locked ? 1 : 3);
+	ps_store_destroy(w.s);
+	ps_policy_put(w.p);
+}
+
+/* A SPIN section opened inside one of the same store never returns: a message and abort(). */
+Test(misuse, spin_section_inside_own_section_aborts, .signal = SIGABRT, .timeout = 10)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_SPIN);
+
+	ps_store_read_lock(s);
+	ps_store_read_lock(s);
+}
+
+static enum ps_sync lock_syncs[] = { PS_SYNC_SPIN, PS_SYNC_RWLOCK };
+
+/* Destroying a store inside its own section frees the lock the section holds. */
+SYNCS_TEST(lock_syncs, misuse, destroy_inside_own_section_aborts, .signal = SIGABRT,
+		.timeout = 10)
+{
+	struct ps_store *s = ps_store_create(*sync);
+
+	ps_store_read_lock(s);
+	ps_store_destroy(s);
+}
+
+static enum ps_sync deferring[] = { PS_SYNC_SEQLOCK, PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+
+/* It may wait for a grace period, which would wait for the caller's section. */
+SYNCS_TEST(deferring, misuse, destroy_inside_flavour_section_aborts, .signal = SIGABRT,
+		.timeout = 10)
+{
+	struct ps_store *s = ps_store_create(*sync);
+
+	ps_store_read_lock(s);
+	ps_store_destroy(s);
+}
+
+/* Id maps: SPIN and RWLOCK writers inside the map's own section. */
+static enum ps_idmap_sync lock_maps[] = { PS_IDMAP_SPIN, PS_IDMAP_RWLOCK };
+
+PS_ARRAY_TEST(enum ps_idmap_sync, sync, lock_maps, misuse, idmap_writers_inside_own_section,
+		.timeout = 10)
+{
+	struct ps_idmap *m = ps_idmap_create(*sync);
+	int id, x;
+	void *old;
+
+	cr_assert_eq(ps_idmap_alloc(m, &x, 0, 10, &id), 0);
+	ps_idmap_read_lock(m);
+	cr_expect_eq(ps_idmap_alloc(m, &x, 0, 10, &id), -EDEADLK);
+	cr_expect_eq(ps_idmap_replace(m, 0, &x, &old), -EDEADLK);
+	cr_expect_eq(ps_idmap_remove(m, 0, &old), -EDEADLK);
+	cr_expect_eq(ps_idmap_find(m, 0), &x);
+	ps_idmap_read_unlock(m);
+	cr_expect_eq(ps_idmap_count(m), 1);
+	cr_expect_eq(ps_idmap_remove(m, 0, &old), 0);
+	ps_idmap_destroy(m);
+}
+
+Test(misuse, spin_idmap_section_inside_own_section_aborts, .signal = SIGABRT, .timeout = 10)
+{
+	struct ps_idmap *m = ps_idmap_create(PS_IDMAP_SPIN);
+
+	ps_idmap_read_lock(m);
+	ps_idmap_read_lock(m);
+}
+
+/*
+ * pthread_create() that fails on demand (the library is linked statically
+ * into this binary, so its calls come here): no reclaim thread can start.
+ */
+static atomic_int fail_thread_create;
+
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+	if (atomic_load(&fail_thread_create))
+		return EAGAIN;
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+	return real(t, attr, fn, arg);
+}
+
+/*
+ * A SEQLOCK set inside a memb read-side section (its own store's too)
+ * never waits: with no reclaim thread to take a full batch, it keeps the
+ * batch for a later set or ps_store_synchronize() rather than wait for a
+ * grace period that would wait for the caller.
+ */
+Test(misuse, seqlock_set_inside_section_without_reclaim_thread, .timeout = 30)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_SEQLOCK);
+	struct ps_policy *p = ps_test_bind(1);
+	int i;
+
+	atomic_store(&fail_thread_create, 1);
+	ps_store_read_lock(s);
+	for (i = 0; i < 400; i++) {
+		cr_assert_eq(ps_store_set(s, 0, 10, p), 0);
+		cr_assert_eq(ps_store_set(s, 0, 10, NULL), 0);
+	}
+	cr_expect_eq(ps_store_lookup_borrow(s, 5), NULL);
+	ps_store_read_unlock(s);
+	cr_assert_gt(ps_policy_refcount(p), 1, "the removed ranges were freed in the section");
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_expect_eq(ps_policy_refcount(p), 1);
+	ps_store_destroy(s);
+	atomic_store(&fail_thread_create, 0);
+	ps_policy_put(p);
 }
