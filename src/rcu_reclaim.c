@@ -40,6 +40,8 @@
 
 /* Least time between two grace periods of one reclaim thread (none while a barrier waits). */
 #define PS_RECLAIM_PERIOD_NS 1000000L
+/* How often items that asked for it are released again (_ps_reclaim_retry()). */
+#define PS_RECLAIM_RETRY_NS 10000000L
 
 void (*_ps_reclaim_test_hook)(void);
 
@@ -79,8 +81,12 @@ static void release_all(struct ps_reclaim_item *batch)
 	}
 }
 
-/* Under @lock: wait until there is work (true) or the thread must stop (false). */
-static bool wait_for_work(struct ps_reclaimer *rc)
+/*
+ * Under @lock: wait until there is work (true) or the thread must stop
+ * (false).  With items to retry (@retry_pending, read under @gp_lock
+ * before), wait at most PS_RECLAIM_RETRY_NS and return true then too.
+ */
+static bool wait_for_work(struct ps_reclaimer *rc, bool retry_pending)
 {
 	for (;;) {
 		if (__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST))
@@ -88,9 +94,37 @@ static bool wait_for_work(struct ps_reclaimer *rc)
 		if (rc->stop)
 			return false;
 		__atomic_store_n(&rc->idle, 1, __ATOMIC_SEQ_CST);
-		if (!__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST))
-			pthread_cond_wait(&rc->work, &rc->lock);
+		if (!__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST)) {
+			if (retry_pending) {
+				struct timespec ts;
+
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ts.tv_nsec += PS_RECLAIM_RETRY_NS;
+				if (ts.tv_nsec >= 1000000000L) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000L;
+				}
+				if (pthread_cond_timedwait(&rc->work, &rc->lock, &ts) == ETIMEDOUT) {
+					__atomic_store_n(&rc->idle, 0, __ATOMIC_RELAXED);
+					return true;
+				}
+			} else {
+				pthread_cond_wait(&rc->work, &rc->lock);
+			}
+		}
 		__atomic_store_n(&rc->idle, 0, __ATOMIC_RELAXED);
+	}
+}
+
+/* Under @gp_lock: release again what asked for it (it may ask again). */
+static void retry_all(struct ps_reclaimer *rc)
+{
+	struct ps_reclaim_item *it = rc->retry, *next;
+
+	rc->retry = NULL;
+	for (; it; it = next) {
+		next = it->next;
+		it->release(it);
 	}
 }
 
@@ -109,15 +143,21 @@ static void *reclaim_thread(void *arg)
 
 	for (;;) {
 		uint64_t now;
-		bool hurry;
+		bool hurry, retry;
 
+		pthread_mutex_lock(&rc->gp_lock);
+		retry_all(rc);
+		retry = rc->retry != NULL;
+		pthread_mutex_unlock(&rc->gp_lock);
 		pthread_mutex_lock(&rc->lock);
-		if (!wait_for_work(rc)) {
+		if (!wait_for_work(rc, retry)) {
 			pthread_mutex_unlock(&rc->lock);
 			return NULL;
 		}
 		hurry = rc->barriers > 0;
 		pthread_mutex_unlock(&rc->lock);
+		if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE))
+			continue; /* woken to retry only */
 		now = now_ns();
 		if (!hurry && now - last_gp < PS_RECLAIM_PERIOD_NS) {
 			/* Let more work gather: fewer grace periods, fewer interrupts. */
@@ -254,6 +294,12 @@ int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 		pthread_mutex_unlock(&rc->lock);
 	}
 	return 0;
+}
+
+void _ps_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+{
+	item->next = rc->retry;
+	rc->retry = item;
 }
 
 struct reclaim_barrier {

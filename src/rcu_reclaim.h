@@ -54,6 +54,7 @@ struct ps_reclaimer {
 	int idle;                      /* atomic: the thread waits on @work (set under @lock) */
 	pthread_mutex_t lock;          /* @work, @done, and the fields below */
 	pthread_mutex_t gp_lock;       /* held by the thread across a grace period and its releases */
+	struct ps_reclaim_item *retry; /* under @gp_lock: to release again (_ps_reclaim_retry()) */
 	pthread_cond_t work;           /* the thread waits here for items */
 	pthread_cond_t done;           /* barrier callers wait here */
 	int barriers;                  /* callers waiting in _ps_reclaim_barrier() */
@@ -80,6 +81,19 @@ struct ps_reclaimer {
  * the item for later).
  */
 int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
+
+/**
+ * _ps_reclaim_retry() - release @item again later, from its own release function
+ *
+ * For an item whose grace period has passed but whose memory something
+ * else still holds (a store's lock): the thread calls @item->release again
+ * every PS_RECLAIM_RETRY_NS, without a grace period, until it stops asking.
+ * A barrier does not wait for it.
+ *
+ * Context: a release function of @rc (the reclaim thread, or a barrier
+ * caller doing its work, under @gp_lock); never waits.
+ */
+void _ps_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
 
 /**
  * _ps_reclaim_barrier() - wait until every item queued on @rc before the

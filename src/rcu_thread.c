@@ -291,3 +291,18 @@ void ps_rcu_unregister_thread(void)
 	_ps_memb_thread_exit();
 	_ps_qsbr_thread_exit();
 }
+
+int ps_rcu_barrier(void)
+{
+	bool was_online;
+
+	/* Both wait for grace periods: not from inside a section they would wait for. */
+	if (urcu_memb_read_ongoing() || _ps_qsbr_auto_depth)
+		return -EDEADLK;
+	_ps_reclaim_barrier(&_ps_reclaim_memb);
+	/* An online QSBR thread goes offline for the wait, as ps_store_synchronize() does. */
+	was_online = ps_qsbr_wait_enter();
+	_ps_reclaim_barrier(&_ps_reclaim_qsbr);
+	ps_qsbr_wait_exit(was_online);
+	return 0;
+}

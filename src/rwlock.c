@@ -139,3 +139,24 @@ void ps_rwlock_write_unlock(struct ps_rwlock *l)
 	__atomic_store_n(&l->writer, PS_RWLOCK_WRITER_NONE, __ATOMIC_RELEASE);
 	ps_spin_release(&l->wlock);
 }
+
+bool ps_rwlock_write_trylock(struct ps_rwlock *l)
+{
+	int i;
+
+	if (!ps_spin_trylock(&l->wlock))
+		return false;
+	PS_ANNOTATE_HAPPENS_AFTER(&l->wlock); /* pairs with write_unlock()'s release */
+	/* Readers that come meanwhile back out: HOLDS turns nested ones away too. */
+	__atomic_store_n(&l->writer, PS_RWLOCK_WRITER_HOLDS, __ATOMIC_SEQ_CST);
+	for (i = 0; i < PS_RWLOCK_SLOTS; i++) {
+		if (__atomic_load_n(&l->slot[i].readers, __ATOMIC_SEQ_CST)) {
+			__atomic_store_n(&l->writer, PS_RWLOCK_WRITER_NONE, __ATOMIC_RELEASE);
+			ps_spin_release(&l->wlock);
+			return false;
+		}
+	}
+	PS_ANNOTATE_HAPPENS_AFTER(&l->slot[0]); /* every reader that left: read_unlock() */
+	ps_lstat_acquired(&l->stat, PS_LOCK_STAT_WRITE, 0, &l->wlock.hold);
+	return true;
+}

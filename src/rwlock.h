@@ -27,6 +27,8 @@
 #ifndef POLSTORE_SRC_RWLOCK_H
 #define POLSTORE_SRC_RWLOCK_H
 
+#include <stdbool.h>
+
 #include "compiler.h"
 #include "lstat.h"
 #include "spinlock.h"
@@ -56,5 +58,7 @@ void ps_rwlock_read_lock(struct ps_rwlock *l);
 void ps_rwlock_read_unlock(struct ps_rwlock *l);
 void ps_rwlock_write_lock(struct ps_rwlock *l);
 void ps_rwlock_write_unlock(struct ps_rwlock *l);
+/* Take @l for writing if no writer has it and no reader is inside: true when taken. */
+bool ps_rwlock_write_trylock(struct ps_rwlock *l);
 
 #endif /* POLSTORE_SRC_RWLOCK_H */

@@ -17,6 +17,7 @@
 #include "names.h"
 #include "rcu_memb.h"
 #include "rcu_qsbr.h"
+#include "rcu_reclaim.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
 
@@ -113,6 +114,55 @@ void ps_store_destroy(struct ps_store *store)
 				"this thread (ps_store_destroy_deferred() never waits)",
 				ps_sync_name(store->sync), (void *)store);
 	store->ops->destroy(store);
+}
+
+/*
+ * Deferred destroy.  The item is queued on the reclaimer of the store's
+ * flavour (memb for SPIN, RWLOCK, SEQLOCK and RCU stores, qsbr for
+ * RCU_QSBR), after every batch the store's sets queued there: items are
+ * released in the order queued, so by the time its grace period has
+ * passed those batches have been released and the variant's destroy
+ * waits for nothing (it must not: it runs on the reclaim thread, which a
+ * barrier would wait for).  A lock a reader still holds (a SPIN or RWLOCK
+ * section or walk, a SEQLOCK walk), or a batch still in flight, make the
+ * release try again later (ops->idle()); nothing here ever waits.
+ */
+struct ps_store_retire {
+	struct ps_reclaim_item item;
+	struct ps_reclaimer *rc;
+	struct ps_store *store;
+};
+
+static void ps_store_retire_release(struct ps_reclaim_item *item)
+{
+	struct ps_store_retire *r = ps_container_of(item, struct ps_store_retire, item);
+	struct ps_store *s = r->store;
+
+	if (s->ops->idle && !s->ops->idle(s)) {
+		_ps_reclaim_retry(r->rc, item);
+		return;
+	}
+	s->ops->destroy(s);
+	_ps_free(r);
+}
+
+int ps_store_destroy_deferred(struct ps_store *store)
+{
+	struct ps_store_retire *r;
+	int err;
+
+	if (!store)
+		return -EINVAL;
+	r = _ps_alloc(sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->rc = store->sync == PS_SYNC_RCU_QSBR ? &_ps_reclaim_qsbr : &_ps_reclaim_memb;
+	r->store = store;
+	r->item.release = ps_store_retire_release;
+	err = _ps_reclaim_defer(r->rc, &r->item);
+	if (err)
+		_ps_free(r);
+	return err;
 }
 
 int ps_store_sync_kind(const struct ps_store *store)

@@ -694,6 +694,12 @@ static size_t cow_held(struct ps_store *s)
 	return bytes + ranges * sizeof(struct ps_range) + batches * batch_bytes;
 }
 
+/* Readers hold no lock; destroy waits for nothing once no batch is in flight. */
+static bool cow_idle(struct ps_store *s)
+{
+	return !__atomic_load_n(&to_cow(s)->inflight_batches, __ATOMIC_ACQUIRE);
+}
+
 static struct ps_lstat *cow_lock_stat(struct ps_store *s)
 {
 	(void)s;
@@ -728,6 +734,7 @@ const struct ps_sync_ops PS_COW_OPS = {
 	.next = cow_next,
 	.next_borrow = cow_next_borrow,
 	.set_many = cow_set_many,
+	.idle = cow_idle,
 };
 
 /* ---- windows, walks by position, batches (issue 16) ---- */

@@ -115,6 +115,23 @@ static inline int locked_check_k(struct ps_store *s, const char **why, enum ps_l
 	return ret;
 }
 
+/*
+ * No section or walk holds the lock at this instant; none can take it
+ * later (ps_store_destroy_deferred(): nobody finds the store any more).
+ */
+static inline bool locked_idle_k(struct ps_store *s, enum ps_lock_kind k)
+{
+	if (!ps_lock_write_trylock(lock_of(s), k))
+		return false;
+	if (k == PS_LOCK_SPIN) {
+		PS_ANNOTATE_HAPPENS_AFTER(&lock_of(s)->spin); /* pairs with the last unlock */
+		ps_spin_release(&lock_of(s)->spin);
+	} else {
+		ps_rwlock_write_unlock(&lock_of(s)->rw);
+	}
+	return true;
+}
+
 /* ---- windows, walks by position, batches (issue 16) ---- */
 
 static inline int locked_foreach_range_k(struct ps_store *s, uint64_t start, uint64_t end,
@@ -257,6 +274,10 @@ static inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *
 	{                                                                                          \
 		return locked_set_many_k(s, ops, n, K);                                            \
 	}                                                                                          \
+	static bool pfx##_idle(struct ps_store *s)                                                 \
+	{                                                                                          \
+		return locked_idle_k(s, K);                                                        \
+	}                                                                                          \
 	static int pfx##_set(struct ps_store *s, uint64_t start, uint64_t end,                     \
 			struct ps_policy *pol)                                                     \
 	{                                                                                          \
@@ -272,6 +293,7 @@ static inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *
 		.check = pfx##_check, .lock_stat = pfx##_lock_stat,                                \
 		.foreach_range = pfx##_foreach_range, .next = pfx##_next,                          \
 		.next_borrow = locked_next_borrow, .set_many = pfx##_set_many,                     \
+		.idle = pfx##_idle,                                                                \
 	};
 
 DEFINE_LOCKED_VARIANT(spin, PS_LOCK_SPIN)

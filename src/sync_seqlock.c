@@ -436,6 +436,18 @@ static int seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 	return seq_set_many(s, &op, 1);
 }
 
+/* No walk holds the writer lock now, no batch is in flight (ps_store_destroy_deferred()). */
+static bool seq_idle(struct ps_store *s)
+{
+	struct ps_store_seq *ss = to_seq(s);
+
+	if (__atomic_load_n(&ss->inflight, __ATOMIC_ACQUIRE) || !ps_spin_trylock(&ss->lock))
+		return false;
+	PS_ANNOTATE_HAPPENS_AFTER(&ss->lock); /* pairs with the last unlock */
+	ps_spin_release(&ss->lock);
+	return true;
+}
+
 const struct ps_sync_ops _ps_sync_seqlock_ops = {
 	.create = seq_create,
 	.destroy = seq_destroy,
@@ -454,4 +466,5 @@ const struct ps_sync_ops _ps_sync_seqlock_ops = {
 	.next = seq_next,
 	.next_borrow = seq_next_borrow,
 	.set_many = seq_set_many,
+	.idle = seq_idle,
 };

@@ -11,7 +11,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,6 +69,16 @@ static bool returns_in_time(void *(*fn)(void *), void *arg)
 	return true;
 }
 
+
+/* Run @fn for each of the @n variants in @syncs, in this one test process. */
+static void for_syncs(void (*fn)(enum ps_sync *), enum ps_sync *syncs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		fn(&syncs[i]);
+}
+
 /* ---- ps_store_memory() from an allocator hook, and beside a writer ---- */
 
 static struct ps_store *hook_store;
@@ -103,18 +116,26 @@ static void *set_some(void *arg)
 	struct ps_store *s = arg;
 	int i;
 
-	for (i = 0; i < 600; i++)
+	for (i = 0; i < ps_test_iters(300); i++)
 		TCHECK(ps_store_set(s, (uint64_t)i * 4, (uint64_t)i * 4 + 2 + (i & 1), set_pol) == 0,
 				"set");
 	return NULL;
 }
 
 /* ps_store_memory() takes no lock: an allocator hook may call it inside a set of the store. */
-VARIANT_TEST(misuse, memory_from_allocator_hook, .timeout = 30)
+static void memory_from_allocator_hook_one(enum ps_sync *sync);
+
+Test(misuse, memory_from_allocator_hook, .timeout = 30)
+{
+	for_syncs(memory_from_allocator_hook_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
+}
+
+static void memory_from_allocator_hook_one(enum ps_sync *sync)
 {
 	static const struct ps_alloc_ops ops = { memory_hook_alloc, memory_hook_free, NULL };
 	struct ps_store *s;
 
+	atomic_store(&hook_calls, 0);
 	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
 	set_pol = ps_test_bind(1);
 	s = ps_store_create(*sync);
@@ -137,7 +158,14 @@ static void *memory_of(void *arg)
 }
 
 /* Nor does it wait for a set in progress on another thread. */
-VARIANT_TEST(misuse, memory_beside_a_set_in_progress, .timeout = 30)
+static void memory_beside_a_set_in_progress_one(enum ps_sync *sync);
+
+Test(misuse, memory_beside_a_set_in_progress, .timeout = 30)
+{
+	for_syncs(memory_beside_a_set_in_progress_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
+}
+
+static void memory_beside_a_set_in_progress_one(enum ps_sync *sync)
 {
 	static const struct ps_alloc_ops ops = { memory_hook_alloc, memory_hook_free, NULL };
 	struct ps_store *s;
@@ -147,6 +175,7 @@ VARIANT_TEST(misuse, memory_beside_a_set_in_progress, .timeout = 30)
 	set_pol = ps_test_bind(1);
 	s = ps_store_create(*sync);
 	cr_assert_not_null(s);
+	atomic_store(&hook_blocked, 0);
 	atomic_store(&hook_block, 1);
 	__atomic_store_n(&hook_store, s, __ATOMIC_RELEASE);
 	cr_assert_eq(pthread_create(&w, NULL, set_some, s), 0);
@@ -343,19 +372,40 @@ static void cross_check(enum ps_sync sync, enum cross_how how, bool same)
 static enum ps_sync shared_read_syncs[] = { PS_SYNC_RWLOCK, PS_SYNC_SEQLOCK, PS_SYNC_RCU,
 	PS_SYNC_RCU_QSBR };
 
-SYNCS_TEST(shared_read_syncs, misuse, foreach_callbacks_read_each_others_store, .timeout = 30)
+static void foreach_callbacks_read_each_others_store_one(enum ps_sync *sync);
+
+Test(misuse, foreach_callbacks_read_each_others_store, .timeout = 30)
+{
+	for_syncs(foreach_callbacks_read_each_others_store_one, shared_read_syncs, PS_ARRAY_SIZE(shared_read_syncs));
+}
+
+static void foreach_callbacks_read_each_others_store_one(enum ps_sync *sync)
 {
 	cross_check(*sync, CROSS_FOREACH_LOOKUP, false);
 }
 
-SYNCS_TEST(shared_read_syncs, misuse, lookup_copy_inside_each_others_section, .timeout = 30)
+static void lookup_copy_inside_each_others_section_one(enum ps_sync *sync);
+
+Test(misuse, lookup_copy_inside_each_others_section, .timeout = 30)
+{
+	for_syncs(lookup_copy_inside_each_others_section_one, shared_read_syncs, PS_ARRAY_SIZE(shared_read_syncs));
+}
+
+static void lookup_copy_inside_each_others_section_one(enum ps_sync *sync)
 {
 	cross_check(*sync, CROSS_SECTION_COPY, false);
 	cross_check(*sync, CROSS_SECTION_NODE, false);
 }
 
 /* Sections of one RWLOCK store nest, also while a writer waits. */
-SYNCS_TEST(shared_read_syncs, misuse, reads_nest_in_own_section, .timeout = 30)
+static void reads_nest_in_own_section_one(enum ps_sync *sync);
+
+Test(misuse, reads_nest_in_own_section, .timeout = 30)
+{
+	for_syncs(reads_nest_in_own_section_one, shared_read_syncs, PS_ARRAY_SIZE(shared_read_syncs));
+}
+
+static void reads_nest_in_own_section_one(enum ps_sync *sync)
 {
 	cross_check(*sync, CROSS_FOREACH_LOOKUP, true);
 	cross_check(*sync, CROSS_SECTION_COPY, true);
@@ -363,7 +413,14 @@ SYNCS_TEST(shared_read_syncs, misuse, reads_nest_in_own_section, .timeout = 30)
 
 static enum ps_sync idmap_shared[] = { PS_SYNC_RWLOCK, PS_SYNC_RCU };
 
-SYNCS_TEST(idmap_shared, misuse, idmap_sections_read_each_others_map, .timeout = 30)
+static void idmap_sections_read_each_others_map_one(enum ps_sync *sync);
+
+Test(misuse, idmap_sections_read_each_others_map, .timeout = 30)
+{
+	for_syncs(idmap_sections_read_each_others_map_one, idmap_shared, PS_ARRAY_SIZE(idmap_shared));
+}
+
+static void idmap_sections_read_each_others_map_one(enum ps_sync *sync)
 {
 	cross_check(*sync, CROSS_IDMAP, false);
 	cross_check(*sync, CROSS_IDMAP, true);
@@ -382,7 +439,14 @@ static bool defers(enum ps_sync s)
 }
 
 /* Inside ps_store_read_lock(s): what each call returns, per variant. */
-VARIANT_TEST(misuse, calls_inside_own_section, .timeout = 10)
+static void calls_inside_own_section_one(enum ps_sync *sync);
+
+Test(misuse, calls_inside_own_section, .timeout = 10)
+{
+	for_syncs(calls_inside_own_section_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
+}
+
+static void calls_inside_own_section_one(enum ps_sync *sync)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *p = ps_test_bind(1), *got;
@@ -451,7 +515,14 @@ static int calls_in_walk(uint64_t start, uint64_t end, struct ps_policy *pol, vo
 }
 
 /* Inside a foreach callback of the same store. */
-VARIANT_TEST(misuse, calls_inside_own_walk, .timeout = 10)
+static void calls_inside_own_walk_one(enum ps_sync *sync);
+
+Test(misuse, calls_inside_own_walk, .timeout = 10)
+{
+	for_syncs(calls_inside_own_walk_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
+}
+
+static void calls_inside_own_walk_one(enum ps_sync *sync)
 {
 	struct in_walk w = { .s = ps_store_create(*sync), .p = ps_test_bind(1) };
 	/* SEQLOCK walks hold the writer lock; RWLOCK walks hold a share of it. */
@@ -473,67 +544,111 @@ VARIANT_TEST(misuse, calls_inside_own_walk, .timeout = 10)
 	ps_policy_put(w.p);
 }
 
-/* A SPIN section opened inside one of the same store never returns: a message and abort(). */
-Test(misuse, spin_section_inside_own_section_aborts, .signal = SIGABRT, .timeout = 10)
+/*
+ * Misuse a void call cannot report: run @fn(@arg) in a forked child, which
+ * must die of SIGABRT within HANG_NS with a message on stderr that names
+ * @call (the polstore call) and contains @what.
+ */
+static void expect_abort(void (*fn)(void *), void *arg, const char *call, const char *what)
+{
+	char buf[1024] = "";
+	uint64_t t0 = ps_test_now_ns();
+	int fds[2], status = 0;
+	ssize_t n, len = 0;
+	pid_t pid;
+
+	cr_assert_eq(pipe(fds), 0);
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		alarm(HANG_NS / 1000000000ULL + 2);
+		dup2(fds[1], 2);
+		fn(arg);
+		_exit(0);
+	}
+	close(fds[1]);
+	while ((n = read(fds[0], buf + len, sizeof(buf) - 1 - (size_t)len)) > 0)
+		len += n;
+	close(fds[0]);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+			"%s (%s): the child %s", call, what,
+			WIFSIGNALED(status) ? "died of another signal (a hang is SIGALRM)" :
+					      "returned");
+	cr_expect_lt(ps_test_now_ns() - t0, HANG_NS, "%s: no abort within the bound", call);
+	cr_expect(strstr(buf, call) && strstr(buf, what), "%s: message \"%s\" lacks \"%s\"",
+			call, buf, what);
+}
+
+static void spin_nested_section(void *arg)
 {
 	struct ps_store *s = ps_store_create(PS_SYNC_SPIN);
 
+	(void)arg;
 	ps_store_read_lock(s);
 	ps_store_read_lock(s);
 }
 
-static enum ps_sync lock_syncs[] = { PS_SYNC_SPIN, PS_SYNC_RWLOCK };
-
-/* Destroying a store inside its own section frees the lock the section holds. */
-SYNCS_TEST(lock_syncs, misuse, destroy_inside_own_section_aborts, .signal = SIGABRT,
-		.timeout = 10)
+static void destroy_in_section(void *arg)
 {
-	struct ps_store *s = ps_store_create(*sync);
+	struct ps_store *s = ps_store_create(*(enum ps_sync *)arg);
 
 	ps_store_read_lock(s);
 	ps_store_destroy(s);
 }
 
-static enum ps_sync deferring[] = { PS_SYNC_SEQLOCK, PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
-
-/* It may wait for a grace period, which would wait for the caller's section. */
-SYNCS_TEST(deferring, misuse, destroy_inside_flavour_section_aborts, .signal = SIGABRT,
-		.timeout = 10)
-{
-	struct ps_store *s = ps_store_create(*sync);
-
-	ps_store_read_lock(s);
-	ps_store_destroy(s);
-}
-
-/* Id maps: SPIN and RWLOCK writers inside the map's own section. */
-static enum ps_idmap_sync lock_maps[] = { PS_IDMAP_SPIN, PS_IDMAP_RWLOCK };
-
-PS_ARRAY_TEST(enum ps_idmap_sync, sync, lock_maps, misuse, idmap_writers_inside_own_section,
-		.timeout = 10)
-{
-	struct ps_idmap *m = ps_idmap_create(*sync);
-	int id, x;
-	void *old;
-
-	cr_assert_eq(ps_idmap_alloc(m, &x, 0, 10, &id), 0);
-	ps_idmap_read_lock(m);
-	cr_expect_eq(ps_idmap_alloc(m, &x, 0, 10, &id), -EDEADLK);
-	cr_expect_eq(ps_idmap_replace(m, 0, &x, &old), -EDEADLK);
-	cr_expect_eq(ps_idmap_remove(m, 0, &old), -EDEADLK);
-	cr_expect_eq(ps_idmap_find(m, 0), &x);
-	ps_idmap_read_unlock(m);
-	cr_expect_eq(ps_idmap_count(m), 1);
-	cr_expect_eq(ps_idmap_remove(m, 0, &old), 0);
-	ps_idmap_destroy(m);
-}
-
-Test(misuse, spin_idmap_section_inside_own_section_aborts, .signal = SIGABRT, .timeout = 10)
+static void spin_map_nested_section(void *arg)
 {
 	struct ps_idmap *m = ps_idmap_create(PS_IDMAP_SPIN);
 
+	(void)arg;
 	ps_idmap_read_lock(m);
 	ps_idmap_read_lock(m);
+}
+
+/*
+ * A SPIN section opened inside one of the same store (or id map) never
+ * returns; a destroy inside its own section frees the lock the section
+ * holds (SPIN, RWLOCK), or may wait for a grace period that waits for the
+ * caller (SEQLOCK, RCU, RCU_QSBR).  Each prints what was called on what
+ * and aborts.
+ */
+Test(misuse, void_calls_that_would_hang_abort, .timeout = 60)
+{
+	size_t i;
+
+	expect_abort(spin_nested_section, NULL, "ps_store_read_lock()", "spin store 0x");
+	for (i = 0; i < PS_SYNC_COUNT; i++) {
+		char what[32];
+
+		snprintf(what, sizeof(what), "%s store 0x", ps_sync_name(ps_test_all_syncs[i]));
+		expect_abort(destroy_in_section, &ps_test_all_syncs[i], "ps_store_destroy()", what);
+	}
+	expect_abort(spin_map_nested_section, NULL, "ps_idmap_read_lock()", "spin id map 0x");
+}
+
+/* Id maps: SPIN and RWLOCK writers inside the map's own section. */
+Test(misuse, idmap_writers_inside_own_section, .timeout = 10)
+{
+	static const enum ps_idmap_sync lock_maps[] = { PS_IDMAP_SPIN, PS_IDMAP_RWLOCK };
+	size_t i;
+
+	for (i = 0; i < PS_ARRAY_SIZE(lock_maps); i++) {
+		struct ps_idmap *m = ps_idmap_create(lock_maps[i]);
+		int id, x;
+		void *old;
+
+		cr_assert_eq(ps_idmap_alloc(m, &x, 0, 10, &id), 0);
+		ps_idmap_read_lock(m);
+		cr_expect_eq(ps_idmap_alloc(m, &x, 0, 10, &id), -EDEADLK);
+		cr_expect_eq(ps_idmap_replace(m, 0, &x, &old), -EDEADLK);
+		cr_expect_eq(ps_idmap_remove(m, 0, &old), -EDEADLK);
+		cr_expect_eq(ps_idmap_find(m, 0), &x);
+		ps_idmap_read_unlock(m);
+		cr_expect_eq(ps_idmap_count(m), 1);
+		cr_expect_eq(ps_idmap_remove(m, 0, &old), 0);
+		ps_idmap_destroy(m);
+	}
 }
 
 /*

@@ -127,6 +127,27 @@ PS_API bool ps_qsbr_thread_is_online(void);
  */
 PS_API void ps_rcu_unregister_thread(void);
 
+/**
+ * ps_rcu_barrier() - wait for every deferred free polstore has queued
+ *
+ * When it returns, everything queued on polstore's reclaim threads before
+ * the call has been released: the ranges earlier sets of every SEQLOCK,
+ * RCU and RCU_QSBR store retired (their policy references dropped), and
+ * every store handed to ps_store_destroy_deferred() (freed), but for a
+ * store whose lock a reader still held then (a SPIN or RWLOCK section or
+ * walk, a SEQLOCK walk): that one is freed once the lock is let go,
+ * tried again every 10 ms, and not waited for.  Call it before
+ * ps_set_alloc_ops() or dlclose(), for instance.
+ *
+ * Context: any thread outside every read-side section of an RCU, SEQLOCK
+ * or RCU_QSBR store or RCU id map (it waits for grace periods of both
+ * flavours); an online QSBR thread goes offline for the wait and back
+ * online after it.  May sleep.
+ * Return: 0, or -EDEADLK (nothing waited for) inside a memb read-side
+ * section or an automatic RCU_QSBR section (polstore/store.h).
+ */
+PS_API int ps_rcu_barrier(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -94,6 +94,46 @@ PS_API struct ps_store *ps_store_create(enum ps_sync sync);
 PS_API void ps_store_destroy(struct ps_store *store);
 
 /**
+ * ps_store_destroy_deferred() - free a store once no reader can still use it, never waiting
+ * @store: the store, which the caller has made unreachable for new readers
+ *
+ * Retires a store that lock-free readers may still be inside: the caller
+ * unpublishes it (for instance clears the pointer readers load it from,
+ * with rcu_assign_pointer()), calls this, and returns at once; polstore
+ * frees the store on its reclaim thread after a grace period, and drops
+ * its policy references then.  What "no reader can still use it" means
+ * depends on the variant:
+ *
+ *  - RCU and SEQLOCK: a memb grace period.  Lookups, copies, node lookups,
+ *    ps_store_read_lock() sections and RCU foreach walks under way when the
+ *    call is made finish first.  A SEQLOCK foreach walk holds the writer
+ *    lock, not a section: the store is freed once no walk holds it.
+ *  - RCU_QSBR: a qsbr grace period: every online thread has passed a
+ *    quiescent state (or gone offline), and automatic sections have ended.
+ *  - SPIN and RWLOCK: readers hold the store's lock, not an RCU section,
+ *    so a grace period alone protects only readers that reached the store
+ *    inside a memb read-side section of their own (liburcu's
+ *    urcu_memb_read_lock(), or a section of any RCU or SEQLOCK store) and
+ *    use it within it.  After a memb grace period the reclaim thread tries
+ *    the store's lock (never waiting for it): while a section or walk
+ *    still holds it, it tries again every 10 ms, and frees the store once
+ *    the lock is free.
+ *
+ * ps_rcu_barrier() (polstore/rcu.h) waits until the free is done (but for
+ * a lock still held).
+ *
+ * Context: any thread, inside read-side sections too (of @store as well:
+ * the free waits for them); never waits.  No writer of @store (set,
+ * set_many, synchronize, check, destroy) may run during or after the call,
+ * and no new reader may find @store: only readers already under way may
+ * still use it.
+ * Return: 0; -EINVAL for NULL; -ENOMEM or -EAGAIN (no memory for the
+ * hand-over, no reclaim thread could start) with nothing done: @store is
+ * as before, and the caller may retry or destroy it.
+ */
+PS_API int ps_store_destroy_deferred(struct ps_store *store);
+
+/**
  * ps_store_sync_kind() - the variant a store was created with
  * @store: the store
  *
