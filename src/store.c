@@ -13,6 +13,7 @@
 
 #include <polstore/static/lookup.h>
 
+#include "check.h"
 #include "held.h"
 #include "names.h"
 #include "rcu_memb.h"
@@ -67,6 +68,10 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	s->read_unlock = s->ops->read_unlock;
 	s->lookup_copy = s->ops->lookup_copy;
 	s->lookup_node = s->ops->lookup_node;
+	if (ps_unlikely(_ps_checking) && _ps_check_store(s)) {
+		s->ops->destroy(s);
+		return _ps_err_null(ENOMEM);
+	}
 	return s;
 }
 
@@ -167,6 +172,8 @@ int ps_store_destroy_deferred(struct ps_store *store)
 
 int ps_store_sync_kind(const struct ps_store *store)
 {
+	if (store && ps_unlikely(store->tag == PS_STORE_TAG_DEAD))
+		_ps_check_dead(store, "ps_store_sync_kind()");
 	return store ? (int)store->sync : -EINVAL;
 }
 
@@ -302,6 +309,8 @@ int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
 
 size_t ps_store_count(struct ps_store *store)
 {
+	if (store && ps_unlikely(store->tag == PS_STORE_TAG_DEAD))
+		_ps_check_dead(store, "ps_store_count()");
 	return store ? PS_READ_ONCE(store->rd.tree.count) : 0;
 }
 

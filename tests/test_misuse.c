@@ -545,37 +545,19 @@ static void calls_inside_own_walk_one(enum ps_sync *sync)
 }
 
 /*
- * Misuse a void call cannot report: run @fn(@arg) in a forked child, which
- * must die of SIGABRT within HANG_NS with a message on stderr that names
- * @call (the polstore call) and contains @what.
+ * Misuse a void call cannot report: @fn(@arg), run in a forked child, must
+ * die of SIGABRT within HANG_NS with a message on stderr that names @call
+ * (the polstore call) and contains @what.
  */
 static void expect_abort(void (*fn)(void *), void *arg, const char *call, const char *what)
 {
-	char buf[1024] = "";
-	uint64_t t0 = ps_test_now_ns();
-	int fds[2], status = 0;
-	ssize_t n, len = 0;
-	pid_t pid;
+	char buf[2048];
+	double secs;
+	int sig = ps_test_run_child(fn, arg, HANG_NS / 1000000000ULL + 2, buf, sizeof(buf), &secs);
 
-	cr_assert_eq(pipe(fds), 0);
-	pid = fork();
-	cr_assert_neq(pid, -1);
-	if (pid == 0) {
-		alarm(HANG_NS / 1000000000ULL + 2);
-		dup2(fds[1], 2);
-		fn(arg);
-		_exit(0);
-	}
-	close(fds[1]);
-	while ((n = read(fds[0], buf + len, sizeof(buf) - 1 - (size_t)len)) > 0)
-		len += n;
-	close(fds[0]);
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
-			"%s (%s): the child %s", call, what,
-			WIFSIGNALED(status) ? "died of another signal (a hang is SIGALRM)" :
-					      "returned");
-	cr_expect_lt(ps_test_now_ns() - t0, HANG_NS, "%s: no abort within the bound", call);
+	cr_expect_eq(sig, SIGABRT, "%s (%s): the child %s", call, what,
+			sig == SIGALRM ? "hung" : sig ? "died of another signal" : "returned");
+	cr_expect_lt(secs, (double)HANG_NS / 1e9, "%s: no abort within the bound", call);
 	cr_expect(strstr(buf, call) && strstr(buf, what), "%s: message \"%s\" lacks \"%s\"",
 			call, buf, what);
 }

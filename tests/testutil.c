@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define PS_TEST_NO_CRITERION
 #include "testutil.h"
@@ -176,6 +178,49 @@ long ps_test_alloc_quarantine_end(void)
 	quarantine_n = 0;
 	pthread_mutex_unlock(&quarantine_lock);
 	return written;
+}
+
+/* The library's checking switch (src/check.h): not part of the API. */
+extern bool _ps_checking;
+
+void ps_test_set_checking(bool on)
+{
+	_ps_checking = on;
+}
+
+int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out, size_t len,
+		double *secs)
+{
+	uint64_t t0 = ps_test_now_ns();
+	size_t got = 0;
+	int fds[2], status = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(fds))
+		abort();
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		abort();
+	if (pid == 0) {
+		close(fds[0]);
+		alarm(limit_s);
+		dup2(fds[1], 2);
+		fn(arg);
+		_exit(0);
+	}
+	close(fds[1]);
+	while (len && (n = read(fds[0], out + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	if (len)
+		out[got] = 0;
+	close(fds[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		abort();
+	if (secs)
+		*secs = (double)(ps_test_now_ns() - t0) / 1e9;
+	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }
 
 /* The library's test hook (src/rcu_reclaim.h): not part of the API. */

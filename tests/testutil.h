@@ -186,6 +186,21 @@ long ps_test_alloc_quarantine_end(void);
 void ps_test_set_release_hook(void (*fn)(void));
 
 /*
+ * The checking mode (polstore/store.h, "Misuse") for the stores created
+ * from now on in this process, as POLSTORE_CHECK=1 turns it on at load.
+ */
+void ps_test_set_checking(bool on);
+
+/*
+ * Run @fn(@arg) in a forked child with its stderr captured into @out (@len
+ * bytes, NUL-terminated), killing it after @limit_s seconds (SIGALRM).
+ * Return: the signal that ended the child, 0 when it returned (or exited),
+ * with *@secs (if not NULL) the time it took.
+ */
+int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out, size_t len,
+		double *secs);
+
+/*
  * The model of ps_store_set(): the kernel's shared_policy_replace() on a
  * sorted array of disjoint ranges.  A set trims, splits or removes the
  * ranges it overlaps and inserts [start, end) -> @pol unless @pol is NULL
