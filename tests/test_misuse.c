@@ -677,3 +677,76 @@ Test(misuse, seqlock_set_inside_section_without_reclaim_thread, .timeout = 30)
 	atomic_store(&fail_thread_create, 0);
 	ps_policy_put(p);
 }
+
+/* ---- what RCU walks and sections do not hold back ---- */
+
+struct walk_gate {
+	struct ps_store *s;
+	atomic_int in, release;
+};
+
+static int wait_in_walk(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct walk_gate *g = arg;
+
+	(void)start, (void)end, (void)pol;
+	atomic_store(&g->in, 1);
+	while (!atomic_load(&g->release))
+		sleep_ms(1);
+	return 1;
+}
+
+static void *gate_walker(void *arg)
+{
+	struct walk_gate *g = arg;
+
+	TCHECK(ps_store_foreach(g->s, wait_in_walk, g) == 1, "walk");
+	return NULL;
+}
+
+static void *set_once(void *arg)
+{
+	TCHECK(ps_store_set(arg, 20, 30, NULL) == 0, "set");
+	return NULL;
+}
+
+/*
+ * RCU and RCU_QSBR sets do not wait for a walk in progress (it goes on in
+ * its snapshot): a set from another thread returns while the walk's
+ * callback is still running.  And sections of one store nest.
+ */
+static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+
+static void rcu_walks_hold_back_no_set_one(enum ps_sync *sync);
+
+Test(misuse, rcu_walks_hold_back_no_set, .timeout = 30)
+{
+	for_syncs(rcu_walks_hold_back_no_set_one, rcu_syncs, PS_ARRAY_SIZE(rcu_syncs));
+}
+
+static void rcu_walks_hold_back_no_set_one(enum ps_sync *sync)
+{
+	struct walk_gate g = { .s = ps_store_create(*sync) };
+	struct ps_policy *p = ps_test_bind(1);
+	pthread_t t;
+
+	cr_assert_eq(ps_store_set(g.s, 0, 10, p), 0);
+	cr_assert_eq(ps_store_set(g.s, 20, 30, p), 0);
+	cr_assert_eq(pthread_create(&t, NULL, gate_walker, &g), 0);
+	while (!atomic_load(&g.in))
+		sleep_ms(1);
+	cr_expect(returns_in_time(set_once, g.s), "%s: a set waited for a walk",
+			ps_sync_name(*sync));
+	cr_expect_eq(ps_store_count(g.s), 1);
+	/* Sections nest, on one store. */
+	ps_store_read_lock(g.s);
+	ps_store_read_lock(g.s);
+	cr_expect_eq(ps_store_lookup_borrow(g.s, 5), p);
+	ps_store_read_unlock(g.s);
+	cr_expect_eq(ps_store_lookup_borrow(g.s, 5), p);
+	ps_store_read_unlock(g.s);
+	atomic_store(&g.release, 1);
+	pthread_join(t, NULL);
+	ps_store_destroy(g.s);
+	ps_policy_put(p);
+}
