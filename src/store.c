@@ -13,6 +13,7 @@
 
 #include <polstore/static/lookup.h>
 
+#include "annotate.h"
 #include "check.h"
 #include "held.h"
 #include "names.h"
@@ -147,6 +148,8 @@ static void ps_store_retire_release(struct ps_reclaim_item *item)
 		_ps_reclaim_retry(r->rc, item);
 		return;
 	}
+	/* A grace period has passed: readers that left their sections let go (their read_unlock). */
+	PS_ANNOTATE_HAPPENS_AFTER(s);
 	s->ops->destroy(s);
 	_ps_free(r);
 }
