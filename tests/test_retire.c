@@ -105,9 +105,10 @@ static void for_all_syncs(void (*fn)(enum ps_sync *))
 /* ---- ps_store_destroy_deferred(): readers still inside their sections ---- */
 
 /*
- * Readers find the store through a pointer, inside a memb read-side
- * section of their own (a section of a helper RCU store: what a SPIN or
- * RWLOCK store's readers need, ps_store_destroy_deferred()), and stay in
+ * Readers find the store through a pointer, inside a read-side section of
+ * its RCU flavour of their own (a section of a helper store: memb, an RCU
+ * store, for all but RCU_QSBR, whose helper is an RCU_QSBR store: what
+ * ps_store_destroy_deferred() asks of readers), and stay in
  * their store's section for a while, checking every answer.  The main
  * thread unpublishes the store and hands it to ps_store_destroy_deferred()
  * while they are inside; they finish their sections on the retired store.
@@ -115,7 +116,7 @@ static void for_all_syncs(void (*fn)(enum ps_sync *))
  */
 struct retire_readers {
 	struct ps_store *_Atomic published;
-	struct ps_store *guard; /* an RCU store: its sections are memb sections */
+	struct ps_store *guard; /* its sections are read-side sections of the store's flavour */
 	struct ps_policy *pol;
 	atomic_int inside, retired, lookups;
 };
@@ -163,7 +164,9 @@ Test(retire, deferred_destroy_beside_readers_in_sections, .timeout = 60)
 
 static void deferred_destroy_beside_readers_in_sections_one(enum ps_sync *sync)
 {
-	struct retire_readers r = { .guard = ps_store_create(PS_SYNC_RCU), .pol = ps_test_bind(1) };
+	/* The guard's flavour is the grace period's: qsbr for RCU_QSBR, memb for the others. */
+	struct retire_readers r = { .guard = ps_store_create(*sync == PS_SYNC_RCU_QSBR ?
+			PS_SYNC_RCU_QSBR : PS_SYNC_RCU), .pol = ps_test_bind(1) };
 	struct ps_store *s = ps_store_create(*sync);
 	pthread_t t[2];
 	int i;

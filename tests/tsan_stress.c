@@ -331,7 +331,9 @@ static void retire_all(void)
 	int s, round, i;
 
 	for (s = 0; s < PS_SYNC_COUNT; s++) {
-		struct retiring r = { .guard = ps_store_create(PS_SYNC_RCU), .pol = ps_test_bind(1) };
+		/* The guard's flavour is the grace period's (ps_store_destroy_deferred()). */
+		struct retiring r = { .guard = ps_store_create(s == PS_SYNC_RCU_QSBR ?
+				PS_SYNC_RCU_QSBR : PS_SYNC_RCU), .pol = ps_test_bind(1) };
 		pthread_t t[2];
 
 		for (i = 0; i < 2; i++)

@@ -183,6 +183,8 @@ PS_API void ps_store_destroy(struct ps_store *store);
  *    lock, not a section: the store is freed once no walk holds it.
  *  - RCU_QSBR: a qsbr grace period: every online thread has passed a
  *    quiescent state (or gone offline), and automatic sections have ended.
+ *    So its readers must find the store while online, or inside a
+ *    section of an RCU_QSBR store: a memb section protects nothing here.
  *  - SPIN and RWLOCK: readers hold the store's lock, not an RCU section,
  *    so a grace period alone protects only readers that reached the store
  *    inside a memb read-side section of their own (liburcu's
