@@ -56,6 +56,15 @@ static struct ps_store *checked(enum ps_sync sync)
 	return s;
 }
 
+/* Run @fn for each of the @n variants in @syncs, in this one test process. */
+static void for_syncs(void (*fn)(enum ps_sync *), enum ps_sync *syncs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		fn(&syncs[i]);
+}
+
 /* ---- read-side sections ---- */
 
 static void unlock_never_locked(void *arg)
@@ -109,7 +118,14 @@ static void borrow_outside_section(void *arg)
  * RCU_QSBR: an online thread is inside a section already, so a borrowed
  * lookup there is not a misuse; an offline one is tested here.
  */
-VARIANT_TEST(check, read_unlock_and_borrow_misuse, .timeout = 60)
+static void read_unlock_and_borrow_misuse_one(enum ps_sync *sync);
+
+static void read_unlock_and_borrow_misuse(void)
+{
+	for_syncs(read_unlock_and_borrow_misuse_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
+}
+
+static void read_unlock_and_borrow_misuse_one(enum ps_sync *sync)
 {
 	char what[64];
 
@@ -188,7 +204,14 @@ static void deferred_then_read(void *arg)
 	}
 }
 
-VARIANT_TEST(check, destroyed_stores_are_poisoned, .timeout = 60)
+static void destroyed_stores_are_poisoned_one(enum ps_sync *sync);
+
+static void destroyed_stores_are_poisoned(void)
+{
+	for_syncs(destroyed_stores_are_poisoned_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
+}
+
+static void destroyed_stores_are_poisoned_one(enum ps_sync *sync)
 {
 	expect_check_abort(destroy_beside_open_section, sync, "ps_store_destroy()", "still open");
 	expect_check_abort(lookup_after_destroy, sync, "ps_store_lookup()", "was destroyed");
@@ -221,7 +244,14 @@ static void thread_exits_in_section(void *arg)
 
 static enum ps_sync lock_syncs[] = { PS_SYNC_SPIN, PS_SYNC_RWLOCK };
 
-SYNCS_TEST(lock_syncs, check, thread_exit_inside_lock_section, .timeout = 30)
+static void thread_exit_inside_lock_section_one(enum ps_sync *sync);
+
+static void thread_exit_inside_lock_section(void)
+{
+	for_syncs(thread_exit_inside_lock_section_one, lock_syncs, PS_ARRAY_SIZE(lock_syncs));
+}
+
+static void thread_exit_inside_lock_section_one(enum ps_sync *sync)
 {
 	expect_check_abort(thread_exits_in_section, sync, "thread exit", "lock stays held");
 }
@@ -291,7 +321,7 @@ static void cross_deadlock(void *arg)
  * the other's store inside its section: both hang for good without the
  * checking mode; with it, the watchdog names both waits and aborts.
  */
-Test(check, lock_order_deadlocks_are_reported, .timeout = 60)
+Test(check, lock_order_deadlocks_are_reported, .timeout = 300)
 {
 	int how;
 
@@ -301,7 +331,14 @@ Test(check, lock_order_deadlocks_are_reported, .timeout = 60)
 
 /* ---- correct use is unaffected ---- */
 
-VARIANT_TEST(check, checked_stores_under_load, .timeout = 120)
+static void checked_stores_under_load_one(enum ps_sync *sync);
+
+static void checked_stores_under_load(void)
+{
+	for_syncs(checked_stores_under_load_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
+}
+
+static void checked_stores_under_load_one(enum ps_sync *sync)
 {
 	struct ps_test_store_load l = {
 		.sync = *sync,
@@ -312,7 +349,7 @@ VARIANT_TEST(check, checked_stores_under_load, .timeout = 120)
 		.hold = 2,
 		.qsbr_online = true,
 		.region_size = 64,
-		.run = { .iters = ps_test_iters(3000), .seed = 11 },
+		.run = { .iters = ps_test_iters(1500), .seed = 11 },
 	};
 
 	ps_test_set_checking(true);
@@ -332,7 +369,14 @@ static int read_other(uint64_t start, uint64_t end, struct ps_policy *pol, void 
 	return 0;
 }
 
-VARIANT_TEST(check, checked_correct_contexts, .timeout = 60)
+static void checked_correct_contexts_one(enum ps_sync *sync);
+
+static void checked_correct_contexts(void)
+{
+	for_syncs(checked_correct_contexts_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
+}
+
+static void checked_correct_contexts_one(enum ps_sync *sync)
 {
 	struct ps_store *a, *b;
 	struct ps_policy *p = ps_test_bind(2);
@@ -361,7 +405,7 @@ VARIANT_TEST(check, checked_correct_contexts, .timeout = 60)
 }
 
 /* POLSTORE_CHECK=1 at load turns the mode on: this program again, with it, reading its stderr. */
-Test(check, environment_turns_it_on, .timeout = 60)
+Test(check, environment_turns_it_on, .timeout = 300)
 {
 	char cmd[4096], self[2048], line[1024];
 	bool found = false;
@@ -370,6 +414,8 @@ Test(check, environment_turns_it_on, .timeout = 60)
 
 	if (getenv("PS_TEST_CHECK_CHILD"))
 		cr_skip_test("the child's own run");
+	if (ps_test_scale() < 1)
+		cr_skip_test("the child would run under valgrind too: the other tests cover it");
 	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	cr_assert_gt(len, 0);
 	self[len] = 0;
@@ -397,4 +443,18 @@ Test(check, env_child, .signal = SIGABRT, .timeout = 30)
 	}
 	s = ps_store_create(PS_SYNC_RCU); /* checked: the environment said so */
 	ps_store_read_unlock(s);
+}
+
+/* One test process for these (each Criterion test is a process of its own: valgrind starts each). */
+Test(check, section_and_destroy_misuse, .timeout = 600)
+{
+	read_unlock_and_borrow_misuse();
+	destroyed_stores_are_poisoned();
+	thread_exit_inside_lock_section();
+}
+
+Test(check, correct_use_unaffected, .timeout = 600)
+{
+	checked_stores_under_load();
+	checked_correct_contexts();
 }

@@ -125,7 +125,7 @@ static void *set_some(void *arg)
 /* ps_store_memory() takes no lock: an allocator hook may call it inside a set of the store. */
 static void memory_from_allocator_hook_one(enum ps_sync *sync);
 
-Test(misuse, memory_from_allocator_hook, .timeout = 30)
+static void memory_from_allocator_hook(void)
 {
 	for_syncs(memory_from_allocator_hook_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
 }
@@ -160,7 +160,7 @@ static void *memory_of(void *arg)
 /* Nor does it wait for a set in progress on another thread. */
 static void memory_beside_a_set_in_progress_one(enum ps_sync *sync);
 
-Test(misuse, memory_beside_a_set_in_progress, .timeout = 30)
+static void memory_beside_a_set_in_progress(void)
 {
 	for_syncs(memory_beside_a_set_in_progress_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
 }
@@ -374,7 +374,7 @@ static enum ps_sync shared_read_syncs[] = { PS_SYNC_RWLOCK, PS_SYNC_SEQLOCK, PS_
 
 static void foreach_callbacks_read_each_others_store_one(enum ps_sync *sync);
 
-Test(misuse, foreach_callbacks_read_each_others_store, .timeout = 30)
+static void foreach_callbacks_read_each_others_store(void)
 {
 	for_syncs(foreach_callbacks_read_each_others_store_one, shared_read_syncs, PS_ARRAY_SIZE(shared_read_syncs));
 }
@@ -386,7 +386,7 @@ static void foreach_callbacks_read_each_others_store_one(enum ps_sync *sync)
 
 static void lookup_copy_inside_each_others_section_one(enum ps_sync *sync);
 
-Test(misuse, lookup_copy_inside_each_others_section, .timeout = 30)
+static void lookup_copy_inside_each_others_section(void)
 {
 	for_syncs(lookup_copy_inside_each_others_section_one, shared_read_syncs, PS_ARRAY_SIZE(shared_read_syncs));
 }
@@ -400,7 +400,7 @@ static void lookup_copy_inside_each_others_section_one(enum ps_sync *sync)
 /* Sections of one RWLOCK store nest, also while a writer waits. */
 static void reads_nest_in_own_section_one(enum ps_sync *sync);
 
-Test(misuse, reads_nest_in_own_section, .timeout = 30)
+static void reads_nest_in_own_section(void)
 {
 	for_syncs(reads_nest_in_own_section_one, shared_read_syncs, PS_ARRAY_SIZE(shared_read_syncs));
 }
@@ -415,7 +415,7 @@ static enum ps_sync idmap_shared[] = { PS_SYNC_RWLOCK, PS_SYNC_RCU };
 
 static void idmap_sections_read_each_others_map_one(enum ps_sync *sync);
 
-Test(misuse, idmap_sections_read_each_others_map, .timeout = 30)
+static void idmap_sections_read_each_others_map(void)
 {
 	for_syncs(idmap_sections_read_each_others_map_one, idmap_shared, PS_ARRAY_SIZE(idmap_shared));
 }
@@ -441,7 +441,7 @@ static bool defers(enum ps_sync s)
 /* Inside ps_store_read_lock(s): what each call returns, per variant. */
 static void calls_inside_own_section_one(enum ps_sync *sync);
 
-Test(misuse, calls_inside_own_section, .timeout = 10)
+static void calls_inside_own_section(void)
 {
 	for_syncs(calls_inside_own_section_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
 }
@@ -517,7 +517,7 @@ static int calls_in_walk(uint64_t start, uint64_t end, struct ps_policy *pol, vo
 /* Inside a foreach callback of the same store. */
 static void calls_inside_own_walk_one(enum ps_sync *sync);
 
-Test(misuse, calls_inside_own_walk, .timeout = 10)
+static void calls_inside_own_walk(void)
 {
 	for_syncs(calls_inside_own_walk_one, ps_test_all_syncs, PS_ARRAY_SIZE(ps_test_all_syncs));
 }
@@ -610,7 +610,7 @@ Test(misuse, void_calls_that_would_hang_abort, .timeout = 60)
 }
 
 /* Id maps: SPIN and RWLOCK writers inside the map's own section. */
-Test(misuse, idmap_writers_inside_own_section, .timeout = 10)
+static void idmap_writers_inside_own_section(void)
 {
 	static const enum ps_idmap_sync lock_maps[] = { PS_IDMAP_SPIN, PS_IDMAP_RWLOCK };
 	size_t i;
@@ -656,7 +656,7 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
  * batch for a later set or ps_store_synchronize() rather than wait for a
  * grace period that would wait for the caller.
  */
-Test(misuse, seqlock_set_inside_section_without_reclaim_thread, .timeout = 30)
+Test(misuse, seqlock_set_inside_section_without_reclaim_thread, .timeout = 120)
 {
 	struct ps_store *s = ps_store_create(PS_SYNC_SEQLOCK);
 	struct ps_policy *p = ps_test_bind(1);
@@ -719,7 +719,7 @@ static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 
 static void rcu_walks_hold_back_no_set_one(enum ps_sync *sync);
 
-Test(misuse, rcu_walks_hold_back_no_set, .timeout = 30)
+static void rcu_walks_hold_back_no_set(void)
 {
 	for_syncs(rcu_walks_hold_back_no_set_one, rcu_syncs, PS_ARRAY_SIZE(rcu_syncs));
 }
@@ -749,4 +749,27 @@ static void rcu_walks_hold_back_no_set_one(enum ps_sync *sync)
 	pthread_join(t, NULL);
 	ps_store_destroy(g.s);
 	ps_policy_put(p);
+}
+
+/* One test process for these (each Criterion test is a process of its own: valgrind starts each). */
+Test(misuse, memory_accounting_never_waits, .timeout = 300)
+{
+	memory_from_allocator_hook();
+	memory_beside_a_set_in_progress();
+}
+
+Test(misuse, readers_of_other_stores, .timeout = 300)
+{
+	foreach_callbacks_read_each_others_store();
+	lookup_copy_inside_each_others_section();
+	reads_nest_in_own_section();
+	idmap_sections_read_each_others_map();
+	rcu_walks_hold_back_no_set();
+}
+
+Test(misuse, calls_inside_own_sections, .timeout = 300)
+{
+	calls_inside_own_section();
+	calls_inside_own_walk();
+	idmap_writers_inside_own_section();
 }

@@ -51,7 +51,7 @@ static void hold_release(void)
  * under the reclaim thread, which then writes to it: the quarantine sees
  * the write (ASan and memcheck report it too).
  */
-SYNCS_TEST(deferring_syncs, retire, destroy_beside_last_release, .timeout = 30)
+static void destroy_beside_last_release_one(enum ps_sync *sync)
 {
 	struct ps_policy *p = ps_test_bind(1);
 	struct ps_store *s, *other;
@@ -59,6 +59,9 @@ SYNCS_TEST(deferring_syncs, retire, destroy_beside_last_release, .timeout = 30)
 	long written;
 	int i;
 
+	atomic_store(&hook_entered, 0);
+	atomic_store(&hook_done, 0);
+	atomic_store(&store_destroyed, 0);
 	ps_test_alloc_install();
 	ps_test_set_release_hook(hold_release);
 	s = ps_store_create(*sync);
@@ -91,6 +94,14 @@ SYNCS_TEST(deferring_syncs, retire, destroy_beside_last_release, .timeout = 30)
 	cr_assert_eq(ps_policy_refcount(p), 1);
 	ps_policy_put(p);
 	ps_test_alloc_restore();
+}
+
+Test(retire, destroy_beside_last_release, .timeout = 60)
+{
+	size_t i;
+
+	for (i = 0; i < PS_ARRAY_SIZE(deferring_syncs); i++)
+		destroy_beside_last_release_one(&deferring_syncs[i]);
 }
 
 /* Run @fn for every variant, in this one test process. */
