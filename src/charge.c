@@ -25,6 +25,7 @@
  * level locks inside it, never the other way round.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,10 +87,55 @@ static long charge_nr_stocked;
  * charge_nr_stocked, touched only with atomics (its RMWs under charge_topo,
  * lockless PS_READ_ONCE in ps_charge_try()).
  */
+/*
+ * fork(): charge_topo is held across it, so the child gets it free and
+ * consistent whatever the parent's other threads were doing (they do not
+ * exist there: a lock one of them held would stay held for good, and
+ * every create, destroy and drain of the child with it).  Drains take
+ * level locks inside charge_topo, never the other way round, so the
+ * prepare handler's wait ends.
+ */
+static void charge_fork_prepare(void)
+{
+	ps_spin_lock(&charge_topo);
+}
+
+static void charge_fork_parent(void)
+{
+	ps_spin_unlock(&charge_topo);
+}
+
+static void charge_fork_child(void)
+{
+	/* No other thread exists, so no waiter may hold the anti-starvation turn either. */
+	ps_spin_init(&charge_topo);
+}
+
+/* The fork handlers are installed (by the constructor, or retried by ps_charge_create()). */
+static bool charge_atfork_ok;
+static pthread_mutex_t charge_atfork_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool charge_atfork_install(void)
+{
+	bool ok;
+
+	pthread_mutex_lock(&charge_atfork_lock);
+	if (!__atomic_load_n(&charge_atfork_ok, __ATOMIC_RELAXED))
+		__atomic_store_n(&charge_atfork_ok,
+				!pthread_atfork(charge_fork_prepare, charge_fork_parent,
+						charge_fork_child),
+				__ATOMIC_RELAXED);
+	ok = __atomic_load_n(&charge_atfork_ok, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&charge_atfork_lock);
+	return ok;
+}
+
 __attribute__((constructor)) static void charge_init_statics(void)
 {
 	ps_spin_init(&charge_topo);
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&charge_nr_stocked, sizeof(charge_nr_stocked));
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&charge_atfork_ok, sizeof(charge_atfork_ok));
+	(void)charge_atfork_install();
 }
 
 static const char *const charge_kind_names[PS_CHARGE_KIND_COUNT] = {
@@ -420,6 +466,10 @@ struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *p
 
 	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT || limit < 0 || limit > PS_CHARGE_MAX)
 		return _ps_err_null(EINVAL);
+	/* No counter without the fork handlers that keep charge_topo usable in a child. */
+	if (ps_unlikely(!__atomic_load_n(&charge_atfork_ok, __ATOMIC_RELAXED)) &&
+			!charge_atfork_install())
+		return _ps_err_null(ENOMEM);
 	c = _ps_zalloc_aligned(sizeof(*c));
 	if (!c)
 		return _ps_err_null(ENOMEM);

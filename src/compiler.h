@@ -70,5 +70,7 @@ void *_ps_zalloc(size_t size);
 void _ps_free(void *ptr);
 void *_ps_zalloc_aligned(size_t size);
 void _ps_free_aligned(void *ptr);
+/* A block _ps_free_aligned() leaves alone on this thread (the checking mode's graves). */
+extern __thread void *_ps_free_keep __attribute__((tls_model("initial-exec")));
 
 #endif /* POLSTORE_SRC_COMPILER_H */

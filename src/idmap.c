@@ -44,6 +44,7 @@
 
 #include "annotate.h"
 #include "compiler.h"
+#include "held.h"
 #include "lock.h"
 #include "names.h"
 #include "rcu_memb.h"
@@ -252,12 +253,24 @@ static void idmap_write_unlock(struct ps_idmap *map)
 	ps_lock_write_unlock(&map->lock, idmap_lock_kind(map->sync));
 }
 
+/*
+ * SPIN and RWLOCK sections are recorded as this thread's (held.h): a
+ * writer called inside one returns -EDEADLK rather than wait for itself,
+ * and a SPIN section opened inside another of the same map is a misuse
+ * that would never return.  RWLOCK sections nest (rwlock.h).
+ */
 void ps_idmap_read_lock(struct ps_idmap *map)
 {
-	if (map->sync == PS_IDMAP_RCU)
+	if (map->sync == PS_IDMAP_RCU) {
 		ps_memb_read_lock();
-	else
+	} else {
+		if (map->sync == PS_IDMAP_SPIN && ps_held(map))
+			_ps_misuse("ps_idmap_read_lock()", "spin id map %p: this thread holds its "
+					"lock already (a section of this map is open): it would "
+					"wait for itself", (void *)map);
 		ps_lock_read_lock(&map->lock, idmap_lock_kind(map->sync));
+		ps_held_push(map);
+	}
 #ifdef POLSTORE_DEBUG_CHECKS
 	idmap_read_depth++;
 #endif
@@ -273,6 +286,7 @@ void ps_idmap_read_unlock(struct ps_idmap *map)
 		PS_ANNOTATE_HAPPENS_BEFORE(map); /* pairs with idmap_synchronize() */
 		ps_memb_read_unlock();
 	} else {
+		ps_held_pop(map);
 		ps_lock_read_unlock(&map->lock, idmap_lock_kind(map->sync));
 	}
 }
@@ -481,6 +495,8 @@ int ps_idmap_alloc(struct ps_idmap *map, void *ptr, int min, int max, int *id)
 
 	if (!map || !ptr || !id || min < 0 || max < min)
 		return -EINVAL;
+	if (ps_unlikely(ps_held(map)))
+		return -EDEADLK; /* inside its own section: the writer lock waits for us */
 	idmap_write_lock(map);
 	if (!map->root)
 		ret = idmap_grow(map);
@@ -516,6 +532,8 @@ int ps_idmap_replace(struct ps_idmap *map, int id, void *ptr, void **old)
 
 	if (!map || !ptr || id < 0)
 		return -EINVAL;
+	if (ps_unlikely(ps_held(map)))
+		return -EDEADLK; /* inside its own section: the writer lock waits for us */
 	idmap_write_lock(map);
 	leaf = idmap_leaf(map, (uint64_t)id);
 	prev = leaf ? leaf->slots[id & IDMAP_MASK] : NULL;
@@ -537,6 +555,8 @@ int ps_idmap_remove(struct ps_idmap *map, int id, void **old)
 
 	if (!map || id < 0)
 		return -EINVAL;
+	if (ps_unlikely(ps_held(map)))
+		return -EDEADLK; /* inside its own section: the writer lock waits for us */
 	idmap_write_lock(map);
 	n = idmap_leaf(map, uid);
 	if (n)

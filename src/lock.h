@@ -68,6 +68,12 @@ static inline void ps_lock_write_unlock(struct ps_lock *l, enum ps_lock_kind k)
 	PS_LOCK_OP(l, k, ps_spin_unlock, ps_rwlock_write_unlock);
 }
 
+/* Take @l for writing if it is free (no holder, no reader inside): true when taken. */
+static inline bool ps_lock_write_trylock(struct ps_lock *l, enum ps_lock_kind k)
+{
+	return k == PS_LOCK_SPIN ? ps_spin_trylock(&l->spin) : ps_rwlock_write_trylock(&l->rw);
+}
+
 /* The lock's statistics, or NULL when lock_stat is not built in. */
 static inline struct ps_lstat *ps_lock_stat(struct ps_lock *l, enum ps_lock_kind k)
 {

@@ -355,7 +355,8 @@ int ps_policy_nodemask(const struct ps_policy *pol, unsigned long *mask, unsigne
 {
 	unsigned long nlongs, i;
 
-	if (!pol || !mask || !maxnode)
+	/* Held to PS_MAXNODE_LIMIT as ps_policy_create() is: the word count cannot wrap. */
+	if (!pol || !mask || !maxnode || maxnode > PS_MAXNODE_LIMIT)
 		return -EINVAL;
 	nlongs = (maxnode + PS_BITS_PER_LONG - 1) / PS_BITS_PER_LONG;
 	/* Refuse before writing anything when a node does not fit. */

@@ -4,15 +4,19 @@
  * calls of polstore/rcu.h, fork and thread exit, and the reclaim thread.
  */
 #include <pthread.h>
+#include <unistd.h>
 
 #include <polstore/rcu.h>
 
 #include "rcu_qsbr.h"
 #include "rcu_reclaim.h"
+#include "rcu_stall.h"
 #include "rcu_thread.h"
 
 /* polstore registered this thread, so it unregisters it at exit. */
 static __thread bool ps_qsbr_ours __attribute__((tls_model("initial-exec")));
+/* While ps_qsbr_ours: the thread in the stall watchdog's list (rcu_stall.h). */
+static __thread struct ps_qsbr_watch ps_qsbr_me __attribute__((tls_model("initial-exec")));
 /*
  * Read-side sections, counting from the outermost one that went online by
  * itself (the thread was offline): the section that brings it to 0 goes
@@ -27,6 +31,9 @@ void _ps_qsbr_go_online(void)
 		_ps_rcu_register(PS_FLAVOR_QSBR, urcu_qsbr_register_thread,
 				&URCU_TLS(urcu_qsbr_reader).node);
 		ps_qsbr_ours = true;
+		ps_qsbr_me.ctr = &URCU_TLS(urcu_qsbr_reader).ctr;
+		ps_qsbr_me.tid = gettid();
+		_ps_qsbr_watch_add(&ps_qsbr_me);
 	} else {
 		urcu_qsbr_thread_online();
 	}
@@ -85,6 +92,7 @@ void _ps_qsbr_fork_done(void)
 void _ps_qsbr_thread_exit(void)
 {
 	if (ps_qsbr_ours) {
+		_ps_qsbr_watch_del(&ps_qsbr_me);
 		/* Unregistering an online thread takes it offline first. */
 		_ps_rcu_unregister(PS_FLAVOR_QSBR, urcu_qsbr_unregister_thread);
 		ps_qsbr_ours = false;
@@ -104,4 +112,15 @@ void _ps_qsbr_thread_died(void)
 	_ps_qsbr_thread_exit();
 }
 
-struct ps_reclaimer _ps_reclaim_qsbr = PS_RECLAIMER_INIT(urcu_qsbr_synchronize_rcu);
+/* The child of fork(): the stall watchdog's list keeps this thread only. */
+void _ps_qsbr_atfork_child(void)
+{
+	_ps_stall_atfork_child(ps_qsbr_ours ? &ps_qsbr_me : NULL);
+}
+
+static void ps_qsbr_reclaim_synchronize(void)
+{
+	_ps_qsbr_synchronize("polstore's rcu-qsbr reclaim thread");
+}
+
+struct ps_reclaimer _ps_reclaim_qsbr = PS_RECLAIMER_INIT(ps_qsbr_reclaim_synchronize);

@@ -42,6 +42,10 @@
 #define PS_RECLAIM_PERIOD_NS 1000000L
 /* No work for this long after some: the on-idle function runs. */
 #define PS_RECLAIM_IDLE_NS 20000000L
+/* How often items that asked for it are released again (_ps_reclaim_retry()). */
+#define PS_RECLAIM_RETRY_NS 10000000L
+
+void (*_ps_reclaim_test_hook)(void);
 
 static struct ps_reclaimer *const reclaimers[] = { &_ps_reclaim_memb, &_ps_reclaim_qsbr };
 #define NRECLAIMERS (sizeof(reclaimers) / sizeof(reclaimers[0]))
@@ -87,8 +91,10 @@ static void release_all(struct ps_reclaimer *rc, struct ps_reclaim_item *batch)
  * Under @lock: wait until there is work (true) or the thread must stop
  * (false).  After some work (@idle_due), the first wait is bounded: when it
  * times out with nothing queued, the on-idle function runs (without @lock).
+ * With items to retry (@retry_pending, read under @gp_lock before), every
+ * wait lasts at most PS_RECLAIM_RETRY_NS, and its timing out returns true.
  */
-static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due)
+static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due, bool retry_pending)
 {
 	for (;;) {
 		void (*on_idle)(void) = __atomic_load_n(&rc->on_idle, __ATOMIC_ACQUIRE);
@@ -100,11 +106,11 @@ static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due)
 			return false;
 		__atomic_store_n(&rc->idle, 1, __ATOMIC_SEQ_CST);
 		if (!__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST)) {
-			if (*idle_due && on_idle) {
+			if (retry_pending || (*idle_due && on_idle)) {
 				struct timespec ts;
 
 				clock_gettime(CLOCK_REALTIME, &ts);
-				ts.tv_nsec += PS_RECLAIM_IDLE_NS;
+				ts.tv_nsec += retry_pending ? PS_RECLAIM_RETRY_NS : PS_RECLAIM_IDLE_NS;
 				if (ts.tv_nsec >= 1000000000L) {
 					ts.tv_sec++;
 					ts.tv_nsec -= 1000000000L;
@@ -117,10 +123,14 @@ static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due)
 		}
 		__atomic_store_n(&rc->idle, 0, __ATOMIC_RELAXED);
 		if (timed_out && !__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST)) {
-			*idle_due = false;
-			pthread_mutex_unlock(&rc->lock);
-			on_idle();
-			pthread_mutex_lock(&rc->lock);
+			if (*idle_due && on_idle) {
+				*idle_due = false;
+				pthread_mutex_unlock(&rc->lock);
+				on_idle();
+				pthread_mutex_lock(&rc->lock);
+			}
+			if (retry_pending)
+				return true;
 		}
 	}
 }
@@ -135,6 +145,18 @@ void _ps_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void))
 {
 	if (__atomic_load_n(&rc->on_idle, __ATOMIC_RELAXED) != fn)
 		__atomic_store_n(&rc->on_idle, fn, __ATOMIC_RELEASE);
+}
+
+/* Under @gp_lock: release again what asked for it (it may ask again). */
+static void retry_all(struct ps_reclaimer *rc)
+{
+	struct ps_reclaim_item *it = rc->retry, *next;
+
+	rc->retry = NULL;
+	for (; it; it = next) {
+		next = it->next;
+		it->release(it);
+	}
 }
 
 static void *reclaim_thread(void *arg)
@@ -153,15 +175,21 @@ static void *reclaim_thread(void *arg)
 
 	for (;;) {
 		uint64_t now;
-		bool hurry;
+		bool hurry, retry;
 
+		pthread_mutex_lock(&rc->gp_lock);
+		retry_all(rc);
+		retry = rc->retry != NULL;
+		pthread_mutex_unlock(&rc->gp_lock);
 		pthread_mutex_lock(&rc->lock);
-		if (!wait_for_work(rc, &idle_due)) {
+		if (!wait_for_work(rc, &idle_due, retry)) {
 			pthread_mutex_unlock(&rc->lock);
 			return NULL;
 		}
 		hurry = rc->barriers > 0;
 		pthread_mutex_unlock(&rc->lock);
+		if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE))
+			continue; /* woken to retry only */
 		now = now_ns();
 		if (!hurry && now - last_gp < PS_RECLAIM_PERIOD_NS) {
 			/* Let more work gather: fewer grace periods, fewer interrupts. */
@@ -310,6 +338,12 @@ int _ps_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *i
 int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
 	return _ps_reclaim_defer_weighed(rc, item, 0);
+}
+
+void _ps_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+{
+	item->next = rc->retry;
+	rc->retry = item;
 }
 
 struct reclaim_barrier {

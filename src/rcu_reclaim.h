@@ -56,6 +56,7 @@ struct ps_reclaimer {
 	int idle;                      /* atomic: the thread waits on @work (set under @lock) */
 	pthread_mutex_t lock;          /* @work, @done, and the fields below */
 	pthread_mutex_t gp_lock;       /* held by the thread across a grace period and its releases */
+	struct ps_reclaim_item *retry; /* under @gp_lock: to release again (_ps_reclaim_retry()) */
 	pthread_cond_t work;           /* the thread waits here for items */
 	pthread_cond_t done;           /* barrier callers wait here */
 	int barriers;                  /* callers waiting in _ps_reclaim_barrier() */
@@ -103,6 +104,19 @@ static inline size_t _ps_reclaim_pending(const struct ps_reclaimer *rc)
 }
 
 /**
+ * _ps_reclaim_retry() - release @item again later, from its own release function
+ *
+ * For an item whose grace period has passed but whose memory something
+ * else still holds (a store's lock): the thread calls @item->release again
+ * every PS_RECLAIM_RETRY_NS, without a grace period, until it stops asking.
+ * A barrier does not wait for it.
+ *
+ * Context: a release function of @rc (the reclaim thread, or a barrier
+ * caller doing its work, under @gp_lock); never waits.
+ */
+void _ps_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
+
+/**
  * _ps_reclaim_barrier() - wait until every item queued on @rc before the
  * call has been released
  *
@@ -140,6 +154,17 @@ void _ps_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void));
 void _ps_reclaim_atfork_prepare(void);
 void _ps_reclaim_atfork_parent(void);
 void _ps_reclaim_atfork_child(void);
+
+/*
+ * Test support only (tests/testutil.h: ps_test_set_release_hook()): when
+ * set, the release of a store's retire batch (SEQLOCK) or record (RCU,
+ * RCU_QSBR) calls it on the reclaim thread once the batch is released
+ * and before the release's last access to anything of its store, the
+ * window in which a destroy must not free the store.
+ * Unset (NULL) it costs a load and a branch per batch, on no reader's or
+ * writer's path.
+ */
+extern void (*_ps_reclaim_test_hook)(void);
 
 extern struct ps_reclaimer _ps_reclaim_memb;
 extern struct ps_reclaimer _ps_reclaim_qsbr;

@@ -69,6 +69,7 @@
 #include "rcu_memb.h"
 #include "rcu_qsbr.h"
 #include "rcu_reclaim.h"
+#include "rcu_stall.h"
 #include "rcu_thread.h"
 
 static pthread_key_t ps_rcu_keys[2];
@@ -132,10 +133,13 @@ static void ps_rcu_atfork_prepare(void)
 	_ps_reclaim_atfork_prepare();
 	pthread_mutex_lock(&ps_rcu_reg_lock);
 	pthread_mutex_lock(&ps_rcu_keys_lock);
+	/* Last: a reclaim thread takes the stall lock inside its grace periods. */
+	_ps_stall_atfork_prepare();
 }
 
 static void ps_rcu_atfork_parent(void)
 {
+	_ps_stall_atfork_parent();
 	pthread_mutex_unlock(&ps_rcu_keys_lock);
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
 	_ps_reclaim_atfork_parent();
@@ -176,6 +180,7 @@ static void ps_rcu_prune_dead_threads(void)
 static void ps_rcu_atfork_child(void)
 {
 	ps_rcu_prune_dead_threads();
+	_ps_qsbr_atfork_child();
 	pthread_mutex_unlock(&ps_rcu_keys_lock);
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
 	_ps_reclaim_atfork_child();
@@ -290,4 +295,19 @@ void ps_rcu_unregister_thread(void)
 {
 	_ps_memb_thread_exit();
 	_ps_qsbr_thread_exit();
+}
+
+int ps_rcu_barrier(void)
+{
+	bool was_online;
+
+	/* Both wait for grace periods: not from inside a section they would wait for. */
+	if (urcu_memb_read_ongoing() || _ps_qsbr_auto_depth)
+		return -EDEADLK;
+	_ps_reclaim_barrier(&_ps_reclaim_memb);
+	/* An online QSBR thread goes offline for the wait, as ps_store_synchronize() does. */
+	was_online = ps_qsbr_wait_enter();
+	_ps_reclaim_barrier(&_ps_reclaim_qsbr);
+	ps_qsbr_wait_exit(was_online);
+	return 0;
 }

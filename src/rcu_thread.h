@@ -56,5 +56,7 @@ void _ps_qsbr_thread_died(void);
  */
 void _ps_qsbr_fork_prepare(void);
 void _ps_qsbr_fork_done(void);
+/* In the child, before _ps_qsbr_fork_done(): the stall watchdog's state (rcu_stall.h). */
+void _ps_qsbr_atfork_child(void);
 
 #endif /* POLSTORE_SRC_RCU_THREAD_H */

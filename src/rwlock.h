@@ -9,9 +9,25 @@
  * waits at most for the read sections already in progress, so a stream of
  * readers cannot starve it (a reader-preferring rwlock let readers starve
  * a writer into a soft lockup in the kernel's id map).  Writers are serialised by a spinlock (spinlock.h).
+ *
+ * Nesting: a thread that is inside a read section of any ps_rwlock already
+ * (a per-thread count) does not step aside for a writer that only wants
+ * the lock: it enters at once.  So read sections nest, of one lock or of
+ * several, whatever writers wait: two threads each inside one lock's
+ * section and reading the other's cannot deadlock behind the two locks'
+ * waiting writers.  The writer is not starved by it: it is turned away
+ * from nobody new, and waits for the threads that were inside a section
+ * when it came only until each has left every section it holds.  Such a
+ * nested reader still waits for a writer that holds the lock (@writer is
+ * PS_RWLOCK_WRITER_HOLDS): a holder waits for no reader.  @passed counts
+ * the nested readers that went past a waiting writer, so that the writer,
+ * once every slot read 0, sees whether one came in behind its scan and
+ * waits again.
  */
 #ifndef POLSTORE_SRC_RWLOCK_H
 #define POLSTORE_SRC_RWLOCK_H
+
+#include <stdbool.h>
 
 #include "compiler.h"
 #include "lstat.h"
@@ -23,9 +39,15 @@ struct ps_rwlock_slot {
 	long readers;
 } __ps_cacheline_aligned;
 
+/* @writer: no writer, one that waits for the readers to drain, one that holds the lock. */
+#define PS_RWLOCK_WRITER_NONE 0
+#define PS_RWLOCK_WRITER_WANTS 1
+#define PS_RWLOCK_WRITER_HOLDS 2
+
 struct ps_rwlock {
 	struct ps_rwlock_slot slot[PS_RWLOCK_SLOTS];
-	int writer __ps_cacheline_aligned; /* a writer holds or wants the lock */
+	int writer __ps_cacheline_aligned; /* PS_RWLOCK_WRITER_*: a writer holds or wants the lock */
+	unsigned passed; /* nested readers that entered past a waiting writer */
 	struct ps_spinlock wlock; /* serialises writers; its hold time is the write hold */
 	struct ps_lstat stat;
 };
@@ -36,5 +58,7 @@ void ps_rwlock_read_lock(struct ps_rwlock *l);
 void ps_rwlock_read_unlock(struct ps_rwlock *l);
 void ps_rwlock_write_lock(struct ps_rwlock *l);
 void ps_rwlock_write_unlock(struct ps_rwlock *l);
+/* Take @l for writing if no writer has it and no reader is inside: true when taken. */
+bool ps_rwlock_write_trylock(struct ps_rwlock *l);
 
 #endif /* POLSTORE_SRC_RWLOCK_H */

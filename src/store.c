@@ -13,7 +13,13 @@
 
 #include <polstore/static/lookup.h>
 
+#include "annotate.h"
+#include "check.h"
+#include "held.h"
 #include "names.h"
+#include "rcu_memb.h"
+#include "rcu_qsbr.h"
+#include "rcu_reclaim.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
 
@@ -65,6 +71,10 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	s->read_unlock = s->ops->read_unlock;
 	s->lookup_copy = s->ops->lookup_copy;
 	s->lookup_node = s->ops->lookup_node;
+	if (ps_unlikely(_ps_checking) && _ps_check_store(s)) {
+		s->ops->destroy(s);
+		return _ps_err_null(ENOMEM);
+	}
 	return s;
 }
 
@@ -99,14 +109,97 @@ struct ps_store *_ps_store_create_inline(enum ps_sync sync, unsigned long abi)
 	return ps_store_create(sync);
 }
 
+/*
+ * The calling thread is inside a read-side section that a grace period of
+ * @store's flavour waits for (RCU, SEQLOCK: a memb section; RCU_QSBR: one
+ * that brought the thread online for its length, which a wait would end).
+ * A section of an online-by-choice QSBR thread is not seen: liburcu keeps
+ * no count of those.
+ */
+static bool ps_store_in_own_flavour_section(const struct ps_store *store)
+{
+	switch (store->sync) {
+	case PS_SYNC_SEQLOCK:
+	case PS_SYNC_RCU:
+		return urcu_memb_read_ongoing();
+	case PS_SYNC_RCU_QSBR:
+		return _ps_qsbr_auto_depth != 0;
+	default:
+		return false;
+	}
+}
+
 void ps_store_destroy(struct ps_store *store)
 {
-	if (store)
-		store->ops->destroy(store);
+	if (!store)
+		return;
+	if (ps_unlikely(ps_held(store)))
+		_ps_misuse("ps_store_destroy()", "%s store %p: called inside its own read-side "
+				"section or foreach callback, whose lock it would free",
+				ps_sync_name(store->sync), (void *)store);
+	if (ps_unlikely(ps_store_in_own_flavour_section(store)))
+		_ps_misuse("ps_store_destroy()", "%s store %p: called inside a read-side section "
+				"of its RCU flavour: it may wait for a grace period, which waits for "
+				"this thread (ps_store_destroy_deferred() never waits)",
+				ps_sync_name(store->sync), (void *)store);
+	store->ops->destroy(store);
+}
+
+/*
+ * Deferred destroy.  The item is queued on the reclaimer of the store's
+ * flavour (memb for SPIN, RWLOCK, SEQLOCK and RCU stores, qsbr for
+ * RCU_QSBR), after every batch the store's sets queued there: items are
+ * released in the order queued, so by the time its grace period has
+ * passed those batches have been released and the variant's destroy
+ * waits for nothing (it must not: it runs on the reclaim thread, which a
+ * barrier would wait for).  A lock a reader still holds (a SPIN or RWLOCK
+ * section or walk, a SEQLOCK walk), or a batch still in flight, make the
+ * release try again later (ops->idle()); nothing here ever waits.
+ */
+struct ps_store_retire {
+	struct ps_reclaim_item item;
+	struct ps_reclaimer *rc;
+	struct ps_store *store;
+};
+
+static void ps_store_retire_release(struct ps_reclaim_item *item)
+{
+	struct ps_store_retire *r = ps_container_of(item, struct ps_store_retire, item);
+	struct ps_store *s = r->store;
+
+	if (s->ops->idle && !s->ops->idle(s)) {
+		_ps_reclaim_retry(r->rc, item);
+		return;
+	}
+	/* A grace period has passed: readers that left their sections let go (their read_unlock). */
+	PS_ANNOTATE_HAPPENS_AFTER(s);
+	s->ops->destroy(s);
+	_ps_free(r);
+}
+
+int ps_store_destroy_deferred(struct ps_store *store)
+{
+	struct ps_store_retire *r;
+	int err;
+
+	if (!store)
+		return -EINVAL;
+	r = _ps_alloc(sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->rc = store->sync == PS_SYNC_RCU_QSBR ? &_ps_reclaim_qsbr : &_ps_reclaim_memb;
+	r->store = store;
+	r->item.release = ps_store_retire_release;
+	err = _ps_reclaim_defer(r->rc, &r->item);
+	if (err)
+		_ps_free(r);
+	return err;
 }
 
 int ps_store_sync_kind(const struct ps_store *store)
 {
+	if (store && ps_unlikely(store->tag == PS_STORE_TAG_DEAD))
+		_ps_check_dead(store, "ps_store_sync_kind()");
 	return store ? (int)store->sync : -EINVAL;
 }
 
@@ -131,6 +224,9 @@ int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end, struct ps
 
 	if (!store || start >= end)
 		return -EINVAL;
+	/* Inside its own lock-based section: the writer lock waits for this thread. */
+	if (ps_unlikely(ps_held(store)))
+		return -EDEADLK;
 	/* The variant allocates every node the update can need before anything changes. */
 	ret = store->ops->set(store, start, end, pol);
 	if (!ret)
@@ -142,8 +238,12 @@ int ps_store_synchronize(struct ps_store *store)
 {
 	if (!store)
 		return -EINVAL;
-	if (store->ops->synchronize)
-		store->ops->synchronize(store);
+	if (!store->ops->synchronize)
+		return 0;
+	/* It takes the writer lock, and waits for grace periods. */
+	if (ps_unlikely(ps_held(store) || ps_store_in_own_flavour_section(store)))
+		return -EDEADLK;
+	store->ops->synchronize(store);
 	return 0;
 }
 
@@ -218,15 +318,25 @@ int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node)
 	return store->lookup_node(store, idx, local_node);
 }
 
+/* A walk of a SPIN or SEQLOCK store takes its lock: not inside its own section or walk. */
+static inline bool ps_walk_self_deadlock(const struct ps_store *store)
+{
+	return ps_held(store) && store->sync != PS_SYNC_RWLOCK;
+}
+
 int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
 {
 	if (!store || !fn)
 		return -EINVAL;
+	if (ps_unlikely(ps_walk_self_deadlock(store)))
+		return -EDEADLK;
 	return store->ops->foreach(store, fn, arg);
 }
 
 size_t ps_store_count(struct ps_store *store)
 {
+	if (store && ps_unlikely(store->tag == PS_STORE_TAG_DEAD))
+		_ps_check_dead(store, "ps_store_count()");
 	return store ? PS_READ_ONCE(store->rd.tree.count) : 0;
 }
 
@@ -236,6 +346,8 @@ int ps_store_check(struct ps_store *store, const char **why)
 
 	if (!store)
 		return -EINVAL;
+	if (ps_unlikely(ps_held(store)))
+		return -EDEADLK; /* it takes the writer lock */
 	return store->ops->check(store, why ? why : &dummy);
 }
 
@@ -272,6 +384,8 @@ int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64_t end,
 {
 	if (!store || !fn || start >= end)
 		return -EINVAL;
+	if (ps_unlikely(ps_walk_self_deadlock(store)))
+		return -EDEADLK;
 	return store->ops->foreach_range(store, start, end, fn, arg);
 }
 
@@ -304,6 +418,8 @@ int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops, size_
 			return -EINVAL;
 	if (!n)
 		return 0;
+	if (ps_unlikely(ps_held(store)))
+		return -EDEADLK;
 	ret = store->ops->set_many(store, ops, n);
 	if (!ret)
 		ps_store_debug_check(store);

@@ -59,6 +59,13 @@ struct ps_sync_ops {
 	int (*set_many)(struct ps_store *store, const struct ps_set_op *ops, size_t n);
 	/* The sets' figures (NULL: the variant keeps none). */
 	int (*stats)(struct ps_store *store, struct ps_store_stats *stats);
+	/*
+	 * Deferred destroy (store.c), on the reclaim thread after a grace
+	 * period: true when @destroy may run now without waiting, i.e. no
+	 * reader holds the store's lock and no batch of the store is in
+	 * flight.  Never waits.  NULL: always.
+	 */
+	bool (*idle)(struct ps_store *store);
 };
 
 extern const struct ps_sync_ops _ps_sync_spin_ops;

@@ -316,6 +316,8 @@ static void cow_rec_free(struct ps_reclaim_item *item)
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	rec_release(r);
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
+	if (ps_unlikely(_ps_reclaim_test_hook))
+		_ps_reclaim_test_hook();
 }
 
 /* Free a chain of records (linked by item.next) at once: no reader can reach them. */

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <limits.h>
 
+#include "held.h"
 #include "lock.h"
 #include "store_internal.h"
 
@@ -50,6 +51,29 @@ static void locked_destroy(struct ps_store *s)
 	_ps_free_aligned(to_locked(s));
 }
 
+/*
+ * A read section of a SPIN store holds its one lock: the thread that opens
+ * one inside another of the same store waits for itself.  RWLOCK sections
+ * nest (rwlock.h).  Every section is recorded (held.h) for the writers'
+ * -EDEADLK (store.c).
+ */
+static inline bool locked_self_deadlock(struct ps_store *s, enum ps_lock_kind k)
+{
+	return k == PS_LOCK_SPIN && ps_held(s);
+}
+
+static inline void locked_section_enter(struct ps_store *s, enum ps_lock_kind k)
+{
+	ps_lock_read_lock(lock_of(s), k);
+	ps_held_push(s);
+}
+
+static inline void locked_section_exit(struct ps_store *s, enum ps_lock_kind k)
+{
+	ps_held_pop(s);
+	ps_lock_read_unlock(lock_of(s), k);
+}
+
 static const struct ps_policy *locked_lookup_borrow(struct ps_store *s, uint64_t idx)
 {
 	return ps_rtree_lookup_pol(&to_locked(s)->base.rd.tree, idx);
@@ -60,6 +84,8 @@ static inline struct ps_policy *locked_lookup_k(struct ps_store *s, uint64_t idx
 {
 	struct ps_policy *pol;
 
+	if (locked_self_deadlock(s, k))
+		return _ps_err_null(EDEADLK);
 	ps_lock_read_lock(lock_of(s), k);
 	pol = _ps_policy_get(ps_rtree_lookup_pol(&s->rd.tree, idx));
 	ps_lock_read_unlock(lock_of(s), k);
@@ -71,9 +97,11 @@ static inline int locked_foreach_k(struct ps_store *s, ps_foreach_fn fn, void *a
 {
 	int ret;
 
-	ps_lock_read_lock(lock_of(s), k);
+	if (locked_self_deadlock(s, k))
+		return -EDEADLK;
+	locked_section_enter(s, k);
 	ret = ps_rtree_foreach(&s->rd.tree, fn, arg);
-	ps_lock_read_unlock(lock_of(s), k);
+	locked_section_exit(s, k);
 	return ret;
 }
 
@@ -87,6 +115,23 @@ static inline int locked_check_k(struct ps_store *s, const char **why, enum ps_l
 	return ret;
 }
 
+/*
+ * No section or walk holds the lock at this instant; none can take it
+ * later (ps_store_destroy_deferred(): nobody finds the store any more).
+ */
+static inline bool locked_idle_k(struct ps_store *s, enum ps_lock_kind k)
+{
+	if (!ps_lock_write_trylock(lock_of(s), k))
+		return false;
+	if (k == PS_LOCK_SPIN) {
+		PS_ANNOTATE_HAPPENS_AFTER(&lock_of(s)->spin); /* pairs with the last unlock */
+		ps_spin_release(&lock_of(s)->spin);
+	} else {
+		ps_rwlock_write_unlock(&lock_of(s)->rw);
+	}
+	return true;
+}
+
 /* ---- windows, walks by position, batches (issue 16) ---- */
 
 static inline int locked_foreach_range_k(struct ps_store *s, uint64_t start, uint64_t end,
@@ -94,9 +139,11 @@ static inline int locked_foreach_range_k(struct ps_store *s, uint64_t start, uin
 {
 	int ret;
 
-	ps_lock_read_lock(lock_of(s), k);
+	if (locked_self_deadlock(s, k))
+		return -EDEADLK;
+	locked_section_enter(s, k);
 	ret = ps_rtree_foreach_range(&s->rd.tree, start, end, fn, arg);
-	ps_lock_read_unlock(lock_of(s), k);
+	locked_section_exit(s, k);
 	return ret;
 }
 
@@ -119,6 +166,8 @@ static inline int locked_next_k(struct ps_store *s, uint64_t idx, uint64_t *star
 {
 	struct ps_range *r;
 
+	if (locked_self_deadlock(s, k))
+		return -EDEADLK;
 	ps_lock_read_lock(lock_of(s), k);
 	r = ps_rtree_next(&s->rd.tree, idx);
 	if (r) {
@@ -162,11 +211,16 @@ static inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *
 	}                                                                                          \
 	static void pfx##_read_lock(struct ps_store *s)                                            \
 	{                                                                                          \
-		ps_lock_read_lock(lock_of(s), K);                                                  \
+		if (locked_self_deadlock(s, K))                                                    \
+			_ps_misuse("ps_store_read_lock()",                                         \
+					"%s store %p: this thread holds its lock already (a "      \
+					"section of this store is open): it would wait for itself", \
+					ps_sync_name(s->sync), (void *)s);                         \
+		locked_section_enter(s, K);                                                        \
 	}                                                                                          \
 	static void pfx##_read_unlock(struct ps_store *s)                                          \
 	{                                                                                          \
-		ps_lock_read_unlock(lock_of(s), K);                                                \
+		locked_section_exit(s, K);                                                         \
 	}                                                                                          \
 	static struct ps_policy *pfx##_lookup(struct ps_store *s, uint64_t idx)                    \
 	{                                                                                          \
@@ -174,16 +228,26 @@ static inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *
 	}                                                                                          \
 	static inline int pfx##_section_begin(struct ps_store *s)                                  \
 	{                                                                                          \
-		pfx##_read_lock(s);                                                                \
+		ps_lock_read_lock(lock_of(s), K);                                                  \
 		return 0;                                                                          \
 	}                                                                                          \
 	static inline void pfx##_section_end(struct ps_store *s, int token)                        \
 	{                                                                                          \
 		(void)token;                                                                       \
-		pfx##_read_unlock(s);                                                              \
+		ps_lock_read_unlock(lock_of(s), K);                                                \
 	}                                                                                          \
-	PS_DEFINE_LOOKUP_COPY_NODE(pfx, pfx##_section_begin, locked_lookup_borrow,                 \
+	PS_DEFINE_LOOKUP_COPY_NODE(pfx##_in, pfx##_section_begin, locked_lookup_borrow,            \
 			pfx##_section_end)                                                         \
+	static int pfx##_lookup_copy(struct ps_store *s, uint64_t idx,                             \
+			struct ps_policy_view *view)                                               \
+	{                                                                                          \
+		return locked_self_deadlock(s, K) ? -EDEADLK : pfx##_in_lookup_copy(s, idx, view); \
+	}                                                                                          \
+	static int pfx##_lookup_node(struct ps_store *s, uint64_t idx, int local_node)             \
+	{                                                                                          \
+		return locked_self_deadlock(s, K) ? -EDEADLK :                                     \
+						    pfx##_in_lookup_node(s, idx, local_node);      \
+	}                                                                                          \
 	static int pfx##_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)                  \
 	{                                                                                          \
 		return locked_foreach_k(s, fn, arg, K);                                            \
@@ -210,6 +274,10 @@ static inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *
 	{                                                                                          \
 		return locked_set_many_k(s, ops, n, K);                                            \
 	}                                                                                          \
+	static bool pfx##_idle(struct ps_store *s)                                                 \
+	{                                                                                          \
+		return locked_idle_k(s, K);                                                        \
+	}                                                                                          \
 	static int pfx##_set(struct ps_store *s, uint64_t start, uint64_t end,                     \
 			struct ps_policy *pol)                                                     \
 	{                                                                                          \
@@ -225,6 +293,7 @@ static inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *
 		.check = pfx##_check, .lock_stat = pfx##_lock_stat,                                \
 		.foreach_range = pfx##_foreach_range, .next = pfx##_next,                          \
 		.next_borrow = locked_next_borrow, .set_many = pfx##_set_many,                     \
+		.idle = pfx##_idle,                                                                \
 	};
 
 DEFINE_LOCKED_VARIANT(spin, PS_LOCK_SPIN)

@@ -33,6 +33,7 @@
 #include <pthread.h>
 
 #include "annotate.h"
+#include "held.h"
 #include "rcu_memb.h"
 #include "rcu_reclaim.h"
 #include "seqcount.h"
@@ -50,6 +51,7 @@ struct ps_store_seq {
 	/* base.rd: the count and the tree, one line, one miss for a reader. */
 	struct ps_spinlock lock __ps_cacheline_aligned;
 	struct ps_range_list retired; /* unlinked, waiting for a grace period; under @lock */
+	size_t inflight; /* atomic: batches handed to the reclaim thread and not yet freed */
 };
 _Static_assert(offsetof(struct ps_store_seq, base) == 0, "_ps_store_zalloc(): base first");
 
@@ -66,6 +68,7 @@ static struct ps_store *seq_create(void)
 		return NULL;
 	ps_spin_init(&to_seq(s)->lock);
 	ps_seq_init(&s->rd.seq);
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&to_seq(s)->inflight, sizeof(to_seq(s)->inflight));
 	return s;
 }
 
@@ -75,8 +78,13 @@ static void seq_destroy(struct ps_store *s)
 
 	_ps_store_free_ranges(s);
 	ps_range_list_free(&ss->retired); /* no reader may run during destroy */
-	/* Batches in flight hold policy references: they are dropped when destroy returns. */
-	_ps_reclaim_barrier(&_ps_reclaim_memb);
+	/*
+	 * Batches in flight hold policy references (dropped when destroy
+	 * returns) and point at the store: wait for them.  Their release
+	 * drops @inflight last.
+	 */
+	if (__atomic_load_n(&ss->inflight, __ATOMIC_ACQUIRE))
+		_ps_reclaim_barrier(&_ps_reclaim_memb);
 	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 	_ps_free_aligned(ss);
 }
@@ -169,24 +177,37 @@ static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
 struct seq_batch {
 	struct ps_reclaim_item item;
 	struct ps_range_list list;
-	struct ps_store *store; /* for the checkers' annotation only: may be gone */
+	struct ps_store_seq *store;
 };
 
 static void seq_batch_free(struct ps_reclaim_item *item)
 {
 	struct seq_batch *b = ps_container_of(item, struct seq_batch, item);
+	struct ps_store_seq *ss = b->store;
 
 	PS_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before queueing it */
 	/* A grace period has passed since the ranges were unlinked: readers let go. */
-	PS_ANNOTATE_HAPPENS_AFTER(b->store);
+	PS_ANNOTATE_HAPPENS_AFTER(&ss->base);
 	ps_range_list_free(&b->list);
 	_ps_free(b);
+	if (ps_unlikely(_ps_reclaim_test_hook))
+		_ps_reclaim_test_hook();
 	PS_ANNOTATE_HAPPENS_BEFORE(&seq_batches_done);
+	/* The last access to the store: destroy frees it once it reads 0 (acquire). */
+	__atomic_fetch_sub(&ss->inflight, 1, __ATOMIC_RELEASE);
 }
 
-/* Free @list once no reader can still hold one of its ranges, without waiting if possible. */
+/*
+ * Free @list once no reader can still hold one of its ranges, without
+ * waiting if possible.  Without a batch header or a reclaim thread, a set
+ * made outside every memb read-side section waits for a grace period and
+ * frees @list itself; one made inside a section (a set never waits for
+ * itself) gives @list back to the store's retired list, for a later set or
+ * ps_store_synchronize().
+ */
 static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 {
+	struct ps_store_seq *ss = to_seq(s);
 	struct seq_batch *b;
 
 	if (!list->head)
@@ -194,12 +215,20 @@ static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 	b = _ps_alloc(sizeof(*b));
 	if (ps_likely(b)) {
 		b->list = *list;
-		b->store = s;
+		b->store = ss;
 		b->item.release = seq_batch_free;
+		__atomic_fetch_add(&ss->inflight, 1, __ATOMIC_RELAXED);
 		PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
 		if (!_ps_reclaim_defer(&_ps_reclaim_memb, &b->item))
 			return;
+		__atomic_fetch_sub(&ss->inflight, 1, __ATOMIC_RELAXED);
 		_ps_free(b);
+	}
+	if (urcu_memb_read_ongoing()) {
+		ps_spin_lock(&ss->lock);
+		ps_range_list_splice(&ss->retired, list);
+		ps_spin_unlock(&ss->lock);
+		return;
 	}
 	urcu_memb_synchronize_rcu();
 	PS_ANNOTATE_HAPPENS_AFTER(s);
@@ -225,9 +254,21 @@ static void seq_synchronize(struct ps_store *s)
 	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 }
 
-static void seq_foreach_unlock(void *lock)
+/*
+ * A walk holds the writer lock, recorded as this thread's section
+ * (held.h): a set, synchronize, check or walk of the store from a callback
+ * returns -EDEADLK (store.c) instead of waiting for itself.
+ */
+static void seq_foreach_unlock(void *store)
 {
-	ps_spin_unlock(lock);
+	ps_held_pop(store);
+	ps_spin_unlock(&to_seq(store)->lock);
+}
+
+static void seq_foreach_lock(struct ps_store *s)
+{
+	ps_spin_lock(&to_seq(s)->lock);
+	ps_held_push(s);
 }
 
 static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
@@ -236,9 +277,9 @@ static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 	int ret;
 
 	/* A walk cannot be retried once callbacks ran: hold the writer lock. */
-	ps_spin_lock(&ss->lock);
+	seq_foreach_lock(s);
 	/* A callback may end its thread (pthread_exit(), cancellation): unlock then too. */
-	pthread_cleanup_push(seq_foreach_unlock, &ss->lock);
+	pthread_cleanup_push(seq_foreach_unlock, s);
 	ret = ps_rtree_foreach(&ss->base.rd.tree, fn, arg);
 	pthread_cleanup_pop(1);
 	return ret;
@@ -273,8 +314,8 @@ static int seq_foreach_range(struct ps_store *s, uint64_t start, uint64_t end,
 	int ret;
 
 	/* As seq_foreach(): a walk that ran callbacks cannot be retried. */
-	ps_spin_lock(&ss->lock);
-	pthread_cleanup_push(seq_foreach_unlock, &ss->lock);
+	seq_foreach_lock(s);
+	pthread_cleanup_push(seq_foreach_unlock, s);
 	ret = ps_rtree_foreach_range(&ss->base.rd.tree, start, end, fn, arg);
 	pthread_cleanup_pop(1);
 	return ret;
@@ -395,6 +436,18 @@ static int seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 	return seq_set_many(s, &op, 1);
 }
 
+/* No walk holds the writer lock now, no batch is in flight (ps_store_destroy_deferred()). */
+static bool seq_idle(struct ps_store *s)
+{
+	struct ps_store_seq *ss = to_seq(s);
+
+	if (__atomic_load_n(&ss->inflight, __ATOMIC_ACQUIRE) || !ps_spin_trylock(&ss->lock))
+		return false;
+	PS_ANNOTATE_HAPPENS_AFTER(&ss->lock); /* pairs with the last unlock */
+	ps_spin_release(&ss->lock);
+	return true;
+}
+
 const struct ps_sync_ops _ps_sync_seqlock_ops = {
 	.create = seq_create,
 	.destroy = seq_destroy,
@@ -413,4 +466,5 @@ const struct ps_sync_ops _ps_sync_seqlock_ops = {
 	.next = seq_next,
 	.next_borrow = seq_next_borrow,
 	.set_many = seq_set_many,
+	.idle = seq_idle,
 };

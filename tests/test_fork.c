@@ -706,3 +706,56 @@ Test(fork, idmap_free_running_at_fork, .timeout = 60)
 	pthread_join(t, NULL);
 	ps_idmap_destroy(map);
 }
+
+/*
+ * Charge counters share one topology lock (creation, destruction, stock
+ * drains).  A child forked while another thread holds it must still
+ * create and destroy counters of its own: the lock is taken across
+ * fork() and released in the child.
+ */
+static int charge_churn_stop;
+
+static void *charge_churn(void *arg)
+{
+	struct ps_charge *root = arg;
+
+	while (!__atomic_load_n(&charge_churn_stop, __ATOMIC_RELAXED)) {
+		struct ps_charge *c = ps_charge_create(PS_CHARGE_STOCK, root, 0);
+
+		if (c)
+			ps_charge_destroy(c);
+	}
+	return NULL;
+}
+
+Test(fork, charge_topology_lock_across_fork, .timeout = 60)
+{
+	struct ps_charge *root = ps_charge_create(PS_CHARGE_SPIN, NULL, 0);
+	pthread_t t[2];
+	int i;
+
+	cr_assert_not_null(root);
+	ps_test_spawn(t, 2, charge_churn, root, 0);
+	for (i = 0; i < 20; i++) {
+		pid_t pid = fork();
+
+		cr_assert_neq(pid, -1);
+		if (pid == 0) {
+			struct ps_charge *c, *leaf;
+
+			alarm(5); /* a lock left held in the child is a hang */
+			c = ps_charge_create(PS_CHARGE_ATOMIC, NULL, 100);
+			leaf = c ? ps_charge_create(PS_CHARGE_STOCK, c, 10) : NULL;
+			if (!leaf || ps_charge_try(leaf, 1, NULL) || ps_charge_drain_stock(c))
+				_exit(1);
+			ps_charge_uncharge(leaf, 1);
+			if (ps_charge_destroy(leaf) || ps_charge_destroy(c))
+				_exit(2);
+			_exit(0);
+		}
+		expect_child(pid);
+	}
+	__atomic_store_n(&charge_churn_stop, 1, __ATOMIC_RELAXED);
+	ps_test_join(t, 2);
+	cr_assert_eq(ps_charge_destroy(root), 0);
+}

@@ -210,6 +210,36 @@ Test(policy, nodemask_copy_out)
 	ps_policy_put(p);
 }
 
+/*
+ * A @maxnode near ULONG_MAX is no mask a caller can hold: refused, as
+ * ps_policy_create() refuses it (its word count would wrap to 0, and the
+ * copy would succeed having written nothing).
+ */
+Test(policy, nodemask_huge_maxnode_refused)
+{
+	struct ps_policy *p = ps_test_bind(3);
+	unsigned long out[2] = { 0xdead, 0xbeef };
+	unsigned long big[] = { ULONG_MAX, ULONG_MAX - 1, ULONG_MAX - BPL + 2,
+		PS_MAXNODE_LIMIT + 1UL };
+	size_t i;
+
+	for (i = 0; i < PS_ARRAY_SIZE(big); i++) {
+		cr_expect_eq(ps_policy_nodemask(p, out, big[i]), -EINVAL, "maxnode %lu", big[i]);
+		cr_expect(out[0] == 0xdead && out[1] == 0xbeef, "maxnode %lu: mask written",
+				big[i]);
+	}
+	/* The largest accepted length still works (and writes every word). */
+	{
+		unsigned long *all = calloc(PS_MAXNODE_LIMIT / BPL, sizeof(*all));
+
+		cr_assert_not_null(all);
+		cr_expect_eq(ps_policy_nodemask(p, all, PS_MAXNODE_LIMIT), 0);
+		cr_expect_eq(all[0], 1UL << 3);
+		free(all);
+	}
+	ps_policy_put(p);
+}
+
 Test(policy, equality_follows_mpol_equal)
 {
 	struct ps_policy *a = ps_test_bind(3), *b = ps_test_bind(3), *c = ps_test_bind(4);

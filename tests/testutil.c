@@ -2,10 +2,14 @@
 /* testutil.h without Criterion: linked into the suites, the fuzz harness and tsan_stress. */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define PS_TEST_NO_CRITERION
 #include "testutil.h"
@@ -110,11 +114,121 @@ static void *failing_alloc(size_t size, void *ctx)
 	return p;
 }
 
+/* The quarantine: blocks freed while it is on, poisoned, under quarantine_lock. */
+#define QUARANTINE_MAX 4096
+#define QUARANTINE_POISON 0x5b
+static pthread_mutex_t quarantine_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool quarantine_on;
+static size_t quarantine_n;
+static void *quarantine[QUARANTINE_MAX];
+
+/* Keep @p poisoned instead of freeing it; false when the quarantine is off or full. */
+static bool quarantine_keep(void *p)
+{
+	bool kept = false;
+
+	pthread_mutex_lock(&quarantine_lock);
+	if (quarantine_on && quarantine_n < QUARANTINE_MAX) {
+		memset(p, QUARANTINE_POISON, malloc_usable_size(p));
+		quarantine[quarantine_n++] = p;
+		kept = true;
+	}
+	pthread_mutex_unlock(&quarantine_lock);
+	return kept;
+}
+
 static void counting_free(void *p, void *ctx)
 {
 	(void)ctx;
 	atomic_fetch_sub(&alloc_live, 1);
-	free(p);
+	if (!quarantine_keep(p))
+		free(p);
+}
+
+void ps_test_alloc_quarantine_begin(void)
+{
+	if (!alloc_installed)
+		ps_test_alloc_install();
+	pthread_mutex_lock(&quarantine_lock);
+	quarantine_on = true;
+	pthread_mutex_unlock(&quarantine_lock);
+}
+
+long ps_test_alloc_quarantine_end(void)
+{
+	long written = 0;
+	size_t i, j;
+
+	pthread_mutex_lock(&quarantine_lock);
+	quarantine_on = false;
+	for (i = 0; i < quarantine_n; i++) {
+		const unsigned char *b = quarantine[i];
+		size_t n = malloc_usable_size(quarantine[i]);
+
+		for (j = 0; j < n; j++) {
+			if (b[j] != QUARANTINE_POISON) {
+				fprintf(stderr, "quarantine: block %p (%zu bytes) written at offset %zu "
+						"after it was freed\n", (void *)b, n, j);
+				written++;
+				break;
+			}
+		}
+		free(quarantine[i]);
+	}
+	quarantine_n = 0;
+	pthread_mutex_unlock(&quarantine_lock);
+	return written;
+}
+
+/* The library's checking switch (src/check.h): not part of the API. */
+extern bool _ps_checking;
+
+void ps_test_set_checking(bool on)
+{
+	_ps_checking = on;
+}
+
+int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out, size_t len,
+		double *secs)
+{
+	uint64_t t0 = ps_test_now_ns();
+	size_t got = 0;
+	int fds[2], status = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(fds))
+		abort();
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		abort();
+	if (pid == 0) {
+		close(fds[0]);
+		alarm(limit_s);
+		dup2(fds[1], 2);
+		fn(arg);
+		_exit(0);
+	}
+	close(fds[1]);
+	while (len && (n = read(fds[0], out + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	if (len)
+		out[got] = 0;
+	close(fds[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		abort();
+	if (secs)
+		*secs = (double)(ps_test_now_ns() - t0) / 1e9;
+	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+/* The library's test hook (src/rcu_reclaim.h): not part of the API. */
+extern void (*_ps_reclaim_test_hook)(void);
+
+void ps_test_set_release_hook(void (*fn)(void))
+{
+	__atomic_store_n(&_ps_reclaim_test_hook, fn, __ATOMIC_SEQ_CST);
 }
 
 void ps_test_alloc_install(void)

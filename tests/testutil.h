@@ -165,6 +165,42 @@ long ps_test_alloc_injected(void);
 void ps_test_alloc_restore(void);
 
 /*
+ * The allocator's quarantine, to catch writes after free without a memory
+ * checker: from ps_test_alloc_quarantine_begin() on, every block polstore
+ * frees is filled with a poison byte and kept instead of freed (up to 4096
+ * blocks; beyond, freed as usual).  ps_test_alloc_quarantine_end() checks
+ * each kept block, prints those written to since their free (a
+ * use-after-free), frees them all and returns how many were written to.
+ * Installs the allocator (counts kept) when it is not.
+ */
+void ps_test_alloc_quarantine_begin(void);
+long ps_test_alloc_quarantine_end(void);
+
+/*
+ * The reclaim thread's test hook: @fn (NULL: none) is called on the
+ * reclaim thread inside the release of every store's retire batch (RCU,
+ * RCU_QSBR, SEQLOCK), after the batch is released and before the release
+ * is done with its store, so that a test can hold the thread in that
+ * window.  Set it while no batch is in flight.
+ */
+void ps_test_set_release_hook(void (*fn)(void));
+
+/*
+ * The checking mode (polstore/store.h, "Misuse") for the stores created
+ * from now on in this process, as POLSTORE_CHECK=1 turns it on at load.
+ */
+void ps_test_set_checking(bool on);
+
+/*
+ * Run @fn(@arg) in a forked child with its stderr captured into @out (@len
+ * bytes, NUL-terminated), killing it after @limit_s seconds (SIGALRM).
+ * Return: the signal that ended the child, 0 when it returned (or exited),
+ * with *@secs (if not NULL) the time it took.
+ */
+int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out, size_t len,
+		double *secs);
+
+/*
  * The model of ps_store_set(): the kernel's shared_policy_replace() on a
  * sorted array of disjoint ranges.  A set trims, splits or removes the
  * ranges it overlaps and inserts [start, end) -> @pol unless @pol is NULL

@@ -16,7 +16,15 @@
  *   4. ps_pcounter add/read/sum/fold/set_batch/snapshot and ps_commit
  *      charge/uncharge/set_mode;
  *   5. every ps_idmap variant: alloc/replace/remove with deferred frees
- *      (free_rcu) while readers find and walk the objects.
+ *      (free_rcu) while readers find and walk the objects;
+ *   6. the store mix again on stores of the checking mode, its watchdog
+ *      running;
+ *   7. RWLOCK readers nesting two stores' sections in both orders beside
+ *      writers of both (nested readers go past waiting writers);
+ *   8. ps_store_destroy_deferred() of every variant while readers are
+ *      still inside their sections;
+ *   9. an RCU_QSBR stall with its warning: the watchdog reading the
+ *      threads' counters while they go on and offline.
  *
  * Phases 2 to 5 are the workloads of testutil.h (testutil_load.c), the same
  * code the unit suites run.  Every check failure is printed and counted;
@@ -25,6 +33,8 @@
  * 0.3) is the duration of each timed phase.
  */
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +214,197 @@ static void idmap_all(void)
 	}
 }
 
+/* ---- 6. the store mix on checked stores ---- */
+
+static void checked_all(void)
+{
+	int s;
+
+	ps_test_set_checking(true);
+	for (s = 0; s < PS_SYNC_COUNT; s++) {
+		struct ps_test_store_load l = {
+			.sync = (enum ps_sync)s, .readers = 2, .walkers = 1, .writers = 1,
+			.read = PS_TEST_READ_BOTH, .region_size = 64, .run = timed(16, 0),
+		};
+
+		CHECK(ps_test_store_run(&l) == 0, "checked %s: %s", ps_sync_name(l.sync),
+				l.run.why);
+		printf("checked  %-8s %8ld lookups, %6ld sets, %5ld walks\n", ps_sync_name(l.sync),
+				l.lookups, l.sets, l.walks);
+	}
+	ps_test_set_checking(false);
+}
+
+/* ---- 7. nested RWLOCK sections of two stores beside their writers ---- */
+
+struct nested {
+	struct ps_store *a, *b;
+	struct ps_policy *pol;
+	atomic_int stop;
+	atomic_long reads;
+};
+
+struct nested_arg {
+	struct nested *n;
+	int flip; /* which store is the outer one first */
+};
+
+static void *nested_reader(void *arg)
+{
+	struct nested *n = ((struct nested_arg *)arg)->n;
+	int flip = ((struct nested_arg *)arg)->flip;
+	long i;
+
+	for (i = 0; !atomic_load(&n->stop); i++) {
+		struct ps_store *o = (i + flip) & 1 ? n->a : n->b, *in = (i + flip) & 1 ? n->b : n->a;
+
+		ps_store_read_lock(o);
+		ps_store_read_lock(in);
+		CHECK(ps_store_lookup_borrow(in, 5) == n->pol, "nested borrow");
+		ps_policy_put(ps_store_lookup(o, 5));
+		ps_store_read_unlock(in);
+		ps_store_read_unlock(o);
+	}
+	atomic_fetch_add(&n->reads, i);
+	return NULL;
+}
+
+static void nested_all(void)
+{
+	struct nested n = { .a = ps_store_create(PS_SYNC_RWLOCK),
+		.b = ps_store_create(PS_SYNC_RWLOCK), .pol = ps_test_bind(1) };
+	struct nested_arg args[2] = { { &n, 0 }, { &n, 1 } };
+	pthread_t t[2];
+	uint64_t t0 = ps_test_now_ns();
+	long sets = 0;
+	int i;
+
+	CHECK(ps_store_set(n.a, 0, 10, n.pol) == 0 && ps_store_set(n.b, 0, 10, n.pol) == 0, "set");
+	for (i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, nested_reader, &args[i]);
+	while (ps_test_now_ns() - t0 < (uint64_t)(phase_seconds * 1e9) || sets < 16) {
+		CHECK(ps_store_set(n.a, 20, 30, sets & 1 ? n.pol : NULL) == 0, "set a");
+		CHECK(ps_store_set(n.b, 20, 30, sets & 1 ? n.pol : NULL) == 0, "set b");
+		sets += 2;
+	}
+	atomic_store(&n.stop, 1);
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	printf("nested   rwlock   %8ld reads, %6ld sets\n", atomic_load(&n.reads), sets);
+	ps_store_destroy(n.a);
+	ps_store_destroy(n.b);
+	ps_policy_put(n.pol);
+}
+
+/* ---- 8. deferred destroy while readers are inside their sections ---- */
+
+struct retiring {
+	struct ps_store *_Atomic pub;
+	struct ps_store *guard;
+	struct ps_policy *pol;
+	atomic_int stop;
+};
+
+static void *retire_reader(void *arg)
+{
+	struct retiring *r = arg;
+
+	while (!atomic_load(&r->stop)) {
+		struct ps_store *s;
+		int i;
+
+		ps_store_read_lock(r->guard);
+		s = atomic_load(&r->pub);
+		if (s) {
+			ps_store_read_lock(s);
+			for (i = 0; i < 64; i++)
+				CHECK(ps_store_lookup_borrow(s, 5) == r->pol, "retired borrow");
+			ps_store_read_unlock(s);
+		}
+		ps_store_read_unlock(r->guard);
+	}
+	return NULL;
+}
+
+static void retire_all(void)
+{
+	int s, round, i;
+
+	for (s = 0; s < PS_SYNC_COUNT; s++) {
+		/* The guard's flavour is the grace period's (ps_store_destroy_deferred()). */
+		struct retiring r = { .guard = ps_store_create(s == PS_SYNC_RCU_QSBR ?
+				PS_SYNC_RCU_QSBR : PS_SYNC_RCU), .pol = ps_test_bind(1) };
+		pthread_t t[2];
+
+		for (i = 0; i < 2; i++)
+			pthread_create(&t[i], NULL, retire_reader, &r);
+		for (round = 0; round < 20; round++) {
+			struct ps_store *st = ps_store_create((enum ps_sync)s);
+
+			CHECK(st && ps_store_set(st, 0, 10, r.pol) == 0, "create");
+			atomic_store(&r.pub, st);
+			sched_yield();
+			atomic_store(&r.pub, NULL);
+			CHECK(ps_store_destroy_deferred(st) == 0, "retire");
+		}
+		atomic_store(&r.stop, 1);
+		for (i = 0; i < 2; i++)
+			pthread_join(t[i], NULL);
+		CHECK(ps_rcu_barrier() == 0, "barrier");
+		for (i = 0; i < 500 && ps_policy_refcount(r.pol) != 1; i++)
+			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+		CHECK(ps_policy_refcount(r.pol) == 1, "retire %s: stores not freed",
+				ps_sync_name((enum ps_sync)s));
+		printf("retire   %-8s 20 stores retired under readers\n",
+				ps_sync_name((enum ps_sync)s));
+		ps_store_destroy(r.guard);
+		ps_policy_put(r.pol);
+	}
+}
+
+/* ---- 9. an RCU_QSBR stall and its warning ---- */
+
+static atomic_int stall_seen, stall_release;
+
+static void stall_cb(const struct ps_qsbr_stall *st, void *arg)
+{
+	(void)st, (void)arg;
+	atomic_fetch_add(&stall_seen, 1);
+}
+
+static void *stall_online(void *arg)
+{
+	(void)arg;
+	CHECK(ps_qsbr_thread_online() == 0, "online");
+	while (!atomic_load(&stall_release))
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	ps_qsbr_thread_offline();
+	return NULL;
+}
+
+static void stall_all(void)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
+	struct ps_policy *p = ps_test_bind(1);
+	pthread_t t;
+	int i;
+
+	ps_qsbr_set_stall_warning(50, stall_cb, NULL);
+	pthread_create(&t, NULL, stall_online, NULL);
+	for (i = 0; i < 1000; i++)
+		CHECK(ps_store_set(s, 0, 8, i & 1 ? p : NULL) == 0, "set");
+	for (i = 0; i < 1000 && !atomic_load(&stall_seen); i++)
+		nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+	atomic_store(&stall_release, 1);
+	pthread_join(t, NULL);
+	CHECK(atomic_load(&stall_seen) > 0, "no stall warning");
+	CHECK(ps_store_synchronize(s) == 0, "synchronize");
+	ps_qsbr_set_stall_warning(0, NULL, NULL);
+	printf("stall    rcu-qsbr %d warnings\n", atomic_load(&stall_seen));
+	ps_store_destroy(s);
+	ps_policy_put(p);
+}
+
 int main(void)
 {
 	const char *env = getenv("POLSTORE_TSAN_SECONDS");
@@ -216,6 +417,10 @@ int main(void)
 	charge_all();
 	pcounter_all();
 	idmap_all();
+	checked_all();
+	nested_all();
+	retire_all();
+	stall_all();
 	if (atomic_load(&failures)) {
 		fprintf(stderr, "tsan_stress: %ld checks failed\n", atomic_load(&failures));
 		return 1;

@@ -39,7 +39,8 @@ struct ps_alloc_ops {
  * SEQLOCK, RCU and RCU_QSBR stores hand removed ranges to polstore's reclaim
  * thread, which frees them later through the hooks installed at that
  * moment, without any polstore call in progress: call ps_store_synchronize()
- * on every store (or destroy it) first, so that nothing is left in flight.
+ * on every store (or destroy it) first, and ps_rcu_barrier() after stores
+ * handed to ps_store_destroy_deferred(), so that nothing is left in flight.
  *
  * Context: while no other thread is inside polstore, and after
  * ps_store_synchronize() on every store.

@@ -109,11 +109,14 @@ PS_API int ps_idmap_sync_kind(const struct ps_idmap *map);
  * @max: highest acceptable id, @min to PS_IDMAP_ID_MAX
  * @id: where to store the id
  *
- * Context: any thread, not inside a read-side section of @map; writers are
- * serialised.  Allocates tree nodes as needed; an allocation failure leaves
- * the bindings unchanged.
+ * Context: any thread, not inside a read-side section of @map if it is a
+ * SPIN or RWLOCK map (RCU maps allow it); writers are serialised.
+ * Allocates tree nodes as needed; an allocation failure leaves the
+ * bindings unchanged.
  * Return: 0 (*@id set); -ENOSPC when every id in [@min, @max] is bound;
- * -ENOMEM; -EINVAL for a NULL argument or a bad range.
+ * -ENOMEM; -EINVAL for a NULL argument or a bad range; -EDEADLK, nothing
+ * changed, when called inside this thread's own section of a SPIN or
+ * RWLOCK @map (it would wait for itself).
  */
 PS_API int ps_idmap_alloc(struct ps_idmap *map, void *ptr, int min, int max, int *id);
 
@@ -129,7 +132,7 @@ PS_API int ps_idmap_alloc(struct ps_idmap *map, void *ptr, int min, int max, int
  *
  * Context: as ps_idmap_alloc(); does not allocate.
  * Return: 0; -ENOENT when @id is not bound; -EINVAL for a NULL @map or
- * @ptr or a negative @id.
+ * @ptr or a negative @id; -EDEADLK as ps_idmap_alloc().
  */
 PS_API int ps_idmap_replace(struct ps_idmap *map, int id, void *ptr, void **old);
 
@@ -144,7 +147,7 @@ PS_API int ps_idmap_replace(struct ps_idmap *map, int id, void *ptr, void **old)
  *
  * Context: as ps_idmap_alloc(); does not allocate.
  * Return: 0; -ENOENT when @id is not bound; -EINVAL for a NULL @map or a
- * negative @id.
+ * negative @id; -EDEADLK as ps_idmap_alloc().
  */
 PS_API int ps_idmap_remove(struct ps_idmap *map, int id, void **old);
 
@@ -155,8 +158,12 @@ PS_API int ps_idmap_remove(struct ps_idmap *map, int id, void **old);
  * SPIN takes the lock, RWLOCK the read lock, RCU enters an RCU read-side
  * section (registering the thread with liburcu on first use).
  *
- * Context: any thread.  Sections of SPIN and RWLOCK maps do not nest; RCU
- * sections do.  Call no writer of @map inside.
+ * Context: any thread.  RWLOCK and RCU sections nest, of one map or several
+ * (an RWLOCK reader already inside a section goes past a waiting writer);
+ * a SPIN section must not be opened inside another of the same map: that
+ * aborts with a message (it would wait for itself), and a SPIN section
+ * inside another map's follows the lock order of polstore/store.h.  Inside
+ * a SPIN or RWLOCK section, the map's writers return -EDEADLK.
  */
 PS_API void ps_idmap_read_lock(struct ps_idmap *map);
 

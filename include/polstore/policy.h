@@ -177,11 +177,12 @@ PS_API unsigned ps_policy_flags(const struct ps_policy *pol);
  * @pol: the policy
  * @mask: room for @maxnode bits, rounded up to whole unsigned longs; every
  *        word is written (unused high bits cleared)
- * @maxnode: number of bits @mask can hold
+ * @maxnode: number of bits @mask can hold, at most PS_MAXNODE_LIMIT
  *
  * Context: any thread; reads immutable data, writes only @mask.
- * Return: 0, or -EINVAL when @pol or @mask is NULL, @maxnode is 0, or a
- * node of the policy does not fit in @maxnode bits (then @mask is untouched).
+ * Return: 0, or -EINVAL when @pol or @mask is NULL, @maxnode is 0 or above
+ * PS_MAXNODE_LIMIT, or a node of the policy does not fit in @maxnode bits
+ * (then @mask is untouched).
  */
 PS_API int ps_policy_nodemask(const struct ps_policy *pol, unsigned long *mask,
 		unsigned long maxnode);

@@ -15,10 +15,17 @@
  *  - Fast path: call ps_qsbr_thread_online() once, then ps_qsbr_quiescent()
  *    regularly at points where the thread holds no borrowed policy (e.g.
  *    once per loop iteration of a worker), and ps_qsbr_thread_offline()
- *    before the thread blocks, sleeps or waits for anything.  Writers
- *    (ps_store_set() on a QSBR store) wait until every online thread has
- *    passed a quiescent state: an online thread that never reports one
- *    stalls every writer.
+ *    before the thread blocks, sleeps or waits for anything.  Memory that
+ *    sets retire is freed only once every online thread has passed a
+ *    quiescent state.  An online thread that never reports one holds up
+ *    every qsbr grace period: sets go on without waiting while retired
+ *    ranges pile up, until 262,144 of them are in flight
+ *    (16 MiB of ranges, and the tree nodes the sets replaced);
+ *    past that, each set made outside every section waits for a grace
+ *    period, for as long as the stall lasts, and ps_store_synchronize()
+ *    waits too.  polstore warns on stderr once such a wait has lasted
+ *    10 s, naming the thread (ps_qsbr_set_stall_warning() routes, times or
+ *    turns off the warnings).
  * Threads are unregistered from liburcu at exit whatever they did, by a
  * thread-specific-data key polstore creates before any thread can register
  * (when the first RCU, RCU_QSBR or SEQLOCK store or RCU id map is created,
@@ -126,6 +133,75 @@ PS_API bool ps_qsbr_thread_is_online(void);
  * Context: the calling thread, outside any read-side section.
  */
 PS_API void ps_rcu_unregister_thread(void);
+
+/**
+ * struct ps_qsbr_stall - one stall warning (ps_qsbr_set_stall_warning())
+ * @tid: the online thread that has reported no quiescent state (its Linux
+ *       thread id, gettid()), or 0 when no thread polstore registered is
+ *       behind (a thread the application registered with liburcu itself
+ *       may be: liburcu's registry is not polstore's to read)
+ * @name: that thread's name (pthread_setname_np()), "" if unknown
+ * @seconds: how long the waiter has waited for the grace period so far
+ * @waiter: who waits: "polstore's rcu-qsbr reclaim thread" (freeing what
+ *          sets retired; sets go on without it until the bound of
+ *          polstore/store.h), or a set or synchronize of an RCU_QSBR store
+ * @waiter_tid: the waiting thread's id
+ */
+struct ps_qsbr_stall {
+	int tid;
+	char name[16];
+	double seconds;
+	const char *waiter;
+	int waiter_tid;
+};
+
+/** typedef ps_qsbr_stall_fn - receives a stall warning; @stall is valid during the call. */
+typedef void (*ps_qsbr_stall_fn)(const struct ps_qsbr_stall *stall, void *arg);
+
+/**
+ * ps_qsbr_set_stall_warning() - warn when an online QSBR thread holds up a grace period
+ * @timeout_ms: how long a wait for a qsbr grace period may last before it
+ *              is reported; 0 turns the warnings off
+ * @fn: receives each warning; NULL prints it on stderr (the default)
+ * @arg: passed to @fn
+ *
+ * As the kernel's RCU CPU stall warnings: once polstore has waited
+ * @timeout_ms for a qsbr grace period (its reclaim thread, or a set or
+ * ps_store_synchronize() of an RCU_QSBR store), every online thread that
+ * has not reported a quiescent state since the grace period began is
+ * reported, by thread id and name, with how long the wait has lasted; the
+ * same wait is reported again every three timeouts while it lasts.  The
+ * default is 10 s, or what the environment variable POLSTORE_QSBR_STALL_MS
+ * says when the library is loaded (a number of ms; 0: off).  The reports
+ * come from a watchdog thread polstore starts on its first such wait,
+ * with every signal blocked; @fn runs there, holding no polstore lock, and
+ * must not wait for a grace period.
+ *
+ * Context: any thread, at any time; applies to waits in progress too.
+ * Return: 0, or -EINVAL when @timeout_ms exceeds 10^9 (nothing changed).
+ */
+PS_API int ps_qsbr_set_stall_warning(unsigned long timeout_ms, ps_qsbr_stall_fn fn, void *arg);
+
+/**
+ * ps_rcu_barrier() - wait for every deferred free polstore has queued
+ *
+ * When it returns, everything queued on polstore's reclaim threads before
+ * the call has been released: the ranges earlier sets of every SEQLOCK,
+ * RCU and RCU_QSBR store retired (their policy references dropped), and
+ * every store handed to ps_store_destroy_deferred() (freed), but for a
+ * store whose lock a reader still held then (a SPIN or RWLOCK section or
+ * walk, a SEQLOCK walk): that one is freed once the lock is let go,
+ * tried again every 10 ms, and not waited for.  Call it before
+ * ps_set_alloc_ops() or dlclose(), for instance.
+ *
+ * Context: any thread outside every read-side section of an RCU, SEQLOCK
+ * or RCU_QSBR store or RCU id map (it waits for grace periods of both
+ * flavours); an online QSBR thread goes offline for the wait and back
+ * online after it.  May sleep.
+ * Return: 0, or -EDEADLK (nothing waited for) inside a memb read-side
+ * section or an automatic RCU_QSBR section (polstore/store.h).
+ */
+PS_API int ps_rcu_barrier(void);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,76 @@
  * Ranges never overlap.  Equal neighbours are NOT merged: a set() leaves
  * exactly the ranges the kernel's shared_policy_replace() would, so
  * foreach() shows the history of sets, trimmed.
+ *
+ * Calling contexts.  What each call holds or waits for (the Context: lines
+ * below point here):
+ *
+ *   call                       SPIN   RWLOCK        SEQLOCK        RCU, RCU_QSBR
+ *   lookup, _copy, _node, next lock   lock, shared  memb section   a section (1)
+ *   read_lock .. read_unlock   lock   lock, shared  memb section   a section (1)
+ *   foreach, foreach_range     lock   lock, shared  writer lock    a section (1)
+ *   set, set_many, check       lock   exclusive     writer lock    writer mutex (2)
+ *   synchronize                -      -             grace periods  grace periods
+ *   destroy                    -      -             its batches    its batches
+ *   destroy_deferred           never waits (see the function)
+ *
+ *   (1) RCU: a memb read-side section; RCU_QSBR: none for an online
+ *       thread, else an automatic section (online for its length).
+ *   (2) never waits for readers or a grace period, but past 262,144
+ *       retired ranges in flight (ps_store_set()).
+ *
+ * Inside a read-side section or foreach callback of store S, on the same
+ * thread, calls on S itself:
+ *  - SPIN: only the borrowed reads (ps_store_lookup_borrow(),
+ *    ps_store_next_borrow()); every other call that takes the lock returns
+ *    -EDEADLK (ps_store_lookup(): NULL with errno EDEADLK), and
+ *    ps_store_read_lock() prints a message and aborts: it would wait for
+ *    itself.
+ *  - RWLOCK: reads and sections nest (a thread inside a section goes past
+ *    a writer that waits, and the writer waits for it to leave every
+ *    section it holds); set, set_many and check return -EDEADLK.
+ *  - SEQLOCK: in a read section, anything but synchronize (-EDEADLK); in a
+ *    foreach callback reads, while set, set_many, check, synchronize and
+ *    walks return -EDEADLK (the walk holds the writer lock).
+ *  - RCU, RCU_QSBR: anything but synchronize (-EDEADLK: a grace period
+ *    would wait for the caller, or end its automatic section); a set there
+ *    never waits, and the walk goes on in its snapshot.
+ *  - destroy aborts with a message inside a section of S (it would free
+ *    the lock the section holds), and inside any read-side section of the
+ *    store's RCU flavour (memb for SEQLOCK and RCU, an automatic section
+ *    for RCU_QSBR: it may wait for a grace period that waits for the
+ *    caller); ps_store_destroy_deferred() is made for those places.
+ *
+ * Other stores may be read from anywhere: lookups, sections and walks of
+ * RWLOCK, SEQLOCK, RCU and RCU_QSBR stores never wait for a writer that
+ * waits for the caller.  Lock order: the calls that take a store's lock
+ * exclusively (every call on a SPIN store but the borrowed reads; set,
+ * set_many and check of SPIN, RWLOCK and SEQLOCK stores; SEQLOCK walks),
+ * made inside a section or walk of another store, deadlock with a thread
+ * that nests the same two stores the other way round, as two mutexes do:
+ * nest them in one order across the program (for example the order the
+ * stores were created in).  Likewise ps_store_synchronize() or destroy of
+ * an RCU or SEQLOCK store inside a SPIN or RWLOCK section, while another
+ * thread inside an RCU section waits for that lock.
+ *
+ * Misuse fails loudly.  Always, at the cost of a thread-local record of
+ * the lock-based sections a thread holds (8 deep; nothing on the
+ * lock-free read paths): a call that would wait for itself returns
+ * -EDEADLK, or, when it returns nothing, prints what was called on which
+ * store and aborts, as above.  The checking mode adds, for the stores
+ * created while it is on: a read unlock on a store the thread holds no
+ * section of (never locked, unlocked twice, or locked by another thread),
+ * a borrowed lookup outside a section of the store, a destroy while
+ * sections of the store are open on any thread, any call on a destroyed
+ * store (kept poisoned for a while), a thread that exits inside a SPIN or
+ * RWLOCK section, and threads deadlocked waiting for stores each other
+ * holds (the lock order broken), each reported within a second: a
+ * message naming the call and the store on stderr, then abort().  Turn it
+ * on with POLSTORE_CHECK=1 in the environment (read when the library is
+ * loaded), or build the library with -DPOLSTORE_CHECKING=ON
+ * (POLSTORE_CHECK=0 turns that off).  Checked stores are slower (every
+ * call goes through the library and a per-thread record, none inline);
+ * the others run as without it.
  */
 #ifndef POLSTORE_STORE_H
 #define POLSTORE_STORE_H
@@ -87,12 +157,56 @@ PS_API struct ps_store *ps_store_create(enum ps_sync sync);
  * References that callers got from ps_store_lookup() stay valid until they
  * are put.
  *
- * Context: no other thread may use @store during or after the call; not
- * inside a read-side section of an RCU, RCU_QSBR or SEQLOCK store or RCU
- * id map (those wait until what their sets removed is freed, so that the
- * policy references it held are dropped when this returns).
+ * Context: no other thread may use @store during or after the call
+ * (ps_store_destroy_deferred() retires a store readers may still be in).
+ * Not inside a section or walk of @store, nor, for SEQLOCK, RCU and
+ * RCU_QSBR stores, inside a read-side section of the store's RCU flavour
+ * (they wait for their batches in flight): both print a message and abort
+ * (calling contexts, above).
  */
 PS_API void ps_store_destroy(struct ps_store *store);
+
+/**
+ * ps_store_destroy_deferred() - free a store once no reader can still use it, never waiting
+ * @store: the store, which the caller has made unreachable for new readers
+ *
+ * Retires a store that lock-free readers may still be inside: the caller
+ * unpublishes it (for instance clears the pointer readers load it from,
+ * with rcu_assign_pointer()), calls this, and returns at once; polstore
+ * frees the store on its reclaim thread after a grace period, and drops
+ * its policy references then.  What "no reader can still use it" means
+ * depends on the variant:
+ *
+ *  - RCU and SEQLOCK: a memb grace period.  Lookups, copies, node lookups,
+ *    ps_store_read_lock() sections and RCU foreach walks under way when the
+ *    call is made finish first.  A SEQLOCK foreach walk holds the writer
+ *    lock, not a section: the store is freed once no walk holds it.
+ *  - RCU_QSBR: a qsbr grace period: every online thread has passed a
+ *    quiescent state (or gone offline), and automatic sections have ended.
+ *    So its readers must find the store while online, or inside a
+ *    section of an RCU_QSBR store: a memb section protects nothing here.
+ *  - SPIN and RWLOCK: readers hold the store's lock, not an RCU section,
+ *    so a grace period alone protects only readers that reached the store
+ *    inside a memb read-side section of their own (liburcu's
+ *    urcu_memb_read_lock(), or a section of any RCU or SEQLOCK store) and
+ *    use it within it.  After a memb grace period the reclaim thread tries
+ *    the store's lock (never waiting for it): while a section or walk
+ *    still holds it, it tries again every 10 ms, and frees the store once
+ *    the lock is free.
+ *
+ * ps_rcu_barrier() (polstore/rcu.h) waits until the free is done (but for
+ * a lock still held).
+ *
+ * Context: any thread, inside read-side sections too (of @store as well:
+ * the free waits for them); never waits.  No writer of @store (set,
+ * set_many, synchronize, check, destroy) may run during or after the call,
+ * and no new reader may find @store: only readers already under way may
+ * still use it.
+ * Return: 0; -EINVAL for NULL; -ENOMEM or -EAGAIN (no memory for the
+ * hand-over, no reclaim thread could start) with nothing done: @store is
+ * as before, and the caller may retry or destroy it.
+ */
+PS_API int ps_store_destroy_deferred(struct ps_store *store);
 
 /**
  * ps_store_sync_kind() - the variant a store was created with
@@ -133,18 +247,23 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * or after the set, never a mix (ps_store_stats() counts what sets copy).
  *
  * Context: any thread; writers are serialised by the store.  Allocates.
- * SPIN, RWLOCK, SEQLOCK: not inside a read-side section or foreach callback
- * of the same store (they hold or wait for its lock).  SEQLOCK sets never
- * wait for a grace period, unless a small batch header cannot be allocated
- * (then that set waits for one instead of failing: not inside any memb
- * read-side section then).  RCU and RCU_QSBR: also inside a read-side
- * section of any store, a foreach callback (of this store too: the walk
- * goes on in its snapshot), and from an online QSBR thread; what the caller
- * borrowed stays valid until its section ends.  Only when the reclaim thread
- * has fallen 262,144 ranges (16 MiB) behind, as when a grace period cannot
- * end, does a set called outside every section (QSBR: offline) wait for
- * one grace period and free what it retired itself.
- * Return: 0; -EINVAL when @store is NULL or @start >= @end; -ENOMEM.
+ * SPIN, RWLOCK: not inside a read-side section or foreach callback of the
+ * same store, SEQLOCK not inside its foreach callback (-EDEADLK: they hold
+ * its lock).  SEQLOCK sets never wait for a grace period: when a small
+ * batch header cannot be allocated or no reclaim thread runs, a set made
+ * outside every memb read-side section waits for one and frees the batch
+ * itself, one made inside a section keeps it for a later set.  RCU and
+ * RCU_QSBR: also inside a read-side section of any store, a foreach
+ * callback (of this store too: the walk goes on in its snapshot), and from
+ * an online QSBR thread; what the caller borrowed stays valid until its
+ * section ends.  Only when the reclaim thread has fallen far behind, with
+ * 262,144 retired ranges in flight (16 MiB), does a set called outside
+ * every section (QSBR: offline) wait for one grace period and free what it
+ * retired itself: for as long as a grace period takes, which an online QSBR
+ * thread that reports no quiescent state prolongs without end
+ * (ps_qsbr_set_stall_warning() says which thread).
+ * Return: 0; -EINVAL when @store is NULL or @start >= @end; -ENOMEM;
+ * -EDEADLK (nothing changed) inside the store's own section, as above.
  */
 PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
 		struct ps_policy *pol);
@@ -166,8 +285,13 @@ PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
  * Context: any thread, not inside a read-side section of an RCU, RCU_QSBR
  * or SEQLOCK store or RCU id map (it waits for grace periods; an online
  * QSBR thread goes offline for the wait and back online after it), nor a
- * foreach callback of such a store.
- * Return: 0, or -EINVAL when @store is NULL.
+ * foreach callback of such a store.  Where polstore sees such a section
+ * (memb sections, automatic RCU_QSBR sections, SEQLOCK walks) it returns
+ * -EDEADLK; a ps_store_read_lock() section of an online-by-choice QSBR
+ * thread it cannot see: the wait takes the thread offline, ending that
+ * section's protection.
+ * Return: 0; -EINVAL when @store is NULL; -EDEADLK (nothing waited for)
+ * inside a section it would wait for.
  */
 PS_API int ps_store_synchronize(struct ps_store *store);
 
@@ -189,7 +313,8 @@ PS_API int ps_store_synchronize(struct ps_store *store);
  * allocator; a failed allocation leaves the policy on its atomic count and
  * the lookup succeeds.
  * Return: the policy, which the caller must ps_policy_put(); NULL when no
- * range covers @idx (errno is then 0) or @store is NULL (errno EINVAL).
+ * range covers @idx (errno is then 0), @store is NULL (errno EINVAL), or
+ * inside this thread's own section of a SPIN @store (errno EDEADLK).
  */
 PS_API struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx);
 
@@ -200,10 +325,12 @@ PS_API struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx);
  * Borrowed policies (ps_store_lookup_borrow()) stay valid until the matching
  * ps_store_read_unlock().  Per variant: SPIN takes the lock, RWLOCK takes it
  * shared, SEQLOCK and RCU enter an RCU read-side section, RCU_QSBR marks the
- * thread online if it is not.  Sections must not nest and should be
- * short: SPIN, RWLOCK and SEQLOCK writers wait for them, and RCU variants
- * free nothing retired while one is open.  Inside a section, SPIN, RWLOCK
- * and SEQLOCK stores must not be set; RCU and RCU_QSBR stores may be.
+ * thread online if it is not.  Sections of RWLOCK, SEQLOCK, RCU and
+ * RCU_QSBR stores nest, of one store or of several; a SPIN section must
+ * not be opened inside another of the same store (that prints a message
+ * and aborts).  Sections should be short: SPIN and RWLOCK writers wait
+ * for them, and the variants that defer frees free nothing retired while
+ * one is open.  What may be called inside: calling contexts, above.
  *
  * Context: any thread.
  */
@@ -250,12 +377,13 @@ PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, ui
  * the caller's.
  *
  * Context: any thread, as ps_store_lookup(); inside a read-side section of
- * another store, or of the same RCU, RCU_QSBR or SEQLOCK store (sections
- * nest), but not of the same SPIN or RWLOCK store (it takes the lock).
+ * another store, or of the same RWLOCK, SEQLOCK, RCU or RCU_QSBR store
+ * (sections nest), but not of the same SPIN store (it takes the lock:
+ * -EDEADLK).
  * Return: 1 when a policy covers @idx, 0 when none does; -EINVAL when
  * @store or @view is NULL, @view->size is not sizeof(struct
  * ps_policy_view) or @view->nwords exceeds PS_NODEMASK_WORDS (then @view
- * is untouched).
+ * is untouched); -EDEADLK inside this thread's section of a SPIN @store.
  */
 PS_API int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_policy_view *view);
 
@@ -275,7 +403,8 @@ PS_API int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_
  * Return: the node, always one with memory in the topology in force
  * (polstore/numa.h; when no policy covers @idx, @local_node or the nearest
  * node with memory to it); -EINVAL when @store is NULL or @local_node is
- * out of range.
+ * out of range; -EDEADLK as
+ * ps_store_lookup_copy().
  */
 PS_API int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node);
 
@@ -283,12 +412,12 @@ PS_API int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_
  * typedef ps_foreach_fn - callback of ps_store_foreach() and ps_store_foreach_range()
  *
  * @pol is borrowed for the duration of the call.  A non-zero return stops
- * the walk.  The callback must not call into the same SPIN, RWLOCK or
- * SEQLOCK store: SPIN and SEQLOCK hold its lock during the walk, RWLOCK
- * holds it shared (a nested reader would wait behind a waiting writer),
- * and a set would wait for the walk itself.  An RCU or RCU_QSBR store it
- * may read and set: the walk goes on in its snapshot (README, "Threads and
- * RCU").  It may read other stores.
+ * the walk.  The callback runs inside the walk's section (calling
+ * contexts, at the top of this header): it may read its own store unless
+ * that is SPIN, set it when it is RCU or RCU_QSBR (the walk goes on in
+ * its snapshot), and read other stores, following the lock order for SPIN
+ * stores and for writes of lock-based ones.  A call that would wait for
+ * the walk itself returns -EDEADLK.
  */
 typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
 
@@ -300,13 +429,17 @@ typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol
  *
  * Every variant walks one consistent snapshot: SPIN and SEQLOCK hold the
  * writer lock, RWLOCK holds the lock shared, RCU and RCU_QSBR walk the tree
- * version current when the walk began inside one read-side section (sets
- * that start during the walk complete only after it).  So concurrent sets
- * wait for the walk: keep @fn short.
+ * version current when the walk began inside one read-side section.  SPIN,
+ * RWLOCK and SEQLOCK sets wait for the walk, so keep @fn short; RCU and
+ * RCU_QSBR sets do not (they publish a new version, which the walk does
+ * not see), but what they retire is freed only once the walk's section
+ * has ended.
  *
- * Context: any thread, not inside a read-side section of @store.
+ * Context: any thread; inside a read-side section of @store only when it
+ * is not a SPIN store, nor inside a SPIN or SEQLOCK walk of @store
+ * (-EDEADLK).
  * Return: 0 after a full walk, @fn's non-zero return when it stopped the
- * walk, -EINVAL when @store or @fn is NULL.
+ * walk, -EINVAL when @store or @fn is NULL, -EDEADLK as above.
  */
 PS_API int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg);
 
@@ -332,8 +465,9 @@ PS_API size_t ps_store_count(struct ps_store *store);
  *
  * Context: any thread; takes the writer lock, so it excludes sets.  It
  * never waits for a grace period: RCU and RCU_QSBR stores allow it inside
- * a read-side section too.
- * Return: 0, -EINVAL for a NULL store, or -EUCLEAN on a violation.
+ * a read-side section too; SPIN and RWLOCK stores not inside their own
+ * sections, SEQLOCK not inside its walks (-EDEADLK).
+ * Return: 0, -EINVAL for a NULL store, -EUCLEAN on a violation, or -EDEADLK.
  */
 PS_API int ps_store_check(struct ps_store *store, const char **why);
 
@@ -349,8 +483,9 @@ PS_API int ps_store_check(struct ps_store *store, const char **why);
  * if no reclaim thread could be started do retired nodes wait in the store
  * (they count here then).
  *
- * Context: any thread, any section, an allocator hook too; lock-free,
- * approximate under concurrent sets.
+ * Context: any thread, any section, also an allocator hook
+ * (polstore/alloc.h) called inside a set of this store; never waits for a
+ * lock.  Exact while no set runs, approximate under concurrent sets.
  * Return: the byte count; 0 for NULL.
  */
 PS_API size_t ps_store_memory(struct ps_store *store);
@@ -418,13 +553,10 @@ PS_API int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats);
  * RCU writer waits for the walk, and sets made meanwhile (also by @fn)
  * are not seen by it.
  *
- * Context: any thread, not inside a read-side section of @store.  @fn
- * may read other stores; it must not call into @store when it is a SPIN,
- * RWLOCK or SEQLOCK store (the walk holds its lock); an RCU or RCU_QSBR
- * store it may read and set (the walk goes on in its snapshot).
+ * Context: as ps_store_foreach(); @fn as ps_foreach_fn says.
  * Return: 0 after a full walk (also when no range overlaps the window),
  * @fn's non-zero return when it stopped the walk, -EINVAL when @store or
- * @fn is NULL or @start >= @end.
+ * @fn is NULL or @start >= @end, -EDEADLK as ps_store_foreach().
  */
 PS_API int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg);
@@ -449,11 +581,11 @@ PS_API int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64
  *
  * Context: any thread; never blocks for RCU variants, may wait for a
  * writer under SPIN, RWLOCK and (after failed retries) SEQLOCK; not inside
- * a read-side section of a SPIN or RWLOCK @store (use ps_store_next_borrow()
+ * a read-side section of a SPIN @store (-EDEADLK: use ps_store_next_borrow()
  * there).
  * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
  * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
- * @pol is NULL.
+ * @pol is NULL; -EDEADLK inside this thread's section of a SPIN @store.
  */
 PS_API int ps_store_next(struct ps_store *store, uint64_t idx, uint64_t *start, uint64_t *end,
 		struct ps_policy **pol);
@@ -515,7 +647,7 @@ struct ps_set_op {
  * Context: as ps_store_set().  Allocates (RCU and RCU_QSBR: before each
  * change of the tree, what it can need at worst, O(log N) for N ranges).
  * Return: 0; -EINVAL when @store is NULL, @ops is NULL with @n > 0, or an
- * op has start >= end; -ENOMEM.
+ * op has start >= end; -ENOMEM; -EDEADLK as ps_store_set().
  */
 PS_API int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops, size_t n);
 

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* The per-thread record of held.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "held.h"
+
+__thread struct ps_held _ps_held __attribute__((tls_model("initial-exec")));
+
+bool _ps_held_find(const void *obj)
+{
+	unsigned i, n = _ps_held.n < PS_HELD_MAX ? _ps_held.n : PS_HELD_MAX;
+
+	for (i = 0; i < n; i++)
+		if (_ps_held.obj[i] == obj)
+			return true;
+	return false;
+}
+
+/* A section closed out of order: take its entry out (the last recorded one of @obj). */
+void _ps_held_drop(const void *obj)
+{
+	unsigned i, n = _ps_held.n < PS_HELD_MAX ? _ps_held.n : PS_HELD_MAX;
+
+	if (!_ps_held.n)
+		return;
+	for (i = n; i-- > 0;) {
+		if (_ps_held.obj[i] == obj) {
+			for (; i + 1 < n; i++)
+				_ps_held.obj[i] = _ps_held.obj[i + 1];
+			if (_ps_held.n > PS_HELD_MAX)
+				_ps_held.obj[n - 1] = NULL; /* a deeper, unnamed section moves up */
+			break;
+		}
+	}
+	_ps_held.n--;
+}
+
+void _ps_misuse(const char *call, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* One write: the message stays whole beside other threads' output. */
+	fprintf(stderr, "polstore: %s: %s\n", call, msg);
+	abort();
+}

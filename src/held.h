@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The lock-based sections the calling thread holds: SPIN and RWLOCK read
+ * sections and foreach walks, SEQLOCK foreach walks (which hold its writer
+ * lock), SPIN and RWLOCK id map sections.  Each is recorded by the object
+ * (a store, a map) while it is open, so that a call that would take that
+ * object's lock again, and wait for itself, returns -EDEADLK instead.
+ *
+ * Thread-local, written only by its thread, off every lock-free read
+ * path: recording costs a store and an increment, and a check one
+ * thread-local load and one predictable branch while the thread holds
+ * nothing.  PS_HELD_MAX sections are recorded; deeper ones are counted
+ * but not named (a call into one of those is not caught).
+ */
+#ifndef POLSTORE_SRC_HELD_H
+#define POLSTORE_SRC_HELD_H
+
+#include <stdbool.h>
+
+#include "compiler.h"
+
+#define PS_HELD_MAX 8
+
+struct ps_held {
+	unsigned n; /* sections open; the first PS_HELD_MAX are in @obj */
+	const void *obj[PS_HELD_MAX];
+};
+
+extern __thread struct ps_held _ps_held __attribute__((tls_model("initial-exec")));
+
+bool _ps_held_find(const void *obj);
+void _ps_held_drop(const void *obj);
+
+/*
+ * A misuse that cannot return an error (a void call that would wait for
+ * itself for ever): print "polstore: @call: @fmt..." on stderr and abort().
+ */
+__attribute__((noreturn, cold, format(printf, 2, 3))) void _ps_misuse(const char *call,
+		const char *fmt, ...);
+
+/* A section of @obj is open on this thread: record it. */
+static inline void ps_held_push(const void *obj)
+{
+	unsigned n = _ps_held.n;
+
+	if (ps_likely(n < PS_HELD_MAX))
+		_ps_held.obj[n] = obj;
+	_ps_held.n = n + 1;
+}
+
+/* The section of @obj that ps_held_push() recorded is closed. */
+static inline void ps_held_pop(const void *obj)
+{
+	unsigned n = _ps_held.n;
+
+	if (ps_likely(n && n <= PS_HELD_MAX && _ps_held.obj[n - 1] == obj))
+		_ps_held.n = n - 1; /* the usual case: sections close in the order they opened */
+	else
+		_ps_held_drop(obj);
+}
+
+/* True when this thread holds a section of @obj (so its lock, or a share of it). */
+static inline bool ps_held(const void *obj)
+{
+	return ps_unlikely(_ps_held.n) && _ps_held_find(obj);
+}
+
+#endif /* POLSTORE_SRC_HELD_H */
