@@ -91,8 +91,17 @@ int ps_test_call_in_foreach(uint64_t start, uint64_t end, struct ps_policy *pol,
 
 /* ---- the failing allocator ---- */
 
-static atomic_long alloc_calls; /* allocation calls so far */
-/* Calls numbered [fail_from, fail_to] fail; LONG_MAX: none. */
+/*
+ * Allocation calls so far of each thread.  An arming counts the calls of
+ * the thread that armed it only: the reclaim threads allocate too, at
+ * times of their own, and a failure they absorb must not stand in for one
+ * of the call under test.
+ */
+static __thread long alloc_calls;
+/* Each arming's number; the arming thread keeps it in its armed_here. */
+static atomic_long armed_gen;
+static __thread long armed_here;
+/* Calls numbered [fail_from, fail_to] of the arming thread fail; LONG_MAX: none. */
 static atomic_long fail_from = LONG_MAX, fail_to = LONG_MAX;
 static atomic_long alloc_live; /* blocks allocated and not freed since the install */
 static atomic_long alloc_injected; /* failures returned */
@@ -100,11 +109,12 @@ static bool alloc_installed;
 
 static void *failing_alloc(size_t size, void *ctx)
 {
-	long n = atomic_fetch_add(&alloc_calls, 1);
+	long n = alloc_calls++;
 	void *p;
 
 	(void)ctx;
-	if (n >= atomic_load(&fail_from) && n <= atomic_load(&fail_to)) {
+	if (n >= atomic_load(&fail_from) && n <= atomic_load(&fail_to) &&
+			armed_here == atomic_load(&armed_gen)) {
 		atomic_fetch_add(&alloc_injected, 1);
 		return NULL;
 	}
@@ -251,15 +261,17 @@ void ps_test_alloc_fail_after(long k)
 	if (!alloc_installed)
 		ps_test_alloc_install();
 	atomic_store(&fail_to, LONG_MAX);
-	atomic_store(&fail_from, k < 0 ? LONG_MAX : atomic_load(&alloc_calls) + k);
+	armed_here = atomic_fetch_add(&armed_gen, 1) + 1;
+	atomic_store(&fail_from, k < 0 ? LONG_MAX : alloc_calls + k);
 }
 
 void ps_test_alloc_fail_once(long k)
 {
-	long at = atomic_load(&alloc_calls) + k;
+	long at = alloc_calls + k;
 
 	if (!alloc_installed)
 		ps_test_alloc_install();
+	armed_here = atomic_fetch_add(&armed_gen, 1) + 1;
 	atomic_store(&fail_to, at);
 	atomic_store(&fail_from, at);
 }
@@ -269,7 +281,7 @@ bool ps_test_alloc_disarm(void)
 	long at = atomic_exchange(&fail_from, LONG_MAX);
 
 	atomic_store(&fail_to, LONG_MAX);
-	return atomic_load(&alloc_calls) > at;
+	return alloc_calls > at;
 }
 
 long ps_test_alloc_live(void)

@@ -144,7 +144,9 @@ static inline uint64_t ps_test_now_ns(void)
  * The failing allocator: malloc/free underneath, installed with
  * ps_set_alloc_ops(), counting allocation calls, the blocks live since it
  * was installed and the failures it returned.  Counts are atomic: reclaim
- * threads allocate and free concurrently.
+ * threads allocate and free concurrently.  An arming (fail_after,
+ * fail_once) numbers and fails the allocations of the thread that armed
+ * it only; disarm on that thread.
  *
  * ps_test_alloc_install() installs it, zeroes its counts, fails nothing.
  * ps_test_alloc_fail_after(k): k allocations from now succeed and every
