@@ -531,7 +531,7 @@ struct ps_store_stats {
  */
 PS_API int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats);
 
-/* ---- windows, walks by position, batches (issue 16) ---- */
+/* ---- windows, walks by position, batches ---- */
 
 /**
  * ps_store_foreach_range() - call @fn on every range overlapping [@start, @end)
