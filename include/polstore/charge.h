@@ -13,7 +13,8 @@
  *   PS_CHARGE_SPIN     a spinlock per counter around every update and read
  *                      (res_counter as it was).  Never exceeds the limit.
  *   PS_CHARGE_SEQLOCK  writers take the lock and bump a sequence count;
- *                      readers never lock, they retry (the seed's RFC).
+ *                      readers never lock, they retry (the kernel's
+ *                      seqlock RFC for res_counter).
  *                      Never exceeds the limit.
  *   PS_CHARGE_ATOMIC   no lock: add speculatively, compare with the limit,
  *                      undo on failure (page_counter).  Usage may exceed the

@@ -21,62 +21,100 @@
  * exactly the ranges the kernel's shared_policy_replace() would, so
  * foreach() shows the history of sets, trimmed.
  *
- * Calling contexts.  What each call holds or waits for (the Context: lines
- * below point here):
+ * Calling contexts.  One table for every call; each function's Context:
+ * line points here and adds only what is particular to it.  Columns:
+ *   lock     what the call takes: excl the store's lock exclusively,
+ *            shared the lock shared, writer the writer lock (SEQLOCK: a
+ *            spinlock; RCU and RCU_QSBR: a mutex), - none;
+ *   blocks   whether it may wait for another thread;
+ *   section  inside a read-side section of the same store on the same
+ *            thread (ps_store_read_lock() .. ps_store_read_unlock()):
+ *            yes, or what it does there instead (EDEADLK: returns
+ *            -EDEADLK, changing nothing; abort: prints the call and the
+ *            store on stderr and aborts);
+ *   GP       whether it may wait for an RCU grace period;
+ *   callback inside a ps_foreach_fn callback of the same store.
+ * RCU means RCU and RCU_QSBR alike where no note says otherwise.
  *
- *   call                       SPIN   RWLOCK        SEQLOCK        RCU, RCU_QSBR
- *   lookup, _copy, _node, next lock   lock, shared  memb section   a section (1)
- *   read_lock .. read_unlock   lock   lock, shared  memb section   a section (1)
- *   foreach, foreach_range     lock   lock, shared  writer lock    a section (1)
- *   set, set_many, check       lock   exclusive     writer lock    writer mutex (2)
- *   synchronize                -      -             grace periods  grace periods
- *   destroy                    -      -             its batches    its batches
- *   destroy_deferred           never waits (see the function)
+ *   call                variant  lock    blocks  section  GP   callback
+ *   lookup, lookup_copy SPIN     excl    yes     EDEADLK  no   EDEADLK
+ *   lookup_node, next   RWLOCK   shared  yes     yes      no   yes
+ *                       SEQLOCK  - (1)   (1)     yes      no   yes
+ *                       RCU      -       no (2)  yes      no   yes
+ *   read_lock (opens    SPIN     excl    yes     abort    no   abort
+ *   a section)          RWLOCK   shared  yes     yes      no   yes
+ *                       SEQLOCK  -       no (2)  yes      no   yes
+ *                       RCU      -       no (2)  yes      no   yes
+ *   lookup_borrow,      only inside a section of the store; no lock
+ *   next_borrow         (SEQLOCK: but (1)), no shared write
+ *   foreach,            SPIN     excl    yes     EDEADLK  no   EDEADLK
+ *   foreach_range       RWLOCK   shared  yes     yes      no   yes
+ *                       SEQLOCK  writer  yes     yes      no   EDEADLK
+ *                       RCU      -       no (2)  yes      no   yes
+ *   set, set_many,      SPIN     excl    yes     EDEADLK  no   EDEADLK
+ *   check               RWLOCK   excl    yes     EDEADLK  no   EDEADLK
+ *                       SEQLOCK  writer  yes     yes      (3)  EDEADLK
+ *                       RCU      writer  yes     yes      (4)  yes
+ *   stats               RCU      writer  yes     yes      no   yes
+ *   synchronize         SPIN,    -       no      yes      no   yes
+ *                       RWLOCK   (a no-op: they defer nothing)
+ *                       SEQLOCK  writer  yes     EDEADLK  yes  EDEADLK
+ *                       RCU      -       yes     EDEADLK  yes  EDEADLK (5)
+ *   destroy             SPIN,    -       no      abort    no   abort
+ *                       RWLOCK
+ *                       SEQLOCK, -       yes     abort    (6)  abort
+ *                       RCU
+ *   destroy_deferred,   all      -       no      yes      no   yes
+ *   count, memory,
+ *   sync_kind
  *
- *   (1) RCU: a memb read-side section; RCU_QSBR: none for an online
- *       thread, else an automatic section (online for its length).
- *   (2) never waits for readers or a grace period, but past 262,144
- *       retired ranges in flight (ps_store_set()).
+ *   (1) SEQLOCK reads take no lock; after 4 tries that met a writer they
+ *       take the writer lock, and wait for it.
+ *   (2) never waits for a writer.  RCU_QSBR: an online thread opens no
+ *       section at all; an offline one is online for the section.
+ *   (3) only when the small header of a batch of removed ranges cannot
+ *       be allocated or no reclaim thread runs, and only outside every
+ *       memb read-side section (inside one the batch waits for a later
+ *       set or synchronize).
+ *   (4) only with 262,144 retired ranges in flight (the reclaim thread
+ *       far behind, as behind an online RCU_QSBR thread that reports no
+ *       quiescent state) or no reclaim thread, and only outside every
+ *       read-side section of its flavour (RCU_QSBR: offline); inside one
+ *       the set never waits.
+ *   (5) synchronize returns -EDEADLK inside any read-side section of the
+ *       store's flavour, of this store or another (memb for SEQLOCK and
+ *       RCU; for RCU_QSBR an automatic section, opened for a thread that
+ *       was offline).  A section of an RCU_QSBR thread online by its own
+ *       choice is not seen: the wait takes the thread offline, which ends
+ *       the protection of what it borrowed.
+ *   (6) waits for what the store's sets handed to the reclaim thread and
+ *       is still in flight; so it aborts inside any read-side section of
+ *       the store's flavour too, as (5).
+ *   stats: the other variants return -EOPNOTSUPP at once.
  *
- * Inside a read-side section or foreach callback of store S, on the same
- * thread, calls on S itself:
- *  - SPIN: only the borrowed reads (ps_store_lookup_borrow(),
- *    ps_store_next_borrow()); every other call that takes the lock returns
- *    -EDEADLK (ps_store_lookup(): NULL with errno EDEADLK), and
- *    ps_store_read_lock() prints a message and aborts: it would wait for
- *    itself.
- *  - RWLOCK: reads and sections nest (a thread inside a section goes past
- *    a writer that waits, and the writer waits for it to leave every
- *    section it holds); set, set_many and check return -EDEADLK.
- *  - SEQLOCK: in a read section, anything but synchronize (-EDEADLK); in a
- *    foreach callback reads, while set, set_many, check, synchronize and
- *    walks return -EDEADLK (the walk holds the writer lock).
- *  - RCU, RCU_QSBR: anything but synchronize (-EDEADLK: a grace period
- *    would wait for the caller, or end its automatic section); a set there
- *    never waits, and the walk goes on in its snapshot.
- *  - destroy aborts with a message inside a section of S (it would free
- *    the lock the section holds), and inside any read-side section of the
- *    store's RCU flavour (memb for SEQLOCK and RCU, an automatic section
- *    for RCU_QSBR: it may wait for a grace period that waits for the
- *    caller); ps_store_destroy_deferred() is made for those places.
+ * The first section of a thread registers it with liburcu (SEQLOCK, RCU:
+ * memb; RCU_QSBR: qsbr), which it leaves at exit; a thread that exits or
+ * is cancelled inside an RCU or SEQLOCK section has it closed then (see
+ * polstore/rcu.h).
  *
- * Other stores may be read from anywhere: lookups, sections and walks of
- * RWLOCK, SEQLOCK, RCU and RCU_QSBR stores never wait for a writer that
- * waits for the caller.  Lock order: the calls that take a store's lock
- * exclusively (every call on a SPIN store but the borrowed reads; set,
- * set_many and check of SPIN, RWLOCK and SEQLOCK stores; SEQLOCK walks),
- * made inside a section or walk of another store, deadlock with a thread
- * that nests the same two stores the other way round, as two mutexes do:
- * nest them in one order across the program (for example the order the
- * stores were created in).  Likewise ps_store_synchronize() or destroy of
- * an RCU or SEQLOCK store inside a SPIN or RWLOCK section, while another
- * thread inside an RCU section waits for that lock.
+ * Other stores.  Lookups, sections and walks of RWLOCK, SEQLOCK, RCU and
+ * RCU_QSBR stores may be made inside any section or walk of another
+ * store: they never wait for a writer that waits for the caller.  The
+ * calls that take a lock exclusively (every call on a SPIN store but the
+ * borrowed reads; set, set_many and check of SPIN, RWLOCK and SEQLOCK
+ * stores; SEQLOCK walks), made inside a section or walk of another store,
+ * deadlock with a thread that nests the same two stores the other way
+ * round, as two mutexes do: nest them in one order across the program
+ * (for example the order the stores were created in).  Likewise
+ * ps_store_synchronize() or destroy of an RCU or SEQLOCK store inside a
+ * SPIN or RWLOCK section, while another thread inside an RCU section
+ * waits for that lock.
  *
  * Misuse fails loudly.  Always, at the cost of a thread-local record of
  * the lock-based sections a thread holds (8 deep; nothing on the
  * lock-free read paths): a call that would wait for itself returns
  * -EDEADLK, or, when it returns nothing, prints what was called on which
- * store and aborts, as above.  The checking mode adds, for the stores
+ * store and aborts, as the table says.  The checking mode adds, for the stores
  * created while it is on: a read unlock on a store the thread holds no
  * section of (never locked, unlocked twice, or locked by another thread),
  * a borrowed lookup outside a section of the store, a destroy while
@@ -157,12 +195,10 @@ PS_API struct ps_store *ps_store_create(enum ps_sync sync);
  * References that callers got from ps_store_lookup() stay valid until they
  * are put.
  *
- * Context: no other thread may use @store during or after the call
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)).  No other
+ * thread may use @store during or after the call
  * (ps_store_destroy_deferred() retires a store readers may still be in).
- * Not inside a section or walk of @store, nor, for SEQLOCK, RCU and
- * RCU_QSBR stores, inside a read-side section of the store's RCU flavour
- * (they wait for their batches in flight): both print a message and abort
- * (calling contexts, above).
  */
 PS_API void ps_store_destroy(struct ps_store *store);
 
@@ -197,11 +233,12 @@ PS_API void ps_store_destroy(struct ps_store *store);
  * ps_rcu_barrier() (polstore/rcu.h) waits until the free is done (but for
  * a lock still held).
  *
- * Context: any thread, inside read-side sections too (of @store as well:
- * the free waits for them); never waits.  No writer of @store (set,
- * set_many, synchronize, check, destroy) may run during or after the call,
- * and no new reader may find @store: only readers already under way may
- * still use it.
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)); inside
+ * sections of @store too (the free waits for them).  No writer of @store
+ * (set, set_many, synchronize, check, destroy) may run during or after
+ * the call, and no new reader may find @store: only readers already under
+ * way may still use it.
  * Return: 0; -EINVAL for NULL; -ENOMEM or -EAGAIN (no memory for the
  * hand-over, no reclaim thread could start) with nothing done: @store is
  * as before, and the caller may retry or destroy it.
@@ -246,24 +283,16 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * waits for a grace period or for readers.  A lookup sees the store before
  * or after the set, never a mix (ps_store_stats() counts what sets copy).
  *
- * Context: any thread; writers are serialised by the store.  Allocates.
- * SPIN, RWLOCK: not inside a read-side section or foreach callback of the
- * same store, SEQLOCK not inside its foreach callback (-EDEADLK: they hold
- * its lock).  SEQLOCK sets never wait for a grace period: when a small
- * batch header cannot be allocated or no reclaim thread runs, a set made
- * outside every memb read-side section waits for one and frees the batch
- * itself, one made inside a section keeps it for a later set.  RCU and
- * RCU_QSBR: also inside a read-side section of any store, a foreach
- * callback (of this store too: the walk goes on in its snapshot), and from
- * an online QSBR thread; what the caller borrowed stays valid until its
- * section ends.  Only when the reclaim thread has fallen far behind, with
- * 262,144 retired ranges in flight (16 MiB), does a set called outside
- * every section (QSBR: offline) wait for one grace period and free what it
- * retired itself: for as long as a grace period takes, which an online QSBR
- * thread that reports no quiescent state prolongs without end
- * (ps_qsbr_set_stall_warning() says which thread).
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)); writers
+ * are serialised by the store; allocates.  RCU and RCU_QSBR: a set inside
+ * a foreach callback of @store is not seen by the walk, and what the
+ * caller borrowed stays valid until its section ends.  A set that waits
+ * for a grace period (note 4 of the table) waits as long as the grace
+ * period takes, which an online RCU_QSBR thread that reports no quiescent
+ * state prolongs without end (ps_qsbr_set_stall_warning() names it).
  * Return: 0; -EINVAL when @store is NULL or @start >= @end; -ENOMEM;
- * -EDEADLK (nothing changed) inside the store's own section, as above.
+ * -EDEADLK (nothing changed) where the calling-context table says so.
  */
 PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
 		struct ps_policy *pol);
@@ -282,14 +311,10 @@ PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
  * itself once sets stop).  SPIN and RWLOCK stores free removed ranges
  * before ps_store_set() returns: a no-op for them.
  *
- * Context: any thread, not inside a read-side section of an RCU, RCU_QSBR
- * or SEQLOCK store or RCU id map (it waits for grace periods; an online
- * QSBR thread goes offline for the wait and back online after it), nor a
- * foreach callback of such a store.  Where polstore sees such a section
- * (memb sections, automatic RCU_QSBR sections, SEQLOCK walks) it returns
- * -EDEADLK; a ps_store_read_lock() section of an online-by-choice QSBR
- * thread it cannot see: the wait takes the thread offline, ending that
- * section's protection.
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)), note 5;
+ * the memb sections of RCU id maps count too.  An online RCU_QSBR thread
+ * goes offline for the wait and back online after it.
  * Return: 0; -EINVAL when @store is NULL; -EDEADLK (nothing waited for)
  * inside a section it would wait for.
  */
@@ -306,9 +331,9 @@ PS_API int ps_store_synchronize(struct ps_store *store);
  * per-CPU stripe of it, a cache line of the caller's CPU (see
  * ps_policy_get()).  ps_store_lookup_borrow() writes nothing at all.
  *
- * Context: any thread (RCU_QSBR: see polstore/rcu.h for the rules that make
- * it cheap); never blocks for RCU variants, may wait for a writer under
- * SPIN, RWLOCK and (after failed retries) SEQLOCK.  The lookup that makes a
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)) (RCU_QSBR:
+ * polstore/rcu.h says what makes it cheap).  The lookup that makes a
  * policy hot allocates its stripes (up to 1 KiB) through the polstore
  * allocator; a failed allocation leaves the policy on its atomic count and
  * the lookup succeeds.
@@ -330,9 +355,10 @@ PS_API struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx);
  * not be opened inside another of the same store (that prints a message
  * and aborts).  Sections should be short: SPIN and RWLOCK writers wait
  * for them, and the variants that defer frees free nothing retired while
- * one is open.  What may be called inside: calling contexts, above.
+ * one is open.
  *
- * Context: any thread.
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)).
  */
 PS_API void ps_store_read_lock(struct ps_store *store);
 
@@ -355,7 +381,9 @@ PS_API void ps_store_read_unlock(struct ps_store *store);
  * path where every thread reads the same policy; call ps_policy_get() on the
  * result to keep it past the section.
  *
- * Context: between ps_store_read_lock() and ps_store_read_unlock() on @store.
+ * Context: between ps_store_read_lock() and ps_store_read_unlock() on
+ * @store; see the calling-context table at the top of polstore/store.h
+ * (polstore-store(3polstore)).
  * Return: the policy, valid until ps_store_read_unlock(); NULL when no range
  * covers @idx or @store is NULL.
  */
@@ -376,10 +404,8 @@ PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, ui
  * Linearizable like ps_store_lookup().  Nothing stays borrowed: the view is
  * the caller's.
  *
- * Context: any thread, as ps_store_lookup(); inside a read-side section of
- * another store, or of the same RWLOCK, SEQLOCK, RCU or RCU_QSBR store
- * (sections nest), but not of the same SPIN store (it takes the lock:
- * -EDEADLK).
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)).
  * Return: 1 when a policy covers @idx, 0 when none does; -EINVAL when
  * @store or @view is NULL, @view->size is not sizeof(struct
  * ps_policy_view) or @view->nwords exceeds PS_NODEMASK_WORDS (then @view
@@ -399,7 +425,8 @@ PS_API int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_
  * kernel adds a shared object's inode number) uses ps_store_lookup_borrow()
  * and ps_policy_node() with its own index instead.
  *
- * Context: as ps_store_lookup_copy().
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)).
  * Return: the node, always one with memory in the topology in force
  * (polstore/numa.h; when no policy covers @idx, @local_node or the nearest
  * node with memory to it); -EINVAL when @store is NULL or @local_node is
@@ -412,12 +439,10 @@ PS_API int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_
  * typedef ps_foreach_fn - callback of ps_store_foreach() and ps_store_foreach_range()
  *
  * @pol is borrowed for the duration of the call.  A non-zero return stops
- * the walk.  The callback runs inside the walk's section (calling
- * contexts, at the top of this header): it may read its own store unless
- * that is SPIN, set it when it is RCU or RCU_QSBR (the walk goes on in
- * its snapshot), and read other stores, following the lock order for SPIN
- * stores and for writes of lock-based ones.  A call that would wait for
- * the walk itself returns -EDEADLK.
+ * the walk.  The callback runs inside the walk's section: what it may
+ * call on its own store is the "callback" column of the calling-context
+ * table at the top of this header, and calls on other stores follow the
+ * lock order given there.
  */
 typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
 
@@ -435,11 +460,12 @@ typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol
  * not see), but what they retire is freed only once the walk's section
  * has ended.
  *
- * Context: any thread; inside a read-side section of @store only when it
- * is not a SPIN store, nor inside a SPIN or SEQLOCK walk of @store
- * (-EDEADLK).
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)); @fn as
+ * ps_foreach_fn says.
  * Return: 0 after a full walk, @fn's non-zero return when it stopped the
- * walk, -EINVAL when @store or @fn is NULL, -EDEADLK as above.
+ * walk, -EINVAL when @store or @fn is NULL, -EDEADLK where the
+ * calling-context table says so.
  */
 PS_API int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg);
 
@@ -447,7 +473,9 @@ PS_API int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
  * ps_store_count() - number of ranges in the store
  * @store: the store
  *
- * Context: any thread; lock-free, may be stale at once under concurrent sets.
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)); may be
+ * stale at once under concurrent sets.
  * Return: the count; 0 for NULL.
  */
 PS_API size_t ps_store_count(struct ps_store *store);
@@ -463,10 +491,9 @@ PS_API size_t ps_store_count(struct ps_store *store);
  * variants: of the published version).  Debug builds
  * (POLSTORE_DEBUG_CHECKS) run it after every set and abort on a violation.
  *
- * Context: any thread; takes the writer lock, so it excludes sets.  It
- * never waits for a grace period: RCU and RCU_QSBR stores allow it inside
- * a read-side section too; SPIN and RWLOCK stores not inside their own
- * sections, SEQLOCK not inside its walks (-EDEADLK).
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)); it
+ * excludes sets while it runs.
  * Return: 0, -EINVAL for a NULL store, -EUCLEAN on a violation, or -EDEADLK.
  */
 PS_API int ps_store_check(struct ps_store *store, const char **why);
@@ -483,9 +510,10 @@ PS_API int ps_store_check(struct ps_store *store, const char **why);
  * if no reclaim thread could be started do retired nodes wait in the store
  * (they count here then).
  *
- * Context: any thread, any section, also an allocator hook
- * (polstore/alloc.h) called inside a set of this store; never waits for a
- * lock.  Exact while no set runs, approximate under concurrent sets.
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)); also
+ * from an allocator hook (polstore/alloc.h) called inside a set of this
+ * store.  Exact while no set runs, approximate under concurrent sets.
  * Return: the byte count; 0 for NULL.
  */
 PS_API size_t ps_store_memory(struct ps_store *store);
@@ -523,15 +551,16 @@ struct ps_store_stats {
  * For RCU and RCU_QSBR stores; the others change their tree in place and
  * keep no figures.
  *
- * Context: any thread; takes the writer lock briefly (it waits for a set
- * in progress), so not inside a read-side section of a SPIN, RWLOCK or
- * SEQLOCK @store.
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)): RCU and
+ * RCU_QSBR take the writer mutex briefly (waiting for a set in progress);
+ * the other variants return at once.
  * Return: 0; -EINVAL when @store or @stats is NULL; -EOPNOTSUPP for a
  * variant that keeps no figures.
  */
 PS_API int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats);
 
-/* ---- windows, walks by position, batches (issue 16) ---- */
+/* ---- windows, walks by position, batches ---- */
 
 /**
  * ps_store_foreach_range() - call @fn on every range overlapping [@start, @end)
@@ -553,7 +582,9 @@ PS_API int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats);
  * RCU writer waits for the walk, and sets made meanwhile (also by @fn)
  * are not seen by it.
  *
- * Context: as ps_store_foreach(); @fn as ps_foreach_fn says.
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)); @fn as
+ * ps_foreach_fn says.
  * Return: 0 after a full walk (also when no range overlaps the window),
  * @fn's non-zero return when it stopped the walk, -EINVAL when @store or
  * @fn is NULL or @start >= @end, -EDEADLK as ps_store_foreach().
@@ -579,10 +610,9 @@ PS_API int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64
  * split, or miss one set behind it.  For a snapshot of a window use
  * ps_store_foreach_range().  O(log n).
  *
- * Context: any thread; never blocks for RCU variants, may wait for a
- * writer under SPIN, RWLOCK and (after failed retries) SEQLOCK; not inside
- * a read-side section of a SPIN @store (-EDEADLK: use ps_store_next_borrow()
- * there).
+ * Context: see the calling-context table at the top of
+ * polstore/store.h (polstore-store(3polstore)); in a
+ * section of a SPIN @store use ps_store_next_borrow().
  * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
  * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
  * @pol is NULL; -EDEADLK inside this thread's section of a SPIN @store.
@@ -604,7 +634,9 @@ PS_API int ps_store_next(struct ps_store *store, uint64_t idx, uint64_t *start, 
  * does not freeze the store, so a loop of calls is no snapshot (under SPIN
  * and RWLOCK it is one: the section holds the lock).
  *
- * Context: between ps_store_read_lock() and ps_store_read_unlock() on @store.
+ * Context: between ps_store_read_lock() and ps_store_read_unlock() on
+ * @store; see the calling-context table at the top of polstore/store.h
+ * (polstore-store(3polstore)).
  * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
  * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
  * @pol is NULL.
@@ -644,8 +676,9 @@ struct ps_set_op {
  * and every reference count as they were.  Reclamation, references and
  * waiting are as for ps_store_set().
  *
- * Context: as ps_store_set().  Allocates (RCU and RCU_QSBR: before each
- * change of the tree, what it can need at worst, O(log N) for N ranges).
+ * Context: as ps_store_set() (see the calling-context table at the top of
+ * polstore/store.h).  Allocates (RCU and RCU_QSBR: before each change of
+ * the tree, what it can need at worst, O(log N) for N ranges).
  * Return: 0; -EINVAL when @store is NULL, @ops is NULL with @n > 0, or an
  * op has start >= end; -ENOMEM; -EDEADLK as ps_store_set().
  */

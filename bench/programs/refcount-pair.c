@@ -6,11 +6,11 @@
  * policy in no store (the atomic count), three times, interleaved.  Prints
  * thread-CPU nanoseconds per pair and the CPU the threads got (2 s when
  * they ran side by side the whole time: only then is the line shared).
- * The measurement behind BENCHMARKS.md's issue-12 pair table; not built by
- * CMake:
+ * The measurement behind BENCHMARKS.md's "Two threads, one policy"; not
+ * built by CMake:
  *
- *   cc -O2 -Iinclude -Ibuild-rel/include bench/refcount-pair.c \
- *      build-rel/src/libpolstore.a -lurcu -lurcu-qsbr -lurcu-common -lpthread
+ *   cc -O2 -Iinclude -Ibuild-rel/include bench/programs/refcount-pair.c \
+ *      build-rel/src/libpolstore.a -lurcu -lurcu-qsbr -lurcu-common -lnuma -lpthread
  */
 #define _GNU_SOURCE
 #include <pthread.h>
