@@ -40,19 +40,20 @@ static void run_hot_policy(void)
 static const struct scenario {
 	const char *name;
 	void (*run)(void);
+	double (*estimate)(const char *name); /* NULL: estimate_s() knows it */
 } scenarios[] = {
-	{"lookup-cost", stress_run_lookup_cost},
-	{"shared-text", run_shared_text},
-	{"hot-policy", run_hot_policy},
-	{"memcg-charge", stress_run_memcg_charge},
-	{"mmap-commit", stress_run_mmap_commit},
-	{"css-walk", stress_run_css_walk},
-	{"write-cost", stress_run_write_cost},
-	{"window", stress_run_window},
-	{"batch-cost", stress_run_batch_cost},
-	{"many-stores", stress_run_many_stores},
-	{"churn", stress_run_churn},
-	{"uffd-fault", stress_run_uffd_fault},
+	{"lookup-cost", stress_run_lookup_cost, stress_store_estimate_s},
+	{"shared-text", run_shared_text, stress_store_estimate_s},
+	{"hot-policy", run_hot_policy, stress_store_estimate_s},
+	{"memcg-charge", stress_run_memcg_charge, stress_companion_estimate_s},
+	{"mmap-commit", stress_run_mmap_commit, stress_companion_estimate_s},
+	{"css-walk", stress_run_css_walk, stress_companion_estimate_s},
+	{"write-cost", stress_run_write_cost, stress_store_estimate_s},
+	{"window", stress_run_window, stress_store_estimate_s},
+	{"batch-cost", stress_run_batch_cost, stress_store_estimate_s},
+	{"many-stores", stress_run_many_stores, NULL},
+	{"churn", stress_run_churn, NULL},
+	{"uffd-fault", stress_run_uffd_fault, NULL},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -65,7 +66,11 @@ static void usage(FILE *out)
 		     "baselines.\n"
 		     "With no option: lookup-cost and shared-text, every variant, 1 and 2 "
 		     "ranks,\n"
-		     "a human table and the issue-3 target summary (about 30-40 s).\n"
+		     "the tables and a short summary per question (lookup cost against the\n"
+		     "bare walk, scaling to 2 ranks, write cost, memory per range).\n"
+		     "A run takes about scenarios x variants x ranks x --repeat x --duration;\n"
+		     "the first line of a run says how long, and so does the end of this text\n"
+		     "for the options given before --help.\n"
 		     "\n"
 		     "Scenarios (--scenario, comma-separated; default lookup-cost,shared-text):\n"
 		     "  lookup-cost   one rank, no writer, no other work: ns per lookup per "
@@ -208,9 +213,10 @@ static void usage(FILE *out)
 		     "  --scenario LIST      see above [lookup-cost,shared-text]\n"
 		     "  --json               JSON Lines on stdout, one object per point\n"
 		     "  --csv                CSV on stdout, one row per point\n"
-		     "  --plot FILE.svg      throughput and efficiency against ranks per "
-		     "variant\n"
-		     "                       (gnuplot; .png for PNG); FILE.dat and FILE.gp kept\n"
+		     "  --plot FILE.svg      lookups/s, efficiency, longest writer wait and p99 "
+		     "latency\n"
+		     "                       against ranks per variant (gnuplot; .png for PNG);\n"
+		     "                       FILE.dat and FILE.gp kept\n"
 		     "  --quiet              no progress lines on stderr\n"
 		     "  --help               this text\n"
 		     "\n"
@@ -222,6 +228,48 @@ static void usage(FILE *out)
 		     "-DPOLSTORE_LOCK_STAT=ON.\n"
 		     "Exit status: 0 ok, 1 usage error, 2 runtime error, abort on a broken "
 		     "invariant.\n");
+}
+
+static bool scenario_selected(const char *name)
+{
+	return stress_list_has(stress_opts.scenarios, name);
+}
+
+/* Seconds the selected scenarios take, about: points x --repeat x --duration. */
+static double estimate_s(void)
+{
+	double reps = stress_opts.repeat, d = stress_opts.duration_s, t = 0;
+	size_t k;
+
+	if (stress_opts.check)
+		return 0;
+	for (k = 0; k < NSCENARIOS; k++) {
+		const char *n = scenarios[k].name;
+
+		if (!scenario_selected(n))
+			continue;
+		if (scenarios[k].estimate)
+			t += scenarios[k].estimate(n);
+		else if (!strcmp(n, "churn")) /* maps x sizes x rows (readers, + writer, writer) */
+			t += (PS_SYNC_COUNT + stress_opts.npeers) *
+			     (stress_opts.ranges_given ? stress_opts.nranges : 2) *
+			     (2.0 * stress_opts.nranks + 1) * reps * d;
+		else if (!strcmp(n, "uffd-fault")) /* store variants and the fixed-node plane */
+			t += (PS_SYNC_COUNT + 1) * stress_opts.nranks * reps * d;
+		else if (!strcmp(n, "many-stores")) /* a child per variant: build, read, idle */
+			t += PS_SYNC_COUNT * (d + 0.5);
+	}
+	return t;
+}
+
+static void print_estimate(FILE *out, const char *what)
+{
+	double t = estimate_s();
+
+	if (t >= 120)
+		fprintf(out, "%s about %.0f minutes", what, t / 60);
+	else
+		fprintf(out, "%s about %.0f s", what, t < 1 ? 1 : t);
 }
 
 static int parse_list_u64(const char *s, uint64_t *out, int max)
@@ -306,11 +354,6 @@ static int opt_int(const char *v, const char *what, int lo, int hi)
 	return x;
 }
 
-static bool scenario_selected(const char *name)
-{
-	return stress_list_has(stress_opts.scenarios, name);
-}
-
 static void parse(int argc, char **argv)
 {
 	bool scenario_given = false;
@@ -346,6 +389,13 @@ static void parse(int argc, char **argv)
 
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
+			if (!stress_opts.check) {
+				print_estimate(stdout, "\nWith the options before --help the run "
+						       "takes");
+				printf(" (scenarios %s, --repeat %d, --duration %g).\n",
+						stress_opts.scenarios, stress_opts.repeat,
+						stress_opts.duration_s);
+			}
 			exit(0);
 		}
 		if (strncmp(a, "--", 2))
@@ -569,12 +619,20 @@ int main(int argc, char **argv)
 	/* Before any polstore object exists: count every byte the library holds. */
 	stress_count_allocations();
 	stress_calibrate();
-	if (human)
-		printf("polstore-stress %s: %ld CPUs online, lock_stat %s, seed %llu\n",
+	if (human) {
+		printf("polstore-stress %s: %ld CPUs online, lock_stat %s, random seed %llu;\n",
 				ps_version(), sysconf(_SC_NPROCESSORS_ONLN),
 				ps_lock_stat_enabled() ? "on"
 						       : "off (build with -DPOLSTORE_LOCK_STAT=ON)",
 				(unsigned long long)stress_opts.seed);
+		print_estimate(stdout, "this run takes");
+		printf(" (%s, %d repetition(s) of %g s per point)\n", stress_opts.scenarios,
+				stress_opts.repeat, stress_opts.duration_s);
+		fflush(stdout);
+	} else if (!stress_opts.quiet) {
+		print_estimate(stderr, "polstore-stress: this run takes");
+		fputc('\n', stderr);
+	}
 
 	for (k = 0; k < NSCENARIOS; k++)
 		if (scenario_selected(scenarios[k].name))

@@ -994,30 +994,17 @@ void stress_run_churn(void)
 
 /* ---- the human table ------------------------------------------------------------------- */
 
-static void fmt_rate(char *buf, size_t n, double v)
+/* @v / @unit with @fmt, its spread after it: "2.31 (2.20..2.40)"; one unit per column. */
+static void fmt_spread(char *buf, size_t n, double v, double lo, double hi, double unit)
 {
-	if (isnan(v))
-		snprintf(buf, n, "-");
-	else if (v >= 1e6)
-		snprintf(buf, n, "%.2fM", v / 1e6);
-	else if (v >= 1e3)
-		snprintf(buf, n, "%.1fk", v / 1e3);
-	else
-		snprintf(buf, n, "%.0f", v);
-}
-
-static void fmt_spread(char *buf, size_t n, double v, double lo, double hi)
-{
-	char a[16], b[16], c[16];
-
-	fmt_rate(a, sizeof(a), v);
 	if (isnan(v)) {
 		snprintf(buf, n, "-");
 		return;
 	}
-	fmt_rate(b, sizeof(b), lo);
-	fmt_rate(c, sizeof(c), hi);
-	snprintf(buf, n, "%s (%s..%s)", a, b, c);
+	if (isnan(lo) || isnan(hi))
+		snprintf(buf, n, "%.2f", v / unit);
+	else
+		snprintf(buf, n, "%.2f (%.2f..%.2f)", v / unit, lo / unit, hi / unit);
 }
 
 static void fmt_ratio(char *buf, size_t n, double v)
@@ -1064,15 +1051,18 @@ void stress_print_churn(void)
 					(unsigned long long)(p->pages / (2 * p->ranges)), p->reps,
 					stress_opts.duration_s, p->reference, p->reference);
 			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s\n", "row", "map",
-					"lookups/s (all readers)", "x ref", "writer ops/s", "x ref",
+					"lookups, all readers", "x ref", "writer ops", "x ref",
 					"CPUs");
+			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s\n", "", "", "(M/s)", "",
+					"(k/s)", "", "");
 			last = p->ranges;
 			lr = lw = -2;
 		}
 		row_name(row, sizeof(row), p->ranks, p->writers);
-		fmt_spread(rd, sizeof(rd), p->ops_per_sec, p->ops_per_sec_min, p->ops_per_sec_max);
+		fmt_spread(rd, sizeof(rd), p->ops_per_sec, p->ops_per_sec_min, p->ops_per_sec_max,
+				1e6);
 		fmt_spread(wr, sizeof(wr), p->writer_ops_per_sec, p->writer_ops_per_sec_min,
-				p->writer_ops_per_sec_max);
+				p->writer_ops_per_sec_max, 1e3);
 		fmt_ratio(x1, sizeof(x1), p->reader_ratio);
 		fmt_ratio(x2, sizeof(x2), p->writer_ratio);
 		snprintf(cpu, sizeof(cpu), "%.2f", p->rank_cpu_s / p->duration_s);

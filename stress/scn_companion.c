@@ -928,17 +928,13 @@ void stress_run_css_walk(void)
 
 /* ---- tables ------------------------------------------------------------------------- */
 
-/* A time with its unit: "66 ns", "12.3 us", "48.1 ms". */
+/* A time in whole ns (every latency column is in ns). */
 static void fmt_time(char *buf, size_t n, double ns)
 {
 	if (isnan(ns))
 		snprintf(buf, n, "-");
-	else if (ns < 10000)
-		snprintf(buf, n, "%.0f ns", ns);
-	else if (ns < 1e7)
-		snprintf(buf, n, "%.1f us", ns / 1e3);
 	else
-		snprintf(buf, n, "%.1f ms", ns / 1e6);
+		snprintf(buf, n, "%.0f", ns);
 }
 
 static void fmt_ratio(char *buf, size_t n, double x)
@@ -994,7 +990,7 @@ static void memcg_table(void)
 	int l;
 
 	for (i = 0; (p = stress_point_at(i)); i++) {
-		char e[16], ce[16], cp[16], rf[16], p50[16], p99[16], mx[16];
+		char e[16], ce[16], cp[16], rf[16], p50[32], p99[32], mx[32];
 
 		if (strcmp(p->scenario, "memcg-charge"))
 			continue;
@@ -1010,7 +1006,7 @@ static void memcg_table(void)
 					"bound");
 			printf("  %-14s %7s %7s %8s %8s %6s %6s %7s %8s %8s %8s %8s %6s %6s\n", "",
 					"threads", "x peak", "pages", "", "x", "x", "private", "%",
-					"", "", "", "pages", "pages");
+					"(ns)", "(ns)", "(ns)", "pages", "pages");
 			header = true;
 		}
 		if (!same_setting(p->limit_ratio, last) && !isnan(last))
@@ -1060,7 +1056,7 @@ static void companion_table(const char *scenario, const char *title, const char 
 
 	for (i = 0;; i++) {
 		const struct stress_point *p = stress_point_at(i);
-		char t[32], e[32], ce[32], p50[16], p99[16], mx[16], w[32], ww[16], x[48];
+		char t[32], e[32], ce[32], p50[32], p99[32], mx[32], w[32], ww[32], x[48];
 
 		if (!p)
 			break;
@@ -1069,9 +1065,11 @@ static void companion_table(const char *scenario, const char *title, const char 
 		if (!header) {
 			printf("\n%s: %s, %.2f s per point\n", scenario, title,
 					stress_opts.duration_s);
-			printf("  %-14s %5s %9s %6s %6s %7s %7s %7s %8s %7s  %s\n", "variant",
-					"ranks", "Mops/s", "eff", "cpueff", "p50", "p99", "max",
-					"wr-op/s", "wr-wait", extra);
+			printf("  %-14s %5s %9s %6s %6s %8s %8s %9s %8s %9s  %s\n", "variant",
+					"ranks", "ops", "eff", "cpueff", "p50", "p99", "max",
+					"writer", "writer", extra);
+			printf("  %-14s %5s %9s %6s %6s %8s %8s %9s %8s %9s\n", "", "", "(M/s)",
+					"", "", "(ns)", "(ns)", "(ns)", "(ops/s)", "wait (us)");
 			header = true;
 		}
 		snprintf(t, sizeof(t), "%.3f", p->ops_per_sec / 1e6);
@@ -1084,7 +1082,7 @@ static void companion_table(const char *scenario, const char *title, const char 
 		if (isnan(p->writer_max_wait_ns))
 			snprintf(ww, sizeof(ww), "-");
 		else
-			snprintf(ww, sizeof(ww), "%.0fu", p->writer_max_wait_ns / 1e3);
+			snprintf(ww, sizeof(ww), "%.1f", p->writer_max_wait_ns / 1e3);
 		if (!isnan(p->max_overshoot))
 			snprintf(x, sizeof(x), "%.0f / %.0f", p->max_overshoot, p->overshoot_bound);
 		else if (!isnan(p->max_error))
@@ -1093,7 +1091,7 @@ static void companion_table(const char *scenario, const char *title, const char 
 			x[0] = 0;
 		snprintf(ce, sizeof(ce), isnan(p->cpu_efficiency) ? "-" : "%.3f",
 				p->cpu_efficiency);
-		printf("  %-14s %5d %9s %6s %6s %7s %7s %7s %8s %7s  %s  (%s)\n", p->variant,
+		printf("  %-14s %5d %9s %6s %6s %8s %8s %9s %8s %9s  %s  (%s)\n", p->variant,
 				p->ranks, t, e, ce, p50, p99, mx, w, ww, x, p->note);
 	}
 }
@@ -1109,4 +1107,30 @@ void stress_print_companions(void)
 			"one op = a get_next walk over ~1000 ids in one read section; writers "
 			"remove + alloc + replace",
 			"");
+}
+
+/* Seconds @c takes: selected variants x rank counts x settings x --repeat x --duration. */
+static double companion_estimate(const struct companion *c)
+{
+	int ranks[STRESS_MAX_LIST + 1], nr = companion_ranks(c, ranks);
+	size_t v, nv = 0;
+
+	for (v = 0; v < c->nvariants; v++)
+		nv += stress_variant_selected(c->variants[v]);
+	return (double)nv * nr * c->nsettings * stress_opts.repeat * stress_opts.duration_s;
+}
+
+double stress_companion_estimate_s(const char *scenario)
+{
+	if (!strcmp(scenario, "memcg-charge"))
+		return companion_estimate(&(struct companion){"memcg-charge", memcg_variants,
+				NELEM(memcg_variants), stress_opts.limits, stress_opts.nlimits,
+				memcg_default_ranks, (int)NELEM(memcg_default_ranks), NULL});
+	if (!strcmp(scenario, "mmap-commit"))
+		return companion_estimate(&(struct companion){"mmap-commit", commit_variants,
+				NELEM(commit_variants), one_setting, 1, stress_opts.ranks,
+				stress_opts.nranks, NULL});
+	return companion_estimate(&(struct companion){"css-walk", walk_variants,
+			NELEM(walk_variants), one_setting, 1, stress_opts.ranks, stress_opts.nranks,
+			NULL});
 }

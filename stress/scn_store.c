@@ -1015,6 +1015,7 @@ static void cost_times(struct stress_point *p, double *ns, int reps, double over
 	p->overhead_ns = overhead;
 	p->lookup_ns = ns[0] - overhead;
 	p->lookup_ns_median = ns[reps / 2] - overhead;
+	p->lookup_ns_max = ns[reps - 1] - overhead;
 	p->ops_per_sec = 1e9 / ns[0];
 	p->duration_s = cost_seconds();
 }
@@ -1090,6 +1091,31 @@ static bool multi_rank_wanted(const struct variant *v)
 		return true;
 	return v->form == F_NODE && (v->sync == PS_SYNC_RCU || v->sync == PS_SYNC_RCU_QSBR ||
 					    v->sync == PS_SYNC_SEQLOCK);
+}
+
+/*
+ * The points of shared-text and hot-policy, want[(nranks + 1) * NVARIANTS]:
+ * slot [0][i] the 1-rank baselines, [r + 1][i] variant i at --ranks[r];
+ * returns how many are wanted.
+ */
+static size_t store_points_wanted(bool *want)
+{
+	int nr = stress_opts.nranks, r;
+	size_t i, n = 0;
+
+	/* The 1-rank baselines of every form some selected variant uses. */
+	for (i = NBASELINES; i < NVARIANTS; i++)
+		if (multi_rank_wanted(&variants[i]))
+			want[variants[i].form] = true;
+	want[0] = want[1] = true;
+	for (r = 0; r < nr; r++)
+		for (i = 0; i < NVARIANTS; i++)
+			want[(size_t)(r + 1) * NVARIANTS + i] =
+					multi_rank_wanted(&variants[i]) &&
+					!(stress_opts.ranks[r] == 1 && variants[i].kind == V_UNSYNC);
+	for (i = 0; i < (size_t)(nr + 1) * NVARIANTS; i++)
+		n += want[i];
+	return n;
 }
 
 static int point_by_ops(const void *a, const void *b)
@@ -1177,8 +1203,6 @@ void stress_run_store(const char *scenario)
 	struct layout l;
 	double fault_ns;
 	unsigned work_iters;
-	int r;
-	size_t i;
 
 	pool_create(n < MAX_COLOURS ? (uint32_t)n : MAX_COLOURS);
 	layout_init(&l, stress_opts.pages, n, hot);
@@ -1203,19 +1227,7 @@ void stress_run_store(const char *scenario)
 
 		if (!all || !want)
 			stress_die("out of memory");
-		/* Slot [0][i]: the 1-rank baselines; [r + 1][i]: --ranks[r]. */
-		/* The 1-rank baselines of every form some selected variant uses. */
-		for (i = NBASELINES; i < NVARIANTS; i++)
-			for (r = 0; r < nr; r++)
-				if (multi_rank_wanted(&variants[i]))
-					want[variants[i].form] = true;
-		want[0] = want[1] = true;
-		for (r = 0; r < nr; r++)
-			for (i = 0; i < NVARIANTS; i++)
-				want[(size_t)(r + 1) * NVARIANTS + i] =
-						multi_rank_wanted(&variants[i]) &&
-						!(stress_opts.ranks[r] == 1 &&
-								variants[i].kind == V_UNSYNC);
+		store_points_wanted(want);
 		for (rep = 0; rep < reps; rep++)
 			for (k = 0; k < (int)npt; k++) {
 				const struct variant *v = &variants[k % NVARIANTS];
@@ -1235,27 +1247,36 @@ void stress_run_store(const char *scenario)
 		for (k = 0; k < (int)npt; k++) {
 			struct stress_point *pr = &all[(size_t)k * (size_t)reps], p;
 			const struct stress_point *b;
-			double wmax = 0;
+			double wmax = 0, wmin = INFINITY;
 
 			if (!want[k])
 				continue;
 			qsort(pr, (size_t)reps, sizeof(*pr), point_by_ops);
-			for (rep = 0; rep < reps; rep++)
+			for (rep = 0; rep < reps; rep++) {
 				if (pr[rep].writer_max_wait_ns > wmax)
 					wmax = pr[rep].writer_max_wait_ns;
+				if (pr[rep].writer_max_wait_ns < wmin)
+					wmin = pr[rep].writer_max_wait_ns;
+			}
 			p = pr[reps / 2];
-			if (!isnan(p.writer_max_wait_ns))
+			if (!isnan(p.writer_max_wait_ns)) {
 				p.writer_max_wait_ns = wmax;
+				p.writer_max_wait_min_ns = wmin;
+			}
 			p.reps = reps;
 			p.ops_per_sec_min = pr[0].ops_per_sec;
 			p.ops_per_sec_max = pr[reps - 1].ops_per_sec;
 			b = stress_find(scenario, p.baseline, 1, l.nslots);
 			if (b) {
 				p.efficiency = p.ops_per_sec / ((double)p.ranks * b->ops_per_sec);
+				p.efficiency_min = p.ops_per_sec_min / ((double)p.ranks * b->ops_per_sec);
+				p.efficiency_max = p.ops_per_sec_max / ((double)p.ranks * b->ops_per_sec);
 				p.cpu_efficiency = ((double)p.ops / p.rank_cpu_s) /
 						   ((double)b->ops / b->rank_cpu_s);
 			} else if (k < NBASELINES) {
 				p.efficiency = p.cpu_efficiency = 1.0; /* the baseline itself */
+				p.efficiency_min = p.ops_per_sec_min / p.ops_per_sec;
+				p.efficiency_max = p.ops_per_sec_max / p.ops_per_sec;
 			}
 			stress_emit(&p);
 		}
@@ -1752,7 +1773,7 @@ bool stress_variant_known(const char *name)
 	return false;
 }
 
-/* ---- window: ranks read windows while writers set (issue 16) ------------------- */
+/* ---- window: ranks read windows while writers set ---------------------------- */
 
 /*
  * The tree of write-cost (N slots, --pages raised to 4 N; default N = 10^6
@@ -2189,23 +2210,12 @@ void stress_run_batch_cost(void)
 	}
 }
 
-/* ---- their tables and the issue-16 targets ---- */
-
-static void win_target(const char *what, double v, double want, const char *fmt)
-{
-	char m[32];
-
-	if (isnan(v))
-		return;
-	snprintf(m, sizeof(m), fmt, v);
-	printf("  %-62s %9s  (<= %g)  %s\n", what, m, want, v <= want ? "met" : "MISSED");
-}
+/* ---- their tables ---- */
 
 void stress_print_window(void)
 {
 	const struct stress_point *p, *q;
 	bool header = false;
-	char what[96];
 	size_t i, j;
 
 	for (i = 0; (p = stress_point_at(i)); i++) {
@@ -2226,16 +2236,19 @@ void stress_print_window(void)
 					p->writers, (double)stress_opts.write_interval_ns / 1e3,
 					p->batch > 1 ? p->batch : 1, (unsigned long long)p->ranges,
 					(unsigned long long)p->pages, p->reps);
-			printf("  %-9s %5s %8s %8s | %8s %6s | %8s %6s %6s | %8s %6s %6s | %7s\n",
+			printf("  %-9s %5s %8s %8s | %8s %6s | %8s %6s %6s | %8s %6s %6s | %8s\n",
 					"variant", "ranks", "lookup", "noref", "win 1", "x look",
-					"win 16", "ranges", "ns/r", "win 256", "ranges", "ns/r",
+					"win 16", "ranges", "/range", "win 256", "ranges", "/range",
 					"+1 range");
+			printf("  %-9s %5s %8s %8s | %8s %6s | %8s %6s %6s | %8s %6s %6s | %8s\n",
+					"", "", "(ns)", "(ns)", "(ns)", "", "(ns)", "", "(ns)",
+					"(ns)", "", "(ns)", "(ns)");
 			header = true;
 		}
 		if (!w[WM_W1] || !w[WM_W16] || !w[WM_W256] || !w[WM_LOOKUP_NOREF])
 			continue;
 		printf("  %-9s %5d %8.1f %8.1f | %8.1f %6.2f | %8.1f %6.1f %6.1f | %8.1f %6.1f %6.1f "
-		       "| %7.1f\n",
+		       "| %8.1f\n",
 				p->variant, p->ranks, p->ns_per_op, w[WM_LOOKUP_NOREF]->ns_per_op,
 				w[WM_W1]->ns_per_op, w[WM_W1]->ratio_lookup, w[WM_W16]->ns_per_op,
 				w[WM_W16]->ranges_per_op, w[WM_W16]->ns_per_range,
@@ -2255,48 +2268,78 @@ void stress_print_window(void)
 					p->batch, p->reps, p->duration_s);
 			printf("  %-9s %8s %-9s %10s %10s %8s\n", "variant", "ranges", "pattern",
 					"single", "batched", "ratio");
+			printf("  %-9s %8s %-9s %10s %10s %8s\n", "", "", "", "(ns/set)",
+					"(ns/set)", "");
 			header = true;
 		}
 		printf("  %-9s %8llu %-9s %10.1f %10.1f %8.3f\n", p->variant,
 				(unsigned long long)p->ranges, p->kind, p->single_ns, p->many_ns,
 				p->batch_ratio);
 	}
+}
 
-	/* Targets: at the largest N measured, 1 rank. */
-	header = false;
-	for (i = 0; (p = stress_point_at(i)); i++) {
-		double slope;
+/* ---- how long a run takes ---- */
 
-		if (strcmp(p->scenario, "window") || p->ranks != 1 || strcmp(p->kind, "256"))
-			continue;
-		if (!header) {
-			printf("\ntargets (issue 16), from this run:\n");
-			header = true;
-		}
-		for (j = 0; (q = stress_point_at(j)); j++)
-			if (!strcmp(q->scenario, "window") && !strcmp(q->variant, p->variant) &&
-					q->ranks == 1 && q->ranges == p->ranges &&
-					!strcmp(q->kind, "1"))
-				break;
-		if (!q)
-			continue;
-		snprintf(what, sizeof(what), "window of 1 range / lookup, %s, 1 rank, N=%llu",
-				p->variant, (unsigned long long)p->ranges);
-		win_target(what, q->ratio_lookup, 2.0, "%.2f");
-		slope = (p->ns_per_op - q->ns_per_op) / (p->ranges_per_op - q->ranges_per_op);
-		snprintf(what, sizeof(what), "ns per extra range (1 -> 256), %s, 1 rank, N=%llu",
-				p->variant, (unsigned long long)p->ranges);
-		win_target(what, slope, 20, "%.1f");
+/* Seconds to build a tree of @n ranges (about 1 us a range), for the estimate. */
+static double build_s(uint64_t n)
+{
+	return (double)n * 1e-6;
+}
+
+double stress_store_estimate_s(const char *scenario)
+{
+	double reps = stress_opts.repeat, d = stress_opts.duration_s, t = 0;
+	size_t i, nv = 0;
+	int r;
+
+	if (!strcmp(scenario, "lookup-cost")) {
+		for (i = 0; i < NVARIANTS; i++)
+			nv += cost_selected(&variants[i]);
+		for (r = 0; r < stress_opts.nranges; r++)
+			t += cost_seconds() / 2 + (double)nv * reps *
+					(0.02 + cost_seconds() + build_s(stress_opts.ranges[r]));
+		return t;
 	}
-	for (i = 0; (p = stress_point_at(i)); i++) {
-		if (strcmp(p->scenario, "batch-cost") || p->batch != 16 || strcmp(p->variant, "rcu"))
-			continue;
-		if (!header) {
-			printf("\ntargets (issue 16), from this run:\n");
-			header = true;
-		}
-		snprintf(what, sizeof(what), "set_many of 16 / 16 sets, rcu, %s, N=%llu", p->kind,
-				(unsigned long long)p->ranges);
-		win_target(what, p->batch_ratio, 0.5, "%.3f");
+	if (!strcmp(scenario, "shared-text") || !strcmp(scenario, "hot-policy")) {
+		bool *want = calloc((size_t)(stress_opts.nranks + 1) * NVARIANTS, sizeof(*want));
+		size_t n;
+
+		if (!want)
+			stress_die("out of memory");
+		n = store_points_wanted(want);
+		free(want);
+		return 0.05 + (double)n * reps * (d + build_s(stress_opts.ranges[0]));
 	}
+	if (!strcmp(scenario, "write-cost")) {
+		int nr = stress_opts.ranges_given ? stress_opts.nranges : 3;
+
+		for (i = 0; i < NVARIANTS; i++)
+			nv += wc_variant(&variants[i]);
+		for (r = 0; r < nr; r++) {
+			uint64_t n = stress_opts.ranges_given ? stress_opts.ranges[r]
+							      : wc_default_ranges[r];
+
+			t += (double)nv * (build_s(n) + reps * WC_NKINDS * (d < 0.1 ? d : 0.1));
+		}
+		return t;
+	}
+	for (i = 0; i < NVARIANTS; i++)
+		nv += variants[i].kind == V_STORE && !variants[i].noref && !variants[i].inl &&
+		      stress_variant_selected(variants[i].name);
+	if (!strcmp(scenario, "window"))
+		return (double)nv * (build_s(stress_opts.ranges_given ? stress_opts.ranges[0]
+								      : 1000000) +
+					    reps * stress_opts.nranks * WM_N * d);
+	if (!strcmp(scenario, "batch-cost")) {
+		int nr = stress_opts.ranges_given ? stress_opts.nranges : 2;
+
+		for (r = 0; r < nr; r++) {
+			uint64_t n = stress_opts.ranges_given ? stress_opts.ranges[r]
+							      : bc_default_ranges[r];
+
+			t += (double)nv * (build_s(n) + reps * BC_N * (d < 0.1 ? d : 0.1));
+		}
+		return t;
+	}
+	return 0;
 }

@@ -87,6 +87,7 @@ struct stress_point {
 	int reps; /* repetitions; the point is the one with the median throughput */
 	double ops_per_sec_min, ops_per_sec_max;
 	double efficiency;
+	double efficiency_min, efficiency_max; /* the slowest and fastest repetition's */
 	double rank_cpu_s;	 /* CPU time the ranks got, summed */
 	double cpu_efficiency;	 /* ops per rank CPU second / the baseline's */
 	double lookup_share;	 /* sampled iterations that kept the CPU */
@@ -95,9 +96,10 @@ struct stress_point {
 	double p50_ns, p99_ns, p999_ns, max_ns;
 	uint64_t samples;
 	double writer_ops_per_sec;
-	double writer_max_wait_ns;
-	/* lookup-cost */
-	double lookup_ns, lookup_ns_median, overhead_ns, cost_ratio, bytes_per_range,
+	double writer_max_wait_ns;     /* the longest of every repetition */
+	double writer_max_wait_min_ns; /* the repetition whose longest wait was shortest */
+	/* lookup-cost; lookup_ns is the fastest repetition, lookup_ns_max the slowest */
+	double lookup_ns, lookup_ns_median, lookup_ns_max, overhead_ns, cost_ratio, bytes_per_range,
 			store_bytes_per_range;
 	/* companions */
 	double max_overshoot, overshoot_bound, max_error, error_bound;
@@ -339,6 +341,9 @@ bool stress_check_variant_known(const char *name); /* spin ... rcu-qsbr, also :n
 void stress_run_churn(void); /* store variants and --peer plugins, scn_churn.c */
 void stress_print_churn(void);
 int stress_run_check(void); /* --check */
+/* About how many seconds a scenario takes with the options given, for the driver. */
+double stress_store_estimate_s(const char *scenario);
+double stress_companion_estimate_s(const char *scenario);
 
 /* ---- human output (tables.c), the driver's to call -------------------------- */
 
