@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * polstore-stress: what the scenario files (scn_*.c), the output
- * (tables.c) and the driver (polstore-stress.c) share: the options, one
- * measured point and the points recorded, timing, the sampled latency
- * histogram, the start gate and errors, all in stress.c, which calls no
- * other file of the program; then the scenarios' entry points, which only
- * the driver and tables.c call.
+ * (tables.c), the options (options.c) and the driver (polstore-stress.c)
+ * share: the options, one measured point and the points recorded, timing,
+ * the sampled latency histogram, the start gate and errors, all in
+ * stress.c, which calls no other file of the program; then the scenarios'
+ * entry points, which only the driver and tables.c call.
  *
- * The store scenarios (scn_store.c) include src/rangetree.h: their
+ * The store scenarios (scn_store.h) include src/rangetree.h: their
  * unsynchronised, pthread_rwlock and pthread_mutex baselines wrap the range
  * tree core directly.  That is the stress program's one declared use of a
  * library-internal header (docs/design.md).
@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -329,7 +330,8 @@ void stress_run_write_cost(void);
 void stress_run_window(void); /* window reads beside writers */
 void stress_run_batch_cost(void);
 void stress_run_many_stores(void);
-void stress_print_window(void); /* their tables and targets */
+void stress_print_window(void); /* their tables */
+void stress_print_batch_cost(void);
 void stress_run_uffd_fault(void); /* scn_uffd.c: real faults through the fault plane */
 void stress_print_uffd_fault(void);
 bool stress_companion_variant_known(const char *name);
@@ -342,8 +344,24 @@ void stress_run_churn(void); /* store variants and --peer plugins, scn_churn.c *
 void stress_print_churn(void);
 int stress_run_check(void); /* --check */
 /* About how many seconds a scenario takes with the options given, for the driver. */
-double stress_store_estimate_s(const char *scenario);
-double stress_companion_estimate_s(const char *scenario);
+double stress_estimate_lookup_cost(void);
+double stress_estimate_store(void); /* shared-text, hot-policy */
+double stress_estimate_write_cost(void);
+double stress_estimate_window(void);
+double stress_estimate_batch_cost(void);
+double stress_estimate_memcg_charge(void);
+double stress_estimate_mmap_commit(void);
+double stress_estimate_css_walk(void);
+
+/* ---- options (options.c), the driver's to call ------------------------------ */
+
+/* The usage text (--help). */
+void stress_usage(FILE *out);
+/*
+ * Parse the command line into stress_opts, the scenario names given being
+ * @scenarios; a bad option exits with status 1.  Returns false for --help.
+ */
+bool stress_parse(int argc, char **argv, const char *const *scenarios, size_t nscenarios);
 
 /* ---- human output (tables.c), the driver's to call -------------------------- */
 

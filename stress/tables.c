@@ -684,6 +684,7 @@ void stress_print_tables(void)
 	table_write_cost();
 	table_many_stores();
 	stress_print_window();
+	stress_print_batch_cost();
 	stress_print_churn();
 	stress_print_uffd_fault();
 	table_lockstat();
