@@ -186,17 +186,16 @@ def main(argv):
     rows = read_thresholds(thr)
     runs = [read_run(f) for f in files]
     counts = {"ok": 0, "noise": 0, "OUTSIDE": 0, "absent": 0}
-    width = max(len(r["figure"]) for r in rows)
-    print("%-*s %12s %25s %4s %10s %6s  %s" % (width, "figure", "median", "(spread)", "op",
-                                               "limit", "tol", "verdict"))
+    print("%-8s %12s %25s %4s %10s %5s  %s" % ("verdict", "median", "(spread)", "op", "limit",
+                                              "tol", "figure"))
     for r in rows:
         v, lo, hi, what = verdict(r, runs)
         counts[what] += 1
         if what == "absent":
             continue
-        print("%-*s %12s %25s %4s %10s %5.0f%%  %s" % (
-            width, r["figure"], fmt(v), "(%s .. %s)" % (fmt(lo), fmt(hi)), r["op"],
-            fmt(r["limit"]), r["tol"] * 100, what))
+        print("%-8s %12s %25s %4s %10s %4.0f%%  %s" % (
+            what, fmt(v), "(%s .. %s)" % (fmt(lo), fmt(hi)), r["op"], fmt(r["limit"]),
+            r["tol"] * 100, r["figure"]))
     print("\n%d figure(s) ok, %d within the noise, %d OUTSIDE the noise, %d not measured "
           "by %s" % (counts["ok"], counts["noise"], counts["OUTSIDE"], counts["absent"],
                      ", ".join(files)))
