@@ -365,7 +365,7 @@ bool stress_parse(int argc, char **argv, const char *const *scenarios, size_t ns
 
 /* ---- human output (tables.c), the driver's to call -------------------------- */
 
-/* Every table, lock_stat row and target summary of the points recorded. */
+/* Every table, lock_stat row and the summary per question of the points recorded. */
 void stress_print_tables(void);
 /* --plot: the gnuplot data, script and image of the store scenarios. */
 void stress_plot(const char *file);
