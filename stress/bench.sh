@@ -3,6 +3,7 @@
 # The runs behind BENCHMARKS.md, in order.  Usage: stress/bench.sh OUTDIR
 # Expects Release builds in build-stress/ and build-lockstat/ (see
 # BENCHMARKS.md for the cmake lines).  Takes about 15 minutes on 2 CPUs.
+# stress/compare.py OUTDIR/*.jsonl compares the runs with stress/thresholds.txt.
 set -eu
 out=${1:-bench}
 mkdir -p "$out"
@@ -10,8 +11,8 @@ ps=build-stress/stress/polstore-stress
 pl=build-lockstat/stress/polstore-stress
 run() { name=$1; shift; echo "== $name: $*" >&2; uptime >&2
 	"$@" --json > "$out/$name.jsonl" 2> "$out/$name.err"; }
-# 1. the store targets (efficiency, lookup cost) at 1 and 2 ranks, 5 interleaved repetitions
-run targets $ps --scenario lookup-cost,shared-text,hot-policy --ranks 1,2 --repeat 5 --duration 0.5
+# 1. the store scenarios (efficiency, lookup cost) at 1 and 2 ranks, 5 interleaved repetitions
+run store $ps --scenario lookup-cost,shared-text,hot-policy --ranks 1,2 --repeat 5 --duration 0.5
 # 2. writer wait with 2 reading ranks flat out (no fault work)
 run flatout $ps --scenario shared-text --ranks 2 --fault-work 0 --repeat 3 --duration 0.5 \
 	--variants pthread_rwlock,rwlock,rwlock:noref,seqlock,seqlock:noref,rcu,rcu-qsbr

@@ -15,18 +15,13 @@ def fmt(v, f="{:.3f}"):
 
 
 def ns(v):
+    """A latency in ns: every latency column of the tables is in ns."""
     if v is None:
         return "-"
     if v >= 2**63:
-        # polstore-stress at 310daf2 stores "now - first due set" (unsigned) for
-        # a writer that never completed a set; when that writer passed the start
-        # gate only after the point had stopped, the difference wraps to ~2^64.
+        # A wrapped unsigned difference: a writer that first ran after its point ended.
         return "(writer first ran at the end)"
-    if v < 10000:
-        return "%.0f" % v
-    if v < 1e7:
-        return "%.0f us" % (v / 1e3)
-    return "%.1f ms" % (v / 1e6)
+    return "%.0f" % v
 
 
 def main():
@@ -51,7 +46,7 @@ def main():
                     fmt(p.get("bytes_per_range"), "{:.1f}"),
                     fmt(p.get("store_bytes_per_range"), "{:.1f}")))
         elif s in ("shared-text", "hot-policy"):
-            print("| variant | ranks | Mlookups/s | (min..max of reps) | efficiency | cpu-eff | CPUs used | lookup % | p50 ns | p99 ns | p99.9 ns | max | writer sets/s | writer max wait |")
+            print("| variant | ranks | Mlookups/s | (min..max of reps) | efficiency | cpu-eff | CPUs used | lookup % | p50 ns | p99 ns | p99.9 ns | max ns | writer sets/s | writer max wait ns |")
             print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for p in sp:
                 mm = ""
@@ -80,7 +75,7 @@ def main():
                     ns(p.get("p50_ns")), ns(p.get("p99_ns")),
                     p.get("max_overshoot", 0), p.get("overshoot_bound", 0)))
         else:
-            print("| variant | ranks | Mops/s | efficiency (vs own 1 rank) | cpu-eff | p50 ns | p99 ns | writer ops/s | writer max wait | bound check | note |")
+            print("| variant | ranks | Mops/s | efficiency (vs own 1 rank) | cpu-eff | p50 ns | p99 ns | writer ops/s | writer max wait ns | bound check | note |")
             print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
             for p in sp:
                 b = ""
@@ -89,7 +84,8 @@ def main():
                 elif "max_error" in p:
                     b = "error %d / bound %d" % (p["max_error"], p["error_bound"])
                 print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                    p["variant"], p["ranks"], p["ops_per_sec"] / 1e6, fmt(p.get("efficiency")),
+                    p["variant"], p["ranks"], p.get("ops_per_sec", float("nan")) / 1e6,
+                    fmt(p.get("efficiency")),
                     fmt(p.get("cpu_efficiency")),
                     ns(p.get("p50_ns")), ns(p.get("p99_ns")),
                     fmt(p.get("writer_ops_per_sec"), "{:.0f}"), ns(p.get("writer_max_wait_ns")),

@@ -34,31 +34,6 @@
  * through the same table: a read section and a borrowed lookup, the value
  * being the policy pointer.
  */
-static void *store_create_spin(void)
-{
-	return ps_store_create(PS_SYNC_SPIN);
-}
-
-static void *store_create_rwlock(void)
-{
-	return ps_store_create(PS_SYNC_RWLOCK);
-}
-
-static void *store_create_seqlock(void)
-{
-	return ps_store_create(PS_SYNC_SEQLOCK);
-}
-
-static void *store_create_rcu(void)
-{
-	return ps_store_create(PS_SYNC_RCU);
-}
-
-static void *store_create_qsbr(void)
-{
-	return ps_store_create(PS_SYNC_RCU_QSBR);
-}
-
 static void store_destroy(void *map)
 {
 	ps_store_destroy(map);
@@ -120,25 +95,29 @@ static void qsbr_unregister(void)
 	ps_qsbr_thread_offline();
 }
 
-static const struct ps_peer_ops store_maps[] = {
-		{PS_PEER_ABI_VERSION, PS_PEER_VALUE, "spin", NULL, store_create_spin, store_destroy,
-				store_insert, store_remove, store_lookup, store_read_enter,
-				store_read_exit, NULL, NULL, NULL, store_check},
-		{PS_PEER_ABI_VERSION, PS_PEER_VALUE, "rwlock", NULL, store_create_rwlock,
-				store_destroy, store_insert, store_remove, store_lookup,
-				store_read_enter, store_read_exit, NULL, NULL, NULL, store_check},
-		{PS_PEER_ABI_VERSION, PS_PEER_VALUE, "seqlock", NULL, store_create_seqlock,
-				store_destroy, store_insert, store_remove, store_lookup,
-				store_read_enter, store_read_exit, NULL, NULL, NULL, store_check},
-		{PS_PEER_ABI_VERSION, PS_PEER_VALUE, "rcu", NULL, store_create_rcu, store_destroy,
-				store_insert, store_remove, store_lookup, store_read_enter,
-				store_read_exit, NULL, NULL, NULL, store_check},
-		{PS_PEER_ABI_VERSION, PS_PEER_VALUE, "rcu-qsbr", NULL, store_create_qsbr,
-				store_destroy_qsbr, store_insert, store_remove, store_lookup,
-				store_read_enter, store_read_exit, qsbr_quiescent, qsbr_register,
-				qsbr_unregister, store_check},
-};
-#define NSTORE_MAPS (sizeof(store_maps) / sizeof(store_maps[0]))
+/*
+ * One map per store variant the library has, filled by store_maps_init():
+ * no create hook (build_main() calls ps_store_create() with the map's
+ * variant); rcu-qsbr readers go online, offline and quiescent.
+ */
+static struct ps_peer_ops store_maps[PS_SYNC_COUNT];
+#define NSTORE_MAPS PS_SYNC_COUNT
+
+static void store_maps_init(void)
+{
+	int s;
+
+	for (s = 0; s < PS_SYNC_COUNT; s++) {
+		bool qsbr = s == PS_SYNC_RCU_QSBR;
+
+		store_maps[s] = (struct ps_peer_ops){PS_PEER_ABI_VERSION, PS_PEER_VALUE,
+				ps_sync_name((enum ps_sync)s), NULL, NULL,
+				qsbr ? store_destroy_qsbr : store_destroy, store_insert, store_remove,
+				store_lookup, store_read_enter, store_read_exit,
+				qsbr ? qsbr_quiescent : NULL, qsbr ? qsbr_register : NULL,
+				qsbr ? qsbr_unregister : NULL, store_check};
+	}
+}
 
 /* ---- the maps of this run: selected store variants, then the plugins ---------------------- */
 
@@ -146,6 +125,7 @@ static const struct ps_peer_ops store_maps[] = {
 
 struct map {
 	const struct ps_peer_ops *ops;
+	int sync; /* the store variant, or -1 for a plugin */
 	char version[256]; /* what the tables print: the library's or the plugin's */
 	const char *path;  /* the plugin's file, NULL for a store variant */
 };
@@ -211,6 +191,7 @@ static void load_plugin(const char *path)
 		stress_die("--peer %s: a map named '%s' is already in the run", path, o->name);
 	m = &maps[nmaps++];
 	m->ops = o;
+	m->sync = -1;
 	m->path = path;
 	snprintf(m->version, sizeof(m->version), "%s", o->version ? o->version : "");
 }
@@ -221,10 +202,12 @@ static void select_maps(void)
 	int k;
 
 	nmaps = 0;
+	store_maps_init();
 	for (i = 0; i < NSTORE_MAPS; i++) {
 		if (!stress_variant_selected(store_maps[i].name))
 			continue;
 		maps[nmaps].ops = &store_maps[i];
+		maps[nmaps].sync = (int)i;
 		maps[nmaps].path = NULL;
 		snprintf(maps[nmaps].version, sizeof(maps[nmaps].version), "polstore %s",
 				ps_version());
@@ -698,7 +681,7 @@ static void *build_main(void *arg)
 
 	if (o->thread_register)
 		o->thread_register();
-	pt->map = o->create();
+	pt->map = pt->m->sync >= 0 ? ps_store_create((enum ps_sync)pt->m->sync) : o->create();
 	if (!pt->map)
 		stress_die("churn: %s: create failed: %s", o->name, strerror(errno));
 	for (k = 0; k < n; k++) {
@@ -994,30 +977,17 @@ void stress_run_churn(void)
 
 /* ---- the human table ------------------------------------------------------------------- */
 
-static void fmt_rate(char *buf, size_t n, double v)
+/* @v / @unit with @fmt, its spread after it: "2.31 (2.20..2.40)"; one unit per column. */
+static void fmt_spread(char *buf, size_t n, double v, double lo, double hi, double unit)
 {
-	if (isnan(v))
-		snprintf(buf, n, "-");
-	else if (v >= 1e6)
-		snprintf(buf, n, "%.2fM", v / 1e6);
-	else if (v >= 1e3)
-		snprintf(buf, n, "%.1fk", v / 1e3);
-	else
-		snprintf(buf, n, "%.0f", v);
-}
-
-static void fmt_spread(char *buf, size_t n, double v, double lo, double hi)
-{
-	char a[16], b[16], c[16];
-
-	fmt_rate(a, sizeof(a), v);
 	if (isnan(v)) {
 		snprintf(buf, n, "-");
 		return;
 	}
-	fmt_rate(b, sizeof(b), lo);
-	fmt_rate(c, sizeof(c), hi);
-	snprintf(buf, n, "%s (%s..%s)", a, b, c);
+	if (isnan(lo) || isnan(hi))
+		snprintf(buf, n, "%.2f", v / unit);
+	else
+		snprintf(buf, n, "%.2f (%.2f..%.2f)", v / unit, lo / unit, hi / unit);
 }
 
 static void fmt_ratio(char *buf, size_t n, double v)
@@ -1064,15 +1034,18 @@ void stress_print_churn(void)
 					(unsigned long long)(p->pages / (2 * p->ranges)), p->reps,
 					stress_opts.duration_s, p->reference, p->reference);
 			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s\n", "row", "map",
-					"lookups/s (all readers)", "x ref", "writer ops/s", "x ref",
+					"lookups, all readers", "x ref", "writer ops", "x ref",
 					"CPUs");
+			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s\n", "", "", "(M/s)", "",
+					"(k/s)", "", "");
 			last = p->ranges;
 			lr = lw = -2;
 		}
 		row_name(row, sizeof(row), p->ranks, p->writers);
-		fmt_spread(rd, sizeof(rd), p->ops_per_sec, p->ops_per_sec_min, p->ops_per_sec_max);
+		fmt_spread(rd, sizeof(rd), p->ops_per_sec, p->ops_per_sec_min, p->ops_per_sec_max,
+				1e6);
 		fmt_spread(wr, sizeof(wr), p->writer_ops_per_sec, p->writer_ops_per_sec_min,
-				p->writer_ops_per_sec_max);
+				p->writer_ops_per_sec_max, 1e3);
 		fmt_ratio(x1, sizeof(x1), p->reader_ratio);
 		fmt_ratio(x2, sizeof(x2), p->writer_ratio);
 		snprintf(cpu, sizeof(cpu), "%.2f", p->rank_cpu_s / p->duration_s);

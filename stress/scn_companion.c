@@ -33,15 +33,8 @@
  *                 --write-interval and checks |approx - exact| against the
  *                 snapshot's bound; the largest error is reported with the
  *                 static bound batch x min(ranks, slots).
- *   css-walk      ranks walk every id with get_next inside one read
- *                 section; writers remove a random id and allocate the lowest
- *                 free one every --write-interval (the new object's id is
- *                 stored right after the alloc returns it: walkers accept the
- *                 id or "not yet known").  Objects carry their id and
- *                 a live mark; a walk that meets an object with another id or
- *                 a dead mark aborts.  Removed objects are freed with
- *                 ps_idmap_free_rcu(), poisoned and kept until the end, so a
- *                 use after the grace period is seen, not silently allowed.
+ *   css-walk      ranks walk the ids of a ps_idmap while writers replace
+ *                 them (scn_css_walk.c).
  *
  * Efficiency here is throughput / (ranks x the same variant's 1-rank
  * throughput at the same setting), measured in the same run: at one rank a
@@ -59,13 +52,11 @@
 
 #include <polstore/polstore.h>
 
+#include "scn_companion.h"
 #include "stress.h"
 
 static const char *const memcg_variants[] = {"spin", "seqlock", "atomic", "stock", "stock:private"};
 static const char *const commit_variants[] = {"strict", "loose"};
-static const char *const walk_variants[] = {"spin", "rwlock", "rcu"};
-
-#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 bool stress_companion_variant_known(const char *name)
 {
@@ -77,38 +68,10 @@ bool stress_companion_variant_known(const char *name)
 	for (i = 0; i < NELEM(commit_variants); i++)
 		if (!strcmp(name, commit_variants[i]))
 			return true;
-	for (i = 0; i < NELEM(walk_variants); i++)
-		if (!strcmp(name, walk_variants[i]))
-			return true;
-	return false;
+	return css_walk_variant_known(name);
 }
 
 /* ---- a tiny runner: ranks and writers behind a gate, for a duration ---------- */
-
-struct crun;
-
-struct cthread {
-	struct crun *r;
-	pthread_t th;
-	int id;
-	uint64_t ops, tries, fails;
-	uint64_t max_wait_ns;
-	double aux;	 /* scenario-specific maximum */
-	uint64_t cpu_ns; /* the thread's CPU time */
-	void *(*fn)(void *);
-	struct stress_hist hist;
-} __attribute__((aligned(64)));
-
-struct crun {
-	struct stress_gate gate;
-	int nranks, nwriters;
-	void *(*rank_fn)(void *);
-	void *(*writer_fn)(void *);
-	void *arg;
-	struct cthread *ranks, *writers;
-	double duration_s;
-	int stop __attribute__((aligned(64)));
-};
 
 /* Every thread runs through here: its CPU time is what it got of the machine. */
 static void *crun_trampoline(void *arg)
@@ -120,12 +83,8 @@ static void *crun_trampoline(void *arg)
 	return NULL;
 }
 
-static inline bool crun_stopped(const struct crun *r)
-{
-	return __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE);
-}
 
-static void crun_go(struct crun *r)
+void crun_go(struct crun *r)
 {
 	int i, nw = r->writer_fn ? r->nwriters : 0;
 	uint64_t t_go, t_stop;
@@ -163,7 +122,7 @@ static void crun_go(struct crun *r)
 }
 
 /* Totals of a run into a point (efficiency is the runner's); frees the thread arrays. */
-static void crun_point(struct crun *r, struct stress_point *p)
+void crun_point(struct crun *r, struct stress_point *p)
 {
 	struct stress_hist *h = calloc(1, sizeof(*h));
 	uint64_t ops = 0, wops = 0, wmax = 0;
@@ -197,23 +156,6 @@ static void crun_point(struct crun *r, struct stress_point *p)
 	free(r->ranks);
 	free(r->writers);
 }
-
-/*
- * A companion scenario: its variants, the settings it runs each at
- * (memcg-charge: --limit; the others one setting, NAN), its rank counts
- * when --ranks is not given, and how one point is measured (filling @p,
- * not emitting it; a broken invariant aborts there).
- */
-struct companion {
-	const char *name;
-	const char *const *variants;
-	size_t nvariants;
-	const double *settings;
-	int nsettings;
-	const int *default_ranks;
-	int ndefault_ranks;
-	void (*point)(const char *variant, int nranks, double setting, struct stress_point *p);
-};
 
 static bool same_setting(double a, double b)
 {
@@ -315,7 +257,7 @@ static void companion_measure(const struct companion *c, const int *ranks, int n
  * median at that setting (emitted before it) and, where the scenario has
  * stock:private, its calls per CPU-second against stock:private's there.
  */
-static void companion_run(const struct companion *c)
+void companion_run(const struct companion *c)
 {
 	int ranks[STRESS_MAX_LIST + 1], nr = companion_ranks(c, ranks);
 	int reps = stress_opts.repeat, ns = c->nsettings, s, k, rep;
@@ -718,7 +660,7 @@ static void commit_point(const char *variant, int nranks, double setting, struct
 	ps_commit_destroy(cm);
 }
 
-static const double one_setting[] = {NAN};
+const double one_setting[1] = {NAN};
 
 void stress_run_mmap_commit(void)
 {
@@ -728,217 +670,15 @@ void stress_run_mmap_commit(void)
 	companion_run(&c);
 }
 
-/* ---- css-walk -------------------------------------------------------------------- */
-
-#define WALK_IDS 1000
-#define OBJ_LIVE 0x11FE11FEu
-#define OBJ_DEAD 0xDEADDEADu
-
-struct wobj {
-	int id;
-	unsigned magic;
-	struct wobj *next_dead;
-};
-
-struct walk {
-	struct ps_idmap *map;
-	const char *variant;
-	struct wobj *graveyard; /* freed objects, poisoned, released at the end */
-	long expected;		/* bound ids, per the writers' successful calls */
-};
-
-static struct walk *walk_cur;
-
-static void wobj_free(void *p)
-{
-	struct wobj *o = p, *head;
-
-	/* After the grace period no reader may see it: poison it and keep the memory. */
-	o->magic = OBJ_DEAD;
-	head = __atomic_load_n(&walk_cur->graveyard, __ATOMIC_RELAXED);
-	do
-		o->next_dead = head;
-	while (!__atomic_compare_exchange_n(
-			&walk_cur->graveyard, &head, o, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-}
-
-static void *walk_rank(void *arg)
-{
-	struct cthread *t = arg;
-	struct crun *r = t->r;
-	struct walk *w = r->arg;
-	uint64_t ops = 0;
-
-	stress_gate_wait(&r->gate);
-	while (!crun_stopped(r)) {
-		uint64_t t0 = stress_ticks();
-		struct wobj *o;
-		int id, prev = -1, n = 0;
-
-		ps_idmap_read_lock(w->map);
-		for (id = 0; (o = ps_idmap_get_next(w->map, &id)); id++) {
-			int oid = __atomic_load_n(&o->id, __ATOMIC_ACQUIRE);
-
-			if ((oid != id && oid != -1) || o->magic != OBJ_LIVE || id <= prev)
-				stress_fail("VALIDATION FAILED: css-walk %s: id %d gave an object "
-					    "of id %d, mark %#x (after id %d)",
-						w->variant, id, oid, o->magic, prev);
-			prev = id;
-			n++;
-		}
-		ps_idmap_read_unlock(w->map);
-		if (n < WALK_IDS / 2)
-			stress_fail("VALIDATION FAILED: css-walk %s: a walk saw %d ids of about %d",
-					w->variant, n, WALK_IDS);
-		stress_hist_add(&t->hist, stress_ticks() - t0);
-		ops++;
-	}
-	t->ops = ops;
-	return NULL;
-}
-
-static void *walk_writer(void *arg)
-{
-	struct cthread *t = arg;
-	struct crun *r = t->r;
-	struct walk *w = r->arg;
-	uint64_t rng = stress_seed_for(stress_opts.seed, 200000 + (uint64_t)t->id), next;
-
-	stress_gate_wait(&r->gate);
-	next = stress_now_ns();
-	while (!crun_stopped(r)) {
-		struct wobj *o = malloc(sizeof(*o)), *old = NULL;
-		int victim = (int)stress_below(&rng, WALK_IDS), id, ret;
-		uint64_t t0, t1;
-
-		if (stress_opts.write_interval_ns) {
-			next += stress_opts.write_interval_ns;
-			stress_sleep_until(next);
-			if (crun_stopped(r)) {
-				free(o);
-				break;
-			}
-		}
-		if (!o)
-			stress_die("out of memory");
-		t0 = stress_now_ns();
-		ret = ps_idmap_remove(w->map, victim, (void **)&old);
-		t1 = stress_now_ns();
-		if (t1 - t0 > t->max_wait_ns)
-			t->max_wait_ns = t1 - t0;
-		if (!ret) {
-			__atomic_fetch_sub(&w->expected, 1, __ATOMIC_RELAXED);
-			if (old->id != victim)
-				stress_fail("VALIDATION FAILED: css-walk %s: removing id %d "
-					    "returned "
-					    "the object of id %d",
-						w->variant, victim, old->id);
-			ps_idmap_free_rcu(w->map, old, wobj_free);
-		} else if (ret != -ENOENT) {
-			stress_fail("css-walk: ps_idmap_remove: %s", strerror(-ret));
-		}
-		o->magic = OBJ_LIVE;
-		o->id = -1; /* not yet known: walkers accept -1 or the id they found it at */
-		t0 = stress_now_ns();
-		ret = ps_idmap_alloc(w->map, o, 0, PS_IDMAP_ID_MAX, &id);
-		t1 = stress_now_ns();
-		if (ret)
-			stress_fail("css-walk: ps_idmap_alloc: %s", strerror(-ret));
-		if (t1 - t0 > t->max_wait_ns)
-			t->max_wait_ns = t1 - t0;
-		__atomic_store_n(&o->id, id, __ATOMIC_RELEASE);
-		__atomic_fetch_add(&w->expected, 1, __ATOMIC_RELAXED);
-		t->ops++;
-	}
-	return NULL;
-}
-
-static void walk_point(const char *variant, int nranks, double setting, struct stress_point *p)
-{
-	struct walk w = {0};
-	struct crun r = {0};
-	struct wobj *o;
-	int i, id, n;
-
-	(void)setting; /* one setting */
-
-	w.variant = variant;
-	w.map = ps_idmap_create((enum ps_idmap_sync)ps_idmap_sync_from_name(variant));
-	if (!w.map)
-		stress_die("ps_idmap_create(%s): %s", variant, strerror(errno));
-	walk_cur = &w;
-	for (i = 0; i < WALK_IDS; i++) {
-		o = malloc(sizeof(*o));
-		if (!o)
-			stress_die("out of memory");
-		o->id = i;
-		o->magic = OBJ_LIVE;
-		if (ps_idmap_alloc(w.map, o, 0, PS_IDMAP_ID_MAX, &id) || id != i)
-			stress_fail("css-walk: initial alloc gave id %d for %d", id, i);
-	}
-	w.expected = WALK_IDS;
-	r.nranks = nranks;
-	r.nwriters = stress_opts.writers;
-	r.rank_fn = walk_rank;
-	r.writer_fn = walk_writer;
-	r.arg = &w;
-	crun_go(&r);
-	ps_idmap_barrier(w.map);
-	n = 0;
-	ps_idmap_read_lock(w.map);
-	for (id = 0; (o = ps_idmap_get_next(w.map, &id)); id++, n++)
-		if (o->id != id || o->magic != OBJ_LIVE)
-			stress_fail("VALIDATION FAILED: css-walk %s: id %d holds object %d at the "
-				    "end",
-					variant, id, o->id);
-	ps_idmap_read_unlock(w.map);
-	if (n != w.expected || ps_idmap_count(w.map) != n)
-		stress_fail("VALIDATION FAILED: css-walk %s: %d ids bound, count says %d, writers "
-			    "expect %ld",
-				variant, n, ps_idmap_count(w.map), w.expected);
-	stress_point_init(p, "css-walk", variant, nranks);
-	crun_point(&r, p);
-	snprintf(p->note, sizeof(p->note), "%d ids", n);
-	for (;;) {
-		id = 0;
-		ps_idmap_read_lock(w.map);
-		o = ps_idmap_get_next(w.map, &id);
-		ps_idmap_read_unlock(w.map);
-		if (!o)
-			break;
-		if (ps_idmap_remove(w.map, id, NULL))
-			stress_fail("css-walk: cannot remove id %d at the end", id);
-		free(o);
-	}
-	ps_idmap_destroy(w.map);
-	while ((o = w.graveyard)) {
-		w.graveyard = o->next_dead;
-		free(o);
-	}
-	walk_cur = NULL;
-}
-
-void stress_run_css_walk(void)
-{
-	const struct companion c = {"css-walk", walk_variants, NELEM(walk_variants), one_setting, 1,
-			stress_opts.ranks, stress_opts.nranks, walk_point};
-
-	companion_run(&c);
-}
-
 /* ---- tables ------------------------------------------------------------------------- */
 
-/* A time with its unit: "66 ns", "12.3 us", "48.1 ms". */
+/* A time in whole ns (every latency column is in ns). */
 static void fmt_time(char *buf, size_t n, double ns)
 {
 	if (isnan(ns))
 		snprintf(buf, n, "-");
-	else if (ns < 10000)
-		snprintf(buf, n, "%.0f ns", ns);
-	else if (ns < 1e7)
-		snprintf(buf, n, "%.1f us", ns / 1e3);
 	else
-		snprintf(buf, n, "%.1f ms", ns / 1e6);
+		snprintf(buf, n, "%.0f", ns);
 }
 
 static void fmt_ratio(char *buf, size_t n, double x)
@@ -994,7 +734,7 @@ static void memcg_table(void)
 	int l;
 
 	for (i = 0; (p = stress_point_at(i)); i++) {
-		char e[16], ce[16], cp[16], rf[16], p50[16], p99[16], mx[16];
+		char e[16], ce[16], cp[16], rf[16], p50[32], p99[32], mx[32];
 
 		if (strcmp(p->scenario, "memcg-charge"))
 			continue;
@@ -1010,7 +750,7 @@ static void memcg_table(void)
 					"bound");
 			printf("  %-14s %7s %7s %8s %8s %6s %6s %7s %8s %8s %8s %8s %6s %6s\n", "",
 					"threads", "x peak", "pages", "", "x", "x", "private", "%",
-					"", "", "", "pages", "pages");
+					"(ns)", "(ns)", "(ns)", "pages", "pages");
 			header = true;
 		}
 		if (!same_setting(p->limit_ratio, last) && !isnan(last))
@@ -1060,7 +800,7 @@ static void companion_table(const char *scenario, const char *title, const char 
 
 	for (i = 0;; i++) {
 		const struct stress_point *p = stress_point_at(i);
-		char t[32], e[32], ce[32], p50[16], p99[16], mx[16], w[32], ww[16], x[48];
+		char t[32], e[32], ce[32], p50[32], p99[32], mx[32], w[32], ww[32], x[48];
 
 		if (!p)
 			break;
@@ -1069,9 +809,11 @@ static void companion_table(const char *scenario, const char *title, const char 
 		if (!header) {
 			printf("\n%s: %s, %.2f s per point\n", scenario, title,
 					stress_opts.duration_s);
-			printf("  %-14s %5s %9s %6s %6s %7s %7s %7s %8s %7s  %s\n", "variant",
-					"ranks", "Mops/s", "eff", "cpueff", "p50", "p99", "max",
-					"wr-op/s", "wr-wait", extra);
+			printf("  %-14s %5s %9s %6s %6s %8s %8s %9s %8s %9s  %s\n", "variant",
+					"ranks", "ops", "eff", "cpueff", "p50", "p99", "max",
+					"writer", "writer", extra);
+			printf("  %-14s %5s %9s %6s %6s %8s %8s %9s %8s %9s\n", "", "", "(M/s)",
+					"", "", "(ns)", "(ns)", "(ns)", "(ops/s)", "wait (us)");
 			header = true;
 		}
 		snprintf(t, sizeof(t), "%.3f", p->ops_per_sec / 1e6);
@@ -1084,7 +826,7 @@ static void companion_table(const char *scenario, const char *title, const char 
 		if (isnan(p->writer_max_wait_ns))
 			snprintf(ww, sizeof(ww), "-");
 		else
-			snprintf(ww, sizeof(ww), "%.0fu", p->writer_max_wait_ns / 1e3);
+			snprintf(ww, sizeof(ww), "%.1f", p->writer_max_wait_ns / 1e3);
 		if (!isnan(p->max_overshoot))
 			snprintf(x, sizeof(x), "%.0f / %.0f", p->max_overshoot, p->overshoot_bound);
 		else if (!isnan(p->max_error))
@@ -1093,7 +835,7 @@ static void companion_table(const char *scenario, const char *title, const char 
 			x[0] = 0;
 		snprintf(ce, sizeof(ce), isnan(p->cpu_efficiency) ? "-" : "%.3f",
 				p->cpu_efficiency);
-		printf("  %-14s %5d %9s %6s %6s %7s %7s %7s %8s %7s  %s  (%s)\n", p->variant,
+		printf("  %-14s %5d %9s %6s %6s %8s %8s %9s %8s %9s  %s  (%s)\n", p->variant,
 				p->ranks, t, e, ce, p50, p99, mx, w, ww, x, p->note);
 	}
 }
@@ -1109,4 +851,29 @@ void stress_print_companions(void)
 			"one op = a get_next walk over ~1000 ids in one read section; writers "
 			"remove + alloc + replace",
 			"");
+}
+
+/* Seconds @c takes: selected variants x rank counts x settings x --repeat x --duration. */
+double companion_estimate(const struct companion *c)
+{
+	int ranks[STRESS_MAX_LIST + 1], nr = companion_ranks(c, ranks);
+	size_t v, nv = 0;
+
+	for (v = 0; v < c->nvariants; v++)
+		nv += stress_variant_selected(c->variants[v]);
+	return (double)nv * nr * c->nsettings * stress_opts.repeat * stress_opts.duration_s;
+}
+
+double stress_estimate_memcg_charge(void)
+{
+	return companion_estimate(&(struct companion){"memcg-charge", memcg_variants,
+			NELEM(memcg_variants), stress_opts.limits, stress_opts.nlimits,
+			memcg_default_ranks, (int)NELEM(memcg_default_ranks), NULL});
+}
+
+double stress_estimate_mmap_commit(void)
+{
+	return companion_estimate(&(struct companion){"mmap-commit", commit_variants,
+			NELEM(commit_variants), one_setting, 1, stress_opts.ranks, stress_opts.nranks,
+			NULL});
 }

@@ -58,15 +58,17 @@ struct uvariant {
 	int sync;
 };
 
-static const struct uvariant uvariants[] = {
-		{"fixed", -1},
-		{"spin", PS_SYNC_SPIN},
-		{"rwlock", PS_SYNC_RWLOCK},
-		{"seqlock", PS_SYNC_SEQLOCK},
-		{"rcu", PS_SYNC_RCU},
-		{"rcu-qsbr", PS_SYNC_RCU_QSBR},
-};
+/* The fixed-node plane, then every store variant the library has (uvariants_init()). */
+static struct uvariant uvariants[1 + PS_SYNC_COUNT] = {{"fixed", -1}};
 #define NUVARIANTS (sizeof(uvariants) / sizeof(uvariants[0]))
+
+static void uvariants_init(void)
+{
+	int s;
+
+	for (s = 0; s < PS_SYNC_COUNT; s++)
+		uvariants[1 + s] = (struct uvariant){ps_sync_name((enum ps_sync)s), s};
+}
 
 struct upool {
 	struct ps_policy *pol[2 * 64 + 2];
@@ -374,6 +376,7 @@ void stress_run_uffd_fault(void)
 		fprintf(stderr, "uffd-fault: userfaultfd not available: %s\n", why);
 		return;
 	}
+	uvariants_init();
 	pool_init(&pool);
 	pts = calloc(NUVARIANTS * (size_t)reps, sizeof(*pts));
 	if (!pts)

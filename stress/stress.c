@@ -285,6 +285,7 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->ranges = p->ranges_end = p->pages = 0;
 	p->duration_s = p->fault_work_ns = NAN;
 	p->ops_per_sec = p->efficiency = p->lookup_share = p->mean_ns = NAN;
+	p->efficiency_min = p->efficiency_max = p->writer_max_wait_min_ns = p->lookup_ns_max = NAN;
 	p->rank_cpu_s = p->cpu_efficiency = NAN;
 	p->ops_per_sec_min = p->ops_per_sec_max = NAN;
 	p->reps = -1;
@@ -465,6 +466,11 @@ static const struct col cols[] = {
 		COL(one_mem, "%.0f"),
 		COL(one_heap_now, "%.0f"),
 		COL(one_heap_idle, "%.0f"),
+		/* the spread over repetitions */
+		COL(efficiency_min, "%.4f"),
+		COL(efficiency_max, "%.4f"),
+		COL(writer_max_wait_min_ns, "%.0f"),
+		COL(lookup_ns_max, "%.2f"),
 };
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
 

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * polstore-stress: what the scenario files (scn_*.c), the output
- * (tables.c) and the driver (polstore-stress.c) share: the options, one
- * measured point and the points recorded, timing, the sampled latency
- * histogram, the start gate and errors, all in stress.c, which calls no
- * other file of the program; then the scenarios' entry points, which only
- * the driver and tables.c call.
+ * (tables.c), the options (options.c) and the driver (polstore-stress.c)
+ * share: the options, one measured point and the points recorded, timing,
+ * the sampled latency histogram, the start gate and errors, all in
+ * stress.c, which calls no other file of the program; then the scenarios'
+ * entry points, which only the driver and tables.c call.
  *
- * The store scenarios (scn_store.c) include src/rangetree.h: their
+ * The store scenarios (scn_store.h) include src/rangetree.h: their
  * unsynchronised, pthread_rwlock and pthread_mutex baselines wrap the range
  * tree core directly.  That is the stress program's one declared use of a
  * library-internal header (docs/design.md).
@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -87,6 +88,7 @@ struct stress_point {
 	int reps; /* repetitions; the point is the one with the median throughput */
 	double ops_per_sec_min, ops_per_sec_max;
 	double efficiency;
+	double efficiency_min, efficiency_max; /* the slowest and fastest repetition's */
 	double rank_cpu_s;	 /* CPU time the ranks got, summed */
 	double cpu_efficiency;	 /* ops per rank CPU second / the baseline's */
 	double lookup_share;	 /* sampled iterations that kept the CPU */
@@ -95,9 +97,10 @@ struct stress_point {
 	double p50_ns, p99_ns, p999_ns, max_ns;
 	uint64_t samples;
 	double writer_ops_per_sec;
-	double writer_max_wait_ns;
-	/* lookup-cost */
-	double lookup_ns, lookup_ns_median, overhead_ns, cost_ratio, bytes_per_range,
+	double writer_max_wait_ns;     /* the longest of every repetition */
+	double writer_max_wait_min_ns; /* the repetition whose longest wait was shortest */
+	/* lookup-cost; lookup_ns is the fastest repetition, lookup_ns_max the slowest */
+	double lookup_ns, lookup_ns_median, lookup_ns_max, overhead_ns, cost_ratio, bytes_per_range,
 			store_bytes_per_range;
 	/* companions */
 	double max_overshoot, overshoot_bound, max_error, error_bound;
@@ -327,7 +330,8 @@ void stress_run_write_cost(void);
 void stress_run_window(void); /* window reads beside writers */
 void stress_run_batch_cost(void);
 void stress_run_many_stores(void);
-void stress_print_window(void); /* their tables and targets */
+void stress_print_window(void); /* their tables */
+void stress_print_batch_cost(void);
 void stress_run_uffd_fault(void); /* scn_uffd.c: real faults through the fault plane */
 void stress_print_uffd_fault(void);
 bool stress_companion_variant_known(const char *name);
@@ -339,10 +343,29 @@ bool stress_check_variant_known(const char *name); /* spin ... rcu-qsbr, also :n
 void stress_run_churn(void); /* store variants and --peer plugins, scn_churn.c */
 void stress_print_churn(void);
 int stress_run_check(void); /* --check */
+/* About how many seconds a scenario takes with the options given, for the driver. */
+double stress_estimate_lookup_cost(void);
+double stress_estimate_store(void); /* shared-text, hot-policy */
+double stress_estimate_write_cost(void);
+double stress_estimate_window(void);
+double stress_estimate_batch_cost(void);
+double stress_estimate_memcg_charge(void);
+double stress_estimate_mmap_commit(void);
+double stress_estimate_css_walk(void);
+
+/* ---- options (options.c), the driver's to call ------------------------------ */
+
+/* The usage text (--help). */
+void stress_usage(FILE *out);
+/*
+ * Parse the command line into stress_opts, the scenario names given being
+ * @scenarios; a bad option exits with status 1.  Returns false for --help.
+ */
+bool stress_parse(int argc, char **argv, const char *const *scenarios, size_t nscenarios);
 
 /* ---- human output (tables.c), the driver's to call -------------------------- */
 
-/* Every table, lock_stat row and target summary of the points recorded. */
+/* Every table, lock_stat row and the summary per question of the points recorded. */
 void stress_print_tables(void);
 /* --plot: the gnuplot data, script and image of the store scenarios. */
 void stress_plot(const char *file);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * polstore-stress: the human output of a run, from the points recorded
- * (stress.c): the tables, the lock_stat rows, the target summaries with
- * their ratios, and the gnuplot curves (--plot).  The driver calls it once
- * the scenarios have run.
+ * (stress.c): the tables, the lock_stat rows, a short summary per question
+ * with the spread of the repetitions, and the gnuplot curves (--plot).
+ * The driver calls it once the scenarios have run.
  */
 #include <errno.h>
 #include <math.h>
@@ -19,18 +19,6 @@
 #include "stress.h"
 
 /* ---- human tables ----------------------------------------------------------------- */
-
-static void fmt_ns(char *buf, size_t n, double ns)
-{
-	if (isnan(ns))
-		snprintf(buf, n, "-");
-	else if (ns < 10000)
-		snprintf(buf, n, "%.0f", ns);
-	else if (ns < 1e7)
-		snprintf(buf, n, "%.0fu", ns / 1e3);
-	else
-		snprintf(buf, n, "%.0fm", ns / 1e6);
-}
 
 static void fmt_num(char *buf, size_t n, const char *fmt, double v)
 {
@@ -75,8 +63,10 @@ static void table_lookup_cost(void)
 			       "store: its striped reference count)\n",
 					sizeof(struct ps_policy), PS_REF_STRIPE_BYTES,
 					PS_REF_STRIPE_BYTES * PS_REF_MAX_STRIPES);
-			printf("  %-21s %10s %8s %-13s %12s %12s\n", "variant", "ns/lookup",
-					"x base", "(base)", "bytes/range", "(ps_memory)");
+			printf("  %-21s %10s %8s %-13s %12s %12s\n", "variant", "lookup",
+					"x base", "(base)", "allocated", "ps_memory");
+			printf("  %-21s %10s %8s %-13s %12s %12s\n", "", "(ns)", "", "",
+					"(B/range)", "(B/range)");
 			last = p->ranges;
 		}
 		fmt_num(a, sizeof(a), "%.2f", p->lookup_ns);
@@ -95,8 +85,8 @@ static void table_store(const char *scenario)
 	size_t i;
 
 	for (i = 0; (p = next_point(scenario, &i)); i++) {
-		char t[32], pr[32], e[32], ce[32], ls[32], p50[16], p99[16], p999[16], mx[16],
-				w[32], ww[16], x[16];
+		char t[32], pr[32], e[32], ce[32], ls[32], p50[32], p99[32], p999[32], mx[32],
+				w[32], ww[32], x[16];
 
 		if (!header) {
 			printf("\n%s: %llu pages, %llu ranges, %s pages, %d writer(s) every %.0f "
@@ -110,32 +100,35 @@ static void table_store(const char *scenario)
 					stress_opts.writers,
 					(double)stress_opts.write_interval_ns / 1e3,
 					p->fault_work_ns, stress_opts.duration_s);
-			printf("  %-20s %5s %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n",
-					"variant", "ranks", "Mlkup/s", "per-rank", "eff", "cpueff",
-					"lookup%", "p50", "p99", "p99.9", "max", "wr-set/s",
-					"wr-wait", "x p_rw");
+			printf("  %-20s %5s %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s\n",
+					"variant", "ranks", "lookups", "per rank", "eff", "cpueff",
+					"lookup", "p50", "p99", "p99.9", "max", "writer", "writer",
+					"x p_rw");
+			printf("  %-20s %5s %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s\n",
+					"", "", "(M/s)", "(M/s)", "", "", "(%)", "(ns)", "(ns)",
+					"(ns)", "(ns)", "(sets/s)", "wait (us)", "");
 			header = true;
 		}
 		fmt_num(t, sizeof(t), "%.2f", p->ops_per_sec / 1e6);
 		fmt_num(pr, sizeof(pr), "%.2f", p->ops_per_sec / 1e6 / p->ranks);
 		fmt_num(e, sizeof(e), "%.3f", p->efficiency);
 		fmt_num(ls, sizeof(ls), "%.1f", p->lookup_share * 100);
-		fmt_ns(p50, sizeof(p50), p->p50_ns);
-		fmt_ns(p99, sizeof(p99), p->p99_ns);
-		fmt_ns(p999, sizeof(p999), p->p999_ns);
-		fmt_ns(mx, sizeof(mx), p->max_ns);
+		fmt_num(p50, sizeof(p50), "%.0f", p->p50_ns);
+		fmt_num(p99, sizeof(p99), "%.0f", p->p99_ns);
+		fmt_num(p999, sizeof(p999), "%.0f", p->p999_ns);
+		fmt_num(mx, sizeof(mx), "%.0f", p->max_ns);
 		fmt_num(w, sizeof(w), "%.0f", p->writer_ops_per_sec);
-		fmt_ns(ww, sizeof(ww), p->writer_max_wait_ns);
+		fmt_num(ww, sizeof(ww), "%.1f", p->writer_max_wait_ns / 1e3);
 		prw = stress_find(scenario, "pthread_rwlock", p->ranks, p->ranges);
 		fmt_num(x, sizeof(x), "%.2f", prw ? p->ops_per_sec / prw->ops_per_sec : NAN);
 		fmt_num(ce, sizeof(ce), "%.3f", p->cpu_efficiency);
-		printf("  %-20s %5d %9s %9s %6s %6s %7s %6s %6s %6s %6s %8s %7s %7s\n", p->variant,
+		printf("  %-20s %5d %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s\n", p->variant,
 				p->ranks, t, pr, e, ce, ls, p50, p99, p999, mx, w, ww, x);
 	}
 	if (header)
 		printf("  (eff: throughput / (ranks x the 1-rank unsync throughput, or "
 		       "unsync:noref "
-		       "for :noref);\n   lookup%%: time in the lookup / time of the sampled faults "
+		       "for :noref);\n   lookup: time in the lookup / time of the sampled faults "
 		       "that kept the "
 		       "CPU (< 100 us);\n   cpueff: lookups per CPU-second the ranks got / the "
 		       "baseline's (insensitive to\n   other processes' load, blind to time a rank "
@@ -158,9 +151,8 @@ static void table_lockstat(void)
 		if (!p->has_lockstat)
 			continue;
 		if (!header) {
-			printf("\nlock_stat (times in us, as /proc/lock_stat), per scenario, "
-			       "variant "
-			       "and ranks:\n");
+			printf("\nlock_stat (as /proc/lock_stat; counts, and times in us), per "
+			       "scenario, variant and ranks:\n");
 			header = true;
 		}
 		snprintf(name, sizeof(name), "%s/%s/%d", p->scenario, p->variant, p->ranks);
@@ -168,9 +160,8 @@ static void table_lockstat(void)
 			r = (struct ps_lock_stat_row *)&p->lockstat[d];
 			if (d == PS_LOCK_STAT_READ && !r->acquisitions)
 				continue;
-			printf("%38s-%c: %10llu %10llu %9.2f %11.2f %13.2f %9.2f %10llu %11llu "
-			       "%9.2f "
-			       "%11.2f %13.2f %9.2f\n",
+			printf("%38s-%c: %10llu %10llu %11.2f %11.2f %13.2f %11.2f %10llu %11llu "
+			       "%11.2f %11.2f %13.2f %11.2f\n",
 					name, d == PS_LOCK_STAT_WRITE ? 'W' : 'R',
 					(unsigned long long)r->con_bounces,
 					(unsigned long long)r->contentions, r->wait_min_ns / 1e3,
@@ -187,10 +178,10 @@ static void table_lockstat(void)
 		}
 	}
 	if (header)
-		printf("%40s  %10s %10s %9s %11s %13s %9s %10s %11s %9s %11s %13s %9s\n",
-				"(columns)", "con-bounce", "contention", "wait-min", "wait-max",
-				"wait-total", "wait-avg", "acq-bounce", "acquisition", "hold-min",
-				"hold-max", "hold-total", "hold-avg");
+		printf("%40s  %10s %10s %11s %11s %13s %11s %10s %11s %11s %11s %13s %11s\n",
+				"(columns)", "con-bounce", "contention", "wait-min us", "wait-max us",
+				"wait-total us", "wait-avg us", "acq-bounce", "acquisition",
+				"hold-min us", "hold-max us", "hold-total us", "hold-avg us");
 }
 
 
@@ -211,9 +202,12 @@ static void table_write_cost(void)
 					(unsigned long long)p->ranges, (unsigned long long)p->pages,
 					p->overhead_ns, p->reps, p->duration_s);
 			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %5s\n", "kind",
-					"variant", "ns/set", "x unsync", "(min..max ns)", "restore",
-					"ns/set", "x unsync", "sync/set", "retired", "sets",
+					"variant", "set", "x unsync", "(min..max)", "restore",
+					"restore", "x unsync", "sync", "retired", "sets",
 					"slow");
+			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %5s\n", "",
+					"", "(ns)", "", "(ns)", "", "(ns)", "", "(ns/set)",
+					"(B)", "", "");
 			last = p->ranges;
 			last_kind = "";
 		}
@@ -235,7 +229,7 @@ static void table_write_cost(void)
 	}
 	if (last)
 		printf("  (restore: the set(s) that put the tree back after each timed set, "
-		       "timed apart;\n   sync/set: ps_store_synchronize() time per timed set, "
+		       "timed apart;\n   sync: ps_store_synchronize() time per timed set, "
 		       "outside the timed sets;\n   retired: most bytes one synchronize call "
 		       "released; sets: the kind's timed sets, all repetitions;\n   slow: of "
 		       "those, how many took 100 us or more (preempted?), counted in ns/set)\n");
@@ -265,254 +259,227 @@ static void table_write_cost(void)
 		       "   published by a store of the root rather than of a lower child slot)\n");
 }
 
-/* ---- target summary ------------------------------------------------------------------- */
+/* ---- summary: one short answer per question, with the spread of the repetitions ---- */
 
-static void target_cpu(const char *what, double measured, const char *op, double want,
-		const char *fmt, double cpu)
+/* "22.1 ns (21.8-23.0) 1.31x": median, the fastest and slowest repetition, x @base_ns. */
+static void cell_ns(char *buf, size_t n, const struct stress_point *p, double base_ns)
 {
-	char m[32];
-	bool met;
-
-	if (isnan(measured))
+	if (!p || isnan(p->lookup_ns_median)) {
+		snprintf(buf, n, "-");
 		return;
-	snprintf(m, sizeof(m), fmt, measured);
-	met = !strcmp(op, ">=") ? measured >= want : measured <= want;
-	printf("  %-58s %10s  (%s %g)  %-6s", what, m, op, want, met ? "met" : "MISSED");
-	if (!isnan(cpu))
-		printf("  cpu-normalised %.3f %s", cpu,
-				(!strcmp(op, ">=") ? cpu >= want : cpu <= want) ? "met" : "MISSED");
-	putchar('\n');
+	}
+	snprintf(buf, n, "%.1f ns (%.1f-%.1f) %.2fx", p->lookup_ns_median, p->lookup_ns,
+			isnan(p->lookup_ns_max) ? p->lookup_ns : p->lookup_ns_max,
+			p->lookup_ns_median / base_ns);
 }
 
-static void target(const char *what, double measured, const char *op, double want, const char *fmt)
+/* "0.912 (0.88-0.93)": the median repetition's efficiency, the slowest and fastest. */
+static void cell_eff(char *buf, size_t n, const struct stress_point *p)
 {
-	target_cpu(what, measured, op, want, fmt, NAN);
+	if (!p || isnan(p->efficiency)) {
+		snprintf(buf, n, "-");
+		return;
+	}
+	if (isnan(p->efficiency_min))
+		snprintf(buf, n, "%.3f", p->efficiency);
+	else
+		snprintf(buf, n, "%.3f (%.3f-%.3f)", p->efficiency, p->efficiency_min,
+				p->efficiency_max);
 }
 
-static double ratio(const struct stress_point *a, const struct stress_point *b)
+/*
+ * The rows of a summary: the baselines, then every store variant the
+ * library has; @form "" (counted), ":noref" or ":node" names the column.
+ */
+static const char *const summary_baselines[] = {"unsync", "pthread_mutex", "pthread_rwlock"};
+#define NSUMMARY_BASELINES (sizeof(summary_baselines) / sizeof(summary_baselines[0]))
+static const char *const summary_forms[] = {"", ":noref", ":node"};
+
+static const char *summary_row(size_t i)
 {
-	return a && b ? a->ops_per_sec / b->ops_per_sec : NAN;
+	if (i < NSUMMARY_BASELINES)
+		return summary_baselines[i];
+	return ps_sync_name((enum ps_sync)(i - NSUMMARY_BASELINES));
 }
 
-static double fld(const struct stress_point *p, size_t off)
+#define NSUMMARY_ROWS (NSUMMARY_BASELINES + PS_SYNC_COUNT)
+
+static const struct stress_point *form_point(const char *scenario, size_t row, size_t form,
+		int ranks, uint64_t ranges)
 {
-	return p ? *(const double *)((const char *)p + off) : NAN;
+	char name[48];
+
+	/* The baselines other than unsync have the counted form only. */
+	if (form && row && row < NSUMMARY_BASELINES)
+		return NULL;
+	snprintf(name, sizeof(name), "%s%s", summary_row(row), summary_forms[form]);
+	return stress_find(scenario, name, ranks, ranges);
 }
 
-#define F(p, field) fld(p, offsetof(struct stress_point, field))
+static int summary_reps(const char *scenario)
+{
+	const struct stress_point *p;
+	size_t i = 0;
+
+	p = next_point(scenario, &i);
+	return p ? p->reps : 0;
+}
+
+static void summary_lookup(void)
+{
+	const struct stress_point *walk, *p;
+	uint64_t n;
+	size_t i = 0, r, f;
+
+	p = next_point("lookup-cost", &i);
+	if (!p)
+		return;
+	n = p->ranges;
+	walk = stress_find("lookup-cost", "unsync:noref", 1, n);
+	if (!walk)
+		return;
+	printf("\nWhat does a lookup cost?  lookup-cost, 1 rank, %llu ranges, no writer: ns per "
+	       "lookup,\n  median of %d repetition(s) (fastest-slowest), and x the bare walk "
+	       "(unsync:noref, %.1f ns)\n",
+			(unsigned long long)n, p->reps, walk->lookup_ns_median);
+	printf("  %-15s %-30s %-30s %-30s\n", "variant", "counted (lookup + put)",
+			"borrowed (:noref)", "node (:node)");
+	for (r = 0; r < NSUMMARY_ROWS; r++) {
+		char c[3][48];
+		bool any = false;
+
+		for (f = 0; f < 3; f++) {
+			const struct stress_point *q = form_point("lookup-cost", r, f, 1, n);
+
+			cell_ns(c[f], sizeof(c[f]), q, walk->lookup_ns_median);
+			any = any || q;
+		}
+		if (any)
+			printf("  %-15s %-30s %-30s %-30s\n", summary_row(r), c[0], c[1], c[2]);
+	}
+}
+
+/* The first rank count above 1 that @scenario measured, or 0. */
+static int summary_ranks(const char *scenario)
+{
+	const struct stress_point *p;
+	size_t i;
+
+	for (i = 0; (p = next_point(scenario, &i)); i++)
+		if (p->ranks > 1)
+			return p->ranks;
+	return 0;
+}
+
+static void summary_scaling(const char *scenario)
+{
+	int ranks = summary_ranks(scenario);
+	size_t r, f;
+
+	if (!ranks)
+		return;
+	printf("\nHow does it scale to %d ranks?  %s, %d ranks beside %d writer(s): efficiency "
+	       "=\n  lookups/s / (%d x one rank's unsynchronised walk of the same form), median "
+	       "of %d\n  repetition(s) (slowest-fastest); 1.000 is linear scaling\n",
+			ranks, scenario, ranks, stress_opts.writers, ranks, summary_reps(scenario));
+	printf("  %-15s %-24s %-24s %-24s\n", "variant", "counted", "borrowed (:noref)",
+			"node (:node)");
+	for (r = 0; r < NSUMMARY_ROWS; r++) {
+		char c[3][40];
+		bool any = false;
+
+		for (f = 0; f < 3; f++) {
+			const struct stress_point *q = form_point(scenario, r, f, ranks, 0);
+
+			cell_eff(c[f], sizeof(c[f]), q);
+			any = any || q;
+		}
+		if (any)
+			printf("  %-15s %-24s %-24s %-24s\n", summary_row(r), c[0], c[1], c[2]);
+	}
+}
+
+static void summary_write(void)
+{
+	int ranks = summary_ranks("shared-text");
+	const struct stress_point *p;
+	uint64_t last = 0;
+	size_t r, i;
+
+	if (ranks && stress_opts.writers) {
+		char asked[64];
+
+		if (stress_opts.write_interval_ns)
+			snprintf(asked, sizeof(asked), "asking for %.0f sets/s in all",
+					1e9 / (double)stress_opts.write_interval_ns *
+							stress_opts.writers);
+		else
+			snprintf(asked, sizeof(asked), "setting flat out");
+		printf("\nWhat does a write cost beside readers?  shared-text, %d ranks, %d "
+		       "writer(s)\n  %s: sets/s done (median repetition) and the longest "
+		       "single set,\n  in us (the repetition with the shortest - the longest)\n",
+				ranks, stress_opts.writers, asked);
+		printf("  %-15s %12s %26s\n", "variant", "sets/s", "longest set (us)");
+		for (r = 1; r < NSUMMARY_ROWS; r++) {
+			p = form_point("shared-text", r, 0, ranks, 0);
+			if (!p || isnan(p->writer_ops_per_sec))
+				continue;
+			printf("  %-15s %12.0f %12.1f - %-11.1f\n", summary_row(r),
+					p->writer_ops_per_sec,
+					(isnan(p->writer_max_wait_min_ns) ? p->writer_max_wait_ns
+									  : p->writer_max_wait_min_ns) /
+							1e3,
+					p->writer_max_wait_ns / 1e3);
+		}
+	}
+	for (i = 0; (p = next_point("write-cost", &i)); i++) {
+		if (strcmp(p->kind, "replace"))
+			continue;
+		if (!last)
+			printf("\nWhat does a write cost alone?  write-cost, one thread, no readers: "
+			       "ns per set that\n  replaces one range, median of %d repetition(s) "
+			       "(fastest-slowest), x the unsync set\n",
+					p->reps);
+		if (p->ranges != last)
+			printf("  %llu ranges:\n", (unsigned long long)p->ranges);
+		last = p->ranges;
+		printf("    %-13s %9.1f ns (%.1f-%.1f) %6.2fx\n", p->variant, p->set_ns,
+				p->set_ns_min, p->set_ns_max, p->cost_ratio);
+	}
+}
+
+static void summary_memory(void)
+{
+	const struct stress_point *p;
+	uint64_t last = 0;
+	size_t i;
+
+	for (i = 0; (p = next_point("lookup-cost", &i)); i++) {
+		if (p->ranges == last)
+			continue;
+		last = p->ranges;
+		printf("\nWhat does a range hold in memory?  %llu ranges: bytes per range the "
+		       "library allocated\n  (measured once per run; the allocation does not vary "
+		       "between repetitions)\n",
+				(unsigned long long)last);
+		for (size_t r = 0; r < NSUMMARY_ROWS; r++) {
+			const struct stress_point *q = form_point("lookup-cost", r, 0, 1, last);
+
+			if (q)
+				printf("%s%s %.1f B", r ? ", " : "  ", summary_row(r),
+						q->bytes_per_range);
+		}
+		putchar('\n');
+	}
+}
 
 static void summary(void)
 {
-	static const char *const cost_v[] = {"rcu", "rcu-qsbr", "seqlock", "rcu:noref",
-			"rcu-qsbr:noref", "seqlock:noref"};
-	static const double cost_t[] = {1.10, 1.10, 1.15, 1.10, 1.10, 1.15};
-	static const char *const eff_v[] = {"rcu", "rcu-qsbr", "seqlock", "rwlock"};
-	static const double eff_t[] = {0.90, 0.90, 0.85, 0.75};
-	uint64_t n = stress_opts.ranges[0];
-	char what[96];
-	size_t i;
-	bool any = false;
-
-	for (i = 0; i < stress_npoints(); i++)
-		if (strcmp(stress_point_at(i)->scenario, "lookup-cost") && strcmp(stress_point_at(i)->scenario, "window") &&
-				strcmp(stress_point_at(i)->scenario, "churn") &&
-				strcmp(stress_point_at(i)->scenario, "memcg-charge") &&
-				stress_point_at(i)->ranks == 2)
-			any = true;
-	if (!any && !stress_find("lookup-cost", "rcu", 1, 0))
-		return;
-	printf("\ntargets (issues 3 and 4), ratios from this run (cpu-normalised: per CPU-second "
-	       "the ranks got):\n");
-	for (i = 0; i < 6; i++) {
-		snprintf(what, sizeof(what), "lookup cost %s / %s, 1 rank, N=%llu", cost_v[i],
-				strchr(cost_v[i], ':') ? "unsync:noref" : "unsync",
-				(unsigned long long)n);
-		target(what, F(stress_find("lookup-cost", cost_v[i], 1, n), cost_ratio),
-				"<=", cost_t[i], "%.3f");
-	}
-	for (i = 0; i < 4; i++) {
-		snprintf(what, sizeof(what), "shared-text efficiency %s, 2 ranks", eff_v[i]);
-		target_cpu(what, F(stress_find("shared-text", eff_v[i], 2, 0), efficiency),
-				">=", eff_t[i], "%.3f",
-				F(stress_find("shared-text", eff_v[i], 2, 0), cpu_efficiency));
-	}
-	target("shared-text rwlock / pthread_rwlock, 2 ranks",
-			ratio(stress_find("shared-text", "rwlock", 2, 0),
-					stress_find("shared-text", "pthread_rwlock", 2, 0)),
-			">=", 1.5, "%.2f");
-	for (i = 0; i < 3; i++) {
-		static const char *const nv[] = {"rcu:noref", "rcu-qsbr:noref", "seqlock:noref"};
-
-		snprintf(what, sizeof(what), "hot-policy efficiency %s, 2 ranks", nv[i]);
-		target_cpu(what, F(stress_find("hot-policy", nv[i], 2, 0), efficiency), ">=", 0.90,
-				"%.3f", F(stress_find("hot-policy", nv[i], 2, 0), cpu_efficiency));
-	}
-	/* Issue 12: counted lookups of a hot policy, its count on per-CPU stripes. */
-	for (i = 0; i < 3; i++) {
-		static const char *const cv[] = {"rcu", "rcu-qsbr", "seqlock"};
-		const struct stress_point *p = stress_find("hot-policy", cv[i], 2, 0),
-					  *u = stress_find("hot-policy", "unsync", 2, 0);
-
-		snprintf(what, sizeof(what), "hot-policy efficiency %s (counted), 2 ranks", cv[i]);
-		target_cpu(what, F(p, efficiency), ">=", 0.80, "%.3f", F(p, cpu_efficiency));
-		snprintf(what, sizeof(what), "hot-policy %s (counted) / unsync (atomic), 2 ranks",
-				cv[i]);
-		target_cpu(what, ratio(p, u), ">=", 1.0, "%.3f",
-				F(p, cpu_efficiency) / F(u, cpu_efficiency));
-	}
-	for (i = 0; i < 2; i++) {
-		static const int rk[] = {256, 1024};
-
-		snprintf(what, sizeof(what), "shared-text rcu throughput %d ranks / 2 ranks",
-				rk[i]);
-		target(what,
-				ratio(stress_find("shared-text", "rcu", rk[i], 0),
-						stress_find("shared-text", "rcu", 2, 0)),
-				">=", 0.8, "%.3f");
-	}
-	target("mmap-commit loose / strict, 2 ranks",
-			ratio(stress_find("mmap-commit", "loose", 2, 0),
-					stress_find("mmap-commit", "strict", 2, 0)),
-			">=", 5.0, "%.2f");
-	target("css-walk rcu efficiency (vs 1 rank), 2 ranks",
-			F(stress_find("css-walk", "rcu", 2, 0), efficiency), ">=", 0.9, "%.3f");
-	target("css-walk rwlock longest writer wait (ms), 2 ranks",
-			F(stress_find("css-walk", "rwlock", 2, 0), writer_max_wait_ns) / 1e6,
-			"<=", 10, "%.3f");
-	for (i = 0; i < 2; i++) {
-		static const char *const wv[] = {"rwlock", "seqlock"};
-
-		snprintf(what, sizeof(what), "shared-text %s longest writer wait (ms), 2 ranks",
-				wv[i]);
-		target(what, F(stress_find("shared-text", wv[i], 2, 0), writer_max_wait_ns) / 1e6,
-				"<=", 10, "%.3f");
-	}
-}
-
-/*
- * RCU stores whose writers never wait for readers.  A run with
- * --write-interval 0 measures the flat-out writer beside 1 rank (sets/s
- * against seqlock's in the same run); a run with a paced writer (the
- * default, 1 kHz) measures what the readers and the writer get: the share
- * of the requested sets achieved, the longest set, the readers'
- * efficiency.  Bytes per range come from lookup-cost at the largest N.
- */
-static void rcu_writers_header(bool *header)
-{
-	if (!*header)
-		printf("\ntargets (issue 10, RCU writers that never wait), ratios from this run:\n");
-	*header = true;
-}
-
-static void summary_rcu_writers(void)
-{
-	static const char *const rv[] = {"rcu", "rcu-qsbr"};
-	uint64_t nmax = 0;
-	char what[96];
-	size_t i;
-	int v;
-	bool header = false;
-
-	for (v = 0; v < 2; v++) {
-		const struct stress_point *r1 = stress_find("shared-text", rv[v], 1, 0);
-		const struct stress_point *s1 = stress_find("shared-text", "seqlock", 1, 0);
-		const struct stress_point *r2 = stress_find("shared-text", rv[v], 2, 0);
-		char noref[32];
-
-		if (stress_opts.write_interval_ns == 0 && r1 && s1 && stress_opts.writers == 1) {
-			rcu_writers_header(&header);
-			snprintf(what, sizeof(what), "flat-out writer beside 1 rank: %s / seqlock sets/s",
-					rv[v]);
-			target(what, r1->writer_ops_per_sec / s1->writer_ops_per_sec, ">=", 0.5,
-					"%.3f");
-		}
-		if (stress_opts.write_interval_ns == 0 || !r2)
-			continue;
-		rcu_writers_header(&header);
-		snprintf(what, sizeof(what), "shared-text %s sets achieved / requested, 2 ranks",
-				rv[v]);
-		target(what,
-				r2->writer_ops_per_sec /
-						(1e9 / (double)stress_opts.write_interval_ns * stress_opts.writers),
-				">=", 0.95, "%.3f");
-		snprintf(what, sizeof(what), "shared-text %s longest writer wait (ms), 2 ranks", rv[v]);
-		target(what, r2->writer_max_wait_ns / 1e6, "<=", 1.0, "%.3f");
-		snprintf(noref, sizeof(noref), "%s:noref", rv[v]);
-		snprintf(what, sizeof(what), "shared-text %s cpu efficiency, 2 ranks", noref);
-		target(what, F(stress_find("shared-text", noref, 2, 0), cpu_efficiency), ">=", 0.85,
-				"%.3f");
-		snprintf(what, sizeof(what), "shared-text %s / rwlock efficiency (counted), 2 ranks",
-				rv[v]);
-		target(what, r2->efficiency / F(stress_find("shared-text", "rwlock", 2, 0), efficiency),
-				">=", 1.0, "%.3f");
-	}
-	for (i = 0; i < stress_npoints(); i++)
-		if (!strcmp(stress_point_at(i)->scenario, "lookup-cost") && stress_point_at(i)->ranges > nmax)
-			nmax = stress_point_at(i)->ranges;
-	for (v = 0; v < 2 && nmax >= 1000000; v++) {
-		const struct stress_point *r = stress_find("lookup-cost", rv[v], 1, nmax);
-		const struct stress_point *sp = stress_find("lookup-cost", "spin", 1, nmax);
-
-		if (!r || !sp)
-			continue;
-		rcu_writers_header(&header);
-		snprintf(what, sizeof(what), "bytes per range %s / spin, N=%llu", rv[v],
-				(unsigned long long)nmax);
-		target(what, r->bytes_per_range / sp->bytes_per_range, "<=", 1.15, "%.3f");
-	}
-}
-
-/*
- * write-cost: an RCU store's set costs at most 3x the unsync in-place set,
- * at every N, for every kind of set timed (a kind's own sets and the sets
- * that restore it); the worst kind is named.
- */
-static void summary_write_cost(void)
-{
-	static const char *const wv[] = {"rcu", "rcu-qsbr"};
-	const struct stress_point *pn, *p;
-	uint64_t done[STRESS_MAX_LIST * 4];
-	size_t ndone = 0, i, j, d;
-	bool header = false;
-	int v;
-
-	for (i = 0; (pn = next_point("write-cost", &i)); i++) {
-		uint64_t n = pn->ranges;
-
-		for (d = 0; d < ndone && done[d] != n; d++)
-			;
-		if (d < ndone || ndone == sizeof(done) / sizeof(done[0]))
-			continue;
-		done[ndone++] = n;
-		for (v = 0; v < 2; v++) {
-			double worst = NAN;
-			const char *wk = "";
-			char what[96];
-
-			for (j = 0; (p = next_point("write-cost", &j)); j++) {
-				if (p->ranges != n || strcmp(p->variant, wv[v]))
-					continue;
-				if (!isnan(p->cost_ratio) && !(p->cost_ratio <= worst)) {
-					worst = p->cost_ratio;
-					wk = p->kind;
-				}
-				if (!isnan(p->restore_ratio) && !(p->restore_ratio <= worst)) {
-					worst = p->restore_ratio;
-					wk = p->restore_kind;
-				}
-			}
-			if (isnan(worst))
-				continue;
-			if (!header) {
-				printf("\nwrite-cost target: set cost / the unsync in-place set, "
-				       "worst kind, at every N:\n");
-				header = true;
-			}
-			snprintf(what, sizeof(what), "write-cost %s / unsync set, N=%llu (%s)",
-					wv[v], (unsigned long long)n, wk);
-			target(what, worst, "<=", 3.0, "%.2f");
-		}
-	}
+	summary_lookup();
+	summary_scaling("shared-text");
+	summary_scaling("hot-policy");
+	summary_write();
+	summary_memory();
 }
 
 /* ---- plot -------------------------------------------------------------------------------- */
@@ -534,21 +501,41 @@ static bool in_path(const char *prog)
 	return false;
 }
 
+/*
+ * --plot FILE.svg (or .png): FILE.dat (one block per scenario and
+ * variant: ranks, lookups/s, efficiency, longest writer wait in us, p99
+ * lookup latency in ns), FILE.gp (the gnuplot script) and, when gnuplot is
+ * installed, the image: per store scenario one row of four panels.
+ */
 static void plot(const char *file)
 {
-	char dat[4200], gp[4200], cmd[8600];
-	const char *scn[] = {"shared-text", "hot-policy"};
+	static const char *const scn[] = {"shared-text", "hot-policy"};
+	static const struct {
+		int col;
+		const char *title, *ylabel, *format;
+		bool logy;
+	} panel[] = {
+		{2, "lookups/s, all ranks", "lookups/s", "%.0s%c", true},
+		{3, "efficiency (1 = linear scaling)", "lookups/s / (ranks x 1-rank walk)", "%.2f",
+				false},
+		{4, "longest writer wait", "longest ps_store_set() (us)", "%g", true},
+		{5, "p99 lookup latency", "p99 of 1 lookup in 32 (ns)", "%g", true},
+	};
+	char base[4096], dat[4200], gp[4200], cmd[8600];
 	const struct stress_point *p, *q;
-	const char *ext = strrchr(file, '.');
+	const char *ext = strrchr(file, '.'), *slash = strrchr(file, '/');
 	bool png = ext && !strcasecmp(ext, ".png");
 	FILE *d, *g;
-	int block = 0, s, first;
+	int s, first, k, rows = 0;
 	size_t i, j;
 	char titles[2][2048] = {"", ""};
 	int nblocks[2] = {0, 0};
 
-	snprintf(dat, sizeof(dat), "%s.dat", file);
-	snprintf(gp, sizeof(gp), "%s.gp", file);
+	/* FILE.svg -> FILE.dat and FILE.gp, as --help says. */
+	snprintf(base, sizeof(base), "%.*s",
+			ext && (!slash || ext > slash) ? (int)(ext - file) : (int)strlen(file), file);
+	snprintf(dat, sizeof(dat), "%s.dat", base);
+	snprintf(gp, sizeof(gp), "%s.gp", base);
 	d = fopen(dat, "w");
 	if (!d) {
 		fprintf(stderr, "polstore-stress: --plot: cannot write %s: %s\n", dat,
@@ -565,64 +552,63 @@ static void plot(const char *file)
 					seen = true;
 			if (seen)
 				continue;
-			fprintf(d, "# %s %s\n# ranks ops_per_sec efficiency\n", scn[s], p->variant);
-			for (j = i; (q = next_point(scn[s], &j)); j++)
-				if (!strcmp(q->variant, p->variant))
-					fprintf(d, "%d %.0f %.4f\n", q->ranks, q->ops_per_sec,
-							q->efficiency);
+			fprintf(d, "# %s %s\n# ranks lookups_per_s efficiency writer_wait_us "
+				   "p99_ns\n",
+					scn[s], p->variant);
+			for (j = i; (q = next_point(scn[s], &j)); j++) {
+				if (strcmp(q->variant, p->variant))
+					continue;
+				/* gnuplot skips "NaN" points: no writer, no wait. */
+				fprintf(d, "%d %.0f %.4f %.3f %.0f\n", q->ranks, q->ops_per_sec,
+						q->efficiency, q->writer_max_wait_ns / 1e3,
+						q->p99_ns);
+			}
 			fprintf(d, "\n\n");
 			strncat(titles[s], p->variant, sizeof(titles[s]) - strlen(titles[s]) - 2);
 			strcat(titles[s], " ");
 			nblocks[s]++;
-			block++;
 		}
+		rows += nblocks[s] > 0;
 	}
 	fclose(d);
+	if (!rows) {
+		fprintf(stderr, "polstore-stress: --plot: no shared-text or hot-policy points to "
+				"draw\n");
+		return;
+	}
 	g = fopen(gp, "w");
 	if (!g) {
 		fprintf(stderr, "polstore-stress: --plot: cannot write %s\n", gp);
 		return;
 	}
-	fprintf(g, "set terminal %s size 1200,%d%s\nset output '%s'\n", png ? "pngcairo" : "svg",
-			nblocks[1] ? 900 : 480, png ? "" : " dynamic font 'sans,11'", file);
-	fprintf(g, "set termoption noenhanced\n");
-	fprintf(g,
-			"set multiplot layout %d,2\nset logscale x 2\nset grid\nset key outside "
-			"right "
-			"top font ',9'\nset xlabel 'ranks (threads) on %ld CPUs'\n",
-			nblocks[1] ? 2 : 1, sysconf(_SC_NPROCESSORS_ONLN));
+	fprintf(g, "set terminal %s size 1600,%d%s\nset output '%s'\n", png ? "pngcairo" : "svg",
+			520 * rows, png ? "" : " dynamic font 'sans,11'", file);
+	fprintf(g, "set termoption noenhanced\nset datafile missing 'nan'\n");
+	fprintf(g, "set multiplot layout %d,4\nset logscale x 2\nset grid\n"
+		   "set key outside bottom center horizontal font ',9'\n"
+		   "set xlabel 'ranks (reader threads) on %ld CPUs'\nset xtics 2 format '%%g'\n",
+			rows, sysconf(_SC_NPROCESSORS_ONLN));
 	first = 0;
 	for (s = 0; s < 2; s++) {
 		if (!nblocks[s])
 			continue;
 		fprintf(g, "titles = \"%s\"\n", titles[s]);
-		fprintf(g,
-				"set title '%s: lookups/s'\nset logscale y\nset ylabel "
-				"'lookups/s'\n"
-				"plot for [i=0:%d] '%s' index (i+%d) using 1:2 with linespoints "
-				"title "
-				"word(titles, i+1)\n",
-				scn[s], nblocks[s] - 1, dat, first);
-		fprintf(g,
-				"set title '%s: efficiency'\nunset logscale y\nset ylabel "
-				"'efficiency'\nset yrange [0:*]\n"
-				"plot for [i=0:%d] '%s' index (i+%d) using 1:3 with linespoints "
-				"title "
-				"word(titles, i+1)\nset autoscale y\n",
-				scn[s], nblocks[s] - 1, dat, first);
+		for (k = 0; k < 4; k++) {
+			fprintf(g, "set title '%s: %s'\nset ylabel '%s'\nset format y '%s'\n",
+					scn[s], panel[k].title, panel[k].ylabel, panel[k].format);
+			fprintf(g, panel[k].logy ? "set logscale y\n"
+						 : "unset logscale y\nset yrange [0:*]\n");
+			fprintf(g, "plot for [i=0:%d] '%s' index (i+%d) using 1:%d with linespoints "
+				   "title word(titles, i+1)\nset autoscale y\n",
+					nblocks[s] - 1, dat, first, panel[k].col);
+		}
 		first += nblocks[s];
 	}
 	fprintf(g, "unset multiplot\n");
 	fclose(g);
-	(void)block;
-	if (!first) {
-		fprintf(stderr, "polstore-stress: --plot: no shared-text or hot-policy points to "
-				"draw\n");
-		return;
-	}
 	if (!in_path("gnuplot")) {
 		fprintf(stderr,
-				"polstore-stress: --plot: gnuplot is NOT installed (e.g. apt-get "
+				"polstore-stress: --plot: gnuplot is not installed (e.g. apt-get "
 				"install gnuplot-nox): no %s; the data is in %s and the script in "
 				"%s\n",
 				file, dat, gp);
@@ -636,73 +622,6 @@ static void plot(const char *file)
 				dat, gp);
 	else
 		stress_progress("plot written to %s (data %s, script %s)", file, dat, gp);
-}
-
-/* ---- entry points ------------------------------------------------------------------ */
-
-/*
- * The read path a runtime calls on every fault: the one-call node and copy
- * lookups and the inlined read side (POLSTORE_INLINE), at the first
- * --ranges N (64 in the issue's runs).  The issue measures them against the
- * bare walk that returns a pointer (unsync:noref); the like-with-like ratio
- * (the unsynchronised walk that also reads the policy: unsync:node,
- * unsync:copy) follows on the same line.  Counted inline lookups against
- * the counted unsync, node lookups' efficiency at 2 ranks in shared-text.
- */
-static void read_path_header(bool *header)
-{
-	if (!*header)
-		printf("\ntargets (issue 11, the read path of a fault), ratios from this run:\n");
-	*header = true;
-}
-
-static void summary_read_path(void)
-{
-	static const char *const sv[] = {"rcu-qsbr", "rcu", "seqlock"};
-	static const double inl_t[] = {1.03, 1.08, 1.08};
-	static const char *const forms[] = {"node", "copy"};
-	uint64_t n = stress_opts.ranges[0];
-	const struct stress_point *walk = stress_find("lookup-cost", "unsync:noref", 1, n);
-	bool header = false;
-	char name[48], what[96];
-	size_t i, f;
-	int inl;
-
-	for (i = 0; i < 3; i++) {
-		const struct stress_point *p;
-
-		for (f = 0; f < 2; f++)
-			for (inl = 1; inl >= 0; inl--) {
-				snprintf(name, sizeof(name), "%s:%s%s", sv[i], forms[f], inl ? ":inline" : "");
-				p = stress_find("lookup-cost", name, 1, n);
-				if (!p || !walk)
-					continue;
-				read_path_header(&header);
-				snprintf(what, sizeof(what), "lookup cost %s / unsync:noref, N=%llu", name,
-						(unsigned long long)n);
-				target(what, p->lookup_ns / walk->lookup_ns, "<=", inl ? inl_t[i] : 1.15,
-						"%.3f");
-				printf("    (/ %s, like with like: %.3f)\n", p->baseline, p->cost_ratio);
-			}
-		snprintf(name, sizeof(name), "%s:inline", sv[i]);
-		p = stress_find("lookup-cost", name, 1, n);
-		if (p) {
-			read_path_header(&header);
-			snprintf(what, sizeof(what), "lookup cost %s (counted) / unsync, N=%llu", name,
-					(unsigned long long)n);
-			target(what, p->cost_ratio, "<=", inl_t[i], "%.3f");
-		}
-		for (inl = 0; inl < 2; inl++) {
-			snprintf(name, sizeof(name), "%s:node%s", sv[i], inl ? ":inline" : "");
-			p = stress_find("shared-text", name, 2, 0);
-			if (!p)
-				continue;
-			read_path_header(&header);
-			snprintf(what, sizeof(what), "shared-text %s cpu efficiency, 2 ranks%s", name,
-					stress_opts.writers ? "" : ", no writer");
-			target(what, p->cpu_efficiency, ">=", 0.92, "%.3f");
-		}
-	}
 }
 
 /* many-stores: bytes per store and lookups, each variant against spin's. */
@@ -765,13 +684,11 @@ void stress_print_tables(void)
 	table_write_cost();
 	table_many_stores();
 	stress_print_window();
+	stress_print_batch_cost();
 	stress_print_churn();
 	stress_print_uffd_fault();
 	table_lockstat();
 	summary();
-	summary_write_cost();
-	summary_rcu_writers();
-	summary_read_path();
 	fflush(stdout);
 }
 
