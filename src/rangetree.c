@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "annotate.h"
 #include "policy_internal.h"
 #include "rangetree.h"
 
@@ -450,6 +451,11 @@ bool ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t, bool at_ro
 
 	if (at_root)
 		ps_rb_raise_root(&c->tx);
+	/*
+	 * For the thread checkers: every copy is written (the raise's too);
+	 * pairs with the readers' annotation where they load the root.
+	 */
+	PS_ANNOTATE_HAPPENS_BEFORE(t);
 	root = ps_rb_publish(&c->tx, &t->root);
 	PS_WRITE_ONCE(t->count, c->count);
 	/* What the update took is the tree's or the retired lists' now. */

@@ -143,6 +143,8 @@ bool _ps_reclaim_is_self(struct ps_reclaimer *rc)
 
 void _ps_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void))
 {
+	/* An atomic word (helgrind and DRD see plain accesses), maybe before the thread starts. */
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
 	if (__atomic_load_n(&rc->on_idle, __ATOMIC_RELAXED) != fn)
 		__atomic_store_n(&rc->on_idle, fn, __ATOMIC_RELEASE);
 }

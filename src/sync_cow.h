@@ -352,7 +352,10 @@ static void cow_thread_exit(void *arg)
 
 static void cow_key_create(void)
 {
+	/* Read without the lock as a hint (relaxed atomics; helgrind and DRD see plain accesses). */
+	PS_ANNOTATE_BENIGN_RACE_SIZED(&cow_depot.n, sizeof(cow_depot.n));
 	cow_key_ok = !pthread_key_create(&cow_key, cow_thread_exit);
+	PS_ANNOTATE_HAPPENS_BEFORE(&cow_key_once); /* helgrind and DRD do not see pthread_once() */
 }
 
 /*
@@ -421,6 +424,7 @@ static struct cow_thread *cow_thread_get(void)
 		return NULL;
 	t->mem.refill = cow_refill;
 	pthread_once(&cow_key_once, cow_key_create);
+	PS_ANNOTATE_HAPPENS_AFTER(&cow_key_once);
 	/* Without a destructor the thread keeps nothing between sets (cow_thread_settle()). */
 	t->keyed = cow_key_ok && !pthread_setspecific(cow_key, t);
 	cow_self = t;
@@ -752,7 +756,7 @@ static int cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c, struct co
 		*rp = NULL;
 		return -ENOMEM;
 	}
-	PS_ANNOTATE_HAPPENS_BEFORE(&cs->base.rd.tree);
+	/* ps_rtree_cow_publish() tells the thread checkers (after the last copy). */
 	root = ps_rtree_cow_publish(c, &cs->base.rd.tree, walk);
 	*rp = cow_record(c, t, &retired);
 	cs->stats.sets++;
