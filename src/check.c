@@ -52,9 +52,9 @@
 #define PS_CHK_THREADS_MAX 256 /* threads one scan looks at */
 
 #ifdef POLSTORE_CHECKING
-bool _ps_checking = true;
+bool psi_checking = true;
 #else
-bool _ps_checking;
+bool psi_checking;
 #endif
 
 /* What a section holds, or what a wait needs (a mask). */
@@ -114,7 +114,7 @@ __attribute__((constructor)) static void chk_read_env(void)
 	const char *v = getenv("POLSTORE_CHECK");
 
 	if (v && (!strcmp(v, "1") || !strcmp(v, "0")))
-		_ps_checking = v[0] == '1';
+		psi_checking = v[0] == '1';
 }
 
 static inline struct chk_store *chk_of(const struct ps_store *s)
@@ -131,7 +131,7 @@ __attribute__((noreturn, cold, format(printf, 2, 3))) static void chk_die(const 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	_ps_misuse(call, "%s (checking mode)", msg);
+	psi_misuse(call, "%s (checking mode)", msg);
 }
 
 /* ---- thread records ---- */
@@ -680,7 +680,7 @@ static void chk_synchronize(struct ps_store *s)
 
 /* ---- destroyed stores ---- */
 
-void _ps_check_dead(const struct ps_store *s, const char *call)
+void psi_check_dead(const struct ps_store *s, const char *call)
 {
 	chk_die(call, "store %p was destroyed (ps_store_destroy() or "
 			"ps_store_destroy_deferred())", (const void *)s);
@@ -689,7 +689,7 @@ void _ps_check_dead(const struct ps_store *s, const char *call)
 #define CHK_DEAD(name, call, ret, ...)                                                             \
 	static ret chk_dead_##name(struct ps_store *s, ##__VA_ARGS__)                              \
 	{                                                                                          \
-		_ps_check_dead(s, call);                                                           \
+		psi_check_dead(s, call);                                                           \
 	}
 
 /* Every one aborts: their arguments go unused. */
@@ -747,7 +747,7 @@ static void chk_bury(struct ps_store *s)
 	chk_graves[chk_graves_next] = s;
 	chk_graves_next = (chk_graves_next + 1) % PS_CHK_GRAVES;
 	pthread_mutex_unlock(&chk_lock);
-	_ps_free_aligned(old);
+	psi_free_aligned(old);
 }
 
 static void chk_destroy(struct ps_store *s)
@@ -765,16 +765,16 @@ static void chk_destroy(struct ps_store *s)
 				call ? call : "?");
 	}
 	/* The variant frees everything but the store's own block, which is buried. */
-	_ps_free_keep = s;
+	psi_free_keep = s;
 	c->real->destroy(s);
-	_ps_free_keep = NULL;
-	_ps_free(c);
+	psi_free_keep = NULL;
+	psi_free(c);
 	chk_bury(s);
 }
 
-int _ps_check_store(struct ps_store *s)
+int psi_check_store(struct ps_store *s)
 {
-	struct chk_store *c = _ps_alloc(sizeof(*c));
+	struct chk_store *c = psi_alloc(sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;

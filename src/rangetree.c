@@ -129,7 +129,7 @@ static void take_ref(struct spares *s, struct ps_policy *pol)
 {
 	if (!pol)
 		return;
-	_ps_policy_store_get(pol);
+	psi_policy_store_get(pol);
 	if (s->cow)
 		s->cow->mem->refs[s->cow->mem->nrefs++] = pol;
 }
@@ -354,12 +354,12 @@ int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t r
 
 		while (cap < m->nrefs + refs)
 			cap *= 2;
-		v = _ps_alloc(cap * sizeof(*v));
+		v = psi_alloc(cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		if (m->nrefs)
 			memcpy(v, m->refs, m->nrefs * sizeof(*v));
-		_ps_free(m->refs);
+		psi_free(m->refs);
 		m->refs = v;
 		m->refs_cap = cap;
 	}
@@ -369,12 +369,12 @@ int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t r
 
 		while (cap < m->nundo + paints)
 			cap *= 2;
-		u = _ps_alloc(cap * sizeof(*u));
+		u = psi_alloc(cap * sizeof(*u));
 		if (!u)
 			return -ENOMEM;
 		if (m->nundo)
 			memcpy(u, m->undo, m->nundo * sizeof(*u));
-		_ps_free(m->undo);
+		psi_free(m->undo);
 		m->undo = u;
 		m->undo_cap = cap;
 	}
@@ -390,8 +390,8 @@ void ps_rtree_cow_mem_free(struct ps_rtree_cow_mem *m)
 {
 	ps_range_vec_free(&m->spares);
 	ps_range_vec_free(&m->used);
-	_ps_free(m->refs);
-	_ps_free(m->undo);
+	psi_free(m->refs);
+	psi_free(m->undo);
 	m->refs = NULL;
 	m->undo = NULL;
 	m->refs_cap = m->undo_cap = m->nrefs = m->nundo = 0;
@@ -429,9 +429,9 @@ void ps_rtree_cow_abort(struct ps_rtree_cow *c)
 	m->nundo = 0;
 	/* Every range the update took is private: never published, no reference of its own. */
 	while (m->used.n)
-		_ps_free(m->used.v[--m->used.n]);
+		psi_free(m->used.v[--m->used.n]);
 	while (m->nrefs)
-		_ps_policy_store_put(m->refs[--m->nrefs]);
+		psi_policy_store_put(m->refs[--m->nrefs]);
 	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
 	c->removed = (struct ps_range_list){ NULL, 0, NULL };
 	c->copies = 0;
@@ -504,7 +504,7 @@ int ps_rtree_check(const struct ps_rtree *t, const char **why)
 			*why = "range without a policy, or with a DEFAULT one";
 			return -EUCLEAN;
 		}
-		if (_ps_policy_stores(r->pol) <= 0) {
+		if (psi_policy_stores(r->pol) <= 0) {
 			*why = "range holds a policy that counts no store reference";
 			return -EUCLEAN;
 		}
@@ -543,7 +543,7 @@ int ps_range_list_fill(struct ps_range_list *list, int n)
 	size_t have;
 
 	for (have = list->n; have < (size_t)n; have++) {
-		r = _ps_zalloc(sizeof(*r));
+		r = psi_zalloc(sizeof(*r));
 		if (!r) {
 			ps_range_list_free(&fresh);
 			return -ENOMEM;
@@ -560,8 +560,8 @@ void ps_range_list_free(struct ps_range_list *list)
 	struct ps_range *r;
 
 	while ((r = ps_range_list_pop(list))) {
-		_ps_policy_store_put(r->pol);
-		_ps_free(r);
+		psi_policy_store_put(r->pol);
+		psi_free(r);
 	}
 }
 
@@ -590,7 +590,7 @@ void ps_range_list_put_policies(struct ps_range_list *list)
 	struct ps_range *r;
 
 	for (r = list->head; r; r = r->next_free) {
-		_ps_policy_store_put(r->pol);
+		psi_policy_store_put(r->pol);
 		r->pol = NULL;
 	}
 }
@@ -604,12 +604,12 @@ int ps_range_vec_reserve(struct ps_range_vec *vec, size_t n)
 
 		while (cap < n)
 			cap *= 2;
-		v = _ps_alloc(cap * sizeof(*v));
+		v = psi_alloc(cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		if (vec->n)
 			memcpy(v, vec->v, vec->n * sizeof(*v));
-		_ps_free(vec->v);
+		psi_free(vec->v);
 		vec->v = v;
 		vec->cap = cap;
 	}
@@ -621,7 +621,7 @@ int ps_range_vec_fill(struct ps_range_vec *vec, size_t n)
 	if (ps_range_vec_reserve(vec, n))
 		return -ENOMEM;
 	while (vec->n < n) {
-		struct ps_range *r = _ps_alloc(sizeof(*r));
+		struct ps_range *r = psi_alloc(sizeof(*r));
 
 		if (!r)
 			return -ENOMEM; /* what was allocated stays: spares are no state */
@@ -634,7 +634,7 @@ int ps_range_vec_fill(struct ps_range_vec *vec, size_t n)
 void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep)
 {
 	while (vec->n > keep)
-		_ps_free(vec->v[--vec->n]);
+		psi_free(vec->v[--vec->n]);
 }
 
 void ps_range_vec_shrink(struct ps_range_vec *vec)
@@ -643,12 +643,12 @@ void ps_range_vec_shrink(struct ps_range_vec *vec)
 
 	if (vec->cap <= 2 * vec->n || vec->cap <= 64)
 		return;
-	v = _ps_alloc((vec->n ? vec->n : 1) * sizeof(*v));
+	v = psi_alloc((vec->n ? vec->n : 1) * sizeof(*v));
 	if (!v)
 		return; /* keeping the larger array is no error */
 	if (vec->n)
 		memcpy(v, vec->v, vec->n * sizeof(*v));
-	_ps_free(vec->v);
+	psi_free(vec->v);
 	vec->v = v;
 	vec->cap = vec->n ? vec->n : 1;
 }
@@ -656,7 +656,7 @@ void ps_range_vec_shrink(struct ps_range_vec *vec)
 void ps_range_vec_free(struct ps_range_vec *vec)
 {
 	ps_range_vec_trim(vec, 0);
-	_ps_free(vec->v);
+	psi_free(vec->v);
 	vec->v = NULL;
 	vec->cap = 0;
 }
@@ -666,7 +666,7 @@ void ps_range_list_free_nopol(struct ps_range_list *list)
 	struct ps_range *r;
 
 	while ((r = ps_range_list_pop(list)))
-		_ps_free(r);
+		psi_free(r);
 }
 
 /* ---- seeks, windows and batches ---------------------------------------------- */

@@ -14,19 +14,19 @@
 /* polstore registered this thread, so it unregisters it at exit. */
 static __thread bool ps_memb_ours __attribute__((tls_model("initial-exec")));
 
-void _ps_memb_register(void)
+void psi_memb_register(void)
 {
-	_ps_rcu_register(PS_FLAVOR_MEMB, urcu_memb_register_thread,
+	psi_rcu_register(PS_FLAVOR_MEMB, urcu_memb_register_thread,
 			&URCU_TLS(urcu_memb_reader).node);
 	ps_memb_ours = true;
 }
 
-struct ps_reclaimer _ps_reclaim_memb = PS_RECLAIMER_INIT(urcu_memb_synchronize_rcu);
+struct ps_reclaimer psi_reclaim_memb = PS_RECLAIMER_INIT(urcu_memb_synchronize_rcu);
 
-void _ps_memb_thread_exit(void)
+void psi_memb_thread_exit(void)
 {
 	if (ps_memb_ours) {
-		_ps_rcu_unregister(PS_FLAVOR_MEMB, urcu_memb_unregister_thread);
+		psi_rcu_unregister(PS_FLAVOR_MEMB, urcu_memb_unregister_thread);
 		ps_memb_ours = false;
 	}
 }
@@ -41,11 +41,11 @@ void _ps_memb_thread_exit(void)
  * the waiter, which then sees the thread quiescent.  What the thread
  * borrowed is no longer protected from here on.
  */
-void _ps_memb_thread_died(void)
+void psi_memb_thread_died(void)
 {
 	if (!ps_memb_ours)
 		return;
 	while (urcu_memb_read_ongoing())
 		urcu_memb_read_unlock();
-	_ps_memb_thread_exit();
+	psi_memb_thread_exit();
 }

@@ -17,9 +17,9 @@
 #include "compiler.h"
 
 /* Register the calling thread (on its first section); rcu_memb.c. */
-void _ps_memb_register(void);
+void psi_memb_register(void);
 /* Unregister a thread polstore registered, at its exit (rcu_thread.c). */
-void _ps_memb_thread_exit(void);
+void psi_memb_thread_exit(void);
 
 /*
  * liburcu's own flag decides, so a thread the application registered itself
@@ -28,7 +28,7 @@ void _ps_memb_thread_exit(void);
 static inline void ps_memb_read_lock(void)
 {
 	if (ps_unlikely(!URCU_TLS(urcu_memb_reader).registered))
-		_ps_memb_register();
+		psi_memb_register();
 	urcu_memb_read_lock();
 }
 

@@ -34,13 +34,13 @@ static inline bool ps_qsbr_online_now(void)
 }
 
 /* Register (online) or put online the calling thread. */
-void _ps_qsbr_go_online(void);
-void _ps_qsbr_thread_exit(void);
+void psi_qsbr_go_online(void);
+void psi_qsbr_thread_exit(void);
 
 static inline void ps_qsbr_read_enter(void)
 {
 	if (ps_unlikely(!ps_qsbr_online_now())) {
-		_ps_qsbr_go_online();
+		psi_qsbr_go_online();
 		_ps_qsbr_auto_depth = 1;
 	} else if (ps_unlikely(_ps_qsbr_auto_depth)) {
 		_ps_qsbr_auto_depth++; /* nested in an automatic section */

@@ -42,12 +42,12 @@
 #define PS_RECLAIM_PERIOD_NS 1000000L
 /* No work for this long after some: the on-idle function runs. */
 #define PS_RECLAIM_IDLE_NS 20000000L
-/* How often items that asked for it are released again (_ps_reclaim_retry()). */
+/* How often items that asked for it are released again (psi_reclaim_retry()). */
 #define PS_RECLAIM_RETRY_NS 10000000L
 
-void (*_ps_reclaim_test_hook)(void);
+void (*psi_reclaim_test_hook)(void);
 
-static struct ps_reclaimer *const reclaimers[] = { &_ps_reclaim_memb, &_ps_reclaim_qsbr };
+static struct ps_reclaimer *const reclaimers[] = { &psi_reclaim_memb, &psi_reclaim_qsbr };
 #define NRECLAIMERS (sizeof(reclaimers) / sizeof(reclaimers[0]))
 
 static uint64_t now_ns(void)
@@ -135,13 +135,13 @@ static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due, bool retry_pe
 	}
 }
 
-bool _ps_reclaim_is_self(struct ps_reclaimer *rc)
+bool psi_reclaim_is_self(struct ps_reclaimer *rc)
 {
 	return __atomic_load_n(&rc->started, __ATOMIC_ACQUIRE) &&
 	       pthread_equal(pthread_self(), rc->thread);
 }
 
-void _ps_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void))
+void psi_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void))
 {
 	if (__atomic_load_n(&rc->on_idle, __ATOMIC_RELAXED) != fn)
 		__atomic_store_n(&rc->on_idle, fn, __ATOMIC_RELEASE);
@@ -266,7 +266,7 @@ __attribute__((destructor)) static void reclaim_unload(void)
 	}
 }
 
-void _ps_reclaim_atfork_prepare(void)
+void psi_reclaim_atfork_prepare(void)
 {
 	size_t i;
 
@@ -276,7 +276,7 @@ void _ps_reclaim_atfork_prepare(void)
 	}
 }
 
-void _ps_reclaim_atfork_parent(void)
+void psi_reclaim_atfork_parent(void)
 {
 	size_t i;
 
@@ -286,7 +286,7 @@ void _ps_reclaim_atfork_parent(void)
 	}
 }
 
-void _ps_reclaim_atfork_child(void)
+void psi_reclaim_atfork_child(void)
 {
 	size_t i;
 
@@ -316,7 +316,7 @@ static void push(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 			__ATOMIC_RELAXED));
 }
 
-int _ps_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *item,
+int psi_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *item,
 		size_t weight)
 {
 	if (ps_unlikely(!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))) {
@@ -335,12 +335,12 @@ int _ps_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *i
 	return 0;
 }
 
-int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+int psi_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
-	return _ps_reclaim_defer_weighed(rc, item, 0);
+	return psi_reclaim_defer_weighed(rc, item, 0);
 }
 
-void _ps_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+void psi_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
 	item->next = rc->retry;
 	rc->retry = item;
@@ -363,7 +363,7 @@ static void reclaim_barrier_release(struct ps_reclaim_item *item)
 	pthread_mutex_unlock(&rc->lock);
 }
 
-void _ps_reclaim_barrier(struct ps_reclaimer *rc)
+void psi_reclaim_barrier(struct ps_reclaimer *rc)
 {
 	struct reclaim_barrier b = { .item.release = reclaim_barrier_release, .item.weight = 0,
 		.rc = rc };

@@ -8,10 +8,10 @@
  * handlers: a thread that dies inside read-side sections (pthread_exit() in
  * a foreach callback, cancellation at a cancellation point) has them closed
  * there, which wakes a grace period already waiting for it
- * (_ps_memb_thread_died()).
+ * (psi_memb_thread_died()).
  *
  * The keys are created before any thread can register: by the entry points
- * that lead to a registration (_ps_rcu_thread_init()), which fail when
+ * that lead to a registration (psi_rcu_thread_init()), which fail when
  * pthread_key_create() does.  A registered thread without its key would
  * never leave liburcu's registry, and once glibc reused its stack for a
  * new thread, its stale read-side count could stall every grace period.
@@ -85,13 +85,13 @@ static int ps_rcu_keys_ready;
 static void ps_memb_key_destructor(void *unused)
 {
 	(void)unused;
-	_ps_memb_thread_died();
+	psi_memb_thread_died();
 }
 
 static void ps_qsbr_key_destructor(void *unused)
 {
 	(void)unused;
-	_ps_qsbr_thread_died();
+	psi_qsbr_thread_died();
 }
 
 static void (*const ps_rcu_key_destructors[2])(void *) = {
@@ -128,22 +128,22 @@ static pthread_mutex_t ps_rcu_atfork_lock = PTHREAD_MUTEX_INITIALIZER;
 static void ps_rcu_atfork_prepare(void)
 {
 	/* An online QSBR forking thread goes offline: the grace period below must not wait for it. */
-	_ps_qsbr_fork_prepare();
+	psi_qsbr_fork_prepare();
 	/* Reclaim threads first: see "That order matters" above. */
-	_ps_reclaim_atfork_prepare();
+	psi_reclaim_atfork_prepare();
 	pthread_mutex_lock(&ps_rcu_reg_lock);
 	pthread_mutex_lock(&ps_rcu_keys_lock);
 	/* Last: a reclaim thread takes the stall lock inside its grace periods. */
-	_ps_stall_atfork_prepare();
+	psi_stall_atfork_prepare();
 }
 
 static void ps_rcu_atfork_parent(void)
 {
-	_ps_stall_atfork_parent();
+	psi_stall_atfork_parent();
 	pthread_mutex_unlock(&ps_rcu_keys_lock);
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
-	_ps_reclaim_atfork_parent();
-	_ps_qsbr_fork_done();
+	psi_reclaim_atfork_parent();
+	psi_qsbr_fork_done();
 }
 
 /* @node is linked in a well-formed list: its neighbours point back at it. */
@@ -180,18 +180,18 @@ static void ps_rcu_prune_dead_threads(void)
 static void ps_rcu_atfork_child(void)
 {
 	ps_rcu_prune_dead_threads();
-	_ps_qsbr_atfork_child();
+	psi_qsbr_atfork_child();
 	pthread_mutex_unlock(&ps_rcu_keys_lock);
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
-	_ps_reclaim_atfork_child();
-	_ps_qsbr_fork_done();
+	psi_reclaim_atfork_child();
+	psi_qsbr_fork_done();
 }
 
 /*
  * Install the fork handlers as early as possible, so that the child
  * handler runs before any child handler the application installs (one
  * that starts a thread would be handed a dead thread's TLS before it is
- * unlinked).  A failure here is retried by _ps_rcu_thread_init(), which
+ * unlinked).  A failure here is retried by psi_rcu_thread_init(), which
  * fails then too.
  */
 __attribute__((constructor)) static void ps_rcu_atfork_install(void)
@@ -209,7 +209,7 @@ static bool ps_rcu_keys_exist(void)
 	return false;
 }
 
-int _ps_rcu_thread_init(void)
+int psi_rcu_thread_init(void)
 {
 	int err = 0, i;
 
@@ -238,7 +238,7 @@ int _ps_rcu_thread_init(void)
 	return -err;
 }
 
-void _ps_rcu_register(enum ps_flavor flavor, void (*urcu_register)(void),
+void psi_rcu_register(enum ps_flavor flavor, void (*urcu_register)(void),
 		struct cds_list_head *urcu_node)
 {
 	struct ps_rcu_reg *self = &ps_rcu_self[flavor];
@@ -249,15 +249,15 @@ void _ps_rcu_register(enum ps_flavor flavor, void (*urcu_register)(void),
 	cds_list_add(&self->link, &ps_rcu_regs[flavor]);
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
 	/*
-	 * Every path to a registration went through _ps_rcu_thread_init()
+	 * Every path to a registration went through psi_rcu_thread_init()
 	 * first (a store or map exists, or the thread went online), so the
 	 * keys exist; the call only makes sure of it.
 	 */
-	if (ps_likely(!_ps_rcu_thread_init()))
+	if (ps_likely(!psi_rcu_thread_init()))
 		(void)pthread_setspecific(ps_rcu_keys[flavor], (void *)1);
 }
 
-void _ps_rcu_unregister(enum ps_flavor flavor, void (*urcu_unregister)(void))
+void psi_rcu_unregister(enum ps_flavor flavor, void (*urcu_unregister)(void))
 {
 	struct ps_rcu_reg *self = &ps_rcu_self[flavor];
 
@@ -293,8 +293,8 @@ __attribute__((destructor)) static void ps_rcu_keys_delete(void)
 
 void ps_rcu_unregister_thread(void)
 {
-	_ps_memb_thread_exit();
-	_ps_qsbr_thread_exit();
+	psi_memb_thread_exit();
+	psi_qsbr_thread_exit();
 }
 
 int ps_rcu_barrier(void)
@@ -304,10 +304,10 @@ int ps_rcu_barrier(void)
 	/* Both wait for grace periods: not from inside a section they would wait for. */
 	if (urcu_memb_read_ongoing() || _ps_qsbr_auto_depth)
 		return -EDEADLK;
-	_ps_reclaim_barrier(&_ps_reclaim_memb);
+	psi_reclaim_barrier(&psi_reclaim_memb);
 	/* An online QSBR thread goes offline for the wait, as ps_store_synchronize() does. */
 	was_online = ps_qsbr_wait_enter();
-	_ps_reclaim_barrier(&_ps_reclaim_qsbr);
+	psi_reclaim_barrier(&psi_reclaim_qsbr);
 	ps_qsbr_wait_exit(was_online);
 	return 0;
 }

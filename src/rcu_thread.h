@@ -21,7 +21,7 @@ enum ps_flavor { PS_FLAVOR_MEMB, PS_FLAVOR_QSBR };
  * Return: 0, or -EAGAIN / -ENOMEM as pthread_key_create() or
  * pthread_atfork() failed.
  */
-int _ps_rcu_thread_init(void);
+int psi_rcu_thread_init(void);
 
 /*
  * Register the calling thread with @flavor (@urcu_register, the flavour's
@@ -30,14 +30,14 @@ int _ps_rcu_thread_init(void);
  * it to leave when it exits.  Excludes fork(): a child never sees a
  * registration half done.  Context: a thread not registered with @flavor.
  */
-void _ps_rcu_register(enum ps_flavor flavor, void (*urcu_register)(void),
+void psi_rcu_register(enum ps_flavor flavor, void (*urcu_register)(void),
 		struct cds_list_head *urcu_node);
 
 /*
- * Unregister the calling thread, which _ps_rcu_register() registered, from
+ * Unregister the calling thread, which psi_rcu_register() registered, from
  * @flavor (@urcu_unregister), forget it, and cancel its exit hook.
  */
-void _ps_rcu_unregister(enum ps_flavor flavor, void (*urcu_unregister)(void));
+void psi_rcu_unregister(enum ps_flavor flavor, void (*urcu_unregister)(void));
 
 /*
  * The calling thread exits, perhaps from inside read-side sections
@@ -45,8 +45,8 @@ void _ps_rcu_unregister(enum ps_flavor flavor, void (*urcu_unregister)(void));
  * wakes a grace period waiting for them, then leave the flavour.  Only for
  * threads polstore registered itself.  sync_rcu.c / sync_qsbr.c.
  */
-void _ps_memb_thread_died(void);
-void _ps_qsbr_thread_died(void);
+void psi_memb_thread_died(void);
+void psi_qsbr_thread_died(void);
 
 /*
  * fork() handlers of sync_qsbr.c: prepare takes an online forking thread
@@ -54,9 +54,9 @@ void _ps_qsbr_thread_died(void);
  * QSBR grace period would wait for it), done puts it back online in the
  * parent and the child.
  */
-void _ps_qsbr_fork_prepare(void);
-void _ps_qsbr_fork_done(void);
-/* In the child, before _ps_qsbr_fork_done(): the stall watchdog's state (rcu_stall.h). */
-void _ps_qsbr_atfork_child(void);
+void psi_qsbr_fork_prepare(void);
+void psi_qsbr_fork_done(void);
+/* In the child, before psi_qsbr_fork_done(): the stall watchdog's state (rcu_stall.h). */
+void psi_qsbr_atfork_child(void);
 
 #endif /* POLSTORE_SRC_RCU_THREAD_H */

@@ -24,11 +24,11 @@
 #include "store_internal.h"
 
 static const struct ps_sync_ops *const ps_sync_table[PS_SYNC_COUNT] = {
-	[PS_SYNC_SPIN] = &_ps_sync_spin_ops,
-	[PS_SYNC_RWLOCK] = &_ps_sync_rwlock_ops,
-	[PS_SYNC_SEQLOCK] = &_ps_sync_seqlock_ops,
-	[PS_SYNC_RCU] = &_ps_sync_rcu_ops,
-	[PS_SYNC_RCU_QSBR] = &_ps_sync_qsbr_ops,
+	[PS_SYNC_SPIN] = &psi_sync_spin_ops,
+	[PS_SYNC_RWLOCK] = &psi_sync_rwlock_ops,
+	[PS_SYNC_SEQLOCK] = &psi_sync_seqlock_ops,
+	[PS_SYNC_RCU] = &psi_sync_rcu_ops,
+	[PS_SYNC_RCU_QSBR] = &psi_sync_qsbr_ops,
 };
 
 static const char *const ps_sync_names[PS_SYNC_COUNT] = {
@@ -52,16 +52,16 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	int err;
 
 	if ((unsigned)sync >= PS_SYNC_COUNT)
-		return _ps_err_null(EINVAL);
+		return psi_err_null(EINVAL);
 	/* Here, not in the first lookup's read section (topology.c). */
-	_ps_numa_topology_load();
+	psi_numa_topology_load();
 	/* RCU, RCU_QSBR and SEQLOCK readers register with liburcu: the exit hook first. */
-	err = sync == PS_SYNC_SPIN || sync == PS_SYNC_RWLOCK ? 0 : _ps_rcu_thread_init();
+	err = sync == PS_SYNC_SPIN || sync == PS_SYNC_RWLOCK ? 0 : psi_rcu_thread_init();
 	if (err)
-		return _ps_err_null(-err);
+		return psi_err_null(-err);
 	s = ps_sync_table[sync]->create();
 	if (!s)
-		return _ps_err_null(ENOMEM);
+		return psi_err_null(ENOMEM);
 	s->ops = ps_sync_table[sync];
 	s->sync = sync;
 	s->tag = _PS_STORE_TAG(sync);
@@ -71,9 +71,9 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	s->read_unlock = s->ops->read_unlock;
 	s->lookup_copy = s->ops->lookup_copy;
 	s->lookup_node = s->ops->lookup_node;
-	if (ps_unlikely(_ps_checking) && _ps_check_store(s)) {
+	if (ps_unlikely(psi_checking) && psi_check_store(s)) {
 		s->ops->destroy(s);
-		return _ps_err_null(ENOMEM);
+		return psi_err_null(ENOMEM);
 	}
 	return s;
 }
@@ -134,11 +134,11 @@ void ps_store_destroy(struct ps_store *store)
 	if (!store)
 		return;
 	if (ps_unlikely(ps_held(store)))
-		_ps_misuse("ps_store_destroy()", "%s store %p: called inside its own read-side "
+		psi_misuse("ps_store_destroy()", "%s store %p: called inside its own read-side "
 				"section or foreach callback, whose lock it would free",
 				ps_sync_name(store->sync), (void *)store);
 	if (ps_unlikely(ps_store_in_own_flavour_section(store)))
-		_ps_misuse("ps_store_destroy()", "%s store %p: called inside a read-side section "
+		psi_misuse("ps_store_destroy()", "%s store %p: called inside a read-side section "
 				"of its RCU flavour: it may wait for a grace period, which waits for "
 				"this thread (ps_store_destroy_deferred() never waits)",
 				ps_sync_name(store->sync), (void *)store);
@@ -168,13 +168,13 @@ static void ps_store_retire_release(struct ps_reclaim_item *item)
 	struct ps_store *s = r->store;
 
 	if (s->ops->idle && !s->ops->idle(s)) {
-		_ps_reclaim_retry(r->rc, item);
+		psi_reclaim_retry(r->rc, item);
 		return;
 	}
 	/* A grace period has passed: readers that left their sections let go (their read_unlock). */
 	PS_ANNOTATE_HAPPENS_AFTER(s);
 	s->ops->destroy(s);
-	_ps_free(r);
+	psi_free(r);
 }
 
 int ps_store_destroy_deferred(struct ps_store *store)
@@ -184,22 +184,22 @@ int ps_store_destroy_deferred(struct ps_store *store)
 
 	if (!store)
 		return -EINVAL;
-	r = _ps_alloc(sizeof(*r));
+	r = psi_alloc(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->rc = store->sync == PS_SYNC_RCU_QSBR ? &_ps_reclaim_qsbr : &_ps_reclaim_memb;
+	r->rc = store->sync == PS_SYNC_RCU_QSBR ? &psi_reclaim_qsbr : &psi_reclaim_memb;
 	r->store = store;
 	r->item.release = ps_store_retire_release;
-	err = _ps_reclaim_defer(r->rc, &r->item);
+	err = psi_reclaim_defer(r->rc, &r->item);
 	if (err)
-		_ps_free(r);
+		psi_free(r);
 	return err;
 }
 
 int ps_store_sync_kind(const struct ps_store *store)
 {
 	if (store && ps_unlikely(store->tag == PS_STORE_TAG_DEAD))
-		_ps_check_dead(store, "ps_store_sync_kind()");
+		psi_check_dead(store, "ps_store_sync_kind()");
 	return store ? (int)store->sync : -EINVAL;
 }
 
@@ -247,7 +247,7 @@ int ps_store_synchronize(struct ps_store *store)
 	return 0;
 }
 
-struct ps_policy *_ps_lookup_miss(void)
+struct ps_policy *psi_lookup_miss(void)
 {
 	errno = 0; /* documented: a miss is told from a NULL store by errno */
 	return NULL;
@@ -272,7 +272,7 @@ struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 	if (PS_READ_INLINE)
 		return _ps_inl_lookup(store, idx);
 	if (ps_unlikely(!store))
-		return _ps_err_null(EINVAL);
+		return psi_err_null(EINVAL);
 	/* A tail call: the variant sets errno on a miss (ps_lookup_result()). */
 	return store->lookup(store, idx);
 }
@@ -336,7 +336,7 @@ int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
 size_t ps_store_count(struct ps_store *store)
 {
 	if (store && ps_unlikely(store->tag == PS_STORE_TAG_DEAD))
-		_ps_check_dead(store, "ps_store_count()");
+		psi_check_dead(store, "ps_store_count()");
 	return store ? PS_READ_ONCE(store->rd.tree.count) : 0;
 }
 

@@ -63,7 +63,7 @@
  * was.  A set also reserves its record's chunks before it publishes.
  *
  * Memory bound: ranges retired and not yet released are those of the
- * records queued (_ps_reclaim_pending()).  Should the reclaim thread fall
+ * records queued (psi_reclaim_pending()).  Should the reclaim thread fall
  * behind by more than PS_COW_PENDING_MAX ranges (a grace period that does
  * not end: a QSBR thread online without quiescent states), a set called
  * outside every read-side section (PS_COW_CAN_WAIT()) waits for a grace
@@ -190,7 +190,7 @@ struct ps_store_cow {
 	struct cow_rec *stalled;
 	size_t nstalled;               /* ranges on @stalled; atomic */
 };
-_Static_assert(offsetof(struct ps_store_cow, base) == 0, "_ps_store_zalloc(): base first");
+_Static_assert(offsetof(struct ps_store_cow, base) == 0, "psi_store_zalloc(): base first");
 
 static inline struct ps_store_cow *to_cow(struct ps_store *s)
 {
@@ -215,7 +215,7 @@ static inline struct ps_policy *cow_lookup_pol(struct ps_store_cow *cs, uint64_t
 
 static struct ps_store *cow_create(void)
 {
-	struct ps_store *s = _ps_store_zalloc(sizeof(struct ps_store_cow));
+	struct ps_store *s = psi_store_zalloc(sizeof(struct ps_store_cow));
 	struct ps_store_cow *cs;
 
 	if (!s)
@@ -238,7 +238,7 @@ static void rec_put_policies(struct cow_rec *r)
 	size_t i;
 
 	for (i = 0; i < r->npols; i++)
-		_ps_policy_store_put(*rec_slot(r, r->n + i));
+		psi_policy_store_put(*rec_slot(r, r->n + i));
 	r->npols = 0;
 }
 
@@ -273,12 +273,12 @@ static void rec_free(struct cow_rec *r)
 	size_t i;
 
 	for (i = 0; i < r->n; i++)
-		_ps_free(*rec_slot(r, i));
+		psi_free(*rec_slot(r, i));
 	for (e = r->ext; e; e = next) {
 		next = e->next;
-		_ps_free(e);
+		psi_free(e);
 	}
-	_ps_free(r);
+	psi_free(r);
 }
 
 /*
@@ -316,8 +316,8 @@ static void cow_rec_free(struct ps_reclaim_item *item)
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	rec_release(r);
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
-	if (ps_unlikely(_ps_reclaim_test_hook))
-		_ps_reclaim_test_hook();
+	if (ps_unlikely(psi_reclaim_test_hook))
+		psi_reclaim_test_hook();
 }
 
 /* Free a chain of records (linked by item.next) at once: no reader can reach them. */
@@ -339,7 +339,7 @@ static void cow_thread_free(void *arg)
 	struct cow_thread *t = arg;
 
 	ps_rtree_cow_mem_free(&t->mem);
-	_ps_free(t);
+	psi_free(t);
 }
 
 /* The thread's spares go at its exit (or with the library, for the threads still alive). */
@@ -416,7 +416,7 @@ static struct cow_thread *cow_thread_get(void)
 
 	if (ps_likely(t))
 		return t;
-	t = _ps_zalloc(sizeof(*t));
+	t = psi_zalloc(sizeof(*t));
 	if (!t)
 		return NULL;
 	t->mem.refill = cow_refill;
@@ -425,7 +425,7 @@ static struct cow_thread *cow_thread_get(void)
 	t->keyed = cow_key_ok && !pthread_setspecific(cow_key, t);
 	cow_self = t;
 	/* Once per thread: the reclaim thread empties the depot when sets stop. */
-	_ps_reclaim_on_idle(PS_COW_RECLAIMER, cow_depot_idle);
+	psi_reclaim_on_idle(PS_COW_RECLAIMER, cow_depot_idle);
 	return t;
 }
 
@@ -486,7 +486,7 @@ static void cow_wait_records(void)
 {
 	bool token = PS_COW_WAIT_ENTER();
 
-	_ps_reclaim_barrier(PS_COW_RECLAIMER);
+	psi_reclaim_barrier(PS_COW_RECLAIMER);
 	PS_COW_WAIT_EXIT(token);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 }
@@ -502,16 +502,16 @@ static void cow_destroy(struct ps_store *s)
 	 * them only so that the policy references they hold are dropped when
 	 * it returns, as the other variants' are.
 	 */
-	_ps_store_free_ranges(s);
+	psi_store_free_ranges(s);
 	rec_chain_free_now(__atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE));
 	/* On the reclaim thread (a release that destroys a store) its records went first. */
-	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED) && !_ps_reclaim_is_self(PS_COW_RECLAIMER)) {
+	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED) && !psi_reclaim_is_self(PS_COW_RECLAIMER)) {
 		cow_wait_records();
 		cow_depot_drain();
 	}
 	cow_thread_trim();
 	pthread_mutex_destroy(&cs->wlock);
-	_ps_free_aligned(cs);
+	psi_free_aligned(cs);
 }
 
 static void cow_read_lock(struct ps_store *s)
@@ -595,8 +595,8 @@ static void cow_retire(struct ps_store_cow *cs, struct cow_rec *r)
 	PS_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
 	if (!__atomic_load_n(&cs->queued, __ATOMIC_RELAXED))
 		__atomic_store_n(&cs->queued, true, __ATOMIC_RELAXED);
-	if (!(can_wait && _ps_reclaim_pending(PS_COW_RECLAIMER) > PS_COW_PENDING_MAX) &&
-			!_ps_reclaim_defer_weighed(PS_COW_RECLAIMER, &r->item, n))
+	if (!(can_wait && psi_reclaim_pending(PS_COW_RECLAIMER) > PS_COW_PENDING_MAX) &&
+			!psi_reclaim_defer_weighed(PS_COW_RECLAIMER, &r->item, n))
 		return;
 	if (can_wait) {
 		int cancel;
@@ -713,7 +713,7 @@ static struct cow_rec *cow_record(struct ps_rtree_cow *c, struct cow_thread *t, 
 			if (sp->n < sp->cap)
 				sp->v[sp->n++] = x;
 			else
-				_ps_free(x);
+				psi_free(x);
 		}
 	}
 	*nodes = r->n;

@@ -21,7 +21,7 @@ struct ps_store_locked {
 	struct ps_store base; /* base.rd.tree: the tree, under @lock */
 	struct ps_lock lock;  /* last: allocated to ps_lock_size() of the kind */
 };
-_Static_assert(offsetof(struct ps_store_locked, base) == 0, "_ps_store_zalloc(): base first");
+_Static_assert(offsetof(struct ps_store_locked, base) == 0, "psi_store_zalloc(): base first");
 
 static inline struct ps_store_locked *to_locked(struct ps_store *s)
 {
@@ -37,7 +37,7 @@ static inline struct ps_store *locked_create_k(enum ps_lock_kind k)
 {
 	size_t size = offsetof(struct ps_store_locked, lock) + ps_lock_size(k);
 	/* Cache-line aligned, as the rwlock's slots need. */
-	struct ps_store *s = _ps_store_zalloc(size);
+	struct ps_store *s = psi_store_zalloc(size);
 
 	if (!s)
 		return NULL;
@@ -47,8 +47,8 @@ static inline struct ps_store *locked_create_k(enum ps_lock_kind k)
 
 static void locked_destroy(struct ps_store *s)
 {
-	_ps_store_free_ranges(s);
-	_ps_free_aligned(to_locked(s));
+	psi_store_free_ranges(s);
+	psi_free_aligned(to_locked(s));
 }
 
 /*
@@ -85,7 +85,7 @@ static inline struct ps_policy *locked_lookup_k(struct ps_store *s, uint64_t idx
 	struct ps_policy *pol;
 
 	if (locked_self_deadlock(s, k))
-		return _ps_err_null(EDEADLK);
+		return psi_err_null(EDEADLK);
 	ps_lock_read_lock(lock_of(s), k);
 	pol = _ps_policy_get(ps_rtree_lookup_pol(&s->rd.tree, idx));
 	ps_lock_read_unlock(lock_of(s), k);
@@ -212,7 +212,7 @@ static inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *
 	static void pfx##_read_lock(struct ps_store *s)                                            \
 	{                                                                                          \
 		if (locked_self_deadlock(s, K))                                                    \
-			_ps_misuse("ps_store_read_lock()",                                         \
+			psi_misuse("ps_store_read_lock()",                                         \
 					"%s store %p: this thread holds its lock already (a "      \
 					"section of this store is open): it would wait for itself", \
 					ps_sync_name(s->sync), (void *)s);                         \
@@ -285,7 +285,7 @@ static inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *
                                                                                                    \
 		return locked_set_many_k(s, &op, 1, K);                                            \
 	}                                                                                          \
-	const struct ps_sync_ops _ps_sync_##pfx##_ops = {                                          \
+	const struct ps_sync_ops psi_sync_##pfx##_ops = {                                          \
 		.create = pfx##_create, .destroy = locked_destroy, .lookup = pfx##_lookup,         \
 		.read_lock = pfx##_read_lock, .read_unlock = pfx##_read_unlock,                    \
 		.lookup_borrow = locked_lookup_borrow, .lookup_copy = pfx##_lookup_copy,           \

@@ -17,7 +17,7 @@
 #define PS_COW_CAN_WAIT() (!ps_qsbr_online_now())
 #define PS_COW_WAIT_ENTER() ps_qsbr_wait_enter()
 #define PS_COW_WAIT_EXIT(token) ps_qsbr_wait_exit(token)
-#define PS_COW_SYNCHRONIZE() _ps_qsbr_synchronize("a set or synchronize of an rcu-qsbr store")
-#define PS_COW_RECLAIMER (&_ps_reclaim_qsbr)
-#define PS_COW_OPS _ps_sync_qsbr_ops
+#define PS_COW_SYNCHRONIZE() psi_qsbr_synchronize("a set or synchronize of an rcu-qsbr store")
+#define PS_COW_RECLAIMER (&psi_reclaim_qsbr)
+#define PS_COW_OPS psi_sync_qsbr_ops
 #include "sync_cow.h"

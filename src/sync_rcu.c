@@ -15,6 +15,6 @@
 #define PS_COW_WAIT_ENTER() false
 #define PS_COW_WAIT_EXIT(token) ((void)(token))
 #define PS_COW_SYNCHRONIZE() urcu_memb_synchronize_rcu()
-#define PS_COW_RECLAIMER (&_ps_reclaim_memb)
-#define PS_COW_OPS _ps_sync_rcu_ops
+#define PS_COW_RECLAIMER (&psi_reclaim_memb)
+#define PS_COW_OPS psi_sync_rcu_ops
 #include "sync_cow.h"

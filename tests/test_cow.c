@@ -903,7 +903,7 @@ RCU_TEST(fork_while_writer_holds_depot_lock, .timeout = 60)
 	h.s = ps_store_create(*sync);
 	h.p = ps_test_bind(1);
 	depot_hold_now = &h;
-	__atomic_store_n(&_ps_test_hook, depot_hook, __ATOMIC_RELEASE);
+	__atomic_store_n(&psi_test_hook, depot_hook, __ATOMIC_RELEASE);
 	cr_assert_eq(pthread_create(&w, NULL, depot_writer, &h), 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 20;
@@ -923,7 +923,7 @@ RCU_TEST(fork_while_writer_holds_depot_lock, .timeout = 60)
 	expect_child_ok(pid, "child beside a writer holding the depot lock");
 	__atomic_store_n(&h.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(w, NULL);
-	__atomic_store_n(&_ps_test_hook, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&psi_test_hook, NULL, __ATOMIC_RELEASE);
 	depot_hold_now = NULL;
 	ps_store_synchronize(h.s);
 	ps_store_destroy(h.s);

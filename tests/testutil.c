@@ -191,11 +191,11 @@ long ps_test_alloc_quarantine_end(void)
 }
 
 /* The library's checking switch (src/check.h): not part of the API. */
-extern bool _ps_checking;
+extern bool psi_checking;
 
 void ps_test_set_checking(bool on)
 {
-	_ps_checking = on;
+	psi_checking = on;
 }
 
 int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out, size_t len,
@@ -234,11 +234,11 @@ int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out
 }
 
 /* The library's test hook (src/rcu_reclaim.h): not part of the API. */
-extern void (*_ps_reclaim_test_hook)(void);
+extern void (*psi_reclaim_test_hook)(void);
 
 void ps_test_set_release_hook(void (*fn)(void))
 {
-	__atomic_store_n(&_ps_reclaim_test_hook, fn, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&psi_reclaim_test_hook, fn, __ATOMIC_SEQ_CST);
 }
 
 void ps_test_alloc_install(void)
