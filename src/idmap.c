@@ -697,7 +697,7 @@ static void idmap_retire_batch(struct ps_idmap *map, struct idmap_batch *b)
 	b->item.release = idmap_batch_ready;
 	__atomic_add_fetch(&map->pending, 1, __ATOMIC_RELAXED);
 	PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch */
-	if (!psi_reclaim_defer(&psi_reclaim_memb, &b->item))
+	if (!psi_reclaim_defer(psi_flavour_memb.reclaimer, &b->item))
 		return;
 	idmap_synchronize(map);
 	idmap_push_ready(map, b);
@@ -759,6 +759,6 @@ void ps_idmap_barrier(struct ps_idmap *map)
 	 * reclaim thread has passed the barrier, or was taken off it by a
 	 * drain that holds @drain_lock until its frees ran.
 	 */
-	psi_reclaim_barrier(&psi_reclaim_memb);
+	psi_reclaim_barrier(psi_flavour_memb.reclaimer);
 	idmap_drain(map, true);
 }

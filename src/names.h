@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Name tables: the one home of every enum <-> name mapping of the public API
- * (ps_sync_name(), ps_charge_kind_name(), ps_idmap_sync_name(),
- * ps_overcommit_name() and their *_from_name() inverses).  Each module keeps
+ * (ps_charge_kind_name(), ps_idmap_sync_name(), ps_overcommit_name() and
+ * their *_from_name() inverses; ps_sync_name() reads the variants' rows,
+ * variants.c, the same way).  Each module keeps
  * its table, `static const char *const names[COUNT]` indexed by the enum,
  * and defines the pair with PS_NAME_FUNCS(), so every table is read the
  * same way: out-of-range values have no name, an unknown or NULL name is

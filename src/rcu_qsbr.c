@@ -28,7 +28,7 @@ void psi_qsbr_go_online(void)
 {
 	if (!URCU_TLS(urcu_qsbr_reader).registered) {
 		/* Registers online. */
-		psi_rcu_register(PS_FLAVOR_QSBR, urcu_qsbr_register_thread,
+		psi_rcu_register(&psi_flavour_qsbr, urcu_qsbr_register_thread,
 				&URCU_TLS(urcu_qsbr_reader).node);
 		ps_qsbr_ours = true;
 		ps_qsbr_me.ctr = &URCU_TLS(urcu_qsbr_reader).ctr;
@@ -75,26 +75,26 @@ bool ps_qsbr_thread_is_online(void)
 /* fork(): an online forking thread would stall the grace period fork waits out. */
 static __thread bool ps_qsbr_fork_online __attribute__((tls_model("initial-exec")));
 
-void psi_qsbr_fork_prepare(void)
+static void ps_qsbr_fork_prepare(void)
 {
 	ps_qsbr_fork_online = ps_qsbr_online_now();
 	if (ps_qsbr_fork_online)
 		urcu_qsbr_thread_offline();
 }
 
-void psi_qsbr_fork_done(void)
+static void ps_qsbr_fork_done(void)
 {
 	if (ps_qsbr_fork_online)
 		urcu_qsbr_thread_online();
 	ps_qsbr_fork_online = false;
 }
 
-void psi_qsbr_thread_exit(void)
+static void ps_qsbr_thread_exit(void)
 {
 	if (ps_qsbr_ours) {
 		psi_qsbr_watch_del(&ps_qsbr_me);
 		/* Unregistering an online thread takes it offline first. */
-		psi_rcu_unregister(PS_FLAVOR_QSBR, urcu_qsbr_unregister_thread);
+		psi_rcu_unregister(&psi_flavour_qsbr, urcu_qsbr_unregister_thread);
 		ps_qsbr_ours = false;
 		_ps_qsbr_auto_depth = 0;
 	}
@@ -107,13 +107,13 @@ void psi_qsbr_thread_exit(void)
  * inside an automatic section or by its own choice, needs nothing more.
  * urcu_qsbr_read_lock() keeps no count outside liburcu's debug builds.
  */
-void psi_qsbr_thread_died(void)
+static void ps_qsbr_thread_died(void)
 {
-	psi_qsbr_thread_exit();
+	ps_qsbr_thread_exit();
 }
 
 /* The child of fork(): the stall watchdog's list keeps this thread only. */
-void psi_qsbr_atfork_child(void)
+static void ps_qsbr_atfork_child(void)
 {
 	psi_stall_atfork_child(ps_qsbr_ours ? &ps_qsbr_me : NULL);
 }
@@ -123,4 +123,56 @@ static void ps_qsbr_reclaim_synchronize(void)
 	psi_qsbr_synchronize("polstore's rcu-qsbr reclaim thread");
 }
 
-struct ps_reclaimer psi_reclaim_qsbr = PS_RECLAIMER_INIT(ps_qsbr_reclaim_synchronize);
+static struct ps_reclaimer ps_qsbr_reclaimer = PS_RECLAIMER_INIT(ps_qsbr_reclaim_synchronize);
+
+static void ps_qsbr_read_enter_fn(void)
+{
+	ps_qsbr_read_enter();
+}
+
+static void ps_qsbr_read_exit_fn(void)
+{
+	ps_qsbr_read_exit();
+}
+
+/* Only a section that brought the thread online is counted. */
+static bool ps_qsbr_in_auto_section(void)
+{
+	return _ps_qsbr_auto_depth != 0;
+}
+
+/* An online thread may hold borrowed policies: only an offline one may wait unasked. */
+static bool ps_qsbr_can_wait(void)
+{
+	return !ps_qsbr_online_now();
+}
+
+static bool ps_qsbr_online_fn(void)
+{
+	return ps_qsbr_online_now();
+}
+
+const struct psi_flavour psi_flavour_qsbr = {
+	.name = "qsbr",
+	.id = PSI_FLAVOUR_QSBR,
+	.read_enter = ps_qsbr_read_enter_fn,
+	.read_exit = ps_qsbr_read_exit_fn,
+	.in_section = ps_qsbr_in_auto_section,
+	.reads_free = ps_qsbr_online_fn,
+	.can_wait = ps_qsbr_can_wait,
+	.wait_enter = ps_qsbr_wait_enter,
+	.wait_exit = ps_qsbr_wait_exit,
+	.synchronize = psi_qsbr_synchronize,
+	.reclaimer = &ps_qsbr_reclaimer,
+	.thread_died = ps_qsbr_thread_died,
+	.thread_exit = ps_qsbr_thread_exit,
+	.fork_prepare = ps_qsbr_fork_prepare,
+	.fork_done = ps_qsbr_fork_done,
+	.fork_child = ps_qsbr_atfork_child,
+};
+
+/* Early (priority 101): before the constructors of a program that links polstore statically. */
+__attribute__((constructor(101))) static void ps_qsbr_flavour_add(void)
+{
+	psi_rcu_flavour_add(&psi_flavour_qsbr);
+}

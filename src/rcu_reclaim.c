@@ -47,8 +47,20 @@
 
 void (*psi_reclaim_test_hook)(void);
 
-static struct ps_reclaimer *const reclaimers[] = { &psi_reclaim_memb, &psi_reclaim_qsbr };
-#define NRECLAIMERS (sizeof(reclaimers) / sizeof(reclaimers[0]))
+/* Every flavour's reclaimer, added at load time (psi_reclaim_add()). */
+static struct ps_reclaimer *reclaimers[PSI_RECLAIMERS_MAX];
+static size_t nreclaimers;
+
+void psi_reclaim_add(struct ps_reclaimer *rc)
+{
+	size_t i;
+
+	for (i = 0; i < nreclaimers; i++)
+		if (reclaimers[i] == rc)
+			return;
+	if (nreclaimers < PSI_RECLAIMERS_MAX)
+		reclaimers[nreclaimers++] = rc;
+}
 
 static uint64_t now_ns(void)
 {
@@ -247,7 +259,7 @@ __attribute__((destructor)) static void reclaim_unload(void)
 {
 	size_t i;
 
-	for (i = 0; i < NRECLAIMERS; i++) {
+	for (i = 0; i < nreclaimers; i++) {
 		struct ps_reclaimer *rc = reclaimers[i];
 		struct timespec ts;
 		bool started;
@@ -270,7 +282,7 @@ void psi_reclaim_atfork_prepare(void)
 {
 	size_t i;
 
-	for (i = 0; i < NRECLAIMERS; i++) {
+	for (i = 0; i < nreclaimers; i++) {
 		pthread_mutex_lock(&reclaimers[i]->gp_lock);
 		pthread_mutex_lock(&reclaimers[i]->lock);
 	}
@@ -280,7 +292,7 @@ void psi_reclaim_atfork_parent(void)
 {
 	size_t i;
 
-	for (i = NRECLAIMERS; i-- > 0;) {
+	for (i = nreclaimers; i-- > 0;) {
 		pthread_mutex_unlock(&reclaimers[i]->lock);
 		pthread_mutex_unlock(&reclaimers[i]->gp_lock);
 	}
@@ -290,7 +302,7 @@ void psi_reclaim_atfork_child(void)
 {
 	size_t i;
 
-	for (i = NRECLAIMERS; i-- > 0;) {
+	for (i = nreclaimers; i-- > 0;) {
 		struct ps_reclaimer *rc = reclaimers[i];
 
 		/* No thread survives fork(); no waiter exists in the child. */

@@ -36,7 +36,7 @@ struct ps_reclaim_item {
 	 * Runs after a grace period, on the reclaim thread or a waiting
 	 * caller's.  Never waits for a lock a writer of the item's store may
 	 * hold: a forked child inherits the queue, with the items of stores
-	 * whose writers are frozen there holding their locks (sync_cow.h,
+	 * whose writers are frozen there holding their locks (sync_cow-impl.h,
 	 * cow_recycle()).
 	 */
 	void (*release)(struct ps_reclaim_item *item);
@@ -166,7 +166,12 @@ void psi_reclaim_atfork_child(void);
  */
 extern void (*psi_reclaim_test_hook)(void);
 
-extern struct ps_reclaimer psi_reclaim_memb;
-extern struct ps_reclaimer psi_reclaim_qsbr;
+/*
+ * Make @rc known to the fork handlers and to the unload: called once per
+ * flavour at load time (rcu_thread.c, psi_rcu_flavour_add()), before any
+ * thread can use @rc.
+ */
+#define PSI_RECLAIMERS_MAX 4
+void psi_reclaim_add(struct ps_reclaimer *rc);
 
 #endif /* POLSTORE_SRC_RCU_RECLAIM_H */

@@ -84,7 +84,7 @@ static void seq_destroy(struct ps_store *s)
 	 * drops @inflight last.
 	 */
 	if (__atomic_load_n(&ss->inflight, __ATOMIC_ACQUIRE))
-		psi_reclaim_barrier(&psi_reclaim_memb);
+		psi_reclaim_barrier(psi_flavour_memb.reclaimer);
 	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 	psi_free_aligned(ss);
 }
@@ -219,7 +219,7 @@ static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 		b->item.release = seq_batch_free;
 		__atomic_fetch_add(&ss->inflight, 1, __ATOMIC_RELAXED);
 		PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
-		if (!psi_reclaim_defer(&psi_reclaim_memb, &b->item))
+		if (!psi_reclaim_defer(psi_flavour_memb.reclaimer, &b->item))
 			return;
 		__atomic_fetch_sub(&ss->inflight, 1, __ATOMIC_RELAXED);
 		psi_free(b);
@@ -250,7 +250,7 @@ static void seq_synchronize(struct ps_store *s)
 		ps_range_list_free(&batch);
 	}
 	/* And the batches handed to the reclaim thread (by any memb store). */
-	psi_reclaim_barrier(&psi_reclaim_memb);
+	psi_reclaim_barrier(psi_flavour_memb.reclaimer);
 	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 }
 
@@ -305,7 +305,7 @@ static struct ps_lstat *seq_lock_stat(struct ps_store *s)
 	return ps_lstat_of(&to_seq(s)->lock.stat);
 }
 
-/* ---- windows, walks by position, batches (issue 16) ---- */
+/* ---- windows, walks by position, batches ---- */
 
 static int seq_foreach_range(struct ps_store *s, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg)

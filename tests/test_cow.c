@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Adversarial review of the copy-on-write RCU stores (src/sync_cow.h,
+ * Adversarial review of the copy-on-write RCU stores (src/sync_cow-impl.h,
  * src/rangetree.c, src/rbtree.c, src/rcu_reclaim.c) and of the in-place
  * variants after the parent-pointer removal and the victim reuse.
  *
@@ -31,7 +31,7 @@
 #include "testpoint.h"
 #include "testutil.h"
 
-/* Constants of src/sync_cow.h (not exported): keep in step. */
+/* Constants of src/sync_cow-impl.h (not exported): keep in step. */
 #define COW_PENDING_MAX (1 << 18)
 #define COW_DEPOT_MAX 16384
 #define COW_REFILL 256
@@ -1128,7 +1128,7 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
 
 /*
  * Sets inside a read-side section while no reclaim thread can start: their
- * records stall on the store.  sync_cow.h's cow_finish() releases them at
+ * records stall on the store.  sync_cow-impl.h's cow_finish() releases them at
  * the next set that may wait for a grace period: once the section is
  * over, later sets must release them, and ps_store_memory() must count
  * them meanwhile.

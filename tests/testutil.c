@@ -14,9 +14,16 @@
 #define PS_TEST_NO_CRITERION
 #include "testutil.h"
 
-enum ps_sync ps_test_all_syncs[PS_SYNC_COUNT] = {
-	PS_SYNC_SPIN, PS_SYNC_RWLOCK, PS_SYNC_SEQLOCK, PS_SYNC_RCU, PS_SYNC_RCU_QSBR,
-};
+enum ps_sync ps_test_all_syncs[PS_SYNC_COUNT];
+
+/* Every variant the library has, in the enum's order: a new one is tested with no edit here. */
+__attribute__((constructor)) static void ps_test_list_syncs(void)
+{
+	int i;
+
+	for (i = 0; i < PS_SYNC_COUNT; i++)
+		ps_test_all_syncs[i] = (enum ps_sync)i;
+}
 enum ps_idmap_sync ps_test_all_idmap_syncs[PS_IDMAP_SYNC_COUNT] = {
 	PS_IDMAP_SPIN, PS_IDMAP_RWLOCK, PS_IDMAP_RCU,
 };
