@@ -21,6 +21,8 @@
 #define PS_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 
 #define ps_likely(x) __builtin_expect(!!(x), 1)
+/* A core written once and instantiated by named wrappers (sync_lock.c). */
+#define psi_always_inline static inline __attribute__((always_inline))
 #define ps_unlikely(x) __builtin_expect(!!(x), 0)
 
 #define ps_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
