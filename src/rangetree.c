@@ -32,26 +32,6 @@ void ps_rtree_init(struct ps_rtree *t)
 	t->count = 0;
 }
 
-struct ps_range *ps_range_list_pop(struct ps_range_list *l)
-{
-	struct ps_range *r = l->head;
-
-	if (r) {
-		l->head = r->next_free;
-		if (!--l->n)
-			l->tail = NULL;
-	}
-	return r;
-}
-
-static void list_push(struct ps_range_list *l, struct ps_range *r)
-{
-	r->next_free = l->head;
-	l->head = r;
-	if (!l->n++)
-		l->tail = r;
-}
-
 /*
  * The leftmost range whose end is above @start (the first that can
  * overlap [start, ...)), with @path ending at it, in the tree as @tx sees
@@ -248,7 +228,7 @@ static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 					return false;
 				r = rb_range(ps_rb_erase(tx, &path));
 				PS_WRITE_ONCE(*count, *count - 1);
-				list_push(removed, r);
+				ps_range_list_push(removed, r);
 				moved = true;
 				continue;
 			}
@@ -295,7 +275,7 @@ static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 			path_to_start(tx, victim, &vpath);
 		r = rb_range(ps_rb_own(tx, &vpath));
 		old->pol = r->pol; /* the old reference, dropped like an erased range's */
-		list_push(removed, old);
+		ps_range_list_push(removed, old);
 		take_ref(spares, pol);
 		PS_WRITE_ONCE(r->pol, pol);
 		PS_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
@@ -330,7 +310,7 @@ static struct ps_rb_node *cow_copy(struct ps_rb_tx *tx, const struct ps_rb_node 
 	PS_WRITE_ONCE(r->end, o->end);
 	PS_WRITE_ONCE(r->pol, o->pol);
 	PS_WRITE_ONCE(r->node_hint, o->node_hint);
-	list_push(&c->replaced, (struct ps_range *)o);
+	ps_range_list_push(&c->replaced, (struct ps_range *)o);
 	c->copies++;
 	return &r->rb;
 }
@@ -524,7 +504,7 @@ static void clear_subtree(struct ps_rb_node *n, struct ps_range_list *removed)
 		struct ps_rb_node *left = n->child[0];
 
 		clear_subtree(n->child[1], removed);
-		list_push(removed, rb_range(n));
+		ps_range_list_push(removed, rb_range(n));
 		n = left;
 	}
 }
@@ -534,139 +514,6 @@ void ps_rtree_clear(struct ps_rtree *t, struct ps_range_list *removed)
 	clear_subtree(t->root.node, removed);
 	PS_STORE_RELEASE(t->root.node, NULL);
 	PS_WRITE_ONCE(t->count, 0);
-}
-
-int ps_range_list_fill(struct ps_range_list *list, int n)
-{
-	struct ps_range_list fresh = { NULL, 0, NULL };
-	struct ps_range *r;
-	size_t have;
-
-	for (have = list->n; have < (size_t)n; have++) {
-		r = psi_zalloc(sizeof(*r));
-		if (!r) {
-			ps_range_list_free(&fresh);
-			return -ENOMEM;
-		}
-		list_push(&fresh, r);
-	}
-	while ((r = ps_range_list_pop(&fresh)))
-		list_push(list, r);
-	return 0;
-}
-
-void ps_range_list_free(struct ps_range_list *list)
-{
-	struct ps_range *r;
-
-	while ((r = ps_range_list_pop(list))) {
-		psi_policy_store_put(r->pol);
-		psi_free(r);
-	}
-}
-
-void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, size_t n)
-{
-	struct ps_range *r;
-
-	while (n-- && (r = ps_range_list_pop(src)))
-		list_push(dst, r);
-}
-
-void ps_range_list_splice(struct ps_range_list *dst, struct ps_range_list *src)
-{
-	if (!src->n)
-		return;
-	src->tail->next_free = dst->head;
-	if (!dst->n)
-		dst->tail = src->tail;
-	dst->head = src->head;
-	dst->n += src->n;
-	*src = (struct ps_range_list){ NULL, 0, NULL };
-}
-
-void ps_range_list_put_policies(struct ps_range_list *list)
-{
-	struct ps_range *r;
-
-	for (r = list->head; r; r = r->next_free) {
-		psi_policy_store_put(r->pol);
-		r->pol = NULL;
-	}
-}
-
-int ps_range_vec_reserve(struct ps_range_vec *vec, size_t n)
-{
-	if (vec->cap < n) {
-		/* Grow geometrically: the pool's size settles after a few sets. */
-		size_t cap = vec->cap ? vec->cap : 16;
-		struct ps_range **v;
-
-		while (cap < n)
-			cap *= 2;
-		v = psi_alloc(cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		if (vec->n)
-			memcpy(v, vec->v, vec->n * sizeof(*v));
-		psi_free(vec->v);
-		vec->v = v;
-		vec->cap = cap;
-	}
-	return 0;
-}
-
-int ps_range_vec_fill(struct ps_range_vec *vec, size_t n)
-{
-	if (ps_range_vec_reserve(vec, n))
-		return -ENOMEM;
-	while (vec->n < n) {
-		struct ps_range *r = psi_alloc(sizeof(*r));
-
-		if (!r)
-			return -ENOMEM; /* what was allocated stays: spares are no state */
-		r->pol = NULL;
-		vec->v[vec->n++] = r;
-	}
-	return 0;
-}
-
-void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep)
-{
-	while (vec->n > keep)
-		psi_free(vec->v[--vec->n]);
-}
-
-void ps_range_vec_shrink(struct ps_range_vec *vec)
-{
-	struct ps_range **v;
-
-	if (vec->cap <= 2 * vec->n || vec->cap <= 64)
-		return;
-	v = psi_alloc((vec->n ? vec->n : 1) * sizeof(*v));
-	if (!v)
-		return; /* keeping the larger array is no error */
-	if (vec->n)
-		memcpy(v, vec->v, vec->n * sizeof(*v));
-	psi_free(vec->v);
-	vec->v = v;
-	vec->cap = vec->n ? vec->n : 1;
-}
-
-void ps_range_vec_free(struct ps_range_vec *vec)
-{
-	ps_range_vec_trim(vec, 0);
-	psi_free(vec->v);
-	vec->v = NULL;
-	vec->cap = 0;
-}
-
-void ps_range_list_free_nopol(struct ps_range_list *list)
-{
-	struct ps_range *r;
-
-	while ((r = ps_range_list_pop(list)))
-		psi_free(r);
 }
 
 /* ---- seeks, windows and batches ---------------------------------------------- */
