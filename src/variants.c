@@ -51,3 +51,13 @@ int ps_sync_from_name(const char *name)
 				return i;
 	return -EINVAL;
 }
+
+unsigned ps_sync_caps(enum ps_sync sync)
+{
+	const struct psi_variant *v = psi_variant_get(sync);
+
+	if (!v)
+		return 0;
+	return (v->caps & PSI_V_LOCK ? PS_CAP_LOCK : 0) | (v->flavour ? PS_CAP_RCU : 0) |
+	       (v->flavour && v->flavour->id == PSI_FLAVOUR_QSBR ? PS_CAP_QSBR : 0);
+}
