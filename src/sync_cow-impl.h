@@ -504,6 +504,8 @@ static void cow_destroy(struct ps_store *s)
 	 * them only so that the policy references they hold are dropped when
 	 * it returns, as the other variants' are.
 	 */
+	/* Every section that reached these ranges has ended (a deferred destroy: a grace period ago). */
+	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	psi_store_free_ranges(s);
 	rec_chain_free_now(__atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE));
 	/* On the reclaim thread (a release that destroys a store) its records went first. */
