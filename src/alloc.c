@@ -48,21 +48,21 @@ int ps_set_alloc_ops(const struct ps_alloc_ops *ops)
 	return 0;
 }
 
-void *_ps_alloc(size_t size)
+void *psi_alloc(size_t size)
 {
 	return ps_alloc_ops.alloc(size, ps_alloc_ops.ctx);
 }
 
-void *_ps_zalloc(size_t size)
+void *psi_zalloc(size_t size)
 {
-	void *p = _ps_alloc(size);
+	void *p = psi_alloc(size);
 
 	if (p)
 		memset(p, 0, size);
 	return p;
 }
 
-void _ps_free(void *ptr)
+void psi_free(void *ptr)
 {
 	if (ptr)
 		ps_alloc_ops.free(ptr, ps_alloc_ops.ctx);
@@ -72,10 +72,10 @@ void _ps_free(void *ptr)
  * Cache-line aligned, zeroed memory from the hooks: over-allocate, align,
  * and keep the hook's pointer just below the aligned block.
  */
-void *_ps_zalloc_aligned(size_t size)
+void *psi_zalloc_aligned(size_t size)
 {
 	size_t extra = PS_CACHELINE + sizeof(void *);
-	char *raw = _ps_alloc(size + extra);
+	char *raw = psi_alloc(size + extra);
 	uintptr_t aligned;
 
 	if (!raw)
@@ -86,14 +86,14 @@ void *_ps_zalloc_aligned(size_t size)
 	return (void *)aligned;
 }
 
-__thread void *_ps_free_keep __attribute__((tls_model("initial-exec")));
+__thread void *psi_free_keep __attribute__((tls_model("initial-exec")));
 
-void _ps_free_aligned(void *ptr)
+void psi_free_aligned(void *ptr)
 {
-	if (ps_unlikely(ptr == _ps_free_keep) && ptr)
+	if (ps_unlikely(ptr == psi_free_keep) && ptr)
 		return; /* the checking mode keeps it (check.c) */
 	if (ptr)
-		_ps_free(((void **)ptr)[-1]);
+		psi_free(((void **)ptr)[-1]);
 }
 
 /* Thread indices (compiler.h); -1 until the thread first asks. */
@@ -108,4 +108,4 @@ int _ps_thread_index_slow(void)
 }
 
 /* Test points (testpoint.h): set by tests only. */
-void (*_ps_test_hook)(enum ps_test_point point);
+void (*psi_test_hook)(enum ps_test_point point);

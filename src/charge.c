@@ -336,7 +336,7 @@ static void charge_hier_uncharge(struct ps_charge *c, long nr)
  */
 static inline struct charge_stock_slot *charge_slot(struct charge_stock_slot *stock)
 {
-	return &stock[_ps_thread_index() % PS_CHARGE_STOCK_SLOTS];
+	return &stock[psi_thread_index() % PS_CHARGE_STOCK_SLOTS];
 }
 
 static bool charge_stock_take(struct charge_stock_slot *s, long nr)
@@ -445,7 +445,7 @@ static int charge_enable_stock(struct ps_charge *c)
 
 	ps_spin_lock(&charge_topo);
 	if (!c->stock) {
-		stock = _ps_zalloc_aligned(sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
+		stock = psi_zalloc_aligned(sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
 		if (stock) {
 			/* Slots: only ever atomic RMWs and loads once zeroed. */
 			PS_ANNOTATE_BENIGN_RACE_SIZED(stock, sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
@@ -465,14 +465,14 @@ struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *p
 	struct ps_charge *c;
 
 	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT || limit < 0 || limit > PS_CHARGE_MAX)
-		return _ps_err_null(EINVAL);
+		return psi_err_null(EINVAL);
 	/* No counter without the fork handlers that keep charge_topo usable in a child. */
 	if (ps_unlikely(!__atomic_load_n(&charge_atfork_ok, __ATOMIC_RELAXED)) &&
 			!charge_atfork_install())
-		return _ps_err_null(ENOMEM);
-	c = _ps_zalloc_aligned(sizeof(*c));
+		return psi_err_null(ENOMEM);
+	c = psi_zalloc_aligned(sizeof(*c));
 	if (!c)
-		return _ps_err_null(ENOMEM);
+		return psi_err_null(ENOMEM);
 	c->kind = kind;
 	c->limit = limit;
 	c->parent = parent;
@@ -481,8 +481,8 @@ struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *p
 	charge_declare_atomics(c);
 	if (kind == PS_CHARGE_STOCK) {
 		if (charge_enable_stock(c)) {
-			_ps_free_aligned(c);
-			return _ps_err_null(ENOMEM);
+			psi_free_aligned(c);
+			return psi_err_null(ENOMEM);
 		}
 		c->stock_batch = PS_CHARGE_STOCK_BATCH;
 	}
@@ -519,8 +519,8 @@ int ps_charge_destroy(struct ps_charge *c)
 	if (c->stock)
 		__atomic_sub_fetch(&charge_nr_stocked, 1, __ATOMIC_RELAXED);
 	ps_spin_unlock(&charge_topo);
-	_ps_free_aligned(c->stock);
-	_ps_free_aligned(c);
+	psi_free_aligned(c->stock);
+	psi_free_aligned(c);
 	return 0;
 }
 

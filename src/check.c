@@ -42,8 +42,8 @@
 
 #include "check.h"
 #include "held.h"
-#include "rcu_qsbr.h"
 #include "store_internal.h"
+#include "variants.h"
 
 #define PS_CHK_SECTIONS 16     /* sections a thread record names (deeper: not checked) */
 #define PS_CHK_GRAVES 64       /* destroyed stores kept poisoned */
@@ -52,9 +52,9 @@
 #define PS_CHK_THREADS_MAX 256 /* threads one scan looks at */
 
 #ifdef POLSTORE_CHECKING
-bool _ps_checking = true;
+bool psi_checking = true;
 #else
-bool _ps_checking;
+bool psi_checking;
 #endif
 
 /* What a section holds, or what a wait needs (a mask). */
@@ -114,7 +114,7 @@ __attribute__((constructor)) static void chk_read_env(void)
 	const char *v = getenv("POLSTORE_CHECK");
 
 	if (v && (!strcmp(v, "1") || !strcmp(v, "0")))
-		_ps_checking = v[0] == '1';
+		psi_checking = v[0] == '1';
 }
 
 static inline struct chk_store *chk_of(const struct ps_store *s)
@@ -131,7 +131,7 @@ __attribute__((noreturn, cold, format(printf, 2, 3))) static void chk_die(const 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	_ps_misuse(call, "%s (checking mode)", msg);
+	psi_misuse(call, "%s (checking mode)", msg);
 }
 
 /* ---- thread records ---- */
@@ -474,49 +474,44 @@ static void chk_watchdog_start(void)
 /* What a call waits for, per variant: a lock exclusively, a grace period. */
 static int chk_lock_wait(const struct ps_store *s)
 {
-	return s->sync == PS_SYNC_RCU || s->sync == PS_SYNC_RCU_QSBR ? 0 : CHK_EXCL;
+	return psi_variant_has(s, PSI_V_LOCK) ? CHK_EXCL : 0;
 }
 
 static int chk_gp_wait(const struct ps_store *s)
 {
-	switch (s->sync) {
-	case PS_SYNC_SEQLOCK:
-	case PS_SYNC_RCU:
-		return CHK_GP_MEMB;
-	case PS_SYNC_RCU_QSBR:
-		return CHK_GP_QSBR;
-	default:
+	const struct psi_flavour *f = psi_variant_of(s)->flavour;
+
+	if (!f)
 		return 0;
-	}
+	return f->id == PSI_FLAVOUR_QSBR ? CHK_GP_QSBR : CHK_GP_MEMB;
 }
 
 /* What a read-side section (@walk: a foreach walk) of @s holds. */
 static int chk_section_kind(const struct ps_store *s, bool walk)
 {
-	switch (s->sync) {
-	case PS_SYNC_SPIN:
+	if (psi_variant_has(s, PSI_V_SECTION_LOCK))
+		return psi_variant_has(s, PSI_V_SECTION_SHARED) ? CHK_SHARED : CHK_EXCL;
+	if (walk && psi_variant_has(s, PSI_V_WALK_EXCL))
 		return CHK_EXCL;
-	case PS_SYNC_RWLOCK:
-		return CHK_SHARED;
-	case PS_SYNC_SEQLOCK:
-		return walk ? CHK_EXCL : CHK_GP_MEMB;
-	case PS_SYNC_RCU:
-		return CHK_GP_MEMB;
-	default:
-		return CHK_GP_QSBR;
-	}
+	return chk_gp_wait(s);
 }
 
-/* SPIN and RWLOCK sections hold a lock that a thread exit leaves held. */
+/* Sections that hold a lock leave it held when their thread exits. */
 static bool chk_exit_ok(const struct ps_store *s)
 {
-	return s->sync != PS_SYNC_SPIN && s->sync != PS_SYNC_RWLOCK;
+	return !psi_variant_has(s, PSI_V_SECTION_LOCK);
 }
 
-/* SPIN lookups take the lock; the other variants' never wait for long. */
+/* Lookups of a variant whose sections hold its lock exclusively take it; others never wait long. */
 static int chk_read_wait(const struct ps_store *s)
 {
-	return s->sync == PS_SYNC_SPIN ? CHK_EXCL : 0;
+	return chk_section_kind(s, false) == CHK_EXCL ? CHK_EXCL : 0;
+}
+
+/* A walk waits for the lock when it takes it exclusively. */
+static int chk_walk_wait(const struct ps_store *s)
+{
+	return psi_variant_has(s, PSI_V_WALK_EXCL) ? CHK_EXCL : 0;
 }
 
 #define CHK_CALL(s, call, mask, expr)                                                              \
@@ -584,7 +579,9 @@ static void chk_read_unlock(struct ps_store *s)
 /* Borrowed reads: inside a section of @s on this thread (RCU_QSBR: or online). */
 static void chk_borrow_context(struct ps_store *s, const char *call)
 {
-	if (s->sync == PS_SYNC_RCU_QSBR && ps_qsbr_online_now())
+	const struct psi_flavour *f = psi_variant_of(s)->flavour;
+
+	if (f && f->reads_free())
 		return;
 	if (!chk_holds(me(), s))
 		chk_die(call, "%s store %p: called outside every read-side section of it on "
@@ -639,7 +636,7 @@ static int chk_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
 	struct chk_walk w = { fn, arg, me(), s, "ps_store_foreach()", false };
 
-	chk_wait_begin(w.t, s, w.call, s->sync == PS_SYNC_RWLOCK ? 0 : chk_lock_wait(s));
+	chk_wait_begin(w.t, s, w.call, chk_walk_wait(s));
 	return chk_walk_end(&w, chk_of(s)->real->foreach(s, chk_walk_cb, &w));
 }
 
@@ -648,7 +645,7 @@ static int chk_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, p
 {
 	struct chk_walk w = { fn, arg, me(), s, "ps_store_foreach_range()", false };
 
-	chk_wait_begin(w.t, s, w.call, s->sync == PS_SYNC_RWLOCK ? 0 : chk_lock_wait(s));
+	chk_wait_begin(w.t, s, w.call, chk_walk_wait(s));
 	return chk_walk_end(&w, chk_of(s)->real->foreach_range(s, start, end, chk_walk_cb, &w));
 }
 
@@ -680,7 +677,7 @@ static void chk_synchronize(struct ps_store *s)
 
 /* ---- destroyed stores ---- */
 
-void _ps_check_dead(const struct ps_store *s, const char *call)
+void psi_check_dead(const struct ps_store *s, const char *call)
 {
 	chk_die(call, "store %p was destroyed (ps_store_destroy() or "
 			"ps_store_destroy_deferred())", (const void *)s);
@@ -689,7 +686,7 @@ void _ps_check_dead(const struct ps_store *s, const char *call)
 #define CHK_DEAD(name, call, ret, ...)                                                             \
 	static ret chk_dead_##name(struct ps_store *s, ##__VA_ARGS__)                              \
 	{                                                                                          \
-		_ps_check_dead(s, call);                                                           \
+		psi_check_dead(s, call);                                                           \
 	}
 
 /* Every one aborts: their arguments go unused. */
@@ -747,7 +744,7 @@ static void chk_bury(struct ps_store *s)
 	chk_graves[chk_graves_next] = s;
 	chk_graves_next = (chk_graves_next + 1) % PS_CHK_GRAVES;
 	pthread_mutex_unlock(&chk_lock);
-	_ps_free_aligned(old);
+	psi_free_aligned(old);
 }
 
 static void chk_destroy(struct ps_store *s)
@@ -765,16 +762,16 @@ static void chk_destroy(struct ps_store *s)
 				call ? call : "?");
 	}
 	/* The variant frees everything but the store's own block, which is buried. */
-	_ps_free_keep = s;
+	psi_free_keep = s;
 	c->real->destroy(s);
-	_ps_free_keep = NULL;
-	_ps_free(c);
+	psi_free_keep = NULL;
+	psi_free(c);
 	chk_bury(s);
 }
 
-int _ps_check_store(struct ps_store *s)
+int psi_check_store(struct ps_store *s)
 {
-	struct chk_store *c = _ps_alloc(sizeof(*c));
+	struct chk_store *c = psi_alloc(sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;

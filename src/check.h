@@ -20,18 +20,18 @@
 struct ps_store;
 
 /* On: stores created now are checked.  Written before threads exist (constructor) or by tests. */
-extern bool _ps_checking;
+extern bool psi_checking;
 
 /*
  * Put @s (just created, not yet shared) under the checks.  Return: 0, or
  * -ENOMEM (@s unchanged).
  */
-int _ps_check_store(struct ps_store *s);
+int psi_check_store(struct ps_store *s);
 
 /* The first word of a checked store once it is destroyed (store.c checks it where no op runs). */
 #define PS_STORE_TAG_DEAD 0xdead57feu
 
 /* A call on a destroyed checked store (@call names it): a message, and abort(). */
-__attribute__((noreturn, cold)) void _ps_check_dead(const struct ps_store *s, const char *call);
+__attribute__((noreturn, cold)) void psi_check_dead(const struct ps_store *s, const char *call);
 
 #endif /* POLSTORE_SRC_CHECK_H */

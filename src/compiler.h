@@ -21,6 +21,8 @@
 #define PS_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 
 #define ps_likely(x) __builtin_expect(!!(x), 1)
+/* A core written once and instantiated by named wrappers (sync_lock.c). */
+#define psi_always_inline static inline __attribute__((always_inline))
 #define ps_unlikely(x) __builtin_expect(!!(x), 0)
 
 #define ps_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
@@ -42,7 +44,7 @@ static inline void ps_cpu_relax(void)
 /*
  * A small number for the calling thread, handed out 0, 1, 2, ... in the
  * order threads first ask, and fixed for the thread's life.  Per-thread slot
- * arrays index with `_ps_thread_index() % NSLOTS`, so the first NSLOTS
+ * arrays index with `psi_thread_index() % NSLOTS`, so the first NSLOTS
  * threads never share a slot (a hash of the thread id could collide).
  * Exported: the inline read side's striped counts use it without rseq
  * (polstore/static/policy.h).
@@ -50,7 +52,7 @@ static inline void ps_cpu_relax(void)
 PS_API extern __thread int _ps_thread_idx __attribute__((tls_model("initial-exec")));
 PS_API int _ps_thread_index_slow(void);
 
-static inline unsigned _ps_thread_index(void)
+static inline unsigned psi_thread_index(void)
 {
 	int i = _ps_thread_idx;
 
@@ -58,19 +60,19 @@ static inline unsigned _ps_thread_index(void)
 }
 
 /* A constructor's failure: errno = @err, and NULL to return (errors: CONVENTIONS item 4). */
-static inline void *_ps_err_null(int err)
+static inline void *psi_err_null(int err)
 {
 	errno = err;
 	return NULL;
 }
 
 /* Allocation through the hooks of polstore/alloc.h. */
-void *_ps_alloc(size_t size);
-void *_ps_zalloc(size_t size);
-void _ps_free(void *ptr);
-void *_ps_zalloc_aligned(size_t size);
-void _ps_free_aligned(void *ptr);
-/* A block _ps_free_aligned() leaves alone on this thread (the checking mode's graves). */
-extern __thread void *_ps_free_keep __attribute__((tls_model("initial-exec")));
+void *psi_alloc(size_t size);
+void *psi_zalloc(size_t size);
+void psi_free(void *ptr);
+void *psi_zalloc_aligned(size_t size);
+void psi_free_aligned(void *ptr);
+/* A block psi_free_aligned() leaves alone on this thread (the checking mode's graves). */
+extern __thread void *psi_free_keep __attribute__((tls_model("initial-exec")));
 
 #endif /* POLSTORE_SRC_COMPILER_H */

@@ -6,38 +6,38 @@
 
 #include "held.h"
 
-__thread struct ps_held _ps_held __attribute__((tls_model("initial-exec")));
+__thread struct ps_held psi_held __attribute__((tls_model("initial-exec")));
 
-bool _ps_held_find(const void *obj)
+bool psi_held_find(const void *obj)
 {
-	unsigned i, n = _ps_held.n < PS_HELD_MAX ? _ps_held.n : PS_HELD_MAX;
+	unsigned i, n = psi_held.n < PS_HELD_MAX ? psi_held.n : PS_HELD_MAX;
 
 	for (i = 0; i < n; i++)
-		if (_ps_held.obj[i] == obj)
+		if (psi_held.obj[i] == obj)
 			return true;
 	return false;
 }
 
 /* A section closed out of order: take its entry out (the last recorded one of @obj). */
-void _ps_held_drop(const void *obj)
+void psi_held_drop(const void *obj)
 {
-	unsigned i, n = _ps_held.n < PS_HELD_MAX ? _ps_held.n : PS_HELD_MAX;
+	unsigned i, n = psi_held.n < PS_HELD_MAX ? psi_held.n : PS_HELD_MAX;
 
-	if (!_ps_held.n)
+	if (!psi_held.n)
 		return;
 	for (i = n; i-- > 0;) {
-		if (_ps_held.obj[i] == obj) {
+		if (psi_held.obj[i] == obj) {
 			for (; i + 1 < n; i++)
-				_ps_held.obj[i] = _ps_held.obj[i + 1];
-			if (_ps_held.n > PS_HELD_MAX)
-				_ps_held.obj[n - 1] = NULL; /* a deeper, unnamed section moves up */
+				psi_held.obj[i] = psi_held.obj[i + 1];
+			if (psi_held.n > PS_HELD_MAX)
+				psi_held.obj[n - 1] = NULL; /* a deeper, unnamed section moves up */
 			break;
 		}
 	}
-	_ps_held.n--;
+	psi_held.n--;
 }
 
-void _ps_misuse(const char *call, const char *fmt, ...)
+void psi_misuse(const char *call, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;

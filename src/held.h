@@ -26,43 +26,43 @@ struct ps_held {
 	const void *obj[PS_HELD_MAX];
 };
 
-extern __thread struct ps_held _ps_held __attribute__((tls_model("initial-exec")));
+extern __thread struct ps_held psi_held __attribute__((tls_model("initial-exec")));
 
-bool _ps_held_find(const void *obj);
-void _ps_held_drop(const void *obj);
+bool psi_held_find(const void *obj);
+void psi_held_drop(const void *obj);
 
 /*
  * A misuse that cannot return an error (a void call that would wait for
  * itself for ever): print "polstore: @call: @fmt..." on stderr and abort().
  */
-__attribute__((noreturn, cold, format(printf, 2, 3))) void _ps_misuse(const char *call,
+__attribute__((noreturn, cold, format(printf, 2, 3))) void psi_misuse(const char *call,
 		const char *fmt, ...);
 
 /* A section of @obj is open on this thread: record it. */
 static inline void ps_held_push(const void *obj)
 {
-	unsigned n = _ps_held.n;
+	unsigned n = psi_held.n;
 
 	if (ps_likely(n < PS_HELD_MAX))
-		_ps_held.obj[n] = obj;
-	_ps_held.n = n + 1;
+		psi_held.obj[n] = obj;
+	psi_held.n = n + 1;
 }
 
 /* The section of @obj that ps_held_push() recorded is closed. */
 static inline void ps_held_pop(const void *obj)
 {
-	unsigned n = _ps_held.n;
+	unsigned n = psi_held.n;
 
-	if (ps_likely(n && n <= PS_HELD_MAX && _ps_held.obj[n - 1] == obj))
-		_ps_held.n = n - 1; /* the usual case: sections close in the order they opened */
+	if (ps_likely(n && n <= PS_HELD_MAX && psi_held.obj[n - 1] == obj))
+		psi_held.n = n - 1; /* the usual case: sections close in the order they opened */
 	else
-		_ps_held_drop(obj);
+		psi_held_drop(obj);
 }
 
 /* True when this thread holds a section of @obj (so its lock, or a share of it). */
 static inline bool ps_held(const void *obj)
 {
-	return ps_unlikely(_ps_held.n) && _ps_held_find(obj);
+	return ps_unlikely(psi_held.n) && psi_held_find(obj);
 }
 
 #endif /* POLSTORE_SRC_HELD_H */

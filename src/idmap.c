@@ -170,7 +170,7 @@ static inline unsigned idmap_index(const struct idmap_node *n, uint64_t id)
 
 static struct idmap_node *idmap_node_new(unsigned shift)
 {
-	struct idmap_node *n = _ps_zalloc(sizeof(*n));
+	struct idmap_node *n = psi_zalloc(sizeof(*n));
 
 	if (n) {
 		n->shift = shift;
@@ -187,7 +187,7 @@ static void idmap_node_free(struct idmap_node *n)
 		for (i = 0; i < IDMAP_FANOUT; i++)
 			if (n->slots[i])
 				idmap_node_free(n->slots[i]);
-	_ps_free(n);
+	psi_free(n);
 }
 
 struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
@@ -196,14 +196,14 @@ struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
 	int err;
 
 	if ((unsigned)sync >= PS_IDMAP_SYNC_COUNT)
-		return _ps_err_null(EINVAL);
+		return psi_err_null(EINVAL);
 	/* RCU readers register with liburcu: never without the thread-exit hook. */
-	err = sync == PS_IDMAP_RCU ? _ps_rcu_thread_init() : 0;
+	err = sync == PS_IDMAP_RCU ? psi_rcu_thread_init() : 0;
 	if (err)
-		return _ps_err_null(-err);
-	map = _ps_zalloc_aligned(offsetof(struct ps_idmap, lock) + ps_lock_size(idmap_lock_kind(sync)));
+		return psi_err_null(-err);
+	map = psi_zalloc_aligned(offsetof(struct ps_idmap, lock) + ps_lock_size(idmap_lock_kind(sync)));
 	if (!map)
-		return _ps_err_null(ENOMEM);
+		return psi_err_null(ENOMEM);
 	map->sync = sync;
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->root, sizeof(map->root)); /* atomics only */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->count, sizeof(map->count)); /* atomics only */
@@ -233,7 +233,7 @@ void ps_idmap_destroy(struct ps_idmap *map)
 		idmap_node_free(map->root);
 	pthread_mutex_destroy(&map->drain_lock);
 	pthread_mutex_destroy(&map->defer_lock);
-	_ps_free_aligned(map);
+	psi_free_aligned(map);
 }
 
 int ps_idmap_sync_kind(const struct ps_idmap *map)
@@ -265,7 +265,7 @@ void ps_idmap_read_lock(struct ps_idmap *map)
 		ps_memb_read_lock();
 	} else {
 		if (map->sync == PS_IDMAP_SPIN && ps_held(map))
-			_ps_misuse("ps_idmap_read_lock()", "spin id map %p: this thread holds its "
+			psi_misuse("ps_idmap_read_lock()", "spin id map %p: this thread holds its "
 					"lock already (a section of this map is open): it would "
 					"wait for itself", (void *)map);
 		ps_lock_read_lock(&map->lock, idmap_lock_kind(map->sync));
@@ -676,7 +676,7 @@ static void idmap_drain(struct ps_idmap *map, bool wait)
 		for (pos.i = 0; pos.i < b->n; pos.i++)
 			b->e[pos.i].fn(b->e[pos.i].ptr);
 		map->draining = b->next;
-		_ps_free(b);
+		psi_free(b);
 		PS_ANNOTATE_HAPPENS_BEFORE(&map->pending); /* pairs with ps_idmap_barrier() */
 		__atomic_sub_fetch(&map->pending, 1, __ATOMIC_RELEASE);
 	}
@@ -697,7 +697,7 @@ static void idmap_retire_batch(struct ps_idmap *map, struct idmap_batch *b)
 	b->item.release = idmap_batch_ready;
 	__atomic_add_fetch(&map->pending, 1, __ATOMIC_RELAXED);
 	PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch */
-	if (!_ps_reclaim_defer(&_ps_reclaim_memb, &b->item))
+	if (!psi_reclaim_defer(psi_flavour_memb.reclaimer, &b->item))
 		return;
 	idmap_synchronize(map);
 	idmap_push_ready(map, b);
@@ -713,7 +713,7 @@ int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *))
 	}
 	pthread_mutex_lock(&map->defer_lock);
 	if (!map->defer) {
-		map->defer = _ps_alloc(sizeof(*map->defer));
+		map->defer = psi_alloc(sizeof(*map->defer));
 		if (map->defer)
 			map->defer->n = 0;
 	}
@@ -759,6 +759,6 @@ void ps_idmap_barrier(struct ps_idmap *map)
 	 * reclaim thread has passed the barrier, or was taken off it by a
 	 * drain that holds @drain_lock until its frees ran.
 	 */
-	_ps_reclaim_barrier(&_ps_reclaim_memb);
+	psi_reclaim_barrier(psi_flavour_memb.reclaimer);
 	idmap_drain(map, true);
 }

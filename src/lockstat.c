@@ -11,6 +11,7 @@
 #include <polstore/lockstat.h>
 
 #include "store_internal.h"
+#include "variants.h"
 
 #ifdef POLSTORE_LOCK_STAT
 static void row_from_class(struct ps_lock_stat_row *row, const struct ps_lstat_class *c)
@@ -125,7 +126,8 @@ int ps_store_lock_stat_print(struct ps_store *store, const char *name, bool head
 		fputc('\n', out);
 	}
 	print_row(out, name, 'W', &rows[PS_LOCK_STAT_WRITE]);
-	if (rows[PS_LOCK_STAT_READ].acquisitions || store->sync == PS_SYNC_RWLOCK)
+	/* A lock readers share shows its read row even when empty. */
+	if (rows[PS_LOCK_STAT_READ].acquisitions || psi_variant_has(store, PSI_V_SECTION_SHARED))
 		print_row(out, name, 'R', &rows[PS_LOCK_STAT_READ]);
 	return 0;
 }

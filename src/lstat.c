@@ -7,7 +7,7 @@
 #include "lstat.h"
 
 #ifdef POLSTORE_LOCK_STAT
-uint64_t _ps_lstat_now(void)
+uint64_t psi_lstat_now(void)
 {
 	struct timespec ts;
 
@@ -40,10 +40,10 @@ static void stat_add(uint64_t *slot, uint64_t v)
 	__atomic_fetch_add(slot, v, __ATOMIC_RELAXED);
 }
 
-uint64_t _ps_lstat_acquired(struct ps_lstat *st, int dir, uint64_t wait_start)
+uint64_t psi_lstat_acquired(struct ps_lstat *st, int dir, uint64_t wait_start)
 {
 	struct ps_lstat_class *c = &st->cls[dir];
-	uint64_t now = _ps_lstat_now();
+	uint64_t now = psi_lstat_now();
 	int cpu = sched_getcpu();
 	/* Any previous acquirer, of either direction, on another CPU means the line moved. */
 	int prev = __atomic_exchange_n(&st->cls[0].last_cpu, cpu + 1, __ATOMIC_RELAXED);
@@ -67,10 +67,10 @@ uint64_t _ps_lstat_acquired(struct ps_lstat *st, int dir, uint64_t wait_start)
 	return now;
 }
 
-void _ps_lstat_released(struct ps_lstat *st, int dir, uint64_t hold_start)
+void psi_lstat_released(struct ps_lstat *st, int dir, uint64_t hold_start)
 {
 	struct ps_lstat_class *c = &st->cls[dir];
-	uint64_t h = _ps_lstat_now() - hold_start;
+	uint64_t h = psi_lstat_now() - hold_start;
 
 	if (h) {
 		stat_min(&c->hold_min, h);

@@ -34,25 +34,25 @@ struct ps_lstat_hold {
 	uint64_t start;
 };
 
-uint64_t _ps_lstat_now(void);
+uint64_t psi_lstat_now(void);
 /* Acquisition done; @wait_start is 0 when the first attempt succeeded.  Returns the hold start. */
-uint64_t _ps_lstat_acquired(struct ps_lstat *st, int dir, uint64_t wait_start);
-void _ps_lstat_released(struct ps_lstat *st, int dir, uint64_t hold_start);
+uint64_t psi_lstat_acquired(struct ps_lstat *st, int dir, uint64_t wait_start);
+void psi_lstat_released(struct ps_lstat *st, int dir, uint64_t hold_start);
 
 static inline uint64_t ps_lstat_wait_begin(void)
 {
-	return _ps_lstat_now();
+	return psi_lstat_now();
 }
 
 static inline void ps_lstat_acquired(struct ps_lstat *st, int dir, uint64_t wait_start,
 		struct ps_lstat_hold *hold)
 {
-	hold->start = _ps_lstat_acquired(st, dir, wait_start);
+	hold->start = psi_lstat_acquired(st, dir, wait_start);
 }
 
 static inline void ps_lstat_released(struct ps_lstat *st, int dir, const struct ps_lstat_hold *hold)
 {
-	_ps_lstat_released(st, dir, hold->start);
+	psi_lstat_released(st, dir, hold->start);
 }
 
 static inline struct ps_lstat *ps_lstat_of(struct ps_lstat *st)

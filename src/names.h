@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Name tables: the one home of every enum <-> name mapping of the public API
- * (ps_sync_name(), ps_charge_kind_name(), ps_idmap_sync_name(),
- * ps_overcommit_name() and their *_from_name() inverses).  Each module keeps
+ * (ps_charge_kind_name(), ps_idmap_sync_name(), ps_overcommit_name() and
+ * their *_from_name() inverses; ps_sync_name() reads the variants' rows,
+ * variants.c, the same way).  Each module keeps
  * its table, `static const char *const names[COUNT]` indexed by the enum,
  * and defines the pair with PS_NAME_FUNCS(), so every table is read the
  * same way: out-of-range values have no name, an unknown or NULL name is
- * -EINVAL.  ps_mode_name() (policy.c) reads its table with _ps_name_of()
+ * -EINVAL.  ps_mode_name() (policy.c) reads its table with psi_name_of()
  * too; it has no inverse, and its API names an invalid mode "unknown".
  */
 #ifndef POLSTORE_SRC_NAMES_H
@@ -16,13 +17,13 @@
 #include <string.h>
 
 /* @names[@value], or NULL when @value is not below @count. */
-static inline const char *_ps_name_of(const char *const *names, int count, int value)
+static inline const char *psi_name_of(const char *const *names, int count, int value)
 {
 	return (unsigned)value < (unsigned)count ? names[value] : NULL;
 }
 
 /* The index of @name in @names[0 .. @count), or -EINVAL (also for NULL). */
-static inline int _ps_name_index(const char *const *names, int count, const char *name)
+static inline int psi_name_index(const char *const *names, int count, const char *name)
 {
 	int i;
 
@@ -41,11 +42,11 @@ static inline int _ps_name_index(const char *const *names, int count, const char
 #define PS_NAME_FUNCS(type, name_fn, from_name_fn, names, count)                                   \
 	const char *name_fn(type value)                                                            \
 	{                                                                                          \
-		return _ps_name_of(names, count, (int)value);                                      \
+		return psi_name_of(names, count, (int)value);                                      \
 	}                                                                                          \
 	int from_name_fn(const char *name)                                                         \
 	{                                                                                          \
-		return _ps_name_index(names, count, name);                                         \
+		return psi_name_index(names, count, name);                                         \
 	}
 
 #endif /* POLSTORE_SRC_NAMES_H */

@@ -161,16 +161,16 @@ struct ps_policy *ps_policy_from_addr(const void *addr)
 	int ret = ps_numa_available();
 
 	if (ret)
-		return _ps_err_null(-ret);
+		return psi_err_null(-ret);
 	if (get_mempolicy(&kmode, mask, PS_KMASK_BITS + 1, (void *)addr, MPOL_F_ADDR))
 		return NULL; /* errno from the kernel: EFAULT, EINVAL, ... */
 	flags = (unsigned)kmode & PS_MPOL_F_ALL;
 	mode = kmode & ~(int)PS_MPOL_F_ALL;
 	if (mode < 0 || mode >= PS_MPOL_MAX)
-		return _ps_err_null(EOPNOTSUPP);
+		return psi_err_null(EOPNOTSUPP);
 	for (i = PS_MAX_NUMNODES / PS_BITS_PER_LONG; i < PS_KMASK_LONGS; i++) {
 		if (mask[i])
-			return _ps_err_null(EOVERFLOW);
+			return psi_err_null(EOVERFLOW);
 	}
 	/*
 	 * The kernel reports the nodes of DEFAULT and LOCAL as empty; an old
@@ -226,12 +226,12 @@ static int ps_apply_collect_fn(uint64_t start, uint64_t end, struct ps_policy *p
 		return 0;
 	if (c->n == c->cap) {
 		size_t cap = c->cap * 2;
-		struct ps_apply_piece *v = _ps_alloc(cap * sizeof(*v));
+		struct ps_apply_piece *v = psi_alloc(cap * sizeof(*v));
 
 		if (!v)
 			return PS_COLLECT_NOMEM;
 		memcpy(v, c->v, c->n * sizeof(*v));
-		_ps_free(c->v);
+		psi_free(c->v);
 		c->v = v;
 		c->cap = cap;
 	}
@@ -273,7 +273,7 @@ int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page
 		c.cap = npages;
 	if (c.cap < 4)
 		c.cap = 4;
-	c.v = _ps_alloc(c.cap * sizeof(*c.v));
+	c.v = psi_alloc(c.cap * sizeof(*c.v));
 	if (!c.v)
 		return -ENOMEM;
 	/* Only the ranges that meet the window: a seek, not a walk of the whole store. */
@@ -306,6 +306,6 @@ int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page
 out:
 	for (i = 0; i < c.n; i++)
 		ps_policy_put(c.v[i].pol);
-	_ps_free(c.v);
+	psi_free(c.v);
 	return ret;
 }

@@ -51,7 +51,7 @@ struct ps_pcounter {
 
 static inline int pcounter_slot_index(void)
 {
-	return (int)(_ps_thread_index() % PS_PCOUNTER_SLOTS);
+	return (int)(psi_thread_index() % PS_PCOUNTER_SLOTS);
 }
 
 struct ps_pcounter *ps_pcounter_create(int64_t initial, int32_t batch)
@@ -59,10 +59,10 @@ struct ps_pcounter *ps_pcounter_create(int64_t initial, int32_t batch)
 	struct ps_pcounter *pc;
 
 	if (batch < 1)
-		return _ps_err_null(EINVAL);
-	pc = _ps_zalloc_aligned(sizeof(*pc));
+		return psi_err_null(EINVAL);
+	pc = psi_zalloc_aligned(sizeof(*pc));
 	if (!pc)
-		return _ps_err_null(ENOMEM);
+		return psi_err_null(ENOMEM);
 	pc->count = initial;
 	pc->batch = batch;
 	ps_spin_init(&pc->lock);
@@ -75,7 +75,7 @@ struct ps_pcounter *ps_pcounter_create(int64_t initial, int32_t batch)
 
 void ps_pcounter_destroy(struct ps_pcounter *pc)
 {
-	_ps_free_aligned(pc);
+	psi_free_aligned(pc);
 }
 
 int ps_pcounter_add(struct ps_pcounter *pc, int64_t delta)
@@ -277,20 +277,20 @@ struct ps_commit *ps_commit_create(enum ps_overcommit mode, uint64_t total_pages
 	struct ps_commit *cm;
 
 	if ((unsigned)mode >= PS_OVERCOMMIT_COUNT || ncpus < 0 || total_pages > INT64_MAX)
-		return _ps_err_null(EINVAL);
+		return psi_err_null(EINVAL);
 	if (!ncpus) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 		ncpus = n > 0 && n < INT_MAX ? (int)n : 1;
 	}
-	cm = _ps_zalloc(sizeof(*cm));
+	cm = psi_zalloc(sizeof(*cm));
 	if (!cm)
-		return _ps_err_null(ENOMEM);
+		return psi_err_null(ENOMEM);
 	cm->pc = ps_pcounter_create(0, ps_pcounter_compute_batch(total_pages, ncpus,
 					     mode == PS_OVERCOMMIT_NEVER));
 	if (!cm->pc) {
-		_ps_free(cm);
-		return _ps_err_null(ENOMEM);
+		psi_free(cm);
+		return psi_err_null(ENOMEM);
 	}
 	cm->total = (int64_t)total_pages;
 	cm->ncpus = ncpus;
@@ -308,7 +308,7 @@ void ps_commit_destroy(struct ps_commit *cm)
 	if (!cm)
 		return;
 	ps_pcounter_destroy(cm->pc);
-	_ps_free(cm);
+	psi_free(cm);
 }
 
 int ps_commit_set_mode(struct ps_commit *cm, enum ps_overcommit mode)

@@ -73,7 +73,7 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 		errno = EINVAL;
 		return NULL;
 	}
-	pol = _ps_alloc(sizeof(*pol));
+	pol = psi_alloc(sizeof(*pol));
 	if (!pol) {
 		errno = ENOMEM;
 		return NULL;
@@ -118,7 +118,7 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 	pol->weight = weight;
 	return pol;
 inval:
-	_ps_free(pol);
+	psi_free(pol);
 	errno = EINVAL;
 	return NULL;
 }
@@ -130,7 +130,7 @@ struct ps_policy *ps_policy_get(struct ps_policy *pol)
 
 void ps_policy_put(struct ps_policy *pol)
 {
-	_ps_policy_put(pol);
+	psi_policy_put(pol);
 }
 
 /* A get whose stripe was closed under it: the reference goes on the atomic count. */
@@ -169,8 +169,8 @@ void _ps_policy_release(struct ps_policy *pol, long old)
 	PS_ANNOTATE_HAPPENS_AFTER(pol);
 	assert(__atomic_load_n(&pol->refmode, __ATOMIC_RELAXED) == PS_REF_ATOMIC);
 	assert(__atomic_load_n(&pol->stores, __ATOMIC_RELAXED) == 0);
-	_ps_free(pol->stripes);
-	_ps_free(pol);
+	psi_free(pol->stripes);
+	psi_free(pol);
 }
 
 /*
@@ -275,7 +275,7 @@ void _ps_policy_heat(struct ps_policy *pol)
 
 	if (!pol->stripe_mask || __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED))
 		return;
-	s = _ps_alloc(bytes);
+	s = psi_alloc(bytes);
 	if (!s) {
 		__atomic_store_n(&pol->hits, 0, __ATOMIC_RELAXED);
 		return;
@@ -286,13 +286,13 @@ void _ps_policy_heat(struct ps_policy *pol)
 	/* Seq_cst: against @stores (see ps_ref_sync()). */
 	if (!__atomic_compare_exchange_n(&pol->stripes, &none, s, false, __ATOMIC_SEQ_CST,
 			    __ATOMIC_RELAXED)) {
-		_ps_free(s);
+		psi_free(s);
 		return;
 	}
 	ps_ref_sync(pol);
 }
 
-void _ps_policy_store_get(struct ps_policy *pol)
+void psi_policy_store_get(struct ps_policy *pol)
 {
 	if (!pol)
 		return;
@@ -302,7 +302,7 @@ void _ps_policy_store_get(struct ps_policy *pol)
 		ps_ref_sync(pol);
 }
 
-void _ps_policy_store_put(struct ps_policy *pol)
+void psi_policy_store_put(struct ps_policy *pol)
 {
 	long old;
 
@@ -319,7 +319,7 @@ void _ps_policy_store_put(struct ps_policy *pol)
 	_ps_policy_put_slow(pol);
 }
 
-long _ps_policy_stores(const struct ps_policy *pol)
+long psi_policy_stores(const struct ps_policy *pol)
 {
 	return __atomic_load_n(&pol->stores, __ATOMIC_RELAXED);
 }
@@ -442,7 +442,7 @@ static const char *const mode_names[PS_MPOL_MAX] = {
 
 const char *ps_mode_name(int mode)
 {
-	const char *name = _ps_name_of(mode_names, PS_MPOL_MAX, mode);
+	const char *name = psi_name_of(mode_names, PS_MPOL_MAX, mode);
 
 	return name ? name : "unknown";
 }

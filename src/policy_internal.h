@@ -20,12 +20,12 @@
 #define PS_BITS_PER_LONG (sizeof(unsigned long) * CHAR_BIT)
 #define PS_NODEMASK_LONGS PS_NODEMASK_WORDS
 
-/* Out-of-line halves of _ps_policy_put(). */
+/* Out-of-line halves of psi_policy_put(). */
 PS_API void _ps_policy_put_slow(struct ps_policy *pol);
 PS_API void _ps_policy_release(struct ps_policy *pol, long old);
 
 /* ps_policy_put() inlined: drop a reference the caller holds (NULL: nothing). */
-static inline void _ps_policy_put(struct ps_policy *pol)
+static inline void psi_policy_put(struct ps_policy *pol)
 {
 	long old;
 
@@ -49,16 +49,16 @@ static inline void _ps_policy_put(struct ps_policy *pol)
 }
 
 /* Read the node topology now if no lookup has yet (topology.c): stores do at creation. */
-void _ps_numa_topology_load(void);
+void psi_numa_topology_load(void);
 /* Exported for the inline code of programs built against earlier headers. */
 PS_API int _ps_numa_nearest(const unsigned long *nodes, int local_node);
 PS_API int _ps_numa_weighted(const unsigned long *nodes, uint64_t ilx);
 
 /* A store's reference, taken for a range (writers only: not a hot path). */
-void _ps_policy_store_get(struct ps_policy *pol);
+void psi_policy_store_get(struct ps_policy *pol);
 /* Drop a store's reference; when it was the last store's, the stripes close first. */
-void _ps_policy_store_put(struct ps_policy *pol);
+void psi_policy_store_put(struct ps_policy *pol);
 /* The number of store references (for invariant checks: a stored range's policy has >= 1). */
-long _ps_policy_stores(const struct ps_policy *pol);
+long psi_policy_stores(const struct ps_policy *pol);
 
 #endif /* POLSTORE_SRC_POLICY_INTERNAL_H */

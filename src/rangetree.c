@@ -33,26 +33,6 @@ void ps_rtree_init(struct ps_rtree *t)
 	t->count = 0;
 }
 
-struct ps_range *ps_range_list_pop(struct ps_range_list *l)
-{
-	struct ps_range *r = l->head;
-
-	if (r) {
-		l->head = r->next_free;
-		if (!--l->n)
-			l->tail = NULL;
-	}
-	return r;
-}
-
-static void list_push(struct ps_range_list *l, struct ps_range *r)
-{
-	r->next_free = l->head;
-	l->head = r;
-	if (!l->n++)
-		l->tail = r;
-}
-
 /*
  * The leftmost range whose end is above @start (the first that can
  * overlap [start, ...)), with @path ending at it, in the tree as @tx sees
@@ -130,7 +110,7 @@ static void take_ref(struct spares *s, struct ps_policy *pol)
 {
 	if (!pol)
 		return;
-	_ps_policy_store_get(pol);
+	psi_policy_store_get(pol);
 	if (s->cow)
 		s->cow->mem->refs[s->cow->mem->nrefs++] = pol;
 }
@@ -249,7 +229,7 @@ static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 					return false;
 				r = rb_range(ps_rb_erase(tx, &path));
 				PS_WRITE_ONCE(*count, *count - 1);
-				list_push(removed, r);
+				ps_range_list_push(removed, r);
 				moved = true;
 				continue;
 			}
@@ -296,7 +276,7 @@ static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 			path_to_start(tx, victim, &vpath);
 		r = rb_range(ps_rb_own(tx, &vpath));
 		old->pol = r->pol; /* the old reference, dropped like an erased range's */
-		list_push(removed, old);
+		ps_range_list_push(removed, old);
 		take_ref(spares, pol);
 		PS_WRITE_ONCE(r->pol, pol);
 		PS_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
@@ -331,7 +311,7 @@ static struct ps_rb_node *cow_copy(struct ps_rb_tx *tx, const struct ps_rb_node 
 	PS_WRITE_ONCE(r->end, o->end);
 	PS_WRITE_ONCE(r->pol, o->pol);
 	PS_WRITE_ONCE(r->node_hint, o->node_hint);
-	list_push(&c->replaced, (struct ps_range *)o);
+	ps_range_list_push(&c->replaced, (struct ps_range *)o);
 	c->copies++;
 	return &r->rb;
 }
@@ -355,12 +335,12 @@ int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t r
 
 		while (cap < m->nrefs + refs)
 			cap *= 2;
-		v = _ps_alloc(cap * sizeof(*v));
+		v = psi_alloc(cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		if (m->nrefs)
 			memcpy(v, m->refs, m->nrefs * sizeof(*v));
-		_ps_free(m->refs);
+		psi_free(m->refs);
 		m->refs = v;
 		m->refs_cap = cap;
 	}
@@ -370,12 +350,12 @@ int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t r
 
 		while (cap < m->nundo + paints)
 			cap *= 2;
-		u = _ps_alloc(cap * sizeof(*u));
+		u = psi_alloc(cap * sizeof(*u));
 		if (!u)
 			return -ENOMEM;
 		if (m->nundo)
 			memcpy(u, m->undo, m->nundo * sizeof(*u));
-		_ps_free(m->undo);
+		psi_free(m->undo);
 		m->undo = u;
 		m->undo_cap = cap;
 	}
@@ -391,8 +371,8 @@ void ps_rtree_cow_mem_free(struct ps_rtree_cow_mem *m)
 {
 	ps_range_vec_free(&m->spares);
 	ps_range_vec_free(&m->used);
-	_ps_free(m->refs);
-	_ps_free(m->undo);
+	psi_free(m->refs);
+	psi_free(m->undo);
 	m->refs = NULL;
 	m->undo = NULL;
 	m->refs_cap = m->undo_cap = m->nrefs = m->nundo = 0;
@@ -430,9 +410,9 @@ void ps_rtree_cow_abort(struct ps_rtree_cow *c)
 	m->nundo = 0;
 	/* Every range the update took is private: never published, no reference of its own. */
 	while (m->used.n)
-		_ps_free(m->used.v[--m->used.n]);
+		psi_free(m->used.v[--m->used.n]);
 	while (m->nrefs)
-		_ps_policy_store_put(m->refs[--m->nrefs]);
+		psi_policy_store_put(m->refs[--m->nrefs]);
 	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
 	c->removed = (struct ps_range_list){ NULL, 0, NULL };
 	c->copies = 0;
@@ -510,7 +490,7 @@ int ps_rtree_check(const struct ps_rtree *t, const char **why)
 			*why = "range without a policy, or with a DEFAULT one";
 			return -EUCLEAN;
 		}
-		if (_ps_policy_stores(r->pol) <= 0) {
+		if (psi_policy_stores(r->pol) <= 0) {
 			*why = "range holds a policy that counts no store reference";
 			return -EUCLEAN;
 		}
@@ -530,7 +510,7 @@ static void clear_subtree(struct ps_rb_node *n, struct ps_range_list *removed)
 		struct ps_rb_node *left = n->child[0];
 
 		clear_subtree(n->child[1], removed);
-		list_push(removed, rb_range(n));
+		ps_range_list_push(removed, rb_range(n));
 		n = left;
 	}
 }
@@ -540,139 +520,6 @@ void ps_rtree_clear(struct ps_rtree *t, struct ps_range_list *removed)
 	clear_subtree(t->root.node, removed);
 	PS_STORE_RELEASE(t->root.node, NULL);
 	PS_WRITE_ONCE(t->count, 0);
-}
-
-int ps_range_list_fill(struct ps_range_list *list, int n)
-{
-	struct ps_range_list fresh = { NULL, 0, NULL };
-	struct ps_range *r;
-	size_t have;
-
-	for (have = list->n; have < (size_t)n; have++) {
-		r = _ps_zalloc(sizeof(*r));
-		if (!r) {
-			ps_range_list_free(&fresh);
-			return -ENOMEM;
-		}
-		list_push(&fresh, r);
-	}
-	while ((r = ps_range_list_pop(&fresh)))
-		list_push(list, r);
-	return 0;
-}
-
-void ps_range_list_free(struct ps_range_list *list)
-{
-	struct ps_range *r;
-
-	while ((r = ps_range_list_pop(list))) {
-		_ps_policy_store_put(r->pol);
-		_ps_free(r);
-	}
-}
-
-void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, size_t n)
-{
-	struct ps_range *r;
-
-	while (n-- && (r = ps_range_list_pop(src)))
-		list_push(dst, r);
-}
-
-void ps_range_list_splice(struct ps_range_list *dst, struct ps_range_list *src)
-{
-	if (!src->n)
-		return;
-	src->tail->next_free = dst->head;
-	if (!dst->n)
-		dst->tail = src->tail;
-	dst->head = src->head;
-	dst->n += src->n;
-	*src = (struct ps_range_list){ NULL, 0, NULL };
-}
-
-void ps_range_list_put_policies(struct ps_range_list *list)
-{
-	struct ps_range *r;
-
-	for (r = list->head; r; r = r->next_free) {
-		_ps_policy_store_put(r->pol);
-		r->pol = NULL;
-	}
-}
-
-int ps_range_vec_reserve(struct ps_range_vec *vec, size_t n)
-{
-	if (vec->cap < n) {
-		/* Grow geometrically: the pool's size settles after a few sets. */
-		size_t cap = vec->cap ? vec->cap : 16;
-		struct ps_range **v;
-
-		while (cap < n)
-			cap *= 2;
-		v = _ps_alloc(cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		if (vec->n)
-			memcpy(v, vec->v, vec->n * sizeof(*v));
-		_ps_free(vec->v);
-		vec->v = v;
-		vec->cap = cap;
-	}
-	return 0;
-}
-
-int ps_range_vec_fill(struct ps_range_vec *vec, size_t n)
-{
-	if (ps_range_vec_reserve(vec, n))
-		return -ENOMEM;
-	while (vec->n < n) {
-		struct ps_range *r = _ps_alloc(sizeof(*r));
-
-		if (!r)
-			return -ENOMEM; /* what was allocated stays: spares are no state */
-		r->pol = NULL;
-		vec->v[vec->n++] = r;
-	}
-	return 0;
-}
-
-void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep)
-{
-	while (vec->n > keep)
-		_ps_free(vec->v[--vec->n]);
-}
-
-void ps_range_vec_shrink(struct ps_range_vec *vec)
-{
-	struct ps_range **v;
-
-	if (vec->cap <= 2 * vec->n || vec->cap <= 64)
-		return;
-	v = _ps_alloc((vec->n ? vec->n : 1) * sizeof(*v));
-	if (!v)
-		return; /* keeping the larger array is no error */
-	if (vec->n)
-		memcpy(v, vec->v, vec->n * sizeof(*v));
-	_ps_free(vec->v);
-	vec->v = v;
-	vec->cap = vec->n ? vec->n : 1;
-}
-
-void ps_range_vec_free(struct ps_range_vec *vec)
-{
-	ps_range_vec_trim(vec, 0);
-	_ps_free(vec->v);
-	vec->v = NULL;
-	vec->cap = 0;
-}
-
-void ps_range_list_free_nopol(struct ps_range_list *list)
-{
-	struct ps_range *r;
-
-	while ((r = ps_range_list_pop(list)))
-		_ps_free(r);
 }
 
 /* ---- seeks, windows and batches ---------------------------------------------- */

@@ -77,7 +77,7 @@ void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_po
 
 /*
  * The memory copy-on-write updates draw on, kept by the caller between
- * them (sync_cow.h: one per writing thread).  Before each operation of the
+ * them (sync_cow-impl.h: one per writing thread).  Before each operation of the
  * tree an update reserves its worst case here (ps_rtree_cow_mem_reserve()),
  * so that running short stops it between two operations, never inside
  * one; taken ranges and references are noted so that the update can be
@@ -182,6 +182,17 @@ int ps_rtree_check(const struct ps_rtree *t, const char **why);
 
 /** ps_rtree_clear() - unlink every range onto @removed (tree becomes empty). */
 void ps_rtree_clear(struct ps_rtree *t, struct ps_range_list *removed);
+
+/* ---- range pools: rangepool.c ---- */
+
+/** ps_range_list_push() - put @r first on @l. */
+static inline void ps_range_list_push(struct ps_range_list *l, struct ps_range *r)
+{
+	r->next_free = l->head;
+	l->head = r;
+	if (!l->n++)
+		l->tail = r;
+}
 
 /** ps_range_list_fill() - allocate ranges until @list holds @n; -ENOMEM leaves it as it was. */
 int ps_range_list_fill(struct ps_range_list *list, int n);

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * liburcu's memb flavour as every polstore module uses it (RCU and SEQLOCK
- * stores, RCU id maps): registration on a thread's first read-side section,
- * unregistration at exit (rcu_thread.c calls in), and the flavour's
- * reclaim thread (rcu_reclaim.h).
+ * liburcu's memb flavour (RCU and SEQLOCK stores, RCU id maps): its hook
+ * table, registration on a thread's first read-side section,
+ * unregistration at exit, and its reclaim thread.
  */
 #include <pthread.h>
 
@@ -14,19 +13,19 @@
 /* polstore registered this thread, so it unregisters it at exit. */
 static __thread bool ps_memb_ours __attribute__((tls_model("initial-exec")));
 
-void _ps_memb_register(void)
+void psi_memb_register(void)
 {
-	_ps_rcu_register(PS_FLAVOR_MEMB, urcu_memb_register_thread,
+	psi_rcu_register(&psi_flavour_memb, urcu_memb_register_thread,
 			&URCU_TLS(urcu_memb_reader).node);
 	ps_memb_ours = true;
 }
 
-struct ps_reclaimer _ps_reclaim_memb = PS_RECLAIMER_INIT(urcu_memb_synchronize_rcu);
+static struct ps_reclaimer ps_memb_reclaimer = PS_RECLAIMER_INIT(urcu_memb_synchronize_rcu);
 
-void _ps_memb_thread_exit(void)
+static void ps_memb_thread_exit(void)
 {
 	if (ps_memb_ours) {
-		_ps_rcu_unregister(PS_FLAVOR_MEMB, urcu_memb_unregister_thread);
+		psi_rcu_unregister(&psi_flavour_memb, urcu_memb_unregister_thread);
 		ps_memb_ours = false;
 	}
 }
@@ -41,11 +40,70 @@ void _ps_memb_thread_exit(void)
  * the waiter, which then sees the thread quiescent.  What the thread
  * borrowed is no longer protected from here on.
  */
-void _ps_memb_thread_died(void)
+static void ps_memb_thread_died(void)
 {
 	if (!ps_memb_ours)
 		return;
 	while (urcu_memb_read_ongoing())
 		urcu_memb_read_unlock();
-	_ps_memb_thread_exit();
+	ps_memb_thread_exit();
+}
+
+static void ps_memb_read_enter(void)
+{
+	ps_memb_read_lock();
+}
+
+static void ps_memb_read_exit(void)
+{
+	ps_memb_read_unlock();
+}
+
+static bool ps_memb_in_section(void)
+{
+	return urcu_memb_read_ongoing();
+}
+
+static bool ps_memb_never(void)
+{
+	return false;
+}
+
+/* Waiting inside a memb section would wait for ourselves. */
+static bool ps_memb_can_wait(void)
+{
+	return !urcu_memb_read_ongoing();
+}
+
+static void ps_memb_wait_exit(bool token)
+{
+	(void)token;
+}
+
+static void ps_memb_synchronize(const char *who)
+{
+	(void)who;
+	urcu_memb_synchronize_rcu();
+}
+
+const struct psi_flavour psi_flavour_memb = {
+	.name = "memb",
+	.id = PSI_FLAVOUR_MEMB,
+	.read_enter = ps_memb_read_enter,
+	.read_exit = ps_memb_read_exit,
+	.in_section = ps_memb_in_section,
+	.reads_free = ps_memb_never,
+	.can_wait = ps_memb_can_wait,
+	.wait_enter = ps_memb_never,
+	.wait_exit = ps_memb_wait_exit,
+	.synchronize = ps_memb_synchronize,
+	.reclaimer = &ps_memb_reclaimer,
+	.thread_died = ps_memb_thread_died,
+	.thread_exit = ps_memb_thread_exit,
+};
+
+/* Early (priority 101): before the constructors of a program that links polstore statically. */
+__attribute__((constructor(101))) static void ps_memb_flavour_add(void)
+{
+	psi_rcu_flavour_add(&psi_flavour_memb);
 }

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * liburcu "memb" flavour as every polstore module uses it (RCU and SEQLOCK
- * stores, RCU id maps): read-side sections inlined (_LGPL_SOURCE; polstore
- * is LGPL too), threads registered on first use and unregistered at exit
- * (rcu_memb.c, rcu_thread.c).
+ * liburcu's memb flavour, the inlined read side (_LGPL_SOURCE; polstore is
+ * LGPL too): a thread registers on its first section.  The hook table:
+ * psi_flavour_memb (rcu_memb.c).
  */
 #ifndef POLSTORE_SRC_RCU_MEMB_H
 #define POLSTORE_SRC_RCU_MEMB_H
@@ -15,11 +14,10 @@
 #include <urcu/urcu-memb.h>
 
 #include "compiler.h"
+#include "rcu_flavour.h"
 
 /* Register the calling thread (on its first section); rcu_memb.c. */
-void _ps_memb_register(void);
-/* Unregister a thread polstore registered, at its exit (rcu_thread.c). */
-void _ps_memb_thread_exit(void);
+void psi_memb_register(void);
 
 /*
  * liburcu's own flag decides, so a thread the application registered itself
@@ -28,7 +26,7 @@ void _ps_memb_thread_exit(void);
 static inline void ps_memb_read_lock(void)
 {
 	if (ps_unlikely(!URCU_TLS(urcu_memb_reader).registered))
-		_ps_memb_register();
+		psi_memb_register();
 	urcu_memb_read_lock();
 }
 

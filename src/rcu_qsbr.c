@@ -24,16 +24,16 @@ static __thread struct ps_qsbr_watch ps_qsbr_me __attribute__((tls_model("initia
  */
 __thread unsigned _ps_qsbr_auto_depth __attribute__((tls_model("initial-exec")));
 
-void _ps_qsbr_go_online(void)
+void psi_qsbr_go_online(void)
 {
 	if (!URCU_TLS(urcu_qsbr_reader).registered) {
 		/* Registers online. */
-		_ps_rcu_register(PS_FLAVOR_QSBR, urcu_qsbr_register_thread,
+		psi_rcu_register(&psi_flavour_qsbr, urcu_qsbr_register_thread,
 				&URCU_TLS(urcu_qsbr_reader).node);
 		ps_qsbr_ours = true;
 		ps_qsbr_me.ctr = &URCU_TLS(urcu_qsbr_reader).ctr;
 		ps_qsbr_me.tid = gettid();
-		_ps_qsbr_watch_add(&ps_qsbr_me);
+		psi_qsbr_watch_add(&ps_qsbr_me);
 	} else {
 		urcu_qsbr_thread_online();
 	}
@@ -42,11 +42,11 @@ void _ps_qsbr_go_online(void)
 int ps_qsbr_thread_online(void)
 {
 	if (!ps_qsbr_online_now()) {
-		int err = _ps_rcu_thread_init(); /* no registration without the exit hook */
+		int err = psi_rcu_thread_init(); /* no registration without the exit hook */
 
 		if (err)
 			return err;
-		_ps_qsbr_go_online();
+		psi_qsbr_go_online();
 	}
 	/* Inside a section that went online by itself: it now stays online. */
 	_ps_qsbr_auto_depth = 0;
@@ -75,26 +75,26 @@ bool ps_qsbr_thread_is_online(void)
 /* fork(): an online forking thread would stall the grace period fork waits out. */
 static __thread bool ps_qsbr_fork_online __attribute__((tls_model("initial-exec")));
 
-void _ps_qsbr_fork_prepare(void)
+static void ps_qsbr_fork_prepare(void)
 {
 	ps_qsbr_fork_online = ps_qsbr_online_now();
 	if (ps_qsbr_fork_online)
 		urcu_qsbr_thread_offline();
 }
 
-void _ps_qsbr_fork_done(void)
+static void ps_qsbr_fork_done(void)
 {
 	if (ps_qsbr_fork_online)
 		urcu_qsbr_thread_online();
 	ps_qsbr_fork_online = false;
 }
 
-void _ps_qsbr_thread_exit(void)
+static void ps_qsbr_thread_exit(void)
 {
 	if (ps_qsbr_ours) {
-		_ps_qsbr_watch_del(&ps_qsbr_me);
+		psi_qsbr_watch_del(&ps_qsbr_me);
 		/* Unregistering an online thread takes it offline first. */
-		_ps_rcu_unregister(PS_FLAVOR_QSBR, urcu_qsbr_unregister_thread);
+		psi_rcu_unregister(&psi_flavour_qsbr, urcu_qsbr_unregister_thread);
 		ps_qsbr_ours = false;
 		_ps_qsbr_auto_depth = 0;
 	}
@@ -107,20 +107,72 @@ void _ps_qsbr_thread_exit(void)
  * inside an automatic section or by its own choice, needs nothing more.
  * urcu_qsbr_read_lock() keeps no count outside liburcu's debug builds.
  */
-void _ps_qsbr_thread_died(void)
+static void ps_qsbr_thread_died(void)
 {
-	_ps_qsbr_thread_exit();
+	ps_qsbr_thread_exit();
 }
 
 /* The child of fork(): the stall watchdog's list keeps this thread only. */
-void _ps_qsbr_atfork_child(void)
+static void ps_qsbr_atfork_child(void)
 {
-	_ps_stall_atfork_child(ps_qsbr_ours ? &ps_qsbr_me : NULL);
+	psi_stall_atfork_child(ps_qsbr_ours ? &ps_qsbr_me : NULL);
 }
 
 static void ps_qsbr_reclaim_synchronize(void)
 {
-	_ps_qsbr_synchronize("polstore's rcu-qsbr reclaim thread");
+	psi_qsbr_synchronize("polstore's rcu-qsbr reclaim thread");
 }
 
-struct ps_reclaimer _ps_reclaim_qsbr = PS_RECLAIMER_INIT(ps_qsbr_reclaim_synchronize);
+static struct ps_reclaimer ps_qsbr_reclaimer = PS_RECLAIMER_INIT(ps_qsbr_reclaim_synchronize);
+
+static void ps_qsbr_read_enter_fn(void)
+{
+	ps_qsbr_read_enter();
+}
+
+static void ps_qsbr_read_exit_fn(void)
+{
+	ps_qsbr_read_exit();
+}
+
+/* Only a section that brought the thread online is counted. */
+static bool ps_qsbr_in_auto_section(void)
+{
+	return _ps_qsbr_auto_depth != 0;
+}
+
+/* An online thread may hold borrowed policies: only an offline one may wait unasked. */
+static bool ps_qsbr_can_wait(void)
+{
+	return !ps_qsbr_online_now();
+}
+
+static bool ps_qsbr_online_fn(void)
+{
+	return ps_qsbr_online_now();
+}
+
+const struct psi_flavour psi_flavour_qsbr = {
+	.name = "qsbr",
+	.id = PSI_FLAVOUR_QSBR,
+	.read_enter = ps_qsbr_read_enter_fn,
+	.read_exit = ps_qsbr_read_exit_fn,
+	.in_section = ps_qsbr_in_auto_section,
+	.reads_free = ps_qsbr_online_fn,
+	.can_wait = ps_qsbr_can_wait,
+	.wait_enter = ps_qsbr_wait_enter,
+	.wait_exit = ps_qsbr_wait_exit,
+	.synchronize = psi_qsbr_synchronize,
+	.reclaimer = &ps_qsbr_reclaimer,
+	.thread_died = ps_qsbr_thread_died,
+	.thread_exit = ps_qsbr_thread_exit,
+	.fork_prepare = ps_qsbr_fork_prepare,
+	.fork_done = ps_qsbr_fork_done,
+	.fork_child = ps_qsbr_atfork_child,
+};
+
+/* Early (priority 101): before the constructors of a program that links polstore statically. */
+__attribute__((constructor(101))) static void ps_qsbr_flavour_add(void)
+{
+	psi_rcu_flavour_add(&psi_flavour_qsbr);
+}

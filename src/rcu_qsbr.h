@@ -5,7 +5,7 @@
  * ps_qsbr_thread_online(), or registered and put online by the application
  * itself) reads for free; any other thread goes online for its outermost
  * read-side section and back offline after it, so it never stalls a writer.
- * Registration, the public calls, fork and thread exit: rcu_qsbr.c.
+ * Registration, the public calls, the hook table (psi_flavour_qsbr): rcu_qsbr.c.
  */
 #ifndef POLSTORE_SRC_RCU_QSBR_H
 #define POLSTORE_SRC_RCU_QSBR_H
@@ -19,6 +19,7 @@
 #include <polstore/static/lookup.h> /* _ps_qsbr_auto_depth */
 
 #include "compiler.h"
+#include "rcu_flavour.h"
 
 /*
  * "Online" is liburcu's own state, so threads the application registered
@@ -34,13 +35,12 @@ static inline bool ps_qsbr_online_now(void)
 }
 
 /* Register (online) or put online the calling thread. */
-void _ps_qsbr_go_online(void);
-void _ps_qsbr_thread_exit(void);
+void psi_qsbr_go_online(void);
 
 static inline void ps_qsbr_read_enter(void)
 {
 	if (ps_unlikely(!ps_qsbr_online_now())) {
-		_ps_qsbr_go_online();
+		psi_qsbr_go_online();
 		_ps_qsbr_auto_depth = 1;
 	} else if (ps_unlikely(_ps_qsbr_auto_depth)) {
 		_ps_qsbr_auto_depth++; /* nested in an automatic section */

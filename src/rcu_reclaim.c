@@ -42,13 +42,25 @@
 #define PS_RECLAIM_PERIOD_NS 1000000L
 /* No work for this long after some: the on-idle function runs. */
 #define PS_RECLAIM_IDLE_NS 20000000L
-/* How often items that asked for it are released again (_ps_reclaim_retry()). */
+/* How often items that asked for it are released again (psi_reclaim_retry()). */
 #define PS_RECLAIM_RETRY_NS 10000000L
 
-void (*_ps_reclaim_test_hook)(void);
+void (*psi_reclaim_test_hook)(void);
 
-static struct ps_reclaimer *const reclaimers[] = { &_ps_reclaim_memb, &_ps_reclaim_qsbr };
-#define NRECLAIMERS (sizeof(reclaimers) / sizeof(reclaimers[0]))
+/* Every flavour's reclaimer, added at load time (psi_reclaim_add()). */
+static struct ps_reclaimer *reclaimers[PSI_RECLAIMERS_MAX];
+static size_t nreclaimers;
+
+void psi_reclaim_add(struct ps_reclaimer *rc)
+{
+	size_t i;
+
+	for (i = 0; i < nreclaimers; i++)
+		if (reclaimers[i] == rc)
+			return;
+	if (nreclaimers < PSI_RECLAIMERS_MAX)
+		reclaimers[nreclaimers++] = rc;
+}
 
 static uint64_t now_ns(void)
 {
@@ -135,13 +147,13 @@ static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due, bool retry_pe
 	}
 }
 
-bool _ps_reclaim_is_self(struct ps_reclaimer *rc)
+bool psi_reclaim_is_self(struct ps_reclaimer *rc)
 {
 	return __atomic_load_n(&rc->started, __ATOMIC_ACQUIRE) &&
 	       pthread_equal(pthread_self(), rc->thread);
 }
 
-void _ps_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void))
+void psi_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void))
 {
 	/* An atomic word (helgrind and DRD see plain accesses), maybe before the thread starts. */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
@@ -249,7 +261,7 @@ __attribute__((destructor)) static void reclaim_unload(void)
 {
 	size_t i;
 
-	for (i = 0; i < NRECLAIMERS; i++) {
+	for (i = 0; i < nreclaimers; i++) {
 		struct ps_reclaimer *rc = reclaimers[i];
 		struct timespec ts;
 		bool started;
@@ -268,31 +280,31 @@ __attribute__((destructor)) static void reclaim_unload(void)
 	}
 }
 
-void _ps_reclaim_atfork_prepare(void)
+void psi_reclaim_atfork_prepare(void)
 {
 	size_t i;
 
-	for (i = 0; i < NRECLAIMERS; i++) {
+	for (i = 0; i < nreclaimers; i++) {
 		pthread_mutex_lock(&reclaimers[i]->gp_lock);
 		pthread_mutex_lock(&reclaimers[i]->lock);
 	}
 }
 
-void _ps_reclaim_atfork_parent(void)
+void psi_reclaim_atfork_parent(void)
 {
 	size_t i;
 
-	for (i = NRECLAIMERS; i-- > 0;) {
+	for (i = nreclaimers; i-- > 0;) {
 		pthread_mutex_unlock(&reclaimers[i]->lock);
 		pthread_mutex_unlock(&reclaimers[i]->gp_lock);
 	}
 }
 
-void _ps_reclaim_atfork_child(void)
+void psi_reclaim_atfork_child(void)
 {
 	size_t i;
 
-	for (i = NRECLAIMERS; i-- > 0;) {
+	for (i = nreclaimers; i-- > 0;) {
 		struct ps_reclaimer *rc = reclaimers[i];
 
 		/* No thread survives fork(); no waiter exists in the child. */
@@ -318,7 +330,7 @@ static void push(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 			__ATOMIC_RELAXED));
 }
 
-int _ps_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *item,
+int psi_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *item,
 		size_t weight)
 {
 	if (ps_unlikely(!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))) {
@@ -337,12 +349,12 @@ int _ps_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *i
 	return 0;
 }
 
-int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+int psi_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
-	return _ps_reclaim_defer_weighed(rc, item, 0);
+	return psi_reclaim_defer_weighed(rc, item, 0);
 }
 
-void _ps_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+void psi_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
 {
 	item->next = rc->retry;
 	rc->retry = item;
@@ -365,7 +377,7 @@ static void reclaim_barrier_release(struct ps_reclaim_item *item)
 	pthread_mutex_unlock(&rc->lock);
 }
 
-void _ps_reclaim_barrier(struct ps_reclaimer *rc)
+void psi_reclaim_barrier(struct ps_reclaimer *rc)
 {
 	struct reclaim_barrier b = { .item.release = reclaim_barrier_release, .item.weight = 0,
 		.rc = rc };

@@ -31,12 +31,12 @@
 
 struct ps_reclaim_item {
 	struct ps_reclaim_item *next;
-	size_t weight; /* what the item frees, in the caller's unit: see _ps_reclaim_pending() */
+	size_t weight; /* what the item frees, in the caller's unit: see psi_reclaim_pending() */
 	/*
 	 * Runs after a grace period, on the reclaim thread or a waiting
 	 * caller's.  Never waits for a lock a writer of the item's store may
 	 * hold: a forked child inherits the queue, with the items of stores
-	 * whose writers are frozen there holding their locks (sync_cow.h,
+	 * whose writers are frozen there holding their locks (sync_cow-impl.h,
 	 * cow_recycle()).
 	 */
 	void (*release)(struct ps_reclaim_item *item);
@@ -56,13 +56,13 @@ struct ps_reclaimer {
 	int idle;                      /* atomic: the thread waits on @work (set under @lock) */
 	pthread_mutex_t lock;          /* @work, @done, and the fields below */
 	pthread_mutex_t gp_lock;       /* held by the thread across a grace period and its releases */
-	struct ps_reclaim_item *retry; /* under @gp_lock: to release again (_ps_reclaim_retry()) */
+	struct ps_reclaim_item *retry; /* under @gp_lock: to release again (psi_reclaim_retry()) */
 	pthread_cond_t work;           /* the thread waits here for items */
 	pthread_cond_t done;           /* barrier callers wait here */
-	int barriers;                  /* callers waiting in _ps_reclaim_barrier() */
+	int barriers;                  /* callers waiting in psi_reclaim_barrier() */
 	bool started;                  /* a thread runs (in this process); atomic reads */
 	bool stop;                     /* the library is being unloaded: the thread exits */
-	void (*on_idle)(void);         /* atomic: see _ps_reclaim_on_idle() */
+	void (*on_idle)(void);         /* atomic: see psi_reclaim_on_idle() */
 	pthread_t thread;
 };
 
@@ -74,7 +74,7 @@ struct ps_reclaimer {
 	}
 
 /**
- * _ps_reclaim_defer() - run @item->release after a grace period of @rc's flavour
+ * psi_reclaim_defer() - run @item->release after a grace period of @rc's flavour
  *
  * Context: any thread, registered or not, inside a read-side section too:
  * never waits for a grace period nor for the reclaim thread (lock-free,
@@ -83,28 +83,28 @@ struct ps_reclaimer {
  * was queued, and the caller must wait for a grace period itself (or keep
  * the item for later).
  */
-int _ps_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
+int psi_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
 
 /**
- * _ps_reclaim_defer_weighed() - _ps_reclaim_defer() of an item that frees @weight
+ * psi_reclaim_defer_weighed() - psi_reclaim_defer() of an item that frees @weight
  *
- * The weight counts in _ps_reclaim_pending() until the item is released.
- * Context and return: as _ps_reclaim_defer().
+ * The weight counts in psi_reclaim_pending() until the item is released.
+ * Context and return: as psi_reclaim_defer().
  */
-int _ps_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *item,
+int psi_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *item,
 		size_t weight);
 
 /**
- * _ps_reclaim_pending() - the weight of the items queued on @rc and not yet
+ * psi_reclaim_pending() - the weight of the items queued on @rc and not yet
  * released: how far its thread is behind (a relaxed read)
  */
-static inline size_t _ps_reclaim_pending(const struct ps_reclaimer *rc)
+static inline size_t psi_reclaim_pending(const struct ps_reclaimer *rc)
 {
 	return __atomic_load_n(&rc->pending, __ATOMIC_RELAXED);
 }
 
 /**
- * _ps_reclaim_retry() - release @item again later, from its own release function
+ * psi_reclaim_retry() - release @item again later, from its own release function
  *
  * For an item whose grace period has passed but whose memory something
  * else still holds (a store's lock): the thread calls @item->release again
@@ -114,27 +114,27 @@ static inline size_t _ps_reclaim_pending(const struct ps_reclaimer *rc)
  * Context: a release function of @rc (the reclaim thread, or a barrier
  * caller doing its work, under @gp_lock); never waits.
  */
-void _ps_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
+void psi_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
 
 /**
- * _ps_reclaim_barrier() - wait until every item queued on @rc before the
+ * psi_reclaim_barrier() - wait until every item queued on @rc before the
  * call has been released
  *
  * Context: outside every read-side section of the flavour (QSBR: offline);
  * may sleep; not a cancellation point (a cancellation arriving meanwhile
  * is acted on at the caller's next one).
  */
-void _ps_reclaim_barrier(struct ps_reclaimer *rc);
+void psi_reclaim_barrier(struct ps_reclaimer *rc);
 
 /**
- * _ps_reclaim_is_self() - true on @rc's own thread (in a release function):
+ * psi_reclaim_is_self() - true on @rc's own thread (in a release function):
  * there a barrier would wait for itself, and every item queued before the
  * one being released has been released already
  */
-bool _ps_reclaim_is_self(struct ps_reclaimer *rc);
+bool psi_reclaim_is_self(struct ps_reclaimer *rc);
 
 /**
- * _ps_reclaim_on_idle() - have @fn run on @rc's thread once it has had no
+ * psi_reclaim_on_idle() - have @fn run on @rc's thread once it has had no
  * work for PS_RECLAIM_IDLE_NS after some (to give back caches when the
  * writers stop)
  *
@@ -142,7 +142,7 @@ bool _ps_reclaim_is_self(struct ps_reclaimer *rc);
  * the reclaimer's locks and must not wait for the reclaim thread.
  * Context: any thread; lock-free.
  */
-void _ps_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void));
+void psi_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void));
 
 /*
  * fork() handlers, called by rcu_thread.c's (which orders them with its
@@ -151,9 +151,9 @@ void _ps_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void));
  * starts one.  Context: the forking thread, outside every read-side
  * section (QSBR: offline): prepare may wait for a grace period to end.
  */
-void _ps_reclaim_atfork_prepare(void);
-void _ps_reclaim_atfork_parent(void);
-void _ps_reclaim_atfork_child(void);
+void psi_reclaim_atfork_prepare(void);
+void psi_reclaim_atfork_parent(void);
+void psi_reclaim_atfork_child(void);
 
 /*
  * Test support only (tests/testutil.h: ps_test_set_release_hook()): when
@@ -164,9 +164,14 @@ void _ps_reclaim_atfork_child(void);
  * Unset (NULL) it costs a load and a branch per batch, on no reader's or
  * writer's path.
  */
-extern void (*_ps_reclaim_test_hook)(void);
+extern void (*psi_reclaim_test_hook)(void);
 
-extern struct ps_reclaimer _ps_reclaim_memb;
-extern struct ps_reclaimer _ps_reclaim_qsbr;
+/*
+ * Make @rc known to the fork handlers and to the unload: called once per
+ * flavour at load time (rcu_thread.c, psi_rcu_flavour_add()), before any
+ * thread can use @rc.
+ */
+#define PSI_RECLAIMERS_MAX 4
+void psi_reclaim_add(struct ps_reclaimer *rc);
 
 #endif /* POLSTORE_SRC_RCU_RECLAIM_H */

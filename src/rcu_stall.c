@@ -73,14 +73,14 @@ __attribute__((constructor)) static void stall_read_env(void)
 		stall_timeout_ms = ms;
 }
 
-void _ps_qsbr_watch_add(struct ps_qsbr_watch *w)
+void psi_qsbr_watch_add(struct ps_qsbr_watch *w)
 {
 	pthread_mutex_lock(&watch_lock);
 	cds_list_add(&w->link, &watch_list);
 	pthread_mutex_unlock(&watch_lock);
 }
 
-void _ps_qsbr_watch_del(struct ps_qsbr_watch *w)
+void psi_qsbr_watch_del(struct ps_qsbr_watch *w)
 {
 	pthread_mutex_lock(&watch_lock);
 	cds_list_del(&w->link);
@@ -232,7 +232,7 @@ static void stall_start(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-void _ps_qsbr_synchronize(const char *who)
+void psi_qsbr_synchronize(const char *who)
 {
 	struct stall_wait w;
 
@@ -271,19 +271,19 @@ int ps_qsbr_set_stall_warning(unsigned long timeout_ms, ps_qsbr_stall_fn fn, voi
 	return 0;
 }
 
-void _ps_stall_atfork_prepare(void)
+void psi_stall_atfork_prepare(void)
 {
 	pthread_mutex_lock(&stall_lock);
 	pthread_mutex_lock(&watch_lock);
 }
 
-void _ps_stall_atfork_parent(void)
+void psi_stall_atfork_parent(void)
 {
 	pthread_mutex_unlock(&watch_lock);
 	pthread_mutex_unlock(&stall_lock);
 }
 
-void _ps_stall_atfork_child(struct ps_qsbr_watch *self)
+void psi_stall_atfork_child(struct ps_qsbr_watch *self)
 {
 	/* Only the forking thread lives on, waiting for nothing; no watchdog runs. */
 	stall_started = false;

@@ -2,7 +2,7 @@
 /*
  * RCU_QSBR stall warnings (polstore/rcu.h, ps_qsbr_set_stall_warning()):
  * every qsbr grace period polstore waits for goes through
- * _ps_qsbr_synchronize(), which records the wait; a watchdog thread,
+ * psi_qsbr_synchronize(), which records the wait; a watchdog thread,
  * started on the first wait, finds the online threads that have not
  * passed a quiescent state once a wait has lasted the timeout, and
  * reports each (then every three timeouts while the wait lasts).
@@ -25,23 +25,23 @@ struct ps_qsbr_watch {
 };
 
 /* The calling thread registered (@w in its TLS) / is about to unregister. */
-void _ps_qsbr_watch_add(struct ps_qsbr_watch *w);
-void _ps_qsbr_watch_del(struct ps_qsbr_watch *w);
+void psi_qsbr_watch_add(struct ps_qsbr_watch *w);
+void psi_qsbr_watch_del(struct ps_qsbr_watch *w);
 
 /*
  * urcu_qsbr_synchronize_rcu(), watched: @who names the waiter in a
  * warning.  Context: as urcu_qsbr_synchronize_rcu() (offline, or not
  * registered).
  */
-void _ps_qsbr_synchronize(const char *who);
+void psi_qsbr_synchronize(const char *who);
 
 /*
  * fork() handlers, called by rcu_thread.c's in its order: prepare holds
  * the stall and watch locks; the child keeps only its own thread in the
  * watch list and starts no watchdog until its first wait.
  */
-void _ps_stall_atfork_prepare(void);
-void _ps_stall_atfork_parent(void);
-void _ps_stall_atfork_child(struct ps_qsbr_watch *self);
+void psi_stall_atfork_prepare(void);
+void psi_stall_atfork_parent(void);
+void psi_stall_atfork_child(struct ps_qsbr_watch *self);
 
 #endif /* POLSTORE_SRC_RCU_STALL_H */

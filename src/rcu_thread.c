@@ -1,62 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The threads polstore registers with liburcu (memb and qsbr flavours).
- *
- * Thread exit: a pthread key per flavour whose destructor unregisters the
- * exiting thread, so users never have to.  The destructor runs among the
- * thread's thread-specific-data destructors, after its cancellation cleanup
- * handlers: a thread that dies inside read-side sections (pthread_exit() in
- * a foreach callback, cancellation at a cancellation point) has them closed
- * there, which wakes a grace period already waiting for it
- * (_ps_memb_thread_died()).
- *
- * The keys are created before any thread can register: by the entry points
- * that lead to a registration (_ps_rcu_thread_init()), which fail when
- * pthread_key_create() does.  A registered thread without its key would
- * never leave liburcu's registry, and once glibc reused its stack for a
- * new thread, its stale read-side count could stall every grace period.
- *
- * The keys are deleted when the library is unloaded (or the process
- * exits), so a thread still alive after dlclose() does not run a
- * destructor in unmapped code when it exits.
- *
- * fork(): only the forking thread goes on in the child, but liburcu's
- * registry of each flavour (a list through every registered thread's
- * TLS) still lists the others, and glibc hands their stacks, TLS
- * included, to the child's next new threads: the TLS is reset, the entry
- * zeroed or linked a second time, and the child's next grace period
- * crashes or never ends.  liburcu requires every thread to unregister
- * before fork() and offers no way to unregister another thread.  So
- * polstore keeps its own list of the threads it registered (a record in
- * each thread's TLS, holding the address of the thread's registry entry),
- * and its fork handler, in the child, unlinks the entry of every one but
- * the forking thread from liburcu's registry, exactly as the thread's own
- * rcu_unregister_thread() would have (cds_list_del() of the entry; the
- * registry lock it would take is liburcu's private one, free in the child
- * unless a thread was frozen inside liburcu, which docs/fork.md forbids).
- * It runs before the child can start a thread: the handlers are
- * installed by a constructor, before any the application installs in
- * main(), and child handlers run in the order they were installed.
- *
- * What makes the unlinking sound:
- *  - The registry lists the entries in liburcu's own TLS object
- *    (struct urcu_reader / urcu_qsbr_reader, linked through ->node): the
- *    layout of liburcu's public static headers, which its inline read side
- *    relies on too.  An entry whose neighbours do not point back at it is
- *    left alone (a list frozen mid-update by a thread inside liburcu).
- *  - No registration or unregistration by polstore is half done in the
- *    child: both take ps_rcu_reg_lock around liburcu's call and the record,
- *    and the prepare handler takes it.
- *  - No polstore reclaim thread is inside a grace period, where liburcu
- *    moves the entries to lists of its own and holds its locks: the
- *    prepare handler first waits for every reclaim thread to be between
- *    grace periods (rcu_reclaim.h), then takes ps_rcu_reg_lock.  That
- *    order matters: a reclaim thread's grace period may wait for a reader
- *    that is registering.
- *  - The dead threads never run again in the child, so their read-side
- *    sections (and online QSBR states) protect nothing there.
- * Threads the application registered itself are not polstore's to
- * unlink: liburcu's rule stands for them.
+ * The threads polstore registers with each liburcu flavour: unregistered
+ * by a pthread key's destructor when they exit, and unlinked from the
+ * flavour's registry in a forked child.  Why and how: docs/fork.md.
+ * Flavours register their hook tables (rcu_flavour.h) at load time; this
+ * file names none of them.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -66,38 +14,46 @@
 
 #include "annotate.h"
 #include "compiler.h"
-#include "rcu_memb.h"
-#include "rcu_qsbr.h"
+#include "rcu_flavour.h"
 #include "rcu_reclaim.h"
 #include "rcu_stall.h"
 #include "rcu_thread.h"
 
-static pthread_key_t ps_rcu_keys[2];
-static bool ps_rcu_key_ok[2]; /* ps_rcu_keys[i] exists; under ps_rcu_keys_lock */
+/* Set by the flavours' constructors, before any thread can register. */
+static const struct psi_flavour *ps_rcu_flavours[PSI_FLAVOUR_COUNT];
+
+#define for_each_flavour(f, i)                                                                     \
+	for ((i) = 0; (i) < PSI_FLAVOUR_COUNT; (i)++)                                              \
+		if (((f) = ps_rcu_flavours[i]) != NULL)
+
+static pthread_key_t ps_rcu_keys[PSI_FLAVOUR_COUNT];
+static bool ps_rcu_key_ok[PSI_FLAVOUR_COUNT]; /* ps_rcu_keys[i] exists; under ps_rcu_keys_lock */
 static pthread_mutex_t ps_rcu_keys_lock = PTHREAD_MUTEX_INITIALIZER;
 /*
- * Both keys exist: set with a release store under the lock once they do,
- * cleared when they are deleted.  Read with an acquire load, which orders
- * the reader after the key values were written.
+ * Every flavour's key exists: set with a release store under the lock once
+ * they do, cleared when they are deleted.  Read with an acquire load, which
+ * orders the reader after the key values were written.
  */
 static int ps_rcu_keys_ready;
 
-static void ps_memb_key_destructor(void *unused)
+void psi_rcu_flavour_add(const struct psi_flavour *f)
 {
-	(void)unused;
-	_ps_memb_thread_died();
+	pthread_mutex_lock(&ps_rcu_keys_lock);
+	ps_rcu_flavours[f->id] = f;
+	/* Should keys exist already, the next psi_rcu_thread_init() creates this flavour's. */
+	__atomic_store_n(&ps_rcu_keys_ready, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&ps_rcu_keys_lock);
+	psi_reclaim_add(f->reclaimer);
 }
 
-static void ps_qsbr_key_destructor(void *unused)
+/*
+ * The key's value is the flavour.  The destructor runs after the thread's
+ * cancellation cleanup handlers, so sections it died in are closed here.
+ */
+static void ps_rcu_key_destructor(void *flavour)
 {
-	(void)unused;
-	_ps_qsbr_thread_died();
+	((const struct psi_flavour *)flavour)->thread_died();
 }
-
-static void (*const ps_rcu_key_destructors[2])(void *) = {
-	[PS_FLAVOR_MEMB] = ps_memb_key_destructor,
-	[PS_FLAVOR_QSBR] = ps_qsbr_key_destructor,
-};
 
 /*
  * A thread polstore registered with a flavour, for the fork handler: one
@@ -109,12 +65,14 @@ struct ps_rcu_reg {
 	struct cds_list_head *urcu_node; /* the thread's entry in liburcu's registry */
 };
 
-static __thread struct ps_rcu_reg ps_rcu_self[2] __attribute__((tls_model("initial-exec")));
+static __thread struct ps_rcu_reg ps_rcu_self[PSI_FLAVOUR_COUNT]
+	__attribute__((tls_model("initial-exec")));
 /* Under ps_rcu_reg_lock, which also covers each liburcu (un)registration by polstore. */
-static struct cds_list_head ps_rcu_regs[2] = {
+static struct cds_list_head ps_rcu_regs[PSI_FLAVOUR_COUNT] = {
 	CDS_LIST_HEAD_INIT(ps_rcu_regs[0]),
 	CDS_LIST_HEAD_INIT(ps_rcu_regs[1]),
 };
+_Static_assert(PSI_FLAVOUR_COUNT == 2, "one list head per flavour above");
 static pthread_mutex_t ps_rcu_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 /*
  * The fork handlers are installed.  Set by the constructor or, if that
@@ -125,25 +83,43 @@ static pthread_mutex_t ps_rcu_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool ps_rcu_atfork_ok;
 static pthread_mutex_t ps_rcu_atfork_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * Reclaim threads before ps_rcu_reg_lock: a reclaim thread's grace period
+ * may wait for a reader that is registering.
+ */
 static void ps_rcu_atfork_prepare(void)
 {
-	/* An online QSBR forking thread goes offline: the grace period below must not wait for it. */
-	_ps_qsbr_fork_prepare();
-	/* Reclaim threads first: see "That order matters" above. */
-	_ps_reclaim_atfork_prepare();
+	const struct psi_flavour *f;
+	int i;
+
+	/* A QSBR forking thread goes offline: the grace periods below must not wait for it. */
+	for_each_flavour(f, i)
+		if (f->fork_prepare)
+			f->fork_prepare();
+	psi_reclaim_atfork_prepare();
 	pthread_mutex_lock(&ps_rcu_reg_lock);
 	pthread_mutex_lock(&ps_rcu_keys_lock);
 	/* Last: a reclaim thread takes the stall lock inside its grace periods. */
-	_ps_stall_atfork_prepare();
+	psi_stall_atfork_prepare();
+}
+
+static void ps_rcu_fork_done(void)
+{
+	const struct psi_flavour *f;
+	int i;
+
+	for_each_flavour(f, i)
+		if (f->fork_done)
+			f->fork_done();
 }
 
 static void ps_rcu_atfork_parent(void)
 {
-	_ps_stall_atfork_parent();
+	psi_stall_atfork_parent();
 	pthread_mutex_unlock(&ps_rcu_keys_lock);
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
-	_ps_reclaim_atfork_parent();
-	_ps_qsbr_fork_done();
+	psi_reclaim_atfork_parent();
+	ps_rcu_fork_done();
 }
 
 /* @node is linked in a well-formed list: its neighbours point back at it. */
@@ -162,7 +138,7 @@ static void ps_rcu_prune_dead_threads(void)
 {
 	int f;
 
-	for (f = PS_FLAVOR_MEMB; f <= PS_FLAVOR_QSBR; f++) {
+	for (f = 0; f < PSI_FLAVOUR_COUNT; f++) {
 		struct cds_list_head *pos, *next;
 
 		cds_list_for_each_safe(pos, next, &ps_rcu_regs[f]) {
@@ -179,20 +155,23 @@ static void ps_rcu_prune_dead_threads(void)
 
 static void ps_rcu_atfork_child(void)
 {
+	const struct psi_flavour *f;
+	int i;
+
 	ps_rcu_prune_dead_threads();
-	_ps_qsbr_atfork_child();
+	for_each_flavour(f, i)
+		if (f->fork_child)
+			f->fork_child();
 	pthread_mutex_unlock(&ps_rcu_keys_lock);
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
-	_ps_reclaim_atfork_child();
-	_ps_qsbr_fork_done();
+	psi_reclaim_atfork_child();
+	ps_rcu_fork_done();
 }
 
 /*
- * Install the fork handlers as early as possible, so that the child
- * handler runs before any child handler the application installs (one
- * that starts a thread would be handed a dead thread's TLS before it is
- * unlinked).  A failure here is retried by _ps_rcu_thread_init(), which
- * fails then too.
+ * Installed by a constructor, so the child handler runs before any child
+ * handler the application installs (docs/fork.md).  A failure here is
+ * retried by psi_rcu_thread_init(), which fails then too.
  */
 __attribute__((constructor)) static void ps_rcu_atfork_install(void)
 {
@@ -209,8 +188,14 @@ static bool ps_rcu_keys_exist(void)
 	return false;
 }
 
-int _ps_rcu_thread_init(void)
+/*
+ * A registered thread without its key would never leave liburcu's
+ * registry; once glibc reused its stack, its stale read-side count could
+ * stall every grace period.  So the keys exist before any registration.
+ */
+int psi_rcu_thread_init(void)
 {
+	const struct psi_flavour *f;
 	int err = 0, i;
 
 	if (ps_likely(ps_rcu_keys_exist()))
@@ -224,11 +209,13 @@ int _ps_rcu_thread_init(void)
 	if (err)
 		return -err;
 	pthread_mutex_lock(&ps_rcu_keys_lock);
-	for (i = PS_FLAVOR_MEMB; i <= PS_FLAVOR_QSBR && !err; i++) {
+	for_each_flavour(f, i) {
 		if (ps_rcu_key_ok[i])
 			continue; /* a key created by an earlier, partly failed call */
-		err = pthread_key_create(&ps_rcu_keys[i], ps_rcu_key_destructors[i]);
+		err = pthread_key_create(&ps_rcu_keys[i], ps_rcu_key_destructor);
 		ps_rcu_key_ok[i] = !err;
+		if (err)
+			break;
 	}
 	if (!err) {
 		PS_ANNOTATE_HAPPENS_BEFORE(&ps_rcu_keys_ready);
@@ -238,28 +225,28 @@ int _ps_rcu_thread_init(void)
 	return -err;
 }
 
-void _ps_rcu_register(enum ps_flavor flavor, void (*urcu_register)(void),
+void psi_rcu_register(const struct psi_flavour *flavour, void (*urcu_register)(void),
 		struct cds_list_head *urcu_node)
 {
-	struct ps_rcu_reg *self = &ps_rcu_self[flavor];
+	struct ps_rcu_reg *self = &ps_rcu_self[flavour->id];
 
 	pthread_mutex_lock(&ps_rcu_reg_lock);
 	urcu_register();
 	self->urcu_node = urcu_node;
-	cds_list_add(&self->link, &ps_rcu_regs[flavor]);
+	cds_list_add(&self->link, &ps_rcu_regs[flavour->id]);
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
 	/*
-	 * Every path to a registration went through _ps_rcu_thread_init()
+	 * Every path to a registration went through psi_rcu_thread_init()
 	 * first (a store or map exists, or the thread went online), so the
 	 * keys exist; the call only makes sure of it.
 	 */
-	if (ps_likely(!_ps_rcu_thread_init()))
-		(void)pthread_setspecific(ps_rcu_keys[flavor], (void *)1);
+	if (ps_likely(!psi_rcu_thread_init()))
+		(void)pthread_setspecific(ps_rcu_keys[flavour->id], (void *)flavour);
 }
 
-void _ps_rcu_unregister(enum ps_flavor flavor, void (*urcu_unregister)(void))
+void psi_rcu_unregister(const struct psi_flavour *flavour, void (*urcu_unregister)(void))
 {
-	struct ps_rcu_reg *self = &ps_rcu_self[flavor];
+	struct ps_rcu_reg *self = &ps_rcu_self[flavour->id];
 
 	pthread_mutex_lock(&ps_rcu_reg_lock);
 	urcu_unregister();
@@ -268,7 +255,7 @@ void _ps_rcu_unregister(enum ps_flavor flavor, void (*urcu_unregister)(void))
 	pthread_mutex_unlock(&ps_rcu_reg_lock);
 	/* No destructor call at exit for a thread that left already. */
 	if (ps_rcu_keys_exist())
-		(void)pthread_setspecific(ps_rcu_keys[flavor], NULL);
+		(void)pthread_setspecific(ps_rcu_keys[flavour->id], NULL);
 }
 
 /*
@@ -283,7 +270,7 @@ __attribute__((destructor)) static void ps_rcu_keys_delete(void)
 
 	pthread_mutex_lock(&ps_rcu_keys_lock);
 	__atomic_store_n(&ps_rcu_keys_ready, 0, __ATOMIC_RELAXED);
-	for (i = PS_FLAVOR_MEMB; i <= PS_FLAVOR_QSBR; i++) {
+	for (i = 0; i < PSI_FLAVOUR_COUNT; i++) {
 		if (ps_rcu_key_ok[i])
 			(void)pthread_key_delete(ps_rcu_keys[i]);
 		ps_rcu_key_ok[i] = false;
@@ -293,21 +280,28 @@ __attribute__((destructor)) static void ps_rcu_keys_delete(void)
 
 void ps_rcu_unregister_thread(void)
 {
-	_ps_memb_thread_exit();
-	_ps_qsbr_thread_exit();
+	const struct psi_flavour *f;
+	int i;
+
+	for_each_flavour(f, i)
+		f->thread_exit();
 }
 
 int ps_rcu_barrier(void)
 {
-	bool was_online;
+	const struct psi_flavour *f;
+	int i;
 
-	/* Both wait for grace periods: not from inside a section they would wait for. */
-	if (urcu_memb_read_ongoing() || _ps_qsbr_auto_depth)
-		return -EDEADLK;
-	_ps_reclaim_barrier(&_ps_reclaim_memb);
-	/* An online QSBR thread goes offline for the wait, as ps_store_synchronize() does. */
-	was_online = ps_qsbr_wait_enter();
-	_ps_reclaim_barrier(&_ps_reclaim_qsbr);
-	ps_qsbr_wait_exit(was_online);
+	/* Each waits for grace periods: not from inside a section one would wait for. */
+	for_each_flavour(f, i)
+		if (f->in_section())
+			return -EDEADLK;
+	/* An online QSBR thread goes offline for its wait, as ps_store_synchronize() does. */
+	for_each_flavour(f, i) {
+		bool token = f->wait_enter();
+
+		psi_reclaim_barrier(f->reclaimer);
+		f->wait_exit(token);
+	}
 	return 0;
 }

@@ -9,7 +9,13 @@
 
 #include <urcu/list.h>
 
-enum ps_flavor { PS_FLAVOR_MEMB, PS_FLAVOR_QSBR };
+#include "rcu_flavour.h"
+
+/*
+ * Make @f known: its thread-exit key, its fork hooks, its reclaimer.
+ * Called by each flavour's constructor.  Context: load time.
+ */
+void psi_rcu_flavour_add(const struct psi_flavour *f);
 
 /*
  * Create the thread-exit keys (and install the fork handlers) if that is not
@@ -21,42 +27,22 @@ enum ps_flavor { PS_FLAVOR_MEMB, PS_FLAVOR_QSBR };
  * Return: 0, or -EAGAIN / -ENOMEM as pthread_key_create() or
  * pthread_atfork() failed.
  */
-int _ps_rcu_thread_init(void);
+int psi_rcu_thread_init(void);
 
 /*
- * Register the calling thread with @flavor (@urcu_register, the flavour's
+ * Register the calling thread with @flavour (@urcu_register, the flavour's
  * rcu_register_thread()), record @urcu_node, its entry in the flavour's
  * registry (&URCU_TLS(reader).node), for the fork handler, and arrange for
  * it to leave when it exits.  Excludes fork(): a child never sees a
- * registration half done.  Context: a thread not registered with @flavor.
+ * registration half done.  Context: a thread not registered with @flavour.
  */
-void _ps_rcu_register(enum ps_flavor flavor, void (*urcu_register)(void),
+void psi_rcu_register(const struct psi_flavour *flavour, void (*urcu_register)(void),
 		struct cds_list_head *urcu_node);
 
 /*
- * Unregister the calling thread, which _ps_rcu_register() registered, from
- * @flavor (@urcu_unregister), forget it, and cancel its exit hook.
+ * Unregister the calling thread, which psi_rcu_register() registered, from
+ * @flavour (@urcu_unregister), forget it, and cancel its exit hook.
  */
-void _ps_rcu_unregister(enum ps_flavor flavor, void (*urcu_unregister)(void));
-
-/*
- * The calling thread exits, perhaps from inside read-side sections
- * (pthread_exit() in a foreach callback, cancellation): close them, which
- * wakes a grace period waiting for them, then leave the flavour.  Only for
- * threads polstore registered itself.  sync_rcu.c / sync_qsbr.c.
- */
-void _ps_memb_thread_died(void);
-void _ps_qsbr_thread_died(void);
-
-/*
- * fork() handlers of sync_qsbr.c: prepare takes an online forking thread
- * offline (fork waits for reclaim threads between grace periods, and a
- * QSBR grace period would wait for it), done puts it back online in the
- * parent and the child.
- */
-void _ps_qsbr_fork_prepare(void);
-void _ps_qsbr_fork_done(void);
-/* In the child, before _ps_qsbr_fork_done(): the stall watchdog's state (rcu_stall.h). */
-void _ps_qsbr_atfork_child(void);
+void psi_rcu_unregister(const struct psi_flavour *flavour, void (*urcu_unregister)(void));
 
 #endif /* POLSTORE_SRC_RCU_THREAD_H */

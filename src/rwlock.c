@@ -20,7 +20,7 @@ void ps_rwlock_init(struct ps_rwlock *l)
 /* A thread's slot: its thread index, so the first PS_RWLOCK_SLOTS threads never share one. */
 static inline struct ps_rwlock_slot *my_slot(struct ps_rwlock *l)
 {
-	return &l->slot[_ps_thread_index() % PS_RWLOCK_SLOTS];
+	return &l->slot[psi_thread_index() % PS_RWLOCK_SLOTS];
 }
 
 /*

@@ -5,7 +5,7 @@
 
 #include "spinlock.h"
 
-void _ps_yield(void)
+void psi_yield(void)
 {
 	sched_yield();
 }
@@ -17,7 +17,7 @@ void ps_spin_init(struct ps_spinlock *l)
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&l->starving, sizeof(l->starving)); /* atomics only */
 }
 
-void _ps_spin_lock_slow(struct ps_spinlock *l)
+void psi_spin_lock_slow(struct ps_spinlock *l)
 {
 	unsigned rounds = 0, yields = 0;
 	bool mine = false; /* we raised @starving: the next turn is ours */
@@ -34,7 +34,7 @@ void _ps_spin_lock_slow(struct ps_spinlock *l)
 			ps_cpu_relax();
 			continue;
 		}
-		_ps_yield();
+		psi_yield();
 		if (!mine && ++yields >= PS_SPIN_STARVE_YIELDS) {
 			int zero = 0;
 

@@ -35,8 +35,8 @@ struct ps_spinlock {
 
 /* Zero @l and declare its atomics-only words to the thread checkers; before @l is shared. */
 void ps_spin_init(struct ps_spinlock *l);
-void _ps_spin_lock_slow(struct ps_spinlock *l);
-void _ps_yield(void);
+void psi_spin_lock_slow(struct ps_spinlock *l);
+void psi_yield(void);
 
 static inline bool ps_spin_trylock(struct ps_spinlock *l)
 {
@@ -54,7 +54,7 @@ static inline uint64_t ps_spin_acquire(struct ps_spinlock *l)
 
 	if (ps_unlikely(!ps_spin_trylock(l))) {
 		wait_start = ps_lstat_wait_begin();
-		_ps_spin_lock_slow(l);
+		psi_spin_lock_slow(l);
 	}
 	PS_ANNOTATE_HAPPENS_AFTER(l); /* pairs with ps_spin_release() */
 	return wait_start;
@@ -83,12 +83,12 @@ static inline void ps_spin_unlock(struct ps_spinlock *l)
 /* Wait, spinning then yielding, while @cond holds.  @cond is re-evaluated each round. */
 #define PS_WAIT_WHILE(cond)                                                                        \
 	do {                                                                                       \
-		unsigned _ps_rounds = 0;                                                           \
+		unsigned psi_rounds = 0;                                                           \
 		while (cond) {                                                                     \
-			if (++_ps_rounds < PS_SPIN_ROUNDS)                                         \
+			if (++psi_rounds < PS_SPIN_ROUNDS)                                         \
 				ps_cpu_relax();                                                    \
 			else                                                                       \
-				_ps_yield();                                                       \
+				psi_yield();                                                       \
 		}                                                                                  \
 	} while (0)
 

@@ -16,53 +16,34 @@
 #include "annotate.h"
 #include "check.h"
 #include "held.h"
-#include "names.h"
-#include "rcu_memb.h"
-#include "rcu_qsbr.h"
 #include "rcu_reclaim.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
-
-static const struct ps_sync_ops *const ps_sync_table[PS_SYNC_COUNT] = {
-	[PS_SYNC_SPIN] = &_ps_sync_spin_ops,
-	[PS_SYNC_RWLOCK] = &_ps_sync_rwlock_ops,
-	[PS_SYNC_SEQLOCK] = &_ps_sync_seqlock_ops,
-	[PS_SYNC_RCU] = &_ps_sync_rcu_ops,
-	[PS_SYNC_RCU_QSBR] = &_ps_sync_qsbr_ops,
-};
-
-static const char *const ps_sync_names[PS_SYNC_COUNT] = {
-	[PS_SYNC_SPIN] = "spin",
-	[PS_SYNC_RWLOCK] = "rwlock",
-	[PS_SYNC_SEQLOCK] = "seqlock",
-	[PS_SYNC_RCU] = "rcu",
-	[PS_SYNC_RCU_QSBR] = "rcu-qsbr",
-};
+#include "variants.h"
 
 const char *ps_version(void)
 {
 	return PS_VERSION_STRING;
 }
 
-PS_NAME_FUNCS(enum ps_sync, ps_sync_name, ps_sync_from_name, ps_sync_names, PS_SYNC_COUNT)
-
 struct ps_store *ps_store_create(enum ps_sync sync)
 {
+	const struct psi_variant *v = psi_variant_get(sync);
 	struct ps_store *s;
 	int err;
 
-	if ((unsigned)sync >= PS_SYNC_COUNT)
-		return _ps_err_null(EINVAL);
+	if (!v)
+		return psi_err_null(EINVAL);
 	/* Here, not in the first lookup's read section (topology.c). */
-	_ps_numa_topology_load();
-	/* RCU, RCU_QSBR and SEQLOCK readers register with liburcu: the exit hook first. */
-	err = sync == PS_SYNC_SPIN || sync == PS_SYNC_RWLOCK ? 0 : _ps_rcu_thread_init();
+	psi_numa_topology_load();
+	/* Readers that register with liburcu: the exit hook first. */
+	err = v->flavour ? psi_rcu_thread_init() : 0;
 	if (err)
-		return _ps_err_null(-err);
-	s = ps_sync_table[sync]->create();
+		return psi_err_null(-err);
+	s = v->ops->create();
 	if (!s)
-		return _ps_err_null(ENOMEM);
-	s->ops = ps_sync_table[sync];
+		return psi_err_null(ENOMEM);
+	s->ops = v->ops;
 	s->sync = sync;
 	s->tag = _PS_STORE_TAG(sync);
 	s->lookup = s->ops->lookup;
@@ -71,9 +52,9 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	s->read_unlock = s->ops->read_unlock;
 	s->lookup_copy = s->ops->lookup_copy;
 	s->lookup_node = s->ops->lookup_node;
-	if (ps_unlikely(_ps_checking) && _ps_check_store(s)) {
+	if (ps_unlikely(psi_checking) && psi_check_store(s)) {
 		s->ops->destroy(s);
-		return _ps_err_null(ENOMEM);
+		return psi_err_null(ENOMEM);
 	}
 	return s;
 }
@@ -118,15 +99,9 @@ struct ps_store *_ps_store_create_inline(enum ps_sync sync, unsigned long abi)
  */
 static bool ps_store_in_own_flavour_section(const struct ps_store *store)
 {
-	switch (store->sync) {
-	case PS_SYNC_SEQLOCK:
-	case PS_SYNC_RCU:
-		return urcu_memb_read_ongoing();
-	case PS_SYNC_RCU_QSBR:
-		return _ps_qsbr_auto_depth != 0;
-	default:
-		return false;
-	}
+	const struct psi_flavour *f = psi_variant_of(store)->flavour;
+
+	return f && f->in_section();
 }
 
 void ps_store_destroy(struct ps_store *store)
@@ -134,11 +109,11 @@ void ps_store_destroy(struct ps_store *store)
 	if (!store)
 		return;
 	if (ps_unlikely(ps_held(store)))
-		_ps_misuse("ps_store_destroy()", "%s store %p: called inside its own read-side "
+		psi_misuse("ps_store_destroy()", "%s store %p: called inside its own read-side "
 				"section or foreach callback, whose lock it would free",
 				ps_sync_name(store->sync), (void *)store);
 	if (ps_unlikely(ps_store_in_own_flavour_section(store)))
-		_ps_misuse("ps_store_destroy()", "%s store %p: called inside a read-side section "
+		psi_misuse("ps_store_destroy()", "%s store %p: called inside a read-side section "
 				"of its RCU flavour: it may wait for a grace period, which waits for "
 				"this thread (ps_store_destroy_deferred() never waits)",
 				ps_sync_name(store->sync), (void *)store);
@@ -147,9 +122,9 @@ void ps_store_destroy(struct ps_store *store)
 
 /*
  * Deferred destroy.  The item is queued on the reclaimer of the store's
- * flavour (memb for SPIN, RWLOCK, SEQLOCK and RCU stores, qsbr for
- * RCU_QSBR), after every batch the store's sets queued there: items are
- * released in the order queued, so by the time its grace period has
+ * flavour (memb for a variant without one: SPIN, RWLOCK), after every
+ * batch the store's sets queued there: items are released in the order
+ * queued, so by the time its grace period has
  * passed those batches have been released and the variant's destroy
  * waits for nothing (it must not: it runs on the reclaim thread, which a
  * barrier would wait for).  A lock a reader still holds (a SPIN or RWLOCK
@@ -168,13 +143,13 @@ static void ps_store_retire_release(struct ps_reclaim_item *item)
 	struct ps_store *s = r->store;
 
 	if (s->ops->idle && !s->ops->idle(s)) {
-		_ps_reclaim_retry(r->rc, item);
+		psi_reclaim_retry(r->rc, item);
 		return;
 	}
 	/* A grace period has passed: readers that left their sections let go (their read_unlock). */
 	PS_ANNOTATE_HAPPENS_AFTER(s);
 	s->ops->destroy(s);
-	_ps_free(r);
+	psi_free(r);
 }
 
 int ps_store_destroy_deferred(struct ps_store *store)
@@ -184,22 +159,22 @@ int ps_store_destroy_deferred(struct ps_store *store)
 
 	if (!store)
 		return -EINVAL;
-	r = _ps_alloc(sizeof(*r));
+	r = psi_alloc(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->rc = store->sync == PS_SYNC_RCU_QSBR ? &_ps_reclaim_qsbr : &_ps_reclaim_memb;
+	r->rc = (psi_variant_of(store)->flavour ?: &psi_flavour_memb)->reclaimer;
 	r->store = store;
 	r->item.release = ps_store_retire_release;
-	err = _ps_reclaim_defer(r->rc, &r->item);
+	err = psi_reclaim_defer(r->rc, &r->item);
 	if (err)
-		_ps_free(r);
+		psi_free(r);
 	return err;
 }
 
 int ps_store_sync_kind(const struct ps_store *store)
 {
 	if (store && ps_unlikely(store->tag == PS_STORE_TAG_DEAD))
-		_ps_check_dead(store, "ps_store_sync_kind()");
+		psi_check_dead(store, "ps_store_sync_kind()");
 	return store ? (int)store->sync : -EINVAL;
 }
 
@@ -247,12 +222,6 @@ int ps_store_synchronize(struct ps_store *store)
 	return 0;
 }
 
-struct ps_policy *_ps_lookup_miss(void)
-{
-	errno = 0; /* documented: a miss is told from a NULL store by errno */
-	return NULL;
-}
-
 /*
  * The read side's exported calls run the inline fast path of
  * polstore/static/lookup.h (what a POLSTORE_INLINE program compiles into
@@ -272,7 +241,7 @@ struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 	if (PS_READ_INLINE)
 		return _ps_inl_lookup(store, idx);
 	if (ps_unlikely(!store))
-		return _ps_err_null(EINVAL);
+		return psi_err_null(EINVAL);
 	/* A tail call: the variant sets errno on a miss (ps_lookup_result()). */
 	return store->lookup(store, idx);
 }
@@ -318,10 +287,10 @@ int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node)
 	return store->lookup_node(store, idx, local_node);
 }
 
-/* A walk of a SPIN or SEQLOCK store takes its lock: not inside its own section or walk. */
+/* A walk that takes its store's lock exclusively: not inside its own section or walk. */
 static inline bool ps_walk_self_deadlock(const struct ps_store *store)
 {
-	return ps_held(store) && store->sync != PS_SYNC_RWLOCK;
+	return ps_held(store) && psi_variant_has(store, PSI_V_WALK_EXCL);
 }
 
 int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
@@ -336,7 +305,7 @@ int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
 size_t ps_store_count(struct ps_store *store)
 {
 	if (store && ps_unlikely(store->tag == PS_STORE_TAG_DEAD))
-		_ps_check_dead(store, "ps_store_count()");
+		psi_check_dead(store, "ps_store_count()");
 	return store ? PS_READ_ONCE(store->rd.tree.count) : 0;
 }
 

@@ -29,7 +29,7 @@ struct ps_sync_ops {
 	void (*read_lock)(struct ps_store *store);
 	void (*read_unlock)(struct ps_store *store);
 	const struct ps_policy *(*lookup_borrow)(struct ps_store *store, uint64_t idx);
-	/* Issue 11: one call each, their own read-side section; @view checked, @local_node valid. */
+	/* One call each, in a read-side section of their own; @view checked, @local_node valid. */
 	int (*lookup_copy)(struct ps_store *store, uint64_t idx, struct ps_policy_view *view);
 	int (*lookup_node)(struct ps_store *store, uint64_t idx, int local_node);
 	int (*set)(struct ps_store *store, uint64_t start, uint64_t end, struct ps_policy *pol);
@@ -43,8 +43,8 @@ struct ps_sync_ops {
 	/* The writer lock's statistics (both directions), or NULL without lock_stat. */
 	struct ps_lstat *(*lock_stat)(struct ps_store *store);
 	/*
-	 * Issue 16.  Arguments checked by store.c: start < end, out-pointers
-	 * not NULL, n > 0 and every op non-empty.  @foreach_range walks one
+	 * Arguments checked by store.c: start < end, out-pointers not
+	 * NULL, n > 0 and every op non-empty.  @foreach_range walks one
 	 * snapshot as @foreach does; @next and @next_borrow are one
 	 * linearizable read each, returning 0 or -ENOENT; @set_many
 	 * allocates for the whole batch first and makes it visible at once
@@ -68,21 +68,15 @@ struct ps_sync_ops {
 	bool (*idle)(struct ps_store *store);
 };
 
-extern const struct ps_sync_ops _ps_sync_spin_ops;
-extern const struct ps_sync_ops _ps_sync_rwlock_ops;
-extern const struct ps_sync_ops _ps_sync_seqlock_ops;
-extern const struct ps_sync_ops _ps_sync_rcu_ops;
-extern const struct ps_sync_ops _ps_sync_qsbr_ops;
-
 /*
  * A variant's store object, the part of its create every variant shares:
  * @size bytes (its own store type, struct ps_store first), zeroed and
  * cache-line aligned, with @size recorded and an empty tree.  Return: the
- * base, or NULL when out of memory.  Free it with _ps_free_aligned().
+ * base, or NULL when out of memory.  Free it with psi_free_aligned().
  */
-static inline struct ps_store *_ps_store_zalloc(size_t size)
+static inline struct ps_store *psi_store_zalloc(size_t size)
 {
-	struct ps_store *s = _ps_zalloc_aligned(size);
+	struct ps_store *s = psi_zalloc_aligned(size);
 
 	if (s) {
 		s->size = size;
@@ -96,7 +90,7 @@ static inline struct ps_store *_ps_store_zalloc(size_t size)
  * ranges and drop their policy references at once (no reader may run
  * during destroy: polstore/store.h).
  */
-static inline void _ps_store_free_ranges(struct ps_store *s)
+static inline void psi_store_free_ranges(struct ps_store *s)
 {
 	struct ps_range_list removed = { NULL, 0, NULL };
 
@@ -104,8 +98,8 @@ static inline void _ps_store_free_ranges(struct ps_store *s)
 	ps_range_list_free(&removed);
 }
 
-/* Set errno to 0 and return NULL (store.c); out of line, a tail call. */
-struct ps_policy *_ps_lookup_miss(void);
+/* Set errno to 0 and return NULL (sync_common.c); out of line, a tail call. */
+struct ps_policy *psi_lookup_miss(void);
 
 /*
  * What every variant's lookup returns: @pol, with errno set to 0 on a miss,
@@ -115,7 +109,7 @@ struct ps_policy *_ps_lookup_miss(void);
  */
 static inline struct ps_policy *ps_lookup_result(struct ps_policy *pol)
 {
-	return ps_likely(pol) ? pol : _ps_lookup_miss();
+	return ps_likely(pol) ? pol : psi_lookup_miss();
 }
 
 /* Look the policy up in @t and return it (borrowed) or NULL; for a tree no writer changes. */

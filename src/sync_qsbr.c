@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * RCU store, liburcu qsbr flavour: the copy-on-write store of sync_cow.h
- * with the thread rules of polstore/rcu.h (rcu_qsbr.h): an online thread
- * reads with no section of its own, an offline one goes online for its
- * outermost section and back offline after it, so it never stalls a writer.
+ * RCU store, liburcu qsbr flavour: the copy-on-write store of
+ * sync_cow-impl.h with the thread rules of polstore/rcu.h (rcu_qsbr.h):
+ * an online thread reads with no section of its own, an offline one goes
+ * online for its outermost section and back offline after it.
  */
 #include "rcu_qsbr.h"
 #include "rcu_reclaim.h"
@@ -13,11 +13,7 @@
 #define PS_COW_READ_ENTER() ps_qsbr_read_enter()
 #define PS_COW_IN_SECTION() ps_qsbr_in_section()
 #define PS_COW_READ_EXIT() ps_qsbr_read_exit()
-/* An online thread may hold borrowed policies: only an offline one may wait unasked. */
-#define PS_COW_CAN_WAIT() (!ps_qsbr_online_now())
-#define PS_COW_WAIT_ENTER() ps_qsbr_wait_enter()
-#define PS_COW_WAIT_EXIT(token) ps_qsbr_wait_exit(token)
-#define PS_COW_SYNCHRONIZE() _ps_qsbr_synchronize("a set or synchronize of an rcu-qsbr store")
-#define PS_COW_RECLAIMER (&_ps_reclaim_qsbr)
-#define PS_COW_OPS _ps_sync_qsbr_ops
-#include "sync_cow.h"
+#define PS_COW_FLAVOUR (&psi_flavour_qsbr)
+#define PS_COW_OPS psi_sync_qsbr_ops
+#define PS_COW_NAME "rcu-qsbr"
+#include "sync_cow-impl.h"

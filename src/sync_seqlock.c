@@ -53,7 +53,7 @@ struct ps_store_seq {
 	struct ps_range_list retired; /* unlinked, waiting for a grace period; under @lock */
 	size_t inflight; /* atomic: batches handed to the reclaim thread and not yet freed */
 };
-_Static_assert(offsetof(struct ps_store_seq, base) == 0, "_ps_store_zalloc(): base first");
+_Static_assert(offsetof(struct ps_store_seq, base) == 0, "psi_store_zalloc(): base first");
 
 static inline struct ps_store_seq *to_seq(struct ps_store *s)
 {
@@ -62,7 +62,7 @@ static inline struct ps_store_seq *to_seq(struct ps_store *s)
 
 static struct ps_store *seq_create(void)
 {
-	struct ps_store *s = _ps_store_zalloc(sizeof(struct ps_store_seq));
+	struct ps_store *s = psi_store_zalloc(sizeof(struct ps_store_seq));
 
 	if (!s)
 		return NULL;
@@ -76,7 +76,7 @@ static void seq_destroy(struct ps_store *s)
 {
 	struct ps_store_seq *ss = to_seq(s);
 
-	_ps_store_free_ranges(s);
+	psi_store_free_ranges(s);
 	ps_range_list_free(&ss->retired); /* no reader may run during destroy */
 	/*
 	 * Batches in flight hold policy references (dropped when destroy
@@ -84,9 +84,9 @@ static void seq_destroy(struct ps_store *s)
 	 * drops @inflight last.
 	 */
 	if (__atomic_load_n(&ss->inflight, __ATOMIC_ACQUIRE))
-		_ps_reclaim_barrier(&_ps_reclaim_memb);
+		psi_reclaim_barrier(psi_flavour_memb.reclaimer);
 	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
-	_ps_free_aligned(ss);
+	psi_free_aligned(ss);
 }
 
 static void seq_read_lock(struct ps_store *s)
@@ -189,9 +189,9 @@ static void seq_batch_free(struct ps_reclaim_item *item)
 	/* A grace period has passed since the ranges were unlinked: readers let go. */
 	PS_ANNOTATE_HAPPENS_AFTER(&ss->base);
 	ps_range_list_free(&b->list);
-	_ps_free(b);
-	if (ps_unlikely(_ps_reclaim_test_hook))
-		_ps_reclaim_test_hook();
+	psi_free(b);
+	if (ps_unlikely(psi_reclaim_test_hook))
+		psi_reclaim_test_hook();
 	PS_ANNOTATE_HAPPENS_BEFORE(&seq_batches_done);
 	/* The last access to the store: destroy frees it once it reads 0 (acquire). */
 	__atomic_fetch_sub(&ss->inflight, 1, __ATOMIC_RELEASE);
@@ -212,17 +212,17 @@ static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
 
 	if (!list->head)
 		return;
-	b = _ps_alloc(sizeof(*b));
+	b = psi_alloc(sizeof(*b));
 	if (ps_likely(b)) {
 		b->list = *list;
 		b->store = ss;
 		b->item.release = seq_batch_free;
 		__atomic_fetch_add(&ss->inflight, 1, __ATOMIC_RELAXED);
 		PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
-		if (!_ps_reclaim_defer(&_ps_reclaim_memb, &b->item))
+		if (!psi_reclaim_defer(psi_flavour_memb.reclaimer, &b->item))
 			return;
 		__atomic_fetch_sub(&ss->inflight, 1, __ATOMIC_RELAXED);
-		_ps_free(b);
+		psi_free(b);
 	}
 	if (urcu_memb_read_ongoing()) {
 		ps_spin_lock(&ss->lock);
@@ -250,7 +250,7 @@ static void seq_synchronize(struct ps_store *s)
 		ps_range_list_free(&batch);
 	}
 	/* And the batches handed to the reclaim thread (by any memb store). */
-	_ps_reclaim_barrier(&_ps_reclaim_memb);
+	psi_reclaim_barrier(psi_flavour_memb.reclaimer);
 	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 }
 
@@ -305,7 +305,7 @@ static struct ps_lstat *seq_lock_stat(struct ps_store *s)
 	return ps_lstat_of(&to_seq(s)->lock.stat);
 }
 
-/* ---- windows, walks by position, batches (issue 16) ---- */
+/* ---- windows, walks by position, batches ---- */
 
 static int seq_foreach_range(struct ps_store *s, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg)
@@ -448,7 +448,7 @@ static bool seq_idle(struct ps_store *s)
 	return true;
 }
 
-const struct ps_sync_ops _ps_sync_seqlock_ops = {
+const struct ps_sync_ops psi_sync_seqlock_ops = {
 	.create = seq_create,
 	.destroy = seq_destroy,
 	.lookup = seq_lookup,

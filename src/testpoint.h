@@ -15,12 +15,12 @@ enum ps_test_point {
 	PS_TP_COW_DEPOT_LOCKED,
 };
 
-extern void (*_ps_test_hook)(enum ps_test_point point);
+extern void (*psi_test_hook)(enum ps_test_point point);
 
 #define PS_TEST_POINT(point)                                                                       \
 	do {                                                                                       \
-		if (ps_unlikely(__atomic_load_n(&_ps_test_hook, __ATOMIC_RELAXED) != NULL))        \
-			_ps_test_hook(point);                                                      \
+		if (ps_unlikely(__atomic_load_n(&psi_test_hook, __ATOMIC_RELAXED) != NULL))        \
+			psi_test_hook(point);                                                      \
 	} while (0)
 
 #endif /* POLSTORE_SRC_TESTPOINT_H */

@@ -259,7 +259,7 @@ static inline const struct ps_topology *ps_topo_get(void)
 	return ps_likely(t) ? t : ps_topo_first();
 }
 
-void _ps_numa_topology_load(void)
+void psi_numa_topology_load(void)
 {
 	(void)ps_topo_get();
 }

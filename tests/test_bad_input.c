@@ -296,6 +296,8 @@ VARIANT_TEST(bad_input, store)
 	BAD(ps_sync_name((enum ps_sync)-1), NULL);
 	BAD(ps_sync_name((enum ps_sync)PS_SYNC_COUNT), NULL);
 	BAD(ps_sync_from_name(NULL), -EINVAL);
+	BAD(ps_sync_caps((enum ps_sync)-1), 0u);
+	BAD(ps_sync_caps((enum ps_sync)PS_SYNC_COUNT), 0u);
 	BAD(ps_sync_from_name(""), -EINVAL);
 	BAD(ps_sync_from_name("SPIN"), -EINVAL);
 	BAD(ps_sync_from_name("rcu "), -EINVAL);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Adversarial review of the copy-on-write RCU stores (src/sync_cow.h,
+ * Adversarial review of the copy-on-write RCU stores (src/sync_cow-impl.h,
  * src/rangetree.c, src/rbtree.c, src/rcu_reclaim.c) and of the in-place
  * variants after the parent-pointer removal and the victim reuse.
  *
@@ -31,7 +31,7 @@
 #include "testpoint.h"
 #include "testutil.h"
 
-/* Constants of src/sync_cow.h (not exported): keep in step. */
+/* Constants of src/sync_cow-impl.h (not exported): keep in step. */
 #define COW_PENDING_MAX (1 << 18)
 #define COW_DEPOT_MAX 16384
 #define COW_REFILL 256
@@ -903,7 +903,7 @@ RCU_TEST(fork_while_writer_holds_depot_lock, .timeout = 60)
 	h.s = ps_store_create(*sync);
 	h.p = ps_test_bind(1);
 	depot_hold_now = &h;
-	__atomic_store_n(&_ps_test_hook, depot_hook, __ATOMIC_RELEASE);
+	__atomic_store_n(&psi_test_hook, depot_hook, __ATOMIC_RELEASE);
 	cr_assert_eq(pthread_create(&w, NULL, depot_writer, &h), 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 20;
@@ -923,7 +923,7 @@ RCU_TEST(fork_while_writer_holds_depot_lock, .timeout = 60)
 	expect_child_ok(pid, "child beside a writer holding the depot lock");
 	__atomic_store_n(&h.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(w, NULL);
-	__atomic_store_n(&_ps_test_hook, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&psi_test_hook, NULL, __ATOMIC_RELEASE);
 	depot_hold_now = NULL;
 	ps_store_synchronize(h.s);
 	ps_store_destroy(h.s);
@@ -1128,7 +1128,7 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
 
 /*
  * Sets inside a read-side section while no reclaim thread can start: their
- * records stall on the store.  sync_cow.h's cow_finish() releases them at
+ * records stall on the store.  sync_cow-impl.h's cow_finish() releases them at
  * the next set that may wait for a grace period: once the section is
  * over, later sets must release them, and ps_store_memory() must count
  * them meanwhile.

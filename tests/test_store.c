@@ -97,6 +97,42 @@ Test(store, variant_names)
 	cr_assert_eq(errno, EINVAL);
 }
 
+/* What ps_sync_caps() says a variant is, and what its store does. */
+VARIANT_TEST(store, caps)
+{
+	static const struct {
+		const char *name;
+		unsigned caps;
+	} want[] = {
+		{ "spin", PS_CAP_LOCK },
+		{ "rwlock", PS_CAP_LOCK },
+		{ "seqlock", PS_CAP_LOCK | PS_CAP_RCU },
+		{ "rcu", PS_CAP_RCU },
+		{ "rcu-qsbr", PS_CAP_RCU | PS_CAP_QSBR },
+	};
+	unsigned caps = ps_sync_caps(*sync);
+	struct ps_lock_stat_row rows[2];
+	struct ps_policy *a;
+	struct ps_store *s;
+	size_t i;
+
+	for (i = 0; i < PS_ARRAY_SIZE(want); i++)
+		if (!strcmp(want[i].name, ps_sync_name(*sync)))
+			cr_assert_eq(caps, want[i].caps, "%s: caps %#x", want[i].name, caps);
+	cr_assert(!(caps & PS_CAP_QSBR) || (caps & PS_CAP_RCU));
+	if (!ps_lock_stat_enabled())
+		return;
+	/* The lock a set takes is the one lock_stat shows. */
+	s = ps_store_create(*sync);
+	a = ps_test_bind(1);
+	cr_assert_not_null(s);
+	cr_assert_eq(ps_store_set(s, 0, 10, a), 0);
+	cr_assert_eq(ps_store_lock_stat_read(s, rows), 0);
+	cr_assert_eq(rows[PS_LOCK_STAT_WRITE].acquisitions != 0, (caps & PS_CAP_LOCK) != 0);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
 VARIANT_TEST(store, einval_leaves_state)
 {
 	struct ps_store *s = ps_store_create(*sync);

@@ -14,9 +14,16 @@
 #define PS_TEST_NO_CRITERION
 #include "testutil.h"
 
-enum ps_sync ps_test_all_syncs[PS_SYNC_COUNT] = {
-	PS_SYNC_SPIN, PS_SYNC_RWLOCK, PS_SYNC_SEQLOCK, PS_SYNC_RCU, PS_SYNC_RCU_QSBR,
-};
+enum ps_sync ps_test_all_syncs[PS_SYNC_COUNT];
+
+/* Every variant the library has, in the enum's order: a new one is tested with no edit here. */
+__attribute__((constructor)) static void ps_test_list_syncs(void)
+{
+	int i;
+
+	for (i = 0; i < PS_SYNC_COUNT; i++)
+		ps_test_all_syncs[i] = (enum ps_sync)i;
+}
 enum ps_idmap_sync ps_test_all_idmap_syncs[PS_IDMAP_SYNC_COUNT] = {
 	PS_IDMAP_SPIN, PS_IDMAP_RWLOCK, PS_IDMAP_RCU,
 };
@@ -191,11 +198,11 @@ long ps_test_alloc_quarantine_end(void)
 }
 
 /* The library's checking switch (src/check.h): not part of the API. */
-extern bool _ps_checking;
+extern bool psi_checking;
 
 void ps_test_set_checking(bool on)
 {
-	_ps_checking = on;
+	psi_checking = on;
 }
 
 int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out, size_t len,
@@ -234,11 +241,11 @@ int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out
 }
 
 /* The library's test hook (src/rcu_reclaim.h): not part of the API. */
-extern void (*_ps_reclaim_test_hook)(void);
+extern void (*psi_reclaim_test_hook)(void);
 
 void ps_test_set_release_hook(void (*fn)(void))
 {
-	__atomic_store_n(&_ps_reclaim_test_hook, fn, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&psi_reclaim_test_hook, fn, __ATOMIC_SEQ_CST);
 }
 
 void ps_test_alloc_install(void)

@@ -176,6 +176,26 @@ PS_API const char *ps_sync_name(enum ps_sync sync);
  */
 PS_API int ps_sync_from_name(const char *name);
 
+/* What a variant is, as ps_sync_caps() reports it. */
+#define PS_CAP_LOCK 0x1u /* writers take a lock readers or walks can wait for */
+#define PS_CAP_RCU 0x2u  /* readers use liburcu: a reading thread registers with it */
+#define PS_CAP_QSBR 0x4u /* liburcu's qsbr flavour: online threads read for free */
+
+/**
+ * ps_sync_caps() - what a variant is, for programs that treat variants alike
+ * @sync: the variant
+ *
+ * PS_CAP_LOCK: writers take a lock that readers or walks can wait for, the
+ * lock ps_store_lock_stat_read() reports (polstore/lockstat.h).
+ * PS_CAP_RCU: readers use liburcu; a thread that reads is registered with
+ * one of its flavours (polstore/rcu.h).  PS_CAP_QSBR: that flavour is qsbr,
+ * where a thread online by ps_qsbr_thread_online() reads with no section.
+ *
+ * Context: any thread.
+ * Return: the PS_CAP_* bits of @sync; 0 for a value that is not a variant.
+ */
+PS_API unsigned ps_sync_caps(enum ps_sync sync);
+
 /**
  * ps_store_create() - create an empty store
  * @sync: the synchronisation variant

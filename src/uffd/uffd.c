@@ -886,7 +886,7 @@ struct ps_uffd *ps_uffd_create(
 		goto nomem_early;
 	uf->uffd = uf->stopfd = -1;
 	uf->store = store;
-	uf->qsbr = store && ps_store_sync_kind(store) == PS_SYNC_RCU_QSBR;
+	uf->qsbr = store && (ps_sync_caps((enum ps_sync)ps_store_sync_kind(store)) & PS_CAP_QSBR);
 	uf->flags = attr->flags;
 	uf->page_size = attr->page_size ? attr->page_size : sys;
 	uf->sys_page = sys;

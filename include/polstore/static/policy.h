@@ -28,8 +28,8 @@ extern "C" {
 #endif
 
 /*
- * Striped reference counts (issue 12)
- * ===================================
+ * Striped reference counts
+ * ========================
  *
  * The true count of a policy is
  *

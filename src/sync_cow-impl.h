@@ -2,21 +2,17 @@
 /*
  * The RCU store: one copy-on-write red-black tree, written once and
  * compiled once per liburcu flavour (sync_rcu.c: memb, sync_qsbr.c: qsbr).
- * The including file defines
+ * An include-template: the including file defines its read side
  *   PS_COW_READ_ENTER(), PS_COW_READ_EXIT()   a read-side section;
  *   PS_COW_IN_SECTION()    true when the calling thread is inside a section
  *                          already, so a lookup needs none of its own
  *                          (QSBR: an online thread); optional;
- *   PS_COW_WAIT_ENTER() / PS_COW_WAIT_EXIT(token)
- *                          around a wait for a grace period where the
- *                          caller's contract allows one (QSBR: an online
- *                          thread goes offline and back);
- *   PS_COW_CAN_WAIT()      true when the thread is outside every
- *                          read-side section (QSBR: offline), so that it
- *                          may wait without being told it may;
- *   PS_COW_SYNCHRONIZE()   the flavour's grace period;
- *   PS_COW_RECLAIMER       the flavour's reclaim thread (rcu_reclaim.h);
- *   PS_COW_OPS             the name of the ops table.
+ * and names the rest:
+ *   PS_COW_FLAVOUR         the flavour's hook table (rcu_flavour.h), which
+ *                          the write side calls: may it wait, around a
+ *                          wait, a grace period, the reclaim thread;
+ *   PS_COW_OPS             the name of the ops table;
+ *   PS_COW_NAME            the variant's name, for stall warnings.
  *
  * Why readers are safe.  A set copies the ranges it changes and the ones
  * between them and the highest it changes, links the copies into one new
@@ -63,10 +59,10 @@
  * was.  A set also reserves its record's chunks before it publishes.
  *
  * Memory bound: ranges retired and not yet released are those of the
- * records queued (_ps_reclaim_pending()).  Should the reclaim thread fall
+ * records queued (psi_reclaim_pending()).  Should the reclaim thread fall
  * behind by more than PS_COW_PENDING_MAX ranges (a grace period that does
  * not end: a QSBR thread online without quiescent states), a set called
- * outside every read-side section (PS_COW_CAN_WAIT()) waits for a grace
+ * outside every read-side section (the flavour's can_wait()) waits for a grace
  * period and releases its record itself instead of queueing it; one called
  * inside a section queues it anyway: a set never waits there.
  */
@@ -79,6 +75,12 @@
 #include "rcu_reclaim.h"
 #include "store_internal.h"
 #include "testpoint.h"
+
+/* A grace period of the flavour, named in its stall warnings. */
+static inline void ps_cow_synchronize(void)
+{
+	PS_COW_FLAVOUR->synchronize("a set or synchronize of an " PS_COW_NAME " store");
+}
 
 #ifdef PS_COW_IN_SECTION
 /* Out of line, off the path of the lookups that need no section. */
@@ -190,7 +192,7 @@ struct ps_store_cow {
 	struct cow_rec *stalled;
 	size_t nstalled;               /* ranges on @stalled; atomic */
 };
-_Static_assert(offsetof(struct ps_store_cow, base) == 0, "_ps_store_zalloc(): base first");
+_Static_assert(offsetof(struct ps_store_cow, base) == 0, "psi_store_zalloc(): base first");
 
 static inline struct ps_store_cow *to_cow(struct ps_store *s)
 {
@@ -215,7 +217,7 @@ static inline struct ps_policy *cow_lookup_pol(struct ps_store_cow *cs, uint64_t
 
 static struct ps_store *cow_create(void)
 {
-	struct ps_store *s = _ps_store_zalloc(sizeof(struct ps_store_cow));
+	struct ps_store *s = psi_store_zalloc(sizeof(struct ps_store_cow));
 	struct ps_store_cow *cs;
 
 	if (!s)
@@ -238,7 +240,7 @@ static void rec_put_policies(struct cow_rec *r)
 	size_t i;
 
 	for (i = 0; i < r->npols; i++)
-		_ps_policy_store_put(*rec_slot(r, r->n + i));
+		psi_policy_store_put(*rec_slot(r, r->n + i));
 	r->npols = 0;
 }
 
@@ -273,12 +275,12 @@ static void rec_free(struct cow_rec *r)
 	size_t i;
 
 	for (i = 0; i < r->n; i++)
-		_ps_free(*rec_slot(r, i));
+		psi_free(*rec_slot(r, i));
 	for (e = r->ext; e; e = next) {
 		next = e->next;
-		_ps_free(e);
+		psi_free(e);
 	}
-	_ps_free(r);
+	psi_free(r);
 }
 
 /*
@@ -316,8 +318,8 @@ static void cow_rec_free(struct ps_reclaim_item *item)
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	rec_release(r);
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
-	if (ps_unlikely(_ps_reclaim_test_hook))
-		_ps_reclaim_test_hook();
+	if (ps_unlikely(psi_reclaim_test_hook))
+		psi_reclaim_test_hook();
 }
 
 /* Free a chain of records (linked by item.next) at once: no reader can reach them. */
@@ -339,7 +341,7 @@ static void cow_thread_free(void *arg)
 	struct cow_thread *t = arg;
 
 	ps_rtree_cow_mem_free(&t->mem);
-	_ps_free(t);
+	psi_free(t);
 }
 
 /* The thread's spares go at its exit (or with the library, for the threads still alive). */
@@ -419,7 +421,7 @@ static struct cow_thread *cow_thread_get(void)
 
 	if (ps_likely(t))
 		return t;
-	t = _ps_zalloc(sizeof(*t));
+	t = psi_zalloc(sizeof(*t));
 	if (!t)
 		return NULL;
 	t->mem.refill = cow_refill;
@@ -429,7 +431,7 @@ static struct cow_thread *cow_thread_get(void)
 	t->keyed = cow_key_ok && !pthread_setspecific(cow_key, t);
 	cow_self = t;
 	/* Once per thread: the reclaim thread empties the depot when sets stop. */
-	_ps_reclaim_on_idle(PS_COW_RECLAIMER, cow_depot_idle);
+	psi_reclaim_on_idle(PS_COW_FLAVOUR->reclaimer, cow_depot_idle);
 	return t;
 }
 
@@ -488,10 +490,10 @@ static void cow_thread_trim(void)
 /* Wait until every record queued before has been released (outside every section). */
 static void cow_wait_records(void)
 {
-	bool token = PS_COW_WAIT_ENTER();
+	bool token = PS_COW_FLAVOUR->wait_enter();
 
-	_ps_reclaim_barrier(PS_COW_RECLAIMER);
-	PS_COW_WAIT_EXIT(token);
+	psi_reclaim_barrier(PS_COW_FLAVOUR->reclaimer);
+	PS_COW_FLAVOUR->wait_exit(token);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 }
 
@@ -506,16 +508,19 @@ static void cow_destroy(struct ps_store *s)
 	 * them only so that the policy references they hold are dropped when
 	 * it returns, as the other variants' are.
 	 */
-	_ps_store_free_ranges(s);
+	/* Every section that reached these ranges has ended (a deferred destroy: a grace period ago). */
+	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
+	psi_store_free_ranges(s);
 	rec_chain_free_now(__atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE));
 	/* On the reclaim thread (a release that destroys a store) its records went first. */
-	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED) && !_ps_reclaim_is_self(PS_COW_RECLAIMER)) {
+	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED) &&
+			!psi_reclaim_is_self(PS_COW_FLAVOUR->reclaimer)) {
 		cow_wait_records();
 		cow_depot_drain();
 	}
 	cow_thread_trim();
 	pthread_mutex_destroy(&cs->wlock);
-	_ps_free_aligned(cs);
+	psi_free_aligned(cs);
 }
 
 static void cow_read_lock(struct ps_store *s)
@@ -592,22 +597,22 @@ PS_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_sectio
  */
 static void cow_retire(struct ps_store_cow *cs, struct cow_rec *r)
 {
-	bool can_wait = PS_COW_CAN_WAIT();
+	bool can_wait = PS_COW_FLAVOUR->can_wait();
 	size_t n = r->n;
 
 	r->item.release = cow_rec_free;
 	PS_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
 	if (!__atomic_load_n(&cs->queued, __ATOMIC_RELAXED))
 		__atomic_store_n(&cs->queued, true, __ATOMIC_RELAXED);
-	if (!(can_wait && _ps_reclaim_pending(PS_COW_RECLAIMER) > PS_COW_PENDING_MAX) &&
-			!_ps_reclaim_defer_weighed(PS_COW_RECLAIMER, &r->item, n))
+	if (!(can_wait && psi_reclaim_pending(PS_COW_FLAVOUR->reclaimer) > PS_COW_PENDING_MAX) &&
+			!psi_reclaim_defer_weighed(PS_COW_FLAVOUR->reclaimer, &r->item, n))
 		return;
 	if (can_wait) {
 		int cancel;
 
 		/* A cancellation here would lose the record: acted on at the next point instead. */
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-		PS_COW_SYNCHRONIZE();
+		ps_cow_synchronize();
 		pthread_setcancelstate(cancel, NULL);
 		PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 		rec_release(r);
@@ -636,9 +641,9 @@ static void cow_release_stalled(struct ps_store_cow *cs)
 	__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
 	/* As in cow_retire(): not a cancellation point, nothing taken is lost. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	token = PS_COW_WAIT_ENTER();
-	PS_COW_SYNCHRONIZE();
-	PS_COW_WAIT_EXIT(token);
+	token = PS_COW_FLAVOUR->wait_enter();
+	ps_cow_synchronize();
+	PS_COW_FLAVOUR->wait_exit(token);
 	pthread_setcancelstate(cancel, NULL);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	for (; r; r = next) {
@@ -717,7 +722,7 @@ static struct cow_rec *cow_record(struct ps_rtree_cow *c, struct cow_thread *t, 
 			if (sp->n < sp->cap)
 				sp->v[sp->n++] = x;
 			else
-				_ps_free(x);
+				psi_free(x);
 		}
 	}
 	*nodes = r->n;
@@ -783,7 +788,7 @@ static void cow_finish(struct ps_store_cow *cs, struct cow_thread *t, struct cow
 {
 	if (r)
 		cow_retire(cs, r);
-	if (ps_unlikely(__atomic_load_n(&cs->stalled, __ATOMIC_RELAXED)) && PS_COW_CAN_WAIT())
+	if (ps_unlikely(__atomic_load_n(&cs->stalled, __ATOMIC_RELAXED)) && PS_COW_FLAVOUR->can_wait())
 		cow_release_stalled(cs);
 	cow_thread_settle(t);
 }

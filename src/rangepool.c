@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Pools of free ranges (rangetree.h): the lists writers take spare ranges
+ * from and hand removed ones to, and the vectors the copy-on-write
+ * stores keep per thread.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "policy_internal.h"
+#include "rangetree.h"
+
+struct ps_range *ps_range_list_pop(struct ps_range_list *l)
+{
+	struct ps_range *r = l->head;
+
+	if (r) {
+		l->head = r->next_free;
+		if (!--l->n)
+			l->tail = NULL;
+	}
+	return r;
+}
+
+int ps_range_list_fill(struct ps_range_list *list, int n)
+{
+	struct ps_range_list fresh = { NULL, 0, NULL };
+	struct ps_range *r;
+	size_t have;
+
+	for (have = list->n; have < (size_t)n; have++) {
+		r = psi_zalloc(sizeof(*r));
+		if (!r) {
+			ps_range_list_free(&fresh);
+			return -ENOMEM;
+		}
+		ps_range_list_push(&fresh, r);
+	}
+	while ((r = ps_range_list_pop(&fresh)))
+		ps_range_list_push(list, r);
+	return 0;
+}
+
+void ps_range_list_free(struct ps_range_list *list)
+{
+	struct ps_range *r;
+
+	while ((r = ps_range_list_pop(list))) {
+		psi_policy_store_put(r->pol);
+		psi_free(r);
+	}
+}
+
+void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, size_t n)
+{
+	struct ps_range *r;
+
+	while (n-- && (r = ps_range_list_pop(src)))
+		ps_range_list_push(dst, r);
+}
+
+void ps_range_list_splice(struct ps_range_list *dst, struct ps_range_list *src)
+{
+	if (!src->n)
+		return;
+	src->tail->next_free = dst->head;
+	if (!dst->n)
+		dst->tail = src->tail;
+	dst->head = src->head;
+	dst->n += src->n;
+	*src = (struct ps_range_list){ NULL, 0, NULL };
+}
+
+void ps_range_list_put_policies(struct ps_range_list *list)
+{
+	struct ps_range *r;
+
+	for (r = list->head; r; r = r->next_free) {
+		psi_policy_store_put(r->pol);
+		r->pol = NULL;
+	}
+}
+
+int ps_range_vec_reserve(struct ps_range_vec *vec, size_t n)
+{
+	if (vec->cap < n) {
+		/* Grow geometrically: the pool's size settles after a few sets. */
+		size_t cap = vec->cap ? vec->cap : 16;
+		struct ps_range **v;
+
+		while (cap < n)
+			cap *= 2;
+		v = psi_alloc(cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		if (vec->n)
+			memcpy(v, vec->v, vec->n * sizeof(*v));
+		psi_free(vec->v);
+		vec->v = v;
+		vec->cap = cap;
+	}
+	return 0;
+}
+
+int ps_range_vec_fill(struct ps_range_vec *vec, size_t n)
+{
+	if (ps_range_vec_reserve(vec, n))
+		return -ENOMEM;
+	while (vec->n < n) {
+		struct ps_range *r = psi_alloc(sizeof(*r));
+
+		if (!r)
+			return -ENOMEM; /* what was allocated stays: spares are no state */
+		r->pol = NULL;
+		vec->v[vec->n++] = r;
+	}
+	return 0;
+}
+
+void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep)
+{
+	while (vec->n > keep)
+		psi_free(vec->v[--vec->n]);
+}
+
+void ps_range_vec_shrink(struct ps_range_vec *vec)
+{
+	struct ps_range **v;
+
+	if (vec->cap <= 2 * vec->n || vec->cap <= 64)
+		return;
+	v = psi_alloc((vec->n ? vec->n : 1) * sizeof(*v));
+	if (!v)
+		return; /* keeping the larger array is no error */
+	if (vec->n)
+		memcpy(v, vec->v, vec->n * sizeof(*v));
+	psi_free(vec->v);
+	vec->v = v;
+	vec->cap = vec->n ? vec->n : 1;
+}
+
+void ps_range_vec_free(struct ps_range_vec *vec)
+{
+	ps_range_vec_trim(vec, 0);
+	psi_free(vec->v);
+	vec->v = NULL;
+	vec->cap = 0;
+}
+
+void ps_range_list_free_nopol(struct ps_range_list *list)
+{
+	struct ps_range *r;
+
+	while ((r = ps_range_list_pop(list)))
+		psi_free(r);
+}

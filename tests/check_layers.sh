@@ -1,0 +1,119 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# The dependency rule of docs/design.md, checked: among the library's
+# object files (who calls or reads whom, from nm of the static archive)
+# and among the project's headers and sources (#include "..." and
+# <polstore/...>), no circle; and no file uses a layer above its own in
+# docs/design.md's layer table.
+# Usage: check_layers.sh <source dir> <libpolstore.a>
+set -eu
+src=$1
+lib=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# The layer table: one line "layer-index file" per file it names, and one
+# "allow layer-index layer-index" per layer a row may use.
+awk '
+/^\| layer \|/ { intable = 1; next }
+intable && /^\|---/ { next }
+intable && !/^\|/ { intable = 0 }
+intable {
+	split($0, col, "|")
+	name = col[2]; gsub(/^ +| +$/, "", name)
+	n++; lname[n] = name
+	files = col[3]
+	# only the src/ files: drop what stands in parentheses
+	gsub(/\([^)]*\)/, "", files)
+	while (match(files, /`[^`]+`/)) {
+		f = substr(files, RSTART + 1, RLENGTH - 2)
+		files = substr(files, RSTART + RLENGTH)
+		if (f ~ /\.\[ch\]$/) {
+			sub(/\.\[ch\]$/, "", f)
+			print "file", n, f ".c"; print "file", n, f ".h"
+		} else {
+			print "file", n, f
+		}
+	}
+	use[n] = col[4]
+}
+END {
+	for (i = 1; i <= n; i++) {
+		print "allow", i, i
+		u = use[i]; sub(/:.*/, "", u)
+		if (u ~ /everything below/)
+			for (j = 1; j < i; j++) print "allow", i, j
+		for (j = 1; j <= n; j++)
+			if (j != i && index(u, lname[j])) print "allow", i, j
+	}
+}' "$src/docs/design.md" > "$tmp/layers"
+
+grep -q '^file' "$tmp/layers" || { echo "no layer table found in docs/design.md"; exit 1; }
+status=0
+for f in "$src"/src/*.c "$src"/src/*.h; do
+	f=$(basename "$f")
+	grep -q "^file [0-9]* $f\$" "$tmp/layers" ||
+		{ echo "src/$f is in no row of docs/design.md's layer table"; status=1; }
+done
+
+# Object graph: "obj obj symbol" for each use of a symbol another object defines.
+nm -A "$lib" 2>/dev/null | awk '
+{
+	split($1, p, ":"); obj = p[2]; sub(/\.o$/, "", obj)
+	if (NF == 3 && $2 ~ /^[TDBRVWCGS]$/) def[$3] = obj
+	else if (NF == 2 && $1 ~ /:$/ || $2 == "U") { if ($NF != "U") use[obj, $NF] = 1 }
+}
+END { for (k in use) { split(k, q, SUBSEP); if ((q[2] in def) && def[q[2]] != q[1]) print q[1], def[q[2]], q[2] } }
+' > "$tmp/objedges"
+
+# Include graph: "file file" for each project header a source or header includes.
+for f in "$src"/src/*.c "$src"/src/*.h "$src"/include/polstore/*.h "$src"/include/polstore/static/*.h; do
+	[ -e "$f" ] || continue
+	case $f in "$src"/include/*) from=${f#"$src"/include/} ;; *) from=$(basename "$f") ;; esac
+	sed -n -e 's/^#[ 	]*include[ 	]*"\([^"]*\)".*/\1/p' \
+		-e 's/^#[ 	]*include[ 	]*<\(polstore\/[^>]*\)>.*/\1/p' "$f" |
+		while read -r to; do echo "$from $to"; done
+done |
+	# The one include that points up, on purpose: a public header's opt-in
+	# to the inline read side (POLSTORE_INLINE), at its end, after every
+	# declaration the static headers need, as liburcu's urcu.h does.
+	grep -v '^polstore/store.h polstore/static/lookup.h$' > "$tmp/incedges"
+
+check() { # $1: edges file ("from to [why]"), $2: what the graph is
+	awk -v what="$2" -v layers="$tmp/layers" '
+	BEGIN {
+		while ((getline l < layers) > 0) {
+			split(l, w, " ")
+			if (w[1] == "file") layer[w[3]] = w[2]
+			else allow[w[2], w[3]] = 1
+		}
+	}
+	{
+		a = $1; b = $2
+		if (!(a in id)) { id[a] = ++n; nm[n] = a }
+		if (!(b in id)) { id[b] = ++n; nm[n] = b }
+		e[id[a], id[b]] = 1; why[id[a], id[b]] = $3
+		la = layer[a ".c"] ? layer[a ".c"] : layer[a]
+		lb = layer[b ".c"] ? layer[b ".c"] : layer[b]
+		if (la && lb && !allow[la, lb]) {
+			printf "%s: %s uses %s%s, a layer it may not use (docs/design.md)\n",
+				what, a, b, $3 ? " (" $3 ")" : ""
+			bad = 1
+		}
+	}
+	END {
+		for (k = 1; k <= n; k++)
+			for (i = 1; i <= n; i++)
+				if (e[i, k])
+					for (j = 1; j <= n; j++)
+						if (e[k, j] && !e[i, j]) { e[i, j] = 1; via[i, j] = k }
+		for (i = 1; i <= n; i++)
+			if (e[i, i]) { printf "%s: %s is in a circle\n", what, nm[i]; bad = 1 }
+		exit bad
+	}' "$1"
+}
+
+check "$tmp/objedges" "object graph" || status=1
+check "$tmp/incedges" "include graph" || status=1
+[ $status -eq 0 ] && echo "layers: $(wc -l < "$tmp/objedges") object and $(wc -l < "$tmp/incedges") include edges, no circle, none up a layer"
+exit $status
