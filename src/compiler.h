@@ -59,7 +59,7 @@ static inline unsigned psi_thread_index(void)
 	return (unsigned)(ps_likely(i >= 0) ? i : _ps_thread_index_slow());
 }
 
-/* A constructor's failure: errno = @err, and NULL to return (errors: CONVENTIONS item 4). */
+/* A constructor's failure: errno = @err, and NULL to return (CONTRIBUTING.md, errors). */
 static inline void *psi_err_null(int err)
 {
 	errno = err;

@@ -691,7 +691,7 @@ static void *lin_reader(void *arg)
 	struct ps_lin_lookup *out = run->lookups + (long)t->id * run->quota;
 	struct ps_lin_window *wout = run->windows + (long)t->id * run->quota;
 	uint64_t *vout = run->wversions + (long)t->id * run->quota * LIN_WINDOW_MAX;
-	bool qsbr_fast = run->cfg->sync == PS_SYNC_RCU_QSBR && (t->id & 1);
+	bool qsbr_fast = (ps_sync_caps(run->cfg->sync) & PS_CAP_QSBR) && (t->id & 1);
 	long i;
 
 	t->nlookups = t->nwindows = 0;

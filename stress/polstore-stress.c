@@ -77,13 +77,13 @@ static double estimate_s(void)
 		if (scenarios[k].estimate)
 			t += scenarios[k].estimate();
 		else if (!strcmp(n, "churn")) /* maps x sizes x rows (readers, + writer, writer) */
-			t += (PS_SYNC_COUNT + stress_opts.npeers) *
+			t += (STRESS_NSYNC + stress_opts.npeers) *
 			     (stress_opts.ranges_given ? stress_opts.nranges : 2) *
 			     (2.0 * stress_opts.nranks + 1) * reps * d;
 		else if (!strcmp(n, "uffd-fault")) /* store variants and the fixed-node plane */
-			t += (PS_SYNC_COUNT + 1) * stress_opts.nranks * reps * d;
+			t += (STRESS_NSYNC + 1) * stress_opts.nranks * reps * d;
 		else if (!strcmp(n, "many-stores")) /* a child per variant: build, read, idle */
-			t += PS_SYNC_COUNT * (d + 0.5);
+			t += STRESS_NSYNC * (d + 0.5);
 	}
 	return t;
 }

@@ -125,7 +125,7 @@ int stress_run_check(void)
 				stress_opts.seed, "variant",
 				"readers", "writers", "reads checked", "(windows)", "writes",
 				"removals", "(batches)", "violations", "leaked", "seconds");
-	for (s = 0; s < PS_SYNC_COUNT; s++) {
+	for (s = 0; s < STRESS_NSYNC; s++) {
 		const char *name = ps_sync_name((enum ps_sync)s);
 		char noref[64];
 

@@ -100,15 +100,15 @@ static void qsbr_unregister(void)
  * no create hook (build_main() calls ps_store_create() with the map's
  * variant); rcu-qsbr readers go online, offline and quiescent.
  */
-static struct ps_peer_ops store_maps[PS_SYNC_COUNT];
-#define NSTORE_MAPS PS_SYNC_COUNT
+static struct ps_peer_ops store_maps[STRESS_NSYNC];
+#define NSTORE_MAPS STRESS_NSYNC
 
 static void store_maps_init(void)
 {
 	int s;
 
-	for (s = 0; s < PS_SYNC_COUNT; s++) {
-		bool qsbr = s == PS_SYNC_RCU_QSBR;
+	for (s = 0; s < STRESS_NSYNC; s++) {
+		bool qsbr = ps_sync_caps((enum ps_sync)s) & PS_CAP_QSBR;
 
 		store_maps[s] = (struct ps_peer_ops){PS_PEER_ABI_VERSION, PS_PEER_VALUE,
 				ps_sync_name((enum ps_sync)s), NULL, NULL,

@@ -147,7 +147,7 @@ static void *many_reader(void *arg)
 	struct many *m = arg;
 	uint64_t rng = stress_seed_for(stress_opts.seed, (uint64_t)(uintptr_t)&rng), n = 0;
 
-	bool qsbr = m->sync == PS_SYNC_RCU_QSBR;
+	bool qsbr = ps_sync_caps(m->sync) & PS_CAP_QSBR;
 
 	/* QSBR readers as the other scenarios run them: online, quiescent between lookups. */
 	if (qsbr)
@@ -327,7 +327,7 @@ void stress_run_many_stores(void)
 	size_t nstores = stress_opts.stores ? stress_opts.stores : 10000;
 	int v;
 
-	for (v = 0; v < PS_SYNC_COUNT; v++) {
+	for (v = 0; v < STRESS_NSYNC; v++) {
 		const char *name = ps_sync_name((enum ps_sync)v);
 		struct many_result r;
 		struct stress_point p;

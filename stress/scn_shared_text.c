@@ -41,8 +41,8 @@ static bool multi_rank_wanted(const struct variant *v)
 		return false;
 	if (variant_named(v->name) || (v->form <= F_NOREF && !v->inl))
 		return true;
-	return v->form == F_NODE && (v->sync == PS_SYNC_RCU || v->sync == PS_SYNC_RCU_QSBR ||
-					    v->sync == PS_SYNC_SEQLOCK);
+	/* The node forms of the variants whose readers take no lock (liburcu readers). */
+	return v->form == F_NODE && (ps_sync_caps(v->sync) & PS_CAP_RCU);
 }
 
 /*

@@ -29,7 +29,7 @@ struct variant variants[NVARIANTS] = {
 
 uint64_t oncpu_ticks;
 
-static char variant_names[PS_SYNC_COUNT * STORE_NFORMS][40];
+static char variant_names[STRESS_NSYNC * STORE_NFORMS][40];
 static pthread_once_t variants_once = PTHREAD_ONCE_INIT;
 
 /* The forms in enum vform order, plain then inlined. */
@@ -42,7 +42,7 @@ static void variants_fill(void)
 	size_t i = NBASELINES + 2, k = 0;
 	int s, f;
 
-	for (s = 0; s < PS_SYNC_COUNT; s++)
+	for (s = 0; s < STRESS_NSYNC; s++)
 		for (f = 0; f < STORE_NFORMS; f++, i++, k++) {
 			snprintf(variant_names[k], sizeof(variant_names[k]), "%s%s",
 					ps_sync_name((enum ps_sync)s), form_suffix[f]);

@@ -70,7 +70,7 @@ struct variant {
 /* variants[0 .. NBASELINES - 1]: the unsynchronised baselines, one per form, in form order. */
 #define NBASELINES 4
 /* Those, pthread_mutex and pthread_rwlock, then every form of every store variant. */
-#define NVARIANTS (NBASELINES + 2 + PS_SYNC_COUNT * STORE_NFORMS)
+#define NVARIANTS (NBASELINES + 2 + STRESS_NSYNC * STORE_NFORMS)
 
 /* Every variant, in the order a run takes them; filled by variants_init(). */
 extern struct variant variants[NVARIANTS];
@@ -88,7 +88,7 @@ static inline const char *baseline_of(const struct variant *v)
 /* A variant whose readers announce quiescent states (rcu-qsbr). */
 static inline bool is_qsbr(const struct variant *v)
 {
-	return v->kind == V_STORE && v->sync == PS_SYNC_RCU_QSBR;
+	return v->kind == V_STORE && (ps_sync_caps(v->sync) & PS_CAP_QSBR);
 }
 
 /* ---- the baselines' structure: one range tree and the hand-written locks ---- */

@@ -59,14 +59,14 @@ struct uvariant {
 };
 
 /* The fixed-node plane, then every store variant the library has (uvariants_init()). */
-static struct uvariant uvariants[1 + PS_SYNC_COUNT] = {{"fixed", -1}};
+static struct uvariant uvariants[1 + STRESS_NSYNC] = {{"fixed", -1}};
 #define NUVARIANTS (sizeof(uvariants) / sizeof(uvariants[0]))
 
 static void uvariants_init(void)
 {
 	int s;
 
-	for (s = 0; s < PS_SYNC_COUNT; s++)
+	for (s = 0; s < STRESS_NSYNC; s++)
 		uvariants[1 + s] = (struct uvariant){ps_sync_name((enum ps_sync)s), s};
 }
 

@@ -117,7 +117,7 @@ static void *win_main(void *arg)
 {
 	struct win_rank *rk = arg;
 	struct ctx *c = rk->c;
-	bool qsbr = c->v->sync == PS_SYNC_RCU_QSBR;
+	bool qsbr = ps_sync_caps(c->v->sync) & PS_CAP_QSBR;
 	uint64_t rng = rk->seed, ops = 0, ranges = 0, t0;
 	uintptr_t sink = 0;
 

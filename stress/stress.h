@@ -27,6 +27,9 @@
 #include "clock.h"
 #include "xorshift.h"
 
+/* The store variants, numbered as the library numbers them (ps_sync_name(), ps_sync_caps()). */
+#define STRESS_NSYNC PS_SYNC_COUNT
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #define STRESS_HAVE_TSC 1

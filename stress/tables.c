@@ -302,7 +302,7 @@ static const char *summary_row(size_t i)
 	return ps_sync_name((enum ps_sync)(i - NSUMMARY_BASELINES));
 }
 
-#define NSUMMARY_ROWS (NSUMMARY_BASELINES + PS_SYNC_COUNT)
+#define NSUMMARY_ROWS (NSUMMARY_BASELINES + STRESS_NSYNC)
 
 static const struct stress_point *form_point(const char *scenario, size_t row, size_t form,
 		int ranks, uint64_t ranges)
