@@ -164,7 +164,16 @@ struct cow_thread {
 	size_t keep;    /* spares kept after a set: the most one operation reserved lately */
 	unsigned sets;  /* sets since @keep last halved */
 	bool keyed;     /* the thread-exit destructor will free this */
+	struct cow_thread *next, **pprev; /* on cow_threads */
 };
+
+/*
+ * Every thread's struct cow_thread, so that a forked child frees those of
+ * the threads fork() did not copy (their TLS is gone with them).  A leaf
+ * lock: taken for a link or an unlink only, and across fork().
+ */
+static pthread_mutex_t cow_threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cow_thread *cow_threads;
 
 /* Released chunks, for the writers' spares; under @lock (only ever tried). */
 static struct {
@@ -336,12 +345,53 @@ static void rec_chain_free_now(struct cow_rec *r)
 
 /* ---- the writing thread's spares ---------------------------------------------- */
 
+static void cow_thread_unlink(struct cow_thread *t)
+{
+	if (t->next)
+		t->next->pprev = t->pprev;
+	*t->pprev = t->next;
+}
+
 static void cow_thread_free(void *arg)
 {
 	struct cow_thread *t = arg;
 
+	pthread_mutex_lock(&cow_threads_lock);
+	cow_thread_unlink(t);
+	pthread_mutex_unlock(&cow_threads_lock);
 	ps_rtree_cow_mem_free(&t->mem);
 	psi_free(t);
+}
+
+static void cow_fork_prepare(void)
+{
+	pthread_mutex_lock(&cow_threads_lock);
+}
+
+static void cow_fork_parent(void)
+{
+	pthread_mutex_unlock(&cow_threads_lock);
+}
+
+/*
+ * The child has the calling thread only: free the other threads' spares.
+ * A thread frozen inside a set may have linked nodes it took (@mem.used)
+ * into the tree already: those stay, only the array that lists them goes.
+ */
+static void cow_fork_child(void)
+{
+	struct cow_thread *t = cow_threads, *next;
+
+	for (; t; t = next) {
+		next = t->next;
+		if (t == cow_self)
+			continue;
+		cow_thread_unlink(t);
+		t->mem.used.n = 0;
+		ps_rtree_cow_mem_free(&t->mem);
+		psi_free(t);
+	}
+	pthread_mutex_unlock(&cow_threads_lock);
 }
 
 /* The thread's spares go at its exit (or with the library, for the threads still alive). */
@@ -357,6 +407,8 @@ static void cow_key_create(void)
 	/* Read without the lock as a hint (relaxed atomics; helgrind and DRD see plain accesses). */
 	PS_ANNOTATE_BENIGN_RACE_SIZED(&cow_depot.n, sizeof(cow_depot.n));
 	cow_key_ok = !pthread_key_create(&cow_key, cow_thread_exit);
+	/* Without the handlers a child keeps the other threads' spares, unreachable: a leak. */
+	(void)pthread_atfork(cow_fork_prepare, cow_fork_parent, cow_fork_child);
 	PS_ANNOTATE_HAPPENS_BEFORE(&cow_key_once); /* helgrind and DRD do not see pthread_once() */
 }
 
@@ -427,6 +479,13 @@ static struct cow_thread *cow_thread_get(void)
 	t->mem.refill = cow_refill;
 	pthread_once(&cow_key_once, cow_key_create);
 	PS_ANNOTATE_HAPPENS_AFTER(&cow_key_once);
+	pthread_mutex_lock(&cow_threads_lock);
+	t->next = cow_threads;
+	t->pprev = &cow_threads;
+	if (cow_threads)
+		cow_threads->pprev = &t->next;
+	cow_threads = t;
+	pthread_mutex_unlock(&cow_threads_lock);
 	/* Without a destructor the thread keeps nothing between sets (cow_thread_settle()). */
 	t->keyed = cow_key_ok && !pthread_setspecific(cow_key, t);
 	cow_self = t;
