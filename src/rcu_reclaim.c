@@ -379,9 +379,16 @@ static void reclaim_barrier_release(struct ps_reclaim_item *item)
 
 void psi_reclaim_barrier(struct ps_reclaimer *rc)
 {
-	struct reclaim_barrier b = { .item.release = reclaim_barrier_release, .item.weight = 0,
-		.rc = rc };
+	/*
+	 * Thread-local, not on the stack: the thread checkers keep the
+	 * address push() annotates as a synchronisation object, and DRD
+	 * refuses a mutex placed there later.  A thread waits in one barrier
+	 * at a time.
+	 */
+	static __thread struct reclaim_barrier b;
 	int cancel_state;
+
+	b = (struct reclaim_barrier){ .item.release = reclaim_barrier_release, .rc = rc };
 
 	if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE) &&
 			!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))
