@@ -30,7 +30,8 @@ static bool cost_selected(const struct variant *v)
 /*
  * Repetition @rep of @reps of @v on layout @l, in a fresh context: its ns per
  * lookup, loop included.  The first one starts @p and measures the bytes
- * per range (allocated, and as ps_store_memory() says).
+ * per range (allocated once the build settled, and as ps_store_memory()
+ * says).
  */
 static double cost_repetition(const struct variant *v, const struct layout *l, int rep, int reps,
 		struct stress_point *p)
@@ -45,6 +46,12 @@ static double cost_repetition(const struct variant *v, const struct layout *l, i
 	before = stress_live_bytes();
 	ctx_build(&c, v, l);
 	if (!rep) {
+		/*
+		 * What the store holds once its build has settled: the ranges
+		 * the build retired freed, the building thread's spares back.
+		 */
+		if (c.store)
+			ps_store_synchronize(c.store);
 		stress_point_init(p, "lookup-cost", v->name, 1);
 		p->pages = l->pages;
 		p->ranges = n;
