@@ -322,6 +322,9 @@ int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t r
 	if (m->peak < ranges)
 		m->peak = ranges;
 	if (m->spares.n < ranges) {
+		/* The array first: a refill only fills the room there is. */
+		if (ps_range_vec_reserve(&m->spares, ranges))
+			return -ENOMEM;
 		if (m->refill)
 			m->refill(m, ranges);
 		if (ps_range_vec_fill(&m->spares, ranges))

@@ -175,11 +175,16 @@ struct cow_thread {
 static pthread_mutex_t cow_threads_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cow_thread *cow_threads;
 
-/* Released chunks, for the writers' spares; under @lock (only ever tried). */
+/*
+ * Released chunks, for the writers' spares; under @lock (only ever tried).
+ * A fixed array, so that giving chunks to it never allocates: a release or
+ * a set's end that cannot put chunks there frees them instead.
+ */
 static struct {
 	pthread_mutex_t lock;
-	struct ps_range_vec free;
-	size_t n; /* atomic copy of @free.n, for reads outside @lock */
+	size_t nfree;
+	size_t n; /* atomic copy of @nfree, for reads outside @lock */
+	void *free[PS_COW_DEPOT_MAX];
 } cow_depot = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static pthread_key_t cow_key;
@@ -306,10 +311,9 @@ static void rec_release(struct cow_rec *r)
 	rec_put_policies(r);
 	if (__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) + k <= PS_COW_DEPOT_MAX &&
 			!pthread_mutex_trylock(&cow_depot.lock)) {
-		if (!ps_range_vec_reserve(&cow_depot.free, cow_depot.free.n + k)) {
-			cow_depot.free.n += rec_chunks_to(r,
-					(void **)cow_depot.free.v + cow_depot.free.n);
-			__atomic_store_n(&cow_depot.n, cow_depot.free.n, __ATOMIC_RELAXED);
+		if (cow_depot.nfree + k <= PS_COW_DEPOT_MAX) {
+			cow_depot.nfree += rec_chunks_to(r, cow_depot.free + cow_depot.nfree);
+			__atomic_store_n(&cow_depot.n, cow_depot.nfree, __ATOMIC_RELAXED);
 			pthread_mutex_unlock(&cow_depot.lock);
 			return;
 		}
@@ -420,16 +424,16 @@ static void cow_key_create(void)
  */
 static void cow_depot_drain(void)
 {
-	struct ps_range_vec v;
+	size_t i;
 
 	if (!__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) ||
 			pthread_mutex_trylock(&cow_depot.lock))
 		return;
-	v = cow_depot.free;
-	cow_depot.free = (struct ps_range_vec){ NULL, 0, 0 };
+	for (i = 0; i < cow_depot.nfree; i++)
+		psi_free(cow_depot.free[i]);
+	cow_depot.nfree = 0;
 	__atomic_store_n(&cow_depot.n, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cow_depot.lock);
-	ps_range_vec_free(&v);
 }
 
 static void cow_depot_idle(void)
@@ -446,24 +450,30 @@ __attribute__((destructor)) static void cow_unload(void)
 	cow_depot_drain();
 }
 
-/* Put chunks from the depot in the spares until they number @want.  Only tries the lock. */
+/*
+ * Put chunks from the depot in the spares until they number @want (and a
+ * few more, as the spares' array has room).  Allocates nothing: the
+ * caller reserved the array (ps_rtree_cow_mem_reserve()).  Only tries the
+ * lock.
+ */
 static void cow_refill(struct ps_rtree_cow_mem *m, size_t want)
 {
 	size_t k;
 
 	want += PS_COW_REFILL;
-	if (!__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) ||
-			ps_range_vec_reserve(&m->spares, want) ||
+	if (want > m->spares.cap)
+		want = m->spares.cap;
+	if (want <= m->spares.n || !__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) ||
 			pthread_mutex_trylock(&cow_depot.lock))
 		return;
 	PS_TEST_POINT(PS_TP_COW_DEPOT_LOCKED);
 	k = want - m->spares.n;
-	if (k > cow_depot.free.n)
-		k = cow_depot.free.n;
-	cow_depot.free.n -= k;
-	memcpy(m->spares.v + m->spares.n, cow_depot.free.v + cow_depot.free.n, k * sizeof(void *));
+	if (k > cow_depot.nfree)
+		k = cow_depot.nfree;
+	cow_depot.nfree -= k;
+	memcpy(m->spares.v + m->spares.n, cow_depot.free + cow_depot.nfree, k * sizeof(void *));
 	m->spares.n += k;
-	__atomic_store_n(&cow_depot.n, cow_depot.free.n, __ATOMIC_RELAXED);
+	__atomic_store_n(&cow_depot.n, cow_depot.nfree, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cow_depot.lock);
 }
 
@@ -520,11 +530,11 @@ static void cow_thread_settle(struct cow_thread *t)
 	k = sp->n - t->keep;
 	if (__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) + k <= PS_COW_DEPOT_MAX &&
 			!pthread_mutex_trylock(&cow_depot.lock)) {
-		if (!ps_range_vec_reserve(&cow_depot.free, cow_depot.free.n + k)) {
+		if (cow_depot.nfree + k <= PS_COW_DEPOT_MAX) {
 			sp->n -= k;
-			memcpy(cow_depot.free.v + cow_depot.free.n, sp->v + sp->n, k * sizeof(void *));
-			cow_depot.free.n += k;
-			__atomic_store_n(&cow_depot.n, cow_depot.free.n, __ATOMIC_RELAXED);
+			memcpy(cow_depot.free + cow_depot.nfree, sp->v + sp->n, k * sizeof(void *));
+			cow_depot.nfree += k;
+			__atomic_store_n(&cow_depot.n, cow_depot.nfree, __ATOMIC_RELAXED);
 		}
 		pthread_mutex_unlock(&cow_depot.lock);
 	}
