@@ -364,7 +364,7 @@ static void retire_all(void)
 
 /* ---- 9. an RCU_QSBR stall and its warning ---- */
 
-static atomic_int stall_seen, stall_release;
+static atomic_int stall_seen, stall_release, stall_online_now;
 
 static void stall_cb(const struct ps_qsbr_stall *st, void *arg)
 {
@@ -376,6 +376,7 @@ static void *stall_online(void *arg)
 {
 	(void)arg;
 	CHECK(ps_qsbr_thread_online() == 0, "online");
+	atomic_store(&stall_online_now, 1);
 	while (!atomic_load(&stall_release))
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	ps_qsbr_thread_offline();
@@ -391,6 +392,9 @@ static void stall_all(void)
 
 	ps_qsbr_set_stall_warning(50, stall_cb, NULL);
 	pthread_create(&t, NULL, stall_online, NULL);
+	/* The sets' grace period must start with the thread online: under load it comes late. */
+	while (!atomic_load(&stall_online_now))
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	for (i = 0; i < 1000; i++)
 		CHECK(ps_store_set(s, 0, 8, i & 1 ? p : NULL) == 0, "set");
 	for (i = 0; i < 1000 && !atomic_load(&stall_seen); i++)
