@@ -17,28 +17,28 @@
 #include "compiler.h"
 #include "testpoint.h"
 
-static void *ps_default_alloc(size_t size, void *ctx)
+static void *psi_default_alloc(size_t size, void *ctx)
 {
 	(void)ctx;
 	return malloc(size);
 }
 
-static void ps_default_free(void *ptr, void *ctx)
+static void psi_default_free(void *ptr, void *ctx)
 {
 	(void)ctx;
 	free(ptr);
 }
 
 static struct ps_alloc_ops ps_alloc_ops = {
-	.alloc = ps_default_alloc,
-	.free = ps_default_free,
+	.alloc = psi_default_alloc,
+	.free = psi_default_free,
 };
 
 int ps_set_alloc_ops(const struct ps_alloc_ops *ops)
 {
 	if (!ops) {
-		ps_alloc_ops.alloc = ps_default_alloc;
-		ps_alloc_ops.free = ps_default_free;
+		ps_alloc_ops.alloc = psi_default_alloc;
+		ps_alloc_ops.free = psi_default_free;
 		ps_alloc_ops.ctx = NULL;
 		return 0;
 	}
@@ -74,13 +74,13 @@ void psi_free(void *ptr)
  */
 void *psi_zalloc_aligned(size_t size)
 {
-	size_t extra = PS_CACHELINE + sizeof(void *);
+	size_t extra = PSI_CACHELINE + sizeof(void *);
 	char *raw = psi_alloc(size + extra);
 	uintptr_t aligned;
 
 	if (!raw)
 		return NULL;
-	aligned = ((uintptr_t)raw + extra) & ~(uintptr_t)(PS_CACHELINE - 1);
+	aligned = ((uintptr_t)raw + extra) & ~(uintptr_t)(PSI_CACHELINE - 1);
 	((void **)aligned)[-1] = raw;
 	memset((void *)aligned, 0, size);
 	return (void *)aligned;
@@ -90,7 +90,7 @@ __thread void *psi_free_keep __attribute__((tls_model("initial-exec")));
 
 void psi_free_aligned(void *ptr)
 {
-	if (ps_unlikely(ptr == psi_free_keep) && ptr)
+	if (psi_unlikely(ptr == psi_free_keep) && ptr)
 		return; /* the checking mode keeps it (check.c) */
 	if (ptr)
 		psi_free(((void **)ptr)[-1]);
@@ -98,14 +98,14 @@ void psi_free_aligned(void *ptr)
 
 /* Thread indices (compiler.h); -1 until the thread first asks. */
 __thread int _ps_thread_idx __attribute__((tls_model("initial-exec"))) = -1;
-static unsigned ps_thread_next_idx;
+static unsigned psi_thread_next_idx;
 
 int _ps_thread_index_slow(void)
 {
-	_ps_thread_idx = (int)(__atomic_fetch_add(&ps_thread_next_idx, 1, __ATOMIC_RELAXED) &
+	_ps_thread_idx = (int)(__atomic_fetch_add(&psi_thread_next_idx, 1, __ATOMIC_RELAXED) &
 			       0x7fffffff);
 	return _ps_thread_idx;
 }
 
 /* Test points (testpoint.h): set by tests only. */
-void (*psi_test_hook)(enum ps_test_point point);
+void (*psi_test_hook)(enum psi_test_point point);

@@ -9,8 +9,8 @@
  * our hand-made primitives give: a spinlock built on __atomic_exchange, a
  * rwlock of per-slot counters, a seqcount, and liburcu grace periods whose
  * x86 atomics are inline assembly.  At each hand-off the releasing side
- * says PS_ANNOTATE_HAPPENS_BEFORE(obj) and the acquiring side
- * PS_ANNOTATE_HAPPENS_AFTER(obj) with the same object address.
+ * says PSI_ANNOTATE_HAPPENS_BEFORE(obj) and the acquiring side
+ * PSI_ANNOTATE_HAPPENS_AFTER(obj) with the same object address.
  */
 #ifndef POLSTORE_SRC_ANNOTATE_H
 #define POLSTORE_SRC_ANNOTATE_H
@@ -25,7 +25,7 @@
 #endif
 
 /*
- * PS_ANNOTATE_BENIGN_RACE_SIZED(addr, size): [addr, addr + size) holds
+ * PSI_ANNOTATE_BENIGN_RACE_SIZED(addr, size): [addr, addr + size) holds
  * synchronisation words that are only ever accessed with __atomic builtins
  * (a lock word, a sequence count, a reference count, a published pointer).
  * Valgrind's tools see those atomics as plain loads and stores and report
@@ -33,7 +33,7 @@
  * HAPPENS_AFTER describe.  Call it once, after initialising the words and
  * before sharing them.  TSan understands atomics: nothing to say there.
  *
- * PS_ANNOTATE_IGNORE_READS_BEGIN()/END(): the loads between them are
+ * PSI_ANNOTATE_IGNORE_READS_BEGIN()/END(): the loads between them are
  * speculative by design (a seqlock read section whose result is thrown away
  * when the count changed) and may race with a writer; they are not checked.
  * Helgrind has no such request (valgrind 3.19 marks it unimplemented): its
@@ -44,11 +44,11 @@ void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
 void AnnotateIgnoreReadsBegin(const char *file, int line);
 void AnnotateIgnoreReadsEnd(const char *file, int line);
-#define PS_ANNOTATE_HAPPENS_BEFORE(obj) __tsan_release((void *)(obj))
-#define PS_ANNOTATE_HAPPENS_AFTER(obj) __tsan_acquire((void *)(obj))
-#define PS_ANNOTATE_BENIGN_RACE_SIZED(addr, size) ((void)(addr), (void)(size))
-#define PS_ANNOTATE_IGNORE_READS_BEGIN() AnnotateIgnoreReadsBegin(__FILE__, __LINE__)
-#define PS_ANNOTATE_IGNORE_READS_END() AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
+#define PSI_ANNOTATE_HAPPENS_BEFORE(obj) __tsan_release((void *)(obj))
+#define PSI_ANNOTATE_HAPPENS_AFTER(obj) __tsan_acquire((void *)(obj))
+#define PSI_ANNOTATE_BENIGN_RACE_SIZED(addr, size) ((void)(addr), (void)(size))
+#define PSI_ANNOTATE_IGNORE_READS_BEGIN() AnnotateIgnoreReadsBegin(__FILE__, __LINE__)
+#define PSI_ANNOTATE_IGNORE_READS_END() AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
 #elif defined(POLSTORE_ANNOTATE)
 #include <valgrind/helgrind.h>
 /*
@@ -62,24 +62,24 @@ void AnnotateIgnoreReadsEnd(const char *file, int line);
  */
 #define _PS_DRD_START_SUPPRESSION (VG_USERREQ_TOOL_BASE('D', 'R') + 2)
 #define _PS_DRD_RECORD_LOADS (VG_USERREQ_TOOL_BASE('D', 'R') + 6)
-#define PS_ANNOTATE_HAPPENS_BEFORE(obj) ANNOTATE_HAPPENS_BEFORE(obj)
-#define PS_ANNOTATE_HAPPENS_AFTER(obj) ANNOTATE_HAPPENS_AFTER(obj)
-#define PS_ANNOTATE_BENIGN_RACE_SIZED(addr, size)                                                  \
+#define PSI_ANNOTATE_HAPPENS_BEFORE(obj) ANNOTATE_HAPPENS_BEFORE(obj)
+#define PSI_ANNOTATE_HAPPENS_AFTER(obj) ANNOTATE_HAPPENS_AFTER(obj)
+#define PSI_ANNOTATE_BENIGN_RACE_SIZED(addr, size)                                                  \
 	do {                                                                                       \
 		VALGRIND_HG_DISABLE_CHECKING((addr), (size));                                      \
 		VALGRIND_DO_CLIENT_REQUEST_STMT(_PS_DRD_START_SUPPRESSION, (addr), (size), 0, 0,   \
 				0);                                                                \
 	} while (0)
-#define PS_ANNOTATE_IGNORE_READS_BEGIN()                                                           \
+#define PSI_ANNOTATE_IGNORE_READS_BEGIN()                                                           \
 	VALGRIND_DO_CLIENT_REQUEST_STMT(_PS_DRD_RECORD_LOADS, 0, 0, 0, 0, 0)
-#define PS_ANNOTATE_IGNORE_READS_END()                                                             \
+#define PSI_ANNOTATE_IGNORE_READS_END()                                                             \
 	VALGRIND_DO_CLIENT_REQUEST_STMT(_PS_DRD_RECORD_LOADS, 1, 0, 0, 0, 0)
 #else
-#define PS_ANNOTATE_HAPPENS_BEFORE(obj) ((void)(obj))
-#define PS_ANNOTATE_HAPPENS_AFTER(obj) ((void)(obj))
-#define PS_ANNOTATE_BENIGN_RACE_SIZED(addr, size) ((void)(addr), (void)(size))
-#define PS_ANNOTATE_IGNORE_READS_BEGIN() ((void)0)
-#define PS_ANNOTATE_IGNORE_READS_END() ((void)0)
+#define PSI_ANNOTATE_HAPPENS_BEFORE(obj) ((void)(obj))
+#define PSI_ANNOTATE_HAPPENS_AFTER(obj) ((void)(obj))
+#define PSI_ANNOTATE_BENIGN_RACE_SIZED(addr, size) ((void)(addr), (void)(size))
+#define PSI_ANNOTATE_IGNORE_READS_BEGIN() ((void)0)
+#define PSI_ANNOTATE_IGNORE_READS_END() ((void)0)
 #endif
 
 #endif /* POLSTORE_SRC_ANNOTATE_H */

@@ -62,13 +62,13 @@ struct ps_charge {
 	long failcnt;
 	long max_overshoot;
 	long limit;
-	struct ps_spinlock lock; /* SPIN, SEQLOCK: serialises writers (and SPIN readers) */
+	struct psi_spinlock lock; /* SPIN, SEQLOCK: serialises writers (and SPIN readers) */
 	struct ps_seqcount seq; /* SEQLOCK: readers' retry count */
 
 	/* Read-mostly. */
 	enum ps_charge_kind kind __ps_cacheline_aligned;
 	struct ps_charge *parent;
-	long stock_batch; /* 0: no stock; PS_READ_ONCE */
+	long stock_batch; /* 0: no stock; PSI_READ_ONCE */
 	struct charge_stock_slot *stock; /* allocated once, under charge_topo, then release-published */
 
 	/* Under charge_topo. */
@@ -76,16 +76,16 @@ struct ps_charge {
 	struct ps_charge *next_sibling;
 };
 
-static struct ps_spinlock charge_topo;
+static struct psi_spinlock charge_topo;
 /* Counters that have had a stock; 0 lets refusals skip the drain-and-retry. */
 static long charge_nr_stocked;
 
 /*
- * The statics above are zero from the start; this runs ps_spin_init() on
+ * The statics above are zero from the start; this runs psi_spin_init() on
  * charge_topo all the same, before main(), so that its lock words are
  * declared to helgrind/DRD like every other spinlock's, and declares
  * charge_nr_stocked, touched only with atomics (its RMWs under charge_topo,
- * lockless PS_READ_ONCE in ps_charge_try()).
+ * lockless PSI_READ_ONCE in ps_charge_try()).
  */
 /*
  * fork(): charge_topo is held across it, so the child gets it free and
@@ -97,18 +97,18 @@ static long charge_nr_stocked;
  */
 static void charge_fork_prepare(void)
 {
-	ps_spin_lock(&charge_topo);
+	psi_spin_lock(&charge_topo);
 }
 
 static void charge_fork_parent(void)
 {
-	ps_spin_unlock(&charge_topo);
+	psi_spin_unlock(&charge_topo);
 }
 
 static void charge_fork_child(void)
 {
 	/* No other thread exists, so no waiter may hold the anti-starvation turn either. */
-	ps_spin_init(&charge_topo);
+	psi_spin_init(&charge_topo);
 }
 
 /* The fork handlers are installed (by the constructor, or retried by ps_charge_create()). */
@@ -132,9 +132,9 @@ static bool charge_atfork_install(void)
 
 __attribute__((constructor)) static void charge_init_statics(void)
 {
-	ps_spin_init(&charge_topo);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&charge_nr_stocked, sizeof(charge_nr_stocked));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&charge_atfork_ok, sizeof(charge_atfork_ok));
+	psi_spin_init(&charge_topo);
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&charge_nr_stocked, sizeof(charge_nr_stocked));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&charge_atfork_ok, sizeof(charge_atfork_ok));
 	(void)charge_atfork_install();
 }
 
@@ -145,7 +145,7 @@ static const char *const charge_kind_names[PS_CHARGE_KIND_COUNT] = {
 	[PS_CHARGE_STOCK] = "stock",
 };
 
-PS_NAME_FUNCS(enum ps_charge_kind, ps_charge_kind_name, ps_charge_kind_from_name,
+PSI_NAME_FUNCS(enum ps_charge_kind, ps_charge_kind_name, ps_charge_kind_from_name,
 		charge_kind_names, PS_CHARGE_KIND_COUNT)
 
 static inline bool charge_is_atomic(const struct ps_charge *c)
@@ -178,42 +178,42 @@ static void charge_underflow(const struct ps_charge *c, long usage)
 /*
  * Declare to helgrind/DRD the words of @c that are only ever accessed with
  * atomics (they see atomics as plain accesses).  Context: before @c is shared.
- *  - @stock_batch (PS_READ_ONCE/PS_WRITE_ONCE) and @stock (release store
+ *  - @stock_batch (PSI_READ_ONCE/PSI_WRITE_ONCE) and @stock (release store
  *    under charge_topo, acquire loads; plain reads only under charge_topo or
  *    by destroy), every kind; the slots are declared when allocated;
  *  - the counter words, for every kind but SPIN: ATOMIC and STOCK update
  *    them with atomic RMWs and read them lockless; SEQLOCK writes them with
- *    PS_WRITE_ONCE under c->lock and its readers load them with
- *    PS_READ_ONCE inside a seqcount section that retries when a writer got
+ *    PSI_WRITE_ONCE under c->lock and its readers load them with
+ *    PSI_READ_ONCE inside a seqcount section that retries when a writer got
  *    in (the lock holder's plain reads never meet a concurrent write).
  *    SPIN keeps every access under c->lock, so the checkers still check it.
  */
 static void charge_declare_atomics(struct ps_charge *c)
 {
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->stock_batch, sizeof(c->stock_batch));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->stock, sizeof(c->stock));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&c->stock_batch, sizeof(c->stock_batch));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&c->stock, sizeof(c->stock));
 	if (c->kind == PS_CHARGE_SPIN)
 		return;
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->usage, sizeof(c->usage));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->max_usage, sizeof(c->max_usage));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->failcnt, sizeof(c->failcnt));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->max_overshoot, sizeof(c->max_overshoot));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&c->limit, sizeof(c->limit));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&c->usage, sizeof(c->usage));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&c->max_usage, sizeof(c->max_usage));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&c->failcnt, sizeof(c->failcnt));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&c->max_overshoot, sizeof(c->max_overshoot));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&c->limit, sizeof(c->limit));
 }
 
 /* Locked kinds: the caller holds c->lock.  Stores are WRITE_ONCE for SEQLOCK readers. */
 static inline void charge_locked_begin(struct ps_charge *c)
 {
-	ps_spin_lock(&c->lock);
+	psi_spin_lock(&c->lock);
 	if (c->kind == PS_CHARGE_SEQLOCK)
-		ps_seq_write_begin(&c->seq);
+		psi_seq_write_begin(&c->seq);
 }
 
 static inline void charge_locked_end(struct ps_charge *c)
 {
 	if (c->kind == PS_CHARGE_SEQLOCK)
-		ps_seq_write_end(&c->seq);
-	ps_spin_unlock(&c->lock);
+		psi_seq_write_end(&c->seq);
+	psi_spin_unlock(&c->lock);
 }
 
 /* Charge @nr at this level only.  False when the limit refused it. */
@@ -229,36 +229,36 @@ static bool charge_level_try(struct ps_charge *c, long nr, bool count_fail)
 		 */
 		new = __atomic_add_fetch(&c->usage, nr, __ATOMIC_SEQ_CST);
 		limit = __atomic_load_n(&c->limit, __ATOMIC_SEQ_CST);
-		if (ps_unlikely(new > limit)) {
+		if (psi_unlikely(new > limit)) {
 			charge_atomic_max(&c->max_overshoot, new - limit);
 			__atomic_sub_fetch(&c->usage, nr, __ATOMIC_RELAXED);
 			if (count_fail)
 				__atomic_add_fetch(&c->failcnt, 1, __ATOMIC_RELAXED);
 			return false;
 		}
-		if (new > PS_READ_ONCE(c->max_usage))
+		if (new > PSI_READ_ONCE(c->max_usage))
 			charge_atomic_max(&c->max_usage, new);
 		return true;
 	}
 
-	ps_spin_lock(&c->lock);
+	psi_spin_lock(&c->lock);
 	new = c->usage + nr;
 	if (new > c->limit) {
 		if (count_fail) {
 			if (c->kind == PS_CHARGE_SEQLOCK)
-				ps_seq_write_begin(&c->seq);
-			PS_WRITE_ONCE(c->failcnt, c->failcnt + 1);
+				psi_seq_write_begin(&c->seq);
+			PSI_WRITE_ONCE(c->failcnt, c->failcnt + 1);
 			if (c->kind == PS_CHARGE_SEQLOCK)
-				ps_seq_write_end(&c->seq);
+				psi_seq_write_end(&c->seq);
 		}
-		ps_spin_unlock(&c->lock);
+		psi_spin_unlock(&c->lock);
 		return false;
 	}
 	if (c->kind == PS_CHARGE_SEQLOCK)
-		ps_seq_write_begin(&c->seq);
-	PS_WRITE_ONCE(c->usage, new);
+		psi_seq_write_begin(&c->seq);
+	PSI_WRITE_ONCE(c->usage, new);
 	if (new > c->max_usage)
-		PS_WRITE_ONCE(c->max_usage, new);
+		PSI_WRITE_ONCE(c->max_usage, new);
 	charge_locked_end(c);
 	return true;
 }
@@ -272,10 +272,10 @@ static void charge_level_uncharge(struct ps_charge *c, long nr)
 	} else {
 		charge_locked_begin(c);
 		new = c->usage - nr;
-		PS_WRITE_ONCE(c->usage, new);
+		PSI_WRITE_ONCE(c->usage, new);
 		charge_locked_end(c);
 	}
-	if (ps_unlikely(new < 0))
+	if (psi_unlikely(new < 0))
 		charge_underflow(c, new);
 }
 
@@ -293,14 +293,14 @@ static bool charge_level_uncharge_checked(struct ps_charge *c, long nr)
 				__ATOMIC_RELAXED, __ATOMIC_RELAXED));
 		return true;
 	}
-	ps_spin_lock(&c->lock);
+	psi_spin_lock(&c->lock);
 	if (c->usage < nr) {
-		ps_spin_unlock(&c->lock);
+		psi_spin_unlock(&c->lock);
 		return false;
 	}
 	if (c->kind == PS_CHARGE_SEQLOCK)
-		ps_seq_write_begin(&c->seq);
-	PS_WRITE_ONCE(c->usage, c->usage - nr);
+		psi_seq_write_begin(&c->seq);
+	PSI_WRITE_ONCE(c->usage, c->usage - nr);
 	charge_locked_end(c);
 	return true;
 }
@@ -310,7 +310,7 @@ static int charge_hier_try(struct ps_charge *c, long nr, struct ps_charge **fail
 	struct ps_charge *l, *u;
 
 	for (l = c; l; l = l->parent) {
-		if (ps_likely(charge_level_try(l, nr, count_fail)))
+		if (psi_likely(charge_level_try(l, nr, count_fail)))
 			continue;
 		for (u = c; u != l; u = u->parent)
 			charge_level_uncharge(u, nr);
@@ -377,7 +377,7 @@ static void charge_stock_put(struct ps_charge *c, struct charge_stock_slot *s, l
 
 static void charge_drain_one(struct ps_charge *c)
 {
-	struct charge_stock_slot *stock = PS_LOAD_ACQUIRE(c->stock);
+	struct charge_stock_slot *stock = PSI_LOAD_ACQUIRE(c->stock);
 	long v;
 	int i;
 
@@ -418,14 +418,14 @@ static void charge_drain_subtree_locked(struct ps_charge *top)
 
 static void charge_drain_subtree(struct ps_charge *top)
 {
-	ps_spin_lock(&charge_topo);
+	psi_spin_lock(&charge_topo);
 	charge_drain_subtree_locked(top);
-	ps_spin_unlock(&charge_topo);
+	psi_spin_unlock(&charge_topo);
 }
 
 static long charge_stocked(const struct ps_charge *c)
 {
-	struct charge_stock_slot *stock = PS_LOAD_ACQUIRE(c->stock);
+	struct charge_stock_slot *stock = PSI_LOAD_ACQUIRE(c->stock);
 	long sum = 0;
 	int i;
 
@@ -443,20 +443,20 @@ static int charge_enable_stock(struct ps_charge *c)
 	struct charge_stock_slot *stock;
 	int ret = 0;
 
-	ps_spin_lock(&charge_topo);
+	psi_spin_lock(&charge_topo);
 	if (!c->stock) {
 		stock = psi_zalloc_aligned(sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
 		if (stock) {
 			/* Slots: only ever atomic RMWs and loads once zeroed. */
-			PS_ANNOTATE_BENIGN_RACE_SIZED(stock, sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
+			PSI_ANNOTATE_BENIGN_RACE_SIZED(stock, sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
 			/* Release: the zeroed slots are visible to whoever loads the pointer. */
-			PS_STORE_RELEASE(c->stock, stock);
+			PSI_STORE_RELEASE(c->stock, stock);
 			__atomic_add_fetch(&charge_nr_stocked, 1, __ATOMIC_RELAXED);
 		} else {
 			ret = -ENOMEM;
 		}
 	}
-	ps_spin_unlock(&charge_topo);
+	psi_spin_unlock(&charge_topo);
 	return ret;
 }
 
@@ -467,7 +467,7 @@ struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *p
 	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT || limit < 0 || limit > PS_CHARGE_MAX)
 		return psi_err_null(EINVAL);
 	/* No counter without the fork handlers that keep charge_topo usable in a child. */
-	if (ps_unlikely(!__atomic_load_n(&charge_atfork_ok, __ATOMIC_RELAXED)) &&
+	if (psi_unlikely(!__atomic_load_n(&charge_atfork_ok, __ATOMIC_RELAXED)) &&
 			!charge_atfork_install())
 		return psi_err_null(ENOMEM);
 	c = psi_zalloc_aligned(sizeof(*c));
@@ -476,8 +476,8 @@ struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *p
 	c->kind = kind;
 	c->limit = limit;
 	c->parent = parent;
-	ps_spin_init(&c->lock);
-	ps_seq_init(&c->seq);
+	psi_spin_init(&c->lock);
+	psi_seq_init(&c->seq);
 	charge_declare_atomics(c);
 	if (kind == PS_CHARGE_STOCK) {
 		if (charge_enable_stock(c)) {
@@ -487,10 +487,10 @@ struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *p
 		c->stock_batch = PS_CHARGE_STOCK_BATCH;
 	}
 	if (parent) {
-		ps_spin_lock(&charge_topo);
+		psi_spin_lock(&charge_topo);
 		c->next_sibling = parent->first_child;
 		parent->first_child = c;
-		ps_spin_unlock(&charge_topo);
+		psi_spin_unlock(&charge_topo);
 	}
 	return c;
 }
@@ -501,14 +501,14 @@ int ps_charge_destroy(struct ps_charge *c)
 
 	if (!c)
 		return 0;
-	ps_spin_lock(&charge_topo);
+	psi_spin_lock(&charge_topo);
 	if (c->first_child) {
-		ps_spin_unlock(&charge_topo);
+		psi_spin_unlock(&charge_topo);
 		return -EBUSY;
 	}
 	charge_drain_one(c);
-	if (PS_READ_ONCE(c->usage)) {
-		ps_spin_unlock(&charge_topo);
+	if (PSI_READ_ONCE(c->usage)) {
+		psi_spin_unlock(&charge_topo);
 		return -EBUSY;
 	}
 	if (c->parent) {
@@ -518,7 +518,7 @@ int ps_charge_destroy(struct ps_charge *c)
 	}
 	if (c->stock)
 		__atomic_sub_fetch(&charge_nr_stocked, 1, __ATOMIC_RELAXED);
-	ps_spin_unlock(&charge_topo);
+	psi_spin_unlock(&charge_topo);
 	psi_free_aligned(c->stock);
 	psi_free_aligned(c);
 	return 0;
@@ -543,8 +543,8 @@ static struct charge_stock_slot *charge_stock_for(struct ps_charge *c, long nr, 
 {
 	struct charge_stock_slot *stock;
 
-	*batch = PS_READ_ONCE(c->stock_batch);
-	stock = PS_LOAD_ACQUIRE(c->stock);
+	*batch = PSI_READ_ONCE(c->stock_batch);
+	stock = PSI_LOAD_ACQUIRE(c->stock);
 	return *batch && stock && nr <= *batch ? charge_slot(stock) : NULL;
 }
 
@@ -559,9 +559,9 @@ int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
 	s = charge_stock_for(c, nr, &batch);
 	if (s) {
 		/* A charge ends a run of uncharges; loaded first, so most charges store nothing. */
-		if (ps_unlikely(__atomic_load_n(&s->trimmed, __ATOMIC_RELAXED)))
+		if (psi_unlikely(__atomic_load_n(&s->trimmed, __ATOMIC_RELAXED)))
 			__atomic_store_n(&s->trimmed, 0, __ATOMIC_RELAXED);
-		if (ps_likely(charge_stock_take(s, nr)))
+		if (psi_likely(charge_stock_take(s, nr)))
 			return 0;
 		lean = __atomic_load_n(&s->lean, __ATOMIC_RELAXED);
 		if (lean > 0) {
@@ -578,7 +578,7 @@ int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
 		}
 	}
 	/* No stock anywhere: the plain walk, failcnt counted at the first refusal. */
-	if (!PS_READ_ONCE(charge_nr_stocked))
+	if (!PSI_READ_ONCE(charge_nr_stocked))
 		return charge_hier_try(c, nr, fail, true);
 	if (!charge_hier_try(c, nr, &refused, false))
 		return 0;
@@ -622,14 +622,14 @@ static int charge_set_limit_once(struct ps_charge *c, long limit)
 		}
 		return 0;
 	}
-	ps_spin_lock(&c->lock);
+	psi_spin_lock(&c->lock);
 	if (c->usage > limit) {
-		ps_spin_unlock(&c->lock);
+		psi_spin_unlock(&c->lock);
 		return -EBUSY;
 	}
 	if (c->kind == PS_CHARGE_SEQLOCK)
-		ps_seq_write_begin(&c->seq);
-	PS_WRITE_ONCE(c->limit, limit);
+		psi_seq_write_begin(&c->seq);
+	PSI_WRITE_ONCE(c->limit, limit);
 	charge_locked_end(c);
 	return 0;
 }
@@ -659,16 +659,16 @@ int ps_charge_set_stock(struct ps_charge *c, long batch)
 		if (ret)
 			return ret;
 	}
-	PS_WRITE_ONCE(c->stock_batch, batch);
-	ps_spin_lock(&charge_topo);
+	PSI_WRITE_ONCE(c->stock_batch, batch);
+	psi_spin_lock(&charge_topo);
 	charge_drain_one(c);
-	ps_spin_unlock(&charge_topo);
+	psi_spin_unlock(&charge_topo);
 	return 0;
 }
 
 long ps_charge_stock_batch(const struct ps_charge *c)
 {
-	return c ? PS_READ_ONCE(c->stock_batch) : -EINVAL;
+	return c ? PSI_READ_ONCE(c->stock_batch) : -EINVAL;
 }
 
 int ps_charge_drain_stock(struct ps_charge *c)
@@ -681,11 +681,11 @@ int ps_charge_drain_stock(struct ps_charge *c)
 
 static void charge_read_fields(const struct ps_charge *c, struct ps_charge_stat *st)
 {
-	st->usage = PS_READ_ONCE(c->usage);
-	st->limit = PS_READ_ONCE(c->limit);
-	st->max_usage = PS_READ_ONCE(c->max_usage);
-	st->failcnt = PS_READ_ONCE(c->failcnt);
-	st->max_overshoot = PS_READ_ONCE(c->max_overshoot);
+	st->usage = PSI_READ_ONCE(c->usage);
+	st->limit = PSI_READ_ONCE(c->limit);
+	st->max_usage = PSI_READ_ONCE(c->max_usage);
+	st->failcnt = PSI_READ_ONCE(c->failcnt);
+	st->max_overshoot = PSI_READ_ONCE(c->max_overshoot);
 }
 
 int ps_charge_stat(const struct ps_charge *c, struct ps_charge_stat *st)
@@ -697,15 +697,15 @@ int ps_charge_stat(const struct ps_charge *c, struct ps_charge_stat *st)
 		return -EINVAL;
 	switch (c->kind) {
 	case PS_CHARGE_SPIN:
-		ps_spin_lock(&w->lock);
+		psi_spin_lock(&w->lock);
 		charge_read_fields(c, st);
-		ps_spin_unlock(&w->lock);
+		psi_spin_unlock(&w->lock);
 		break;
 	case PS_CHARGE_SEQLOCK:
 		do {
-			seq = ps_seq_read_begin(&c->seq);
+			seq = psi_seq_read_begin(&c->seq);
 			charge_read_fields(c, st);
-		} while (ps_seq_read_retry(&c->seq, seq));
+		} while (psi_seq_read_retry(&c->seq, seq));
 		break;
 	default:
 		charge_read_fields(c, st);
@@ -745,13 +745,13 @@ int ps_charge_reset_max(struct ps_charge *c)
 	if (!c)
 		return -EINVAL;
 	if (charge_is_atomic(c)) {
-		PS_WRITE_ONCE(c->max_usage, PS_READ_ONCE(c->usage));
-		PS_WRITE_ONCE(c->max_overshoot, 0);
+		PSI_WRITE_ONCE(c->max_usage, PSI_READ_ONCE(c->usage));
+		PSI_WRITE_ONCE(c->max_overshoot, 0);
 		return 0;
 	}
 	charge_locked_begin(c);
-	PS_WRITE_ONCE(c->max_usage, c->usage);
-	PS_WRITE_ONCE(c->max_overshoot, 0);
+	PSI_WRITE_ONCE(c->max_usage, c->usage);
+	PSI_WRITE_ONCE(c->max_overshoot, 0);
 	charge_locked_end(c);
 	return 0;
 }
@@ -761,11 +761,11 @@ int ps_charge_reset_failcnt(struct ps_charge *c)
 	if (!c)
 		return -EINVAL;
 	if (charge_is_atomic(c)) {
-		PS_WRITE_ONCE(c->failcnt, 0);
+		PSI_WRITE_ONCE(c->failcnt, 0);
 		return 0;
 	}
 	charge_locked_begin(c);
-	PS_WRITE_ONCE(c->failcnt, 0);
+	PSI_WRITE_ONCE(c->failcnt, 0);
 	charge_locked_end(c);
 	return 0;
 }

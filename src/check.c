@@ -13,11 +13,11 @@
  *    the store;
  *  - a destroy while sections of the store are open (on any thread)
  *    aborts; the destroyed store's memory is kept for a while (a
- *    quarantine of PS_CHK_GRAVES stores) with a poisoned tag and ops that
+ *    quarantine of PSI_CHK_GRAVES stores) with a poisoned tag and ops that
  *    abort on any later call;
  *  - a thread that exits inside a SPIN or RWLOCK section or walk (whose
  *    lock stays held for good) aborts;
- *  - a watchdog thread looks every PS_CHK_SCAN_MS at the threads waiting
+ *  - a watchdog thread looks every PSI_CHK_SCAN_MS at the threads waiting
  *    in a call: one that waits for a store held by a thread that waits,
  *    through a chain of such waits, for the first, is a deadlock (two
  *    SPIN walks reading each other's store, a writer inside another
@@ -45,11 +45,11 @@
 #include "store_internal.h"
 #include "variants.h"
 
-#define PS_CHK_SECTIONS 16     /* sections a thread record names (deeper: not checked) */
-#define PS_CHK_GRAVES 64       /* destroyed stores kept poisoned */
-#define PS_CHK_SCAN_MS 100     /* the watchdog's period */
-#define PS_CHK_STUCK_MS 300    /* a wait this old may be part of a deadlock */
-#define PS_CHK_THREADS_MAX 256 /* threads one scan looks at */
+#define PSI_CHK_SECTIONS 16     /* sections a thread record names (deeper: not checked) */
+#define PSI_CHK_GRAVES 64       /* destroyed stores kept poisoned */
+#define PSI_CHK_SCAN_MS 100     /* the watchdog's period */
+#define PSI_CHK_STUCK_MS 300    /* a wait this old may be part of a deadlock */
+#define PSI_CHK_THREADS_MAX 256 /* threads one scan looks at */
 
 #ifdef POLSTORE_CHECKING
 bool psi_checking = true;
@@ -88,8 +88,8 @@ struct chk_thread {
 	const char *wait_call;
 	int wait_mask;
 	uint64_t wait_since;
-	unsigned n;                /* sections open; the first PS_CHK_SECTIONS in @sec */
-	struct chk_section sec[PS_CHK_SECTIONS];
+	unsigned n;                /* sections open; the first PSI_CHK_SECTIONS in @sec */
+	struct chk_section sec[PSI_CHK_SECTIONS];
 };
 
 static __thread struct chk_thread chk_me;
@@ -97,7 +97,7 @@ static pthread_mutex_t chk_lock = PTHREAD_MUTEX_INITIALIZER; /* the list, the gr
 static struct cds_list_head chk_threads = CDS_LIST_HEAD_INIT(chk_threads);
 static pthread_key_t chk_key;
 static bool chk_key_ok, chk_watchdog_started;
-static struct ps_store *chk_graves[PS_CHK_GRAVES];
+static struct ps_store *chk_graves[PSI_CHK_GRAVES];
 static unsigned chk_graves_next;
 
 static uint64_t now_ns(void)
@@ -119,7 +119,7 @@ __attribute__((constructor)) static void chk_read_env(void)
 
 static inline struct chk_store *chk_of(const struct ps_store *s)
 {
-	return ps_container_of(s->ops, struct chk_store, ops);
+	return psi_container_of(s->ops, struct chk_store, ops);
 }
 
 __attribute__((noreturn, cold, format(printf, 2, 3))) static void chk_die(const char *call,
@@ -143,7 +143,7 @@ static struct chk_thread *me(void)
 {
 	struct chk_thread *t = &chk_me;
 
-	if (ps_likely(t->listed))
+	if (psi_likely(t->listed))
 		return t;
 	pthread_mutex_init(&t->lock, NULL);
 	t->tid = gettid();
@@ -180,7 +180,7 @@ static void chk_push(struct chk_thread *t, struct ps_store *s, const char *call,
 		bool exit_ok)
 {
 	pthread_mutex_lock(&t->lock);
-	if (t->n < PS_CHK_SECTIONS)
+	if (t->n < PSI_CHK_SECTIONS)
 		t->sec[t->n] = (struct chk_section){ s, call, kind, exit_ok };
 	t->n++;
 	t->wait_s = NULL;
@@ -195,7 +195,7 @@ static bool chk_pop(struct chk_thread *t, struct ps_store *s)
 	bool found = false;
 
 	pthread_mutex_lock(&t->lock);
-	n = t->n < PS_CHK_SECTIONS ? t->n : PS_CHK_SECTIONS;
+	n = t->n < PSI_CHK_SECTIONS ? t->n : PSI_CHK_SECTIONS;
 	for (i = n; i-- > 0;) {
 		if (t->sec[i].s == s) {
 			memmove(&t->sec[i], &t->sec[i + 1], (n - i - 1) * sizeof(t->sec[0]));
@@ -204,7 +204,7 @@ static bool chk_pop(struct chk_thread *t, struct ps_store *s)
 			break;
 		}
 	}
-	if (!found && t->n > PS_CHK_SECTIONS) {
+	if (!found && t->n > PSI_CHK_SECTIONS) {
 		t->n--; /* one of the unnamed deeper sections, we may assume */
 		found = true;
 	}
@@ -220,10 +220,10 @@ static bool chk_holds(struct chk_thread *t, const struct ps_store *s)
 	bool found = false;
 
 	pthread_mutex_lock(&t->lock);
-	n = t->n < PS_CHK_SECTIONS ? t->n : PS_CHK_SECTIONS;
+	n = t->n < PSI_CHK_SECTIONS ? t->n : PSI_CHK_SECTIONS;
 	for (i = 0; i < n && !found; i++)
 		found = t->sec[i].s == s;
-	found = found || t->n > PS_CHK_SECTIONS;
+	found = found || t->n > PSI_CHK_SECTIONS;
 	pthread_mutex_unlock(&t->lock);
 	return found;
 }
@@ -240,7 +240,7 @@ static pid_t chk_other_holder(const struct ps_store *s, const char **call)
 		if (t == &chk_me)
 			continue;
 		pthread_mutex_lock(&t->lock);
-		for (i = 0; i < t->n && i < PS_CHK_SECTIONS && !tid; i++) {
+		for (i = 0; i < t->n && i < PSI_CHK_SECTIONS && !tid; i++) {
 			if (t->sec[i].s == s) {
 				tid = t->tid;
 				*call = t->sec[i].call;
@@ -260,7 +260,7 @@ static void chk_thread_exit(void *arg)
 	struct chk_thread *t = arg;
 	unsigned i;
 
-	for (i = 0; i < t->n && i < PS_CHK_SECTIONS; i++) {
+	for (i = 0; i < t->n && i < PSI_CHK_SECTIONS; i++) {
 		struct chk_section *c = &t->sec[i];
 
 		if (!c->exit_ok)
@@ -299,7 +299,7 @@ static void chk_fork_child(void)
 	cds_list_for_each_entry_safe(t, next, &chk_threads, link) {
 		if (t == &chk_me)
 			continue;
-		for (i = 0; i < t->n && i < PS_CHK_SECTIONS; i++)
+		for (i = 0; i < t->n && i < PSI_CHK_SECTIONS; i++)
 			__atomic_fetch_sub(&chk_of(t->sec[i].s)->sections, 1, __ATOMIC_RELAXED);
 		cds_list_del(&t->link);
 	}
@@ -325,17 +325,17 @@ struct chk_snap {
 	int wait_mask;
 	uint64_t wait_since;
 	unsigned n;
-	struct chk_section sec[PS_CHK_SECTIONS];
+	struct chk_section sec[PSI_CHK_SECTIONS];
 };
 
-static struct chk_snap chk_snaps[PS_CHK_THREADS_MAX];
+static struct chk_snap chk_snaps[PSI_CHK_THREADS_MAX];
 
 /* Does @h hold what a wait with @mask on @s needs? */
 static bool chk_blocks(const struct chk_snap *h, struct ps_store *s, int mask, const char **call)
 {
 	unsigned i;
 
-	for (i = 0; i < h->n && i < PS_CHK_SECTIONS; i++) {
+	for (i = 0; i < h->n && i < PSI_CHK_SECTIONS; i++) {
 		const struct chk_section *c = &h->sec[i];
 
 		if (((mask & CHK_EXCL) && c->s == s && (c->kind & (CHK_EXCL | CHK_SHARED))) ||
@@ -407,7 +407,7 @@ static void *chk_watchdog(void *unused)
 
 	(void)unused;
 	for (;;) {
-		struct timespec ts = { 0, PS_CHK_SCAN_MS * 1000000L };
+		struct timespec ts = { 0, PSI_CHK_SCAN_MS * 1000000L };
 		struct chk_thread *t;
 		int n = 0, i, path[16], len;
 		uint64_t now, old;
@@ -418,7 +418,7 @@ static void *chk_watchdog(void *unused)
 		cds_list_for_each_entry(t, &chk_threads, link) {
 			struct chk_snap *sn = &chk_snaps[n];
 
-			if (n == PS_CHK_THREADS_MAX)
+			if (n == PSI_CHK_THREADS_MAX)
 				break;
 			pthread_mutex_lock(&t->lock);
 			sn->tid = t->tid;
@@ -433,7 +433,7 @@ static void *chk_watchdog(void *unused)
 		}
 		pthread_mutex_unlock(&chk_lock);
 		now = now_ns();
-		old = now - PS_CHK_STUCK_MS * 1000000ULL;
+		old = now - PSI_CHK_STUCK_MS * 1000000ULL;
 		for (i = 0; i < n && !found; i++) {
 			if (!chk_snaps[i].wait_s || chk_snaps[i].wait_since > old)
 				continue;
@@ -562,7 +562,7 @@ static void chk_read_unlock(struct ps_store *s)
 	const char *call = NULL;
 	pid_t other;
 
-	if (ps_likely(chk_pop(me(), s))) {
+	if (psi_likely(chk_pop(me(), s))) {
 		chk_of(s)->real->read_unlock(s);
 		return;
 	}
@@ -703,7 +703,7 @@ CHK_DEAD(synchronize, "ps_store_synchronize()", void)
 CHK_DEAD(foreach, "ps_store_foreach()", int, ps_foreach_fn fn, void *arg)
 CHK_DEAD(check, "ps_store_check()", int, const char **why)
 CHK_DEAD(held, "ps_store_memory()", size_t)
-CHK_DEAD(lock_stat, "ps_store_lock_stat_read()", struct ps_lstat *)
+CHK_DEAD(lock_stat, "ps_store_lock_stat_read()", struct psi_lstat *)
 CHK_DEAD(foreach_range, "ps_store_foreach_range()", int, uint64_t a, uint64_t b, ps_foreach_fn f,
 		void *arg)
 CHK_DEAD(next, "ps_store_next()", int, uint64_t a, uint64_t *b, uint64_t *c, struct ps_policy **p)
@@ -730,7 +730,7 @@ static void chk_bury(struct ps_store *s)
 {
 	struct ps_store *old;
 
-	s->tag = PS_STORE_TAG_DEAD;
+	s->tag = PSI_STORE_TAG_DEAD;
 	s->ops = &chk_dead_ops;
 	s->lookup = chk_dead_lookup;
 	s->lookup_borrow = chk_dead_lookup_borrow;
@@ -742,7 +742,7 @@ static void chk_bury(struct ps_store *s)
 	pthread_mutex_lock(&chk_lock);
 	old = chk_graves[chk_graves_next];
 	chk_graves[chk_graves_next] = s;
-	chk_graves_next = (chk_graves_next + 1) % PS_CHK_GRAVES;
+	chk_graves_next = (chk_graves_next + 1) % PSI_CHK_GRAVES;
 	pthread_mutex_unlock(&chk_lock);
 	psi_free_aligned(old);
 }

@@ -29,7 +29,7 @@ extern bool psi_checking;
 int psi_check_store(struct ps_store *s);
 
 /* The first word of a checked store once it is destroyed (store.c checks it where no op runs). */
-#define PS_STORE_TAG_DEAD 0xdead57feu
+#define PSI_STORE_TAG_DEAD 0xdead57feu
 
 /* A call on a destroyed checked store (@call names it): a message, and abort(). */
 __attribute__((noreturn, cold)) void psi_check_dead(const struct ps_store *s, const char *call);

@@ -14,23 +14,23 @@
 
 #include <polstore/export.h>
 
-#define PS_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define PS_WRITE_ONCE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define PSI_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define PSI_WRITE_ONCE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 /* Publish: everything written before is visible to a reader that loads (acquire) the value. */
-#define PS_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
-#define PS_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define PSI_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+#define PSI_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 
-#define ps_likely(x) __builtin_expect(!!(x), 1)
+#define psi_likely(x) __builtin_expect(!!(x), 1)
 /* A core written once and instantiated by named wrappers (sync_lock.c). */
 #define psi_always_inline static inline __attribute__((always_inline))
-#define ps_unlikely(x) __builtin_expect(!!(x), 0)
+#define psi_unlikely(x) __builtin_expect(!!(x), 0)
 
-#define ps_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define psi_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
-#define PS_CACHELINE 64
-#define __ps_cacheline_aligned __attribute__((aligned(PS_CACHELINE)))
+#define PSI_CACHELINE 64
+#define __ps_cacheline_aligned __attribute__((aligned(PSI_CACHELINE)))
 
-static inline void ps_cpu_relax(void)
+static inline void psi_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
@@ -56,7 +56,7 @@ static inline unsigned psi_thread_index(void)
 {
 	int i = _ps_thread_idx;
 
-	return (unsigned)(ps_likely(i >= 0) ? i : _ps_thread_index_slow());
+	return (unsigned)(psi_likely(i >= 0) ? i : _ps_thread_index_slow());
 }
 
 /* A constructor's failure: errno = @err, and NULL to return (CONTRIBUTING.md, errors). */

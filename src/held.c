@@ -6,14 +6,14 @@
 
 #include "held.h"
 
-__thread struct ps_held psi_held __attribute__((tls_model("initial-exec")));
+__thread struct psi_held psi_held_tls __attribute__((tls_model("initial-exec")));
 
 bool psi_held_find(const void *obj)
 {
-	unsigned i, n = psi_held.n < PS_HELD_MAX ? psi_held.n : PS_HELD_MAX;
+	unsigned i, n = psi_held_tls.n < PSI_HELD_MAX ? psi_held_tls.n : PSI_HELD_MAX;
 
 	for (i = 0; i < n; i++)
-		if (psi_held.obj[i] == obj)
+		if (psi_held_tls.obj[i] == obj)
 			return true;
 	return false;
 }
@@ -21,20 +21,20 @@ bool psi_held_find(const void *obj)
 /* A section closed out of order: take its entry out (the last recorded one of @obj). */
 void psi_held_drop(const void *obj)
 {
-	unsigned i, n = psi_held.n < PS_HELD_MAX ? psi_held.n : PS_HELD_MAX;
+	unsigned i, n = psi_held_tls.n < PSI_HELD_MAX ? psi_held_tls.n : PSI_HELD_MAX;
 
-	if (!psi_held.n)
+	if (!psi_held_tls.n)
 		return;
 	for (i = n; i-- > 0;) {
-		if (psi_held.obj[i] == obj) {
+		if (psi_held_tls.obj[i] == obj) {
 			for (; i + 1 < n; i++)
-				psi_held.obj[i] = psi_held.obj[i + 1];
-			if (psi_held.n > PS_HELD_MAX)
-				psi_held.obj[n - 1] = NULL; /* a deeper, unnamed section moves up */
+				psi_held_tls.obj[i] = psi_held_tls.obj[i + 1];
+			if (psi_held_tls.n > PSI_HELD_MAX)
+				psi_held_tls.obj[n - 1] = NULL; /* a deeper, unnamed section moves up */
 			break;
 		}
 	}
-	psi_held.n--;
+	psi_held_tls.n--;
 }
 
 void psi_misuse(const char *call, const char *fmt, ...)

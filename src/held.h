@@ -9,7 +9,7 @@
  * Thread-local, written only by its thread, off every lock-free read
  * path: recording costs a store and an increment, and a check one
  * thread-local load and one predictable branch while the thread holds
- * nothing.  PS_HELD_MAX sections are recorded; deeper ones are counted
+ * nothing.  PSI_HELD_MAX sections are recorded; deeper ones are counted
  * but not named (a call into one of those is not caught).
  */
 #ifndef POLSTORE_SRC_HELD_H
@@ -19,14 +19,14 @@
 
 #include "compiler.h"
 
-#define PS_HELD_MAX 8
+#define PSI_HELD_MAX 8
 
-struct ps_held {
-	unsigned n; /* sections open; the first PS_HELD_MAX are in @obj */
-	const void *obj[PS_HELD_MAX];
+struct psi_held {
+	unsigned n; /* sections open; the first PSI_HELD_MAX are in @obj */
+	const void *obj[PSI_HELD_MAX];
 };
 
-extern __thread struct ps_held psi_held __attribute__((tls_model("initial-exec")));
+extern __thread struct psi_held psi_held_tls __attribute__((tls_model("initial-exec")));
 
 bool psi_held_find(const void *obj);
 void psi_held_drop(const void *obj);
@@ -39,30 +39,30 @@ __attribute__((noreturn, cold, format(printf, 2, 3))) void psi_misuse(const char
 		const char *fmt, ...);
 
 /* A section of @obj is open on this thread: record it. */
-static inline void ps_held_push(const void *obj)
+static inline void psi_held_push(const void *obj)
 {
-	unsigned n = psi_held.n;
+	unsigned n = psi_held_tls.n;
 
-	if (ps_likely(n < PS_HELD_MAX))
-		psi_held.obj[n] = obj;
-	psi_held.n = n + 1;
+	if (psi_likely(n < PSI_HELD_MAX))
+		psi_held_tls.obj[n] = obj;
+	psi_held_tls.n = n + 1;
 }
 
-/* The section of @obj that ps_held_push() recorded is closed. */
-static inline void ps_held_pop(const void *obj)
+/* The section of @obj that psi_held_push() recorded is closed. */
+static inline void psi_held_pop(const void *obj)
 {
-	unsigned n = psi_held.n;
+	unsigned n = psi_held_tls.n;
 
-	if (ps_likely(n && n <= PS_HELD_MAX && psi_held.obj[n - 1] == obj))
-		psi_held.n = n - 1; /* the usual case: sections close in the order they opened */
+	if (psi_likely(n && n <= PSI_HELD_MAX && psi_held_tls.obj[n - 1] == obj))
+		psi_held_tls.n = n - 1; /* the usual case: sections close in the order they opened */
 	else
 		psi_held_drop(obj);
 }
 
 /* True when this thread holds a section of @obj (so its lock, or a share of it). */
-static inline bool ps_held(const void *obj)
+static inline bool psi_held(const void *obj)
 {
-	return ps_unlikely(psi_held.n) && psi_held_find(obj);
+	return psi_unlikely(psi_held_tls.n) && psi_held_find(obj);
 }
 
 #endif /* POLSTORE_SRC_HELD_H */

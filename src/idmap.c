@@ -17,8 +17,8 @@
  *
  * Thread checkers (helgrind/DRD see atomics as plain accesses): the root
  * pointer, every slot and @count are declared atomics-only words (each
- * write is a release store or PS_WRITE_ONCE under the writer lock, each
- * lockless read an acquire load or PS_READ_ONCE; a writer's plain reads
+ * write is a release store or PSI_WRITE_ONCE under the writer lock, each
+ * lockless read an acquire load or PSI_READ_ONCE; a writer's plain reads
  * under the lock never meet a concurrent write).  What a release store
  * publishes (a node's @shift and slot 0, or the caller's object) is handed
  * over with HAPPENS_BEFORE on the word's address just before the store and
@@ -81,7 +81,7 @@ struct idmap_deferred {
  * thread never runs a user's function.
  */
 struct idmap_batch {
-	struct ps_reclaim_item item; /* first: the reclaim thread's handle */
+	struct psi_reclaim_item item; /* first: the reclaim thread's handle */
 	struct ps_idmap *map;
 	struct idmap_batch *next; /* on @ready */
 	int n;
@@ -91,7 +91,7 @@ struct idmap_batch {
 struct ps_idmap {
 	enum ps_idmap_sync sync;
 	struct idmap_node *root; /* release-published */
-	int count; /* PS_WRITE_ONCE under the writer lock */
+	int count; /* PSI_WRITE_ONCE under the writer lock */
 
 	pthread_mutex_t defer_lock; /* @defer; a batch taken off it is handed over under it */
 	struct idmap_batch *defer; /* being filled, or NULL */
@@ -106,13 +106,13 @@ struct ps_idmap {
 	 */
 	struct idmap_batch *draining;
 	/* SPIN: everyone; RWLOCK: readers and writers; RCU: writers.  Last: sized by kind. */
-	struct ps_lock lock __ps_cacheline_aligned;
+	struct psi_lock lock __ps_cacheline_aligned;
 };
 
 /* The kind of lock a map takes: a spinlock unless it is a RWLOCK map. */
-static inline enum ps_lock_kind idmap_lock_kind(enum ps_idmap_sync sync)
+static inline enum psi_lock_kind idmap_lock_kind(enum ps_idmap_sync sync)
 {
-	return sync == PS_IDMAP_RWLOCK ? PS_LOCK_RWLOCK : PS_LOCK_SPIN;
+	return sync == PS_IDMAP_RWLOCK ? PSI_LOCK_RWLOCK : PSI_LOCK_SPIN;
 }
 
 static const char *const idmap_sync_names[PS_IDMAP_SYNC_COUNT] = {
@@ -132,7 +132,7 @@ static void idmap_bug(const char *what)
 }
 #endif
 
-PS_NAME_FUNCS(enum ps_idmap_sync, ps_idmap_sync_name, ps_idmap_sync_from_name, idmap_sync_names,
+PSI_NAME_FUNCS(enum ps_idmap_sync, ps_idmap_sync_name, ps_idmap_sync_from_name, idmap_sync_names,
 		PS_IDMAP_SYNC_COUNT)
 
 /*
@@ -141,8 +141,8 @@ PS_NAME_FUNCS(enum ps_idmap_sync, ps_idmap_sync_name, ps_idmap_sync_from_name, i
  */
 #define idmap_publish(word, v)                                                                     \
 	do {                                                                                       \
-		PS_ANNOTATE_HAPPENS_BEFORE(&(word)); /* pairs with idmap_subscribed() */         \
-		PS_STORE_RELEASE(word, v);                                                         \
+		PSI_ANNOTATE_HAPPENS_BEFORE(&(word)); /* pairs with idmap_subscribed() */         \
+		PSI_STORE_RELEASE(word, v);                                                         \
 	} while (0)
 
 /*
@@ -153,7 +153,7 @@ PS_NAME_FUNCS(enum ps_idmap_sync, ps_idmap_sync_name, ps_idmap_sync_from_name, i
 static inline void *idmap_subscribed(const void *word, void *p)
 {
 	if (p)
-		PS_ANNOTATE_HAPPENS_AFTER(word);
+		PSI_ANNOTATE_HAPPENS_AFTER(word);
 	(void)word;
 	return p;
 }
@@ -174,7 +174,7 @@ static struct idmap_node *idmap_node_new(unsigned shift)
 
 	if (n) {
 		n->shift = shift;
-		PS_ANNOTATE_BENIGN_RACE_SIZED(n->slots, sizeof(n->slots)); /* atomics only */
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(n->slots, sizeof(n->slots)); /* atomics only */
 	}
 	return n;
 }
@@ -201,15 +201,15 @@ struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync)
 	err = sync == PS_IDMAP_RCU ? psi_rcu_thread_init() : 0;
 	if (err)
 		return psi_err_null(-err);
-	map = psi_zalloc_aligned(offsetof(struct ps_idmap, lock) + ps_lock_size(idmap_lock_kind(sync)));
+	map = psi_zalloc_aligned(offsetof(struct ps_idmap, lock) + psi_lock_size(idmap_lock_kind(sync)));
 	if (!map)
 		return psi_err_null(ENOMEM);
 	map->sync = sync;
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->root, sizeof(map->root)); /* atomics only */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->count, sizeof(map->count)); /* atomics only */
-	ps_lock_init(&map->lock, idmap_lock_kind(sync));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->ready, sizeof(map->ready)); /* atomics only */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&map->pending, sizeof(map->pending)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&map->root, sizeof(map->root)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&map->count, sizeof(map->count)); /* atomics only */
+	psi_lock_init(&map->lock, idmap_lock_kind(sync));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&map->ready, sizeof(map->ready)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&map->pending, sizeof(map->pending)); /* atomics only */
 	pthread_mutex_init(&map->defer_lock, NULL);
 	pthread_mutex_init(&map->drain_lock, NULL);
 	return map;
@@ -245,12 +245,12 @@ int ps_idmap_sync_kind(const struct ps_idmap *map)
 
 static void idmap_write_lock(struct ps_idmap *map)
 {
-	ps_lock_write_lock(&map->lock, idmap_lock_kind(map->sync));
+	psi_lock_write_lock(&map->lock, idmap_lock_kind(map->sync));
 }
 
 static void idmap_write_unlock(struct ps_idmap *map)
 {
-	ps_lock_write_unlock(&map->lock, idmap_lock_kind(map->sync));
+	psi_lock_write_unlock(&map->lock, idmap_lock_kind(map->sync));
 }
 
 /*
@@ -262,14 +262,14 @@ static void idmap_write_unlock(struct ps_idmap *map)
 void ps_idmap_read_lock(struct ps_idmap *map)
 {
 	if (map->sync == PS_IDMAP_RCU) {
-		ps_memb_read_lock();
+		psi_memb_read_lock();
 	} else {
-		if (map->sync == PS_IDMAP_SPIN && ps_held(map))
+		if (map->sync == PS_IDMAP_SPIN && psi_held(map))
 			psi_misuse("ps_idmap_read_lock()", "spin id map %p: this thread holds its "
 					"lock already (a section of this map is open): it would "
 					"wait for itself", (void *)map);
-		ps_lock_read_lock(&map->lock, idmap_lock_kind(map->sync));
-		ps_held_push(map);
+		psi_lock_read_lock(&map->lock, idmap_lock_kind(map->sync));
+		psi_held_push(map);
 	}
 #ifdef POLSTORE_DEBUG_CHECKS
 	idmap_read_depth++;
@@ -283,11 +283,11 @@ void ps_idmap_read_unlock(struct ps_idmap *map)
 		idmap_bug("read_unlock outside a read-side section");
 #endif
 	if (map->sync == PS_IDMAP_RCU) {
-		PS_ANNOTATE_HAPPENS_BEFORE(map); /* pairs with idmap_synchronize() */
-		ps_memb_read_unlock();
+		PSI_ANNOTATE_HAPPENS_BEFORE(map); /* pairs with idmap_synchronize() */
+		psi_memb_read_unlock();
 	} else {
-		ps_held_pop(map);
-		ps_lock_read_unlock(&map->lock, idmap_lock_kind(map->sync));
+		psi_held_pop(map);
+		psi_lock_read_unlock(&map->lock, idmap_lock_kind(map->sync));
 	}
 }
 
@@ -306,7 +306,7 @@ static inline const struct idmap_node *idmap_reader_root(const struct ps_idmap *
 		idmap_bug(what);
 #endif
 	(void)what;
-	return idmap_subscribed(&map->root, PS_LOAD_ACQUIRE(map->root));
+	return idmap_subscribed(&map->root, PSI_LOAD_ACQUIRE(map->root));
 }
 
 void *ps_idmap_find(const struct ps_idmap *map, int id)
@@ -321,13 +321,13 @@ void *ps_idmap_find(const struct ps_idmap *map, int id)
 	while (n->shift) {
 		unsigned i = idmap_index(n, (uint64_t)id);
 
-		n = idmap_subscribed(&n->slots[i], PS_LOAD_ACQUIRE(n->slots[i]));
+		n = idmap_subscribed(&n->slots[i], PSI_LOAD_ACQUIRE(n->slots[i]));
 		if (!n)
 			return NULL;
 	}
 	/* Acquire: the object's initialisation before ps_idmap_alloc() is visible. */
 	id &= IDMAP_MASK;
-	return idmap_subscribed(&n->slots[id], PS_LOAD_ACQUIRE(n->slots[id]));
+	return idmap_subscribed(&n->slots[id], PSI_LOAD_ACQUIRE(n->slots[id]));
 }
 
 /* The lowest bound id >= @start under @n, which covers [@base, @base + span). */
@@ -338,7 +338,7 @@ static void *idmap_next(const struct idmap_node *n, uint64_t start, uint64_t bas
 	void *p;
 
 	for (; i < IDMAP_FANOUT; i++) {
-		p = idmap_subscribed(&n->slots[i], PS_LOAD_ACQUIRE(n->slots[i]));
+		p = idmap_subscribed(&n->slots[i], PSI_LOAD_ACQUIRE(n->slots[i]));
 		if (!p)
 			continue;
 		cbase = base + ((uint64_t)i << n->shift);
@@ -372,7 +372,7 @@ void *ps_idmap_get_next(const struct ps_idmap *map, int *id)
 
 int ps_idmap_count(const struct ps_idmap *map)
 {
-	return map ? PS_READ_ONCE(map->count) : -EINVAL;
+	return map ? PSI_READ_ONCE(map->count) : -EINVAL;
 }
 
 /* ---- Writers (under the writer lock) ------------------------------------- */
@@ -472,7 +472,7 @@ static int idmap_bind(struct ps_idmap *map, uint64_t id, void *ptr)
 		n = path[--depth];
 		n->full |= 1ULL << idmap_index(n, id);
 	}
-	PS_WRITE_ONCE(map->count, map->count + 1);
+	PSI_WRITE_ONCE(map->count, map->count + 1);
 	return 0;
 }
 
@@ -495,7 +495,7 @@ int ps_idmap_alloc(struct ps_idmap *map, void *ptr, int min, int max, int *id)
 
 	if (!map || !ptr || !id || min < 0 || max < min)
 		return -EINVAL;
-	if (ps_unlikely(ps_held(map)))
+	if (psi_unlikely(psi_held(map)))
 		return -EDEADLK; /* inside its own section: the writer lock waits for us */
 	idmap_write_lock(map);
 	if (!map->root)
@@ -532,7 +532,7 @@ int ps_idmap_replace(struct ps_idmap *map, int id, void *ptr, void **old)
 
 	if (!map || !ptr || id < 0)
 		return -EINVAL;
-	if (ps_unlikely(ps_held(map)))
+	if (psi_unlikely(psi_held(map)))
 		return -EDEADLK; /* inside its own section: the writer lock waits for us */
 	idmap_write_lock(map);
 	leaf = idmap_leaf(map, (uint64_t)id);
@@ -555,7 +555,7 @@ int ps_idmap_remove(struct ps_idmap *map, int id, void **old)
 
 	if (!map || id < 0)
 		return -EINVAL;
-	if (ps_unlikely(ps_held(map)))
+	if (psi_unlikely(psi_held(map)))
 		return -EDEADLK; /* inside its own section: the writer lock waits for us */
 	idmap_write_lock(map);
 	n = idmap_leaf(map, uid);
@@ -566,7 +566,7 @@ int ps_idmap_remove(struct ps_idmap *map, int id, void **old)
 		/* Nothing on the path to a free id is full any more. */
 		for (n = map->root; n; n = n->shift ? n->slots[idmap_index(n, uid)] : NULL)
 			n->full &= ~(1ULL << idmap_index(n, uid));
-		PS_WRITE_ONCE(map->count, map->count - 1);
+		PSI_WRITE_ONCE(map->count, map->count - 1);
 		idmap_check_path(map, uid);
 	}
 	idmap_write_unlock(map);
@@ -583,7 +583,7 @@ int ps_idmap_remove(struct ps_idmap *map, int id, void **old)
 static void idmap_synchronize(struct ps_idmap *map)
 {
 	urcu_memb_synchronize_rcu();
-	PS_ANNOTATE_HAPPENS_AFTER(map); /* pairs with ps_idmap_read_unlock() */
+	PSI_ANNOTATE_HAPPENS_AFTER(map); /* pairs with ps_idmap_read_unlock() */
 }
 
 void ps_idmap_synchronize(struct ps_idmap *map)
@@ -599,7 +599,7 @@ static void idmap_push_ready(struct ps_idmap *map, struct idmap_batch *b)
 
 	do {
 		b->next = old;
-		PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of @b: pairs with idmap_drain() */
+		PSI_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of @b: pairs with idmap_drain() */
 	} while (!__atomic_compare_exchange_n(&map->ready, &old, b, true, __ATOMIC_RELEASE,
 			__ATOMIC_RELAXED));
 }
@@ -610,7 +610,7 @@ static void idmap_push_ready(struct ps_idmap *map, struct idmap_batch *b)
  * child's reclaim thread may release it while a thread frozen in the fork
  * held the map's locks).
  */
-static void idmap_batch_ready(struct ps_reclaim_item *item)
+static void idmap_batch_ready(struct psi_reclaim_item *item)
 {
 	struct idmap_batch *b = (struct idmap_batch *)item;
 
@@ -665,19 +665,19 @@ static void idmap_drain(struct ps_idmap *map, bool wait)
 		return;
 	/* Oldest first: the stack's order reversed. */
 	for (b = __atomic_exchange_n(&map->ready, NULL, __ATOMIC_ACQUIRE); b; b = next) {
-		PS_ANNOTATE_HAPPENS_AFTER(b); /* pairs with idmap_push_ready() */
+		PSI_ANNOTATE_HAPPENS_AFTER(b); /* pairs with idmap_push_ready() */
 		next = b->next;
 		b->next = map->draining;
 		map->draining = b;
 	}
 	pthread_cleanup_push(idmap_drain_abandoned, &pos);
 	while ((b = map->draining)) {
-		PS_ANNOTATE_HAPPENS_AFTER(map); /* the grace period: pairs with ps_idmap_read_unlock() */
+		PSI_ANNOTATE_HAPPENS_AFTER(map); /* the grace period: pairs with ps_idmap_read_unlock() */
 		for (pos.i = 0; pos.i < b->n; pos.i++)
 			b->e[pos.i].fn(b->e[pos.i].ptr);
 		map->draining = b->next;
 		psi_free(b);
-		PS_ANNOTATE_HAPPENS_BEFORE(&map->pending); /* pairs with ps_idmap_barrier() */
+		PSI_ANNOTATE_HAPPENS_BEFORE(&map->pending); /* pairs with ps_idmap_barrier() */
 		__atomic_sub_fetch(&map->pending, 1, __ATOMIC_RELEASE);
 	}
 	pthread_cleanup_pop(0);
@@ -696,7 +696,7 @@ static void idmap_retire_batch(struct ps_idmap *map, struct idmap_batch *b)
 	b->map = map;
 	b->item.release = idmap_batch_ready;
 	__atomic_add_fetch(&map->pending, 1, __ATOMIC_RELAXED);
-	PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch */
+	PSI_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch */
 	if (!psi_reclaim_defer(psi_flavour_memb.reclaimer, &b->item))
 		return;
 	idmap_synchronize(map);
@@ -750,7 +750,7 @@ void ps_idmap_barrier(struct ps_idmap *map)
 	pthread_mutex_unlock(&map->defer_lock);
 	if (!pending) {
 		/* Nothing queued, handed over or being run: what other threads ran is done. */
-		PS_ANNOTATE_HAPPENS_AFTER(&map->pending);
+		PSI_ANNOTATE_HAPPENS_AFTER(&map->pending);
 		return;
 	}
 	/*

@@ -14,7 +14,7 @@
 #include "variants.h"
 
 #ifdef POLSTORE_LOCK_STAT
-static void row_from_class(struct ps_lock_stat_row *row, const struct ps_lstat_class *c)
+static void row_from_class(struct ps_lock_stat_row *row, const struct psi_lstat_class *c)
 {
 	row->con_bounces = __atomic_load_n(&c->con_bounces, __ATOMIC_RELAXED);
 	row->contentions = __atomic_load_n(&c->contentions, __ATOMIC_RELAXED);
@@ -32,7 +32,7 @@ static void row_from_class(struct ps_lock_stat_row *row, const struct ps_lstat_c
 int ps_store_lock_stat_read(struct ps_store *store, struct ps_lock_stat_row rows[2])
 {
 #ifdef POLSTORE_LOCK_STAT
-	struct ps_lstat *st;
+	struct psi_lstat *st;
 
 	if (!store || !rows)
 		return -EINVAL;
@@ -52,7 +52,7 @@ int ps_store_lock_stat_read(struct ps_store *store, struct ps_lock_stat_row rows
 int ps_store_lock_stat_reset(struct ps_store *store)
 {
 #ifdef POLSTORE_LOCK_STAT
-	struct ps_lstat *st;
+	struct psi_lstat *st;
 
 	if (!store)
 		return -EINVAL;

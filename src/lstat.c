@@ -40,9 +40,9 @@ static void stat_add(uint64_t *slot, uint64_t v)
 	__atomic_fetch_add(slot, v, __ATOMIC_RELAXED);
 }
 
-uint64_t psi_lstat_acquired(struct ps_lstat *st, int dir, uint64_t wait_start)
+uint64_t psi_lstat_acquired_slow(struct psi_lstat *st, int dir, uint64_t wait_start)
 {
-	struct ps_lstat_class *c = &st->cls[dir];
+	struct psi_lstat_class *c = &st->cls[dir];
 	uint64_t now = psi_lstat_now();
 	int cpu = sched_getcpu();
 	/* Any previous acquirer, of either direction, on another CPU means the line moved. */
@@ -67,9 +67,9 @@ uint64_t psi_lstat_acquired(struct ps_lstat *st, int dir, uint64_t wait_start)
 	return now;
 }
 
-void psi_lstat_released(struct ps_lstat *st, int dir, uint64_t hold_start)
+void psi_lstat_released_slow(struct psi_lstat *st, int dir, uint64_t hold_start)
 {
-	struct ps_lstat_class *c = &st->cls[dir];
+	struct psi_lstat_class *c = &st->cls[dir];
 	uint64_t h = psi_lstat_now() - hold_start;
 
 	if (h) {

@@ -5,7 +5,7 @@
  * their *_from_name() inverses; ps_sync_name() reads the variants' rows,
  * variants.c, the same way).  Each module keeps
  * its table, `static const char *const names[COUNT]` indexed by the enum,
- * and defines the pair with PS_NAME_FUNCS(), so every table is read the
+ * and defines the pair with PSI_NAME_FUNCS(), so every table is read the
  * same way: out-of-range values have no name, an unknown or NULL name is
  * -EINVAL.  ps_mode_name() (policy.c) reads its table with psi_name_of()
  * too; it has no inverse, and its API names an invalid mode "unknown".
@@ -35,11 +35,11 @@ static inline int psi_name_index(const char *const *names, int count, const char
 }
 
 /*
- * PS_NAME_FUNCS(type, name_fn, from_name_fn, names, count): define the
+ * PSI_NAME_FUNCS(type, name_fn, from_name_fn, names, count): define the
  * public pair `const char *name_fn(type value)` (NULL out of range) and
  * `int from_name_fn(const char *name)` (the value, or -EINVAL) over @names.
  */
-#define PS_NAME_FUNCS(type, name_fn, from_name_fn, names, count)                                   \
+#define PSI_NAME_FUNCS(type, name_fn, from_name_fn, names, count)                                   \
 	const char *name_fn(type value)                                                            \
 	{                                                                                          \
 		return psi_name_of(names, count, (int)value);                                      \

@@ -34,8 +34,8 @@
  * kernel refuses a buffer shorter than its nr_node_ids, which can exceed
  * PS_MAX_NUMNODES, so take the page of bits the kernel accepts at most.
  */
-#define PS_KMASK_BITS PS_MAXNODE_LIMIT
-#define PS_KMASK_LONGS (PS_KMASK_BITS / PS_BITS_PER_LONG)
+#define PSI_KMASK_BITS PS_MAXNODE_LIMIT
+#define PSI_KMASK_LONGS (PSI_KMASK_BITS / PSI_BITS_PER_LONG)
 
 /*
  * 1 once the probe succeeded.  A positive answer cannot change during the
@@ -43,16 +43,16 @@
  * and tests may want to see it).  Relaxed accesses suffice: the flag guards
  * no other data.
  */
-static int ps_numa_ok;
+static int psi_numa_ok;
 
 int ps_numa_available(void)
 {
-	if (ps_likely(PS_READ_ONCE(ps_numa_ok)))
+	if (psi_likely(PSI_READ_ONCE(psi_numa_ok)))
 		return 0;
 	errno = 0;
 	if (numa_available() < 0)
 		return errno == EPERM ? -EPERM : -ENOSYS;
-	PS_WRITE_ONCE(ps_numa_ok, 1);
+	PSI_WRITE_ONCE(psi_numa_ok, 1);
 	return 0;
 }
 
@@ -62,23 +62,23 @@ static int numa_args_ok(bool ok)
 	return ok ? ps_numa_available() : -EINVAL;
 }
 
-static size_t ps_sys_page_size(void)
+static size_t psi_sys_page_size(void)
 {
 	static size_t cached;
-	size_t ps = PS_READ_ONCE(cached);
+	size_t ps = PSI_READ_ONCE(cached);
 
 	if (!ps) {
 		long v = sysconf(_SC_PAGESIZE);
 
 		ps = v > 0 ? (size_t)v : 4096;
-		PS_WRITE_ONCE(cached, ps);
+		PSI_WRITE_ONCE(cached, ps);
 	}
 	return ps;
 }
 
-static bool ps_test_bit(const unsigned long *mask, unsigned long bit)
+static bool psi_test_bit(const unsigned long *mask, unsigned long bit)
 {
-	return (mask[bit / PS_BITS_PER_LONG] >> (bit % PS_BITS_PER_LONG)) & 1;
+	return (mask[bit / PSI_BITS_PER_LONG] >> (bit % PSI_BITS_PER_LONG)) & 1;
 }
 
 /*
@@ -86,9 +86,9 @@ static bool ps_test_bit(const unsigned long *mask, unsigned long bit)
  * numa_nodes_ptr are libnuma's view of /sys/devices/system/node, read once
  * when libnuma is loaded.
  */
-static int ps_check_nodes(const struct ps_policy *pol)
+static int psi_check_nodes(const struct ps_policy *pol)
 {
-	unsigned long allowed[PS_KMASK_LONGS];
+	unsigned long allowed[PSI_KMASK_LONGS];
 	int max = numa_max_node();
 	bool need_allowed = !(pol->flags & PS_MPOL_F_STATIC_NODES);
 	unsigned long i;
@@ -96,17 +96,17 @@ static int ps_check_nodes(const struct ps_policy *pol)
 	if (!pol->weight || (pol->flags & PS_MPOL_F_RELATIVE_NODES))
 		return 0;
 	if (need_allowed) {
-		if (get_mempolicy(NULL, allowed, PS_KMASK_BITS + 1, NULL, MPOL_F_MEMS_ALLOWED))
+		if (get_mempolicy(NULL, allowed, PSI_KMASK_BITS + 1, NULL, MPOL_F_MEMS_ALLOWED))
 			return errno == ENOSYS || errno == EPERM ? -errno : -EINVAL;
 	}
 	for (i = 0; i < PS_MAX_NUMNODES; i++) {
-		if (!ps_test_bit(pol->nodes, i))
+		if (!psi_test_bit(pol->nodes, i))
 			continue;
 		if ((long)i > max)
 			return -EINVAL;
 		if (numa_nodes_ptr && !numa_bitmask_isbitset(numa_nodes_ptr, (unsigned)i))
 			return -EINVAL;
-		if (need_allowed && !ps_test_bit(allowed, i))
+		if (need_allowed && !psi_test_bit(allowed, i))
 			return -EINVAL;
 	}
 	return 0;
@@ -121,7 +121,7 @@ int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigne
 	int ret;
 
 	ret = numa_args_ok(!(flags & ~PS_APPLY_ALL) &&
-			!((uintptr_t)addr & (ps_sys_page_size() - 1)));
+			!((uintptr_t)addr & (psi_sys_page_size() - 1)));
 	if (ret || !len)
 		return ret;
 	if (flags & PS_APPLY_STRICT)
@@ -129,7 +129,7 @@ int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigne
 	if (flags & PS_APPLY_MOVE)
 		mf |= MPOL_MF_MOVE;
 	if (pol) {
-		ret = ps_check_nodes(pol);
+		ret = psi_check_nodes(pol);
 		if (ret)
 			return ret;
 		mode = pol->mode;
@@ -153,7 +153,7 @@ int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigne
 
 struct ps_policy *ps_policy_from_addr(const void *addr)
 {
-	unsigned long mask[PS_KMASK_LONGS];
+	unsigned long mask[PSI_KMASK_LONGS];
 	unsigned long i;
 	int kmode = 0;
 	int mode;
@@ -162,13 +162,13 @@ struct ps_policy *ps_policy_from_addr(const void *addr)
 
 	if (ret)
 		return psi_err_null(-ret);
-	if (get_mempolicy(&kmode, mask, PS_KMASK_BITS + 1, (void *)addr, MPOL_F_ADDR))
+	if (get_mempolicy(&kmode, mask, PSI_KMASK_BITS + 1, (void *)addr, MPOL_F_ADDR))
 		return NULL; /* errno from the kernel: EFAULT, EINVAL, ... */
 	flags = (unsigned)kmode & PS_MPOL_F_ALL;
 	mode = kmode & ~(int)PS_MPOL_F_ALL;
 	if (mode < 0 || mode >= PS_MPOL_MAX)
 		return psi_err_null(EOPNOTSUPP);
-	for (i = PS_MAX_NUMNODES / PS_BITS_PER_LONG; i < PS_KMASK_LONGS; i++) {
+	for (i = PS_MAX_NUMNODES / PSI_BITS_PER_LONG; i < PSI_KMASK_LONGS; i++) {
 		if (mask[i])
 			return psi_err_null(EOVERFLOW);
 	}
@@ -196,19 +196,19 @@ struct ps_policy *ps_policy_from_bitmask(int mode, unsigned flags, const struct 
 }
 
 /* One range of the store that meets the window, with its own reference. */
-struct ps_apply_piece {
+struct psi_apply_piece {
 	uint64_t start, end;
 	struct ps_policy *pol;
 };
 
-struct ps_apply_collect {
+struct psi_apply_collect {
 	uint64_t first, end; /* the window */
-	struct ps_apply_piece *v;
+	struct psi_apply_piece *v;
 	size_t n, cap;
 };
 
-#define PS_COLLECT_DONE 1
-#define PS_COLLECT_NOMEM 2
+#define PSI_COLLECT_DONE 1
+#define PSI_COLLECT_NOMEM 2
 
 /*
  * ps_store_foreach_range() callback: runs inside the store's read section or
@@ -216,20 +216,20 @@ struct ps_apply_collect {
  * is the only slow step and happens only when the store grew after
  * ps_store_apply_range() sized the array.
  */
-static int ps_apply_collect_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+static int psi_apply_collect_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
 {
-	struct ps_apply_collect *c = arg;
+	struct psi_apply_collect *c = arg;
 
 	if (start >= c->end)
-		return PS_COLLECT_DONE;
+		return PSI_COLLECT_DONE;
 	if (end <= c->first)
 		return 0;
 	if (c->n == c->cap) {
 		size_t cap = c->cap * 2;
-		struct ps_apply_piece *v = psi_alloc(cap * sizeof(*v));
+		struct psi_apply_piece *v = psi_alloc(cap * sizeof(*v));
 
 		if (!v)
-			return PS_COLLECT_NOMEM;
+			return PSI_COLLECT_NOMEM;
 		memcpy(v, c->v, c->n * sizeof(*v));
 		psi_free(c->v);
 		c->v = v;
@@ -242,7 +242,7 @@ static int ps_apply_collect_fn(uint64_t start, uint64_t end, struct ps_policy *p
 	return 0;
 }
 
-static int ps_apply_pages(const struct ps_policy *pol, char *base, uint64_t first, uint64_t from,
+static int psi_apply_pages(const struct ps_policy *pol, char *base, uint64_t first, uint64_t from,
 		uint64_t to, size_t page_size, unsigned flags)
 {
 	return ps_policy_apply(
@@ -252,14 +252,14 @@ static int ps_apply_pages(const struct ps_policy *pol, char *base, uint64_t firs
 int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page, uint64_t npages,
 		size_t page_size, unsigned flags, size_t *done_pages)
 {
-	struct ps_apply_collect c = {0};
+	struct psi_apply_collect c = {0};
 	uint64_t pos = first_page;
 	size_t i;
 	int ret;
 
 	if (done_pages)
 		*done_pages = 0;
-	ret = numa_args_ok(store && page_size && !(page_size % ps_sys_page_size()) &&
+	ret = numa_args_ok(store && page_size && !(page_size % psi_sys_page_size()) &&
 			!((uintptr_t)base % page_size) && !(flags & ~PS_APPLY_ALL) &&
 			first_page + npages >= first_page &&
 			npages <= (UINTPTR_MAX - (uintptr_t)base) / page_size && npages <= SIZE_MAX);
@@ -277,8 +277,8 @@ int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page
 	if (!c.v)
 		return -ENOMEM;
 	/* Only the ranges that meet the window: a seek, not a walk of the whole store. */
-	ret = ps_store_foreach_range(store, c.first, c.end, ps_apply_collect_fn, &c);
-	if (ret == PS_COLLECT_NOMEM) {
+	ret = ps_store_foreach_range(store, c.first, c.end, psi_apply_collect_fn, &c);
+	if (ret == PSI_COLLECT_NOMEM) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -289,13 +289,13 @@ int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page
 		uint64_t next = i < c.n ? c.v[i].start : c.end;
 
 		if (pos < next) {
-			ret = ps_apply_pages(NULL, base, first_page, pos, next, page_size, flags);
+			ret = psi_apply_pages(NULL, base, first_page, pos, next, page_size, flags);
 			if (ret)
 				break;
 			pos = next;
 		}
 		if (i < c.n) {
-			ret = ps_apply_pages(c.v[i].pol, base, first_page, pos, c.v[i].end,
+			ret = psi_apply_pages(c.v[i].pol, base, first_page, pos, c.v[i].end,
 					page_size, flags);
 			if (!ret)
 				pos = c.v[i].end;

@@ -43,7 +43,7 @@ struct pcounter_slot {
 
 struct ps_pcounter {
 	int64_t count __ps_cacheline_aligned; /* written under @lock, read lockless */
-	struct ps_spinlock lock;
+	struct psi_spinlock lock;
 	int32_t batch __ps_cacheline_aligned; /* read by every add */
 	uint64_t active; /* bit i: slot i has been used (set once per thread) */
 	struct pcounter_slot slot[PS_PCOUNTER_SLOTS];
@@ -65,11 +65,11 @@ struct ps_pcounter *ps_pcounter_create(int64_t initial, int32_t batch)
 		return psi_err_null(ENOMEM);
 	pc->count = initial;
 	pc->batch = batch;
-	ps_spin_init(&pc->lock);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&pc->count, sizeof(pc->count)); /* atomics only */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&pc->batch, sizeof(pc->batch)); /* atomics only */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&pc->active, sizeof(pc->active)); /* atomics only */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(pc->slot, sizeof(pc->slot)); /* atomics only */
+	psi_spin_init(&pc->lock);
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&pc->count, sizeof(pc->count)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&pc->batch, sizeof(pc->batch)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&pc->active, sizeof(pc->active)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(pc->slot, sizeof(pc->slot)); /* atomics only */
 	return pc;
 }
 
@@ -89,9 +89,9 @@ int ps_pcounter_add(struct ps_pcounter *pc, int64_t delta)
 		return -EINVAL;
 	i = pcounter_slot_index();
 	s = &pc->slot[i];
-	if (ps_unlikely(!(PS_READ_ONCE(pc->active) & (1ULL << i))))
+	if (psi_unlikely(!(PSI_READ_ONCE(pc->active) & (1ULL << i))))
 		__atomic_fetch_or(&pc->active, 1ULL << i, __ATOMIC_RELAXED);
-	batch = PS_READ_ONCE(pc->batch);
+	batch = PSI_READ_ONCE(pc->batch);
 	cur = __atomic_load_n(&s->delta, __ATOMIC_RELAXED);
 	for (;;) {
 		/* Compare in 64 bits: |cur| < INT32_MAX, so the sum cannot overflow for sane deltas. */
@@ -102,16 +102,16 @@ int ps_pcounter_add(struct ps_pcounter *pc, int64_t delta)
 				__ATOMIC_RELAXED))
 			return 0;
 	}
-	ps_spin_lock(&pc->lock);
+	psi_spin_lock(&pc->lock);
 	v = __atomic_exchange_n(&s->delta, 0, __ATOMIC_RELAXED);
-	PS_WRITE_ONCE(pc->count, pc->count + v + delta);
-	ps_spin_unlock(&pc->lock);
+	PSI_WRITE_ONCE(pc->count, pc->count + v + delta);
+	psi_spin_unlock(&pc->lock);
 	return 0;
 }
 
 int64_t ps_pcounter_read(const struct ps_pcounter *pc)
 {
-	return pc ? PS_READ_ONCE(pc->count) : 0;
+	return pc ? PSI_READ_ONCE(pc->count) : 0;
 }
 
 int64_t ps_pcounter_read_positive(const struct ps_pcounter *pc)
@@ -143,9 +143,9 @@ int64_t ps_pcounter_sum(struct ps_pcounter *pc)
 
 	if (!pc)
 		return 0;
-	ps_spin_lock(&pc->lock);
+	psi_spin_lock(&pc->lock);
 	sum = pcounter_sum_locked(pc, NULL);
-	ps_spin_unlock(&pc->lock);
+	psi_spin_unlock(&pc->lock);
 	return sum;
 }
 
@@ -153,7 +153,7 @@ int ps_pcounter_threads(const struct ps_pcounter *pc)
 {
 	if (!pc)
 		return -EINVAL;
-	return __builtin_popcountll(PS_READ_ONCE(pc->active));
+	return __builtin_popcountll(PSI_READ_ONCE(pc->active));
 }
 
 int ps_pcounter_compare(struct ps_pcounter *pc, int64_t rhs)
@@ -162,8 +162,8 @@ int ps_pcounter_compare(struct ps_pcounter *pc, int64_t rhs)
 
 	if (!pc)
 		return 0;
-	count = PS_READ_ONCE(pc->count);
-	slack = (int64_t)PS_READ_ONCE(pc->batch) * ps_pcounter_threads(pc);
+	count = PSI_READ_ONCE(pc->count);
+	slack = (int64_t)PSI_READ_ONCE(pc->batch) * ps_pcounter_threads(pc);
 	/*
 	 * |count - exact| < slack (a slot of a thread that never added is 0),
 	 * so beyond slack the approximate value is on the same side as the
@@ -184,13 +184,13 @@ int ps_pcounter_fold(struct ps_pcounter *pc)
 
 	if (!pc)
 		return -EINVAL;
-	ps_spin_lock(&pc->lock);
+	psi_spin_lock(&pc->lock);
 	for (i = 0; i < PS_PCOUNTER_SLOTS; i++) {
 		v = __atomic_exchange_n(&pc->slot[i].delta, 0, __ATOMIC_RELAXED);
 		if (v)
-			PS_WRITE_ONCE(pc->count, pc->count + v);
+			PSI_WRITE_ONCE(pc->count, pc->count + v);
 	}
-	ps_spin_unlock(&pc->lock);
+	psi_spin_unlock(&pc->lock);
 	return 0;
 }
 
@@ -209,18 +209,18 @@ int ps_pcounter_set_batch(struct ps_pcounter *pc, int32_t batch)
 
 int32_t ps_pcounter_batch(const struct ps_pcounter *pc)
 {
-	return pc ? PS_READ_ONCE(pc->batch) : -EINVAL;
+	return pc ? PSI_READ_ONCE(pc->batch) : -EINVAL;
 }
 
 int ps_pcounter_snapshot(struct ps_pcounter *pc, struct ps_pcounter_snapshot *snap)
 {
 	if (!pc || !snap)
 		return -EINVAL;
-	ps_spin_lock(&pc->lock);
+	psi_spin_lock(&pc->lock);
 	snap->approx = pc->count;
 	snap->exact = pcounter_sum_locked(pc, &snap->nr_deltas);
-	snap->batch = PS_READ_ONCE(pc->batch);
-	ps_spin_unlock(&pc->lock);
+	snap->batch = PSI_READ_ONCE(pc->batch);
+	psi_spin_unlock(&pc->lock);
 	snap->bound = (int64_t)snap->batch * snap->nr_deltas;
 	return 0;
 }
@@ -258,9 +258,9 @@ struct ps_commit {
 	struct ps_pcounter *pc;
 	int64_t total; /* immutable */
 	int ncpus; /* immutable */
-	int mode; /* PS_READ_ONCE */
-	int64_t limit; /* PS_READ_ONCE */
-	struct ps_spinlock mode_lock; /* serialises set_mode */
+	int mode; /* PSI_READ_ONCE */
+	int64_t limit; /* PSI_READ_ONCE */
+	struct psi_spinlock mode_lock; /* serialises set_mode */
 };
 
 static const char *const overcommit_names[PS_OVERCOMMIT_COUNT] = {
@@ -269,7 +269,7 @@ static const char *const overcommit_names[PS_OVERCOMMIT_COUNT] = {
 	[PS_OVERCOMMIT_NEVER] = "never",
 };
 
-PS_NAME_FUNCS(enum ps_overcommit, ps_overcommit_name, ps_overcommit_from_name, overcommit_names,
+PSI_NAME_FUNCS(enum ps_overcommit, ps_overcommit_name, ps_overcommit_from_name, overcommit_names,
 		PS_OVERCOMMIT_COUNT)
 
 struct ps_commit *ps_commit_create(enum ps_overcommit mode, uint64_t total_pages, int ncpus)
@@ -296,10 +296,10 @@ struct ps_commit *ps_commit_create(enum ps_overcommit mode, uint64_t total_pages
 	cm->ncpus = ncpus;
 	cm->mode = mode;
 	cm->limit = (int64_t)total_pages;
-	ps_spin_init(&cm->mode_lock);
-	/* Atomics only: PS_READ_ONCE by charges, atomic stores by the setters. */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cm->mode, sizeof(cm->mode));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cm->limit, sizeof(cm->limit));
+	psi_spin_init(&cm->mode_lock);
+	/* Atomics only: PSI_READ_ONCE by charges, atomic stores by the setters. */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cm->mode, sizeof(cm->mode));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cm->limit, sizeof(cm->limit));
 	return cm;
 }
 
@@ -315,7 +315,7 @@ int ps_commit_set_mode(struct ps_commit *cm, enum ps_overcommit mode)
 {
 	if (!cm || (unsigned)mode >= PS_OVERCOMMIT_COUNT)
 		return -EINVAL;
-	ps_spin_lock(&cm->mode_lock);
+	psi_spin_lock(&cm->mode_lock);
 	/*
 	 * Into NEVER: shrink the batch (which folds) before NEVER is visible,
 	 * so the first strict check compares an exact count.  Out of NEVER:
@@ -329,26 +329,26 @@ int ps_commit_set_mode(struct ps_commit *cm, enum ps_overcommit mode)
 		ps_pcounter_set_batch(cm->pc,
 				ps_pcounter_compute_batch(cm->total, cm->ncpus, false));
 	}
-	ps_spin_unlock(&cm->mode_lock);
+	psi_spin_unlock(&cm->mode_lock);
 	return 0;
 }
 
 int ps_commit_mode(const struct ps_commit *cm)
 {
-	return cm ? PS_READ_ONCE(cm->mode) : -EINVAL;
+	return cm ? PSI_READ_ONCE(cm->mode) : -EINVAL;
 }
 
 int ps_commit_set_limit(struct ps_commit *cm, int64_t limit)
 {
 	if (!cm || limit < 0)
 		return -EINVAL;
-	PS_WRITE_ONCE(cm->limit, limit);
+	PSI_WRITE_ONCE(cm->limit, limit);
 	return 0;
 }
 
 int64_t ps_commit_limit(const struct ps_commit *cm)
 {
-	return cm ? PS_READ_ONCE(cm->limit) : -EINVAL;
+	return cm ? PSI_READ_ONCE(cm->limit) : -EINVAL;
 }
 
 int ps_commit_charge(struct ps_commit *cm, int64_t pages)
@@ -356,7 +356,7 @@ int ps_commit_charge(struct ps_commit *cm, int64_t pages)
 	if (!cm || pages < 0)
 		return -EINVAL;
 	ps_pcounter_add(cm->pc, pages);
-	switch (PS_READ_ONCE(cm->mode)) {
+	switch (PSI_READ_ONCE(cm->mode)) {
 	case PS_OVERCOMMIT_ALWAYS:
 		return 0;
 	case PS_OVERCOMMIT_GUESS:
@@ -364,7 +364,7 @@ int ps_commit_charge(struct ps_commit *cm, int64_t pages)
 			return 0;
 		break;
 	default:
-		if (ps_pcounter_compare(cm->pc, PS_READ_ONCE(cm->limit)) <= 0)
+		if (ps_pcounter_compare(cm->pc, PSI_READ_ONCE(cm->limit)) <= 0)
 			return 0;
 		break;
 	}

@@ -18,9 +18,9 @@
 #include "names.h"
 #include "policy_internal.h"
 
-static unsigned ps_ref_mask(void);
+static unsigned psi_ref_mask(void);
 
-static bool ps_mode_needs_nodes(int mode)
+static bool psi_mode_needs_nodes(int mode)
 {
 	return mode == PS_MPOL_BIND || mode == PS_MPOL_INTERLEAVE ||
 	       mode == PS_MPOL_PREFERRED_MANY || mode == PS_MPOL_WEIGHTED_INTERLEAVE;
@@ -31,24 +31,24 @@ static bool ps_mode_needs_nodes(int mode)
  * @maxnode is.  Returns the number of nodes, or -EINVAL when a node >=
  * PS_MAX_NUMNODES is set.
  */
-static int ps_nodes_import(unsigned long *dst, const unsigned long *src, unsigned long maxnode)
+static int psi_nodes_import(unsigned long *dst, const unsigned long *src, unsigned long maxnode)
 {
-	unsigned long nlongs = (maxnode + PS_BITS_PER_LONG - 1) / PS_BITS_PER_LONG;
+	unsigned long nlongs = (maxnode + PSI_BITS_PER_LONG - 1) / PSI_BITS_PER_LONG;
 	unsigned long i;
 	int weight = 0;
 
-	memset(dst, 0, PS_NODEMASK_LONGS * sizeof(*dst));
+	memset(dst, 0, PSI_NODEMASK_LONGS * sizeof(*dst));
 	if (!src)
 		return 0;
 	for (i = 0; i < nlongs; i++) {
 		unsigned long w = src[i];
-		unsigned long valid = maxnode - i * PS_BITS_PER_LONG;
+		unsigned long valid = maxnode - i * PSI_BITS_PER_LONG;
 
-		if (valid < PS_BITS_PER_LONG)
+		if (valid < PSI_BITS_PER_LONG)
 			w &= (1UL << valid) - 1;
 		if (!w)
 			continue;
-		if (i >= PS_NODEMASK_LONGS)
+		if (i >= PSI_NODEMASK_LONGS)
 			return -EINVAL;
 		dst[i] = w;
 		weight += __builtin_popcountl(w);
@@ -78,7 +78,7 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 		errno = ENOMEM;
 		return NULL;
 	}
-	weight = ps_nodes_import(pol->nodes, nodemask, maxnode);
+	weight = psi_nodes_import(pol->nodes, nodemask, maxnode);
 	if (weight < 0)
 		goto inval;
 	if (mode == PS_MPOL_DEFAULT) {
@@ -102,7 +102,7 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 				goto inval;
 			mode = PS_MPOL_LOCAL;
 		}
-	} else if (ps_mode_needs_nodes(mode) && !weight) {
+	} else if (psi_mode_needs_nodes(mode) && !weight) {
 		goto inval;
 	}
 	pol->refcnt = 1;
@@ -110,9 +110,9 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 	pol->refmode = PS_REF_ATOMIC;
 	pol->hits = 0;
 	pol->stores = 0;
-	pol->stripe_mask = ps_ref_mask();
+	pol->stripe_mask = psi_ref_mask();
 	/* @refcnt .. @stores: atomics only. */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&pol->refcnt, offsetof(struct ps_policy, stripe_mask));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&pol->refcnt, offsetof(struct ps_policy, stripe_mask));
 	pol->mode = mode;
 	pol->flags = flags;
 	pol->weight = weight;
@@ -149,7 +149,7 @@ void _ps_policy_put_slow(struct ps_policy *pol)
 {
 	long old;
 
-	PS_ANNOTATE_HAPPENS_BEFORE(pol);
+	PSI_ANNOTATE_HAPPENS_BEFORE(pol);
 	old = __atomic_fetch_sub(&pol->refcnt, 1, __ATOMIC_RELEASE);
 	if (old <= 1)
 		_ps_policy_release(pol, old);
@@ -166,7 +166,7 @@ void _ps_policy_release(struct ps_policy *pol, long old)
 		return;
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	/* Every put's release (and HAPPENS_BEFORE) precedes the free. */
-	PS_ANNOTATE_HAPPENS_AFTER(pol);
+	PSI_ANNOTATE_HAPPENS_AFTER(pol);
 	assert(__atomic_load_n(&pol->refmode, __ATOMIC_RELAXED) == PS_REF_ATOMIC);
 	assert(__atomic_load_n(&pol->stores, __ATOMIC_RELAXED) == 0);
 	psi_free(pol->stripes);
@@ -182,25 +182,25 @@ void _ps_policy_release(struct ps_policy *pol, long old)
  * to inherit half done); a policy created by another constructor before it
  * ran just never stripes.
  */
-static unsigned ps_ref_mask_value;
+static unsigned psi_ref_mask_value;
 
-__attribute__((constructor)) static void ps_ref_mask_init(void)
+__attribute__((constructor)) static void psi_ref_mask_init(void)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
 	unsigned m = 1;
 
 	while ((long)m < ncpu && m < PS_REF_MAX_STRIPES)
 		m *= 2;
-	ps_ref_mask_value = m - 1;
+	psi_ref_mask_value = m - 1;
 }
 
-static unsigned ps_ref_mask(void)
+static unsigned psi_ref_mask(void)
 {
-	return ps_ref_mask_value;
+	return psi_ref_mask_value;
 }
 
 /* Stripes from closed to open.  Called with @refmode claimed (BUSY) and a reference held. */
-static void ps_ref_open(struct ps_policy *pol)
+static void psi_ref_open(struct ps_policy *pol)
 {
 	char *s = __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED);
 	unsigned i;
@@ -220,7 +220,7 @@ static void ps_ref_open(struct ps_policy *pol)
  * acquires.  Called with @refmode claimed (BUSY) and a reference held, so
  * the exact count is >= 1 afterwards.
  */
-static void ps_ref_close(struct ps_policy *pol)
+static void psi_ref_close(struct ps_policy *pol)
 {
 	char *s = __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED);
 	long sum = 0, old;
@@ -240,7 +240,7 @@ static void ps_ref_close(struct ps_policy *pol)
  * claimant that finds another at work may leave.  The caller holds a
  * reference.
  */
-static void ps_ref_sync(struct ps_policy *pol)
+static void psi_ref_sync(struct ps_policy *pol)
 {
 	for (;;) {
 		bool want = __atomic_load_n(&pol->stores, __ATOMIC_SEQ_CST) > 0 &&
@@ -253,9 +253,9 @@ static void ps_ref_sync(struct ps_policy *pol)
 				    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 			continue;
 		if (want)
-			ps_ref_open(pol);
+			psi_ref_open(pol);
 		else
-			ps_ref_close(pol);
+			psi_ref_close(pol);
 		/* Then reread @stores (the loop): a change we missed was left to us. */
 		__atomic_store_n(&pol->refmode, want ? PS_REF_OPEN : PS_REF_ATOMIC, __ATOMIC_SEQ_CST);
 	}
@@ -282,14 +282,14 @@ void _ps_policy_heat(struct ps_policy *pol)
 	}
 	for (i = 0; i <= pol->stripe_mask; i++)
 		*(long *)(s + (size_t)i * PS_REF_STRIPE_BYTES) = PS_REF_CLOSED;
-	PS_ANNOTATE_BENIGN_RACE_SIZED(s, bytes); /* atomics only */
-	/* Seq_cst: against @stores (see ps_ref_sync()). */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(s, bytes); /* atomics only */
+	/* Seq_cst: against @stores (see psi_ref_sync()). */
 	if (!__atomic_compare_exchange_n(&pol->stripes, &none, s, false, __ATOMIC_SEQ_CST,
 			    __ATOMIC_RELAXED)) {
 		psi_free(s);
 		return;
 	}
-	ps_ref_sync(pol);
+	psi_ref_sync(pol);
 }
 
 void psi_policy_store_get(struct ps_policy *pol)
@@ -299,7 +299,7 @@ void psi_policy_store_get(struct ps_policy *pol)
 	__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
 	if (__atomic_fetch_add(&pol->stores, 1, __ATOMIC_SEQ_CST) == 0 &&
 			__atomic_load_n(&pol->stripes, __ATOMIC_SEQ_CST))
-		ps_ref_sync(pol);
+		psi_ref_sync(pol);
 }
 
 void psi_policy_store_put(struct ps_policy *pol)
@@ -315,7 +315,7 @@ void psi_policy_store_put(struct ps_policy *pol)
 #endif
 	/* Still holding the store's reference (on @refcnt): the close finds the count >= 1. */
 	if (old == 1 && __atomic_load_n(&pol->stripes, __ATOMIC_SEQ_CST))
-		ps_ref_sync(pol);
+		psi_ref_sync(pol);
 	_ps_policy_put_slow(pol);
 }
 
@@ -345,9 +345,9 @@ int ps_policy_first_node(const struct ps_policy *pol)
 
 	if (!pol)
 		return -EINVAL;
-	for (i = 0; i < PS_NODEMASK_LONGS; i++)
+	for (i = 0; i < PSI_NODEMASK_LONGS; i++)
 		if (pol->nodes[i])
-			return (int)(i * PS_BITS_PER_LONG) + __builtin_ctzl(pol->nodes[i]);
+			return (int)(i * PSI_BITS_PER_LONG) + __builtin_ctzl(pol->nodes[i]);
 	return -ENOENT;
 }
 
@@ -358,18 +358,18 @@ int ps_policy_nodemask(const struct ps_policy *pol, unsigned long *mask, unsigne
 	/* Held to PS_MAXNODE_LIMIT as ps_policy_create() is: the word count cannot wrap. */
 	if (!pol || !mask || !maxnode || maxnode > PS_MAXNODE_LIMIT)
 		return -EINVAL;
-	nlongs = (maxnode + PS_BITS_PER_LONG - 1) / PS_BITS_PER_LONG;
+	nlongs = (maxnode + PSI_BITS_PER_LONG - 1) / PSI_BITS_PER_LONG;
 	/* Refuse before writing anything when a node does not fit. */
-	for (i = 0; i < PS_NODEMASK_LONGS; i++) {
+	for (i = 0; i < PSI_NODEMASK_LONGS; i++) {
 		unsigned long w = pol->nodes[i];
 
 		if (!w)
 			continue;
-		if ((i + 1) * PS_BITS_PER_LONG - __builtin_clzl(w) > maxnode)
+		if ((i + 1) * PSI_BITS_PER_LONG - __builtin_clzl(w) > maxnode)
 			return -EINVAL;
 	}
 	for (i = 0; i < nlongs; i++)
-		mask[i] = i < PS_NODEMASK_LONGS ? pol->nodes[i] : 0;
+		mask[i] = i < PSI_NODEMASK_LONGS ? pol->nodes[i] : 0;
 	return 0;
 }
 

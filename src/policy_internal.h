@@ -17,8 +17,8 @@
 
 #include "annotate.h"
 
-#define PS_BITS_PER_LONG (sizeof(unsigned long) * CHAR_BIT)
-#define PS_NODEMASK_LONGS PS_NODEMASK_WORDS
+#define PSI_BITS_PER_LONG (sizeof(unsigned long) * CHAR_BIT)
+#define PSI_NODEMASK_LONGS PS_NODEMASK_WORDS
 
 /* Out-of-line halves of psi_policy_put(). */
 PS_API void _ps_policy_put_slow(struct ps_policy *pol);
@@ -32,7 +32,7 @@ static inline void psi_policy_put(struct ps_policy *pol)
 	if (!pol)
 		return;
 	/* Our uses of *pol happen before the free, on whichever thread frees. */
-	PS_ANNOTATE_HAPPENS_BEFORE(pol);
+	PSI_ANNOTATE_HAPPENS_BEFORE(pol);
 	if (__builtin_expect(__atomic_load_n(&pol->refmode, __ATOMIC_ACQUIRE) == PS_REF_OPEN, 1)) {
 		long *c = _ps_ref_stripe(__atomic_load_n(&pol->stripes, __ATOMIC_RELAXED),
 				pol->stripe_mask);

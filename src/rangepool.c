@@ -10,7 +10,7 @@
 #include "policy_internal.h"
 #include "rangetree.h"
 
-struct ps_range *ps_range_list_pop(struct ps_range_list *l)
+struct ps_range *psi_range_list_pop(struct psi_range_list *l)
 {
 	struct ps_range *r = l->head;
 
@@ -22,44 +22,44 @@ struct ps_range *ps_range_list_pop(struct ps_range_list *l)
 	return r;
 }
 
-int ps_range_list_fill(struct ps_range_list *list, int n)
+int psi_range_list_fill(struct psi_range_list *list, int n)
 {
-	struct ps_range_list fresh = { NULL, 0, NULL };
+	struct psi_range_list fresh = { NULL, 0, NULL };
 	struct ps_range *r;
 	size_t have;
 
 	for (have = list->n; have < (size_t)n; have++) {
 		r = psi_zalloc(sizeof(*r));
 		if (!r) {
-			ps_range_list_free(&fresh);
+			psi_range_list_free(&fresh);
 			return -ENOMEM;
 		}
-		ps_range_list_push(&fresh, r);
+		psi_range_list_push(&fresh, r);
 	}
-	while ((r = ps_range_list_pop(&fresh)))
-		ps_range_list_push(list, r);
+	while ((r = psi_range_list_pop(&fresh)))
+		psi_range_list_push(list, r);
 	return 0;
 }
 
-void ps_range_list_free(struct ps_range_list *list)
+void psi_range_list_free(struct psi_range_list *list)
 {
 	struct ps_range *r;
 
-	while ((r = ps_range_list_pop(list))) {
+	while ((r = psi_range_list_pop(list))) {
 		psi_policy_store_put(r->pol);
 		psi_free(r);
 	}
 }
 
-void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, size_t n)
+void psi_range_list_move(struct psi_range_list *dst, struct psi_range_list *src, size_t n)
 {
 	struct ps_range *r;
 
-	while (n-- && (r = ps_range_list_pop(src)))
-		ps_range_list_push(dst, r);
+	while (n-- && (r = psi_range_list_pop(src)))
+		psi_range_list_push(dst, r);
 }
 
-void ps_range_list_splice(struct ps_range_list *dst, struct ps_range_list *src)
+void psi_range_list_splice(struct psi_range_list *dst, struct psi_range_list *src)
 {
 	if (!src->n)
 		return;
@@ -68,10 +68,10 @@ void ps_range_list_splice(struct ps_range_list *dst, struct ps_range_list *src)
 		dst->tail = src->tail;
 	dst->head = src->head;
 	dst->n += src->n;
-	*src = (struct ps_range_list){ NULL, 0, NULL };
+	*src = (struct psi_range_list){ NULL, 0, NULL };
 }
 
-void ps_range_list_put_policies(struct ps_range_list *list)
+void psi_range_list_put_policies(struct psi_range_list *list)
 {
 	struct ps_range *r;
 
@@ -81,7 +81,7 @@ void ps_range_list_put_policies(struct ps_range_list *list)
 	}
 }
 
-int ps_range_vec_reserve(struct ps_range_vec *vec, size_t n)
+int psi_range_vec_reserve(struct psi_range_vec *vec, size_t n)
 {
 	if (vec->cap < n) {
 		/* Grow geometrically: the pool's size settles after a few sets. */
@@ -102,9 +102,9 @@ int ps_range_vec_reserve(struct ps_range_vec *vec, size_t n)
 	return 0;
 }
 
-int ps_range_vec_fill(struct ps_range_vec *vec, size_t n)
+int psi_range_vec_fill(struct psi_range_vec *vec, size_t n)
 {
-	if (ps_range_vec_reserve(vec, n))
+	if (psi_range_vec_reserve(vec, n))
 		return -ENOMEM;
 	while (vec->n < n) {
 		struct ps_range *r = psi_alloc(sizeof(*r));
@@ -117,13 +117,13 @@ int ps_range_vec_fill(struct ps_range_vec *vec, size_t n)
 	return 0;
 }
 
-void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep)
+void psi_range_vec_trim(struct psi_range_vec *vec, size_t keep)
 {
 	while (vec->n > keep)
 		psi_free(vec->v[--vec->n]);
 }
 
-void ps_range_vec_shrink(struct ps_range_vec *vec)
+void psi_range_vec_shrink(struct psi_range_vec *vec)
 {
 	struct ps_range **v;
 
@@ -139,18 +139,18 @@ void ps_range_vec_shrink(struct ps_range_vec *vec)
 	vec->cap = vec->n ? vec->n : 1;
 }
 
-void ps_range_vec_free(struct ps_range_vec *vec)
+void psi_range_vec_free(struct psi_range_vec *vec)
 {
-	ps_range_vec_trim(vec, 0);
+	psi_range_vec_trim(vec, 0);
 	psi_free(vec->v);
 	vec->v = NULL;
 	vec->cap = 0;
 }
 
-void ps_range_list_free_nopol(struct ps_range_list *list)
+void psi_range_list_free_nopol(struct psi_range_list *list)
 {
 	struct ps_range *r;
 
-	while ((r = ps_range_list_pop(list)))
+	while ((r = psi_range_list_pop(list)))
 		psi_free(r);
 }

@@ -8,7 +8,7 @@
  * so it never holds a node across a change (copy on write, a change may
  * replace nodes by copies).
  *
- * Invariants (ps_rtree_check()): ranges are non-empty, ordered by start,
+ * Invariants (psi_rangetree_check()): ranges are non-empty, ordered by start,
  * pairwise disjoint (so their ends are ordered too), each holds a non-NULL,
  * non-DEFAULT policy with a positive count, and @count is the node count.
  */
@@ -24,10 +24,10 @@
 
 static inline struct ps_range *rb_range(struct ps_rb_node *n)
 {
-	return n ? ps_container_of(n, struct ps_range, rb) : NULL;
+	return n ? psi_container_of(n, struct ps_range, rb) : NULL;
 }
 
-void ps_rtree_init(struct ps_rtree *t)
+void psi_rangetree_init(struct ps_rtree *t)
 {
 	t->root.node = NULL;
 	t->count = 0;
@@ -39,8 +39,8 @@ void ps_rtree_init(struct ps_rtree *t)
  * it.  Ranges are disjoint and ordered, so their ends are ordered like
  * their starts.
  */
-static struct ps_range *first_ending_after(const struct ps_rb_tx *tx, uint64_t start,
-		struct ps_rb_path *path)
+static struct ps_range *first_ending_after(const struct psi_rb_tx *tx, uint64_t start,
+		struct psi_rb_path *path)
 {
 	struct ps_rb_node *n = tx->root->node;
 	int best_depth = 0;
@@ -49,50 +49,50 @@ static struct ps_range *first_ending_after(const struct ps_rb_tx *tx, uint64_t s
 	while (n) {
 		int right = !(rb_range(n)->end > start);
 
-		ps_rb_path_push(path, n, right);
+		psi_rb_path_push(path, n, right);
 		if (!right)
 			best_depth = path->depth;
-		n = ps_rb_child(tx, n, right);
+		n = psi_rb_child(tx, n, right);
 	}
 	path->depth = best_depth;
 	return best_depth ? rb_range(path->node[best_depth - 1]) : NULL;
 }
 
 /* Link @nr (payload set) by its start; ranges never overlap, so starts are unique. */
-static void rtree_insert(struct ps_rb_tx *tx, size_t *count, struct ps_range *nr)
+static void rtree_insert(struct psi_rb_tx *tx, size_t *count, struct ps_range *nr)
 {
-	struct ps_rb_path path = { .depth = 0 };
+	struct psi_rb_path path = { .depth = 0 };
 	struct ps_rb_node *n = tx->root->node;
 
 	while (n) {
 		int dir = nr->start >= rb_range(n)->start;
 
-		ps_rb_path_push(&path, n, dir);
-		n = ps_rb_child(tx, n, dir);
+		psi_rb_path_push(&path, n, dir);
+		n = psi_rb_child(tx, n, dir);
 	}
-	ps_rb_insert(tx, &path, &nr->rb);
-	PS_WRITE_ONCE(*count, *count + 1);
+	psi_rb_insert(tx, &path, &nr->rb);
+	PSI_WRITE_ONCE(*count, *count + 1);
 }
 
 /*
  * Where a set takes its ranges: in place, a list of two the caller
- * allocated; copy on write, the update's memory (struct ps_rtree_cow_mem),
+ * allocated; copy on write, the update's memory (struct psi_rangetree_cow_mem),
  * topped up before each operation of the tree (cow_ready()), so that an
  * update that cannot get memory stops between two operations and is
  * thrown away whole.
  */
 struct spares {
-	struct ps_range_list *list;
-	struct ps_rtree_cow *cow;
+	struct psi_range_list *list;
+	struct psi_rangetree_cow *cow;
 };
 
 static struct ps_range *spare_take(struct spares *s)
 {
-	struct ps_rtree_cow_mem *m;
+	struct psi_rangetree_cow_mem *m;
 	struct ps_range *r;
 
 	if (!s->cow)
-		r = ps_range_list_pop(s->list);
+		r = psi_range_list_pop(s->list);
 	else if ((m = s->cow->mem)->spares.n)
 		r = m->used.v[m->used.n++] = m->spares.v[--m->spares.n];
 	else
@@ -121,11 +121,11 @@ static struct ps_range *new_range(struct spares *spares, uint64_t start, uint64_
 {
 	struct ps_range *r = spare_take(spares);
 
-	PS_WRITE_ONCE(r->start, start);
-	PS_WRITE_ONCE(r->end, end);
+	PSI_WRITE_ONCE(r->start, start);
+	PSI_WRITE_ONCE(r->end, end);
 	take_ref(spares, pol);
-	PS_WRITE_ONCE(r->pol, pol);
-	PS_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
+	PSI_WRITE_ONCE(r->pol, pol);
+	PSI_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
 	return r;
 }
 
@@ -133,27 +133,27 @@ enum tree_op { OP_OWN, OP_ERASE, OP_INSERT };
 
 /*
  * Copy on write, before an operation of the tree: room for its worst case
- * (ps_rb_copies_*() of the height the tree can have by then, and no more
+ * (psi_rb_copies_*() of the height the tree can have by then, and no more
  * copies than published nodes), @extra new ranges and references, and
  * its undo entries.  In place nothing: the caller's two spares suffice.
  * Return: false when out of memory (the update must be thrown away).
  */
 static bool cow_ready(struct spares *s, enum tree_op op, size_t extra)
 {
-	struct ps_rtree_cow *c = s->cow;
+	struct psi_rangetree_cow *c = s->cow;
 	int h;
 	size_t copies;
 
 	if (!c)
 		return true;
 	/* The height a tree of that many ranges can have: no walk needed. */
-	h = ps_rb_height_max(c->published + (size_t)c->inserts + 1);
-	copies = op == OP_OWN ? ps_rb_copies_own(h) :
-		 op == OP_ERASE ? ps_rb_copies_erase(h) : ps_rb_copies_insert(h);
+	h = psi_rb_height_max(c->published + (size_t)c->inserts + 1);
+	copies = op == OP_OWN ? psi_rb_copies_own(h) :
+		 op == OP_ERASE ? psi_rb_copies_erase(h) : psi_rb_copies_insert(h);
 	if (copies > c->published + 1)
 		copies = c->published + 1;
 	c->mem->nundo = c->tx.nundo;
-	if (ps_rtree_cow_mem_reserve(c->mem, copies + extra, extra, ps_rb_paints(h)))
+	if (psi_rangetree_cow_mem_reserve(c->mem, copies + extra, extra, psi_rb_paints(h)))
 		return false;
 	c->tx.undo = c->mem->undo;
 	c->tx.undo_cap = c->mem->undo_cap;
@@ -163,8 +163,8 @@ static bool cow_ready(struct spares *s, enum tree_op op, size_t extra)
 }
 
 /* The path to the range that starts at @key (it exists), in the tree as @tx sees it. */
-static struct ps_range *path_to_start(const struct ps_rb_tx *tx, uint64_t key,
-		struct ps_rb_path *path)
+static struct ps_range *path_to_start(const struct psi_rb_tx *tx, uint64_t key,
+		struct psi_rb_path *path)
 {
 	struct ps_rb_node *n = tx->root->node;
 
@@ -173,10 +173,10 @@ static struct ps_range *path_to_start(const struct ps_rb_tx *tx, uint64_t key,
 		struct ps_range *r = rb_range(n);
 		int dir = key > r->start;
 
-		ps_rb_path_push(path, n, dir);
+		psi_rb_path_push(path, n, dir);
 		if (key == r->start)
 			return r;
-		n = ps_rb_child(tx, n, dir);
+		n = psi_rb_child(tx, n, dir);
 	}
 }
 
@@ -197,18 +197,18 @@ static struct ps_range *path_to_start(const struct ps_rb_tx *tx, uint64_t key,
  * would have taken, so it is dropped exactly when an erased range's would
  * be.  The path to the victim is kept from the search that found it: trims
  * change no link, so unless a range was erased after it, the path's
- * directions still lead there (ps_rb_own() follows them from the root).
+ * directions still lead there (psi_rb_own() follows them from the root).
  *
  * Copy on write, memory is reserved before each operation of the tree;
  * when it cannot be, the set stops there and returns false, and the
- * caller throws the whole update away (ps_rtree_cow_abort()).
+ * caller throws the whole update away (psi_rangetree_cow_abort()).
  */
-static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
-		struct ps_policy *pol, struct spares *spares, struct ps_range_list *removed)
+static bool rtree_apply(struct psi_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
+		struct ps_policy *pol, struct spares *spares, struct psi_range_list *removed)
 {
 	bool add = pol && pol->mode != PS_MPOL_DEFAULT, have_victim = false, moved = false;
 	uint64_t cursor = start, victim = 0;
-	struct ps_rb_path path, vpath;
+	struct psi_rb_path path, vpath;
 	struct ps_range *r;
 
 	while ((r = first_ending_after(tx, cursor, &path)) && r->start < end) {
@@ -227,17 +227,17 @@ static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 				/* Inside: drop it (its reference goes with it). */
 				if (!cow_ready(spares, OP_ERASE, 0))
 					return false;
-				r = rb_range(ps_rb_erase(tx, &path));
-				PS_WRITE_ONCE(*count, *count - 1);
-				ps_range_list_push(removed, r);
+				r = rb_range(psi_rb_erase(tx, &path));
+				PSI_WRITE_ONCE(*count, *count - 1);
+				psi_range_list_push(removed, r);
 				moved = true;
 				continue;
 			}
 			/* Sticks out on the right: keep [end, r->end). */
 			if (!cow_ready(spares, OP_OWN, 0))
 				return false;
-			r = rb_range(ps_rb_own(tx, &path));
-			PS_WRITE_ONCE(r->start, end);
+			r = rb_range(psi_rb_own(tx, &path));
+			PSI_WRITE_ONCE(r->start, end);
 			break;
 		}
 		if (r->end > end) {
@@ -247,16 +247,16 @@ static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 			if (!cow_ready(spares, OP_OWN, 0) || !cow_ready(spares, OP_INSERT, 1))
 				return false;
 			tail = new_range(spares, end, r->end, r->pol);
-			r = rb_range(ps_rb_own(tx, &path));
-			PS_WRITE_ONCE(r->end, start);
+			r = rb_range(psi_rb_own(tx, &path));
+			PSI_WRITE_ONCE(r->end, start);
 			rtree_insert(tx, count, tail);
 			break;
 		}
 		/* Sticks out on the left: keep [r->start, start). */
 		if (!cow_ready(spares, OP_OWN, 0))
 			return false;
-		r = rb_range(ps_rb_own(tx, &path));
-		PS_WRITE_ONCE(r->end, start);
+		r = rb_range(psi_rb_own(tx, &path));
+		PSI_WRITE_ONCE(r->end, start);
 	}
 	if (!add)
 		return true;
@@ -274,63 +274,63 @@ static bool rtree_apply(struct ps_rb_tx *tx, size_t *count, uint64_t start, uint
 		old = new_range(spares, 0, 0, NULL);
 		if (moved)
 			path_to_start(tx, victim, &vpath);
-		r = rb_range(ps_rb_own(tx, &vpath));
+		r = rb_range(psi_rb_own(tx, &vpath));
 		old->pol = r->pol; /* the old reference, dropped like an erased range's */
-		ps_range_list_push(removed, old);
+		psi_range_list_push(removed, old);
 		take_ref(spares, pol);
-		PS_WRITE_ONCE(r->pol, pol);
-		PS_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
-		PS_WRITE_ONCE(r->start, start);
-		PS_WRITE_ONCE(r->end, end);
+		PSI_WRITE_ONCE(r->pol, pol);
+		PSI_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
+		PSI_WRITE_ONCE(r->start, start);
+		PSI_WRITE_ONCE(r->end, end);
 	}
 	return true;
 }
 
-void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
-		struct ps_range_list *spares, struct ps_range_list *removed)
+void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
+		struct psi_range_list *spares, struct psi_range_list *removed)
 {
-	struct ps_rb_tx tx;
+	struct psi_rb_tx tx;
 	struct spares s = { .list = spares, .cow = NULL };
 
-	ps_rb_tx_init(&tx, &t->root, 0, NULL);
+	psi_rb_tx_init(&tx, &t->root, 0, NULL);
 	rtree_apply(&tx, &t->count, start, end, pol, &s, removed);
 }
 
 /* ---- copy on write ---------------------------------------------------------- */
 
 /* The tree core's copy hook: a spare takes the published range's payload. */
-static struct ps_rb_node *cow_copy(struct ps_rb_tx *tx, const struct ps_rb_node *old)
+static struct ps_rb_node *cow_copy(struct psi_rb_tx *tx, const struct ps_rb_node *old)
 {
-	struct ps_rtree_cow *c = ps_container_of(tx, struct ps_rtree_cow, tx);
-	struct ps_range *o = ps_container_of(old, struct ps_range, rb);
+	struct psi_rangetree_cow *c = psi_container_of(tx, struct psi_rangetree_cow, tx);
+	struct ps_range *o = psi_container_of(old, struct ps_range, rb);
 	struct spares s = { .list = NULL, .cow = c };
 	struct ps_range *r = spare_take(&s);
 
-	/* The reference moves to the copy (see struct ps_rtree_cow). */
-	PS_WRITE_ONCE(r->start, o->start);
-	PS_WRITE_ONCE(r->end, o->end);
-	PS_WRITE_ONCE(r->pol, o->pol);
-	PS_WRITE_ONCE(r->node_hint, o->node_hint);
-	ps_range_list_push(&c->replaced, (struct ps_range *)o);
+	/* The reference moves to the copy (see struct psi_rangetree_cow). */
+	PSI_WRITE_ONCE(r->start, o->start);
+	PSI_WRITE_ONCE(r->end, o->end);
+	PSI_WRITE_ONCE(r->pol, o->pol);
+	PSI_WRITE_ONCE(r->node_hint, o->node_hint);
+	psi_range_list_push(&c->replaced, (struct ps_range *)o);
 	c->copies++;
 	return &r->rb;
 }
 
-int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t refs,
+int psi_rangetree_cow_mem_reserve(struct psi_rangetree_cow_mem *m, size_t ranges, size_t refs,
 		size_t paints)
 {
 	if (m->peak < ranges)
 		m->peak = ranges;
 	if (m->spares.n < ranges) {
 		/* The array first: a refill only fills the room there is. */
-		if (ps_range_vec_reserve(&m->spares, ranges))
+		if (psi_range_vec_reserve(&m->spares, ranges))
 			return -ENOMEM;
 		if (m->refill)
 			m->refill(m, ranges);
-		if (ps_range_vec_fill(&m->spares, ranges))
+		if (psi_range_vec_fill(&m->spares, ranges))
 			return -ENOMEM;
 	}
-	if (ps_range_vec_reserve(&m->used, m->used.n + ranges))
+	if (psi_range_vec_reserve(&m->used, m->used.n + ranges))
 		return -ENOMEM;
 	if (m->refs_cap < m->nrefs + refs) {
 		size_t cap = m->refs_cap ? 2 * m->refs_cap : 16;
@@ -349,7 +349,7 @@ int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t r
 	}
 	if (m->undo_cap < m->nundo + paints) {
 		size_t cap = m->undo_cap ? 2 * m->undo_cap : 32;
-		struct ps_rb_undo *u;
+		struct psi_rb_undo *u;
 
 		while (cap < m->nundo + paints)
 			cap *= 2;
@@ -365,15 +365,15 @@ int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t r
 	return 0;
 }
 
-void ps_rtree_cow_mem_trim(struct ps_rtree_cow_mem *m, size_t keep)
+void psi_rangetree_cow_mem_trim(struct psi_rangetree_cow_mem *m, size_t keep)
 {
-	ps_range_vec_trim(&m->spares, keep);
+	psi_range_vec_trim(&m->spares, keep);
 }
 
-void ps_rtree_cow_mem_free(struct ps_rtree_cow_mem *m)
+void psi_rangetree_cow_mem_free(struct psi_rangetree_cow_mem *m)
 {
-	ps_range_vec_free(&m->spares);
-	ps_range_vec_free(&m->used);
+	psi_range_vec_free(&m->spares);
+	psi_range_vec_free(&m->used);
 	psi_free(m->refs);
 	psi_free(m->undo);
 	m->refs = NULL;
@@ -381,21 +381,21 @@ void ps_rtree_cow_mem_free(struct ps_rtree_cow_mem *m)
 	m->refs_cap = m->undo_cap = m->nrefs = m->nundo = 0;
 }
 
-void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
-		struct ps_rtree_cow_mem *mem)
+void psi_rangetree_cow_begin(struct psi_rangetree_cow *c, const struct ps_rtree *t, uint64_t gen,
+		struct psi_rangetree_cow_mem *mem)
 {
 	c->root.node = t->root.node;
 	c->count = t->count;
 	c->published = t->count;
-	ps_rb_tx_init(&c->tx, &c->root, gen, cow_copy);
+	psi_rb_tx_init(&c->tx, &c->root, gen, cow_copy);
 	c->inserts = 0;
 	c->mem = mem;
 	c->copies = 0;
-	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
-	c->removed = (struct ps_range_list){ NULL, 0, NULL };
+	c->replaced = (struct psi_range_list){ NULL, 0, NULL };
+	c->removed = (struct psi_range_list){ NULL, 0, NULL };
 }
 
-bool ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol)
+bool psi_rangetree_cow_set(struct psi_rangetree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct spares s = { .list = NULL, .cow = c };
 	bool done;
@@ -405,42 +405,42 @@ bool ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, stru
 	return done;
 }
 
-void ps_rtree_cow_abort(struct ps_rtree_cow *c)
+void psi_rangetree_cow_abort(struct psi_rangetree_cow *c)
 {
-	struct ps_rtree_cow_mem *m = c->mem;
+	struct psi_rangetree_cow_mem *m = c->mem;
 
-	ps_rb_abort(&c->tx);
+	psi_rb_abort(&c->tx);
 	m->nundo = 0;
 	/* Every range the update took is private: never published, no reference of its own. */
 	while (m->used.n)
 		psi_free(m->used.v[--m->used.n]);
 	while (m->nrefs)
 		psi_policy_store_put(m->refs[--m->nrefs]);
-	c->replaced = (struct ps_range_list){ NULL, 0, NULL };
-	c->removed = (struct ps_range_list){ NULL, 0, NULL };
+	c->replaced = (struct psi_range_list){ NULL, 0, NULL };
+	c->removed = (struct psi_range_list){ NULL, 0, NULL };
 	c->copies = 0;
 }
 
-int ps_rtree_cow_ready_publish(struct ps_rtree_cow *c, bool at_root, size_t extra)
+int psi_rangetree_cow_ready_publish(struct psi_rangetree_cow *c, bool at_root, size_t extra)
 {
 	c->mem->nundo = c->tx.nundo;
-	return ps_rtree_cow_mem_reserve(c->mem, (at_root ? (size_t)c->tx.pdepth : 0) + extra, 0, 0);
+	return psi_rangetree_cow_mem_reserve(c->mem, (at_root ? (size_t)c->tx.pdepth : 0) + extra, 0, 0);
 }
 
-bool ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t, bool at_root)
+bool psi_rangetree_cow_publish(struct psi_rangetree_cow *c, struct ps_rtree *t, bool at_root)
 {
-	struct ps_rtree_cow_mem *m = c->mem;
+	struct psi_rangetree_cow_mem *m = c->mem;
 	bool root;
 
 	if (at_root)
-		ps_rb_raise_root(&c->tx);
+		psi_rb_raise_root(&c->tx);
 	/*
 	 * For the thread checkers: every copy is written (the raise's too);
 	 * pairs with the readers' annotation where they load the root.
 	 */
-	PS_ANNOTATE_HAPPENS_BEFORE(t);
-	root = ps_rb_publish(&c->tx, &t->root);
-	PS_WRITE_ONCE(t->count, c->count);
+	PSI_ANNOTATE_HAPPENS_BEFORE(t);
+	root = psi_rb_publish(&c->tx, &t->root);
+	PSI_WRITE_ONCE(t->count, c->count);
 	/* What the update took is the tree's or the retired lists' now. */
 	m->used.n = 0;
 	m->nrefs = 0;
@@ -449,13 +449,13 @@ bool ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t, bool at_ro
 	return root;
 }
 
-int ps_rtree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg)
+int psi_rangetree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg)
 {
-	struct ps_rb_iter it;
+	struct psi_rb_iter it;
 	struct ps_rb_node *n;
 	int ret;
 
-	for (n = ps_rb_iter_first(&it, &t->root); n; n = ps_rb_iter_next(&it)) {
+	for (n = psi_rb_iter_first(&it, &t->root); n; n = psi_rb_iter_next(&it)) {
 		struct ps_range *r = rb_range(n);
 
 		ret = fn(r->start, r->end, r->pol, arg);
@@ -465,12 +465,12 @@ int ps_rtree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg)
 	return 0;
 }
 
-int ps_rtree_check(const struct ps_rtree *t, const char **why)
+int psi_rangetree_check(const struct ps_rtree *t, const char **why)
 {
 	const struct ps_range *prev = NULL;
-	struct ps_rb_iter it;
+	struct psi_rb_iter it;
 	struct ps_rb_node *n;
-	long count = ps_rb_check(&t->root, why);
+	long count = psi_rb_check(&t->root, why);
 
 	if (count < 0)
 		return -EUCLEAN;
@@ -478,7 +478,7 @@ int ps_rtree_check(const struct ps_rtree *t, const char **why)
 		*why = "range count does not match the tree";
 		return -EUCLEAN;
 	}
-	for (n = ps_rb_iter_first(&it, &t->root); n; n = ps_rb_iter_next(&it)) {
+	for (n = psi_rb_iter_first(&it, &t->root); n; n = psi_rb_iter_next(&it)) {
 		const struct ps_range *r = rb_range(n);
 
 		if (r->start >= r->end) {
@@ -507,22 +507,22 @@ int ps_rtree_check(const struct ps_rtree *t, const char **why)
 }
 
 /* Post-order unlink: no rebalancing needed as the whole tree goes. */
-static void clear_subtree(struct ps_rb_node *n, struct ps_range_list *removed)
+static void clear_subtree(struct ps_rb_node *n, struct psi_range_list *removed)
 {
 	while (n) {
 		struct ps_rb_node *left = n->child[0];
 
 		clear_subtree(n->child[1], removed);
-		ps_range_list_push(removed, rb_range(n));
+		psi_range_list_push(removed, rb_range(n));
 		n = left;
 	}
 }
 
-void ps_rtree_clear(struct ps_rtree *t, struct ps_range_list *removed)
+void psi_rangetree_clear(struct ps_rtree *t, struct psi_range_list *removed)
 {
 	clear_subtree(t->root.node, removed);
-	PS_STORE_RELEASE(t->root.node, NULL);
-	PS_WRITE_ONCE(t->count, 0);
+	PSI_STORE_RELEASE(t->root.node, NULL);
+	PSI_WRITE_ONCE(t->count, 0);
 }
 
 /* ---- seeks, windows and batches ---------------------------------------------- */
@@ -538,7 +538,7 @@ static inline void range_prefetch(const struct ps_rb_node *n)
 }
 
 /*
- * ps_rb_iter_next() for windows, prefetching.  Path-copied trees (rcu,
+ * psi_rb_iter_next() for windows, prefetching.  Path-copied trees (rcu,
  * rcu-qsbr) scatter neighbours in memory, so a plain in-order walk waits
  * for a cache miss at nearly every step.  But the walk knows what comes:
  * a stacked node's right subtree is visited after everything above it on
@@ -549,13 +549,13 @@ static inline void range_prefetch(const struct ps_rb_node *n)
  * are the walk's own, made early and two at a time.
  */
 struct window_iter {
-	struct ps_rb_iter it;
+	struct psi_rb_iter it;
 	struct ps_rb_node *pf[PS_RB_MAX_DEPTH + 2];
 };
 
 static inline void window_push(struct window_iter *w, struct ps_rb_node *n)
 {
-	struct ps_rb_node *r = ps_rb_load_child(n, 1);
+	struct ps_rb_node *r = psi_rb_load_child(n, 1);
 
 	if (r)
 		range_prefetch(r);
@@ -567,7 +567,7 @@ static inline void window_push_left(struct window_iter *w, struct ps_rb_node *n)
 {
 	while (n && w->it.depth < PS_RB_MAX_DEPTH + 2) {
 		window_push(w, n);
-		n = ps_rb_load_child(n, 0);
+		n = psi_rb_load_child(n, 0);
 	}
 }
 
@@ -576,7 +576,7 @@ static inline void window_advance(struct window_iter *w, int i)
 	struct ps_rb_node *x = w->pf[i];
 
 	if (x) {
-		x = ps_rb_load_child(x, 0);
+		x = psi_rb_load_child(x, 0);
 		if (x)
 			range_prefetch(x);
 		w->pf[i] = x;
@@ -591,7 +591,7 @@ static inline struct ps_rb_node *window_next(struct window_iter *w)
 	if (!w->it.depth)
 		return NULL;
 	n = w->it.stack[--w->it.depth];
-	window_push_left(w, ps_rb_load_child(n, 1));
+	window_push_left(w, psi_rb_load_child(n, 1));
 	d = w->it.depth;
 	if (d > 1)
 		window_advance(w, d - 2);
@@ -602,13 +602,13 @@ static inline struct ps_rb_node *window_next(struct window_iter *w)
 	return NULL;
 }
 
-int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t end,
+int psi_rangetree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg)
 {
-	return ps_rtree_foreach_range_from(ps_rb_load_root(&t->root), start, end, fn, arg);
+	return psi_rangetree_foreach_range_from(psi_rb_load_root(&t->root), start, end, fn, arg);
 }
 
-int ps_rtree_foreach_range_from(struct ps_rb_node *n, uint64_t start, uint64_t end,
+int psi_rangetree_foreach_range_from(struct ps_rb_node *n, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg)
 {
 	struct window_iter w;
@@ -625,13 +625,13 @@ int ps_rtree_foreach_range_from(struct ps_rb_node *n, uint64_t start, uint64_t e
 		struct ps_range *r = rb_range(n);
 
 		if (r->end <= start) {
-			n = ps_rb_load_child(n, 1);
+			n = psi_rb_load_child(n, 1);
 			continue;
 		}
 		window_push(&w, n);
 		if (r->start <= start)
 			break;
-		n = ps_rb_load_child(n, 0);
+		n = psi_rb_load_child(n, 0);
 	}
 	for (n = w.it.depth ? w.it.stack[w.it.depth - 1] : NULL; n; n = window_next(&w)) {
 		struct ps_range *r = rb_range(n);

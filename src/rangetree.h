@@ -6,9 +6,9 @@
  * locks.  Writers are serialised by the caller.
  *
  * Two ways to update, one algorithm (rangetree.c):
- *  - in place, ps_rtree_set(): the published tree changes under its lock
+ *  - in place, psi_rangetree_set(): the published tree changes under its lock
  *    (spin, rwlock) or under a sequence count (seqlock);
- *  - copy on write, ps_rtree_cow_*(): an update copies the ranges it
+ *  - copy on write, psi_rangetree_cow_*(): an update copies the ranges it
  *    changes (and those between them and the highest one), shares every
  *    other node with the published tree, and is published by one release
  *    store into one child slot or the root (rcu, rcu-qsbr; rbtree.h).
@@ -25,24 +25,24 @@
 #include "rbtree.h"
 
 /* A singly-linked list of ranges: spares for a set, or ranges it removed. */
-struct ps_range_list {
+struct psi_range_list {
 	struct ps_range *head;
 	size_t n; /* ranges on the list */
-	struct ps_range *tail; /* the last one, for ps_range_list_splice() */
+	struct ps_range *tail; /* the last one, for psi_range_list_splice() */
 };
 
 /* Spare ranges by pointer (copy on write), ranges [0, n) of @v. */
-struct ps_range_vec {
+struct psi_range_vec {
 	struct ps_range **v;
 	size_t n, cap;
 };
 
 /* Most ranges one set takes for itself: the new range and a split tail. */
-#define PS_RTREE_SET_MAX_NEW 2
+#define PSI_RANGETREE_SET_MAX_NEW 2
 
 /**
- * ps_rtree_lookup_from() / ps_rtree_lookup() - the range containing @idx,
- * from a root loaded already (ps_rb_load_root()) or from @t's
+ * psi_rangetree_lookup_from() / psi_rangetree_lookup() - the range containing @idx,
+ * from a root loaded already (psi_rb_load_root()) or from @t's
  *
  * Safe for a lockless reader of a tree an in-place writer may be changing:
  * every load is atomic and the walk stops after PS_RB_MAX_DEPTH steps
@@ -50,64 +50,64 @@ struct ps_range_vec {
  * A reader of a published copy-on-write version never sees the overrun.
  * Return: the range, NULL, or PS_RTREE_OVERRUN.
  */
-static inline struct ps_range *ps_rtree_lookup_from(struct ps_rb_node *n, uint64_t idx)
+static inline struct ps_range *psi_rangetree_lookup_from(struct ps_rb_node *n, uint64_t idx)
 {
 	return _ps_rtree_walk(n, idx);
 }
 
-static inline struct ps_range *ps_rtree_lookup(const struct ps_rtree *t, uint64_t idx)
+static inline struct ps_range *psi_rangetree_lookup(const struct ps_rtree *t, uint64_t idx)
 {
-	return ps_rtree_lookup_from(ps_rb_load_root(&t->root), idx);
+	return psi_rangetree_lookup_from(psi_rb_load_root(&t->root), idx);
 }
 
-void ps_rtree_init(struct ps_rtree *t);
+void psi_rangetree_init(struct ps_rtree *t);
 
 /**
- * ps_rtree_set() - apply shared_policy_replace() semantics to one tree, in place
- * @spares: at least PS_RTREE_SET_MAX_NEW preallocated ranges; those used
+ * psi_rangetree_set() - apply shared_policy_replace() semantics to one tree, in place
+ * @spares: at least PSI_RANGETREE_SET_MAX_NEW preallocated ranges; those used
  *          are taken off the list
  * @removed: receives the ranges unlinked from the tree, each with its
  *           policy reference; the caller frees them with
- *           ps_range_list_free() once no reader can reach them
+ *           psi_range_list_free() once no reader can reach them
  *
  * Cannot fail.  @pol NULL or DEFAULT only removes.
  */
-void ps_rtree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
-		struct ps_range_list *spares, struct ps_range_list *removed);
+void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
+		struct psi_range_list *spares, struct psi_range_list *removed);
 
 /*
  * The memory copy-on-write updates draw on, kept by the caller between
  * them (sync_cow-impl.h: one per writing thread).  Before each operation of the
- * tree an update reserves its worst case here (ps_rtree_cow_mem_reserve()),
+ * tree an update reserves its worst case here (psi_rangetree_cow_mem_reserve()),
  * so that running short stops it between two operations, never inside
  * one; taken ranges and references are noted so that the update can be
  * thrown away whole.
  */
-struct ps_rtree_cow_mem {
-	struct ps_range_vec spares;    /* free ranges */
-	struct ps_range_vec used;      /* ranges the current update took */
+struct psi_rangetree_cow_mem {
+	struct psi_range_vec spares;    /* free ranges */
+	struct psi_range_vec used;      /* ranges the current update took */
 	struct ps_policy **refs;       /* references it took, [0, nrefs) */
 	size_t nrefs, refs_cap;
-	struct ps_rb_undo *undo;       /* its colour log, [0, nundo) */
+	struct psi_rb_undo *undo;       /* its colour log, [0, nundo) */
 	size_t nundo, undo_cap;
 	size_t peak;                   /* the most spares one reservation asked for (the caller resets it) */
 	/* Optional: put up to @want spares in @spares from elsewhere before allocating. */
-	void (*refill)(struct ps_rtree_cow_mem *m, size_t want);
+	void (*refill)(struct psi_rangetree_cow_mem *m, size_t want);
 };
 
 /**
- * ps_rtree_cow_mem_reserve() - room for @ranges more ranges, @refs more
+ * psi_rangetree_cow_mem_reserve() - room for @ranges more ranges, @refs more
  * references and @paints more undo entries
  * Return: 0, or -ENOMEM (what was allocated stays: spares are no state).
  */
-int ps_rtree_cow_mem_reserve(struct ps_rtree_cow_mem *m, size_t ranges, size_t refs,
+int psi_rangetree_cow_mem_reserve(struct psi_rangetree_cow_mem *m, size_t ranges, size_t refs,
 		size_t paints);
 
-/** ps_rtree_cow_mem_trim() - free the spares beyond @keep (between updates). */
-void ps_rtree_cow_mem_trim(struct ps_rtree_cow_mem *m, size_t keep);
+/** psi_rangetree_cow_mem_trim() - free the spares beyond @keep (between updates). */
+void psi_rangetree_cow_mem_trim(struct psi_rangetree_cow_mem *m, size_t keep);
 
-/** ps_rtree_cow_mem_free() - free everything (between updates). */
-void ps_rtree_cow_mem_free(struct ps_rtree_cow_mem *m);
+/** psi_rangetree_cow_mem_free() - free everything (between updates). */
+void psi_rangetree_cow_mem_free(struct psi_rangetree_cow_mem *m);
 
 /*
  * One copy-on-write update: any number of sets applied to the tree as the
@@ -122,71 +122,71 @@ void ps_rtree_cow_mem_free(struct ps_rtree_cow_mem *m);
  * range the update removes goes to @removed and drops its reference after
  * a grace period.
  */
-struct ps_rtree_cow {
-	struct ps_rb_tx tx;
+struct psi_rangetree_cow {
+	struct psi_rb_tx tx;
 	struct ps_rb_root root;          /* the update's own root pointer */
 	size_t count;                    /* the range count the update leaves */
 	size_t published;                /* the published tree's range count */
 	int inserts;                     /* insertions reserved so far: each may add a level */
-	struct ps_rtree_cow_mem *mem;
+	struct psi_rangetree_cow_mem *mem;
 	size_t copies;                   /* published ranges copied so far */
-	struct ps_range_list replaced;   /* published ranges copied: no reference */
-	struct ps_range_list removed;    /* ranges removed: each with its reference */
+	struct psi_range_list replaced;   /* published ranges copied: no reference */
+	struct psi_range_list removed;    /* ranges removed: each with its reference */
 };
 
-/** ps_rtree_cow_begin() - start an update of @t with generation @gen (> every earlier one). */
-void ps_rtree_cow_begin(struct ps_rtree_cow *c, const struct ps_rtree *t, uint64_t gen,
-		struct ps_rtree_cow_mem *mem);
+/** psi_rangetree_cow_begin() - start an update of @t with generation @gen (> every earlier one). */
+void psi_rangetree_cow_begin(struct psi_rangetree_cow *c, const struct ps_rtree *t, uint64_t gen,
+		struct psi_rangetree_cow_mem *mem);
 
 /**
- * ps_rtree_cow_set() - ps_rtree_set() in the update
+ * psi_rangetree_cow_set() - psi_rangetree_set() in the update
  *
  * Writes nothing a reader can reach but colours, which no reader loads.
  * Return: true; false when memory ran out, between two operations of the
- * tree: the update must then be thrown away (ps_rtree_cow_abort()).
+ * tree: the update must then be thrown away (psi_rangetree_cow_abort()).
  */
-bool ps_rtree_cow_set(struct ps_rtree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol);
+bool psi_rangetree_cow_set(struct psi_rangetree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol);
 
 /**
- * ps_rtree_cow_abort() - throw an unpublished update away
+ * psi_rangetree_cow_abort() - throw an unpublished update away
  *
  * The colours it wrote are put back, the ranges it took freed, the
  * references it took put; nothing else published was written.
  */
-void ps_rtree_cow_abort(struct ps_rtree_cow *c);
+void psi_rangetree_cow_abort(struct psi_rangetree_cow *c);
 
 /**
- * ps_rtree_cow_publish() - make the update the tree readers see
+ * psi_rangetree_cow_publish() - make the update the tree readers see
  * @at_root: publish by a store of the root, copying the nodes above the
  *           update's changes (a walk that must see one version is on)
  *
- * One release store (ps_rb_publish()): a reader that loads it (acquire)
+ * One release store (psi_rb_publish()): a reader that loads it (acquire)
  * sees every node below it initialised.  The count follows; it is a hint
- * for readers (ps_store_count()).  @at_root needs ps_rtree_cow_ready_publish()
+ * for readers (ps_store_count()).  @at_root needs psi_rangetree_cow_ready_publish()
  * first.  Return: true when the root was stored.
  */
-bool ps_rtree_cow_publish(struct ps_rtree_cow *c, struct ps_rtree *t, bool at_root);
+bool psi_rangetree_cow_publish(struct psi_rangetree_cow *c, struct ps_rtree *t, bool at_root);
 
 /**
- * ps_rtree_cow_ready_publish() - reserve, before publication, the copies a
+ * psi_rangetree_cow_ready_publish() - reserve, before publication, the copies a
  * publication at the root takes (@at_root) and @extra spares more
  * Return: 0, or -ENOMEM: the update must be thrown away.
  */
-int ps_rtree_cow_ready_publish(struct ps_rtree_cow *c, bool at_root, size_t extra);
+int psi_rangetree_cow_ready_publish(struct psi_rangetree_cow *c, bool at_root, size_t extra);
 
-/** ps_rtree_foreach() - in-order walk of a tree no writer is changing (or a published version). */
-int ps_rtree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg);
+/** psi_rangetree_foreach() - in-order walk of a tree no writer is changing (or a published version). */
+int psi_rangetree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg);
 
-/** ps_rtree_check() - rb properties, order, no overlap, count, policies. */
-int ps_rtree_check(const struct ps_rtree *t, const char **why);
+/** psi_rangetree_check() - rb properties, order, no overlap, count, policies. */
+int psi_rangetree_check(const struct ps_rtree *t, const char **why);
 
-/** ps_rtree_clear() - unlink every range onto @removed (tree becomes empty). */
-void ps_rtree_clear(struct ps_rtree *t, struct ps_range_list *removed);
+/** psi_rangetree_clear() - unlink every range onto @removed (tree becomes empty). */
+void psi_rangetree_clear(struct ps_rtree *t, struct psi_range_list *removed);
 
 /* ---- range pools: rangepool.c ---- */
 
-/** ps_range_list_push() - put @r first on @l. */
-static inline void ps_range_list_push(struct ps_range_list *l, struct ps_range *r)
+/** psi_range_list_push() - put @r first on @l. */
+static inline void psi_range_list_push(struct psi_range_list *l, struct ps_range *r)
 {
 	r->next_free = l->head;
 	l->head = r;
@@ -194,98 +194,98 @@ static inline void ps_range_list_push(struct ps_range_list *l, struct ps_range *
 		l->tail = r;
 }
 
-/** ps_range_list_fill() - allocate ranges until @list holds @n; -ENOMEM leaves it as it was. */
-int ps_range_list_fill(struct ps_range_list *list, int n);
+/** psi_range_list_fill() - allocate ranges until @list holds @n; -ENOMEM leaves it as it was. */
+int psi_range_list_fill(struct psi_range_list *list, int n);
 
-/** ps_range_list_free() - put each range's policy (if any) and free it. */
-void ps_range_list_free(struct ps_range_list *list);
+/** psi_range_list_free() - put each range's policy (if any) and free it. */
+void psi_range_list_free(struct psi_range_list *list);
 
-/** ps_range_list_pop() - take the first range off @l, or NULL. */
-struct ps_range *ps_range_list_pop(struct ps_range_list *l);
+/** psi_range_list_pop() - take the first range off @l, or NULL. */
+struct ps_range *psi_range_list_pop(struct psi_range_list *l);
 
-/** ps_range_list_move() - move @n ranges (at most all) from @src onto @dst, one by one. */
-void ps_range_list_move(struct ps_range_list *dst, struct ps_range_list *src, size_t n);
+/** psi_range_list_move() - move @n ranges (at most all) from @src onto @dst, one by one. */
+void psi_range_list_move(struct psi_range_list *dst, struct psi_range_list *src, size_t n);
 
-/** ps_range_list_splice() - move all of @src onto @dst in O(1). */
-void ps_range_list_splice(struct ps_range_list *dst, struct ps_range_list *src);
+/** psi_range_list_splice() - move all of @src onto @dst in O(1). */
+void psi_range_list_splice(struct psi_range_list *dst, struct psi_range_list *src);
 
-/** ps_range_list_put_policies() - put each range's policy; the ranges stay, without one. */
-void ps_range_list_put_policies(struct ps_range_list *list);
+/** psi_range_list_put_policies() - put each range's policy; the ranges stay, without one. */
+void psi_range_list_put_policies(struct psi_range_list *list);
 
-/** ps_range_vec_reserve() - room for @n pointers in @vec; 0 or -ENOMEM (unchanged). */
-int ps_range_vec_reserve(struct ps_range_vec *vec, size_t n);
+/** psi_range_vec_reserve() - room for @n pointers in @vec; 0 or -ENOMEM (unchanged). */
+int psi_range_vec_reserve(struct psi_range_vec *vec, size_t n);
 
 /**
- * ps_range_vec_fill() - allocate ranges until @vec holds @n
+ * psi_range_vec_fill() - allocate ranges until @vec holds @n
  *
  * Return: 0, or -ENOMEM (@vec keeps what it holds, possibly more than
  * before: spares are no state).
  */
-int ps_range_vec_fill(struct ps_range_vec *vec, size_t n);
+int psi_range_vec_fill(struct psi_range_vec *vec, size_t n);
 
-/** ps_range_vec_trim() - free the spares beyond @keep (no policy touched). */
-void ps_range_vec_trim(struct ps_range_vec *vec, size_t keep);
+/** psi_range_vec_trim() - free the spares beyond @keep (no policy touched). */
+void psi_range_vec_trim(struct psi_range_vec *vec, size_t keep);
 
-/** ps_range_vec_shrink() - shrink the array to what it holds (if much larger). */
-void ps_range_vec_shrink(struct ps_range_vec *vec);
+/** psi_range_vec_shrink() - shrink the array to what it holds (if much larger). */
+void psi_range_vec_shrink(struct psi_range_vec *vec);
 
-/** ps_range_vec_free() - free every spare and the array. */
-void ps_range_vec_free(struct ps_range_vec *vec);
+/** psi_range_vec_free() - free every spare and the array. */
+void psi_range_vec_free(struct psi_range_vec *vec);
 
-/** ps_range_list_free_nopol() - free each range, leaving its policy alone. */
-void ps_range_list_free_nopol(struct ps_range_list *list);
+/** psi_range_list_free_nopol() - free each range, leaving its policy alone. */
+void psi_range_list_free_nopol(struct psi_range_list *list);
 
 /* ---- seeks, windows and batches ---- */
 
 /**
- * ps_rtree_next_from() / ps_rtree_next() - the first range that ends after
- * @idx, from a root loaded already (ps_rb_load_root()) or from @t's
+ * psi_rangetree_next_from() / psi_rangetree_next() - the first range that ends after
+ * @idx, from a root loaded already (psi_rb_load_root()) or from @t's
  *
  * The range containing @idx, else the first one starting after it.  Safe
- * for lockless readers as ps_rtree_lookup() is (atomic loads, at most
+ * for lockless readers as psi_rangetree_lookup() is (atomic loads, at most
  * PS_RB_MAX_DEPTH steps, then PS_RTREE_OVERRUN; such a reader validates
  * what it found).  Ranges are disjoint and ordered, so their ends are
  * ordered like their starts: a range ending after @idx is the answer or
  * has it in its left subtree, and one that contains @idx is the answer.
  * Return: the range, NULL, or PS_RTREE_OVERRUN.
  */
-static inline struct ps_range *ps_rtree_next_from(struct ps_rb_node *n, uint64_t idx)
+static inline struct ps_range *psi_rangetree_next_from(struct ps_rb_node *n, uint64_t idx)
 {
 	struct ps_range *best = NULL;
 	int steps;
 
 	for (steps = 0; n && steps < PS_RB_MAX_DEPTH; steps++) {
-		struct ps_range *r = ps_container_of(n, struct ps_range, rb);
+		struct ps_range *r = psi_container_of(n, struct ps_range, rb);
 
-		if (idx >= PS_READ_ONCE(r->end)) {
-			n = ps_rb_load_child(n, 1);
+		if (idx >= PSI_READ_ONCE(r->end)) {
+			n = psi_rb_load_child(n, 1);
 			continue;
 		}
 		best = r;
-		if (idx >= PS_READ_ONCE(r->start))
+		if (idx >= PSI_READ_ONCE(r->start))
 			return r;
-		n = ps_rb_load_child(n, 0);
+		n = psi_rb_load_child(n, 0);
 	}
 	return n ? PS_RTREE_OVERRUN : best;
 }
 
-static inline struct ps_range *ps_rtree_next(const struct ps_rtree *t, uint64_t idx)
+static inline struct ps_range *psi_rangetree_next(const struct ps_rtree *t, uint64_t idx)
 {
-	return ps_rtree_next_from(ps_rb_load_root(&t->root), idx);
+	return psi_rangetree_next_from(psi_rb_load_root(&t->root), idx);
 }
 
 /**
- * ps_rtree_foreach_range() - @fn on every range overlapping [start, end), ascending
+ * psi_rangetree_foreach_range() - @fn on every range overlapping [start, end), ascending
  *
  * Ranges are passed whole (not clipped).  O(log n + k): one seek, then the
  * in-order walk from there.  For a tree no writer is changing (or a
  * published version).
  */
-int ps_rtree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t end,
+int psi_rangetree_foreach_range(const struct ps_rtree *t, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg);
 
-/** ps_rtree_foreach_range_from() - the same from a root loaded already (ps_rb_load_root()). */
-int ps_rtree_foreach_range_from(struct ps_rb_node *root, uint64_t start, uint64_t end,
+/** psi_rangetree_foreach_range_from() - the same from a root loaded already (psi_rb_load_root()). */
+int psi_rangetree_foreach_range_from(struct ps_rb_node *root, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg);
 
 #endif /* POLSTORE_SRC_RANGETREE_H */

@@ -36,13 +36,13 @@ static inline bool rb_is_red(const struct ps_rb_node *n)
 	return !rb_is_black(n);
 }
 
-static inline bool rb_owned(const struct ps_rb_tx *tx, const struct ps_rb_node *n)
+static inline bool rb_owned(const struct psi_rb_tx *tx, const struct ps_rb_node *n)
 {
 	return !tx->copy || (n->meta >> 1) == tx->gen;
 }
 
 /* Give @n the colour @black; a published node's old colour goes to the undo log first. */
-static void rb_paint(struct ps_rb_tx *tx, struct ps_rb_node *n, uint64_t black)
+static void rb_paint(struct psi_rb_tx *tx, struct ps_rb_node *n, uint64_t black)
 {
 	uint64_t meta = (n->meta & ~RB_BLACK) | black;
 
@@ -50,7 +50,7 @@ static void rb_paint(struct ps_rb_tx *tx, struct ps_rb_node *n, uint64_t black)
 		return;
 	if (!rb_owned(tx, n)) {
 		if (tx->nundo == tx->undo_cap) {
-			/* The caller reserves ps_rb_paints() per operation: a bug, not a state. */
+			/* The caller reserves psi_rb_paints() per operation: a bug, not a state. */
 			fprintf(stderr, "polstore: red-black update ran out of undo entries\n");
 			abort();
 		}
@@ -60,23 +60,23 @@ static void rb_paint(struct ps_rb_tx *tx, struct ps_rb_node *n, uint64_t black)
 	n->meta = meta;
 }
 
-static inline void rb_set_black(struct ps_rb_tx *tx, struct ps_rb_node *n)
+static inline void rb_set_black(struct psi_rb_tx *tx, struct ps_rb_node *n)
 {
 	rb_paint(tx, n, RB_BLACK);
 }
 
-static inline void rb_set_red(struct ps_rb_tx *tx, struct ps_rb_node *n)
+static inline void rb_set_red(struct psi_rb_tx *tx, struct ps_rb_node *n)
 {
 	rb_paint(tx, n, 0);
 }
 
-static inline void rb_set_colour_of(struct ps_rb_tx *tx, struct ps_rb_node *n,
+static inline void rb_set_colour_of(struct psi_rb_tx *tx, struct ps_rb_node *n,
 		const struct ps_rb_node *from)
 {
 	rb_paint(tx, n, from->meta & RB_BLACK);
 }
 
-void ps_rb_abort(struct ps_rb_tx *tx)
+void psi_rb_abort(struct psi_rb_tx *tx)
 {
 	while (tx->nundo) {
 		tx->nundo--;
@@ -87,16 +87,16 @@ void ps_rb_abort(struct ps_rb_tx *tx)
 
 static inline void rb_set_child(struct ps_rb_node *n, int dir, struct ps_rb_node *c)
 {
-	PS_STORE_RELEASE(n->child[dir], c);
+	PSI_STORE_RELEASE(n->child[dir], c);
 }
 
 /* A copy of @old owned by @tx: same children (as the update sees them), colour and payload. */
-static struct ps_rb_node *rb_copy(struct ps_rb_tx *tx, struct ps_rb_node *old)
+static struct ps_rb_node *rb_copy(struct psi_rb_tx *tx, struct ps_rb_node *old)
 {
 	struct ps_rb_node *n = tx->copy(tx, old);
 
-	n->child[0] = ps_rb_child(tx, old, 0);
-	n->child[1] = ps_rb_child(tx, old, 1);
+	n->child[0] = psi_rb_child(tx, old, 0);
+	n->child[1] = psi_rb_child(tx, old, 1);
 	n->meta = tx->gen << 1 | (old->meta & RB_BLACK);
 	return n;
 }
@@ -105,7 +105,7 @@ static struct ps_rb_node *rb_copy(struct ps_rb_tx *tx, struct ps_rb_node *old)
  * @parent's child on side @dir, owned.  @parent must be owned already, so
  * its child slot is its own.  NULL stays NULL.
  */
-static struct ps_rb_node *rb_own_child(struct ps_rb_tx *tx, struct ps_rb_node *parent, int dir)
+static struct ps_rb_node *rb_own_child(struct psi_rb_tx *tx, struct ps_rb_node *parent, int dir)
 {
 	struct ps_rb_node *c = parent->child[dir];
 
@@ -123,25 +123,25 @@ static struct ps_rb_node *rb_own_child(struct ps_rb_tx *tx, struct ps_rb_node *p
  * and uncopied, so a node there has one position and comparing the parent
  * tells two positions apart.
  */
-static inline bool pos_on_ppath(const struct ps_rb_tx *tx, const struct ps_rb_path *p, int i)
+static inline bool pos_on_ppath(const struct psi_rb_tx *tx, const struct psi_rb_path *p, int i)
 {
 	return i == 0 || (p->node[i - 1] == tx->ppath.node[i - 1] &&
 				 p->dir[i - 1] == tx->ppath.dir[i - 1]);
 }
 
 /* Position @i of @p is the pending slot. */
-static inline bool pos_pending(const struct ps_rb_tx *tx, const struct ps_rb_path *p, int i)
+static inline bool pos_pending(const struct psi_rb_tx *tx, const struct psi_rb_path *p, int i)
 {
 	return tx->pending && i == tx->pdepth && pos_on_ppath(tx, p, i);
 }
 
 /* Position @i of @p lies above the pending slot, on the way to it. */
-static inline bool pos_above_pending(const struct ps_rb_tx *tx, const struct ps_rb_path *p, int i)
+static inline bool pos_above_pending(const struct psi_rb_tx *tx, const struct psi_rb_path *p, int i)
 {
 	return tx->pending && i < tx->pdepth && pos_on_ppath(tx, p, i);
 }
 
-static inline void pend_val(struct ps_rb_tx *tx, struct ps_rb_node *n)
+static inline void pend_val(struct psi_rb_tx *tx, struct ps_rb_node *n)
 {
 	tx->pval = n;
 	if (!tx->pdepth)
@@ -156,7 +156,7 @@ static inline void pend_val(struct ps_rb_tx *tx, struct ps_rb_node *n)
  * changes and its highest one.  @p (may be NULL), a path through position
  * @i, has its nodes on the way replaced by their copies.
  */
-static void rb_raise(struct ps_rb_tx *tx, struct ps_rb_path *p, int i)
+static void rb_raise(struct psi_rb_tx *tx, struct psi_rb_path *p, int i)
 {
 	int k = tx->pdepth, j;
 	bool follow = p != NULL;
@@ -178,14 +178,14 @@ static void rb_raise(struct ps_rb_tx *tx, struct ps_rb_path *p, int i)
 	pend_val(tx, top);
 }
 
-static struct ps_rb_node *rb_own_at(struct ps_rb_tx *tx, struct ps_rb_path *p, int i);
+static struct ps_rb_node *rb_own_at(struct psi_rb_tx *tx, struct psi_rb_path *p, int i);
 
 /*
  * Make @n the content of position @i of @p.  Return: what was there (the
  * node p->node[i] names, or its copy when the pending slot had to move up
  * through it first).  p->node[i] is left to the caller.
  */
-static struct ps_rb_node *rb_link_at(struct ps_rb_tx *tx, struct ps_rb_path *p, int i,
+static struct ps_rb_node *rb_link_at(struct psi_rb_tx *tx, struct psi_rb_path *p, int i,
 		struct ps_rb_node *n)
 {
 	struct ps_rb_node *parent = i ? p->node[i - 1] : NULL, *old;
@@ -194,7 +194,7 @@ static struct ps_rb_node *rb_link_at(struct ps_rb_tx *tx, struct ps_rb_path *p, 
 		if (parent)
 			rb_set_child(parent, p->dir[i - 1], n);
 		else
-			PS_STORE_RELEASE(tx->root->node, n);
+			PSI_STORE_RELEASE(tx->root->node, n);
 		return i < p->depth ? p->node[i] : NULL;
 	}
 	/* The slot's old content may hold the pending slot: bring it up first. */
@@ -224,7 +224,7 @@ static struct ps_rb_node *rb_link_at(struct ps_rb_tx *tx, struct ps_rb_path *p, 
 }
 
 /* The node at position @i of @p, owned; p->node[i] names it from then on. */
-static struct ps_rb_node *rb_own_at(struct ps_rb_tx *tx, struct ps_rb_path *p, int i)
+static struct ps_rb_node *rb_own_at(struct psi_rb_tx *tx, struct psi_rb_path *p, int i)
 {
 	struct ps_rb_node *n = p->node[i];
 
@@ -240,14 +240,14 @@ static struct ps_rb_node *rb_own_at(struct ps_rb_tx *tx, struct ps_rb_path *p, i
 	return n;
 }
 
-struct ps_rb_node *ps_rb_own(struct ps_rb_tx *tx, struct ps_rb_path *p)
+struct ps_rb_node *psi_rb_own(struct psi_rb_tx *tx, struct psi_rb_path *p)
 {
 	int i;
 
 	/* Earlier changes of the update may have replaced nodes on the way: follow the sides. */
 	p->node[0] = tx->root->node;
 	for (i = 1; i < p->depth; i++)
-		p->node[i] = ps_rb_child(tx, p->node[i - 1], p->dir[i - 1]);
+		p->node[i] = psi_rb_child(tx, p->node[i - 1], p->dir[i - 1]);
 	return rb_own_at(tx, p, p->depth - 1);
 }
 
@@ -259,7 +259,7 @@ struct ps_rb_node *ps_rb_own(struct ps_rb_tx *tx, struct ps_rb_path *p)
  * changed, so it needs no copy.  Returns y; p->node[xi] is left to the
  * caller.
  */
-static struct ps_rb_node *rb_rotate_at(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi, int dir)
+static struct ps_rb_node *rb_rotate_at(struct psi_rb_tx *tx, struct psi_rb_path *p, int xi, int dir)
 {
 	struct ps_rb_node *x = p->node[xi], *y = x->child[!dir];
 
@@ -269,13 +269,13 @@ static struct ps_rb_node *rb_rotate_at(struct ps_rb_tx *tx, struct ps_rb_path *p
 	return y;
 }
 
-void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *p, struct ps_rb_node *node)
+void psi_rb_insert(struct psi_rb_tx *tx, struct psi_rb_path *p, struct ps_rb_node *node)
 {
 	struct ps_rb_node *parent, *gparent, *uncle;
 	int i = p->depth, dir;
 
-	PS_WRITE_ONCE(node->child[0], NULL);
-	PS_WRITE_ONCE(node->child[1], NULL);
+	PSI_WRITE_ONCE(node->child[0], NULL);
+	PSI_WRITE_ONCE(node->child[1], NULL);
 	node->meta = tx->gen << 1; /* red, and owned: the update made it */
 	rb_link_at(tx, p, i, node);
 	p->node[i] = node; /* @node's index; its parent is p->node[i - 1] */
@@ -288,7 +288,7 @@ void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *p, struct ps_rb_node *
 		/* A red node is never the root: the grandparent exists. */
 		gparent = p->node[i - 2];
 		dir = p->dir[i - 2]; /* parent's side under gparent */
-		uncle = ps_rb_child(tx, gparent, !dir);
+		uncle = psi_rb_child(tx, gparent, !dir);
 		if (rb_is_red(uncle)) {
 			/*
 			 * Case 1, red uncle:
@@ -353,7 +353,7 @@ void ps_rb_insert(struct ps_rb_tx *tx, struct ps_rb_path *p, struct ps_rb_node *
  * index @xi of @p (node @x, possibly a NULL leaf, child of p->node[xi - 1]
  * on side p->dir[xi - 1]) is one black short.
  */
-static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
+static void rb_erase_fixup(struct psi_rb_tx *tx, struct psi_rb_path *p, int xi,
 		struct ps_rb_node *x)
 {
 	struct ps_rb_node *parent, *w, *c;
@@ -363,7 +363,7 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 		parent = p->node[xi - 1];
 		dir = p->dir[xi - 1];
 		/* The sibling exists: its side has black height >= 1. */
-		w = ps_rb_child(tx, parent, !dir);
+		w = psi_rb_child(tx, parent, !dir);
 		if (rb_is_red(w)) {
 			/*
 			 * Case 1, red sibling: rotate at the parent so that x
@@ -390,7 +390,7 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 			xi++;
 			w = parent->child[!dir];
 		}
-		if (rb_is_black(ps_rb_child(tx, w, 0)) && rb_is_black(ps_rb_child(tx, w, 1))) {
+		if (rb_is_black(psi_rb_child(tx, w, 0)) && rb_is_black(psi_rb_child(tx, w, 1))) {
 			/*
 			 * Case 2, black sibling with black children: the
 			 * sibling turns red, both sides of the parent are one
@@ -451,7 +451,7 @@ static void rb_erase_fixup(struct ps_rb_tx *tx, struct ps_rb_path *p, int xi,
 		rb_set_black(tx, x);
 }
 
-struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *p)
+struct ps_rb_node *psi_rb_erase(struct psi_rb_tx *tx, struct psi_rb_path *p)
 {
 	struct ps_rb_node *z, *y, *x, *c;
 	int zi = p->depth - 1, yi;
@@ -461,17 +461,17 @@ struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *p)
 	if (tx->copy && pos_above_pending(tx, p, zi))
 		rb_raise(tx, p, zi);
 	z = p->node[zi];
-	if (ps_rb_child(tx, z, 0) && ps_rb_child(tx, z, 1)) {
+	if (psi_rb_child(tx, z, 0) && psi_rb_child(tx, z, 1)) {
 		/* y, z's successor, leaves its position and takes z's. */
 		p->dir[zi] = 1;
-		y = ps_rb_child(tx, z, 1);
-		ps_rb_path_push(p, y, 0);
-		while ((c = ps_rb_child(tx, y, 0))) {
+		y = psi_rb_child(tx, z, 1);
+		psi_rb_path_push(p, y, 0);
+		while ((c = psi_rb_child(tx, y, 0))) {
 			y = c;
-			ps_rb_path_push(p, y, 0);
+			psi_rb_path_push(p, y, 0);
 		}
 		yi = p->depth - 1;
-		x = ps_rb_child(tx, y, 1); /* y's only child, or NULL */
+		x = psi_rb_child(tx, y, 1); /* y's only child, or NULL */
 		removed_black = rb_is_black(y);
 		if (!tx->copy) {
 			/* In place, for seqlock readers: unlink y, y takes z's links, y into z's place. */
@@ -492,14 +492,14 @@ struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *p)
 				y = rb_copy(tx, y);
 			z = rb_link_at(tx, p, zi, y);
 			rb_set_colour_of(tx, y, z);
-			rb_set_child(y, 0, ps_rb_child(tx, z, 0));
+			rb_set_child(y, 0, psi_rb_child(tx, z, 0));
 			p->node[zi] = y;
 			if (yi == zi + 1) {
 				rb_set_child(y, 1, x); /* y was z's right child */
 			} else {
 				int j;
 
-				rb_set_child(y, 1, ps_rb_child(tx, z, 1));
+				rb_set_child(y, 1, psi_rb_child(tx, z, 1));
 				for (j = zi + 1; j < yi; j++)
 					rb_own_at(tx, p, j);
 				rb_set_child(p->node[yi - 1], 0, x);
@@ -508,7 +508,7 @@ struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *p)
 		p->node[zi] = y;
 	} else {
 		yi = zi;
-		x = ps_rb_child(tx, z, ps_rb_child(tx, z, 0) ? 0 : 1); /* z's only child, or NULL */
+		x = psi_rb_child(tx, z, psi_rb_child(tx, z, 0) ? 0 : 1); /* z's only child, or NULL */
 		removed_black = rb_is_black(z);
 		z = rb_link_at(tx, p, zi, x);
 	}
@@ -519,7 +519,7 @@ struct ps_rb_node *ps_rb_erase(struct ps_rb_tx *tx, struct ps_rb_path *p)
 	return z;
 }
 
-void ps_rb_raise_root(struct ps_rb_tx *tx)
+void psi_rb_raise_root(struct psi_rb_tx *tx)
 {
 	if (tx->pending && tx->pdepth)
 		rb_raise(tx, NULL, 0);
@@ -552,22 +552,22 @@ void ps_rb_raise_root(struct ps_rb_tx *tx)
  * tests/test_rbtree.c replays slow readers, one step per update, against
  * the versions their walk spanned.
  */
-bool ps_rb_publish(struct ps_rb_tx *tx, struct ps_rb_root *published)
+bool psi_rb_publish(struct psi_rb_tx *tx, struct ps_rb_root *published)
 {
 	struct ps_rb_node *parent;
 
 	if (!tx->pending)
 		return false;
 	if (!tx->pdepth) {
-		PS_STORE_RELEASE(published->node, tx->pval);
+		PSI_STORE_RELEASE(published->node, tx->pval);
 		return true;
 	}
 	parent = tx->ppath.node[tx->pdepth - 1];
-	PS_STORE_RELEASE(parent->child[tx->ppath.dir[tx->pdepth - 1]], tx->pval);
+	PSI_STORE_RELEASE(parent->child[tx->ppath.dir[tx->pdepth - 1]], tx->pval);
 	return false;
 }
 
-int ps_rb_height_bound(const struct ps_rb_root *root, int grow)
+int psi_rb_height_bound(const struct ps_rb_root *root, int grow)
 {
 	const struct ps_rb_node *n;
 	int bh = 0;
@@ -579,29 +579,29 @@ int ps_rb_height_bound(const struct ps_rb_root *root, int grow)
 	return 2 * (bh + grow);
 }
 
-static void iter_push_left(struct ps_rb_iter *it, struct ps_rb_node *n)
+static void iter_push_left(struct psi_rb_iter *it, struct ps_rb_node *n)
 {
 	while (n && it->depth < PS_RB_MAX_DEPTH + 2) {
 		it->stack[it->depth++] = n;
-		n = ps_rb_load_child(n, 0);
+		n = psi_rb_load_child(n, 0);
 	}
 }
 
-struct ps_rb_node *ps_rb_iter_first(struct ps_rb_iter *it, const struct ps_rb_root *root)
+struct ps_rb_node *psi_rb_iter_first(struct psi_rb_iter *it, const struct ps_rb_root *root)
 {
 	it->depth = 0;
-	iter_push_left(it, ps_rb_load_root(root));
+	iter_push_left(it, psi_rb_load_root(root));
 	return it->depth ? it->stack[it->depth - 1] : NULL;
 }
 
-struct ps_rb_node *ps_rb_iter_next(struct ps_rb_iter *it)
+struct ps_rb_node *psi_rb_iter_next(struct psi_rb_iter *it)
 {
 	struct ps_rb_node *n;
 
 	if (!it->depth)
 		return NULL;
 	n = it->stack[--it->depth];
-	iter_push_left(it, ps_rb_load_child(n, 1));
+	iter_push_left(it, psi_rb_load_child(n, 1));
 	return it->depth ? it->stack[it->depth - 1] : NULL;
 }
 
@@ -634,7 +634,7 @@ static long rb_check_subtree(const struct ps_rb_node *n, int depth, long *count,
 	return lh + rb_is_black(n);
 }
 
-long ps_rb_check(const struct ps_rb_root *root, const char **why)
+long psi_rb_check(const struct ps_rb_root *root, const char **why)
 {
 	long count = 0;
 
@@ -656,7 +656,7 @@ static size_t count_gen(const struct ps_rb_node *n, uint64_t gen)
 	return c;
 }
 
-size_t ps_rb_count_gen(const struct ps_rb_root *root, uint64_t gen)
+size_t psi_rb_count_gen(const struct ps_rb_root *root, uint64_t gen)
 {
 	return count_gen(root->node, gen);
 }

@@ -10,7 +10,7 @@
 
 #include <stdbool.h>
 
-struct ps_reclaimer;
+struct psi_reclaimer;
 
 /* The slot of each flavour in rcu_thread.c's per-flavour state. */
 enum psi_flavour_id { PSI_FLAVOUR_MEMB, PSI_FLAVOUR_QSBR, PSI_FLAVOUR_COUNT };
@@ -41,7 +41,7 @@ struct psi_flavour {
 	/* A grace period; @who names the waiter in a stall warning. */
 	void (*synchronize)(const char *who);
 	/* The flavour's reclaim thread (rcu_reclaim.h). */
-	struct ps_reclaimer *reclaimer;
+	struct psi_reclaimer *reclaimer;
 	/* Thread exit, perhaps inside sections (rcu_thread.c's key destructor). */
 	void (*thread_died)(void);
 	/* Unregister a thread polstore registered (ps_rcu_unregister_thread()). */

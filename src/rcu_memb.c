@@ -11,22 +11,22 @@
 #include "rcu_thread.h"
 
 /* polstore registered this thread, so it unregisters it at exit. */
-static __thread bool ps_memb_ours __attribute__((tls_model("initial-exec")));
+static __thread bool psi_memb_ours __attribute__((tls_model("initial-exec")));
 
 void psi_memb_register(void)
 {
 	psi_rcu_register(&psi_flavour_memb, urcu_memb_register_thread,
 			&URCU_TLS(urcu_memb_reader).node);
-	ps_memb_ours = true;
+	psi_memb_ours = true;
 }
 
-static struct ps_reclaimer ps_memb_reclaimer = PS_RECLAIMER_INIT(urcu_memb_synchronize_rcu);
+static struct psi_reclaimer psi_memb_reclaimer = PSI_RECLAIMER_INIT(urcu_memb_synchronize_rcu);
 
-static void ps_memb_thread_exit(void)
+static void psi_memb_thread_exit(void)
 {
-	if (ps_memb_ours) {
+	if (psi_memb_ours) {
 		psi_rcu_unregister(&psi_flavour_memb, urcu_memb_unregister_thread);
-		ps_memb_ours = false;
+		psi_memb_ours = false;
 	}
 }
 
@@ -40,47 +40,47 @@ static void ps_memb_thread_exit(void)
  * the waiter, which then sees the thread quiescent.  What the thread
  * borrowed is no longer protected from here on.
  */
-static void ps_memb_thread_died(void)
+static void psi_memb_thread_died(void)
 {
-	if (!ps_memb_ours)
+	if (!psi_memb_ours)
 		return;
 	while (urcu_memb_read_ongoing())
 		urcu_memb_read_unlock();
-	ps_memb_thread_exit();
+	psi_memb_thread_exit();
 }
 
-static void ps_memb_read_enter(void)
+static void psi_memb_read_enter(void)
 {
-	ps_memb_read_lock();
+	psi_memb_read_lock();
 }
 
-static void ps_memb_read_exit(void)
+static void psi_memb_read_exit(void)
 {
-	ps_memb_read_unlock();
+	psi_memb_read_unlock();
 }
 
-static bool ps_memb_in_section(void)
+static bool psi_memb_in_section(void)
 {
 	return urcu_memb_read_ongoing();
 }
 
-static bool ps_memb_never(void)
+static bool psi_memb_never(void)
 {
 	return false;
 }
 
 /* Waiting inside a memb section would wait for ourselves. */
-static bool ps_memb_can_wait(void)
+static bool psi_memb_can_wait(void)
 {
 	return !urcu_memb_read_ongoing();
 }
 
-static void ps_memb_wait_exit(bool token)
+static void psi_memb_wait_exit(bool token)
 {
 	(void)token;
 }
 
-static void ps_memb_synchronize(const char *who)
+static void psi_memb_synchronize(const char *who)
 {
 	(void)who;
 	urcu_memb_synchronize_rcu();
@@ -89,21 +89,21 @@ static void ps_memb_synchronize(const char *who)
 const struct psi_flavour psi_flavour_memb = {
 	.name = "memb",
 	.id = PSI_FLAVOUR_MEMB,
-	.read_enter = ps_memb_read_enter,
-	.read_exit = ps_memb_read_exit,
-	.in_section = ps_memb_in_section,
-	.reads_free = ps_memb_never,
-	.can_wait = ps_memb_can_wait,
-	.wait_enter = ps_memb_never,
-	.wait_exit = ps_memb_wait_exit,
-	.synchronize = ps_memb_synchronize,
-	.reclaimer = &ps_memb_reclaimer,
-	.thread_died = ps_memb_thread_died,
-	.thread_exit = ps_memb_thread_exit,
+	.read_enter = psi_memb_read_enter,
+	.read_exit = psi_memb_read_exit,
+	.in_section = psi_memb_in_section,
+	.reads_free = psi_memb_never,
+	.can_wait = psi_memb_can_wait,
+	.wait_enter = psi_memb_never,
+	.wait_exit = psi_memb_wait_exit,
+	.synchronize = psi_memb_synchronize,
+	.reclaimer = &psi_memb_reclaimer,
+	.thread_died = psi_memb_thread_died,
+	.thread_exit = psi_memb_thread_exit,
 };
 
 /* Early (priority 101): before the constructors of a program that links polstore statically. */
-__attribute__((constructor(101))) static void ps_memb_flavour_add(void)
+__attribute__((constructor(101))) static void psi_memb_flavour_add(void)
 {
 	psi_rcu_flavour_add(&psi_flavour_memb);
 }

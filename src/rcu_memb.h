@@ -23,14 +23,14 @@ void psi_memb_register(void);
  * liburcu's own flag decides, so a thread the application registered itself
  * is never registered twice (nor unregistered by polstore).
  */
-static inline void ps_memb_read_lock(void)
+static inline void psi_memb_read_lock(void)
 {
-	if (ps_unlikely(!URCU_TLS(urcu_memb_reader).registered))
+	if (psi_unlikely(!URCU_TLS(urcu_memb_reader).registered))
 		psi_memb_register();
 	urcu_memb_read_lock();
 }
 
-static inline void ps_memb_read_unlock(void)
+static inline void psi_memb_read_unlock(void)
 {
 	urcu_memb_read_unlock();
 }

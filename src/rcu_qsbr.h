@@ -29,7 +29,7 @@
  * has (liburcu zeroes it before it unregisters a thread).  One thread-local
  * load, the only one a lookup by an online thread makes.
  */
-static inline bool ps_qsbr_online_now(void)
+static inline bool psi_qsbr_online_now(void)
 {
 	return urcu_qsbr_read_ongoing();
 }
@@ -37,21 +37,21 @@ static inline bool ps_qsbr_online_now(void)
 /* Register (online) or put online the calling thread. */
 void psi_qsbr_go_online(void);
 
-static inline void ps_qsbr_read_enter(void)
+static inline void psi_qsbr_read_enter(void)
 {
-	if (ps_unlikely(!ps_qsbr_online_now())) {
+	if (psi_unlikely(!psi_qsbr_online_now())) {
 		psi_qsbr_go_online();
 		_ps_qsbr_auto_depth = 1;
-	} else if (ps_unlikely(_ps_qsbr_auto_depth)) {
+	} else if (psi_unlikely(_ps_qsbr_auto_depth)) {
 		_ps_qsbr_auto_depth++; /* nested in an automatic section */
 	}
 	urcu_qsbr_read_lock();
 }
 
-static inline void ps_qsbr_read_exit(void)
+static inline void psi_qsbr_read_exit(void)
 {
 	urcu_qsbr_read_unlock();
-	if (ps_unlikely(_ps_qsbr_auto_depth) && --_ps_qsbr_auto_depth == 0)
+	if (psi_unlikely(_ps_qsbr_auto_depth) && --_ps_qsbr_auto_depth == 0)
 		urcu_qsbr_thread_offline();
 }
 
@@ -61,9 +61,9 @@ static inline void ps_qsbr_read_exit(void)
  * section, and a lookup does not change that: it needs no section of its
  * own, not even the depth count.  An offline thread opens an automatic one.
  */
-static inline bool ps_qsbr_in_section(void)
+static inline bool psi_qsbr_in_section(void)
 {
-	return ps_likely(ps_qsbr_online_now());
+	return psi_likely(psi_qsbr_online_now());
 }
 
 /*
@@ -71,15 +71,15 @@ static inline bool ps_qsbr_in_section(void)
  * (ps_store_synchronize()): an online thread would wait for itself, so it
  * goes offline for the wait and comes back online after it.
  */
-static inline bool ps_qsbr_wait_enter(void)
+static inline bool psi_qsbr_wait_enter(void)
 {
-	if (!ps_qsbr_online_now())
+	if (!psi_qsbr_online_now())
 		return false;
 	urcu_qsbr_thread_offline();
 	return true;
 }
 
-static inline void ps_qsbr_wait_exit(bool was_online)
+static inline void psi_qsbr_wait_exit(bool was_online)
 {
 	if (was_online)
 		urcu_qsbr_thread_online();

@@ -25,7 +25,7 @@
  * stack, and starts a thread on its next defer or barrier.  That stack
  * holds items of every store of the flavour, those other threads were
  * writing too: their release functions may take no lock of their store
- * that a writer holds (struct ps_reclaim_item), or the child's thread,
+ * that a writer holds (struct psi_reclaim_item), or the child's thread,
  * and every barrier of the flavour there, would wait for ever.
  */
 #include <errno.h>
@@ -39,19 +39,19 @@
 #include "rcu_reclaim.h"
 
 /* Least time between two grace periods of one reclaim thread (none while a barrier waits). */
-#define PS_RECLAIM_PERIOD_NS 1000000L
+#define PSI_RECLAIM_PERIOD_NS 1000000L
 /* No work for this long after some: the on-idle function runs. */
-#define PS_RECLAIM_IDLE_NS 20000000L
+#define PSI_RECLAIM_IDLE_NS 20000000L
 /* How often items that asked for it are released again (psi_reclaim_retry()). */
-#define PS_RECLAIM_RETRY_NS 10000000L
+#define PSI_RECLAIM_RETRY_NS 10000000L
 
 void (*psi_reclaim_test_hook)(void);
 
 /* Every flavour's reclaimer, added at load time (psi_reclaim_add()). */
-static struct ps_reclaimer *reclaimers[PSI_RECLAIMERS_MAX];
+static struct psi_reclaimer *reclaimers[PSI_RECLAIMERS_MAX];
 static size_t nreclaimers;
 
-void psi_reclaim_add(struct ps_reclaimer *rc)
+void psi_reclaim_add(struct psi_reclaimer *rc)
 {
 	size_t i;
 
@@ -71,13 +71,13 @@ static uint64_t now_ns(void)
 }
 
 /* Take the whole stack, oldest first. */
-static struct ps_reclaim_item *take_all(struct ps_reclaimer *rc)
+static struct psi_reclaim_item *take_all(struct psi_reclaimer *rc)
 {
-	struct ps_reclaim_item *it = __atomic_exchange_n(&rc->head, NULL, __ATOMIC_ACQUIRE);
-	struct ps_reclaim_item *fifo = NULL, *next;
+	struct psi_reclaim_item *it = __atomic_exchange_n(&rc->head, NULL, __ATOMIC_ACQUIRE);
+	struct psi_reclaim_item *fifo = NULL, *next;
 
 	for (; it; it = next) {
-		PS_ANNOTATE_HAPPENS_AFTER(it); /* pairs with push(): the exchange is the hand-off */
+		PSI_ANNOTATE_HAPPENS_AFTER(it); /* pairs with push(): the exchange is the hand-off */
 		next = it->next;
 		it->next = fifo;
 		fifo = it;
@@ -85,9 +85,9 @@ static struct ps_reclaim_item *take_all(struct ps_reclaimer *rc)
 	return fifo;
 }
 
-static void release_all(struct ps_reclaimer *rc, struct ps_reclaim_item *batch)
+static void release_all(struct psi_reclaimer *rc, struct psi_reclaim_item *batch)
 {
-	struct ps_reclaim_item *next;
+	struct psi_reclaim_item *next;
 	size_t weight = 0;
 
 	for (; batch; batch = next) {
@@ -104,9 +104,9 @@ static void release_all(struct ps_reclaimer *rc, struct ps_reclaim_item *batch)
  * (false).  After some work (@idle_due), the first wait is bounded: when it
  * times out with nothing queued, the on-idle function runs (without @lock).
  * With items to retry (@retry_pending, read under @gp_lock before), every
- * wait lasts at most PS_RECLAIM_RETRY_NS, and its timing out returns true.
+ * wait lasts at most PSI_RECLAIM_RETRY_NS, and its timing out returns true.
  */
-static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due, bool retry_pending)
+static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_pending)
 {
 	for (;;) {
 		void (*on_idle)(void) = __atomic_load_n(&rc->on_idle, __ATOMIC_ACQUIRE);
@@ -122,7 +122,7 @@ static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due, bool retry_pe
 				struct timespec ts;
 
 				clock_gettime(CLOCK_REALTIME, &ts);
-				ts.tv_nsec += retry_pending ? PS_RECLAIM_RETRY_NS : PS_RECLAIM_IDLE_NS;
+				ts.tv_nsec += retry_pending ? PSI_RECLAIM_RETRY_NS : PSI_RECLAIM_IDLE_NS;
 				if (ts.tv_nsec >= 1000000000L) {
 					ts.tv_sec++;
 					ts.tv_nsec -= 1000000000L;
@@ -147,24 +147,24 @@ static bool wait_for_work(struct ps_reclaimer *rc, bool *idle_due, bool retry_pe
 	}
 }
 
-bool psi_reclaim_is_self(struct ps_reclaimer *rc)
+bool psi_reclaim_is_self(struct psi_reclaimer *rc)
 {
 	return __atomic_load_n(&rc->started, __ATOMIC_ACQUIRE) &&
 	       pthread_equal(pthread_self(), rc->thread);
 }
 
-void psi_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void))
+void psi_reclaim_on_idle(struct psi_reclaimer *rc, void (*fn)(void))
 {
 	/* An atomic word (helgrind and DRD see plain accesses), maybe before the thread starts. */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
 	if (__atomic_load_n(&rc->on_idle, __ATOMIC_RELAXED) != fn)
 		__atomic_store_n(&rc->on_idle, fn, __ATOMIC_RELEASE);
 }
 
 /* Under @gp_lock: release again what asked for it (it may ask again). */
-static void retry_all(struct ps_reclaimer *rc)
+static void retry_all(struct psi_reclaimer *rc)
 {
-	struct ps_reclaim_item *it = rc->retry, *next;
+	struct psi_reclaim_item *it = rc->retry, *next;
 
 	rc->retry = NULL;
 	for (; it; it = next) {
@@ -175,7 +175,7 @@ static void retry_all(struct ps_reclaimer *rc)
 
 static void *reclaim_thread(void *arg)
 {
-	struct ps_reclaimer *rc = arg;
+	struct psi_reclaimer *rc = arg;
 	struct sched_param sp = { .sched_priority = 0 };
 	uint64_t last_gp = 0;
 	bool idle_due = false;
@@ -205,16 +205,16 @@ static void *reclaim_thread(void *arg)
 		if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE))
 			continue; /* woken to retry only */
 		now = now_ns();
-		if (!hurry && now - last_gp < PS_RECLAIM_PERIOD_NS) {
+		if (!hurry && now - last_gp < PSI_RECLAIM_PERIOD_NS) {
 			/* Let more work gather: fewer grace periods, fewer interrupts. */
-			struct timespec ts = { 0, (long)(PS_RECLAIM_PERIOD_NS - (now - last_gp)) };
+			struct timespec ts = { 0, (long)(PSI_RECLAIM_PERIOD_NS - (now - last_gp)) };
 
 			nanosleep(&ts, NULL);
 		}
 		pthread_mutex_lock(&rc->gp_lock);
 		last_gp = now_ns();
 		{
-			struct ps_reclaim_item *batch = take_all(rc);
+			struct psi_reclaim_item *batch = take_all(rc);
 
 			rc->synchronize();
 			release_all(rc, batch);
@@ -225,7 +225,7 @@ static void *reclaim_thread(void *arg)
 }
 
 /* Start the thread if none runs; false if it cannot be started. */
-static bool reclaim_start(struct ps_reclaimer *rc)
+static bool reclaim_start(struct psi_reclaimer *rc)
 {
 	sigset_t all, old;
 	int ret;
@@ -235,11 +235,11 @@ static bool reclaim_start(struct ps_reclaimer *rc)
 	pthread_mutex_lock(&rc->lock);
 	if (!rc->started && !rc->stop) {
 		/* Words only ever accessed with atomics (helgrind and DRD see plain accesses). */
-		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->head, sizeof(rc->head));
-		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->idle, sizeof(rc->idle));
-		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->pending, sizeof(rc->pending));
-		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
-		PS_ANNOTATE_BENIGN_RACE_SIZED(&rc->started, sizeof(rc->started));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->head, sizeof(rc->head));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->idle, sizeof(rc->idle));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->pending, sizeof(rc->pending));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->started, sizeof(rc->started));
 		/* The application's signals are not ours to take. */
 		sigfillset(&all);
 		pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -262,7 +262,7 @@ __attribute__((destructor)) static void reclaim_unload(void)
 	size_t i;
 
 	for (i = 0; i < nreclaimers; i++) {
-		struct ps_reclaimer *rc = reclaimers[i];
+		struct psi_reclaimer *rc = reclaimers[i];
 		struct timespec ts;
 		bool started;
 
@@ -305,7 +305,7 @@ void psi_reclaim_atfork_child(void)
 	size_t i;
 
 	for (i = nreclaimers; i-- > 0;) {
-		struct ps_reclaimer *rc = reclaimers[i];
+		struct psi_reclaimer *rc = reclaimers[i];
 
 		/* No thread survives fork(); no waiter exists in the child. */
 		rc->started = false;
@@ -318,22 +318,22 @@ void psi_reclaim_atfork_child(void)
 	}
 }
 
-static void push(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+static void push(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
 {
-	struct ps_reclaim_item *old = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
+	struct psi_reclaim_item *old = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
 
 	/* Release: the item's contents (and what it frees) before the thread takes it. */
 	do {
 		item->next = old;
-		PS_ANNOTATE_HAPPENS_BEFORE(item); /* the checkers see no atomics: declare the hand-off */
+		PSI_ANNOTATE_HAPPENS_BEFORE(item); /* the checkers see no atomics: declare the hand-off */
 	} while (!__atomic_compare_exchange_n(&rc->head, &old, item, true, __ATOMIC_SEQ_CST,
 			__ATOMIC_RELAXED));
 }
 
-int psi_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *item,
+int psi_reclaim_defer_weighed(struct psi_reclaimer *rc, struct psi_reclaim_item *item,
 		size_t weight)
 {
-	if (ps_unlikely(!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))) {
+	if (psi_unlikely(!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))) {
 		if (!reclaim_start(rc))
 			return -EAGAIN;
 	}
@@ -349,27 +349,27 @@ int psi_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *i
 	return 0;
 }
 
-int psi_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+int psi_reclaim_defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
 {
 	return psi_reclaim_defer_weighed(rc, item, 0);
 }
 
-void psi_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item)
+void psi_reclaim_retry(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
 {
 	item->next = rc->retry;
 	rc->retry = item;
 }
 
 struct reclaim_barrier {
-	struct ps_reclaim_item item;
-	struct ps_reclaimer *rc;
+	struct psi_reclaim_item item;
+	struct psi_reclaimer *rc;
 	bool done;
 };
 
-static void reclaim_barrier_release(struct ps_reclaim_item *item)
+static void reclaim_barrier_release(struct psi_reclaim_item *item)
 {
 	struct reclaim_barrier *b = (struct reclaim_barrier *)item;
-	struct ps_reclaimer *rc = b->rc;
+	struct psi_reclaimer *rc = b->rc;
 
 	pthread_mutex_lock(&rc->lock);
 	b->done = true;
@@ -377,7 +377,7 @@ static void reclaim_barrier_release(struct ps_reclaim_item *item)
 	pthread_mutex_unlock(&rc->lock);
 }
 
-void psi_reclaim_barrier(struct ps_reclaimer *rc)
+void psi_reclaim_barrier(struct psi_reclaimer *rc)
 {
 	/*
 	 * Thread-local, not on the stack: the thread checkers keep the
@@ -395,7 +395,7 @@ void psi_reclaim_barrier(struct ps_reclaimer *rc)
 		return; /* nothing was ever queued here (in this process) */
 	if (!reclaim_start(rc)) {
 		/* No thread (a forked child that cannot start one): do its work here. */
-		struct ps_reclaim_item *batch;
+		struct psi_reclaim_item *batch;
 
 		pthread_mutex_lock(&rc->gp_lock);
 		batch = take_all(rc);

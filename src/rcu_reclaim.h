@@ -9,7 +9,7 @@
  * worker sleeps 10 ms after every round, so a writer going flat out would
  * keep 10 ms of retired memory in flight and get it back cold; this thread
  * starts a grace period as soon as there is work, at most one per
- * PS_RECLAIM_PERIOD_NS (each memb grace period interrupts every CPU that
+ * PSI_RECLAIM_PERIOD_NS (each memb grace period interrupts every CPU that
  * runs a thread of the process), so in-flight memory is about a
  * millisecond of writes.
  *
@@ -29,8 +29,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct ps_reclaim_item {
-	struct ps_reclaim_item *next;
+struct psi_reclaim_item {
+	struct psi_reclaim_item *next;
 	size_t weight; /* what the item frees, in the caller's unit: see psi_reclaim_pending() */
 	/*
 	 * Runs after a grace period, on the reclaim thread or a waiting
@@ -39,24 +39,24 @@ struct ps_reclaim_item {
 	 * whose writers are frozen there holding their locks (sync_cow-impl.h,
 	 * cow_recycle()).
 	 */
-	void (*release)(struct ps_reclaim_item *item);
+	void (*release)(struct psi_reclaim_item *item);
 };
 
 /*
- * One per liburcu flavour: statically initialised with PS_RECLAIMER_INIT().
+ * One per liburcu flavour: statically initialised with PSI_RECLAIMER_INIT().
  * Queueing is lock-free (a writer never waits for the reclaim thread, which
  * may be preempted): items are pushed on a stack with one compare-and-swap,
  * the thread takes the whole stack with one exchange and releases it in
  * the order it was pushed.
  */
-struct ps_reclaimer {
+struct psi_reclaimer {
 	void (*synchronize)(void);     /* the flavour's synchronize_rcu() */
-	struct ps_reclaim_item *head;  /* atomic: pushed items, newest first */
+	struct psi_reclaim_item *head;  /* atomic: pushed items, newest first */
 	size_t pending;                /* atomic: the weight of the items queued and not released */
 	int idle;                      /* atomic: the thread waits on @work (set under @lock) */
 	pthread_mutex_t lock;          /* @work, @done, and the fields below */
 	pthread_mutex_t gp_lock;       /* held by the thread across a grace period and its releases */
-	struct ps_reclaim_item *retry; /* under @gp_lock: to release again (psi_reclaim_retry()) */
+	struct psi_reclaim_item *retry; /* under @gp_lock: to release again (psi_reclaim_retry()) */
 	pthread_cond_t work;           /* the thread waits here for items */
 	pthread_cond_t done;           /* barrier callers wait here */
 	int barriers;                  /* callers waiting in psi_reclaim_barrier() */
@@ -66,7 +66,7 @@ struct ps_reclaimer {
 	pthread_t thread;
 };
 
-#define PS_RECLAIMER_INIT(sync_fn)                                                                 \
+#define PSI_RECLAIMER_INIT(sync_fn)                                                                 \
 	{                                                                                          \
 		.synchronize = (sync_fn), .lock = PTHREAD_MUTEX_INITIALIZER,                        \
 		.gp_lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,            \
@@ -83,7 +83,7 @@ struct ps_reclaimer {
  * was queued, and the caller must wait for a grace period itself (or keep
  * the item for later).
  */
-int psi_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
+int psi_reclaim_defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item);
 
 /**
  * psi_reclaim_defer_weighed() - psi_reclaim_defer() of an item that frees @weight
@@ -91,14 +91,14 @@ int psi_reclaim_defer(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
  * The weight counts in psi_reclaim_pending() until the item is released.
  * Context and return: as psi_reclaim_defer().
  */
-int psi_reclaim_defer_weighed(struct ps_reclaimer *rc, struct ps_reclaim_item *item,
+int psi_reclaim_defer_weighed(struct psi_reclaimer *rc, struct psi_reclaim_item *item,
 		size_t weight);
 
 /**
  * psi_reclaim_pending() - the weight of the items queued on @rc and not yet
  * released: how far its thread is behind (a relaxed read)
  */
-static inline size_t psi_reclaim_pending(const struct ps_reclaimer *rc)
+static inline size_t psi_reclaim_pending(const struct psi_reclaimer *rc)
 {
 	return __atomic_load_n(&rc->pending, __ATOMIC_RELAXED);
 }
@@ -108,13 +108,13 @@ static inline size_t psi_reclaim_pending(const struct ps_reclaimer *rc)
  *
  * For an item whose grace period has passed but whose memory something
  * else still holds (a store's lock): the thread calls @item->release again
- * every PS_RECLAIM_RETRY_NS, without a grace period, until it stops asking.
+ * every PSI_RECLAIM_RETRY_NS, without a grace period, until it stops asking.
  * A barrier does not wait for it.
  *
  * Context: a release function of @rc (the reclaim thread, or a barrier
  * caller doing its work, under @gp_lock); never waits.
  */
-void psi_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
+void psi_reclaim_retry(struct psi_reclaimer *rc, struct psi_reclaim_item *item);
 
 /**
  * psi_reclaim_barrier() - wait until every item queued on @rc before the
@@ -124,25 +124,25 @@ void psi_reclaim_retry(struct ps_reclaimer *rc, struct ps_reclaim_item *item);
  * may sleep; not a cancellation point (a cancellation arriving meanwhile
  * is acted on at the caller's next one).
  */
-void psi_reclaim_barrier(struct ps_reclaimer *rc);
+void psi_reclaim_barrier(struct psi_reclaimer *rc);
 
 /**
  * psi_reclaim_is_self() - true on @rc's own thread (in a release function):
  * there a barrier would wait for itself, and every item queued before the
  * one being released has been released already
  */
-bool psi_reclaim_is_self(struct ps_reclaimer *rc);
+bool psi_reclaim_is_self(struct psi_reclaimer *rc);
 
 /**
  * psi_reclaim_on_idle() - have @fn run on @rc's thread once it has had no
- * work for PS_RECLAIM_IDLE_NS after some (to give back caches when the
+ * work for PSI_RECLAIM_IDLE_NS after some (to give back caches when the
  * writers stop)
  *
  * One function per reclaimer: a later call replaces it.  @fn runs without
  * the reclaimer's locks and must not wait for the reclaim thread.
  * Context: any thread; lock-free.
  */
-void psi_reclaim_on_idle(struct ps_reclaimer *rc, void (*fn)(void));
+void psi_reclaim_on_idle(struct psi_reclaimer *rc, void (*fn)(void));
 
 /*
  * fork() handlers, called by rcu_thread.c's (which orders them with its
@@ -156,7 +156,7 @@ void psi_reclaim_atfork_parent(void);
 void psi_reclaim_atfork_child(void);
 
 /*
- * Test support only (tests/testutil.h: ps_test_set_release_hook()): when
+ * Test support only (tests/testutil.h: psi_test_set_release_hook()): when
  * set, the release of a store's retire batch (SEQLOCK) or record (RCU,
  * RCU_QSBR) calls it on the reclaim thread once the batch is released
  * and before the release's last access to anything of its store, the
@@ -172,6 +172,6 @@ extern void (*psi_reclaim_test_hook)(void);
  * thread can use @rc.
  */
 #define PSI_RECLAIMERS_MAX 4
-void psi_reclaim_add(struct ps_reclaimer *rc);
+void psi_reclaim_add(struct psi_reclaimer *rc);
 
 #endif /* POLSTORE_SRC_RCU_RECLAIM_H */

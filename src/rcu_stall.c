@@ -25,8 +25,8 @@
 #include "rcu_qsbr.h"
 #include "rcu_stall.h"
 
-#define PS_QSBR_STALL_DEFAULT_MS 10000UL
-#define PS_QSBR_STALL_MAX_MS 1000000000UL /* about 11 days: ns fit in 64 bits */
+#define PSI_QSBR_STALL_DEFAULT_MS 10000UL
+#define PSI_QSBR_STALL_MAX_MS 1000000000UL /* about 11 days: ns fit in 64 bits */
 #define STALL_REPORTS_MAX 8 /* waits reported per round; more wait for the next */
 
 /* A wait for a grace period, on the waiting thread's stack while it lasts. */
@@ -41,7 +41,7 @@ struct stall_wait {
 static pthread_mutex_t stall_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stall_cond = PTHREAD_COND_INITIALIZER;
 static struct cds_list_head stall_waits = CDS_LIST_HEAD_INIT(stall_waits);
-static unsigned long stall_timeout_ms = PS_QSBR_STALL_DEFAULT_MS; /* atomic reads */
+static unsigned long stall_timeout_ms = PSI_QSBR_STALL_DEFAULT_MS; /* atomic reads */
 static ps_qsbr_stall_fn stall_fn;
 static void *stall_arg;
 static bool stall_started, stall_stop;
@@ -69,18 +69,18 @@ __attribute__((constructor)) static void stall_read_env(void)
 		return;
 	errno = 0;
 	ms = strtoul(v, &end, 10);
-	if (!errno && !*end && ms <= PS_QSBR_STALL_MAX_MS)
+	if (!errno && !*end && ms <= PSI_QSBR_STALL_MAX_MS)
 		stall_timeout_ms = ms;
 }
 
-void psi_qsbr_watch_add(struct ps_qsbr_watch *w)
+void psi_qsbr_watch_add(struct psi_qsbr_watch *w)
 {
 	pthread_mutex_lock(&watch_lock);
 	cds_list_add(&w->link, &watch_list);
 	pthread_mutex_unlock(&watch_lock);
 }
 
-void psi_qsbr_watch_del(struct ps_qsbr_watch *w)
+void psi_qsbr_watch_del(struct psi_qsbr_watch *w)
 {
 	pthread_mutex_lock(&watch_lock);
 	cds_list_del(&w->link);
@@ -113,7 +113,7 @@ static void thread_name(pid_t tid, char *name, size_t len)
  */
 static int stalled_threads(pid_t *tids, int max)
 {
-	struct ps_qsbr_watch *w;
+	struct psi_qsbr_watch *w;
 	int n = 0;
 
 	pthread_mutex_lock(&watch_lock);
@@ -260,7 +260,7 @@ void psi_qsbr_synchronize(const char *who)
 
 int ps_qsbr_set_stall_warning(unsigned long timeout_ms, ps_qsbr_stall_fn fn, void *arg)
 {
-	if (timeout_ms > PS_QSBR_STALL_MAX_MS)
+	if (timeout_ms > PSI_QSBR_STALL_MAX_MS)
 		return -EINVAL;
 	pthread_mutex_lock(&stall_lock);
 	__atomic_store_n(&stall_timeout_ms, timeout_ms, __ATOMIC_RELAXED);
@@ -283,7 +283,7 @@ void psi_stall_atfork_parent(void)
 	pthread_mutex_unlock(&stall_lock);
 }
 
-void psi_stall_atfork_child(struct ps_qsbr_watch *self)
+void psi_stall_atfork_child(struct psi_qsbr_watch *self)
 {
 	/* Only the forking thread lives on, waiting for nothing; no watchdog runs. */
 	stall_started = false;

@@ -18,15 +18,15 @@
 #include <urcu/list.h>
 
 /* A thread polstore registered with urcu-qsbr, in its own TLS. */
-struct ps_qsbr_watch {
+struct psi_qsbr_watch {
 	struct cds_list_head link;
 	unsigned long *ctr; /* its liburcu reader counter: 0 offline, else the grace period it saw */
 	pid_t tid;
 };
 
 /* The calling thread registered (@w in its TLS) / is about to unregister. */
-void psi_qsbr_watch_add(struct ps_qsbr_watch *w);
-void psi_qsbr_watch_del(struct ps_qsbr_watch *w);
+void psi_qsbr_watch_add(struct psi_qsbr_watch *w);
+void psi_qsbr_watch_del(struct psi_qsbr_watch *w);
 
 /*
  * urcu_qsbr_synchronize_rcu(), watched: @who names the waiter in a
@@ -42,6 +42,6 @@ void psi_qsbr_synchronize(const char *who);
  */
 void psi_stall_atfork_prepare(void);
 void psi_stall_atfork_parent(void);
-void psi_stall_atfork_child(struct ps_qsbr_watch *self);
+void psi_stall_atfork_child(struct psi_qsbr_watch *self);
 
 #endif /* POLSTORE_SRC_RCU_STALL_H */

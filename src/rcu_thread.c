@@ -20,29 +20,29 @@
 #include "rcu_thread.h"
 
 /* Set by the flavours' constructors, before any thread can register. */
-static const struct psi_flavour *ps_rcu_flavours[PSI_FLAVOUR_COUNT];
+static const struct psi_flavour *psi_rcu_flavours[PSI_FLAVOUR_COUNT];
 
 #define for_each_flavour(f, i)                                                                     \
 	for ((i) = 0; (i) < PSI_FLAVOUR_COUNT; (i)++)                                              \
-		if (((f) = ps_rcu_flavours[i]) != NULL)
+		if (((f) = psi_rcu_flavours[i]) != NULL)
 
-static pthread_key_t ps_rcu_keys[PSI_FLAVOUR_COUNT];
-static bool ps_rcu_key_ok[PSI_FLAVOUR_COUNT]; /* ps_rcu_keys[i] exists; under ps_rcu_keys_lock */
-static pthread_mutex_t ps_rcu_keys_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t psi_rcu_keys[PSI_FLAVOUR_COUNT];
+static bool psi_rcu_key_ok[PSI_FLAVOUR_COUNT]; /* psi_rcu_keys[i] exists; under psi_rcu_keys_lock */
+static pthread_mutex_t psi_rcu_keys_lock = PTHREAD_MUTEX_INITIALIZER;
 /*
  * Every flavour's key exists: set with a release store under the lock once
  * they do, cleared when they are deleted.  Read with an acquire load, which
  * orders the reader after the key values were written.
  */
-static int ps_rcu_keys_ready;
+static int psi_rcu_keys_ready;
 
 void psi_rcu_flavour_add(const struct psi_flavour *f)
 {
-	pthread_mutex_lock(&ps_rcu_keys_lock);
-	ps_rcu_flavours[f->id] = f;
+	pthread_mutex_lock(&psi_rcu_keys_lock);
+	psi_rcu_flavours[f->id] = f;
 	/* Should keys exist already, the next psi_rcu_thread_init() creates this flavour's. */
-	__atomic_store_n(&ps_rcu_keys_ready, 0, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&ps_rcu_keys_lock);
+	__atomic_store_n(&psi_rcu_keys_ready, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&psi_rcu_keys_lock);
 	psi_reclaim_add(f->reclaimer);
 }
 
@@ -50,44 +50,44 @@ void psi_rcu_flavour_add(const struct psi_flavour *f)
  * The key's value is the flavour.  The destructor runs after the thread's
  * cancellation cleanup handlers, so sections it died in are closed here.
  */
-static void ps_rcu_key_destructor(void *flavour)
+static void psi_rcu_key_destructor(void *flavour)
 {
 	((const struct psi_flavour *)flavour)->thread_died();
 }
 
 /*
  * A thread polstore registered with a flavour, for the fork handler: one
- * per thread and flavour, in the thread's TLS, linked in ps_rcu_regs[]
+ * per thread and flavour, in the thread's TLS, linked in psi_rcu_regs[]
  * from its registration to its unregistration.
  */
-struct ps_rcu_reg {
-	struct cds_list_head link;       /* in ps_rcu_regs[flavour] */
+struct psi_rcu_reg {
+	struct cds_list_head link;       /* in psi_rcu_regs[flavour] */
 	struct cds_list_head *urcu_node; /* the thread's entry in liburcu's registry */
 };
 
-static __thread struct ps_rcu_reg ps_rcu_self[PSI_FLAVOUR_COUNT]
+static __thread struct psi_rcu_reg psi_rcu_self[PSI_FLAVOUR_COUNT]
 	__attribute__((tls_model("initial-exec")));
-/* Under ps_rcu_reg_lock, which also covers each liburcu (un)registration by polstore. */
-static struct cds_list_head ps_rcu_regs[PSI_FLAVOUR_COUNT] = {
-	CDS_LIST_HEAD_INIT(ps_rcu_regs[0]),
-	CDS_LIST_HEAD_INIT(ps_rcu_regs[1]),
+/* Under psi_rcu_reg_lock, which also covers each liburcu (un)registration by polstore. */
+static struct cds_list_head psi_rcu_regs[PSI_FLAVOUR_COUNT] = {
+	CDS_LIST_HEAD_INIT(psi_rcu_regs[0]),
+	CDS_LIST_HEAD_INIT(psi_rcu_regs[1]),
 };
 _Static_assert(PSI_FLAVOUR_COUNT == 2, "one list head per flavour above");
-static pthread_mutex_t ps_rcu_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t psi_rcu_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 /*
  * The fork handlers are installed.  Set by the constructor or, if that
- * failed, under ps_rcu_atfork_lock: a lock no fork handler takes, as glibc
+ * failed, under psi_rcu_atfork_lock: a lock no fork handler takes, as glibc
  * before 2.35 calls pthread_atfork() and the prepare handlers under one
  * internal lock.
  */
-static bool ps_rcu_atfork_ok;
-static pthread_mutex_t ps_rcu_atfork_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool psi_rcu_atfork_ok;
+static pthread_mutex_t psi_rcu_atfork_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /*
- * Reclaim threads before ps_rcu_reg_lock: a reclaim thread's grace period
+ * Reclaim threads before psi_rcu_reg_lock: a reclaim thread's grace period
  * may wait for a reader that is registering.
  */
-static void ps_rcu_atfork_prepare(void)
+static void psi_rcu_atfork_prepare(void)
 {
 	const struct psi_flavour *f;
 	int i;
@@ -97,13 +97,13 @@ static void ps_rcu_atfork_prepare(void)
 		if (f->fork_prepare)
 			f->fork_prepare();
 	psi_reclaim_atfork_prepare();
-	pthread_mutex_lock(&ps_rcu_reg_lock);
-	pthread_mutex_lock(&ps_rcu_keys_lock);
+	pthread_mutex_lock(&psi_rcu_reg_lock);
+	pthread_mutex_lock(&psi_rcu_keys_lock);
 	/* Last: a reclaim thread takes the stall lock inside its grace periods. */
 	psi_stall_atfork_prepare();
 }
 
-static void ps_rcu_fork_done(void)
+static void psi_rcu_fork_done(void)
 {
 	const struct psi_flavour *f;
 	int i;
@@ -113,17 +113,17 @@ static void ps_rcu_fork_done(void)
 			f->fork_done();
 }
 
-static void ps_rcu_atfork_parent(void)
+static void psi_rcu_atfork_parent(void)
 {
 	psi_stall_atfork_parent();
-	pthread_mutex_unlock(&ps_rcu_keys_lock);
-	pthread_mutex_unlock(&ps_rcu_reg_lock);
+	pthread_mutex_unlock(&psi_rcu_keys_lock);
+	pthread_mutex_unlock(&psi_rcu_reg_lock);
 	psi_reclaim_atfork_parent();
-	ps_rcu_fork_done();
+	psi_rcu_fork_done();
 }
 
 /* @node is linked in a well-formed list: its neighbours point back at it. */
-static bool ps_rcu_node_linked(const struct cds_list_head *node)
+static bool psi_rcu_node_linked(const struct cds_list_head *node)
 {
 	return node->next->prev == node && node->prev->next == node;
 }
@@ -134,38 +134,38 @@ static bool ps_rcu_node_linked(const struct cds_list_head *node)
  * records and entries live in their TLS, still mapped and not yet reused:
  * no thread has started in the child yet.
  */
-static void ps_rcu_prune_dead_threads(void)
+static void psi_rcu_prune_dead_threads(void)
 {
 	int f;
 
 	for (f = 0; f < PSI_FLAVOUR_COUNT; f++) {
 		struct cds_list_head *pos, *next;
 
-		cds_list_for_each_safe(pos, next, &ps_rcu_regs[f]) {
-			struct ps_rcu_reg *reg = cds_list_entry(pos, struct ps_rcu_reg, link);
+		cds_list_for_each_safe(pos, next, &psi_rcu_regs[f]) {
+			struct psi_rcu_reg *reg = cds_list_entry(pos, struct psi_rcu_reg, link);
 
-			if (reg != &ps_rcu_self[f] && ps_rcu_node_linked(reg->urcu_node))
+			if (reg != &psi_rcu_self[f] && psi_rcu_node_linked(reg->urcu_node))
 				cds_list_del(reg->urcu_node);
 		}
-		CDS_INIT_LIST_HEAD(&ps_rcu_regs[f]);
-		if (ps_rcu_self[f].urcu_node)
-			cds_list_add(&ps_rcu_self[f].link, &ps_rcu_regs[f]);
+		CDS_INIT_LIST_HEAD(&psi_rcu_regs[f]);
+		if (psi_rcu_self[f].urcu_node)
+			cds_list_add(&psi_rcu_self[f].link, &psi_rcu_regs[f]);
 	}
 }
 
-static void ps_rcu_atfork_child(void)
+static void psi_rcu_atfork_child(void)
 {
 	const struct psi_flavour *f;
 	int i;
 
-	ps_rcu_prune_dead_threads();
+	psi_rcu_prune_dead_threads();
 	for_each_flavour(f, i)
 		if (f->fork_child)
 			f->fork_child();
-	pthread_mutex_unlock(&ps_rcu_keys_lock);
-	pthread_mutex_unlock(&ps_rcu_reg_lock);
+	pthread_mutex_unlock(&psi_rcu_keys_lock);
+	pthread_mutex_unlock(&psi_rcu_reg_lock);
 	psi_reclaim_atfork_child();
-	ps_rcu_fork_done();
+	psi_rcu_fork_done();
 }
 
 /*
@@ -173,16 +173,16 @@ static void ps_rcu_atfork_child(void)
  * handler the application installs (docs/fork.md).  A failure here is
  * retried by psi_rcu_thread_init(), which fails then too.
  */
-__attribute__((constructor)) static void ps_rcu_atfork_install(void)
+__attribute__((constructor)) static void psi_rcu_atfork_install(void)
 {
-	ps_rcu_atfork_ok = !pthread_atfork(ps_rcu_atfork_prepare, ps_rcu_atfork_parent,
-			ps_rcu_atfork_child);
+	psi_rcu_atfork_ok = !pthread_atfork(psi_rcu_atfork_prepare, psi_rcu_atfork_parent,
+			psi_rcu_atfork_child);
 }
 
-static bool ps_rcu_keys_exist(void)
+static bool psi_rcu_keys_exist(void)
 {
-	if (ps_likely(__atomic_load_n(&ps_rcu_keys_ready, __ATOMIC_ACQUIRE))) {
-		PS_ANNOTATE_HAPPENS_AFTER(&ps_rcu_keys_ready); /* the keys were created */
+	if (psi_likely(__atomic_load_n(&psi_rcu_keys_ready, __ATOMIC_ACQUIRE))) {
+		PSI_ANNOTATE_HAPPENS_AFTER(&psi_rcu_keys_ready); /* the keys were created */
 		return true;
 	}
 	return false;
@@ -198,64 +198,64 @@ int psi_rcu_thread_init(void)
 	const struct psi_flavour *f;
 	int err = 0, i;
 
-	if (ps_likely(ps_rcu_keys_exist()))
+	if (psi_likely(psi_rcu_keys_exist()))
 		return 0;
-	pthread_mutex_lock(&ps_rcu_atfork_lock);
-	if (!ps_rcu_atfork_ok)
-		ps_rcu_atfork_ok = !pthread_atfork(ps_rcu_atfork_prepare, ps_rcu_atfork_parent,
-				ps_rcu_atfork_child);
-	err = ps_rcu_atfork_ok ? 0 : ENOMEM;
-	pthread_mutex_unlock(&ps_rcu_atfork_lock);
+	pthread_mutex_lock(&psi_rcu_atfork_lock);
+	if (!psi_rcu_atfork_ok)
+		psi_rcu_atfork_ok = !pthread_atfork(psi_rcu_atfork_prepare, psi_rcu_atfork_parent,
+				psi_rcu_atfork_child);
+	err = psi_rcu_atfork_ok ? 0 : ENOMEM;
+	pthread_mutex_unlock(&psi_rcu_atfork_lock);
 	if (err)
 		return -err;
-	pthread_mutex_lock(&ps_rcu_keys_lock);
+	pthread_mutex_lock(&psi_rcu_keys_lock);
 	for_each_flavour(f, i) {
-		if (ps_rcu_key_ok[i])
+		if (psi_rcu_key_ok[i])
 			continue; /* a key created by an earlier, partly failed call */
-		err = pthread_key_create(&ps_rcu_keys[i], ps_rcu_key_destructor);
-		ps_rcu_key_ok[i] = !err;
+		err = pthread_key_create(&psi_rcu_keys[i], psi_rcu_key_destructor);
+		psi_rcu_key_ok[i] = !err;
 		if (err)
 			break;
 	}
 	if (!err) {
-		PS_ANNOTATE_HAPPENS_BEFORE(&ps_rcu_keys_ready);
-		__atomic_store_n(&ps_rcu_keys_ready, 1, __ATOMIC_RELEASE);
+		PSI_ANNOTATE_HAPPENS_BEFORE(&psi_rcu_keys_ready);
+		__atomic_store_n(&psi_rcu_keys_ready, 1, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&ps_rcu_keys_lock);
+	pthread_mutex_unlock(&psi_rcu_keys_lock);
 	return -err;
 }
 
 void psi_rcu_register(const struct psi_flavour *flavour, void (*urcu_register)(void),
 		struct cds_list_head *urcu_node)
 {
-	struct ps_rcu_reg *self = &ps_rcu_self[flavour->id];
+	struct psi_rcu_reg *self = &psi_rcu_self[flavour->id];
 
-	pthread_mutex_lock(&ps_rcu_reg_lock);
+	pthread_mutex_lock(&psi_rcu_reg_lock);
 	urcu_register();
 	self->urcu_node = urcu_node;
-	cds_list_add(&self->link, &ps_rcu_regs[flavour->id]);
-	pthread_mutex_unlock(&ps_rcu_reg_lock);
+	cds_list_add(&self->link, &psi_rcu_regs[flavour->id]);
+	pthread_mutex_unlock(&psi_rcu_reg_lock);
 	/*
 	 * Every path to a registration went through psi_rcu_thread_init()
 	 * first (a store or map exists, or the thread went online), so the
 	 * keys exist; the call only makes sure of it.
 	 */
-	if (ps_likely(!psi_rcu_thread_init()))
-		(void)pthread_setspecific(ps_rcu_keys[flavour->id], (void *)flavour);
+	if (psi_likely(!psi_rcu_thread_init()))
+		(void)pthread_setspecific(psi_rcu_keys[flavour->id], (void *)flavour);
 }
 
 void psi_rcu_unregister(const struct psi_flavour *flavour, void (*urcu_unregister)(void))
 {
-	struct ps_rcu_reg *self = &ps_rcu_self[flavour->id];
+	struct psi_rcu_reg *self = &psi_rcu_self[flavour->id];
 
-	pthread_mutex_lock(&ps_rcu_reg_lock);
+	pthread_mutex_lock(&psi_rcu_reg_lock);
 	urcu_unregister();
 	cds_list_del(&self->link);
 	self->urcu_node = NULL;
-	pthread_mutex_unlock(&ps_rcu_reg_lock);
+	pthread_mutex_unlock(&psi_rcu_reg_lock);
 	/* No destructor call at exit for a thread that left already. */
-	if (ps_rcu_keys_exist())
-		(void)pthread_setspecific(ps_rcu_keys[flavour->id], NULL);
+	if (psi_rcu_keys_exist())
+		(void)pthread_setspecific(psi_rcu_keys[flavour->id], NULL);
 }
 
 /*
@@ -264,18 +264,18 @@ void psi_rcu_unregister(const struct psi_flavour *flavour, void (*urcu_unregiste
  * Threads still registered then stay registered: polstore/rcu.h asks to
  * unregister them before unloading.
  */
-__attribute__((destructor)) static void ps_rcu_keys_delete(void)
+__attribute__((destructor)) static void psi_rcu_keys_delete(void)
 {
 	int i;
 
-	pthread_mutex_lock(&ps_rcu_keys_lock);
-	__atomic_store_n(&ps_rcu_keys_ready, 0, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&psi_rcu_keys_lock);
+	__atomic_store_n(&psi_rcu_keys_ready, 0, __ATOMIC_RELAXED);
 	for (i = 0; i < PSI_FLAVOUR_COUNT; i++) {
-		if (ps_rcu_key_ok[i])
-			(void)pthread_key_delete(ps_rcu_keys[i]);
-		ps_rcu_key_ok[i] = false;
+		if (psi_rcu_key_ok[i])
+			(void)pthread_key_delete(psi_rcu_keys[i]);
+		psi_rcu_key_ok[i] = false;
 	}
-	pthread_mutex_unlock(&ps_rcu_keys_lock);
+	pthread_mutex_unlock(&psi_rcu_keys_lock);
 }
 
 void ps_rcu_unregister_thread(void)

@@ -17,47 +17,47 @@
 #include "compiler.h"
 
 /*
- * ps_seq_init() - zero @s and declare its count to the thread checkers.
+ * psi_seq_init() - zero @s and declare its count to the thread checkers.
  * Context: before @s is shared.  The count is touched only with atomics
  * (and the writer's own plain read, under the writer lock); the ordering it
- * carries is annotated in ps_seq_read_begin() and ps_seq_write_end().
+ * carries is annotated in psi_seq_read_begin() and psi_seq_write_end().
  */
-static inline void ps_seq_init(struct ps_seqcount *s)
+static inline void psi_seq_init(struct ps_seqcount *s)
 {
-	PS_WRITE_ONCE(s->seq, 0);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&s->seq, sizeof(s->seq)); /* atomics only */
+	PSI_WRITE_ONCE(s->seq, 0);
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->seq, sizeof(s->seq)); /* atomics only */
 }
 
-static inline unsigned ps_seq_read_begin(const struct ps_seqcount *s)
+static inline unsigned psi_seq_read_begin(const struct ps_seqcount *s)
 {
 	unsigned seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
 
-	PS_ANNOTATE_HAPPENS_AFTER(s); /* pairs with ps_seq_write_end() */
+	PSI_ANNOTATE_HAPPENS_AFTER(s); /* pairs with psi_seq_write_end() */
 	return seq;
 }
 
 /*
  * True when the section that began with @start must be retried.  The
  * acquire fence orders the section's data loads before the re-read of the
- * count; it pairs with the release fence in ps_seq_write_begin(): a reader
+ * count; it pairs with the release fence in psi_seq_write_begin(): a reader
  * that saw any store of a write section sees the odd count it began with.
  */
-static inline bool ps_seq_read_retry(const struct ps_seqcount *s, unsigned start)
+static inline bool psi_seq_read_retry(const struct ps_seqcount *s, unsigned start)
 {
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	return (start & 1) || __atomic_load_n(&s->seq, __ATOMIC_RELAXED) != start;
 }
 
-static inline void ps_seq_write_begin(struct ps_seqcount *s)
+static inline void psi_seq_write_begin(struct ps_seqcount *s)
 {
-	PS_WRITE_ONCE(s->seq, s->seq + 1);
+	PSI_WRITE_ONCE(s->seq, s->seq + 1);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
-static inline void ps_seq_write_end(struct ps_seqcount *s)
+static inline void psi_seq_write_end(struct ps_seqcount *s)
 {
 	/* Release: the section's stores are visible to whoever sees the even count. */
-	PS_ANNOTATE_HAPPENS_BEFORE(s);
+	PSI_ANNOTATE_HAPPENS_BEFORE(s);
 	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
 }
 

@@ -10,32 +10,32 @@ void psi_yield(void)
 	sched_yield();
 }
 
-void ps_spin_init(struct ps_spinlock *l)
+void psi_spin_init(struct psi_spinlock *l)
 {
 	memset(l, 0, sizeof(*l));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&l->locked, sizeof(l->locked)); /* atomics only */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&l->starving, sizeof(l->starving)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&l->locked, sizeof(l->locked)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&l->starving, sizeof(l->starving)); /* atomics only */
 }
 
-void psi_spin_lock_slow(struct ps_spinlock *l)
+void psi_spin_lock_slow(struct psi_spinlock *l)
 {
 	unsigned rounds = 0, yields = 0;
 	bool mine = false; /* we raised @starving: the next turn is ours */
 
 	for (;;) {
 		/* Spin on loads so waiters share the line read-only until it is freed. */
-		if (!PS_READ_ONCE(l->locked) && (mine || !PS_READ_ONCE(l->starving)) &&
+		if (!PSI_READ_ONCE(l->locked) && (mine || !PSI_READ_ONCE(l->starving)) &&
 				!__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)) {
 			if (mine)
-				PS_WRITE_ONCE(l->starving, 0);
+				PSI_WRITE_ONCE(l->starving, 0);
 			return;
 		}
-		if (++rounds < PS_SPIN_ROUNDS) {
-			ps_cpu_relax();
+		if (++rounds < PSI_SPIN_ROUNDS) {
+			psi_cpu_relax();
 			continue;
 		}
 		psi_yield();
-		if (!mine && ++yields >= PS_SPIN_STARVE_YIELDS) {
+		if (!mine && ++yields >= PSI_SPIN_STARVE_YIELDS) {
 			int zero = 0;
 
 			mine = __atomic_compare_exchange_n(&l->starving, &zero, 1, false,

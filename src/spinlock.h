@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * ps_spinlock: test-and-test-and-set; waiters spin on a read-only load for
+ * psi_spinlock: test-and-test-and-set; waiters spin on a read-only load for
  * a bounded number of rounds, then sched_yield(), so a preempted holder
  * gets the CPU back when threads outnumber cores (no livelock with 1000
  * threads on 2 cores).  TTAS is unfair: a thread that releases and
  * re-takes the lock in a loop can keep a waiter out indefinitely (seen
  * with readers against a writer).  So a waiter that has yielded
- * PS_SPIN_STARVE_YIELDS times raises @starving; while it is raised nobody
+ * PSI_SPIN_STARVE_YIELDS times raises @starving; while it is raised nobody
  * else takes the lock, and the starving waiter clears it once it has the
  * lock.  A waiter thus waits at most for its yields plus one hand-off.
  *
@@ -23,24 +23,24 @@
 #include "compiler.h"
 #include "lstat.h"
 
-#define PS_SPIN_ROUNDS 128 /* pause rounds before a waiter yields */
-#define PS_SPIN_STARVE_YIELDS 16 /* yields before a waiter claims the next turn */
+#define PSI_SPIN_ROUNDS 128 /* pause rounds before a waiter yields */
+#define PSI_SPIN_STARVE_YIELDS 16 /* yields before a waiter claims the next turn */
 
-struct ps_spinlock {
+struct psi_spinlock {
 	int locked;
 	int starving; /* a long waiter claims the next acquisition */
-	struct ps_lstat_hold hold;
-	struct ps_lstat stat;
+	struct psi_lstat_hold hold;
+	struct psi_lstat stat;
 };
 
 /* Zero @l and declare its atomics-only words to the thread checkers; before @l is shared. */
-void ps_spin_init(struct ps_spinlock *l);
-void psi_spin_lock_slow(struct ps_spinlock *l);
+void psi_spin_init(struct psi_spinlock *l);
+void psi_spin_lock_slow(struct psi_spinlock *l);
 void psi_yield(void);
 
-static inline bool ps_spin_trylock(struct ps_spinlock *l)
+static inline bool psi_spin_trylock(struct psi_spinlock *l)
 {
-	return !PS_READ_ONCE(l->locked) && !PS_READ_ONCE(l->starving) &&
+	return !PSI_READ_ONCE(l->locked) && !PSI_READ_ONCE(l->starving) &&
 	       !__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE);
 }
 
@@ -48,45 +48,45 @@ static inline bool ps_spin_trylock(struct ps_spinlock *l)
  * Take @l, without statistics (a lock built on this one keeps its own).
  * Return: when the wait began for lock_stat, 0 when there was none.
  */
-static inline uint64_t ps_spin_acquire(struct ps_spinlock *l)
+static inline uint64_t psi_spin_acquire(struct psi_spinlock *l)
 {
 	uint64_t wait_start = 0;
 
-	if (ps_unlikely(!ps_spin_trylock(l))) {
-		wait_start = ps_lstat_wait_begin();
+	if (psi_unlikely(!psi_spin_trylock(l))) {
+		wait_start = psi_lstat_wait_begin();
 		psi_spin_lock_slow(l);
 	}
-	PS_ANNOTATE_HAPPENS_AFTER(l); /* pairs with ps_spin_release() */
+	PSI_ANNOTATE_HAPPENS_AFTER(l); /* pairs with psi_spin_release() */
 	return wait_start;
 }
 
-static inline void ps_spin_release(struct ps_spinlock *l)
+static inline void psi_spin_release(struct psi_spinlock *l)
 {
-	PS_ANNOTATE_HAPPENS_BEFORE(l);
+	PSI_ANNOTATE_HAPPENS_BEFORE(l);
 	__atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
 }
 
-static inline void ps_spin_lock(struct ps_spinlock *l)
+static inline void psi_spin_lock(struct psi_spinlock *l)
 {
-	uint64_t wait_start = ps_spin_acquire(l);
+	uint64_t wait_start = psi_spin_acquire(l);
 
 	/* Before the holder's first write, the hold time included. */
-	ps_lstat_acquired(&l->stat, PS_LOCK_STAT_WRITE, wait_start, &l->hold);
+	psi_lstat_acquired(&l->stat, PS_LOCK_STAT_WRITE, wait_start, &l->hold);
 }
 
-static inline void ps_spin_unlock(struct ps_spinlock *l)
+static inline void psi_spin_unlock(struct psi_spinlock *l)
 {
-	ps_lstat_released(&l->stat, PS_LOCK_STAT_WRITE, &l->hold);
-	ps_spin_release(l);
+	psi_lstat_released(&l->stat, PS_LOCK_STAT_WRITE, &l->hold);
+	psi_spin_release(l);
 }
 
 /* Wait, spinning then yielding, while @cond holds.  @cond is re-evaluated each round. */
-#define PS_WAIT_WHILE(cond)                                                                        \
+#define PSI_WAIT_WHILE(cond)                                                                        \
 	do {                                                                                       \
 		unsigned psi_rounds = 0;                                                           \
 		while (cond) {                                                                     \
-			if (++psi_rounds < PS_SPIN_ROUNDS)                                         \
-				ps_cpu_relax();                                                    \
+			if (++psi_rounds < PSI_SPIN_ROUNDS)                                         \
+				psi_cpu_relax();                                                    \
 			else                                                                       \
 				psi_yield();                                                       \
 		}                                                                                  \

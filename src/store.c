@@ -52,7 +52,7 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	s->read_unlock = s->ops->read_unlock;
 	s->lookup_copy = s->ops->lookup_copy;
 	s->lookup_node = s->ops->lookup_node;
-	if (ps_unlikely(psi_checking) && psi_check_store(s)) {
+	if (psi_unlikely(psi_checking) && psi_check_store(s)) {
 		s->ops->destroy(s);
 		return psi_err_null(ENOMEM);
 	}
@@ -97,7 +97,7 @@ struct ps_store *_ps_store_create_inline(enum ps_sync sync, unsigned long abi)
  * A section of an online-by-choice QSBR thread is not seen: liburcu keeps
  * no count of those.
  */
-static bool ps_store_in_own_flavour_section(const struct ps_store *store)
+static bool psi_store_in_own_flavour_section(const struct ps_store *store)
 {
 	const struct psi_flavour *f = psi_variant_of(store)->flavour;
 
@@ -108,11 +108,11 @@ void ps_store_destroy(struct ps_store *store)
 {
 	if (!store)
 		return;
-	if (ps_unlikely(ps_held(store)))
+	if (psi_unlikely(psi_held(store)))
 		psi_misuse("ps_store_destroy()", "%s store %p: called inside its own read-side "
 				"section or foreach callback, whose lock it would free",
 				ps_sync_name(store->sync), (void *)store);
-	if (ps_unlikely(ps_store_in_own_flavour_section(store)))
+	if (psi_unlikely(psi_store_in_own_flavour_section(store)))
 		psi_misuse("ps_store_destroy()", "%s store %p: called inside a read-side section "
 				"of its RCU flavour: it may wait for a grace period, which waits for "
 				"this thread (ps_store_destroy_deferred() never waits)",
@@ -131,15 +131,15 @@ void ps_store_destroy(struct ps_store *store)
  * section or walk, a SEQLOCK walk), or a batch still in flight, make the
  * release try again later (ops->idle()); nothing here ever waits.
  */
-struct ps_store_retire {
-	struct ps_reclaim_item item;
-	struct ps_reclaimer *rc;
+struct psi_store_retire {
+	struct psi_reclaim_item item;
+	struct psi_reclaimer *rc;
 	struct ps_store *store;
 };
 
-static void ps_store_retire_release(struct ps_reclaim_item *item)
+static void psi_store_retire_release(struct psi_reclaim_item *item)
 {
-	struct ps_store_retire *r = ps_container_of(item, struct ps_store_retire, item);
+	struct psi_store_retire *r = psi_container_of(item, struct psi_store_retire, item);
 	struct ps_store *s = r->store;
 
 	if (s->ops->idle && !s->ops->idle(s)) {
@@ -147,14 +147,14 @@ static void ps_store_retire_release(struct ps_reclaim_item *item)
 		return;
 	}
 	/* A grace period has passed: readers that left their sections let go (their read_unlock). */
-	PS_ANNOTATE_HAPPENS_AFTER(s);
+	PSI_ANNOTATE_HAPPENS_AFTER(s);
 	s->ops->destroy(s);
 	psi_free(r);
 }
 
 int ps_store_destroy_deferred(struct ps_store *store)
 {
-	struct ps_store_retire *r;
+	struct psi_store_retire *r;
 	int err;
 
 	if (!store)
@@ -164,7 +164,7 @@ int ps_store_destroy_deferred(struct ps_store *store)
 		return -ENOMEM;
 	r->rc = (psi_variant_of(store)->flavour ?: &psi_flavour_memb)->reclaimer;
 	r->store = store;
-	r->item.release = ps_store_retire_release;
+	r->item.release = psi_store_retire_release;
 	err = psi_reclaim_defer(r->rc, &r->item);
 	if (err)
 		psi_free(r);
@@ -173,12 +173,12 @@ int ps_store_destroy_deferred(struct ps_store *store)
 
 int ps_store_sync_kind(const struct ps_store *store)
 {
-	if (store && ps_unlikely(store->tag == PS_STORE_TAG_DEAD))
+	if (store && psi_unlikely(store->tag == PSI_STORE_TAG_DEAD))
 		psi_check_dead(store, "ps_store_sync_kind()");
 	return store ? (int)store->sync : -EINVAL;
 }
 
-static void ps_store_debug_check(struct ps_store *store)
+static void psi_store_debug_check(struct ps_store *store)
 {
 #ifdef POLSTORE_DEBUG_CHECKS
 	const char *why = NULL;
@@ -200,12 +200,12 @@ int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end, struct ps
 	if (!store || start >= end)
 		return -EINVAL;
 	/* Inside its own lock-based section: the writer lock waits for this thread. */
-	if (ps_unlikely(ps_held(store)))
+	if (psi_unlikely(psi_held(store)))
 		return -EDEADLK;
 	/* The variant allocates every node the update can need before anything changes. */
 	ret = store->ops->set(store, start, end, pol);
 	if (!ret)
-		ps_store_debug_check(store);
+		psi_store_debug_check(store);
 	return ret;
 }
 
@@ -216,7 +216,7 @@ int ps_store_synchronize(struct ps_store *store)
 	if (!store->ops->synchronize)
 		return 0;
 	/* It takes the writer lock, and waits for grace periods. */
-	if (ps_unlikely(ps_held(store) || ps_store_in_own_flavour_section(store)))
+	if (psi_unlikely(psi_held(store) || psi_store_in_own_flavour_section(store)))
 		return -EDEADLK;
 	store->ops->synchronize(store);
 	return 0;
@@ -231,24 +231,24 @@ int ps_store_synchronize(struct ps_store *store)
  * the SEQLOCK's speculative walk.
  */
 #ifdef POLSTORE_ANNOTATE
-#define PS_READ_INLINE 0
+#define PSI_READ_INLINE 0
 #else
-#define PS_READ_INLINE 1
+#define PSI_READ_INLINE 1
 #endif
 
 struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 {
-	if (PS_READ_INLINE)
+	if (PSI_READ_INLINE)
 		return _ps_inl_lookup(store, idx);
-	if (ps_unlikely(!store))
+	if (psi_unlikely(!store))
 		return psi_err_null(EINVAL);
-	/* A tail call: the variant sets errno on a miss (ps_lookup_result()). */
+	/* A tail call: the variant sets errno on a miss (psi_lookup_result()). */
 	return store->lookup(store, idx);
 }
 
 void ps_store_read_lock(struct ps_store *store)
 {
-	if (PS_READ_INLINE)
+	if (PSI_READ_INLINE)
 		_ps_inl_read_lock(store);
 	else if (store)
 		store->read_lock(store);
@@ -256,7 +256,7 @@ void ps_store_read_lock(struct ps_store *store)
 
 void ps_store_read_unlock(struct ps_store *store)
 {
-	if (PS_READ_INLINE)
+	if (PSI_READ_INLINE)
 		_ps_inl_read_unlock(store);
 	else if (store)
 		store->read_unlock(store);
@@ -264,49 +264,49 @@ void ps_store_read_unlock(struct ps_store *store)
 
 const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, uint64_t idx)
 {
-	if (PS_READ_INLINE)
+	if (PSI_READ_INLINE)
 		return _ps_inl_lookup_borrow(store, idx);
 	return store ? store->lookup_borrow(store, idx) : NULL;
 }
 
 int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_policy_view *view)
 {
-	if (PS_READ_INLINE)
+	if (PSI_READ_INLINE)
 		return _ps_inl_lookup_copy(store, idx, view);
-	if (ps_unlikely(!store || _ps_policy_view_check(view)))
+	if (psi_unlikely(!store || _ps_policy_view_check(view)))
 		return -EINVAL;
 	return store->lookup_copy(store, idx, view);
 }
 
 int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node)
 {
-	if (PS_READ_INLINE)
+	if (PSI_READ_INLINE)
 		return _ps_inl_lookup_node(store, idx, local_node);
-	if (ps_unlikely(!store || _ps_node_check(local_node)))
+	if (psi_unlikely(!store || _ps_node_check(local_node)))
 		return -EINVAL;
 	return store->lookup_node(store, idx, local_node);
 }
 
 /* A walk that takes its store's lock exclusively: not inside its own section or walk. */
-static inline bool ps_walk_self_deadlock(const struct ps_store *store)
+static inline bool psi_walk_self_deadlock(const struct ps_store *store)
 {
-	return ps_held(store) && psi_variant_has(store, PSI_V_WALK_EXCL);
+	return psi_held(store) && psi_variant_has(store, PSI_V_WALK_EXCL);
 }
 
 int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
 {
 	if (!store || !fn)
 		return -EINVAL;
-	if (ps_unlikely(ps_walk_self_deadlock(store)))
+	if (psi_unlikely(psi_walk_self_deadlock(store)))
 		return -EDEADLK;
 	return store->ops->foreach(store, fn, arg);
 }
 
 size_t ps_store_count(struct ps_store *store)
 {
-	if (store && ps_unlikely(store->tag == PS_STORE_TAG_DEAD))
+	if (store && psi_unlikely(store->tag == PSI_STORE_TAG_DEAD))
 		psi_check_dead(store, "ps_store_count()");
-	return store ? PS_READ_ONCE(store->rd.tree.count) : 0;
+	return store ? PSI_READ_ONCE(store->rd.tree.count) : 0;
 }
 
 int ps_store_check(struct ps_store *store, const char **why)
@@ -315,7 +315,7 @@ int ps_store_check(struct ps_store *store, const char **why)
 
 	if (!store)
 		return -EINVAL;
-	if (ps_unlikely(ps_held(store)))
+	if (psi_unlikely(psi_held(store)))
 		return -EDEADLK; /* it takes the writer lock */
 	return store->ops->check(store, why ? why : &dummy);
 }
@@ -353,7 +353,7 @@ int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64_t end,
 {
 	if (!store || !fn || start >= end)
 		return -EINVAL;
-	if (ps_unlikely(ps_walk_self_deadlock(store)))
+	if (psi_unlikely(psi_walk_self_deadlock(store)))
 		return -EDEADLK;
 	return store->ops->foreach_range(store, start, end, fn, arg);
 }
@@ -387,10 +387,10 @@ int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops, size_
 			return -EINVAL;
 	if (!n)
 		return 0;
-	if (ps_unlikely(ps_held(store)))
+	if (psi_unlikely(psi_held(store)))
 		return -EDEADLK;
 	ret = store->ops->set_many(store, ops, n);
 	if (!ret)
-		ps_store_debug_check(store);
+		psi_store_debug_check(store);
 	return ret;
 }

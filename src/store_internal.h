@@ -17,7 +17,7 @@
 
 /*
  * Arguments are already checked by store.c: @store is not NULL and
- * start < end.  @lookup returns through ps_lookup_result(), so that
+ * start < end.  @lookup returns through psi_lookup_result(), so that
  * ps_store_lookup() can tail-call it: one call per lookup, not two.
  * @set allocates everything it can need before it changes anything and
  * returns 0 or -ENOMEM (nothing changed).
@@ -41,7 +41,7 @@ struct ps_sync_ops {
 	/* Bytes held besides the live ranges: spares, retired ranges not yet freed (NULL: none). */
 	size_t (*held)(struct ps_store *store);
 	/* The writer lock's statistics (both directions), or NULL without lock_stat. */
-	struct ps_lstat *(*lock_stat)(struct ps_store *store);
+	struct psi_lstat *(*lock_stat)(struct ps_store *store);
 	/*
 	 * Arguments checked by store.c: start < end, out-pointers not
 	 * NULL, n > 0 and every op non-empty.  @foreach_range walks one
@@ -80,7 +80,7 @@ static inline struct ps_store *psi_store_zalloc(size_t size)
 
 	if (s) {
 		s->size = size;
-		ps_rtree_init(&s->rd.tree);
+		psi_rangetree_init(&s->rd.tree);
 	}
 	return s;
 }
@@ -92,10 +92,10 @@ static inline struct ps_store *psi_store_zalloc(size_t size)
  */
 static inline void psi_store_free_ranges(struct ps_store *s)
 {
-	struct ps_range_list removed = { NULL, 0, NULL };
+	struct psi_range_list removed = { NULL, 0, NULL };
 
-	ps_rtree_clear(&s->rd.tree, &removed);
-	ps_range_list_free(&removed);
+	psi_rangetree_clear(&s->rd.tree, &removed);
+	psi_range_list_free(&removed);
 }
 
 /* Set errno to 0 and return NULL (sync_common.c); out of line, a tail call. */
@@ -107,17 +107,17 @@ struct ps_policy *psi_lookup_miss(void);
  * errno is libc's thread-local: out of line, setting it is a tail call off
  * the path of a hit.
  */
-static inline struct ps_policy *ps_lookup_result(struct ps_policy *pol)
+static inline struct ps_policy *psi_lookup_result(struct ps_policy *pol)
 {
-	return ps_likely(pol) ? pol : psi_lookup_miss();
+	return psi_likely(pol) ? pol : psi_lookup_miss();
 }
 
 /* Look the policy up in @t and return it (borrowed) or NULL; for a tree no writer changes. */
-static inline struct ps_policy *ps_rtree_lookup_pol(const struct ps_rtree *t, uint64_t idx)
+static inline struct ps_policy *psi_rangetree_lookup_pol(const struct ps_rtree *t, uint64_t idx)
 {
-	struct ps_range *r = ps_rtree_lookup(t, idx);
+	struct ps_range *r = psi_rangetree_lookup(t, idx);
 
-	return r ? PS_READ_ONCE(r->pol) : NULL;
+	return r ? PSI_READ_ONCE(r->pol) : NULL;
 }
 
 /*
@@ -126,7 +126,7 @@ static inline struct ps_policy *ps_rtree_lookup_pol(const struct ps_rtree *t, ui
  * the thread inside one) and yields a token for END(s, token), which
  * closes it; BORROW(s, idx) is the variant's borrowed lookup.
  */
-#define PS_DEFINE_LOOKUP_COPY_NODE(pfx, BEGIN, BORROW, END)                                        \
+#define PSI_DEFINE_LOOKUP_COPY_NODE(pfx, BEGIN, BORROW, END)                                        \
 	static int pfx##_lookup_copy(struct ps_store *s, uint64_t idx,                             \
 			struct ps_policy_view *view)                                               \
 	{                                                                                          \

@@ -3,16 +3,16 @@
  * The RCU store: one copy-on-write red-black tree, written once and
  * compiled once per liburcu flavour (sync_rcu.c: memb, sync_qsbr.c: qsbr).
  * An include-template: the including file defines its read side
- *   PS_COW_READ_ENTER(), PS_COW_READ_EXIT()   a read-side section;
- *   PS_COW_IN_SECTION()    true when the calling thread is inside a section
+ *   PSI_COW_READ_ENTER(), PSI_COW_READ_EXIT()   a read-side section;
+ *   PSI_COW_IN_SECTION()    true when the calling thread is inside a section
  *                          already, so a lookup needs none of its own
  *                          (QSBR: an online thread); optional;
  * and names the rest:
- *   PS_COW_FLAVOUR         the flavour's hook table (rcu_flavour.h), which
+ *   PSI_COW_FLAVOUR         the flavour's hook table (rcu_flavour.h), which
  *                          the write side calls: may it wait, around a
  *                          wait, a grace period, the reclaim thread;
- *   PS_COW_OPS             the name of the ops table;
- *   PS_COW_NAME            the variant's name, for stall warnings.
+ *   PSI_COW_OPS             the name of the ops table;
+ *   PSI_COW_NAME            the variant's name, for stall warnings.
  *
  * Why readers are safe.  A set copies the ranges it changes and the ones
  * between them and the highest it changes, links the copies into one new
@@ -22,7 +22,7 @@
  * can reach is written (colours excepted, which readers never load).  A
  * reader walks down once, never retries, never blocks, and writes nothing
  * but its own liburcu per-thread counter (nothing at all under QSBR).  A
- * lookup is linearizable (rbtree.c says why at ps_rb_publish()); a set at
+ * lookup is linearizable (rbtree.c says why at psi_rb_publish()); a set at
  * its publication.
  *
  * Walks that must see one version (foreach, foreach_range) announce
@@ -38,7 +38,7 @@
  * it after a grace period, i.e. after every reader that could have reached
  * them has left its section.  Removed ranges drop their policy reference
  * then; replaced ones drop none (the copy took it over: struct
- * ps_rtree_cow).  So a set never waits for readers.
+ * psi_rangetree_cow).  So a set never waits for readers.
  *
  * Memory in proportion.  A store holds its live ranges and nothing else:
  * spare ranges live with the writing thread (struct cow_thread), not in
@@ -48,19 +48,19 @@
  * depot, a plain array of free chunks, where writers refill their spares;
  * the reclaim thread loads no range (the record lists them by pointer).
  * A thread keeps the spares its recent operations reserved (a bound from
- * the height of the trees it wrote), the depot at most PS_COW_DEPOT_MAX
+ * the height of the trees it wrote), the depot at most PSI_COW_DEPOT_MAX
  * chunks while sets run and none once they stop (cow_depot_idle());
  * retired memory is back in the depot one grace period after the set,
  * about a millisecond.
  *
  * Allocation: before each operation of the tree an update reserves what
  * the operation can take in the worst case (rangetree.c); -ENOMEM there
- * throws the update away (ps_rtree_cow_abort()), and everything is as it
+ * throws the update away (psi_rangetree_cow_abort()), and everything is as it
  * was.  A set also reserves its record's chunks before it publishes.
  *
  * Memory bound: ranges retired and not yet released are those of the
  * records queued (psi_reclaim_pending()).  Should the reclaim thread fall
- * behind by more than PS_COW_PENDING_MAX ranges (a grace period that does
+ * behind by more than PSI_COW_PENDING_MAX ranges (a grace period that does
  * not end: a QSBR thread online without quiescent states), a set called
  * outside every read-side section (the flavour's can_wait()) waits for a grace
  * period and releases its record itself instead of queueing it; one called
@@ -77,17 +77,17 @@
 #include "testpoint.h"
 
 /* A grace period of the flavour, named in its stall warnings. */
-static inline void ps_cow_synchronize(void)
+static inline void psi_cow_synchronize(void)
 {
-	PS_COW_FLAVOUR->synchronize("a set or synchronize of an " PS_COW_NAME " store");
+	PSI_COW_FLAVOUR->synchronize("a set or synchronize of an " PSI_COW_NAME " store");
 }
 
-#ifdef PS_COW_IN_SECTION
+#ifdef PSI_COW_IN_SECTION
 /* Out of line, off the path of the lookups that need no section. */
-#define PS_COW_LOOKUP_SECTION static __attribute__((noinline))
+#define PSI_COW_LOOKUP_SECTION static __attribute__((noinline))
 #else
-#define PS_COW_IN_SECTION() false
-#define PS_COW_LOOKUP_SECTION static inline
+#define PSI_COW_IN_SECTION() false
+#define PSI_COW_LOOKUP_SECTION static inline
 #endif
 
 /*
@@ -97,19 +97,19 @@ static inline void ps_cow_synchronize(void)
  * at the root.  TSan sees the release store into the slot itself.
  */
 #if defined(POLSTORE_ANNOTATE) && !defined(POLSTORE_TSAN)
-#define PS_COW_CHECKER_ROOT() (RUNNING_ON_VALGRIND != 0)
+#define PSI_COW_CHECKER_ROOT() (RUNNING_ON_VALGRIND != 0)
 #else
-#define PS_COW_CHECKER_ROOT() false
+#define PSI_COW_CHECKER_ROOT() false
 #endif
 
 /* Retired ranges in flight past which a set that may wait releases its own record. */
-#define PS_COW_PENDING_MAX (1 << 18)
+#define PSI_COW_PENDING_MAX (1 << 18)
 /* Chunks the flavour's depot keeps at most; beyond, released ones are freed. */
-#define PS_COW_DEPOT_MAX 16384
+#define PSI_COW_DEPOT_MAX 16384
 /* Chunks a thread takes from the depot beyond what its operation needs. */
-#define PS_COW_REFILL 32
+#define PSI_COW_REFILL 32
 /* A thread's keep halves after this many sets that needed less. */
-#define PS_COW_KEEP_DECAY 4096
+#define PSI_COW_KEEP_DECAY 4096
 
 /* Annotation key: every record released happens before the flavour's barrier returns. */
 static char cow_recs_done __attribute__((unused));
@@ -121,19 +121,19 @@ static char cow_recs_done __attribute__((unused));
  * then the policy references to drop ([n, n + npols)), recorded by the
  * writer while they are in its cache.
  */
-#define PS_COW_REC_SLOTS 3
-#define PS_COW_EXT_SLOTS 7
+#define PSI_COW_REC_SLOTS 3
+#define PSI_COW_EXT_SLOTS 7
 
 struct cow_rec_ext {
 	struct cow_rec_ext *next;
-	void *slot[PS_COW_EXT_SLOTS];
+	void *slot[PSI_COW_EXT_SLOTS];
 };
 
 struct cow_rec {
-	struct ps_reclaim_item item; /* item.next links a store's stalled records too */
+	struct psi_reclaim_item item; /* item.next links a store's stalled records too */
 	struct cow_rec_ext *ext;
 	uint32_t n, npols;
-	void *slot[PS_COW_REC_SLOTS];
+	void *slot[PSI_COW_REC_SLOTS];
 };
 _Static_assert(sizeof(struct cow_rec) <= sizeof(struct ps_range), "a record is a range chunk");
 _Static_assert(sizeof(struct cow_rec_ext) <= sizeof(struct ps_range), "so is an extension");
@@ -141,8 +141,8 @@ _Static_assert(sizeof(struct cow_rec_ext) <= sizeof(struct ps_range), "so is an 
 /* The chunks a record of @slots slots takes. */
 static inline size_t rec_chunks(size_t slots)
 {
-	return slots <= PS_COW_REC_SLOTS ? 1 :
-	       1 + (slots - PS_COW_REC_SLOTS + PS_COW_EXT_SLOTS - 1) / PS_COW_EXT_SLOTS;
+	return slots <= PSI_COW_REC_SLOTS ? 1 :
+	       1 + (slots - PSI_COW_REC_SLOTS + PSI_COW_EXT_SLOTS - 1) / PSI_COW_EXT_SLOTS;
 }
 
 /* Slot @i of @r: in the first chunk, or in extension (i - 3) / 7. */
@@ -150,17 +150,17 @@ static void **rec_slot(struct cow_rec *r, size_t i)
 {
 	struct cow_rec_ext *e;
 
-	if (i < PS_COW_REC_SLOTS)
+	if (i < PSI_COW_REC_SLOTS)
 		return &r->slot[i];
-	i -= PS_COW_REC_SLOTS;
-	for (e = r->ext; i >= PS_COW_EXT_SLOTS; i -= PS_COW_EXT_SLOTS)
+	i -= PSI_COW_REC_SLOTS;
+	for (e = r->ext; i >= PSI_COW_EXT_SLOTS; i -= PSI_COW_EXT_SLOTS)
 		e = e->next;
 	return &e->slot[i];
 }
 
 /* A writing thread's memory for its sets. */
 struct cow_thread {
-	struct ps_rtree_cow_mem mem;
+	struct psi_rangetree_cow_mem mem;
 	size_t keep;    /* spares kept after a set: the most one operation reserved lately */
 	unsigned sets;  /* sets since @keep last halved */
 	bool keyed;     /* the thread-exit destructor will free this */
@@ -184,7 +184,7 @@ static struct {
 	pthread_mutex_t lock;
 	size_t nfree;
 	size_t n; /* atomic copy of @nfree, for reads outside @lock */
-	void *free[PS_COW_DEPOT_MAX];
+	void *free[PSI_COW_DEPOT_MAX];
 } cow_depot = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static pthread_key_t cow_key;
@@ -192,7 +192,7 @@ static pthread_once_t cow_key_once = PTHREAD_ONCE_INIT;
 static bool cow_key_ok;
 static __thread struct cow_thread *cow_self;
 
-struct ps_store_cow {
+struct psi_store_cow {
 	struct ps_store base;
 	pthread_mutex_t wlock __ps_cacheline_aligned;
 	/* Under @wlock: */
@@ -206,42 +206,42 @@ struct ps_store_cow {
 	struct cow_rec *stalled;
 	size_t nstalled;               /* ranges on @stalled; atomic */
 };
-_Static_assert(offsetof(struct ps_store_cow, base) == 0, "psi_store_zalloc(): base first");
+_Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
 
-static inline struct ps_store_cow *to_cow(struct ps_store *s)
+static inline struct psi_store_cow *to_cow(struct ps_store *s)
 {
-	return ps_container_of(s, struct ps_store_cow, base);
+	return psi_container_of(s, struct psi_store_cow, base);
 }
 
 /* The published root: loaded first, then declared to the thread checkers. */
-static inline struct ps_rb_node *cow_root(struct ps_store_cow *cs)
+static inline struct ps_rb_node *cow_root(struct psi_store_cow *cs)
 {
-	struct ps_rb_node *root = ps_rb_load_root(&cs->base.rd.tree.root);
+	struct ps_rb_node *root = psi_rb_load_root(&cs->base.rd.tree.root);
 
-	PS_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_commit() */
+	PSI_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_commit() */
 	return root;
 }
 
-static inline struct ps_policy *cow_lookup_pol(struct ps_store_cow *cs, uint64_t idx)
+static inline struct ps_policy *cow_lookup_pol(struct psi_store_cow *cs, uint64_t idx)
 {
-	struct ps_range *r = ps_rtree_lookup_from(cow_root(cs), idx);
+	struct ps_range *r = psi_rangetree_lookup_from(cow_root(cs), idx);
 
-	return r ? PS_READ_ONCE(r->pol) : NULL;
+	return r ? PSI_READ_ONCE(r->pol) : NULL;
 }
 
 static struct ps_store *cow_create(void)
 {
-	struct ps_store *s = psi_store_zalloc(sizeof(struct ps_store_cow));
-	struct ps_store_cow *cs;
+	struct ps_store *s = psi_store_zalloc(sizeof(struct psi_store_cow));
+	struct psi_store_cow *cs;
 
 	if (!s)
 		return NULL;
 	cs = to_cow(s);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->queued, sizeof(cs->queued));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->stalled, sizeof(cs->stalled));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cs->nstalled, sizeof(cs->nstalled));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->queued, sizeof(cs->queued));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->stalled, sizeof(cs->stalled));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->nstalled, sizeof(cs->nstalled));
 	pthread_mutex_init(&cs->wlock, NULL);
 	return s;
 }
@@ -309,9 +309,9 @@ static void rec_release(struct cow_rec *r)
 	size_t k = rec_size(r);
 
 	rec_put_policies(r);
-	if (__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) + k <= PS_COW_DEPOT_MAX &&
+	if (__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) + k <= PSI_COW_DEPOT_MAX &&
 			!pthread_mutex_trylock(&cow_depot.lock)) {
-		if (cow_depot.nfree + k <= PS_COW_DEPOT_MAX) {
+		if (cow_depot.nfree + k <= PSI_COW_DEPOT_MAX) {
 			cow_depot.nfree += rec_chunks_to(r, cow_depot.free + cow_depot.nfree);
 			__atomic_store_n(&cow_depot.n, cow_depot.nfree, __ATOMIC_RELAXED);
 			pthread_mutex_unlock(&cow_depot.lock);
@@ -322,16 +322,16 @@ static void rec_release(struct cow_rec *r)
 	rec_free(r);
 }
 
-static void cow_rec_free(struct ps_reclaim_item *item)
+static void cow_rec_free(struct psi_reclaim_item *item)
 {
-	struct cow_rec *r = ps_container_of(item, struct cow_rec, item);
+	struct cow_rec *r = psi_container_of(item, struct cow_rec, item);
 
-	PS_ANNOTATE_HAPPENS_AFTER(r); /* the writer filled @r before queueing it */
+	PSI_ANNOTATE_HAPPENS_AFTER(r); /* the writer filled @r before queueing it */
 	/* A grace period has passed since the ranges left the published tree: readers let go. */
-	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
+	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	rec_release(r);
-	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
-	if (ps_unlikely(psi_reclaim_test_hook))
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
+	if (psi_unlikely(psi_reclaim_test_hook))
 		psi_reclaim_test_hook();
 }
 
@@ -341,7 +341,7 @@ static void rec_chain_free_now(struct cow_rec *r)
 	struct cow_rec *next;
 
 	for (; r; r = next) {
-		next = r->item.next ? ps_container_of(r->item.next, struct cow_rec, item) : NULL;
+		next = r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
 		rec_put_policies(r);
 		rec_free(r);
 	}
@@ -363,7 +363,7 @@ static void cow_thread_free(void *arg)
 	pthread_mutex_lock(&cow_threads_lock);
 	cow_thread_unlink(t);
 	pthread_mutex_unlock(&cow_threads_lock);
-	ps_rtree_cow_mem_free(&t->mem);
+	psi_rangetree_cow_mem_free(&t->mem);
 	psi_free(t);
 }
 
@@ -392,7 +392,7 @@ static void cow_fork_child(void)
 			continue;
 		cow_thread_unlink(t);
 		t->mem.used.n = 0;
-		ps_rtree_cow_mem_free(&t->mem);
+		psi_rangetree_cow_mem_free(&t->mem);
 		psi_free(t);
 	}
 	pthread_mutex_unlock(&cow_threads_lock);
@@ -409,11 +409,11 @@ static void cow_thread_exit(void *arg)
 static void cow_key_create(void)
 {
 	/* Read without the lock as a hint (relaxed atomics; helgrind and DRD see plain accesses). */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cow_depot.n, sizeof(cow_depot.n));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cow_depot.n, sizeof(cow_depot.n));
 	cow_key_ok = !pthread_key_create(&cow_key, cow_thread_exit);
 	/* Without the handlers a child keeps the other threads' spares, unreachable: a leak. */
 	(void)pthread_atfork(cow_fork_prepare, cow_fork_parent, cow_fork_child);
-	PS_ANNOTATE_HAPPENS_BEFORE(&cow_key_once); /* helgrind and DRD do not see pthread_once() */
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_key_once); /* helgrind and DRD do not see pthread_once() */
 }
 
 /*
@@ -453,20 +453,20 @@ __attribute__((destructor)) static void cow_unload(void)
 /*
  * Put chunks from the depot in the spares until they number @want (and a
  * few more, as the spares' array has room).  Allocates nothing: the
- * caller reserved the array (ps_rtree_cow_mem_reserve()).  Only tries the
+ * caller reserved the array (psi_rangetree_cow_mem_reserve()).  Only tries the
  * lock.
  */
-static void cow_refill(struct ps_rtree_cow_mem *m, size_t want)
+static void cow_refill(struct psi_rangetree_cow_mem *m, size_t want)
 {
 	size_t k;
 
-	want += PS_COW_REFILL;
+	want += PSI_COW_REFILL;
 	if (want > m->spares.cap)
 		want = m->spares.cap;
 	if (want <= m->spares.n || !__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) ||
 			pthread_mutex_trylock(&cow_depot.lock))
 		return;
-	PS_TEST_POINT(PS_TP_COW_DEPOT_LOCKED);
+	PSI_TEST_POINT(PSI_TP_COW_DEPOT_LOCKED);
 	k = want - m->spares.n;
 	if (k > cow_depot.nfree)
 		k = cow_depot.nfree;
@@ -481,14 +481,14 @@ static struct cow_thread *cow_thread_get(void)
 {
 	struct cow_thread *t = cow_self;
 
-	if (ps_likely(t))
+	if (psi_likely(t))
 		return t;
 	t = psi_zalloc(sizeof(*t));
 	if (!t)
 		return NULL;
 	t->mem.refill = cow_refill;
 	pthread_once(&cow_key_once, cow_key_create);
-	PS_ANNOTATE_HAPPENS_AFTER(&cow_key_once);
+	PSI_ANNOTATE_HAPPENS_AFTER(&cow_key_once);
 	pthread_mutex_lock(&cow_threads_lock);
 	t->next = cow_threads;
 	t->pprev = &cow_threads;
@@ -500,7 +500,7 @@ static struct cow_thread *cow_thread_get(void)
 	t->keyed = cow_key_ok && !pthread_setspecific(cow_key, t);
 	cow_self = t;
 	/* Once per thread: the reclaim thread empties the depot when sets stop. */
-	psi_reclaim_on_idle(PS_COW_FLAVOUR->reclaimer, cow_depot_idle);
+	psi_reclaim_on_idle(PSI_COW_FLAVOUR->reclaimer, cow_depot_idle);
 	return t;
 }
 
@@ -510,11 +510,11 @@ static struct cow_thread *cow_thread_get(void)
  */
 static void cow_thread_settle(struct cow_thread *t)
 {
-	struct ps_range_vec *sp = &t->mem.spares;
+	struct psi_range_vec *sp = &t->mem.spares;
 	size_t peak = t->mem.peak, k;
 
 	t->mem.peak = 0;
-	if (++t->sets >= PS_COW_KEEP_DECAY) {
+	if (++t->sets >= PSI_COW_KEEP_DECAY) {
 		t->keep /= 2;
 		t->sets = 0;
 	}
@@ -525,12 +525,12 @@ static void cow_thread_settle(struct cow_thread *t)
 		cow_self = NULL;
 		return;
 	}
-	if (sp->n <= t->keep + PS_COW_REFILL)
+	if (sp->n <= t->keep + PSI_COW_REFILL)
 		return; /* a margin, or chunks would go back and forth every set */
 	k = sp->n - t->keep;
-	if (__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) + k <= PS_COW_DEPOT_MAX &&
+	if (__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) + k <= PSI_COW_DEPOT_MAX &&
 			!pthread_mutex_trylock(&cow_depot.lock)) {
-		if (cow_depot.nfree + k <= PS_COW_DEPOT_MAX) {
+		if (cow_depot.nfree + k <= PSI_COW_DEPOT_MAX) {
 			sp->n -= k;
 			memcpy(cow_depot.free + cow_depot.nfree, sp->v + sp->n, k * sizeof(void *));
 			cow_depot.nfree += k;
@@ -538,7 +538,7 @@ static void cow_thread_settle(struct cow_thread *t)
 		}
 		pthread_mutex_unlock(&cow_depot.lock);
 	}
-	ps_rtree_cow_mem_trim(&t->mem, t->keep);
+	psi_rangetree_cow_mem_trim(&t->mem, t->keep);
 }
 
 /* ps_store_synchronize(), ps_store_destroy(): the calling thread keeps no spares. */
@@ -559,16 +559,16 @@ static void cow_thread_trim(void)
 /* Wait until every record queued before has been released (outside every section). */
 static void cow_wait_records(void)
 {
-	bool token = PS_COW_FLAVOUR->wait_enter();
+	bool token = PSI_COW_FLAVOUR->wait_enter();
 
-	psi_reclaim_barrier(PS_COW_FLAVOUR->reclaimer);
-	PS_COW_FLAVOUR->wait_exit(token);
-	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
+	psi_reclaim_barrier(PSI_COW_FLAVOUR->reclaimer);
+	PSI_COW_FLAVOUR->wait_exit(token);
+	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 }
 
 static void cow_destroy(struct ps_store *s)
 {
-	struct ps_store_cow *cs = to_cow(s);
+	struct psi_store_cow *cs = to_cow(s);
 
 	/*
 	 * No reader may run during destroy (store.h): everything can go at
@@ -578,12 +578,12 @@ static void cow_destroy(struct ps_store *s)
 	 * it returns, as the other variants' are.
 	 */
 	/* Every section that reached these ranges has ended (a deferred destroy: a grace period ago). */
-	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
+	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	psi_store_free_ranges(s);
 	rec_chain_free_now(__atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE));
 	/* On the reclaim thread (a release that destroys a store) its records went first. */
 	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED) &&
-			!psi_reclaim_is_self(PS_COW_FLAVOUR->reclaimer)) {
+			!psi_reclaim_is_self(PSI_COW_FLAVOUR->reclaimer)) {
 		cow_wait_records();
 		cow_depot_drain();
 	}
@@ -595,14 +595,14 @@ static void cow_destroy(struct ps_store *s)
 static void cow_read_lock(struct ps_store *s)
 {
 	(void)s;
-	PS_COW_READ_ENTER();
+	PSI_COW_READ_ENTER();
 }
 
 static void cow_read_unlock(struct ps_store *s)
 {
-	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done); /* pairs with the grace period before a release */
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done); /* pairs with the grace period before a release */
 	(void)s;
-	PS_COW_READ_EXIT();
+	PSI_COW_READ_EXIT();
 }
 
 static const struct ps_policy *cow_lookup_borrow(struct ps_store *s, uint64_t idx)
@@ -617,46 +617,46 @@ static inline struct ps_policy *cow_get(struct ps_store *s, uint64_t idx)
 
 	/* The range holds its reference for our whole section: a plain increment is safe. */
 	pol = _ps_policy_get(cow_lookup_pol(to_cow(s), idx));
-	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	return pol;
 }
 
-PS_COW_LOOKUP_SECTION struct ps_policy *cow_lookup_section(struct ps_store *s, uint64_t idx)
+PSI_COW_LOOKUP_SECTION struct ps_policy *cow_lookup_section(struct ps_store *s, uint64_t idx)
 {
 	struct ps_policy *pol;
 
-	PS_COW_READ_ENTER();
+	PSI_COW_READ_ENTER();
 	pol = cow_get(s, idx);
-	PS_COW_READ_EXIT();
-	return ps_lookup_result(pol);
+	PSI_COW_READ_EXIT();
+	return psi_lookup_result(pol);
 }
 
 static struct ps_policy *cow_lookup(struct ps_store *s, uint64_t idx)
 {
-	if (!PS_COW_IN_SECTION())
+	if (!PSI_COW_IN_SECTION())
 		return cow_lookup_section(s, idx);
-	return ps_lookup_result(cow_get(s, idx));
+	return psi_lookup_result(cow_get(s, idx));
 }
 
 /* A section of its own unless the thread is inside one (an online QSBR thread). */
 static inline int cow_section_begin(struct ps_store *s)
 {
 	(void)s;
-	if (PS_COW_IN_SECTION())
+	if (PSI_COW_IN_SECTION())
 		return 0;
-	PS_COW_READ_ENTER();
+	PSI_COW_READ_ENTER();
 	return 1;
 }
 
 static inline void cow_section_end(struct ps_store *s, int entered)
 {
 	(void)s;
-	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done); /* pairs with the grace period before a release */
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done); /* pairs with the grace period before a release */
 	if (entered)
-		PS_COW_READ_EXIT();
+		PSI_COW_READ_EXIT();
 }
 
-PS_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_section_end)
+PSI_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_section_end)
 
 /*
  * Queue @r (what one set retired) for a grace period.  Outside every
@@ -664,26 +664,26 @@ PS_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_sectio
  * for the grace period here and release it; inside one without a thread,
  * keep it on the store for a later set, synchronize or destroy.
  */
-static void cow_retire(struct ps_store_cow *cs, struct cow_rec *r)
+static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
 {
-	bool can_wait = PS_COW_FLAVOUR->can_wait();
+	bool can_wait = PSI_COW_FLAVOUR->can_wait();
 	size_t n = r->n;
 
 	r->item.release = cow_rec_free;
-	PS_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
+	PSI_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
 	if (!__atomic_load_n(&cs->queued, __ATOMIC_RELAXED))
 		__atomic_store_n(&cs->queued, true, __ATOMIC_RELAXED);
-	if (!(can_wait && psi_reclaim_pending(PS_COW_FLAVOUR->reclaimer) > PS_COW_PENDING_MAX) &&
-			!psi_reclaim_defer_weighed(PS_COW_FLAVOUR->reclaimer, &r->item, n))
+	if (!(can_wait && psi_reclaim_pending(PSI_COW_FLAVOUR->reclaimer) > PSI_COW_PENDING_MAX) &&
+			!psi_reclaim_defer_weighed(PSI_COW_FLAVOUR->reclaimer, &r->item, n))
 		return;
 	if (can_wait) {
 		int cancel;
 
 		/* A cancellation here would lose the record: acted on at the next point instead. */
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-		ps_cow_synchronize();
+		psi_cow_synchronize();
 		pthread_setcancelstate(cancel, NULL);
-		PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
+		PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 		rec_release(r);
 		return;
 	}
@@ -699,7 +699,7 @@ static void cow_retire(struct ps_store_cow *cs, struct cow_rec *r)
 }
 
 /* Release the records no reclaim thread took, after a grace period (outside every section). */
-static void cow_release_stalled(struct ps_store_cow *cs)
+static void cow_release_stalled(struct psi_store_cow *cs)
 {
 	struct cow_rec *r = __atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE), *next;
 	bool token;
@@ -710,19 +710,19 @@ static void cow_release_stalled(struct ps_store_cow *cs)
 	__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
 	/* As in cow_retire(): not a cancellation point, nothing taken is lost. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	token = PS_COW_FLAVOUR->wait_enter();
-	ps_cow_synchronize();
-	PS_COW_FLAVOUR->wait_exit(token);
+	token = PSI_COW_FLAVOUR->wait_enter();
+	psi_cow_synchronize();
+	PSI_COW_FLAVOUR->wait_exit(token);
 	pthread_setcancelstate(cancel, NULL);
-	PS_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
+	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	for (; r; r = next) {
-		next = r->item.next ? ps_container_of(r->item.next, struct cow_rec, item) : NULL;
+		next = r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
 		rec_release(r);
 	}
 }
 
 /* The slots a record of update @c can need at most: every range retired, then every reference. */
-static inline size_t rec_slots_max(const struct ps_rtree_cow *c)
+static inline size_t rec_slots_max(const struct psi_rangetree_cow *c)
 {
 	return c->replaced.n + 2 * c->removed.n;
 }
@@ -738,7 +738,7 @@ static inline void rec_put(struct rec_cursor *k, void *p)
 {
 	if (!k->left) {
 		k->slot = k->next->slot;
-		k->left = PS_COW_EXT_SLOTS;
+		k->left = PSI_COW_EXT_SLOTS;
 		k->next = k->next->next;
 	}
 	*k->slot++ = p;
@@ -754,9 +754,9 @@ static inline void rec_put(struct rec_cursor *k, void *p)
  * Return: the record, or NULL when there is nothing to release; *@nodes:
  * the tree nodes retired.
  */
-static struct cow_rec *cow_record(struct ps_rtree_cow *c, struct cow_thread *t, size_t *nodes)
+static struct cow_rec *cow_record(struct psi_rangetree_cow *c, struct cow_thread *t, size_t *nodes)
 {
-	struct ps_range_vec *sp = &t->mem.spares;
+	struct psi_range_vec *sp = &t->mem.spares;
 	size_t carriers = 0, slots, chunks, i;
 	struct rec_cursor k;
 	struct cow_rec *r;
@@ -779,13 +779,13 @@ static struct cow_rec *cow_record(struct ps_rtree_cow *c, struct cow_thread *t, 
 	}
 	r->n = (uint32_t)(c->replaced.n + c->removed.n - carriers);
 	r->npols = (uint32_t)c->removed.n;
-	k = (struct rec_cursor){ r->slot, PS_COW_REC_SLOTS, r->ext };
-	while ((x = ps_range_list_pop(&c->replaced)))
+	k = (struct rec_cursor){ r->slot, PSI_COW_REC_SLOTS, r->ext };
+	while ((x = psi_range_list_pop(&c->replaced)))
 		rec_put(&k, x);
 	for (x = c->removed.head; x; x = x->next_free)
 		if (x->start != x->end)
 			rec_put(&k, x);
-	while ((x = ps_range_list_pop(&c->removed))) {
+	while ((x = psi_range_list_pop(&c->removed))) {
 		rec_put(&k, x->pol);
 		if (x->start == x->end) {
 			if (sp->n < sp->cap)
@@ -811,7 +811,7 @@ static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
  * *@rp the record to queue once @wlock is dropped (NULL when the update
  * retired nothing), or -ENOMEM with the update thrown away.
  */
-static int cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c, struct cow_thread *t,
+static int cow_commit(struct psi_store_cow *cs, struct psi_rangetree_cow *c, struct cow_thread *t,
 		struct cow_rec **rp)
 {
 	size_t retired;
@@ -823,15 +823,15 @@ static int cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c, struct co
 	 * goes to the root).
 	 */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	walk = __atomic_load_n(&cs->walkers, __ATOMIC_RELAXED) != 0 || PS_COW_CHECKER_ROOT();
+	walk = __atomic_load_n(&cs->walkers, __ATOMIC_RELAXED) != 0 || PSI_COW_CHECKER_ROOT();
 	/* Before anything is published: the copies a root publication takes, the record's chunks. */
-	if (ps_rtree_cow_ready_publish(c, walk, rec_chunks(rec_slots_max(c)))) {
-		ps_rtree_cow_abort(c);
+	if (psi_rangetree_cow_ready_publish(c, walk, rec_chunks(rec_slots_max(c)))) {
+		psi_rangetree_cow_abort(c);
 		*rp = NULL;
 		return -ENOMEM;
 	}
-	/* ps_rtree_cow_publish() tells the thread checkers (after the last copy). */
-	root = ps_rtree_cow_publish(c, &cs->base.rd.tree, walk);
+	/* psi_rangetree_cow_publish() tells the thread checkers (after the last copy). */
+	root = psi_rangetree_cow_publish(c, &cs->base.rd.tree, walk);
 	*rp = cow_record(c, t, &retired);
 	cs->stats.sets++;
 	cs->stats.root_publications += root;
@@ -840,24 +840,24 @@ static int cow_commit(struct ps_store_cow *cs, struct ps_rtree_cow *c, struct co
 	return 0;
 }
 
-static void cow_walk_begin(struct ps_store_cow *cs)
+static void cow_walk_begin(struct psi_store_cow *cs)
 {
 	__atomic_fetch_add(&cs->walkers, 1, __ATOMIC_RELAXED);
 	/* Pairs with the fence in cow_commit(): see the file comment. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-static void cow_walk_end(struct ps_store_cow *cs)
+static void cow_walk_end(struct psi_store_cow *cs)
 {
 	__atomic_fetch_sub(&cs->walkers, 1, __ATOMIC_RELEASE);
 }
 
 /* The end of every update: queue what it retired, keep the spares in proportion. */
-static void cow_finish(struct ps_store_cow *cs, struct cow_thread *t, struct cow_rec *r)
+static void cow_finish(struct psi_store_cow *cs, struct cow_thread *t, struct cow_rec *r)
 {
 	if (r)
 		cow_retire(cs, r);
-	if (ps_unlikely(__atomic_load_n(&cs->stalled, __ATOMIC_RELAXED)) && PS_COW_FLAVOUR->can_wait())
+	if (psi_unlikely(__atomic_load_n(&cs->stalled, __ATOMIC_RELAXED)) && PSI_COW_FLAVOUR->can_wait())
 		cow_release_stalled(cs);
 	cow_thread_settle(t);
 }
@@ -870,20 +870,20 @@ static void cow_finish(struct ps_store_cow *cs, struct cow_thread *t, struct cow
  */
 static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
-	struct ps_store_cow *cs = to_cow(s);
+	struct psi_store_cow *cs = to_cow(s);
 	struct cow_thread *t = cow_thread_get();
 	struct cow_rec *r = NULL;
-	struct ps_rtree_cow c;
+	struct psi_rangetree_cow c;
 	size_t i;
 	int ret = 0;
 
 	if (!t)
 		return -ENOMEM;
 	pthread_mutex_lock(&cs->wlock);
-	ps_rtree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &t->mem);
+	psi_rangetree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &t->mem);
 	for (i = 0; i < n; i++) {
-		if (!ps_rtree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol)) {
-			ps_rtree_cow_abort(&c);
+		if (!psi_rangetree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol)) {
+			psi_rangetree_cow_abort(&c);
 			ret = -ENOMEM;
 			break;
 		}
@@ -904,7 +904,7 @@ static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 
 static void cow_synchronize(struct ps_store *s)
 {
-	struct ps_store_cow *cs = to_cow(s);
+	struct psi_store_cow *cs = to_cow(s);
 
 	/* Documented: never inside a read-side section; a QSBR thread goes offline here. */
 	cow_release_stalled(cs);
@@ -915,30 +915,30 @@ static void cow_synchronize(struct ps_store *s)
 
 static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
-	struct ps_store_cow *cs = to_cow(s);
+	struct psi_store_cow *cs = to_cow(s);
 	struct ps_rtree snap;
 	int ret;
 
 	/* One version, announced so that no set changes it in place; no writer waits. */
-	PS_COW_READ_ENTER();
+	PSI_COW_READ_ENTER();
 	cow_walk_begin(cs);
 	snap.root.node = cow_root(cs);
 	snap.count = 0;
-	ret = ps_rtree_foreach(&snap, fn, arg);
+	ret = psi_rangetree_foreach(&snap, fn, arg);
 	cow_walk_end(cs);
-	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
-	PS_COW_READ_EXIT();
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
+	PSI_COW_READ_EXIT();
 	return ret;
 }
 
 static int cow_check(struct ps_store *s, const char **why)
 {
-	struct ps_store_cow *cs = to_cow(s);
+	struct psi_store_cow *cs = to_cow(s);
 	int ret;
 
 	/* Takes only the writer mutex, which no holder keeps across a grace period. */
 	pthread_mutex_lock(&cs->wlock);
-	ret = ps_rtree_check(&cs->base.rd.tree, why);
+	ret = psi_rangetree_check(&cs->base.rd.tree, why);
 	pthread_mutex_unlock(&cs->wlock);
 	return ret;
 }
@@ -949,7 +949,7 @@ static size_t cow_held(struct ps_store *s)
 	return __atomic_load_n(&to_cow(s)->nstalled, __ATOMIC_RELAXED) * sizeof(struct ps_range);
 }
 
-static struct ps_lstat *cow_lock_stat(struct ps_store *s)
+static struct psi_lstat *cow_lock_stat(struct ps_store *s)
 {
 	(void)s;
 	return NULL;
@@ -957,7 +957,7 @@ static struct ps_lstat *cow_lock_stat(struct ps_store *s)
 
 static int cow_stats(struct ps_store *s, struct ps_store_stats *st)
 {
-	struct ps_store_cow *cs = to_cow(s);
+	struct psi_store_cow *cs = to_cow(s);
 
 	pthread_mutex_lock(&cs->wlock);
 	*st = cs->stats;
@@ -968,16 +968,16 @@ static int cow_stats(struct ps_store *s, struct ps_store_stats *st)
 static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn,
 		void *arg)
 {
-	struct ps_store_cow *cs = to_cow(s);
+	struct psi_store_cow *cs = to_cow(s);
 	int ret;
 
 	/* As cow_foreach(): one version, announced. */
-	PS_COW_READ_ENTER();
+	PSI_COW_READ_ENTER();
 	cow_walk_begin(cs);
-	ret = ps_rtree_foreach_range_from(cow_root(cs), start, end, fn, arg);
+	ret = psi_rangetree_foreach_range_from(cow_root(cs), start, end, fn, arg);
 	cow_walk_end(cs);
-	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
-	PS_COW_READ_EXIT();
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
+	PSI_COW_READ_EXIT();
 	return ret;
 }
 
@@ -988,7 +988,7 @@ static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, p
 static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		const struct ps_policy **pol)
 {
-	struct ps_range *r = ps_rtree_next_from(cow_root(to_cow(s)), idx);
+	struct ps_range *r = psi_rangetree_next_from(cow_root(to_cow(s)), idx);
 
 	if (!r)
 		return -ENOENT;
@@ -1002,32 +1002,32 @@ static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, ui
 static inline int cow_next_get(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		struct ps_policy **pol)
 {
-	struct ps_range *r = ps_rtree_next_from(cow_root(to_cow(s)), idx);
+	struct ps_range *r = psi_rangetree_next_from(cow_root(to_cow(s)), idx);
 
 	if (r) {
 		*start = r->start;
 		*end = r->end;
 		*pol = _ps_policy_get(r->pol);
 	}
-	PS_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	return r ? 0 : -ENOENT;
 }
 
-PS_COW_LOOKUP_SECTION int cow_next_section(struct ps_store *s, uint64_t idx, uint64_t *start,
+PSI_COW_LOOKUP_SECTION int cow_next_section(struct ps_store *s, uint64_t idx, uint64_t *start,
 		uint64_t *end, struct ps_policy **pol)
 {
 	int ret;
 
-	PS_COW_READ_ENTER();
+	PSI_COW_READ_ENTER();
 	ret = cow_next_get(s, idx, start, end, pol);
-	PS_COW_READ_EXIT();
+	PSI_COW_READ_EXIT();
 	return ret;
 }
 
 static int cow_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		struct ps_policy **pol)
 {
-	if (!PS_COW_IN_SECTION())
+	if (!PSI_COW_IN_SECTION())
 		return cow_next_section(s, idx, start, end, pol);
 	return cow_next_get(s, idx, start, end, pol);
 }
@@ -1037,7 +1037,7 @@ static int cow_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 	return cow_update(s, ops, n);
 }
 
-const struct ps_sync_ops PS_COW_OPS = {
+const struct ps_sync_ops PSI_COW_OPS = {
 	.create = cow_create,
 	.destroy = cow_destroy,
 	.lookup = cow_lookup,

@@ -18,31 +18,31 @@
 #include "lock.h"
 #include "store_internal.h"
 
-struct ps_store_locked {
+struct psi_store_locked {
 	struct ps_store base; /* base.rd.tree: the tree, under @lock */
-	struct ps_lock lock;  /* last: allocated to ps_lock_size() of the kind */
+	struct psi_lock lock;  /* last: allocated to psi_lock_size() of the kind */
 };
-_Static_assert(offsetof(struct ps_store_locked, base) == 0, "psi_store_zalloc(): base first");
+_Static_assert(offsetof(struct psi_store_locked, base) == 0, "psi_store_zalloc(): base first");
 
-psi_always_inline struct ps_store_locked *to_locked(struct ps_store *s)
+psi_always_inline struct psi_store_locked *to_locked(struct ps_store *s)
 {
-	return ps_container_of(s, struct ps_store_locked, base);
+	return psi_container_of(s, struct psi_store_locked, base);
 }
 
-psi_always_inline struct ps_lock *lock_of(struct ps_store *s)
+psi_always_inline struct psi_lock *lock_of(struct ps_store *s)
 {
 	return &to_locked(s)->lock;
 }
 
-psi_always_inline struct ps_store *locked_create_k(enum ps_lock_kind k)
+psi_always_inline struct ps_store *locked_create_k(enum psi_lock_kind k)
 {
-	size_t size = offsetof(struct ps_store_locked, lock) + ps_lock_size(k);
+	size_t size = offsetof(struct psi_store_locked, lock) + psi_lock_size(k);
 	/* Cache-line aligned, as the rwlock's slots need. */
 	struct ps_store *s = psi_store_zalloc(size);
 
 	if (!s)
 		return NULL;
-	ps_lock_init(lock_of(s), k);
+	psi_lock_init(lock_of(s), k);
 	return s;
 }
 
@@ -58,61 +58,61 @@ static void locked_destroy(struct ps_store *s)
  * nest (rwlock.h).  Every section is recorded (held.h) for the writers'
  * -EDEADLK (store.c).
  */
-psi_always_inline bool locked_self_deadlock(struct ps_store *s, enum ps_lock_kind k)
+psi_always_inline bool locked_self_deadlock(struct ps_store *s, enum psi_lock_kind k)
 {
-	return k == PS_LOCK_SPIN && ps_held(s);
+	return k == PSI_LOCK_SPIN && psi_held(s);
 }
 
-psi_always_inline void locked_section_enter(struct ps_store *s, enum ps_lock_kind k)
+psi_always_inline void locked_section_enter(struct ps_store *s, enum psi_lock_kind k)
 {
-	ps_lock_read_lock(lock_of(s), k);
-	ps_held_push(s);
+	psi_lock_read_lock(lock_of(s), k);
+	psi_held_push(s);
 }
 
-psi_always_inline void locked_section_exit(struct ps_store *s, enum ps_lock_kind k)
+psi_always_inline void locked_section_exit(struct ps_store *s, enum psi_lock_kind k)
 {
-	ps_held_pop(s);
-	ps_lock_read_unlock(lock_of(s), k);
+	psi_held_pop(s);
+	psi_lock_read_unlock(lock_of(s), k);
 }
 
 static const struct ps_policy *locked_lookup_borrow(struct ps_store *s, uint64_t idx)
 {
-	return ps_rtree_lookup_pol(&to_locked(s)->base.rd.tree, idx);
+	return psi_rangetree_lookup_pol(&to_locked(s)->base.rd.tree, idx);
 }
 
 psi_always_inline struct ps_policy *locked_lookup_k(struct ps_store *s, uint64_t idx,
-		enum ps_lock_kind k)
+		enum psi_lock_kind k)
 {
 	struct ps_policy *pol;
 
 	if (locked_self_deadlock(s, k))
 		return psi_err_null(EDEADLK);
-	ps_lock_read_lock(lock_of(s), k);
-	pol = _ps_policy_get(ps_rtree_lookup_pol(&s->rd.tree, idx));
-	ps_lock_read_unlock(lock_of(s), k);
-	return ps_lookup_result(pol);
+	psi_lock_read_lock(lock_of(s), k);
+	pol = _ps_policy_get(psi_rangetree_lookup_pol(&s->rd.tree, idx));
+	psi_lock_read_unlock(lock_of(s), k);
+	return psi_lookup_result(pol);
 }
 
 psi_always_inline int locked_foreach_k(struct ps_store *s, ps_foreach_fn fn, void *arg,
-		enum ps_lock_kind k)
+		enum psi_lock_kind k)
 {
 	int ret;
 
 	if (locked_self_deadlock(s, k))
 		return -EDEADLK;
 	locked_section_enter(s, k);
-	ret = ps_rtree_foreach(&s->rd.tree, fn, arg);
+	ret = psi_rangetree_foreach(&s->rd.tree, fn, arg);
 	locked_section_exit(s, k);
 	return ret;
 }
 
-psi_always_inline int locked_check_k(struct ps_store *s, const char **why, enum ps_lock_kind k)
+psi_always_inline int locked_check_k(struct ps_store *s, const char **why, enum psi_lock_kind k)
 {
 	int ret;
 
-	ps_lock_write_lock(lock_of(s), k);
-	ret = ps_rtree_check(&s->rd.tree, why);
-	ps_lock_write_unlock(lock_of(s), k);
+	psi_lock_write_lock(lock_of(s), k);
+	ret = psi_rangetree_check(&s->rd.tree, why);
+	psi_lock_write_unlock(lock_of(s), k);
 	return ret;
 }
 
@@ -120,15 +120,15 @@ psi_always_inline int locked_check_k(struct ps_store *s, const char **why, enum 
  * No section or walk holds the lock at this instant; none can take it
  * later (ps_store_destroy_deferred(): nobody finds the store any more).
  */
-psi_always_inline bool locked_idle_k(struct ps_store *s, enum ps_lock_kind k)
+psi_always_inline bool locked_idle_k(struct ps_store *s, enum psi_lock_kind k)
 {
-	if (!ps_lock_write_trylock(lock_of(s), k))
+	if (!psi_lock_write_trylock(lock_of(s), k))
 		return false;
-	if (k == PS_LOCK_SPIN) {
-		PS_ANNOTATE_HAPPENS_AFTER(&lock_of(s)->spin); /* pairs with the last unlock */
-		ps_spin_release(&lock_of(s)->spin);
+	if (k == PSI_LOCK_SPIN) {
+		PSI_ANNOTATE_HAPPENS_AFTER(&lock_of(s)->spin); /* pairs with the last unlock */
+		psi_spin_release(&lock_of(s)->spin);
 	} else {
-		ps_rwlock_write_unlock(&lock_of(s)->rw);
+		psi_rwlock_write_unlock(&lock_of(s)->rw);
 	}
 	return true;
 }
@@ -136,14 +136,14 @@ psi_always_inline bool locked_idle_k(struct ps_store *s, enum ps_lock_kind k)
 /* ---- windows, walks by position, batches ---- */
 
 psi_always_inline int locked_foreach_range_k(struct ps_store *s, uint64_t start, uint64_t end,
-		ps_foreach_fn fn, void *arg, enum ps_lock_kind k)
+		ps_foreach_fn fn, void *arg, enum psi_lock_kind k)
 {
 	int ret;
 
 	if (locked_self_deadlock(s, k))
 		return -EDEADLK;
 	locked_section_enter(s, k);
-	ret = ps_rtree_foreach_range(&s->rd.tree, start, end, fn, arg);
+	ret = psi_rangetree_foreach_range(&s->rd.tree, start, end, fn, arg);
 	locked_section_exit(s, k);
 	return ret;
 }
@@ -152,7 +152,7 @@ psi_always_inline int locked_foreach_range_k(struct ps_store *s, uint64_t start,
 static int locked_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		const struct ps_policy **pol)
 {
-	struct ps_range *r = ps_rtree_next(&to_locked(s)->base.rd.tree, idx);
+	struct ps_range *r = psi_rangetree_next(&to_locked(s)->base.rd.tree, idx);
 
 	if (!r)
 		return -ENOENT;
@@ -163,82 +163,82 @@ static int locked_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start,
 }
 
 psi_always_inline int locked_next_k(struct ps_store *s, uint64_t idx, uint64_t *start,
-		uint64_t *end, struct ps_policy **pol, enum ps_lock_kind k)
+		uint64_t *end, struct ps_policy **pol, enum psi_lock_kind k)
 {
 	struct ps_range *r;
 
 	if (locked_self_deadlock(s, k))
 		return -EDEADLK;
-	ps_lock_read_lock(lock_of(s), k);
-	r = ps_rtree_next(&s->rd.tree, idx);
+	psi_lock_read_lock(lock_of(s), k);
+	r = psi_rangetree_next(&s->rd.tree, idx);
 	if (r) {
 		*start = r->start;
 		*end = r->end;
 		*pol = _ps_policy_get(r->pol);
 	}
-	ps_lock_read_unlock(lock_of(s), k);
+	psi_lock_read_unlock(lock_of(s), k);
 	return r ? 0 : -ENOENT;
 }
 
 /* Every op under one hold of the lock: readers see none of the batch or all of it. */
 /* In place a set takes no copies: the new range and a split tail at most, per op. */
 psi_always_inline int locked_set_many_k(struct ps_store *s, const struct ps_set_op *ops, size_t n,
-		enum ps_lock_kind k)
+		enum psi_lock_kind k)
 {
-	struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
+	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
 	size_t i;
 
-	if (n > (size_t)INT_MAX / PS_RTREE_SET_MAX_NEW ||
-			ps_range_list_fill(&spares, (int)(n * PS_RTREE_SET_MAX_NEW)))
+	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW ||
+			psi_range_list_fill(&spares, (int)(n * PSI_RANGETREE_SET_MAX_NEW)))
 		return -ENOMEM;
-	ps_lock_write_lock(lock_of(s), k);
+	psi_lock_write_lock(lock_of(s), k);
 	for (i = 0; i < n; i++)
-		ps_rtree_set(&s->rd.tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
-	ps_lock_write_unlock(lock_of(s), k);
+		psi_rangetree_set(&s->rd.tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
+	psi_lock_write_unlock(lock_of(s), k);
 	/* No reader can reach them: they were unlinked under the exclusive lock. */
-	ps_range_list_free(&removed);
-	ps_range_list_free(&spares);
+	psi_range_list_free(&removed);
+	psi_range_list_free(&spares);
 	return 0;
 }
 
 /* A section of its own for lookup_copy/_node is a read lock; a set is a batch of one. */
-psi_always_inline void locked_read_lock_k(struct ps_store *s, enum ps_lock_kind k)
+psi_always_inline void locked_read_lock_k(struct ps_store *s, enum psi_lock_kind k)
 {
 	if (locked_self_deadlock(s, k))
 		psi_misuse("ps_store_read_lock()", "%s store %p: this thread holds its lock already "
 				"(a section of this store is open): it would wait for itself",
-				k == PS_LOCK_SPIN ? "spin" : "rwlock", (void *)s);
+				k == PSI_LOCK_SPIN ? "spin" : "rwlock", (void *)s);
 	locked_section_enter(s, k);
 }
 
 psi_always_inline int locked_lookup_copy_k(struct ps_store *s, uint64_t idx,
-		struct ps_policy_view *view, enum ps_lock_kind k)
+		struct ps_policy_view *view, enum psi_lock_kind k)
 {
 	int ret;
 
 	if (locked_self_deadlock(s, k))
 		return -EDEADLK;
-	ps_lock_read_lock(lock_of(s), k);
+	psi_lock_read_lock(lock_of(s), k);
 	ret = _ps_policy_view_fill(locked_lookup_borrow(s, idx), view);
-	ps_lock_read_unlock(lock_of(s), k);
+	psi_lock_read_unlock(lock_of(s), k);
 	return ret;
 }
 
 psi_always_inline int locked_lookup_node_k(struct ps_store *s, uint64_t idx, int local_node,
-		enum ps_lock_kind k)
+		enum psi_lock_kind k)
 {
 	int node;
 
 	if (locked_self_deadlock(s, k))
 		return -EDEADLK;
-	ps_lock_read_lock(lock_of(s), k);
+	psi_lock_read_lock(lock_of(s), k);
 	node = _ps_policy_node(locked_lookup_borrow(s, idx), idx, local_node);
-	ps_lock_read_unlock(lock_of(s), k);
+	psi_lock_read_unlock(lock_of(s), k);
 	return node;
 }
 
 psi_always_inline int locked_set_k(struct ps_store *s, uint64_t start, uint64_t end,
-		struct ps_policy *pol, enum ps_lock_kind k)
+		struct ps_policy *pol, enum psi_lock_kind k)
 {
 	const struct ps_set_op op = { .start = start, .end = end, .pol = pol };
 
@@ -249,74 +249,74 @@ psi_always_inline int locked_set_k(struct ps_store *s, uint64_t start, uint64_t 
 
 static struct ps_store *spin_create(void)
 {
-	return locked_create_k(PS_LOCK_SPIN);
+	return locked_create_k(PSI_LOCK_SPIN);
 }
 
 static void spin_read_lock(struct ps_store *s)
 {
-	locked_read_lock_k(s, PS_LOCK_SPIN);
+	locked_read_lock_k(s, PSI_LOCK_SPIN);
 }
 
 static void spin_read_unlock(struct ps_store *s)
 {
-	locked_section_exit(s, PS_LOCK_SPIN);
+	locked_section_exit(s, PSI_LOCK_SPIN);
 }
 
 static struct ps_policy *spin_lookup(struct ps_store *s, uint64_t idx)
 {
-	return locked_lookup_k(s, idx, PS_LOCK_SPIN);
+	return locked_lookup_k(s, idx, PSI_LOCK_SPIN);
 }
 
 static int spin_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
 {
-	return locked_lookup_copy_k(s, idx, view, PS_LOCK_SPIN);
+	return locked_lookup_copy_k(s, idx, view, PSI_LOCK_SPIN);
 }
 
 static int spin_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
 {
-	return locked_lookup_node_k(s, idx, local_node, PS_LOCK_SPIN);
+	return locked_lookup_node_k(s, idx, local_node, PSI_LOCK_SPIN);
 }
 
 static int spin_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	return locked_set_k(s, start, end, pol, PS_LOCK_SPIN);
+	return locked_set_k(s, start, end, pol, PSI_LOCK_SPIN);
 }
 
 static int spin_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
-	return locked_foreach_k(s, fn, arg, PS_LOCK_SPIN);
+	return locked_foreach_k(s, fn, arg, PSI_LOCK_SPIN);
 }
 
 static int spin_check(struct ps_store *s, const char **why)
 {
-	return locked_check_k(s, why, PS_LOCK_SPIN);
+	return locked_check_k(s, why, PSI_LOCK_SPIN);
 }
 
-static struct ps_lstat *spin_lock_stat(struct ps_store *s)
+static struct psi_lstat *spin_lock_stat(struct ps_store *s)
 {
-	return ps_lock_stat(lock_of(s), PS_LOCK_SPIN);
+	return psi_lock_stat(lock_of(s), PSI_LOCK_SPIN);
 }
 
 static int spin_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn,
 		void *arg)
 {
-	return locked_foreach_range_k(s, start, end, fn, arg, PS_LOCK_SPIN);
+	return locked_foreach_range_k(s, start, end, fn, arg, PSI_LOCK_SPIN);
 }
 
 static int spin_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		struct ps_policy **pol)
 {
-	return locked_next_k(s, idx, start, end, pol, PS_LOCK_SPIN);
+	return locked_next_k(s, idx, start, end, pol, PSI_LOCK_SPIN);
 }
 
 static int spin_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
-	return locked_set_many_k(s, ops, n, PS_LOCK_SPIN);
+	return locked_set_many_k(s, ops, n, PSI_LOCK_SPIN);
 }
 
 static bool spin_idle(struct ps_store *s)
 {
-	return locked_idle_k(s, PS_LOCK_SPIN);
+	return locked_idle_k(s, PSI_LOCK_SPIN);
 }
 
 const struct ps_sync_ops psi_sync_spin_ops = {
@@ -343,74 +343,74 @@ const struct ps_sync_ops psi_sync_spin_ops = {
 
 static struct ps_store *rwlock_create(void)
 {
-	return locked_create_k(PS_LOCK_RWLOCK);
+	return locked_create_k(PSI_LOCK_RWLOCK);
 }
 
 static void rwlock_read_lock(struct ps_store *s)
 {
-	locked_read_lock_k(s, PS_LOCK_RWLOCK);
+	locked_read_lock_k(s, PSI_LOCK_RWLOCK);
 }
 
 static void rwlock_read_unlock(struct ps_store *s)
 {
-	locked_section_exit(s, PS_LOCK_RWLOCK);
+	locked_section_exit(s, PSI_LOCK_RWLOCK);
 }
 
 static struct ps_policy *rwlock_lookup(struct ps_store *s, uint64_t idx)
 {
-	return locked_lookup_k(s, idx, PS_LOCK_RWLOCK);
+	return locked_lookup_k(s, idx, PSI_LOCK_RWLOCK);
 }
 
 static int rwlock_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
 {
-	return locked_lookup_copy_k(s, idx, view, PS_LOCK_RWLOCK);
+	return locked_lookup_copy_k(s, idx, view, PSI_LOCK_RWLOCK);
 }
 
 static int rwlock_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
 {
-	return locked_lookup_node_k(s, idx, local_node, PS_LOCK_RWLOCK);
+	return locked_lookup_node_k(s, idx, local_node, PSI_LOCK_RWLOCK);
 }
 
 static int rwlock_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	return locked_set_k(s, start, end, pol, PS_LOCK_RWLOCK);
+	return locked_set_k(s, start, end, pol, PSI_LOCK_RWLOCK);
 }
 
 static int rwlock_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
-	return locked_foreach_k(s, fn, arg, PS_LOCK_RWLOCK);
+	return locked_foreach_k(s, fn, arg, PSI_LOCK_RWLOCK);
 }
 
 static int rwlock_check(struct ps_store *s, const char **why)
 {
-	return locked_check_k(s, why, PS_LOCK_RWLOCK);
+	return locked_check_k(s, why, PSI_LOCK_RWLOCK);
 }
 
-static struct ps_lstat *rwlock_lock_stat(struct ps_store *s)
+static struct psi_lstat *rwlock_lock_stat(struct ps_store *s)
 {
-	return ps_lock_stat(lock_of(s), PS_LOCK_RWLOCK);
+	return psi_lock_stat(lock_of(s), PSI_LOCK_RWLOCK);
 }
 
 static int rwlock_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn,
 		void *arg)
 {
-	return locked_foreach_range_k(s, start, end, fn, arg, PS_LOCK_RWLOCK);
+	return locked_foreach_range_k(s, start, end, fn, arg, PSI_LOCK_RWLOCK);
 }
 
 static int rwlock_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		struct ps_policy **pol)
 {
-	return locked_next_k(s, idx, start, end, pol, PS_LOCK_RWLOCK);
+	return locked_next_k(s, idx, start, end, pol, PSI_LOCK_RWLOCK);
 }
 
 static int rwlock_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
-	return locked_set_many_k(s, ops, n, PS_LOCK_RWLOCK);
+	return locked_set_many_k(s, ops, n, PSI_LOCK_RWLOCK);
 }
 
 static bool rwlock_idle(struct ps_store *s)
 {
-	return locked_idle_k(s, PS_LOCK_RWLOCK);
+	return locked_idle_k(s, PSI_LOCK_RWLOCK);
 }
 
 const struct ps_sync_ops psi_sync_rwlock_ops = {

@@ -10,10 +10,10 @@
 #include "rcu_stall.h"
 #include "store_internal.h"
 
-#define PS_COW_READ_ENTER() ps_qsbr_read_enter()
-#define PS_COW_IN_SECTION() ps_qsbr_in_section()
-#define PS_COW_READ_EXIT() ps_qsbr_read_exit()
-#define PS_COW_FLAVOUR (&psi_flavour_qsbr)
-#define PS_COW_OPS psi_sync_qsbr_ops
-#define PS_COW_NAME "rcu-qsbr"
+#define PSI_COW_READ_ENTER() psi_qsbr_read_enter()
+#define PSI_COW_IN_SECTION() psi_qsbr_in_section()
+#define PSI_COW_READ_EXIT() psi_qsbr_read_exit()
+#define PSI_COW_FLAVOUR (&psi_flavour_qsbr)
+#define PSI_COW_OPS psi_sync_qsbr_ops
+#define PSI_COW_NAME "rcu-qsbr"
 #include "sync_cow-impl.h"

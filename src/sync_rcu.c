@@ -7,9 +7,9 @@
 #include "rcu_reclaim.h"
 #include "store_internal.h"
 
-#define PS_COW_READ_ENTER() ps_memb_read_lock()
-#define PS_COW_READ_EXIT() ps_memb_read_unlock()
-#define PS_COW_FLAVOUR (&psi_flavour_memb)
-#define PS_COW_OPS psi_sync_rcu_ops
-#define PS_COW_NAME "rcu"
+#define PSI_COW_READ_ENTER() psi_memb_read_lock()
+#define PSI_COW_READ_EXIT() psi_memb_read_unlock()
+#define PSI_COW_FLAVOUR (&psi_flavour_memb)
+#define PSI_COW_OPS psi_sync_rcu_ops
+#define PSI_COW_NAME "rcu"
 #include "sync_cow-impl.h"

@@ -3,7 +3,7 @@
  * SEQLOCK store: writers take a spinlock and bracket their change with a
  * sequence count; readers walk the tree with no lock and retry when the
  * count says a writer intervened, taking the writer lock after
- * PS_SEQ_RETRIES failed tries so a reader always finishes.
+ * PSI_SEQ_RETRIES failed tries so a reader always finishes.
  *
  * Why a reader never touches freed memory: readers run inside a liburcu
  * memb read-side section, and a writer frees the ranges it unlinked only
@@ -12,7 +12,7 @@
  * its policy reference, so even a reader that reached it through a stale
  * pointer reads real nodes and may take a plain reference on its policy.
  * Unlinked ranges are retired in batches: the set that fills a batch
- * (PS_SEQ_RETIRE_BATCH ranges) hands it to the memb reclaim thread
+ * (PSI_SEQ_RETIRE_BATCH ranges) hands it to the memb reclaim thread
  * (rcu_reclaim.h), which frees it after a grace period, so no set waits
  * for one (should the small batch header fail to allocate, or no reclaim
  * thread start, that set waits and frees the batch itself: nothing is
@@ -21,7 +21,7 @@
  * frees the partial batch and waits for those in flight.
  *
  * Why a reader never loops forever: writers rotate in place, so a racing
- * walk can see a transient cycle; ps_rtree_lookup() gives up after
+ * walk can see a transient cycle; psi_rangetree_lookup() gives up after
  * PS_RB_MAX_DEPTH steps, and the attempt counts as failed.
  *
  * Linearizability: an attempt whose count was even and unchanged saw the
@@ -40,44 +40,44 @@
 #include "spinlock.h"
 #include "store_internal.h"
 
-#define PS_SEQ_RETRIES 4
-#define PS_SEQ_RETIRE_BATCH 64
+#define PSI_SEQ_RETRIES 4
+#define PSI_SEQ_RETIRE_BATCH 64
 
 /* Annotation key: every batch freed happens before the reclaim barrier returns. */
 static char seq_batches_done __attribute__((unused));
 
-struct ps_store_seq {
+struct psi_store_seq {
 	struct ps_store base;
 	/* base.rd: the count and the tree, one line, one miss for a reader. */
-	struct ps_spinlock lock __ps_cacheline_aligned;
-	struct ps_range_list retired; /* unlinked, waiting for a grace period; under @lock */
+	struct psi_spinlock lock __ps_cacheline_aligned;
+	struct psi_range_list retired; /* unlinked, waiting for a grace period; under @lock */
 	size_t inflight; /* atomic: batches handed to the reclaim thread and not yet freed */
 };
-_Static_assert(offsetof(struct ps_store_seq, base) == 0, "psi_store_zalloc(): base first");
+_Static_assert(offsetof(struct psi_store_seq, base) == 0, "psi_store_zalloc(): base first");
 
-static inline struct ps_store_seq *to_seq(struct ps_store *s)
+static inline struct psi_store_seq *to_seq(struct ps_store *s)
 {
-	return ps_container_of(s, struct ps_store_seq, base);
+	return psi_container_of(s, struct psi_store_seq, base);
 }
 
 static struct ps_store *seq_create(void)
 {
-	struct ps_store *s = psi_store_zalloc(sizeof(struct ps_store_seq));
+	struct ps_store *s = psi_store_zalloc(sizeof(struct psi_store_seq));
 
 	if (!s)
 		return NULL;
-	ps_spin_init(&to_seq(s)->lock);
-	ps_seq_init(&s->rd.seq);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&to_seq(s)->inflight, sizeof(to_seq(s)->inflight));
+	psi_spin_init(&to_seq(s)->lock);
+	psi_seq_init(&s->rd.seq);
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&to_seq(s)->inflight, sizeof(to_seq(s)->inflight));
 	return s;
 }
 
 static void seq_destroy(struct ps_store *s)
 {
-	struct ps_store_seq *ss = to_seq(s);
+	struct psi_store_seq *ss = to_seq(s);
 
 	psi_store_free_ranges(s);
-	ps_range_list_free(&ss->retired); /* no reader may run during destroy */
+	psi_range_list_free(&ss->retired); /* no reader may run during destroy */
 	/*
 	 * Batches in flight hold policy references (dropped when destroy
 	 * returns) and point at the store: wait for them.  Their release
@@ -85,46 +85,46 @@ static void seq_destroy(struct ps_store *s)
 	 */
 	if (__atomic_load_n(&ss->inflight, __ATOMIC_ACQUIRE))
 		psi_reclaim_barrier(psi_flavour_memb.reclaimer);
-	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
+	PSI_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 	psi_free_aligned(ss);
 }
 
 static void seq_read_lock(struct ps_store *s)
 {
 	(void)s;
-	ps_memb_read_lock();
+	psi_memb_read_lock();
 }
 
 static void seq_read_unlock(struct ps_store *s)
 {
-	PS_ANNOTATE_HAPPENS_BEFORE(s); /* pairs with the grace period in seq_set() */
-	ps_memb_read_unlock();
+	PSI_ANNOTATE_HAPPENS_BEFORE(s); /* pairs with the grace period in seq_set() */
+	psi_memb_read_unlock();
 }
 
-/* The fallback after PS_SEQ_RETRIES failed tries: out of line, off the fast path. */
+/* The fallback after PSI_SEQ_RETRIES failed tries: out of line, off the fast path. */
 static __attribute__((noinline, cold)) struct ps_policy *seq_read_locked(
-		struct ps_store_seq *ss, uint64_t idx)
+		struct psi_store_seq *ss, uint64_t idx)
 {
 	struct ps_policy *pol;
 
-	ps_spin_lock(&ss->lock);
-	pol = ps_rtree_lookup_pol(&ss->base.rd.tree, idx);
-	ps_spin_unlock(&ss->lock);
+	psi_spin_lock(&ss->lock);
+	pol = psi_rangetree_lookup_pol(&ss->base.rd.tree, idx);
+	psi_spin_unlock(&ss->lock);
 	return pol;
 }
 
 /* Inside a memb read-side section; inlined into both lookups. */
-static inline struct ps_policy *seq_read(struct ps_store_seq *ss, uint64_t idx)
+static inline struct ps_policy *seq_read(struct psi_store_seq *ss, uint64_t idx)
 {
 	struct ps_policy *pol;
 	int tries;
 
-	for (tries = 0; tries < PS_SEQ_RETRIES; tries++) {
-		unsigned start = ps_seq_read_begin(&ss->base.rd.seq);
+	for (tries = 0; tries < PSI_SEQ_RETRIES; tries++) {
+		unsigned start = psi_seq_read_begin(&ss->base.rd.seq);
 		struct ps_range *r;
 
 		if (start & 1) {
-			ps_cpu_relax(); /* a writer is inside: don't walk a tree in flux */
+			psi_cpu_relax(); /* a writer is inside: don't walk a tree in flux */
 			continue;
 		}
 		/*
@@ -132,11 +132,11 @@ static inline struct ps_policy *seq_read(struct ps_store_seq *ss, uint64_t idx)
 		 * the count did not change, and nodes stay valid memory for the
 		 * whole memb section.  Not a data race to report.
 		 */
-		PS_ANNOTATE_IGNORE_READS_BEGIN();
-		r = ps_rtree_lookup(&ss->base.rd.tree, idx);
-		pol = r && r != PS_RTREE_OVERRUN ? PS_READ_ONCE(r->pol) : NULL;
-		PS_ANNOTATE_IGNORE_READS_END();
-		if (!ps_seq_read_retry(&ss->base.rd.seq, start) && r != PS_RTREE_OVERRUN)
+		PSI_ANNOTATE_IGNORE_READS_BEGIN();
+		r = psi_rangetree_lookup(&ss->base.rd.tree, idx);
+		pol = r && r != PS_RTREE_OVERRUN ? PSI_READ_ONCE(r->pol) : NULL;
+		PSI_ANNOTATE_IGNORE_READS_END();
+		if (!psi_seq_read_retry(&ss->base.rd.seq, start) && r != PS_RTREE_OVERRUN)
 			return pol;
 	}
 	return seq_read_locked(ss, idx);
@@ -159,40 +159,40 @@ static inline void seq_section_end(struct ps_store *s, int token)
 	seq_read_unlock(s);
 }
 
-PS_DEFINE_LOOKUP_COPY_NODE(seq, seq_section_begin, seq_lookup_borrow, seq_section_end)
+PSI_DEFINE_LOOKUP_COPY_NODE(seq, seq_section_begin, seq_lookup_borrow, seq_section_end)
 
 static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
 {
 	struct ps_policy *pol;
 
-	ps_memb_read_lock();
+	psi_memb_read_lock();
 	/* Still in the section: the range, and its reference, outlive us. */
 	pol = _ps_policy_get(seq_read(to_seq(s), idx));
-	PS_ANNOTATE_HAPPENS_BEFORE(s);
-	ps_memb_read_unlock();
-	return ps_lookup_result(pol);
+	PSI_ANNOTATE_HAPPENS_BEFORE(s);
+	psi_memb_read_unlock();
+	return psi_lookup_result(pol);
 }
 
 /* A batch of retired ranges on its way through the memb reclaim thread. */
 struct seq_batch {
-	struct ps_reclaim_item item;
-	struct ps_range_list list;
-	struct ps_store_seq *store;
+	struct psi_reclaim_item item;
+	struct psi_range_list list;
+	struct psi_store_seq *store;
 };
 
-static void seq_batch_free(struct ps_reclaim_item *item)
+static void seq_batch_free(struct psi_reclaim_item *item)
 {
-	struct seq_batch *b = ps_container_of(item, struct seq_batch, item);
-	struct ps_store_seq *ss = b->store;
+	struct seq_batch *b = psi_container_of(item, struct seq_batch, item);
+	struct psi_store_seq *ss = b->store;
 
-	PS_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before queueing it */
+	PSI_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before queueing it */
 	/* A grace period has passed since the ranges were unlinked: readers let go. */
-	PS_ANNOTATE_HAPPENS_AFTER(&ss->base);
-	ps_range_list_free(&b->list);
+	PSI_ANNOTATE_HAPPENS_AFTER(&ss->base);
+	psi_range_list_free(&b->list);
 	psi_free(b);
-	if (ps_unlikely(psi_reclaim_test_hook))
+	if (psi_unlikely(psi_reclaim_test_hook))
 		psi_reclaim_test_hook();
-	PS_ANNOTATE_HAPPENS_BEFORE(&seq_batches_done);
+	PSI_ANNOTATE_HAPPENS_BEFORE(&seq_batches_done);
 	/* The last access to the store: destroy frees it once it reads 0 (acquire). */
 	__atomic_fetch_sub(&ss->inflight, 1, __ATOMIC_RELEASE);
 }
@@ -205,53 +205,53 @@ static void seq_batch_free(struct ps_reclaim_item *item)
  * itself) gives @list back to the store's retired list, for a later set or
  * ps_store_synchronize().
  */
-static void seq_reclaim(struct ps_store *s, struct ps_range_list *list)
+static void seq_reclaim(struct ps_store *s, struct psi_range_list *list)
 {
-	struct ps_store_seq *ss = to_seq(s);
+	struct psi_store_seq *ss = to_seq(s);
 	struct seq_batch *b;
 
 	if (!list->head)
 		return;
 	b = psi_alloc(sizeof(*b));
-	if (ps_likely(b)) {
+	if (psi_likely(b)) {
 		b->list = *list;
 		b->store = ss;
 		b->item.release = seq_batch_free;
 		__atomic_fetch_add(&ss->inflight, 1, __ATOMIC_RELAXED);
-		PS_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
+		PSI_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
 		if (!psi_reclaim_defer(psi_flavour_memb.reclaimer, &b->item))
 			return;
 		__atomic_fetch_sub(&ss->inflight, 1, __ATOMIC_RELAXED);
 		psi_free(b);
 	}
 	if (urcu_memb_read_ongoing()) {
-		ps_spin_lock(&ss->lock);
-		ps_range_list_splice(&ss->retired, list);
-		ps_spin_unlock(&ss->lock);
+		psi_spin_lock(&ss->lock);
+		psi_range_list_splice(&ss->retired, list);
+		psi_spin_unlock(&ss->lock);
 		return;
 	}
 	urcu_memb_synchronize_rcu();
-	PS_ANNOTATE_HAPPENS_AFTER(s);
-	ps_range_list_free(list);
+	PSI_ANNOTATE_HAPPENS_AFTER(s);
+	psi_range_list_free(list);
 }
 
 static void seq_synchronize(struct ps_store *s)
 {
-	struct ps_store_seq *ss = to_seq(s);
-	struct ps_range_list batch;
+	struct psi_store_seq *ss = to_seq(s);
+	struct psi_range_list batch;
 
-	ps_spin_lock(&ss->lock);
+	psi_spin_lock(&ss->lock);
 	batch = ss->retired;
-	ss->retired = (struct ps_range_list){ NULL, 0, NULL };
-	ps_spin_unlock(&ss->lock);
+	ss->retired = (struct psi_range_list){ NULL, 0, NULL };
+	psi_spin_unlock(&ss->lock);
 	if (batch.head) {
 		urcu_memb_synchronize_rcu();
-		PS_ANNOTATE_HAPPENS_AFTER(s);
-		ps_range_list_free(&batch);
+		PSI_ANNOTATE_HAPPENS_AFTER(s);
+		psi_range_list_free(&batch);
 	}
 	/* And the batches handed to the reclaim thread (by any memb store). */
 	psi_reclaim_barrier(psi_flavour_memb.reclaimer);
-	PS_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
+	PSI_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 }
 
 /*
@@ -261,48 +261,48 @@ static void seq_synchronize(struct ps_store *s)
  */
 static void seq_foreach_unlock(void *store)
 {
-	ps_held_pop(store);
-	ps_spin_unlock(&to_seq(store)->lock);
+	psi_held_pop(store);
+	psi_spin_unlock(&to_seq(store)->lock);
 }
 
 static void seq_foreach_lock(struct ps_store *s)
 {
-	ps_spin_lock(&to_seq(s)->lock);
-	ps_held_push(s);
+	psi_spin_lock(&to_seq(s)->lock);
+	psi_held_push(s);
 }
 
 static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
-	struct ps_store_seq *ss = to_seq(s);
+	struct psi_store_seq *ss = to_seq(s);
 	int ret;
 
 	/* A walk cannot be retried once callbacks ran: hold the writer lock. */
 	seq_foreach_lock(s);
 	/* A callback may end its thread (pthread_exit(), cancellation): unlock then too. */
 	pthread_cleanup_push(seq_foreach_unlock, s);
-	ret = ps_rtree_foreach(&ss->base.rd.tree, fn, arg);
+	ret = psi_rangetree_foreach(&ss->base.rd.tree, fn, arg);
 	pthread_cleanup_pop(1);
 	return ret;
 }
 
 static int seq_check(struct ps_store *s, const char **why)
 {
-	struct ps_store_seq *ss = to_seq(s);
+	struct psi_store_seq *ss = to_seq(s);
 	int ret;
 
-	ps_spin_lock(&ss->lock);
-	ret = ps_rtree_check(&ss->base.rd.tree, why);
+	psi_spin_lock(&ss->lock);
+	ret = psi_rangetree_check(&ss->base.rd.tree, why);
 	if (!ret && (ss->base.rd.seq.seq & 1)) {
 		*why = "sequence count odd outside a write section";
 		ret = -EUCLEAN;
 	}
-	ps_spin_unlock(&ss->lock);
+	psi_spin_unlock(&ss->lock);
 	return ret;
 }
 
-static struct ps_lstat *seq_lock_stat(struct ps_store *s)
+static struct psi_lstat *seq_lock_stat(struct ps_store *s)
 {
-	return ps_lstat_of(&to_seq(s)->lock.stat);
+	return psi_lstat_of(&to_seq(s)->lock.stat);
 }
 
 /* ---- windows, walks by position, batches ---- */
@@ -310,28 +310,28 @@ static struct ps_lstat *seq_lock_stat(struct ps_store *s)
 static int seq_foreach_range(struct ps_store *s, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg)
 {
-	struct ps_store_seq *ss = to_seq(s);
+	struct psi_store_seq *ss = to_seq(s);
 	int ret;
 
 	/* As seq_foreach(): a walk that ran callbacks cannot be retried. */
 	seq_foreach_lock(s);
 	pthread_cleanup_push(seq_foreach_unlock, s);
-	ret = ps_rtree_foreach_range(&ss->base.rd.tree, start, end, fn, arg);
+	ret = psi_rangetree_foreach_range(&ss->base.rd.tree, start, end, fn, arg);
 	pthread_cleanup_pop(1);
 	return ret;
 }
 
-/* The fallback after PS_SEQ_RETRIES failed tries, under the writer lock. */
+/* The fallback after PSI_SEQ_RETRIES failed tries, under the writer lock. */
 static __attribute__((noinline, cold)) struct ps_range *seq_next_locked(
-		struct ps_store_seq *ss, uint64_t idx, struct ps_range *out)
+		struct psi_store_seq *ss, uint64_t idx, struct ps_range *out)
 {
 	struct ps_range *r;
 
-	ps_spin_lock(&ss->lock);
-	r = ps_rtree_next(&ss->base.rd.tree, idx);
+	psi_spin_lock(&ss->lock);
+	r = psi_rangetree_next(&ss->base.rd.tree, idx);
 	if (r)
 		*out = *r;
-	ps_spin_unlock(&ss->lock);
+	psi_spin_unlock(&ss->lock);
 	return r ? out : NULL;
 }
 
@@ -341,28 +341,28 @@ static __attribute__((noinline, cold)) struct ps_range *seq_next_locked(
  * state of the store (linearizable at the first count read, as seq_read()).
  * Returns @out filled in, or NULL when no range ends after @idx.
  */
-static struct ps_range *seq_next_read(struct ps_store_seq *ss, uint64_t idx, struct ps_range *out)
+static struct ps_range *seq_next_read(struct psi_store_seq *ss, uint64_t idx, struct ps_range *out)
 {
 	int tries;
 
-	for (tries = 0; tries < PS_SEQ_RETRIES; tries++) {
-		unsigned start = ps_seq_read_begin(&ss->base.rd.seq);
+	for (tries = 0; tries < PSI_SEQ_RETRIES; tries++) {
+		unsigned start = psi_seq_read_begin(&ss->base.rd.seq);
 		struct ps_range *r;
 
 		if (start & 1) {
-			ps_cpu_relax();
+			psi_cpu_relax();
 			continue;
 		}
 		/* A walk racing a writer by design, as in seq_read(). */
-		PS_ANNOTATE_IGNORE_READS_BEGIN();
-		r = ps_rtree_next(&ss->base.rd.tree, idx);
+		PSI_ANNOTATE_IGNORE_READS_BEGIN();
+		r = psi_rangetree_next(&ss->base.rd.tree, idx);
 		if (r && r != PS_RTREE_OVERRUN) {
-			out->start = PS_READ_ONCE(r->start);
-			out->end = PS_READ_ONCE(r->end);
-			out->pol = PS_READ_ONCE(r->pol);
+			out->start = PSI_READ_ONCE(r->start);
+			out->end = PSI_READ_ONCE(r->end);
+			out->pol = PSI_READ_ONCE(r->pol);
 		}
-		PS_ANNOTATE_IGNORE_READS_END();
-		if (!ps_seq_read_retry(&ss->base.rd.seq, start) && r != PS_RTREE_OVERRUN)
+		PSI_ANNOTATE_IGNORE_READS_END();
+		if (!psi_seq_read_retry(&ss->base.rd.seq, start) && r != PS_RTREE_OVERRUN)
 			return r ? out : NULL;
 	}
 	return seq_next_locked(ss, idx, out);
@@ -386,13 +386,13 @@ static int seq_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t 
 {
 	struct ps_range buf, *r;
 
-	ps_memb_read_lock();
+	psi_memb_read_lock();
 	r = seq_next_read(to_seq(s), idx, &buf);
 	/* Still in the section: the range, and its reference, outlive us. */
 	if (r)
 		*pol = _ps_policy_get(r->pol);
-	PS_ANNOTATE_HAPPENS_BEFORE(s);
-	ps_memb_read_unlock();
+	PSI_ANNOTATE_HAPPENS_BEFORE(s);
+	psi_memb_read_unlock();
 	if (!r)
 		return -ENOENT;
 	*start = r->start;
@@ -403,28 +403,28 @@ static int seq_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t 
 /* Every op in one write section: a reader validates against all of the batch or none. */
 static int seq_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
-	struct ps_store_seq *ss = to_seq(s);
-	struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
-	struct ps_range_list batch = { NULL, 0, NULL };
+	struct psi_store_seq *ss = to_seq(s);
+	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
+	struct psi_range_list batch = { NULL, 0, NULL };
 	size_t i;
 
-	if (n > (size_t)INT_MAX / PS_RTREE_SET_MAX_NEW ||
-			ps_range_list_fill(&spares, (int)(n * PS_RTREE_SET_MAX_NEW)))
+	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW ||
+			psi_range_list_fill(&spares, (int)(n * PSI_RANGETREE_SET_MAX_NEW)))
 		return -ENOMEM;
-	ps_spin_lock(&ss->lock);
-	ps_seq_write_begin(&ss->base.rd.seq);
+	psi_spin_lock(&ss->lock);
+	psi_seq_write_begin(&ss->base.rd.seq);
 	for (i = 0; i < n; i++)
-		ps_rtree_set(&ss->base.rd.tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
-	ps_seq_write_end(&ss->base.rd.seq);
+		psi_rangetree_set(&ss->base.rd.tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
+	psi_seq_write_end(&ss->base.rd.seq);
 	/* Trims free nothing; removed ranges join the batch waiting for a grace period. */
-	ps_range_list_splice(&ss->retired, &removed);
-	if (ss->retired.n >= PS_SEQ_RETIRE_BATCH) {
+	psi_range_list_splice(&ss->retired, &removed);
+	if (ss->retired.n >= PSI_SEQ_RETIRE_BATCH) {
 		batch = ss->retired;
-		ss->retired = (struct ps_range_list){ NULL, 0, NULL };
+		ss->retired = (struct psi_range_list){ NULL, 0, NULL };
 	}
-	ps_spin_unlock(&ss->lock);
+	psi_spin_unlock(&ss->lock);
 	seq_reclaim(s, &batch);
-	ps_range_list_free(&spares);
+	psi_range_list_free(&spares);
 	return 0;
 }
 
@@ -439,12 +439,12 @@ static int seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 /* No walk holds the writer lock now, no batch is in flight (ps_store_destroy_deferred()). */
 static bool seq_idle(struct ps_store *s)
 {
-	struct ps_store_seq *ss = to_seq(s);
+	struct psi_store_seq *ss = to_seq(s);
 
-	if (__atomic_load_n(&ss->inflight, __ATOMIC_ACQUIRE) || !ps_spin_trylock(&ss->lock))
+	if (__atomic_load_n(&ss->inflight, __ATOMIC_ACQUIRE) || !psi_spin_trylock(&ss->lock))
 		return false;
-	PS_ANNOTATE_HAPPENS_AFTER(&ss->lock); /* pairs with the last unlock */
-	ps_spin_release(&ss->lock);
+	PSI_ANNOTATE_HAPPENS_AFTER(&ss->lock); /* pairs with the last unlock */
+	psi_spin_release(&ss->lock);
 	return true;
 }
 

@@ -10,16 +10,16 @@
 
 #include "compiler.h"
 
-enum ps_test_point {
+enum psi_test_point {
 	/* A writer refills its spares from the RCU stores' depot, holding its lock. */
-	PS_TP_COW_DEPOT_LOCKED,
+	PSI_TP_COW_DEPOT_LOCKED,
 };
 
-extern void (*psi_test_hook)(enum ps_test_point point);
+extern void (*psi_test_hook)(enum psi_test_point point);
 
-#define PS_TEST_POINT(point)                                                                       \
+#define PSI_TEST_POINT(point)                                                                       \
 	do {                                                                                       \
-		if (ps_unlikely(__atomic_load_n(&psi_test_hook, __ATOMIC_RELAXED) != NULL))        \
+		if (psi_unlikely(__atomic_load_n(&psi_test_hook, __ATOMIC_RELAXED) != NULL))        \
 			psi_test_hook(point);                                                      \
 	} while (0)
 

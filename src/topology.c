@@ -30,67 +30,67 @@
 #include "policy_internal.h"
 
 /* Distance of a node pair the table does not describe: farther than any it does. */
-#define PS_DIST_UNKNOWN 255
+#define PSI_DIST_UNKNOWN 255
 
-#define PS_SYSFS_NODE "/sys/devices/system/node/"
+#define PSI_SYSFS_NODE "/sys/devices/system/node/"
 
-struct ps_topology {
-	struct ps_topology *older; /* the table this one replaced, kept until unload */
+struct psi_topology {
+	struct psi_topology *older; /* the table this one replaced, kept until unload */
 	int nr;                    /* nodes 0 .. nr - 1 have distances and weights */
 	int dense;                 /* nodes 0 .. dense - 1 all have memory */
-	unsigned long mem[PS_NODEMASK_LONGS]; /* the nodes with memory: never empty */
+	unsigned long mem[PSI_NODEMASK_LONGS]; /* the nodes with memory: never empty */
 	unsigned char *weight;     /* [nr], each >= 1 */
 	unsigned char dist[];      /* [nr * nr], row: from, column: to */
 };
 
-/* Acquire loads; published by CAS (seq_cst: see ps_topo_sync_dense()). */
-static struct ps_topology *ps_topo;
+/* Acquire loads; published by CAS (seq_cst: see psi_topo_sync_dense()). */
+static struct psi_topology *psi_topo;
 /* What a failed allocation leaves for one lookup: node 0 alone, nothing described. */
-static const struct ps_topology ps_topo_none = { .dense = 1, .mem = { 1 } };
+static const struct psi_topology psi_topo_none = { .dense = 1, .mem = { 1 } };
 
 struct _ps_numa_fast _ps_numa_fast;
 
-static bool ps_bit(const unsigned long *mask, int n)
+static bool psi_bit(const unsigned long *mask, int n)
 {
-	return mask[(unsigned)n / PS_BITS_PER_LONG] >> ((unsigned)n % PS_BITS_PER_LONG) & 1;
+	return mask[(unsigned)n / PSI_BITS_PER_LONG] >> ((unsigned)n % PSI_BITS_PER_LONG) & 1;
 }
 
-static void ps_set_bit(unsigned long *mask, int n)
+static void psi_set_bit(unsigned long *mask, int n)
 {
-	mask[(unsigned)n / PS_BITS_PER_LONG] |= 1UL << ((unsigned)n % PS_BITS_PER_LONG);
+	mask[(unsigned)n / PSI_BITS_PER_LONG] |= 1UL << ((unsigned)n % PSI_BITS_PER_LONG);
 }
 
 #define for_each_node_in(n, nodes)                                                                 \
-	for (size_t _w = 0; _w < PS_NODEMASK_LONGS; _w++)                                          \
+	for (size_t _w = 0; _w < PSI_NODEMASK_LONGS; _w++)                                          \
 		for (unsigned long _b = (nodes)[_w];                                               \
-				_b && ((n) = (int)(_w * PS_BITS_PER_LONG) + __builtin_ctzl(_b), 1); \
+				_b && ((n) = (int)(_w * PSI_BITS_PER_LONG) + __builtin_ctzl(_b), 1); \
 				_b &= _b - 1)
 
-static struct ps_topology *ps_topo_alloc(int nr)
+static struct psi_topology *psi_topo_alloc(int nr)
 {
-	struct ps_topology *t = calloc(1, sizeof(*t) + (size_t)nr * (size_t)nr + (size_t)nr);
+	struct psi_topology *t = calloc(1, sizeof(*t) + (size_t)nr * (size_t)nr + (size_t)nr);
 
 	if (!t)
 		return NULL;
 	t->nr = nr;
 	t->weight = t->dist + (size_t)nr * (size_t)nr;
 	memset(t->weight, 1, (size_t)nr);
-	memset(t->dist, PS_DIST_UNKNOWN, (size_t)nr * (size_t)nr);
+	memset(t->dist, PSI_DIST_UNKNOWN, (size_t)nr * (size_t)nr);
 	return t;
 }
 
 /* The nodes with memory are @mem (node 0 when it is empty); the dense prefix follows. */
-static void ps_topo_set_mem(struct ps_topology *t, const unsigned long *mem)
+static void psi_topo_set_mem(struct psi_topology *t, const unsigned long *mem)
 {
 	size_t w;
 	int n;
 
 	memcpy(t->mem, mem, sizeof(t->mem));
-	for (w = 0; w < PS_NODEMASK_LONGS && !t->mem[w]; w++)
+	for (w = 0; w < PSI_NODEMASK_LONGS && !t->mem[w]; w++)
 		;
-	if (w == PS_NODEMASK_LONGS)
+	if (w == PSI_NODEMASK_LONGS)
 		t->mem[0] = 1;
-	for (n = 0; n < PS_MAX_NUMNODES && ps_bit(t->mem, n); n++)
+	for (n = 0; n < PS_MAX_NUMNODES && psi_bit(t->mem, n); n++)
 		;
 	t->dense = n;
 }
@@ -100,13 +100,13 @@ static void ps_topo_set_mem(struct ps_topology *t, const unsigned long *mem)
  * on dropped.  Return: the highest node listed, or -1 (no file, nothing
  * listed).
  */
-static int ps_sysfs_nodes(const char *path, unsigned long *mask)
+static int psi_sysfs_nodes(const char *path, unsigned long *mask)
 {
 	char buf[4096], *p = buf, *end;
 	int max = -1;
 	FILE *f = fopen(path, "re");
 
-	memset(mask, 0, PS_NODEMASK_LONGS * sizeof(*mask));
+	memset(mask, 0, PSI_NODEMASK_LONGS * sizeof(*mask));
 	if (!f)
 		return -1;
 	if (!fgets(buf, sizeof(buf), f))
@@ -124,7 +124,7 @@ static int ps_sysfs_nodes(const char *path, unsigned long *mask)
 				break;
 		}
 		for (n = lo; n <= hi && n < PS_MAX_NUMNODES; n++)
-			ps_set_bit(mask, (int)n);
+			psi_set_bit(mask, (int)n);
 		if (lo < PS_MAX_NUMNODES && n - 1 > max)
 			max = (int)(n - 1);
 		if (*end != ',')
@@ -134,7 +134,7 @@ static int ps_sysfs_nodes(const char *path, unsigned long *mask)
 	return max;
 }
 
-static int ps_sysfs_int(const char *path, int dflt)
+static int psi_sysfs_int(const char *path, int dflt)
 {
 	FILE *f = fopen(path, "re");
 	int v;
@@ -153,56 +153,56 @@ static int ps_sysfs_int(const char *path, int dflt)
  * memory (online where the kernel has no such file); weights come from the
  * kernel's weighted-interleave files (1 where there is none).
  */
-static struct ps_topology *ps_topo_read_sysfs(void)
+static struct psi_topology *psi_topo_read_sysfs(void)
 {
-	unsigned long online[PS_NODEMASK_LONGS], mem[PS_NODEMASK_LONGS];
-	int max = ps_sysfs_nodes(PS_SYSFS_NODE "online", online), i, j, d;
-	struct ps_topology *t;
+	unsigned long online[PSI_NODEMASK_LONGS], mem[PSI_NODEMASK_LONGS];
+	int max = psi_sysfs_nodes(PSI_SYSFS_NODE "online", online), i, j, d;
+	struct psi_topology *t;
 	char path[128];
 
 	if (max < 0) {
 		max = 0;
-		ps_set_bit(online, 0);
+		psi_set_bit(online, 0);
 	}
-	t = ps_topo_alloc(max + 1);
+	t = psi_topo_alloc(max + 1);
 	if (!t)
 		return NULL;
-	if (ps_sysfs_nodes(PS_SYSFS_NODE "has_memory", mem) < 0)
+	if (psi_sysfs_nodes(PSI_SYSFS_NODE "has_memory", mem) < 0)
 		memcpy(mem, online, sizeof(mem));
-	ps_topo_set_mem(t, mem);
+	psi_topo_set_mem(t, mem);
 	for (i = 0; i < t->nr; i++) {
 		FILE *f;
 
-		if (!ps_bit(online, i))
+		if (!psi_bit(online, i))
 			continue;
-		snprintf(path, sizeof(path), PS_SYSFS_NODE "node%d/distance", i);
+		snprintf(path, sizeof(path), PSI_SYSFS_NODE "node%d/distance", i);
 		f = fopen(path, "re");
 		if (f) {
 			for (j = 0; j < t->nr; j++) {
-				if (!ps_bit(online, j))
+				if (!psi_bit(online, j))
 					continue;
 				if (fscanf(f, "%d", &d) != 1)
 					break;
-				t->dist[i * t->nr + j] = (unsigned char)(d < 0 || d > PS_DIST_UNKNOWN ?
-										 PS_DIST_UNKNOWN : d);
+				t->dist[i * t->nr + j] = (unsigned char)(d < 0 || d > PSI_DIST_UNKNOWN ?
+										 PSI_DIST_UNKNOWN : d);
 			}
 			fclose(f);
 		}
 		snprintf(path, sizeof(path), "/sys/kernel/mm/mempolicy/weighted_interleave/node%d", i);
-		d = ps_sysfs_int(path, 1);
+		d = psi_sysfs_int(path, 1);
 		t->weight[i] = (unsigned char)(d < 1 ? 1 : d > 255 ? 255 : d);
 	}
 	return t;
 }
 
-/* ps_topo_read_sysfs() with cancellation off: its stdio calls are cancellation points. */
-static struct ps_topology *ps_topo_system(void)
+/* psi_topo_read_sysfs() with cancellation off: its stdio calls are cancellation points. */
+static struct psi_topology *psi_topo_system(void)
 {
-	struct ps_topology *t;
+	struct psi_topology *t;
 	int cs;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-	t = ps_topo_read_sysfs();
+	t = psi_topo_read_sysfs();
 	pthread_setcancelstate(cs, NULL);
 	return t;
 }
@@ -214,79 +214,79 @@ static struct ps_topology *ps_topo_system(void)
  * All seq_cst (the CASs too): whoever stores last either found the last
  * table published, or saw it come after its store and goes again.
  */
-static void ps_topo_sync_dense(void)
+static void psi_topo_sync_dense(void)
 {
-	const struct ps_topology *t;
+	const struct psi_topology *t;
 
 	do {
-		t = __atomic_load_n(&ps_topo, __ATOMIC_SEQ_CST);
+		t = __atomic_load_n(&psi_topo, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&_ps_numa_fast.dense, t->dense, __ATOMIC_SEQ_CST);
-	} while (__atomic_load_n(&ps_topo, __ATOMIC_SEQ_CST) != t);
+	} while (__atomic_load_n(&psi_topo, __ATOMIC_SEQ_CST) != t);
 }
 
 /* Publish @t in place of whatever table is in force (it is kept: see the top). */
-static void ps_topo_publish(struct ps_topology *t)
+static void psi_topo_publish(struct psi_topology *t)
 {
-	struct ps_topology *old = __atomic_load_n(&ps_topo, __ATOMIC_RELAXED);
+	struct psi_topology *old = __atomic_load_n(&psi_topo, __ATOMIC_RELAXED);
 
 	do
 		t->older = old;
-	while (!__atomic_compare_exchange_n(&ps_topo, &old, t, false, __ATOMIC_SEQ_CST,
+	while (!__atomic_compare_exchange_n(&psi_topo, &old, t, false, __ATOMIC_SEQ_CST,
 			__ATOMIC_RELAXED));
-	ps_topo_sync_dense();
+	psi_topo_sync_dense();
 }
 
 /* The first lookup: the system's table, unless another thread published one meanwhile. */
-static __attribute__((noinline, cold)) const struct ps_topology *ps_topo_first(void)
+static __attribute__((noinline, cold)) const struct psi_topology *psi_topo_first(void)
 {
-	struct ps_topology *t = ps_topo_system(), *cur = NULL;
+	struct psi_topology *t = psi_topo_system(), *cur = NULL;
 
 	if (!t)
-		return &ps_topo_none; /* not published: the next lookup tries again */
-	if (!__atomic_compare_exchange_n(&ps_topo, &cur, t, false, __ATOMIC_SEQ_CST,
+		return &psi_topo_none; /* not published: the next lookup tries again */
+	if (!__atomic_compare_exchange_n(&psi_topo, &cur, t, false, __ATOMIC_SEQ_CST,
 			__ATOMIC_ACQUIRE)) {
 		free(t);
 		return cur;
 	}
-	ps_topo_sync_dense();
+	psi_topo_sync_dense();
 	return t;
 }
 
-static inline const struct ps_topology *ps_topo_get(void)
+static inline const struct psi_topology *psi_topo_get(void)
 {
-	const struct ps_topology *t = PS_LOAD_ACQUIRE(ps_topo);
+	const struct psi_topology *t = PSI_LOAD_ACQUIRE(psi_topo);
 
-	return ps_likely(t) ? t : ps_topo_first();
+	return psi_likely(t) ? t : psi_topo_first();
 }
 
 void psi_numa_topology_load(void)
 {
-	(void)ps_topo_get();
+	(void)psi_topo_get();
 }
 
-static inline int ps_topo_dist(const struct ps_topology *t, int from, int to)
+static inline int psi_topo_dist(const struct psi_topology *t, int from, int to)
 {
-	return from < t->nr && to < t->nr ? t->dist[from * t->nr + to] : PS_DIST_UNKNOWN;
+	return from < t->nr && to < t->nr ? t->dist[from * t->nr + to] : PSI_DIST_UNKNOWN;
 }
 
-static inline int ps_topo_weight(const struct ps_topology *t, int node)
+static inline int psi_topo_weight(const struct psi_topology *t, int node)
 {
 	return node < t->nr ? t->weight[node] : 1;
 }
 
 /* Not in the table's memory, but in its distances: an online node without memory. */
-static bool ps_topo_described(const struct ps_topology *t, int node)
+static bool psi_topo_described(const struct psi_topology *t, int node)
 {
-	return ps_topo_dist(t, node, node) != PS_DIST_UNKNOWN;
+	return psi_topo_dist(t, node, node) != PSI_DIST_UNKNOWN;
 }
 
 /* The node of @nodes (not empty) nearest to @from; ascending ids and a strict "nearer": the lowest id wins a tie. */
-static int ps_topo_nearest(const struct ps_topology *t, const unsigned long *nodes, int from)
+static int psi_topo_nearest(const struct psi_topology *t, const unsigned long *nodes, int from)
 {
-	int n, best = -1, best_d = PS_DIST_UNKNOWN + 1;
+	int n, best = -1, best_d = PSI_DIST_UNKNOWN + 1;
 
 	for_each_node_in(n, nodes) {
-		int d = ps_topo_dist(t, from, n);
+		int d = psi_topo_dist(t, from, n);
 
 		if (d < best_d) {
 			best = n;
@@ -297,19 +297,19 @@ static int ps_topo_nearest(const struct ps_topology *t, const unsigned long *nod
 }
 
 /* Where the local node's allocations go: itself when it has memory, else the nearest node that has. */
-static int ps_topo_local(const struct ps_topology *t, int local_node)
+static int psi_topo_local(const struct psi_topology *t, int local_node)
 {
-	return ps_bit(t->mem, local_node) ? local_node : ps_topo_nearest(t, t->mem, local_node);
+	return psi_bit(t->mem, local_node) ? local_node : psi_topo_nearest(t, t->mem, local_node);
 }
 
 /* @nodes that have memory, into @usable.  Return: how many. */
-static int ps_topo_usable(const struct ps_topology *t, const unsigned long *nodes,
+static int psi_topo_usable(const struct psi_topology *t, const unsigned long *nodes,
 		unsigned long *usable)
 {
 	size_t w;
 	int n = 0;
 
-	for (w = 0; w < PS_NODEMASK_LONGS; w++) {
+	for (w = 0; w < PSI_NODEMASK_LONGS; w++) {
 		usable[w] = nodes[w] & t->mem[w];
 		n += __builtin_popcountl(usable[w]);
 	}
@@ -317,16 +317,16 @@ static int ps_topo_usable(const struct ps_topology *t, const unsigned long *node
 }
 
 /* WEIGHTED_INTERLEAVE over @nodes (not empty): slot @ilx mod the weights' sum. */
-static int ps_topo_weighted(const struct ps_topology *t, const unsigned long *nodes, uint64_t ilx)
+static int psi_topo_weighted(const struct psi_topology *t, const unsigned long *nodes, uint64_t ilx)
 {
 	uint64_t total = 0, target;
 	int n, last = -1;
 
 	for_each_node_in(n, nodes)
-		total += (uint64_t)ps_topo_weight(t, n);
+		total += (uint64_t)psi_topo_weight(t, n);
 	target = ilx % total;
 	for_each_node_in(n, nodes) {
-		uint64_t w = (uint64_t)ps_topo_weight(t, n);
+		uint64_t w = (uint64_t)psi_topo_weight(t, n);
 
 		if (target < w)
 			return n;
@@ -342,38 +342,38 @@ static int ps_topo_weighted(const struct ps_topology *t, const unsigned long *no
  * to the local node's allocation, as the kernel's does when a policy's
  * mask no longer meets the nodes it may use.
  */
-static int ps_topo_node(const struct ps_topology *t, const struct ps_policy *pol, uint64_t ilx,
+static int psi_topo_node(const struct psi_topology *t, const struct ps_policy *pol, uint64_t ilx,
 		int local_node)
 {
-	unsigned long usable[PS_NODEMASK_LONGS];
+	unsigned long usable[PSI_NODEMASK_LONGS];
 	int n, first;
 
 	if (!pol || pol->mode == PS_MPOL_DEFAULT || pol->mode == PS_MPOL_LOCAL)
-		return ps_topo_local(t, local_node);
+		return psi_topo_local(t, local_node);
 	if (pol->mode == PS_MPOL_PREFERRED) {
 		/* A node without memory is the start of the search, as its zonelist is the kernel's. */
 		first = _ps_nodes_nth(pol->nodes, 0);
-		if (ps_bit(t->mem, first))
+		if (psi_bit(t->mem, first))
 			return first;
-		return ps_topo_local(t, ps_topo_described(t, first) ? first : local_node);
+		return psi_topo_local(t, psi_topo_described(t, first) ? first : local_node);
 	}
-	n = ps_topo_usable(t, pol->nodes, usable);
+	n = psi_topo_usable(t, pol->nodes, usable);
 	if (!n)
-		return ps_topo_local(t, local_node);
+		return psi_topo_local(t, local_node);
 	switch (pol->mode) {
 	case PS_MPOL_BIND:
 	case PS_MPOL_PREFERRED_MANY:
-		return ps_bit(usable, local_node) ? local_node : ps_topo_nearest(t, usable, local_node);
+		return psi_bit(usable, local_node) ? local_node : psi_topo_nearest(t, usable, local_node);
 	case PS_MPOL_INTERLEAVE:
 		return _ps_nodes_nth(usable, (unsigned long)(ilx % (unsigned)n));
 	default: /* PS_MPOL_WEIGHTED_INTERLEAVE */
-		return ps_topo_weighted(t, usable, ilx);
+		return psi_topo_weighted(t, usable, ilx);
 	}
 }
 
 int _ps_numa_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
 {
-	return ps_topo_node(ps_topo_get(), pol, ilx, local_node);
+	return psi_topo_node(psi_topo_get(), pol, ilx, local_node);
 }
 
 /*
@@ -383,30 +383,30 @@ int _ps_numa_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
  */
 int _ps_numa_nearest(const unsigned long *nodes, int local_node)
 {
-	const struct ps_topology *t = ps_topo_get();
-	unsigned long usable[PS_NODEMASK_LONGS];
+	const struct psi_topology *t = psi_topo_get();
+	unsigned long usable[PSI_NODEMASK_LONGS];
 
 	if (local_node < 0 || local_node >= PS_MAX_NUMNODES)
 		return -EINVAL;
-	if (!ps_topo_usable(t, nodes, usable))
-		return ps_topo_local(t, local_node);
-	return ps_topo_nearest(t, usable, local_node);
+	if (!psi_topo_usable(t, nodes, usable))
+		return psi_topo_local(t, local_node);
+	return psi_topo_nearest(t, usable, local_node);
 }
 
 int _ps_numa_weighted(const unsigned long *nodes, uint64_t ilx)
 {
-	const struct ps_topology *t = ps_topo_get();
-	unsigned long usable[PS_NODEMASK_LONGS];
+	const struct psi_topology *t = psi_topo_get();
+	unsigned long usable[PSI_NODEMASK_LONGS];
 
-	if (!ps_topo_usable(t, nodes, usable))
+	if (!psi_topo_usable(t, nodes, usable))
 		return _ps_nodes_nth(t->mem, 0);
-	return ps_topo_weighted(t, usable, ilx);
+	return psi_topo_weighted(t, usable, ilx);
 }
 
 int ps_numa_set_topology(int nr_nodes, const unsigned char *distance, const unsigned char *weights)
 {
-	unsigned long mem[PS_NODEMASK_LONGS] = { 0 };
-	struct ps_topology *t;
+	unsigned long mem[PSI_NODEMASK_LONGS] = { 0 };
+	struct psi_topology *t;
 	int i;
 
 	if (nr_nodes < 0 || nr_nodes > PS_MAX_NUMNODES || (nr_nodes && !distance) ||
@@ -416,21 +416,21 @@ int ps_numa_set_topology(int nr_nodes, const unsigned char *distance, const unsi
 		if (!weights[i])
 			return -EINVAL;
 	if (nr_nodes) {
-		t = ps_topo_alloc(nr_nodes);
+		t = psi_topo_alloc(nr_nodes);
 		if (!t)
 			return -ENOMEM;
 		memcpy(t->dist, distance, (size_t)nr_nodes * (size_t)nr_nodes);
 		if (weights)
 			memcpy(t->weight, weights, (size_t)nr_nodes);
 		for (i = 0; i < nr_nodes; i++)
-			ps_set_bit(mem, i);
-		ps_topo_set_mem(t, mem);
+			psi_set_bit(mem, i);
+		psi_topo_set_mem(t, mem);
 	} else {
-		t = ps_topo_system();
+		t = psi_topo_system();
 		if (!t)
 			return -ENOMEM;
 	}
-	ps_topo_publish(t);
+	psi_topo_publish(t);
 	return 0;
 }
 
@@ -443,28 +443,28 @@ int ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
 
 int ps_numa_check_policy(const struct ps_policy *pol, struct ps_policy_fit *fit)
 {
-	const struct ps_topology *t;
-	unsigned long usable[PS_NODEMASK_LONGS];
+	const struct psi_topology *t;
+	unsigned long usable[PSI_NODEMASK_LONGS];
 	struct ps_policy_fit f = { .first_missing = -1, .rule = PS_FIT_EXACT };
 	int n;
 
 	if (!pol)
 		return -EINVAL;
-	t = ps_topo_get();
+	t = psi_topo_get();
 	if (pol->mode == PS_MPOL_PREFERRED) {
 		/* Its lowest node is the one it prefers, as the kernel's. */
 		n = _ps_nodes_nth(pol->nodes, 0);
-		f.present = ps_bit(t->mem, n);
+		f.present = psi_bit(t->mem, n);
 		f.missing = !f.present;
 		if (f.missing) {
 			f.first_missing = n;
-			f.rule = ps_topo_described(t, n) ? PS_FIT_NEAREST : PS_FIT_LOCAL;
+			f.rule = psi_topo_described(t, n) ? PS_FIT_NEAREST : PS_FIT_LOCAL;
 		}
 	} else if (pol->weight) {
-		f.present = ps_topo_usable(t, pol->nodes, usable);
+		f.present = psi_topo_usable(t, pol->nodes, usable);
 		f.missing = pol->weight - f.present;
 		for_each_node_in(n, pol->nodes) {
-			if (!ps_bit(usable, n)) {
+			if (!psi_bit(usable, n)) {
 				f.first_missing = n;
 				break;
 			}
@@ -478,16 +478,16 @@ int ps_numa_check_policy(const struct ps_policy *pol, struct ps_policy_fit *fit)
 }
 
 /* At unload every table ever published goes; no reader may run then. */
-static __attribute__((destructor)) void ps_topo_fini(void)
+static __attribute__((destructor)) void psi_topo_fini(void)
 {
-	struct ps_topology *t = ps_topo;
+	struct psi_topology *t = psi_topo;
 
 	while (t) {
-		struct ps_topology *older = t->older;
+		struct psi_topology *older = t->older;
 
 		free(t);
 		t = older;
 	}
-	ps_topo = NULL;
+	psi_topo = NULL;
 	_ps_numa_fast.dense = 0;
 }

@@ -167,22 +167,22 @@ __attribute__((noinline)) void bad_value(const struct ctx *c, uint64_t page, uin
 
 static void base_set(struct ctx *c, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	struct ps_range_list spares = {NULL, 0, NULL}, removed = {NULL, 0, NULL};
+	struct psi_range_list spares = {NULL, 0, NULL}, removed = {NULL, 0, NULL};
 
 	/* As the library's locked_set(): allocate first, then change under the lock. */
-	if (ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW))
+	if (psi_range_list_fill(&spares, PSI_RANGETREE_SET_MAX_NEW))
 		stress_die("out of memory");
 	if (c->v->kind == V_MUTEX)
 		pthread_mutex_lock(&c->base->mu);
 	else if (c->v->kind == V_PRWLOCK)
 		pthread_rwlock_wrlock(&c->base->rw);
-	ps_rtree_set(&c->base->tree, start, end, pol, &spares, &removed);
+	psi_rangetree_set(&c->base->tree, start, end, pol, &spares, &removed);
 	if (c->v->kind == V_MUTEX)
 		pthread_mutex_unlock(&c->base->mu);
 	else if (c->v->kind == V_PRWLOCK)
 		pthread_rwlock_unlock(&c->base->rw);
-	ps_range_list_free(&removed);
-	ps_range_list_free(&spares);
+	psi_range_list_free(&removed);
+	psi_range_list_free(&spares);
 }
 
 void do_set(struct ctx *c, uint64_t start, uint64_t end, struct ps_policy *pol)
@@ -380,7 +380,7 @@ void ctx_build(struct ctx *c, const struct variant *v, const struct layout *l)
 		c->base = calloc(1, sizeof(*c->base));
 		if (!c->base)
 			stress_die("out of memory");
-		ps_rtree_init(&c->base->tree);
+		psi_rangetree_init(&c->base->tree);
 		pthread_rwlock_init(&c->base->rw, NULL);
 		pthread_mutex_init(&c->base->mu, NULL);
 	}
@@ -420,9 +420,9 @@ uint64_t ctx_check(struct ctx *c)
 		ps_store_foreach(c->store, walk_one, &w);
 		count = ps_store_count(c->store);
 	} else {
-		if (ps_rtree_check(&c->base->tree, &why))
-			stress_fail("VALIDATION FAILED: %s: ps_rtree_check(): %s", c->v->name, why);
-		ps_rtree_foreach(&c->base->tree, walk_one, &w);
+		if (psi_rangetree_check(&c->base->tree, &why))
+			stress_fail("VALIDATION FAILED: %s: psi_rangetree_check(): %s", c->v->name, why);
+		psi_rangetree_foreach(&c->base->tree, walk_one, &w);
 		count = c->base->tree.count;
 	}
 	if (w.n != c->l.pages)
@@ -436,10 +436,10 @@ void ctx_destroy(struct ctx *c)
 	if (c->store) {
 		ps_store_destroy(c->store);
 	} else {
-		struct ps_range_list removed = {NULL, 0, NULL};
+		struct psi_range_list removed = {NULL, 0, NULL};
 
-		ps_rtree_clear(&c->base->tree, &removed);
-		ps_range_list_free(&removed);
+		psi_rangetree_clear(&c->base->tree, &removed);
+		psi_range_list_free(&removed);
 		pthread_rwlock_destroy(&c->base->rw);
 		pthread_mutex_destroy(&c->base->mu);
 		free(c->base);

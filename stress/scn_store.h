@@ -22,7 +22,7 @@
  * not in the pool, or a policy of another slot aborts the run with a clear
  * message.  The pool's policies are referenced by the program for the whole
  * run, so a pointer value stays unambiguous after its section ends.  At the
- * end of a point, ps_store_check() (or ps_rtree_check() for baselines) and
+ * end of a point, ps_store_check() (or psi_rangetree_check() for baselines) and
  * a walk of every range against the slot rule.
  *
  * Measurement.  One iteration in 32 is timed with the TSC: the lookup
@@ -217,7 +217,7 @@ void __attribute__((noreturn)) bad_value(const struct ctx *c, uint64_t page, uin
 
 static inline void validate(const struct ctx *c, uint64_t page, const void *pol)
 {
-	if (ps_unlikely(!pol || pool_colour(pol) != (int)colour_of_slot(slot_of(&c->l, page))))
+	if (psi_unlikely(!pol || pool_colour(pol) != (int)colour_of_slot(slot_of(&c->l, page))))
 		bad_lookup(c, page, pol);
 }
 
@@ -230,7 +230,7 @@ static inline void validate_node(const struct ctx *c, uint64_t page, int node)
 {
 	uintptr_t want = colour_of_slot(slot_of(&c->l, page)) % 64;
 
-	if (ps_unlikely((uintptr_t)node != want))
+	if (psi_unlikely((uintptr_t)node != want))
 		bad_value(c, page, (uintptr_t)node, want);
 }
 
@@ -238,7 +238,7 @@ static inline void validate_view(const struct ctx *c, uint64_t page, const struc
 {
 	uintptr_t want = 1UL << (colour_of_slot(slot_of(&c->l, page)) % 64);
 
-	if (ps_unlikely(v->nodes[0] != want || v->weight != 1))
+	if (psi_unlikely(v->nodes[0] != want || v->weight != 1))
 		bad_value(c, page, v->nodes[0], want);
 }
 
@@ -256,7 +256,7 @@ static inline uint64_t next_page(const struct ctx *c, uint64_t *rng, uint64_t *s
 
 static inline const struct ps_policy *base_lookup(struct base *b, uint64_t page)
 {
-	struct ps_range *r = ps_rtree_lookup(&b->tree, page);
+	struct ps_range *r = psi_rangetree_lookup(&b->tree, page);
 
 	return r ? r->pol : NULL;
 }
@@ -264,7 +264,7 @@ static inline const struct ps_policy *base_lookup(struct base *b, uint64_t page)
 /* The node lookup of the unsynchronised walk: the range's hint, as the stores' (lookup.h). */
 static inline int base_node(struct base *b, uint64_t page, int local)
 {
-	struct ps_range *r = ps_rtree_lookup(&b->tree, page);
+	struct ps_range *r = psi_rangetree_lookup(&b->tree, page);
 
 	return r ? _ps_policy_node_hinted(r->node_hint, r->pol, page, local) : local;
 }

@@ -67,7 +67,7 @@
  * of sets); with 4096 they cost the same as with one call at the end.
  *
  * Validation.  After each kind the range count must be N again; after each
- * repetition ps_store_check() / ps_rtree_check(), the slot rule and
+ * repetition ps_store_check() / psi_rangetree_check(), the slot rule and
  * coverage (ctx_check()), and a walk that every range is exactly one slot
  * holding exactly the policy cur[] says.
  */
@@ -274,7 +274,7 @@ static void wc_check(struct ctx *c, const uint8_t *cur)
 	if (c->store)
 		ps_store_foreach(c->store, wc_walk_one, &w);
 	else
-		ps_rtree_foreach(&c->base->tree, wc_walk_one, &w);
+		psi_rangetree_foreach(&c->base->tree, wc_walk_one, &w);
 	if (w.next != c->l.nslots)
 		stress_fail("VALIDATION FAILED: write-cost: %s: the walk saw %llu ranges of %llu",
 				c->v->name, (unsigned long long)w.next,

@@ -237,36 +237,36 @@ struct need_stats {
 static void cow_apply(struct ps_rtree *pub, uint64_t *gen, uint64_t a, uint64_t b,
 		struct ps_policy *pol, struct need_stats *st)
 {
-	struct ps_rtree_cow_mem m;
-	struct ps_rtree_cow c;
+	struct psi_rangetree_cow_mem m;
+	struct psi_rangetree_cow c;
 	const char *why = NULL;
 
 	memset(&m, 0, sizeof(m));
-	ps_rtree_cow_begin(&c, pub, ++*gen, &m);
-	cr_assert(ps_rtree_cow_set(&c, a, b, pol));
+	psi_rangetree_cow_begin(&c, pub, ++*gen, &m);
+	cr_assert(psi_rangetree_cow_set(&c, a, b, pol));
 	/* Both ways to publish: every third set at the root, as during a walk. */
 	if (*gen % 3 == 0)
-		cr_assert_eq(ps_rtree_cow_ready_publish(&c, true, 0), 0);
-	ps_rtree_cow_publish(&c, pub, *gen % 3 == 0);
+		cr_assert_eq(psi_rangetree_cow_ready_publish(&c, true, 0), 0);
+	psi_rangetree_cow_publish(&c, pub, *gen % 3 == 0);
 	if (st) {
 		if (c.copies > st->max_copies)
 			st->max_copies = c.copies;
 		if (m.peak > st->max_reserved)
 			st->max_reserved = m.peak;
 	}
-	cr_assert_eq(ps_rtree_check(pub, &why), 0, "[%llu, %llu): %s", (unsigned long long)a,
+	cr_assert_eq(psi_rangetree_check(pub, &why), 0, "[%llu, %llu): %s", (unsigned long long)a,
 			(unsigned long long)b, why);
-	ps_rtree_cow_mem_free(&m);
-	ps_range_list_free_nopol(&c.replaced);
-	ps_range_list_free(&c.removed);
+	psi_rangetree_cow_mem_free(&m);
+	psi_range_list_free_nopol(&c.replaced);
+	psi_range_list_free(&c.removed);
 }
 
 static void tree_free(struct ps_rtree *t)
 {
-	struct ps_range_list removed = { NULL, 0, NULL };
+	struct psi_range_list removed = { NULL, 0, NULL };
 
-	ps_rtree_clear(t, &removed);
-	ps_range_list_free(&removed);
+	psi_rangetree_clear(t, &removed);
+	psi_range_list_free(&removed);
 }
 
 /*
@@ -295,7 +295,7 @@ Test(cow, reserve_exhaustive_small_trees_at_edges)
 					struct ps_rtree t;
 					uint64_t gen = 0;
 
-					ps_rtree_init(&t);
+					psi_rangetree_init(&t);
 					for (i = 0, j = 0; i < NP - 1; i++)
 						if (mask & (1u << i))
 							cow_apply(&t, &gen, P[i], P[i + 1], j++ & 1 ? pa : pb,
@@ -335,7 +335,7 @@ Test(cow, reserve_big_trees_adversarial, .timeout = 300)
 		uint64_t gen = 0, n = 64u << (round % 6), i;
 		int op;
 
-		ps_rtree_init(&t);
+		psi_rangetree_init(&t);
 		/* Adjacent ranges, inserted in an order that depends on the round. */
 		for (i = 0; i < n; i++) {
 			uint64_t x = round & 1 ? i : (round & 2 ? n - 1 - i : (i * 7919) % n);
@@ -860,11 +860,11 @@ struct depot_hold {
 static struct depot_hold *depot_hold_now;
 static __thread bool depot_holder;
 
-static void depot_hook(enum ps_test_point point)
+static void depot_hook(enum psi_test_point point)
 {
 	struct depot_hold *h = depot_hold_now;
 
-	if (point != PS_TP_COW_DEPOT_LOCKED || !depot_holder || !h)
+	if (point != PSI_TP_COW_DEPOT_LOCKED || !depot_holder || !h)
 		return;
 	pthread_mutex_lock(&h->m);
 	if (!h->release) {

@@ -426,8 +426,8 @@ Test(idmap, free_rcu_never_waits_for_readers)
 	freed = 0;
 	freed_elsewhere = 0;
 	freeing_thread = pthread_self();
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&h.entered, sizeof(h.entered));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&h.leave, sizeof(h.leave));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&h.entered, sizeof(h.entered));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&h.leave, sizeof(h.leave));
 	cr_assert_eq(pthread_create(&t, NULL, hold_section, &h), 0);
 	while (!__atomic_load_n(&h.entered, __ATOMIC_ACQUIRE))
 		usleep(100);
@@ -480,8 +480,8 @@ Test(idmap, barrier_waits_for_batches_in_flight)
 	slow_started = 0;
 	slow_freed = 0;
 	/* Atomics only; the frees themselves are ordered by the barrier's mutex. */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&slow_started, sizeof(slow_started));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&slow_freed, sizeof(slow_freed));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&slow_started, sizeof(slow_started));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&slow_freed, sizeof(slow_freed));
 	cr_assert_eq(pthread_create(&t, NULL, fill_batch, map), 0);
 	/* The other thread is inside the frees of its batch. */
 	while (!__atomic_load_n(&slow_started, __ATOMIC_ACQUIRE))
@@ -574,10 +574,10 @@ static int filler_started, ender_inside; /* atomics */
 /* The flags and counters above are atomics only: no hand-off for the thread checkers. */
 static void race_flags_init(void)
 {
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&slept_after_unlock, sizeof(slept_after_unlock));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&race_freed, sizeof(race_freed));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&filler_started, sizeof(filler_started));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&ender_inside, sizeof(ender_inside));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&slept_after_unlock, sizeof(slept_after_unlock));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&race_freed, sizeof(race_freed));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&filler_started, sizeof(filler_started));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&ender_inside, sizeof(ender_inside));
 }
 
 static void queue_race_frees(struct ps_idmap *map, int n)
@@ -666,9 +666,9 @@ Test(idmap, barrier_waits_for_a_batch_run_without_reclaim_thread, .timeout = 60)
 	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
 	h = (struct held_reader){ .map = mk(PS_IDMAP_RCU) };
 	b.map = h.map;
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&h.entered, sizeof(h.entered));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&h.leave, sizeof(h.leave));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&b.done, sizeof(b.done));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&h.entered, sizeof(h.entered));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&h.leave, sizeof(h.leave));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&b.done, sizeof(b.done));
 	queue_race_frees(h.map, PS_IDMAP_FREE_BATCH - 1);
 	cr_assert_eq(pthread_create(&rt, NULL, hold_section, &h), 0);
 	while (!__atomic_load_n(&h.entered, __ATOMIC_ACQUIRE))
@@ -765,7 +765,7 @@ static void thread_ends_inside_free_fn(void (*fn)(void *))
 
 	race_flags_init();
 	chain_map = mk(PS_IDMAP_RCU);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&done, sizeof(done));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&done, sizeof(done));
 	cr_assert_eq(pthread_create(&t, NULL, end_inside_free, &fn), 0);
 	if (fn == cancelled_free) {
 		while (!__atomic_load_n(&ender_inside, __ATOMIC_ACQUIRE))
@@ -839,9 +839,9 @@ Test(idmap, thread_cancelled_in_barrier, .timeout = 60)
 	int i;
 
 	race_flags_init();
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&h.entered, sizeof(h.entered));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&h.leave, sizeof(h.leave));
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&b.done, sizeof(b.done));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&h.entered, sizeof(h.entered));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&h.leave, sizeof(h.leave));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&b.done, sizeof(b.done));
 	cr_assert_eq(pthread_create(&rt, NULL, hold_section, &h), 0);
 	while (!__atomic_load_n(&h.entered, __ATOMIC_ACQUIRE))
 		usleep(100);
@@ -895,7 +895,7 @@ Test(idmap, barrier_orders_other_threads_frees, .timeout = 120)
 	pthread_t t;
 	int n;
 
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&frees_done, sizeof(frees_done));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&frees_done, sizeof(frees_done));
 	cr_assert_eq(pthread_create(&t, NULL, queue_plain_batch, map), 0);
 	while (!__atomic_load_n(&frees_done, __ATOMIC_ACQUIRE))
 		usleep(1000);

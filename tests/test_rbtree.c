@@ -7,14 +7,14 @@
  *  - copy on write: an update writes no node of the published tree but one
  *    child slot at publication (and colours, which readers never load),
  *    publishes at the root when asked, copies a node at most once, and
- *    copies within ps_rb_copies_insert/erase() of the height bound; on
+ *    copies within psi_rb_copies_insert/erase() of the height bound; on
  *    average it copies a few nodes, not the path;
  *  - readers that walk one step at a time while updates are published
  *    between their steps (as a slow reader on another CPU would) always
  *    answer as some version during their walk did: lookups are
  *    linearizable;
  *  - the range layer: copy-on-write sets over random trees never take more
- *    spares than ps_rtree_cow_need() said, give the same ranges as the
+ *    spares than psi_rangetree_cow_mem_reserve() reserved, give the same ranges as the
  *    in-place algorithm, and slow range readers are linearizable too.
  */
 #include <criterion/criterion.h>
@@ -34,7 +34,7 @@ struct tnode {
 
 static inline struct tnode *tn(struct ps_rb_node *n)
 {
-	return ps_container_of(n, struct tnode, rb);
+	return psi_container_of(n, struct tnode, rb);
 }
 
 
@@ -42,8 +42,8 @@ static inline struct tnode *tn(struct ps_rb_node *n)
 struct ttree {
 	struct ps_rb_root root;  /* the published root */
 	struct ps_rb_root priv;  /* an update's own root pointer (copy on write) */
-	struct ps_rb_tx tx;
-	struct ps_rb_undo undo[1024];
+	struct psi_rb_tx tx;
+	struct psi_rb_undo undo[1024];
 	bool cow;
 	size_t copies; /* in the current update */
 	struct tnode **originals; /* nodes copied in the current update */
@@ -66,9 +66,9 @@ static struct tnode *tnode_alloc(struct ttree *t)
 	return n;
 }
 
-static struct ps_rb_node *tcopy(struct ps_rb_tx *tx, const struct ps_rb_node *old)
+static struct ps_rb_node *tcopy(struct psi_rb_tx *tx, const struct ps_rb_node *old)
 {
-	struct ttree *t = ps_container_of(tx, struct ttree, tx);
+	struct ttree *t = psi_container_of(tx, struct ttree, tx);
 	struct tnode *n = tnode_alloc(t);
 	size_t i;
 
@@ -89,7 +89,7 @@ static void ttree_init(struct ttree *t, bool cow)
 {
 	memset(t, 0, sizeof(*t));
 	t->cow = cow;
-	ps_rb_tx_init(&t->tx, &t->root, 0, NULL);
+	psi_rb_tx_init(&t->tx, &t->root, 0, NULL);
 }
 
 static void ttree_fini(struct ttree *t)
@@ -106,7 +106,7 @@ static void begin(struct ttree *t)
 {
 	if (t->cow) {
 		t->priv.node = t->root.node;
-		ps_rb_tx_init(&t->tx, &t->priv, t->tx.gen + 1, tcopy);
+		psi_rb_tx_init(&t->tx, &t->priv, t->tx.gen + 1, tcopy);
 		t->tx.undo = t->undo;
 		t->tx.undo_cap = 1024;
 	}
@@ -120,15 +120,15 @@ static bool publish(struct ttree *t, bool at_root)
 	if (!t->cow)
 		return true;
 	if (at_root)
-		ps_rb_raise_root(&t->tx);
+		psi_rb_raise_root(&t->tx);
 	if (!t->tx.pending)
 		return false;
-	cr_assert_eq(ps_rb_publish(&t->tx, &t->root), t->tx.pdepth == 0);
+	cr_assert_eq(psi_rb_publish(&t->tx, &t->root), t->tx.pdepth == 0);
 	return true;
 }
 
 /* Path to @key's slot (insert) or node (erase), in the tree as the update sees it. */
-static bool find(struct ttree *t, uint64_t key, struct ps_rb_path *p)
+static bool find(struct ttree *t, uint64_t key, struct psi_rb_path *p)
 {
 	struct ps_rb_node *n = t->tx.root->node;
 
@@ -136,10 +136,10 @@ static bool find(struct ttree *t, uint64_t key, struct ps_rb_path *p)
 	while (n) {
 		int dir = key > tn(n)->key;
 
-		ps_rb_path_push(p, n, dir);
+		psi_rb_path_push(p, n, dir);
 		if (key == tn(n)->key)
 			return true;
-		n = ps_rb_child(&t->tx, n, dir);
+		n = psi_rb_child(&t->tx, n, dir);
 	}
 	return false;
 }
@@ -148,12 +148,12 @@ static void check_tree(const struct ps_rb_root *root, const uint64_t *keys, size
 		const char *what)
 {
 	const char *why = NULL;
-	struct ps_rb_iter it;
+	struct psi_rb_iter it;
 	struct ps_rb_node *x;
 	size_t i = 0;
 
-	cr_assert_eq(ps_rb_check(root, &why), (long)n, "%s: %s", what, why ? why : "count");
-	for (x = ps_rb_iter_first(&it, root); x; x = ps_rb_iter_next(&it), i++)
+	cr_assert_eq(psi_rb_check(root, &why), (long)n, "%s: %s", what, why ? why : "count");
+	for (x = psi_rb_iter_first(&it, root); x; x = psi_rb_iter_next(&it), i++)
 		cr_assert_eq(tn(x)->key, keys[i], "%s: key %zu is %llu, want %llu", what, i,
 				(unsigned long long)tn(x)->key, (unsigned long long)keys[i]);
 	cr_assert_eq(i, n);
@@ -289,7 +289,7 @@ static void slow_step(struct slow_reader *r, const struct history *h, size_t now
 	if (!r->active || turn % r->pace)
 		return;
 	if (r->at && tn(r->at)->key != r->key) {
-		r->at = PS_LOAD_ACQUIRE(r->at->child[r->key > tn(r->at)->key]);
+		r->at = PSI_LOAD_ACQUIRE(r->at->child[r->key > tn(r->at)->key]);
 		return;
 	}
 	found = r->at != NULL;
@@ -315,7 +315,7 @@ static int random_op(struct ttree *t, uint64_t *keys, size_t *n, uint64_t *seed,
 	/* Near the update's first key, so that its operations meet each other's changes. */
 	uint64_t key = near == UINT64_MAX ? ps_test_rand(seed) % (2 * NKEYS) :
 					   (near + ps_test_rand(seed) % 16) % (2 * NKEYS);
-	struct ps_rb_path p;
+	struct psi_rb_path p;
 	bool there = find(t, key, &p);
 	/* Grow early, then hover around NKEYS / 2 .. NKEYS. */
 	bool insert = *n < NKEYS / 2 || (*n < NKEYS && ps_test_rand(seed) % 2);
@@ -325,14 +325,14 @@ static int random_op(struct ttree *t, uint64_t *keys, size_t *n, uint64_t *seed,
 		struct tnode *x = tnode_alloc(t);
 
 		x->key = key;
-		ps_rb_insert(&t->tx, &p, &x->rb);
+		psi_rb_insert(&t->tx, &p, &x->rb);
 		keys[(*n)++] = key;
 		qsort(keys, *n, sizeof(*keys), key_cmp);
 		return 0;
 	}
 	if (there) {
 		struct tnode *found = tn(p.node[p.depth - 1]);
-		struct tnode *x = tn(ps_rb_erase(&t->tx, &p));
+		struct tnode *x = tn(psi_rb_erase(&t->tx, &p));
 
 		cr_assert_eq(x->key, key);
 		/* The node itself leaves, or its copy if the update copied it first. */
@@ -370,7 +370,7 @@ static void random_ops(bool cow, uint64_t seed)
 	ttree_init(&t, cow);
 	history_put(&hist, 0, keys, 0);
 	for (up = 0; up < NOPS; up++) {
-		int h = ps_rb_height_bound(&t.root, 5), nops = up % 2 ? 1 : 2 + (int)(up / 2 % 4);
+		int h = psi_rb_height_bound(&t.root, 5), nops = up % 2 ? 1 : 2 + (int)(up / 2 % 4);
 		bool at_root = up % 8 == 7;
 		size_t bound = 0;
 		int k, kind = -1;
@@ -392,20 +392,20 @@ static void random_ops(bool cow, uint64_t seed)
 			int done = random_op(&t, keys, &n, &seed, base);
 
 			if (done >= 0) {
-				size_t b = done ? ps_rb_copies_erase(h) : ps_rb_copies_insert(h);
+				size_t b = done ? psi_rb_copies_erase(h) : psi_rb_copies_insert(h);
 
 				cr_assert_leq(t.copies - c0, b, "an operation took %zu copies, bound %zu",
 						t.copies - c0, b);
-				cr_assert_leq(t.tx.nundo - u0, ps_rb_paints(h),
+				cr_assert_leq(t.tx.nundo - u0, psi_rb_paints(h),
 						"an operation painted %zu published nodes, bound %zu",
-						t.tx.nundo - u0, ps_rb_paints(h));
+						t.tx.nundo - u0, psi_rb_paints(h));
 				bound += b;
 				kind = kind == -1 ? done : 2;
 			}
 		}
 		if (abort_it) {
 			/* Thrown away: every published node as it was, colours too. */
-			ps_rb_abort(&t.tx);
+			psi_rb_abort(&t.tx);
 			snap_check_whole(&sn, &t.root, "abort");
 			memcpy(keys, saved, nsaved * sizeof(*keys));
 			n = nsaved;
@@ -443,7 +443,7 @@ static void random_ops(bool cow, uint64_t seed)
 				r->active = true;
 				r->key = ps_test_rand(&seed) % (2 * NKEYS);
 				r->start = version;
-				r->at = PS_LOAD_ACQUIRE(t.root.node);
+				r->at = PSI_LOAD_ACQUIRE(t.root.node);
 				r->pace = 1 + (unsigned)(ps_test_rand(&seed) % 4);
 			}
 			slow_step(r, &hist, version, up);
@@ -463,11 +463,11 @@ static void random_ops(bool cow, uint64_t seed)
 	history_free(&hist);
 	/* Erase everything left. */
 	while (n) {
-		struct ps_rb_path p;
+		struct psi_rb_path p;
 
 		begin(&t);
 		cr_assert(find(&t, keys[n - 1], &p));
-		ps_rb_erase(&t.tx, &p);
+		psi_rb_erase(&t.tx, &p);
 		publish(&t, false);
 		n--;
 		check_tree(&t.root, keys, n, "draining");
@@ -499,23 +499,23 @@ Test(rbtree, sequential_both_modes)
 
 		ttree_init(&t, cow);
 		for (k = 0; k < 512; k++) {
-			struct ps_rb_path p;
+			struct psi_rb_path p;
 			struct tnode *x = tnode_alloc(&t);
 
 			begin(&t);
 			cr_assert_not(find(&t, k, &p));
 			x->key = k;
-			ps_rb_insert(&t.tx, &p, &x->rb);
+			psi_rb_insert(&t.tx, &p, &x->rb);
 			publish(&t, k % 5 == 0);
 			keys[n++] = k;
 			check_tree(&t.root, keys, n, "ascending insert");
 		}
 		for (k = 0; k < 512; k++) {
-			struct ps_rb_path p;
+			struct psi_rb_path p;
 
 			begin(&t);
 			cr_assert(find(&t, k, &p));
-			ps_rb_erase(&t.tx, &p);
+			psi_rb_erase(&t.tx, &p);
 			publish(&t, k % 5 == 0);
 			n--;
 			check_tree(&t.root, keys + k + 1, n, "ascending erase");
@@ -540,7 +540,7 @@ static int walk_cmp(uint64_t start, uint64_t end, struct ps_policy *pol, void *a
 	return 0;
 }
 
-/* A slow range reader: ps_rtree_lookup() of @idx, one step per turn. */
+/* A slow range reader: psi_rangetree_lookup() of @idx, one step per turn. */
 struct slow_range_reader {
 	bool active;
 	uint64_t idx;
@@ -552,7 +552,7 @@ struct slow_range_reader {
 #define RHIST 128
 
 /*
- * Copy-on-write sets with exactly ps_rtree_cow_need() spares (running out
+ * Copy-on-write sets with exactly the spares psi_rangetree_cow_mem_reserve() reserves (running out
  * aborts), against a page model and the in-place algorithm; each published
  * version is checked.  Slow readers walk while sets are published between
  * their steps; retired ranges are kept until the end, as a grace period
@@ -564,8 +564,8 @@ Test(rbtree, range_cow_sets_within_reservations)
 	struct ps_rtree pub, inplace;
 	static struct rmodel m, hist[RHIST];
 	struct slow_range_reader rd[NREADERS];
-	struct ps_range_list retired_nopol = { NULL, 0, NULL }, retired = { NULL, 0, NULL };
-	struct ps_rtree_cow_mem mem;
+	struct psi_range_list retired_nopol = { NULL, 0, NULL }, retired = { NULL, 0, NULL };
+	struct psi_rangetree_cow_mem mem;
 	uint64_t seed = 7, gen = 0;
 	size_t maxneed = 0, version = 0, slots = 0;
 	int op, i;
@@ -574,38 +574,38 @@ Test(rbtree, range_cow_sets_within_reservations)
 	memset(&mem, 0, sizeof(mem));
 	memset(rd, 0, sizeof(rd));
 	hist[0] = m;
-	ps_rtree_init(&pub);
-	ps_rtree_init(&inplace);
+	psi_rangetree_init(&pub);
+	psi_rangetree_init(&inplace);
 	for (op = 0; op < 4000; op++) {
 		uint64_t a = ps_test_rand(&seed) % 4000, len = 1 + ps_test_rand(&seed) % (op % 5 ? 40 : 600);
 		uint64_t b = a + len > 4096 ? 4096 : a + len;
 		struct ps_policy *pol = pols[ps_test_rand(&seed) % 3];
-		struct ps_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
-		struct ps_rtree_cow c;
+		struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
+		struct psi_rangetree_cow c;
 		const char *why = NULL;
 		uint64_t x;
 
-		ps_rtree_cow_begin(&c, &pub, ++gen, &mem);
-		cr_assert(ps_rtree_cow_set(&c, a, b, pol));
+		psi_rangetree_cow_begin(&c, &pub, ++gen, &mem);
+		cr_assert(psi_rangetree_cow_set(&c, a, b, pol));
 		if (op % 4 == 3)
-			cr_assert_eq(ps_rtree_cow_ready_publish(&c, true, 0), 0);
-		slots += !ps_rtree_cow_publish(&c, &pub, op % 4 == 3) && c.tx.pending;
+			cr_assert_eq(psi_rangetree_cow_ready_publish(&c, true, 0), 0);
+		slots += !psi_rangetree_cow_publish(&c, &pub, op % 4 == 3) && c.tx.pending;
 		maxneed = mem.peak > maxneed ? mem.peak : maxneed;
-		cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
+		cr_assert_eq(psi_rangetree_check(&pub, &why), 0, "op %d: %s", op, why);
 
-		cr_assert_eq(ps_range_list_fill(&spares, PS_RTREE_SET_MAX_NEW), 0);
-		ps_rtree_set(&inplace, a, b, pol, &spares, &removed);
-		ps_range_list_free(&spares);
-		ps_range_list_free(&removed);
+		cr_assert_eq(psi_range_list_fill(&spares, PSI_RANGETREE_SET_MAX_NEW), 0);
+		psi_rangetree_set(&inplace, a, b, pol, &spares, &removed);
+		psi_range_list_free(&spares);
+		psi_range_list_free(&removed);
 
 		/* Retired ranges: replaced ones own no reference, removed ones do. */
-		ps_range_list_splice(&retired_nopol, &c.replaced);
-		ps_range_list_splice(&retired, &c.removed);
+		psi_range_list_splice(&retired_nopol, &c.replaced);
+		psi_range_list_splice(&retired, &c.removed);
 
 		for (x = a; x < b; x++)
 			m.pol[x] = pol;
-		ps_rtree_foreach(&pub, walk_cmp, &m);
-		ps_rtree_foreach(&inplace, walk_cmp, &m);
+		psi_rangetree_foreach(&pub, walk_cmp, &m);
+		psi_rangetree_foreach(&inplace, walk_cmp, &m);
 		cr_assert_eq(pub.count, inplace.count, "op %d", op);
 
 		hist[++version % RHIST] = m;
@@ -622,14 +622,14 @@ Test(rbtree, range_cow_sets_within_reservations)
 				r->active = true;
 				r->idx = ps_test_rand(&seed) % 4096;
 				r->start = version;
-				r->at = PS_LOAD_ACQUIRE(pub.root.node);
+				r->at = PSI_LOAD_ACQUIRE(pub.root.node);
 				r->pace = 1 + (unsigned)(ps_test_rand(&seed) % 3);
 			}
 			if (op % r->pace)
 				continue;
-			rg = r->at ? ps_container_of(r->at, struct ps_range, rb) : NULL;
+			rg = r->at ? psi_container_of(r->at, struct ps_range, rb) : NULL;
 			if (rg && (r->idx < rg->start || r->idx >= rg->end)) {
-				r->at = PS_LOAD_ACQUIRE(r->at->child[r->idx >= rg->end]);
+				r->at = PSI_LOAD_ACQUIRE(r->at->child[r->idx >= rg->end]);
 				continue;
 			}
 			seen = rg ? rg->pol : NULL;
@@ -644,16 +644,16 @@ Test(rbtree, range_cow_sets_within_reservations)
 	}
 	cr_log_info("largest reservation: %zu spares for %zu ranges; %zu sets published "
 		    "in a child slot", maxneed, pub.count, slots);
-	ps_rtree_cow_mem_free(&mem);
+	psi_rangetree_cow_mem_free(&mem);
 	cr_assert_gt(slots, 1000);
-	ps_range_list_free_nopol(&retired_nopol);
-	ps_range_list_free(&retired);
+	psi_range_list_free_nopol(&retired_nopol);
+	psi_range_list_free(&retired);
 	{
-		struct ps_range_list removed = { NULL, 0, NULL };
+		struct psi_range_list removed = { NULL, 0, NULL };
 
-		ps_rtree_clear(&pub, &removed);
-		ps_rtree_clear(&inplace, &removed);
-		ps_range_list_free(&removed);
+		psi_rangetree_clear(&pub, &removed);
+		psi_rangetree_clear(&inplace, &removed);
+		psi_range_list_free(&removed);
 	}
 	for (i = 0; i < 2; i++) {
 		cr_assert_eq(ps_policy_refcount(pols[i]), 1);
@@ -669,45 +669,45 @@ Test(rbtree, range_cow_sets_within_reservations)
 Test(rbtree, range_cow_copies_only_what_changes)
 {
 	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
-	struct ps_rtree_cow_mem mem;
+	struct psi_rangetree_cow_mem mem;
 	struct ps_rtree pub;
 	uint64_t gen = 0, i;
 	size_t none = 0;
 
 	memset(&mem, 0, sizeof(mem));
-	ps_rtree_init(&pub);
+	psi_rangetree_init(&pub);
 	for (i = 0; i < 1000; i++) {
-		struct ps_rtree_cow c;
+		struct psi_rangetree_cow c;
 		uint64_t s = (i * 7919) % 1000; /* scattered: a balanced-looking tree */
 
-		ps_rtree_cow_begin(&c, &pub, ++gen, &mem);
-		cr_assert(ps_rtree_cow_set(&c, 10 * s, 10 * s + 5, pols[0]));
+		psi_rangetree_cow_begin(&c, &pub, ++gen, &mem);
+		cr_assert(psi_rangetree_cow_set(&c, 10 * s, 10 * s + 5, pols[0]));
 		cr_assert_eq(mem.used.n, c.copies + 1, "an insertion takes its range and the copies");
 		none += c.copies == 0;
-		ps_rtree_cow_publish(&c, &pub, false);
-		ps_range_list_free_nopol(&c.replaced);
-		ps_range_list_free(&c.removed);
+		psi_rangetree_cow_publish(&c, &pub, false);
+		psi_range_list_free_nopol(&c.replaced);
+		psi_range_list_free(&c.removed);
 	}
 	for (i = 0; i < 1000; i++) {
-		struct ps_rtree_cow c;
+		struct psi_rangetree_cow c;
 
-		ps_rtree_cow_begin(&c, &pub, ++gen, &mem);
-		cr_assert(ps_rtree_cow_set(&c, 10 * i, 10 * i + 5, pols[i & 1]));
+		psi_rangetree_cow_begin(&c, &pub, ++gen, &mem);
+		cr_assert(psi_rangetree_cow_set(&c, 10 * i, 10 * i + 5, pols[i & 1]));
 		cr_assert_eq(c.copies, 1, "a new policy for one range copied %zu nodes", c.copies);
 		cr_assert_eq(c.replaced.n, 1);
 		cr_assert_eq(c.count, 1000);
-		ps_rtree_cow_publish(&c, &pub, false);
-		ps_range_list_free_nopol(&c.replaced);
-		ps_range_list_free(&c.removed);
+		psi_rangetree_cow_publish(&c, &pub, false);
+		psi_range_list_free_nopol(&c.replaced);
+		psi_range_list_free(&c.removed);
 	}
 	cr_log_info("%zu of 1000 insertions copied nothing", none);
 	cr_assert_gt(none, 300);
-	ps_rtree_cow_mem_free(&mem);
+	psi_rangetree_cow_mem_free(&mem);
 	{
-		struct ps_range_list removed = { NULL, 0, NULL };
+		struct psi_range_list removed = { NULL, 0, NULL };
 
-		ps_rtree_clear(&pub, &removed);
-		ps_range_list_free(&removed);
+		psi_rangetree_clear(&pub, &removed);
+		psi_range_list_free(&removed);
 	}
 	cr_assert_eq(ps_policy_refcount(pols[0]), 1);
 	cr_assert_eq(ps_policy_refcount(pols[1]), 1);
@@ -727,7 +727,7 @@ struct rsnap {
 static void rsnap_walk(struct rsnap *sn, struct ps_rb_node *x)
 {
 	for (; x; x = x->child[1]) {
-		struct ps_range *r = ps_container_of(x, struct ps_range, rb);
+		struct ps_range *r = psi_container_of(x, struct ps_range, rb);
 
 		rsnap_walk(sn, x->child[0]);
 		cr_assert_lt(sn->n, 2048);
@@ -759,7 +759,7 @@ static void rsnap_check(const struct rsnap *sn, const struct ps_rtree *t, const 
 
 /*
  * Out of memory at every allocation of an update in turn (the failing
- * allocator): the set reports it, ps_rtree_cow_abort() leaves every
+ * allocator): the set reports it, psi_rangetree_cow_abort() leaves every
  * published range exactly as it was (links, colours, bounds, policies,
  * reference counts), and then the set succeeds.  Single sets and batches
  * of several, over random trees.
@@ -773,7 +773,7 @@ Test(rbtree, range_cow_abort_at_every_allocation)
 	long aborts = 0;
 	int op;
 
-	ps_rtree_init(&pub);
+	psi_rangetree_init(&pub);
 	ps_test_alloc_install();
 	for (op = 0; op < 600; op++) {
 		int nops = 1 + (op % 3 == 0 ? (int)(ps_test_rand(&seed) % 4) : 0), j;
@@ -788,8 +788,8 @@ Test(rbtree, range_cow_abort_at_every_allocation)
 			ops[j].pol = pols[ps_test_rand(&seed) % 3];
 		}
 		for (k = 0;; k++) {
-			struct ps_rtree_cow_mem mem;
-			struct ps_rtree_cow c;
+			struct psi_rangetree_cow_mem mem;
+			struct psi_rangetree_cow c;
 			bool ok = true;
 			const char *why = NULL;
 
@@ -799,38 +799,38 @@ Test(rbtree, range_cow_abort_at_every_allocation)
 			refs[0] = ps_policy_refcount(pols[0]);
 			refs[1] = ps_policy_refcount(pols[1]);
 			ps_test_alloc_fail_once(k);
-			ps_rtree_cow_begin(&c, &pub, ++gen, &mem);
+			psi_rangetree_cow_begin(&c, &pub, ++gen, &mem);
 			for (j = 0; j < nops && ok; j++)
-				ok = ps_rtree_cow_set(&c, ops[j].start, ops[j].end, ops[j].pol);
+				ok = psi_rangetree_cow_set(&c, ops[j].start, ops[j].end, ops[j].pol);
 			if (ok && op % 5 == 0)
-				ok = !ps_rtree_cow_ready_publish(&c, true, 0);
+				ok = !psi_rangetree_cow_ready_publish(&c, true, 0);
 			if (!ps_test_alloc_disarm()) {
 				cr_assert(ok, "op %d: an update failed with no allocation failing", op);
-				ps_rtree_cow_publish(&c, &pub, op % 5 == 0);
-				cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d: %s", op, why);
-				ps_range_list_free_nopol(&c.replaced);
-				ps_range_list_free(&c.removed);
-				ps_rtree_cow_mem_free(&mem);
+				psi_rangetree_cow_publish(&c, &pub, op % 5 == 0);
+				cr_assert_eq(psi_rangetree_check(&pub, &why), 0, "op %d: %s", op, why);
+				psi_range_list_free_nopol(&c.replaced);
+				psi_range_list_free(&c.removed);
+				psi_rangetree_cow_mem_free(&mem);
 				break;
 			}
 			cr_assert(!ok, "op %d: an update succeeded despite failure %ld", op, k);
-			ps_rtree_cow_abort(&c);
+			psi_rangetree_cow_abort(&c);
 			aborts++;
 			rsnap_check(&sn, &pub, "abort", k);
-			cr_assert_eq(ps_rtree_check(&pub, &why), 0, "op %d, failure %ld: %s", op, k, why);
+			cr_assert_eq(psi_rangetree_check(&pub, &why), 0, "op %d, failure %ld: %s", op, k, why);
 			cr_assert_eq(ps_policy_refcount(pols[0]), refs[0], "op %d, failure %ld", op, k);
 			cr_assert_eq(ps_policy_refcount(pols[1]), refs[1], "op %d, failure %ld", op, k);
-			ps_rtree_cow_mem_free(&mem);
+			psi_rangetree_cow_mem_free(&mem);
 		}
 	}
 	ps_test_alloc_restore();
 	cr_log_info("%ld aborted updates", aborts);
 	cr_assert_gt(aborts, 1000);
 	{
-		struct ps_range_list removed = { NULL, 0, NULL };
+		struct psi_range_list removed = { NULL, 0, NULL };
 
-		ps_rtree_clear(&pub, &removed);
-		ps_range_list_free(&removed);
+		psi_rangetree_clear(&pub, &removed);
+		psi_range_list_free(&removed);
 	}
 	cr_assert_eq(ps_policy_refcount(pols[0]), 1);
 	cr_assert_eq(ps_policy_refcount(pols[1]), 1);

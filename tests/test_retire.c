@@ -63,7 +63,7 @@ static void destroy_beside_last_release_one(enum ps_sync *sync)
 	atomic_store(&hook_done, 0);
 	atomic_store(&store_destroyed, 0);
 	ps_test_alloc_install();
-	ps_test_set_release_hook(hold_release);
+	psi_test_set_release_hook(hold_release);
 	s = ps_store_create(*sync);
 	cr_assert_not_null(s);
 	/*
@@ -88,7 +88,7 @@ static void destroy_beside_last_release_one(enum ps_sync *sync)
 	ps_store_synchronize(other);
 	ps_store_destroy(other);
 	written = ps_test_alloc_quarantine_end();
-	ps_test_set_release_hook(NULL);
+	psi_test_set_release_hook(NULL);
 	cr_assert_eq(written, 0, "%s: %ld freed blocks written by the reclaim thread after "
 			"ps_store_destroy() returned", ps_sync_name(*sync), written);
 	cr_assert_eq(ps_policy_refcount(p), 1);

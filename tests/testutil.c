@@ -243,7 +243,7 @@ int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out
 /* The library's test hook (src/rcu_reclaim.h): not part of the API. */
 extern void (*psi_reclaim_test_hook)(void);
 
-void ps_test_set_release_hook(void (*fn)(void))
+void psi_test_set_release_hook(void (*fn)(void))
 {
 	__atomic_store_n(&psi_reclaim_test_hook, fn, __ATOMIC_SEQ_CST);
 }

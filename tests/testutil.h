@@ -16,7 +16,7 @@
  *     each run by its unit suite and by tsan_stress;
  *   - clocks, iteration scaling, random numbers, a BIND policy;
  *   - the thread-checker annotations of src/annotate.h, for the tests' own
- *     atomics-only flags (PS_ANNOTATE_BENIGN_RACE_SIZED).
+ *     atomics-only flags (PSI_ANNOTATE_BENIGN_RACE_SIZED).
  *
  * docs/design.md: tests use the public API and this header (the white-box
  * suites test_rbtree.c and test_cow.c are the declared exceptions).
@@ -185,7 +185,7 @@ long ps_test_alloc_quarantine_end(void);
  * is done with its store, so that a test can hold the thread in that
  * window.  Set it while no batch is in flight.
  */
-void ps_test_set_release_hook(void (*fn)(void));
+void psi_test_set_release_hook(void (*fn)(void));
 
 /*
  * The checking mode (polstore/store.h, "Misuse") for the stores created

@@ -59,7 +59,7 @@ static void load_init(struct load *ld, struct ps_test_run *run)
 	atomic_init(&ld->stop, false);
 	ld->deadline = ps_test_now_ns() + run->duration_ns;
 	/* Only atomics touch it; what the threads found reaches the caller by pthread_join(). */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&ld->stop, sizeof(ld->stop));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&ld->stop, sizeof(ld->stop));
 }
 
 /* Worker round @i may run: below @iters, and below @min_iters or before @deadline. */
@@ -349,7 +349,7 @@ int ps_test_store_run(struct ps_test_store_load *l)
 			"region_size %llu, hold %d", (unsigned long long)size, l->hold);
 	load_init(&sl.ld, &l->run);
 	/* Only atomics touch it (the readers' start, the writers' signal). */
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&sl.readers_started, sizeof(sl.readers_started));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&sl.readers_started, sizeof(sl.readers_started));
 	sl.store = ps_store_create(l->sync);
 	TCHECK(sl.store, "ps_store_create(%s)", ps_sync_name(l->sync));
 	sl.space = PS_TEST_REGIONS * size;
@@ -494,7 +494,7 @@ int ps_test_charge_run(struct ps_test_charge_load *l)
 	int i;
 
 	load_init(&cl.ld, &l->run);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&cl.workers_done, sizeof(cl.workers_done)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cl.workers_done, sizeof(cl.workers_done)); /* atomics only */
 	cl.root = charge_mk(l->kind, NULL, l->root_limit);
 	cl.parent = l->parent_limit ? charge_mk(l->kind, cl.root, l->parent_limit) : NULL;
 	l->bound = ps_charge_overshoot_bound(l->kind, l->workers, CHARGE_MAX_NR,
@@ -893,7 +893,7 @@ int ps_test_idmap_run(struct ps_test_idmap_load *l)
 	int id;
 
 	load_init(&il.ld, &l->run);
-	PS_ANNOTATE_BENIGN_RACE_SIZED(&il.walkers_started, sizeof(il.walkers_started));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&il.walkers_started, sizeof(il.walkers_started));
 	il.map = ps_idmap_create(l->sync);
 	TCHECK(il.map, "ps_idmap_create(%s)", ps_idmap_sync_name(l->sync));
 	ps_test_spawn(t, l->walkers, idmap_walker, &il, 0);

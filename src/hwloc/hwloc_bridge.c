@@ -18,8 +18,8 @@
 
 #include <polstore/hwloc.h>
 
-#define PS_HW_LONG_BITS (CHAR_BIT * sizeof(unsigned long))
-#define PS_HW_MASK_LONGS (PS_MAX_NUMNODES / PS_HW_LONG_BITS)
+#define PSI_HW_LONG_BITS (CHAR_BIT * sizeof(unsigned long))
+#define PSI_HW_MASK_LONGS (PS_MAX_NUMNODES / PSI_HW_LONG_BITS)
 
 _Static_assert(PS_MAX_NUMNODES % (CHAR_BIT * sizeof(unsigned long)) == 0,
 		"a mask of PS_MAX_NUMNODES bits is whole unsigned longs");
@@ -28,7 +28,7 @@ _Static_assert(PS_MAX_NUMNODES % (CHAR_BIT * sizeof(unsigned long)) == 0,
  * The highest node of @nodeset, -1 when it is empty; -EINVAL when it is
  * infinite or the node is >= PS_MAX_NUMNODES.
  */
-static int ps_hw_last_node(hwloc_const_nodeset_t nodeset)
+static int psi_hw_last_node(hwloc_const_nodeset_t nodeset)
 {
 	int last;
 
@@ -41,13 +41,13 @@ static int ps_hw_last_node(hwloc_const_nodeset_t nodeset)
 }
 
 /* @nodeset into a full PS_MAX_NUMNODES-bit mask: 0 or -EINVAL. */
-static int ps_hw_to_full_mask(hwloc_const_nodeset_t nodeset, unsigned long *mask)
+static int psi_hw_to_full_mask(hwloc_const_nodeset_t nodeset, unsigned long *mask)
 {
-	int last = ps_hw_last_node(nodeset);
+	int last = psi_hw_last_node(nodeset);
 
 	if (last < -1)
 		return last;
-	for (unsigned i = 0; i < PS_HW_MASK_LONGS; i++)
+	for (unsigned i = 0; i < PSI_HW_MASK_LONGS; i++)
 		mask[i] = hwloc_bitmap_to_ith_ulong(nodeset, i);
 	return 0;
 }
@@ -55,38 +55,38 @@ static int ps_hw_to_full_mask(hwloc_const_nodeset_t nodeset, unsigned long *mask
 int ps_hwloc_nodeset_to_mask(
 		hwloc_const_nodeset_t nodeset, unsigned long *mask, unsigned long maxnode)
 {
-	unsigned long full[PS_HW_MASK_LONGS];
+	unsigned long full[PSI_HW_MASK_LONGS];
 	unsigned long words, i;
 	int last;
 
 	if (!nodeset || !mask || !maxnode || maxnode > PS_MAXNODE_LIMIT)
 		return -EINVAL;
-	last = ps_hw_last_node(nodeset);
+	last = psi_hw_last_node(nodeset);
 	if (last < -1 || (last >= 0 && (unsigned long)last >= maxnode))
 		return -EINVAL;
-	ps_hw_to_full_mask(nodeset, full);
-	words = (maxnode + PS_HW_LONG_BITS - 1) / PS_HW_LONG_BITS;
+	psi_hw_to_full_mask(nodeset, full);
+	words = (maxnode + PSI_HW_LONG_BITS - 1) / PSI_HW_LONG_BITS;
 	for (i = 0; i < words; i++)
-		mask[i] = i < PS_HW_MASK_LONGS ? full[i] : 0;
+		mask[i] = i < PSI_HW_MASK_LONGS ? full[i] : 0;
 	return 0;
 }
 
 int ps_hwloc_mask_to_nodeset(
 		const unsigned long *mask, unsigned long maxnode, hwloc_nodeset_t nodeset)
 {
-	unsigned long full[PS_HW_MASK_LONGS] = {0};
+	unsigned long full[PSI_HW_MASK_LONGS] = {0};
 	unsigned long words, i;
 
 	if (!nodeset || (mask && maxnode > PS_MAXNODE_LIMIT))
 		return -EINVAL;
 	if (mask) {
-		words = (maxnode + PS_HW_LONG_BITS - 1) / PS_HW_LONG_BITS;
+		words = (maxnode + PSI_HW_LONG_BITS - 1) / PSI_HW_LONG_BITS;
 		for (i = 0; i < words; i++) {
 			unsigned long w = mask[i];
 
-			if (i == words - 1 && maxnode % PS_HW_LONG_BITS)
-				w &= (1UL << (maxnode % PS_HW_LONG_BITS)) - 1;
-			if (i >= PS_HW_MASK_LONGS) {
+			if (i == words - 1 && maxnode % PSI_HW_LONG_BITS)
+				w &= (1UL << (maxnode % PSI_HW_LONG_BITS)) - 1;
+			if (i >= PSI_HW_MASK_LONGS) {
 				if (w)
 					return -EINVAL; /* a node >= PS_MAX_NUMNODES */
 				continue;
@@ -95,15 +95,15 @@ int ps_hwloc_mask_to_nodeset(
 		}
 	}
 	/* hwloc grows the set before writing it: a failure leaves it as it was. */
-	return hwloc_bitmap_from_ulongs(nodeset, PS_HW_MASK_LONGS, full) ? -ENOMEM : 0;
+	return hwloc_bitmap_from_ulongs(nodeset, PSI_HW_MASK_LONGS, full) ? -ENOMEM : 0;
 }
 
 struct ps_policy *ps_hwloc_policy_from_nodeset(
 		int mode, unsigned flags, hwloc_const_nodeset_t nodeset)
 {
-	unsigned long full[PS_HW_MASK_LONGS] = {0};
+	unsigned long full[PSI_HW_MASK_LONGS] = {0};
 
-	if (nodeset && ps_hw_to_full_mask(nodeset, full)) {
+	if (nodeset && psi_hw_to_full_mask(nodeset, full)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -112,19 +112,19 @@ struct ps_policy *ps_hwloc_policy_from_nodeset(
 
 int ps_hwloc_policy_to_nodeset(const struct ps_policy *pol, hwloc_nodeset_t nodeset)
 {
-	unsigned long full[PS_HW_MASK_LONGS];
+	unsigned long full[PSI_HW_MASK_LONGS];
 
 	if (!pol || !nodeset)
 		return -EINVAL;
 	if (ps_policy_nodemask(pol, full, PS_MAX_NUMNODES))
 		return -EINVAL; /* cannot happen: a policy's nodes are < PS_MAX_NUMNODES */
-	return hwloc_bitmap_from_ulongs(nodeset, PS_HW_MASK_LONGS, full) ? -ENOMEM : 0;
+	return hwloc_bitmap_from_ulongs(nodeset, PSI_HW_MASK_LONGS, full) ? -ENOMEM : 0;
 }
 
 struct ps_policy *ps_hwloc_policy_from_obj(
 		hwloc_topology_t topology, hwloc_obj_t obj, int mode, unsigned flags)
 {
-	unsigned long full[PS_HW_MASK_LONGS];
+	unsigned long full[PSI_HW_MASK_LONGS];
 	hwloc_const_nodeset_t allowed;
 	bool any = false;
 
@@ -133,7 +133,7 @@ struct ps_policy *ps_hwloc_policy_from_obj(
 		return NULL;
 	}
 	allowed = hwloc_topology_get_allowed_nodeset(topology);
-	if (ps_hw_to_full_mask(obj->nodeset, full)) {
+	if (psi_hw_to_full_mask(obj->nodeset, full)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -141,11 +141,11 @@ struct ps_policy *ps_hwloc_policy_from_obj(
 	 * Only the allowed nodes.  The allowed set itself may be infinite or
 	 * reach past PS_MAX_NUMNODES: test bit by bit, within the object's.
 	 */
-	for (unsigned i = 0; i < PS_HW_MASK_LONGS; i++) {
-		for (unsigned b = 0; b < PS_HW_LONG_BITS; b++) {
+	for (unsigned i = 0; i < PSI_HW_MASK_LONGS; i++) {
+		for (unsigned b = 0; b < PSI_HW_LONG_BITS; b++) {
 			if (!(full[i] >> b & 1))
 				continue;
-			if (allowed && !hwloc_bitmap_isset(allowed, i * PS_HW_LONG_BITS + b))
+			if (allowed && !hwloc_bitmap_isset(allowed, i * PSI_HW_LONG_BITS + b))
 				full[i] &= ~(1UL << b);
 		}
 		any |= full[i] != 0;
