@@ -22,209 +22,11 @@
 
 #include <polstore/polstore.h>
 
+#include "churn.h"
 #include "peer.h"
 #include "stress.h"
 
 #define unlikely(x) __builtin_expect(!!(x), 0)
-
-/* ---- polstore's store variants as maps of the plugin ABI ---------------------------------- */
-
-/*
- * The store variants speak peer.h too, so the harness calls every map
- * through the same table: a read section and a borrowed lookup, the value
- * being the policy pointer.
- */
-static void store_destroy(void *map)
-{
-	ps_store_destroy(map);
-}
-
-/* ps_store_destroy() waits for grace periods: an online QSBR thread leaves for it. */
-static void store_destroy_qsbr(void *map)
-{
-	ps_qsbr_thread_offline();
-	ps_store_destroy(map);
-	ps_qsbr_thread_online();
-}
-
-static int store_insert(void *map, uint64_t start, uint64_t end, uintptr_t value)
-{
-	return ps_store_set(map, start, end, (struct ps_policy *)value);
-}
-
-static int store_remove(void *map, uint64_t start, uint64_t end)
-{
-	return ps_store_set(map, start, end, NULL);
-}
-
-static bool store_lookup(void *map, uint64_t idx, struct ps_peer_hit *hit)
-{
-	hit->value = (uintptr_t)ps_store_lookup_borrow(map, idx);
-	return hit->value != 0;
-}
-
-static void store_read_enter(void *map)
-{
-	ps_store_read_lock(map);
-}
-
-static void store_read_exit(void *map)
-{
-	ps_store_read_unlock(map);
-}
-
-static int store_check(void *map, const char **why)
-{
-	return ps_store_check(map, why);
-}
-
-static void qsbr_quiescent(void *map)
-{
-	(void)map;
-	ps_qsbr_quiescent();
-}
-
-static void qsbr_register(void)
-{
-	if (ps_qsbr_thread_online())
-		stress_die("ps_qsbr_thread_online failed");
-}
-
-static void qsbr_unregister(void)
-{
-	ps_qsbr_thread_offline();
-}
-
-/*
- * One map per store variant the library has, filled by store_maps_init():
- * no create hook (build_main() calls ps_store_create() with the map's
- * variant); rcu-qsbr readers go online, offline and quiescent.
- */
-static struct ps_peer_ops store_maps[STRESS_NSYNC];
-#define NSTORE_MAPS STRESS_NSYNC
-
-static void store_maps_init(void)
-{
-	int s;
-
-	for (s = 0; s < STRESS_NSYNC; s++) {
-		bool qsbr = ps_sync_caps((enum ps_sync)s) & PS_CAP_QSBR;
-
-		store_maps[s] = (struct ps_peer_ops){PS_PEER_ABI_VERSION, PS_PEER_VALUE,
-				ps_sync_name((enum ps_sync)s), NULL, NULL,
-				qsbr ? store_destroy_qsbr : store_destroy, store_insert, store_remove,
-				store_lookup, store_read_enter, store_read_exit,
-				qsbr ? qsbr_quiescent : NULL, qsbr ? qsbr_register : NULL,
-				qsbr ? qsbr_unregister : NULL, store_check};
-	}
-}
-
-/* ---- the maps of this run: selected store variants, then the plugins ---------------------- */
-
-#define CHURN_MAX_MAPS (NSTORE_MAPS + STRESS_MAX_PEERS)
-
-struct map {
-	const struct ps_peer_ops *ops;
-	int sync; /* the store variant, or -1 for a plugin */
-	char version[256]; /* what the tables print: the library's or the plugin's */
-	const char *path;  /* the plugin's file, NULL for a store variant */
-};
-
-static struct map maps[CHURN_MAX_MAPS];
-static size_t nmaps;
-static const char *reference; /* the map every ratio divides by */
-
-static bool name_ok(const char *s)
-{
-	size_t n = 0;
-
-	for (; s && *s; s++, n++)
-		if (!(*s >= 'a' && *s <= 'z') && !(*s >= 'A' && *s <= 'Z') &&
-				!(*s >= '0' && *s <= '9') && !strchr("-_.:", *s))
-			return false;
-	return n > 0 && n < sizeof(((struct stress_point *)0)->variant);
-}
-
-static const struct map *map_named(const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < nmaps; i++)
-		if (!strcmp(maps[i].ops->name, name))
-			return &maps[i];
-	return NULL;
-}
-
-/*
- * dlopen() @path and take its table: the version it speaks, the hooks
- * every map needs, and a name no other map of the run has.  The object
- * stays loaded until the program exits.
- */
-static void load_plugin(const char *path)
-{
-	const struct ps_peer_ops *(*query)(uint32_t);
-	const struct ps_peer_ops *o;
-	void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	struct map *m;
-
-	if (!dl)
-		stress_die("--peer %s: %s", path, dlerror());
-	*(void **)&query = dlsym(dl, PS_PEER_QUERY_SYMBOL);
-	if (!query)
-		stress_die("--peer %s: no %s(): not a polstore-stress plugin", path,
-				PS_PEER_QUERY_SYMBOL);
-	o = query(PS_PEER_ABI_VERSION);
-	if (!o || o->abi_version != PS_PEER_ABI_VERSION)
-		stress_die("--peer %s: the plugin does not speak ABI version %d (stress/peer.h)",
-				path, PS_PEER_ABI_VERSION);
-	if (!o->create || !o->destroy || !o->insert || !o->remove || !o->lookup || !o->read_enter ||
-			!o->read_exit)
-		stress_die("--peer %s: a required operation is NULL", path);
-	if (!(o->flags & (PS_PEER_VALUE | PS_PEER_BOUNDS)) ||
-			(o->flags & ~(PS_PEER_VALUE | PS_PEER_BOUNDS)))
-		stress_die("--peer %s: flags %#x: PS_PEER_VALUE and/or PS_PEER_BOUNDS", path,
-				o->flags);
-	if (!name_ok(o->name))
-		stress_die("--peer %s: name '%s' (letters, digits, -_.:, 1 to 39 characters)", path,
-				o->name ? o->name : "(null)");
-	if (map_named(o->name))
-		stress_die("--peer %s: a map named '%s' is already in the run", path, o->name);
-	m = &maps[nmaps++];
-	m->ops = o;
-	m->sync = -1;
-	m->path = path;
-	snprintf(m->version, sizeof(m->version), "%s", o->version ? o->version : "");
-}
-
-static void select_maps(void)
-{
-	size_t i;
-	int k;
-
-	nmaps = 0;
-	store_maps_init();
-	for (i = 0; i < NSTORE_MAPS; i++) {
-		if (!stress_variant_selected(store_maps[i].name))
-			continue;
-		maps[nmaps].ops = &store_maps[i];
-		maps[nmaps].sync = (int)i;
-		maps[nmaps].path = NULL;
-		snprintf(maps[nmaps].version, sizeof(maps[nmaps].version), "polstore %s",
-				ps_version());
-		nmaps++;
-	}
-	for (k = 0; k < stress_opts.npeers; k++)
-		load_plugin(stress_opts.peers[k]);
-	if (!nmaps)
-		stress_die("churn: no map to measure (--variants names no store variant, "
-			   "no --peer)");
-	reference = stress_opts.reference;
-	if (!reference)
-		reference = stress_opts.npeers ? maps[nmaps - (size_t)stress_opts.npeers].ops->name
-					       : maps[0].ops->name;
-	if (!map_named(reference))
-		stress_die("churn: --reference %s: no such map in this run", reference);
-}
 
 /* ---- values: a pool of policies, and which slots may hold each -------------------------- */
 
@@ -318,7 +120,7 @@ struct slot {
  * line every reader needs.
  */
 struct point {
-	const struct map *m;
+	const struct churn_map *m;
 	void *map;
 	struct slot *slots;
 	uint64_t nslots; /* 2N */
@@ -734,7 +536,7 @@ struct result {
  * map of @n ranges built from @seed, for @seconds; @exact: the validating
  * readers.  Returns what it measured.
  */
-static struct result run_point(const struct map *m, uint64_t n, unsigned shift, uint64_t seed,
+static struct result run_point(const struct churn_map *m, uint64_t n, unsigned shift, uint64_t seed,
 		int nreaders, int nwriters, double seconds, bool exact)
 {
 	struct point *pt = aligned_alloc(64, sizeof(*pt));
@@ -837,8 +639,8 @@ static void run_size(uint64_t n, const struct row *rows, int nrows)
 {
 	int reps = stress_opts.repeat, rep, r, k;
 	unsigned shift = slot_shift(n);
-	struct result *res = calloc((size_t)nrows * nmaps * (size_t)reps, sizeof(*res));
-	uint64_t *checked = calloc(nmaps, sizeof(*checked));
+	struct result *res = calloc((size_t)nrows * churn_nmaps * (size_t)reps, sizeof(*res));
+	uint64_t *checked = calloc(churn_nmaps, sizeof(*checked));
 	double *a = calloc((size_t)reps, sizeof(double));
 	int vr = stress_opts.ranks[0];
 	uint32_t colours;
@@ -857,22 +659,22 @@ static void run_size(uint64_t n, const struct row *rows, int nrows)
 	 * lookup whose slot stayed still compared with the model; run again
 	 * (10 times at most) while a loaded machine let no reader check one.
 	 */
-	for (m = 0; m < nmaps; m++) {
+	for (m = 0; m < churn_nmaps; m++) {
 		struct result v = {0};
 		int tries;
 
 		for (tries = 0; tries < 10 && !v.checked; tries++) {
-			v = run_point(&maps[m], n, shift, stress_seed_for(stress_opts.seed, n), vr,
+			v = run_point(&churn_maps[m], n, shift, stress_seed_for(stress_opts.seed, n), vr,
 					1, 0.2, true);
 			checked[m] += v.checked + v.swept;
 		}
 		if (!v.checked)
 			stress_die("churn: %s, %llu ranges: no reader could check a lookup in 10 "
 				   "validation runs (is the machine overloaded?)",
-					maps[m].ops->name, (unsigned long long)n);
+					churn_maps[m].ops->name, (unsigned long long)n);
 		stress_progress("churn: %s, %llu ranges: validated, %llu lookups checked exactly "
 				"beside the writer",
-				maps[m].ops->name, (unsigned long long)n,
+				churn_maps[m].ops->name, (unsigned long long)n,
 				(unsigned long long)v.checked);
 	}
 	/*
@@ -885,14 +687,14 @@ static void run_size(uint64_t n, const struct row *rows, int nrows)
 				stress_opts.seed, n + 1000003ULL * (uint64_t)(rep + 1));
 
 		for (r = 0; r < nrows; r++)
-			for (m = 0; m < nmaps; m++) {
-				struct result *x = &res[((size_t)r * nmaps + m) * (size_t)reps];
+			for (m = 0; m < churn_nmaps; m++) {
+				struct result *x = &res[((size_t)r * churn_nmaps + m) * (size_t)reps];
 
 				stress_progress("churn: %s, %llu ranges, %d reader(s), %d writer "
 						"(repetition %d/%d)",
-						maps[m].ops->name, (unsigned long long)n,
+						churn_maps[m].ops->name, (unsigned long long)n,
 						rows[r].readers, rows[r].writers, rep + 1, reps);
-				x[rep] = run_point(&maps[m], n, shift, seed, rows[r].readers,
+				x[rep] = run_point(&churn_maps[m], n, shift, seed, rows[r].readers,
 						rows[r].writers, stress_opts.duration_s, false);
 				checked[m] += x[rep].swept;
 			}
@@ -901,21 +703,21 @@ static void run_size(uint64_t n, const struct row *rows, int nrows)
 		struct stress_point pts[CHURN_MAX_MAPS];
 		const struct stress_point *ref = NULL;
 
-		for (m = 0; m < nmaps; m++) {
-			struct result *x = &res[((size_t)r * nmaps + m) * (size_t)reps];
+		for (m = 0; m < churn_nmaps; m++) {
+			struct result *x = &res[((size_t)r * churn_nmaps + m) * (size_t)reps];
 			struct stress_point *p = &pts[m];
 			double lo, hi;
 			int i, mid = 0;
 
-			stress_point_init(p, "churn", maps[m].ops->name, rows[r].readers);
+			stress_point_init(p, "churn", churn_maps[m].ops->name, rows[r].readers);
 			p->writers = rows[r].writers;
 			p->pages = 2 * n << shift;
 			p->ranges = n;
 			p->reps = reps;
-			p->reference = reference;
+			p->reference = churn_reference;
 			p->lookups_checked = checked[m];
 			snprintf(p->note, sizeof(p->note), "%.*s", (int)sizeof(p->note) - 1,
-					maps[m].version);
+					churn_maps[m].version);
 			if (rows[r].readers) {
 				for (i = 0; i < reps; i++)
 					a[i] = x[i].reader_ops_s;
@@ -941,10 +743,10 @@ static void run_size(uint64_t n, const struct row *rows, int nrows)
 			p->ops = x[mid].reader_ops;
 			p->duration_s = x[mid].duration_s;
 			p->rank_cpu_s = x[mid].cpus * x[mid].duration_s;
-			if (!strcmp(maps[m].ops->name, reference))
+			if (!strcmp(churn_maps[m].ops->name, churn_reference))
 				ref = p;
 		}
-		for (m = 0; m < nmaps; m++) {
+		for (m = 0; m < churn_nmaps; m++) {
 			pts[m].reader_ratio = pts[m].ops_per_sec / ref->ops_per_sec;
 			pts[m].writer_ratio = pts[m].writer_ops_per_sec / ref->writer_ops_per_sec;
 			stress_emit(&pts[m]);
@@ -962,7 +764,7 @@ void stress_run_churn(void)
 	struct row rows[2 * STRESS_MAX_LIST + 1];
 	int nrows = 0, k, w;
 
-	select_maps();
+	churn_select_maps();
 	for (w = 0; w < 2; w++)
 		for (k = 0; k < stress_opts.nranks; k++)
 			rows[nrows++] = (struct row){stress_opts.ranks[k], w};
@@ -1058,11 +860,11 @@ void stress_print_churn(void)
 	if (!last)
 		return;
 	printf("  (CPUs: CPU time the point's threads got / its wall time; lower than its "
-	       "thread count\n   when other processes took CPU)\n  maps:\n");
-	for (m = 0; m < nmaps; m++)
-		printf("    %-18s %s%s%s\n", maps[m].ops->name, maps[m].version,
-				maps[m].path ? ", plugin " : ", through the public API",
-				maps[m].path ? maps[m].path : "");
+	       "thread count\n   when other processes took CPU)\n  churn_maps:\n");
+	for (m = 0; m < churn_nmaps; m++)
+		printf("    %-18s %s%s%s\n", churn_maps[m].ops->name, churn_maps[m].version,
+				churn_maps[m].path ? ", plugin " : ", through the public API",
+				churn_maps[m].path ? churn_maps[m].path : "");
 	printf("  validated: every range found had a value and bounds of its page's slot; "
 	       "before the\n  repetitions, each map ran the most readers beside the "
 	       "writer with every lookup whose\n  slot did not change meanwhile compared "
