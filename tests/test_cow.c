@@ -328,11 +328,13 @@ Test(cow, reserve_big_trees_adversarial, .timeout = 300)
 	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
 	struct need_stats st = { 0, 0 };
 	uint64_t seed = 4242;
-	int round;
+	/* Under valgrind: trees up to 512 ranges, 300 sets each (natively 2048, 3000). */
+	bool slow = ps_test_scale() < 0.5;
+	int round, sizes = slow ? 4 : 6, ops = slow ? 300 : 3000;
 
 	for (round = 0; round < 12; round++) {
 		struct ps_rtree t;
-		uint64_t gen = 0, n = 64u << (round % 6), i;
+		uint64_t gen = 0, n = 64u << (round % sizes), i;
 		int op;
 
 		psi_rangetree_init(&t);
@@ -345,7 +347,7 @@ Test(cow, reserve_big_trees_adversarial, .timeout = 300)
 		/* Carve holes: a deletion-heavy shape. */
 		for (i = 0; i < n; i += 1 + ps_test_rand(&seed) % 3)
 			cow_apply(&t, &gen, 10 * i, 10 * i + 10, NULL, &st);
-		for (op = 0; op < 3000; op++) {
+		for (op = 0; op < ops; op++) {
 			uint64_t r = ps_test_rand(&seed), a, b;
 			struct ps_policy *p = r & 1 ? pols[(r >> 1) & 1] : NULL;
 
@@ -382,7 +384,7 @@ Test(cow, reserve_big_trees_adversarial, .timeout = 300)
 				break;
 			}
 			cow_apply(&t, &gen, a, b, p, &st);
-			if (!t.count || op % 500 == 499) {
+			if (!t.count || op % (ops / 6) == ops / 6 - 1) {
 				/* Refill: many adjacent ranges again. */
 				for (i = 0; i < n; i += 1 + (ps_test_rand(&seed) & 1))
 					cow_apply(&t, &gen, 10 * i, 10 * i + 10, pols[i & 1], &st);
