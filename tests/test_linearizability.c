@@ -220,8 +220,12 @@ PS_PARAM_TEST(struct lin_param, p, lin_params(), 2 * PS_SYNC_COUNT, linearizabil
 		.writers = p->writers,
 		.lookups = env && atol(env) > 0 ? atol(env) : ps_test_iters(200000),
 		.seed = 0x1234 + (uint64_t)p->sync * 77 + (uint64_t)p->readers,
-		/* valgrind: DRD's cost per SEQLOCK write grows with the history */
-		.round_writes = ps_test_scale() < 0.5 ? 4000 : 0,
+		/*
+		 * valgrind: DRD's cost per write grows with the history, and an
+		 * RCU write (records, the reclaim thread's grace periods) costs
+		 * it several times a locked one.
+		 */
+		.round_writes = ps_test_scale() < 0.5 ? (ps_sync_caps(p->sync) & PS_CAP_RCU ? 1000 : 4000) : 0,
 		/* A loaded machine may run a whole round before a writer starts. */
 		.min_writes = 1,
 	};
