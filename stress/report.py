@@ -24,6 +24,13 @@ def ns(v):
     return "%.0f" % v
 
 
+def reps_range(p):
+    """The min..max of a point's repetitions in Mops/s, or "" for one repetition."""
+    if p.get("reps", 1) > 1:
+        return "%.2f..%.2f" % (p["ops_per_sec_min"] / 1e6, p["ops_per_sec_max"] / 1e6)
+    return ""
+
+
 def main():
     pts = []
     for path in sys.argv[1:]:
@@ -49,9 +56,7 @@ def main():
             print("| variant | ranks | Mlookups/s | (min..max of reps) | efficiency | cpu-eff | CPUs used | lookup % | p50 ns | p99 ns | p99.9 ns | max ns | writer sets/s | writer max wait ns |")
             print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for p in sp:
-                mm = ""
-                if p.get("reps", 1) > 1:
-                    mm = "%.2f..%.2f" % (p["ops_per_sec_min"] / 1e6, p["ops_per_sec_max"] / 1e6)
+                mm = reps_range(p)
                 print("| %s | %d | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     p["variant"], p["ranks"], p["ops_per_sec"] / 1e6, mm,
                     fmt(p.get("efficiency")), fmt(p.get("cpu_efficiency")),
@@ -64,9 +69,7 @@ def main():
             print("| limit (x peak) | limit (pages) | variant | ranks | Mops/s | (min..max of reps) | efficiency (vs own 1 rank) | cpu-eff | calls per CPU-s / stock:private | refused % | p50 ns | p99 ns | overshoot / bound (pages) |")
             print("|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
             for p in sp:
-                mm = ""
-                if p.get("reps", 1) > 1:
-                    mm = "%.2f..%.2f" % (p["ops_per_sec_min"] / 1e6, p["ops_per_sec_max"] / 1e6)
+                mm = reps_range(p)
                 print("| %g | %d | %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %d / %d |" % (
                     p.get("limit_ratio", 0), p.get("limit_pages", 0), p["variant"], p["ranks"],
                     p["ops_per_sec"] / 1e6, mm, fmt(p.get("efficiency")),
