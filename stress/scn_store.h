@@ -5,7 +5,7 @@
  * loops (scn_store_read.c).  The scenarios, one file each: lookup-cost,
  * shared-text and hot-policy, write-cost, window, batch-cost.  They measure
  * every store variant in every lookup form against three baselines built
- * on the very same range tree (src/rangetree.h): no synchronisation, a
+ * on the very same range tree (src/range/rangetree.h): no synchronisation, a
  * pthread_rwlock_t and a pthread_mutex_t around it.
  *
  * The tree.  The P pages are cut into N equal slots (the last one takes

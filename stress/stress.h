@@ -7,7 +7,7 @@
  * stress.c, which calls no other file of the program; then the scenarios'
  * entry points, which only the driver and tables.c call.
  *
- * The store scenarios (scn_store.h) include src/rangetree.h: their
+ * The store scenarios (scn_store.h) include src/range/rangetree.h: their
  * unsynchronised, pthread_rwlock and pthread_mutex baselines wrap the range
  * tree core directly.  That is the stress program's one declared use of a
  * library-internal header (docs/design.md).

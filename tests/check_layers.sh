@@ -12,8 +12,9 @@ lib=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The layer table: one line "layer-index file" per file it names, and one
-# "allow layer-index layer-index" per layer a row may use.
+# The layer table: one line "file layer-index file" per file it names, one
+# "dir layer-index folder" per row, and one "allow layer-index layer-index"
+# per layer a row may use.
 awk '
 /^\| layer \|/ { intable = 1; next }
 intable && /^\|---/ { next }
@@ -22,7 +23,9 @@ intable {
 	split($0, col, "|")
 	name = col[2]; gsub(/^ +| +$/, "", name)
 	n++; lname[n] = name
-	files = col[3]
+	dir = col[3]; gsub(/^ +| +$|`/, "", dir); sub(/\/$/, "", dir)
+	print "dir", n, dir
+	files = col[4]
 	# only the src/ files: drop what stands in parentheses
 	gsub(/\([^)]*\)/, "", files)
 	while (match(files, /`[^`]+`/)) {
@@ -35,7 +38,7 @@ intable {
 			print "file", n, f
 		}
 	}
-	use[n] = col[4]
+	use[n] = col[5]
 }
 END {
 	for (i = 1; i <= n; i++) {
@@ -50,10 +53,18 @@ END {
 
 grep -q '^file' "$tmp/layers" || { echo "no layer table found in docs/design.md"; exit 1; }
 status=0
-for f in "$src"/src/*.c "$src"/src/*.h; do
-	f=$(basename "$f")
-	grep -q "^file [0-9]* $f\$" "$tmp/layers" ||
-		{ echo "src/$f is in no row of docs/design.md's layer table"; status=1; }
+# Every file of src/ is in a row, and in that row's folder.
+for f in "$src"/src/*.c "$src"/src/*.h "$src"/src/*/*.c "$src"/src/*/*.h; do
+	[ -e "$f" ] || continue
+	rel=${f#"$src"/}
+	base=$(basename "$f")
+	n=$(awk -v f="$base" '$1 == "file" && $3 == f { print $2; exit }' "$tmp/layers")
+	if [ -z "$n" ]; then
+		echo "$rel is in no row of docs/design.md's layer table"; status=1; continue
+	fi
+	dir=$(awk -v n="$n" '$1 == "dir" && $2 == n { print $3; exit }' "$tmp/layers")
+	[ "$(dirname "$rel")" = "$dir" ] ||
+		{ echo "$rel: its row of docs/design.md's layer table puts it in $dir/"; status=1; }
 done
 
 # Object graph: "obj obj symbol" for each use of a symbol another object defines.
@@ -67,7 +78,7 @@ END { for (k in use) { split(k, q, SUBSEP); if ((q[2] in def) && def[q[2]] != q[
 ' > "$tmp/objedges"
 
 # Include graph: "file file" for each project header a source or header includes.
-for f in "$src"/src/*.c "$src"/src/*.h "$src"/include/polstore/*.h "$src"/include/polstore/static/*.h; do
+for f in "$src"/src/*/*.c "$src"/src/*/*.h "$src"/include/polstore/*.h "$src"/include/polstore/static/*.h; do
 	[ -e "$f" ] || continue
 	case $f in "$src"/include/*) from=${f#"$src"/include/} ;; *) from=$(basename "$f") ;; esac
 	sed -n -e 's/^#[ 	]*include[ 	]*"\([^"]*\)".*/\1/p' \
@@ -85,7 +96,7 @@ check() { # $1: edges file ("from to [why]"), $2: what the graph is
 		while ((getline l < layers) > 0) {
 			split(l, w, " ")
 			if (w[1] == "file") layer[w[3]] = w[2]
-			else allow[w[2], w[3]] = 1
+			else if (w[1] == "allow") allow[w[2], w[3]] = 1
 		}
 	}
 	{

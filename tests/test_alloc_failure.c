@@ -239,7 +239,7 @@ VARIANT_TEST(alloc_failure, store_set_many)
 }
 
 /*
- * SEQLOCK stores retire removed ranges in batches of 64 (src/rcu_reclaim.c);
+ * SEQLOCK stores retire removed ranges in batches of 64 (src/locks/rcu_reclaim.c);
  * the batch's own allocation comes after the tree changed, so when it fails the
  * set must still succeed: it waits for a grace period and frees the batch
  * itself.  expect_model() flushes batches (ps_store_synchronize()), so here

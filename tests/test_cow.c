@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Adversarial review of the copy-on-write RCU stores (src/sync_cow-impl.h,
- * src/rangetree.c, src/rbtree.c, src/rcu_reclaim.c) and of the in-place
+ * Adversarial review of the copy-on-write RCU stores (src/sync/sync_cow-impl.h,
+ * src/range/rangetree.c, src/tree/rbtree.c, src/locks/rcu_reclaim.c) and of the in-place
  * variants after the parent-pointer removal and the victim reuse.
  *
  * Each test states the suspicion it checks.  A test that hangs is failed by
@@ -31,7 +31,7 @@
 #include "testpoint.h"
 #include "testutil.h"
 
-/* Constants of src/sync_cow-impl.h (not exported): keep in step. */
+/* Constants of src/sync/sync_cow-impl.h (not exported): keep in step. */
 #define COW_PENDING_MAX (1 << 18)
 #define COW_DEPOT_MAX 16384
 #define COW_REFILL 256

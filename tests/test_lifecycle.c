@@ -687,7 +687,7 @@ Test(lifecycle, dlclose_then_registered_thread_exits, .timeout = 4 * HANG_S)
 /*
  * liburcu's call_rcu() "must be called by registered RCU read-side
  * threads"; polstore does not use it: writers hand retired ranges to
- * polstore's reclaim thread (src/rcu_reclaim.h), which needs no
+ * polstore's reclaim thread (src/locks/rcu_reclaim.h), which needs no
  * registration.  A writer that never reads stays unregistered, its sets
  * retire several batches, and synchronize frees them all.
  */

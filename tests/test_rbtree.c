@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The tree core on its own (src/rbtree.c) and the range layer's
- * copy-on-write updates (src/rangetree.c), white-box:
+ * The tree core on its own (src/tree/rbtree.c) and the range layer's
+ * copy-on-write updates (src/range/rangetree.c), white-box:
  *  - in place and copy on write, random inserts and erases against a sorted
  *    array, the five properties checked after every operation;
  *  - copy on write: an update writes no node of the published tree but one

@@ -197,7 +197,7 @@ long ps_test_alloc_quarantine_end(void)
 	return written;
 }
 
-/* The library's checking switch (src/check.h): not part of the API. */
+/* The library's checking switch (src/store/check.h): not part of the API. */
 extern bool psi_checking;
 
 void ps_test_set_checking(bool on)
@@ -240,7 +240,7 @@ int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out
 	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }
 
-/* The library's test hook (src/rcu_reclaim.h): not part of the API. */
+/* The library's test hook (src/locks/rcu_reclaim.h): not part of the API. */
 extern void (*psi_reclaim_test_hook)(void);
 
 void psi_test_set_release_hook(void (*fn)(void))

@@ -15,7 +15,7 @@
  *     writers, ps_charge, ps_pcounter, ps_commit and ps_idmap under load,
  *     each run by its unit suite and by tsan_stress;
  *   - clocks, iteration scaling, random numbers, a BIND policy;
- *   - the thread-checker annotations of src/annotate.h, for the tests' own
+ *   - the thread-checker annotations of src/util/annotate.h, for the tests' own
  *     atomics-only flags (PSI_ANNOTATE_BENIGN_RACE_SIZED).
  *
  * docs/design.md: tests use the public API and this header (the white-box
@@ -40,7 +40,7 @@
 
 #include <polstore/polstore.h>
 
-#include "annotate.h" /* src/annotate.h */
+#include "annotate.h" /* src/util/annotate.h */
 #include "clock.h" /* stress/clock.h */
 #include "xorshift.h" /* stress/xorshift.h */
 
@@ -95,7 +95,7 @@ extern enum ps_overcommit ps_test_all_overcommits[PS_OVERCOMMIT_COUNT];
 
 /*
  * EXPECT_NAMES(name_fn, from_name_fn, count, value, name, bogus): a
- * module's name table (src/names.h): every value below @count round-trips,
+ * module's name table (src/util/names.h): every value below @count round-trips,
  * @value is called @name, @count has no name, @bogus and NULL are -EINVAL.
  */
 #define EXPECT_NAMES(name_fn, from_name_fn, count, value, name, bogus)                             \

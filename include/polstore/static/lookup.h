@@ -10,7 +10,7 @@
  *
  * Each call checks its arguments and handles the common case inline, and
  * hands the rest to the library's exported call (the library's own copy,
- * src/store.c, to the variant's read path), so behaviour is the
+ * src/store/store.c, to the variant's read path), so behaviour is the
  * library's.  A store whose tag (polstore/static/layout.h) names other
  * layouts is always handed over.  The common cases:
  *  - RCU, SEQLOCK: a thread liburcu already registered opens a memb
@@ -179,7 +179,7 @@ _PS_INL struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 
 /*
  * _ps_inl_lookup_copy() and _ps_inl_lookup_node(), written once as the
- * library's are (src/store_internal.h): -EINVAL for a NULL store or when
+ * library's are (src/sync/store_internal.h): -EINVAL for a NULL store or when
  * @bad (the check of @arg); else @answer, computed from what the walk
  * found (struct _ps_found f) inside the section, or the library's @op.
  */

@@ -114,7 +114,7 @@ PS_API void _ps_policy_get_slow(struct ps_policy *pol);
 PS_API void _ps_policy_heat(struct ps_policy *pol);
 
 /*
- * The node topology as the inline node lookup sees it (src/topology.c):
+ * The node topology as the inline node lookup sees it (src/range/topology.c):
  * nodes 0 .. @dense - 1 all have memory in the topology in force; 0 until
  * it is first read.  Relaxed loads: the value guards no data.  On a cache
  * line of its own, written only when the topology changes.
@@ -129,7 +129,7 @@ PS_API int _ps_numa_node(const struct ps_policy *pol, uint64_t ilx, int local_no
 
 /*
  * The calling thread's number, 0, 1, 2, ... in the order threads first ask
- * (src/alloc.c; -1 until then), and where it is handed out.
+ * (src/util/alloc.c; -1 until then), and where it is handed out.
  */
 PS_API extern __thread int _ps_thread_idx __attribute__((tls_model("initial-exec")));
 PS_API int _ps_thread_index_slow(void);
