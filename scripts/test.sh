@@ -4,14 +4,16 @@
 # in four configurations:
 #   build-test   Debug, invariant checks after every set, lock_stat on,
 #                thread-checker annotations (POLSTORE_ANNOTATE),
-#                -Werror; every CTest label but fuzz/tsan: unit, stress,
-#                examples, install, docs, valgrind (memcheck), helgrind, drd,
-#                and package (the Debian packages built and checked, ~40 s)
+#                -Werror; every CTest label but fuzz/tsan/drd: unit, stress,
+#                examples, install, docs, valgrind (memcheck), helgrind, and
+#                package (the Debian packages built and checked, ~90 s)
 #   build-asan   AddressSanitizer + UndefinedBehaviorSanitizer; unit, stress,
 #                examples
 #   build-tsan   clang ThreadSanitizer; label tsan
 #   build-fuzz   clang libFuzzer; label fuzz (bounded time per variant)
-# POLSTORE_LONG=1 in the environment lengthens the oracle and fuzz runs.
+# POLSTORE_LONG=1 in the environment lengthens the oracle and fuzz runs
+# and adds DRD (label drd: the second thread checker over the suites
+# helgrind runs, ~10 minutes more on 2 cores).
 # POLSTORE_TEST_CONFIGS="test asan" runs a subset of the configurations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +21,10 @@ scripts/deps.sh
 
 JOBS=$(nproc)
 FUZZ_SECONDS=20
+TEST_LABELS_OUT="fuzz|tsan|drd"
 if [ "${POLSTORE_LONG:-0}" = 1 ]; then
 	FUZZ_SECONDS=600
+	TEST_LABELS_OUT="fuzz|tsan"
 fi
 CONFIGS=${POLSTORE_TEST_CONFIGS:-"test asan tsan fuzz"}
 passed=0
@@ -59,7 +63,7 @@ for c in $CONFIGS; do
 			-DPOLSTORE_DEBUG_CHECKS=ON -DPOLSTORE_LOCK_STAT=ON -DPOLSTORE_VALGRIND=ON -DPOLSTORE_ANNOTATE=ON \
 			-DPOLSTORE_BUILD_DOCS=ON -DPOLSTORE_HWLOC=ON -DPOLSTORE_UFFD=ON \
 			-DPOLSTORE_PACKAGE_TEST=ON" \
-			"-LE fuzz|tsan" || status=1
+			"-LE $TEST_LABELS_OUT" || status=1
 		if [ "${POLSTORE_LONG:-0}" = 1 ]; then
 			echo "=== polstore: long linearizability run (10^7 lookups per configuration)" >&2
 			if build-test/stress/polstore-stress --check --lookups 10000000 \
