@@ -421,7 +421,7 @@ uint64_t ctx_check(struct ctx *c)
 		count = ps_store_count(c->store);
 	} else {
 		if (psi_rangetree_check(&c->base->tree, &why))
-			stress_fail("VALIDATION FAILED: %s: psi_rangetree_check(): %s", c->v->name, why);
+			stress_fail("VALIDATION FAILED: %s: the range tree's invariants: %s", c->v->name, why);
 		psi_rangetree_foreach(&c->base->tree, walk_one, &w);
 		count = c->base->tree.count;
 	}
