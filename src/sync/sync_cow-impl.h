@@ -40,31 +40,13 @@
  * then; replaced ones drop none (the copy took it over: struct
  * psi_rangetree_cow).  So a set never waits for readers.
  *
- * Memory in proportion.  A store holds its live ranges and nothing else:
- * spare ranges live with the writing thread (struct cow_thread), not in
- * the store.  A set's record is made of range-sized chunks taken from the
- * same spares, so every chunk of memory an RCU store uses is one size:
- * released, a record's ranges and its own chunks all go to the flavour's
- * depot, a plain array of free chunks, where writers refill their spares;
- * the reclaim thread loads no range (the record lists them by pointer).
- * A thread keeps the spares its recent operations reserved (a bound from
- * the height of the trees it wrote), the depot at most PSI_COW_DEPOT_MAX
- * chunks while sets run and none once they stop (cow_depot_idle());
- * retired memory is back in the depot one grace period after the set,
- * about a millisecond.
+ * Memory: a store holds its live ranges only; spares live with the
+ * writing threads (sync_cow_spares-impl.h).
  *
  * Allocation: before each operation of the tree an update reserves what
  * the operation can take in the worst case (rangetree.c); -ENOMEM there
  * throws the update away (psi_rangetree_cow_abort()), and everything is as it
  * was.  A set also reserves its record's chunks before it publishes.
- *
- * Memory bound: ranges retired and not yet released are those of the
- * records queued (psi_reclaim_pending()).  Should the reclaim thread fall
- * behind by more than PSI_COW_PENDING_MAX ranges (a grace period that does
- * not end: a QSBR thread online without quiescent states), a set called
- * outside every read-side section (the flavour's can_wait()) waits for a grace
- * period and releases its record itself instead of queueing it; one called
- * inside a section queues it anyway: a set never waits there.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -425,6 +407,13 @@ PSI_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_secti
  * read-side section, with the reclaim thread far behind or missing, wait
  * for the grace period here and release it; inside one without a thread,
  * keep it on the store for a later set, synchronize or destroy.
+ *
+ * The memory bound: ranges retired and not yet released are those of the
+ * records queued (psi_reclaim_pending()).  Past PSI_COW_PENDING_MAX of
+ * them (a grace period that does not end: a QSBR thread online without
+ * quiescent states), a set outside every section (the flavour's
+ * can_wait()) waits for a grace period and releases its record itself; a
+ * set inside a section queues it anyway: a set never waits there.
  */
 static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
 {

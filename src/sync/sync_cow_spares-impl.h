@@ -4,6 +4,19 @@
  * and the flavour's depot of released chunks.  Part of the include-template
  * sync_cow-impl.h, which includes it once per flavour (it names
  * PSI_COW_FLAVOUR); not a header of its own.
+ *
+ * A store holds its live ranges and nothing else: spare ranges live with
+ * the writing thread (struct cow_thread), not in the store.  A set's
+ * record is made of range-sized chunks taken from the same spares, so
+ * every chunk of memory an RCU store uses is one size: released, a
+ * record's ranges and its own chunks all go to the flavour's depot, a
+ * plain array of free chunks, where writers refill their spares; the
+ * reclaim thread loads no range (the record lists them by pointer).
+ * A thread keeps the spares its recent operations reserved (a bound from
+ * the height of the trees it wrote), the depot at most PSI_COW_DEPOT_MAX
+ * chunks while sets run and none once they stop (cow_depot_idle());
+ * retired memory is back in the depot one grace period after the set,
+ * about a millisecond.
  */
 #include <pthread.h>
 #include <stdbool.h>
