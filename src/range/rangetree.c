@@ -323,7 +323,7 @@ int psi_rangetree_cow_mem_reserve(struct psi_rangetree_cow_mem *m, size_t ranges
 		m->peak = ranges;
 	if (m->spares.n < ranges) {
 		/* The array first: a refill only fills the room there is. */
-		if (psi_range_vec_reserve(&m->spares, ranges))
+		if (psi_range_vec_reserve(&m->spares, ranges + m->refill_batch))
 			return -ENOMEM;
 		if (m->refill)
 			m->refill(m, ranges);

@@ -93,6 +93,8 @@ struct psi_rangetree_cow_mem {
 	size_t peak;                   /* the most spares one reservation asked for (the caller resets it) */
 	/* Optional: put up to @want spares in @spares from elsewhere before allocating. */
 	void (*refill)(struct psi_rangetree_cow_mem *m, size_t want);
+	/* Room kept in @spares beyond a reservation, for @refill to bring a batch. */
+	size_t refill_batch;
 };
 
 /**

@@ -196,6 +196,7 @@ static struct cow_thread *cow_thread_get(void)
 	if (!t)
 		return NULL;
 	t->mem.refill = cow_refill;
+	t->mem.refill_batch = PSI_COW_REFILL;
 	pthread_once(&cow_key_once, cow_key_create);
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_key_once);
 	pthread_mutex_lock(&cow_threads_lock);
