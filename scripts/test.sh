@@ -4,7 +4,7 @@
 # in four configurations:
 #   build-test   Debug, invariant checks after every set, lock_stat on,
 #                thread-checker annotations (POLSTORE_ANNOTATE),
-#                -Werror; every CTest label but fuzz/tsan/drd: unit, stress,
+#                -Werror; every CTest label but fuzz/tsan/drd/long: unit, stress,
 #                examples, install, docs, valgrind (memcheck), helgrind, and
 #                package (the Debian packages built and checked, ~90 s)
 #   build-asan   AddressSanitizer + UndefinedBehaviorSanitizer; unit, stress,
@@ -13,7 +13,9 @@
 #   build-fuzz   clang libFuzzer; label fuzz (bounded time per variant)
 # POLSTORE_LONG=1 in the environment lengthens the oracle and fuzz runs
 # and adds DRD (label drd: the second thread checker over the suites
-# helgrind runs, ~10 minutes more on 2 cores).
+# helgrind runs) and memcheck over the thread and process suites
+# (label long: concurrency, fork, lifecycle, fairness), ~15 minutes more
+# on 2 cores.
 # POLSTORE_TEST_CONFIGS="test asan" runs a subset of the configurations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +23,7 @@ scripts/deps.sh
 
 JOBS=$(nproc)
 FUZZ_SECONDS=20
-TEST_LABELS_OUT="fuzz|tsan|drd"
+TEST_LABELS_OUT="fuzz|tsan|drd|long"
 if [ "${POLSTORE_LONG:-0}" = 1 ]; then
 	FUZZ_SECONDS=600
 	TEST_LABELS_OUT="fuzz|tsan"
