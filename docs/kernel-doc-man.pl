@@ -12,11 +12,17 @@
 #   man7/polstore.7            the overview, from the template given with
 #                              --template: a line ".\" @FUNCTIONS@" there
 #                              becomes the list of headers and functions.
+# The LIBRARY section of a page names the library that defines the
+# header's functions: libpolstore (pkg-config module polstore) unless a
+# --library option names another for the header, as the build installs it
+# (HEADER=LIB:MODULE:TITLE, e.g. uffd.h=polstore_uffd:polstore-uffd:polstore's
+# fault plane; scripts/check-man.sh checks the pages against nm -D).
 # Section 3polstore keeps the pages beside the system's without a clash of
 # names (man ps_store_set, man 3 ps_store_set).
 #
 # Usage: kernel-doc-man.pl --out DIR --version V --date YYYY-MM-DD
-#                          [--template polstore.7.in] header.h...
+#                          [--template polstore.7.in]
+#                          [--library HEADER=LIB:MODULE:TITLE]... header.h...
 use strict;
 use warnings;
 use Errno ();
@@ -24,11 +30,23 @@ use File::Basename qw(basename);
 use File::Path qw(make_path);
 use Getopt::Long;
 
-my ($out, $version, $date, $template) = ('', '', '', '');
+my ($out, $version, $date, $template, @library) = ('', '', '', '');
 GetOptions('out=s' => \$out, 'version=s' => \$version, 'date=s' => \$date,
-	'template=s' => \$template) or die "kernel-doc-man: bad arguments\n";
-die "usage: kernel-doc-man.pl --out DIR --version V --date D [--template T] header...\n"
+	'template=s' => \$template, 'library=s' => \@library)
+	or die "kernel-doc-man: bad arguments\n";
+die "usage: kernel-doc-man.pl --out DIR --version V --date D [--template T] " .
+	"[--library HEADER=LIB:MODULE:TITLE]... header...\n"
 	unless $out && $version && $date && @ARGV;
+
+# The library of each header: { lib => "polstore_uffd", module => "polstore-uffd",
+# title => "polstore's fault plane" } by header file name.
+my $CORE_LIB = { lib => 'polstore', module => 'polstore', title => 'polstore' };
+my %lib_of;
+for my $l (@library) {
+	$l =~ /^([\w.-]+\.h)=(\w+):([\w.+-]+):(.+)$/
+		or die "kernel-doc-man: --library $l: not HEADER=LIB:MODULE:TITLE\n";
+	$lib_of{$1} = { lib => $2, module => $3, title => $4 };
+}
 
 my $SECT = '3polstore';
 my @headers;  # { name, page, include, comment, funcs, types, consts, lib }
@@ -98,7 +116,7 @@ sub parse_header {
 	(my $base = basename($file)) =~ s/\.h(\.in)?$//;
 	my $h = { name => $base, include => "polstore/$base.h", page => "polstore-$base",
 		comment => [], funcs => [], types => [], consts => [],
-		lib => $base eq 'hwloc' ? 'hwloc' : 'core' };
+		lib => $lib_of{"$base.h"} || $CORE_LIB };
 	my $i = 0;
 	$i++ while $i < @lines && ($lines[$i] =~ /SPDX-License-Identifier/ || $lines[$i] =~ /^\s*$/);
 	if ($i < @lines && $lines[$i] =~ /^\/\*(?!\*)/) {
@@ -458,12 +476,15 @@ sub th {
 		".TH $title $sect $date \"polstore $version\" \"polstore Manual\"\n";
 }
 
+# "polstore's fault plane (libpolstore_uffd, -lpolstore_uffd;
+# pkg-config --cflags --libs polstore-uffd)", as man-pages(7) has it.
 sub library {
 	my ($h) = @_;
-	return ".SH LIBRARY\npolstore's hwloc bridge\n.RI ( libpolstore_hwloc ,\n" .
-		".BR \"pkg\\-config \\-\\-cflags \\-\\-libs polstore\\-hwloc\" )\n" if $h->{lib} eq 'hwloc';
-	return ".SH LIBRARY\npolstore\n.RI ( libpolstore ,\n" .
-		".BR \"pkg\\-config \\-\\-cflags \\-\\-libs polstore\" )\n";
+	my $l = $h->{lib};
+	(my $module = $l->{module}) =~ s/-/\\-/g;
+	return ".SH LIBRARY\n" . plain($l->{title}) . "\n.RI ( lib$l->{lib} ,\n" .
+		".BR \\-l$l->{lib} ;\n" .
+		".BR \"pkg\\-config \\-\\-cflags \\-\\-libs $module\" )\n";
 }
 
 # A prototype in the SYNOPSIS: the name bold, the parameter names italic,
@@ -640,7 +661,8 @@ sub function_list {
 	my $o = '';
 	for my $h (@headers) {
 		next unless @{$h->{funcs}} || @{$h->{types}} || @{$h->{consts}};
-		$o .= ".SS \"<$h->{include}>: " . "$h->{page}($SECT)\"\n";
+		my $lib = $h->{lib} == $CORE_LIB ? '' : " (lib$h->{lib}{lib})";
+		$o .= ".SS \"<$h->{include}>: " . "$h->{page}($SECT)$lib\"\n";
 		for my $f (@{$h->{funcs}}) {
 			$o .= ".TP\n.BR $f->{name} ($SECT)\n" . roff($f->{summary}) . "\n";
 		}

@@ -3,7 +3,8 @@
 # Install a built polstore into a temporary prefix and use it as a consumer
 # would, from empty directories:
 #  - what is installed: headers, versioned libraries, pkg-config and CMake
-#    files, the manual pages (when the build made them), the examples;
+#    files, the manual pages (when the build made them; each LIBRARY
+#    section checked against the installed libraries), the examples;
 #  - pkg-config: every example built with the README's line
 #    `cc prog.c $(pkg-config --cflags --libs polstore)` (plus the modules
 #    an example names on its "example-requires:" line), shared_text also
@@ -92,6 +93,16 @@ if [ -d "$builddir/docs/man" ]; then
 	if command -v man >/dev/null; then
 		man -M "$prefix/share/man" -w ps_store_set >/dev/null || die "man ps_store_set: no page"
 	fi
+	# The installed pages against the installed libraries: each LIBRARY
+	# section names the library (and module) that defines its function.
+	set --
+	for l in "$libdir"/libpolstore*.so; do
+		set -- "$@" --lib "$l"
+	done
+	rc=0
+	sh "$srcdir/scripts/check-man.sh" "$@" --pc "$libdir/pkgconfig" "$prefix/share/man" \
+		"$prefix"/include/polstore/*.h >"$tmp/check-man.log" 2>&1 || rc=$?
+	[ $rc = 0 ] || [ $rc = 77 ] || { cat "$tmp/check-man.log" >&2; die "installed manual pages"; }
 fi
 
 examples=$(ls "$exdir"/*.c)
