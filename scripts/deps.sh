@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Install the Debian 12 packages polstore needs to build, test and benchmark.
-# Installs only what is missing; needs root (or sudo) when something is.
+# Installs only what is missing; when something is, it must run as root,
+# or as a user who may use sudo.
 set -eu
 
 # libjemalloc-dev: examples/jemalloc_arena.c; libhwloc-dev: the hwloc bridge;
@@ -20,7 +21,13 @@ done
 
 echo "polstore: installing$missing" >&2
 SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null || {
+		echo "polstore: installing packages needs root: run scripts/deps.sh as root" >&2
+		exit 1
+	}
+	SUDO="sudo"
+fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086
