@@ -52,6 +52,14 @@ else
 	(cd "$srcdir" && tar --exclude='./build*' --exclude='./obj-*' -cf - .) | tar -xf - -C "$src"
 fi
 
+# The copy as its own git tree, every file added: what the build leaves
+# that git neither tracks nor ignores shows after it (debian/README.source:
+# a build in the tree leaves only ignored files).
+gitcheck=no
+if command -v git >/dev/null && git -C "$src" init -q && git -C "$src" add -A; then
+	gitcheck=yes
+fi
+
 step "dpkg-buildpackage -us -uc -b (polstore $version, $arch)"
 t0=$(now)
 (cd "$src" && DEB_BUILD_OPTIONS="nocheck parallel=${POLSTORE_PACKAGE_JOBS:-2}" \
@@ -61,6 +69,10 @@ t0=$(now)
 }
 t1=$(now)
 grep -E 'dpkg-gensymbols: warning|dpkg-shlibdeps: warning' "$tmp/build.log" || true
+if [ $gitcheck = yes ]; then
+	left=$(git -C "$src" ls-files --others --exclude-standard; git -C "$src" diff --name-only)
+	[ -z "$left" ] || die "the build leaves files git does not ignore, or changes tracked ones: $left"
+fi
 
 deb() { echo "$tmp/${1}_${version}_$arch.deb"; }
 pkgs="libpolstore0 libpolstore-dev libpolstore-hwloc0 libpolstore-hwloc-dev libpolstore-uffd0
@@ -120,6 +132,19 @@ done
 for p in $pkgs; do
 	printf '   %-22s %s\n' "$p" "$(dpkg-deb -f "$(deb $p)" Depends)"
 done
+# apt show prints the Maintainer: a real address, not one of the names
+# reserved for examples and tests (RFC 2606, RFC 6761).
+maint=$(dpkg-deb -f "$(deb libpolstore0)" Maintainer)
+case $maint in
+*'<'*@*'>') ;;
+*) die "Maintainer '$maint' has no address" ;;
+esac
+mhost=${maint##*@}
+mhost=${mhost%>}
+case .$mhost in
+*.example | *.example.* | *.invalid | *.test | *.localhost | *.local | *.localdomain | *.example.com | *.example.org | *.example.net)
+	die "Maintainer '$maint': $mhost is a reserved or placeholder domain" ;;
+esac
 
 step "unpack into a scratch root, build examples with pkg-config"
 root=$tmp/root
