@@ -5,8 +5,10 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -313,5 +315,239 @@ static void deferred_destroy_out_of_memory_one(enum ps_sync *sync)
 	cr_assert_eq(ps_store_destroy_deferred(s), 0);
 	cr_assert_eq(ps_rcu_barrier(), 0);
 	ps_test_alloc_restore();
+	ps_policy_put(p);
+}
+
+/* ---- ps_sync_read_lock(): the reader side of a deferred destroy ---- */
+
+/*
+ * A reader finds the store through a pointer inside ps_sync_read_lock()
+ * and holds it across the retirement; the store is freed only after the
+ * reader closed its section, and the reader's lookups after the
+ * retirement read a live store (ASan and memcheck see every access).
+ */
+struct sync_reader {
+	enum ps_sync sync;
+	struct ps_store *_Atomic published;
+	struct ps_policy *pol;
+	atomic_int inside, go_on, lookups_ok;
+};
+
+static void *sync_section_reader(void *arg)
+{
+	struct sync_reader *r = arg;
+	struct ps_store *s;
+
+	TCHECK(ps_sync_read_lock(r->sync) == 0, "ps_sync_read_lock");
+	s = atomic_load(&r->published);
+	TCHECK(ps_store_lookup_node(s, 3, 0) == 0, "lookup before the retirement");
+	atomic_store(&r->inside, 1);
+	while (!atomic_load(&r->go_on))
+		sleep_ms(1);
+	/* Retired meanwhile, and still in use. */
+	TCHECK(ps_store_lookup_node(s, 3, 0) == 0, "lookup after the retirement");
+	TCHECK(ps_store_count(s) == 1, "count after the retirement");
+	atomic_store(&r->lookups_ok, 1);
+	ps_sync_read_unlock(r->sync);
+	return NULL;
+}
+
+VARIANT_TEST(retire, sync_section_holds_deferred_free, .timeout = 30)
+{
+	struct sync_reader r = { .sync = *sync, .pol = ps_test_bind(0) };
+	struct ps_store *s = ps_store_create(*sync);
+	pthread_t t;
+	int i;
+
+	cr_assert_eq(ps_store_set(s, 0, 10, r.pol), 0);
+	atomic_store(&r.published, s);
+	ps_test_spawn(&t, 1, sync_section_reader, &r, 0);
+	while (!atomic_load(&r.inside))
+		sleep_ms(1);
+	atomic_store(&r.published, NULL);
+	cr_assert_eq(ps_store_destroy_deferred(s), 0);
+	sleep_ms(50); /* grace periods and lock tries meanwhile */
+	cr_expect_eq(ps_policy_refcount(r.pol), 2, "%s: the store was freed under an open section",
+			ps_sync_name(*sync));
+	atomic_store(&r.go_on, 1);
+	ps_test_join(&t, 1);
+	cr_expect(atomic_load(&r.lookups_ok));
+	cr_assert_eq(ps_rcu_barrier(), 0);
+	for (i = 0; i < 500 && ps_policy_refcount(r.pol) != 1; i++)
+		sleep_ms(10);
+	cr_assert_eq(ps_policy_refcount(r.pol), 1, "%s: not freed after the section",
+			ps_sync_name(*sync));
+	ps_policy_put(r.pol);
+}
+
+/*
+ * Inside the section: sections nest (in each other and with a store's
+ * own), stores work as anywhere, a deferred destroy is fine, and a wait
+ * for a grace period of the section's flavour is refused (-EDEADLK), as
+ * inside an RCU store's section.  Bad variants: -EINVAL, and an unlock
+ * that does nothing.
+ */
+VARIANT_TEST(retire, sync_section_contexts, .timeout = 30)
+{
+	enum ps_sync same = *sync == PS_SYNC_RCU_QSBR ? PS_SYNC_RCU_QSBR : PS_SYNC_RCU;
+	struct ps_store *s = ps_store_create(*sync), *other = ps_store_create(same);
+	struct ps_store *gone = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(0);
+
+	cr_assert_eq(ps_sync_read_lock((enum ps_sync)PS_SYNC_COUNT), -EINVAL);
+	cr_assert_eq(ps_sync_read_lock((enum ps_sync)-1), -EINVAL);
+	ps_sync_read_unlock((enum ps_sync)PS_SYNC_COUNT);
+	cr_assert_eq(ps_store_set(s, 0, 10, p), 0);
+	cr_assert_eq(ps_store_set(gone, 0, 10, p), 0);
+
+	cr_assert_eq(ps_sync_read_lock(*sync), 0);
+	cr_expect_eq(ps_sync_read_lock(*sync), 0, "nested");
+	if (*sync != PS_SYNC_SPIN) {
+		/* A SPIN section holds the lock a SPIN lookup takes: borrowed reads only. */
+		ps_store_read_lock(s);
+		cr_expect_eq(ps_store_lookup_borrow(s, 5), p);
+		ps_store_read_unlock(s);
+	}
+	cr_expect_eq(ps_store_lookup_node(s, 5, 0), 0);
+	cr_expect_eq(ps_store_set(s, 20, 30, p), 0, "a set of the store");
+	cr_expect_eq(ps_store_destroy_deferred(gone), 0);
+	cr_expect_eq(ps_store_synchronize(other), -EDEADLK, "a grace period of the flavour");
+	cr_expect_eq(ps_rcu_barrier(), -EDEADLK);
+	ps_sync_read_unlock(*sync);
+	ps_sync_read_unlock(*sync);
+
+	/* Closed: waits for grace periods are allowed again. */
+	cr_expect_eq(ps_store_synchronize(other), 0);
+	cr_assert_eq(ps_rcu_barrier(), 0);
+	ps_store_destroy(s);
+	ps_store_destroy(other);
+	cr_expect_eq(ps_policy_refcount(p), 1, "%s: the retired store was not freed",
+			ps_sync_name(*sync));
+	ps_policy_put(p);
+}
+
+/*
+ * A thread that exits (pthread_exit()) or is cancelled inside a section
+ * has it closed at exit: later grace periods, and the free of a store
+ * retired while it was inside, do not wait for it forever.
+ */
+struct sync_dier {
+	enum ps_sync sync;
+	bool cancel;
+	atomic_int inside;
+};
+
+static void *sync_section_dier(void *arg)
+{
+	struct sync_dier *d = arg;
+
+	TCHECK(ps_sync_read_lock(d->sync) == 0, "ps_sync_read_lock");
+	atomic_store(&d->inside, 1);
+	if (!d->cancel)
+		pthread_exit(NULL);
+	for (;;)
+		pause(); /* a cancellation point */
+	return NULL;
+}
+
+static void sync_section_dies(enum ps_sync sync, bool cancel)
+{
+	struct sync_dier d = { .sync = sync, .cancel = cancel };
+	struct ps_store *s = ps_store_create(sync);
+	struct ps_policy *p = ps_test_bind(0);
+	pthread_t t;
+	int i;
+
+	cr_assert_eq(ps_store_set(s, 0, 10, p), 0);
+	cr_assert_eq(pthread_create(&t, NULL, sync_section_dier, &d), 0);
+	while (!atomic_load(&d.inside))
+		sleep_ms(1);
+	cr_assert_eq(ps_store_destroy_deferred(s), 0);
+	if (cancel)
+		cr_assert_eq(pthread_cancel(t), 0);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(ps_rcu_barrier(), 0); /* the test's timeout catches a hang */
+	for (i = 0; i < 500 && ps_policy_refcount(p) != 1; i++)
+		sleep_ms(10);
+	cr_assert_eq(ps_policy_refcount(p), 1, "%s: not freed", ps_sync_name(sync));
+	ps_policy_put(p);
+}
+
+VARIANT_TEST(retire, sync_section_thread_exits_inside, .timeout = 30)
+{
+	sync_section_dies(*sync, false);
+}
+
+VARIANT_TEST(retire, sync_section_thread_cancelled_inside, .timeout = 30)
+{
+	sync_section_dies(*sync, true);
+}
+
+/*
+ * fork() beside a thread inside a section: the child uses sections of
+ * its own, retires a store and waits for the free; the parent's thread,
+ * which does not exist in the child, holds none of it up.
+ */
+struct sync_holder {
+	enum ps_sync sync;
+	atomic_int inside, release;
+};
+
+static void *sync_section_holder(void *arg)
+{
+	struct sync_holder *h = arg;
+
+	TCHECK(ps_sync_read_lock(h->sync) == 0, "ps_sync_read_lock");
+	atomic_store(&h->inside, 1);
+	while (!atomic_load(&h->release))
+		sleep_ms(1);
+	ps_sync_read_unlock(h->sync);
+	return NULL;
+}
+
+static int sync_section_child(enum ps_sync sync, struct ps_store *s, struct ps_policy *p)
+{
+	int i;
+
+	alarm(20);
+	if (ps_sync_read_lock(sync) != 0)
+		return 1;
+	if (ps_store_lookup_node(s, 5, 0) != 0)
+		return 2;
+	ps_sync_read_unlock(sync);
+	if (ps_store_destroy_deferred(s) != 0)
+		return 3;
+	if (ps_rcu_barrier() != 0)
+		return 4;
+	for (i = 0; i < 500 && ps_policy_refcount(p) != 1; i++)
+		sleep_ms(10);
+	return ps_policy_refcount(p) == 1 ? 0 : 5;
+}
+
+VARIANT_TEST(retire, sync_section_forked_child, .timeout = 30)
+{
+	struct sync_holder h = { .sync = *sync };
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(0);
+	pthread_t t;
+	pid_t pid;
+	int status;
+
+	cr_assert_eq(ps_store_set(s, 0, 10, p), 0);
+	ps_test_spawn(&t, 1, sync_section_holder, &h, 0);
+	while (!atomic_load(&h.inside))
+		sleep_ms(1);
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0)
+		_exit(sync_section_child(*sync, s, p));
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "%s: child killed by signal %d (hang or crash)",
+			ps_sync_name(*sync), WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	cr_assert_eq(WEXITSTATUS(status), 0, "%s: child failed at step %d", ps_sync_name(*sync),
+			WEXITSTATUS(status));
+	atomic_store(&h.release, 1);
+	ps_test_join(&t, 1);
+	ps_store_destroy(s);
 	ps_policy_put(p);
 }

@@ -227,11 +227,14 @@ PS_API void ps_store_destroy(struct ps_store *store);
  * @store: the store, which the caller has made unreachable for new readers
  *
  * Retires a store that lock-free readers may still be inside: the caller
- * unpublishes it (for instance clears the pointer readers load it from,
- * with rcu_assign_pointer()), calls this, and returns at once; polstore
+ * unpublishes it (clears or replaces the pointer readers load it from,
+ * with a release store), calls this, and returns at once; polstore
  * frees the store on its reclaim thread after a grace period, and drops
- * its policy references then.  What "no reader can still use it" means
- * depends on the variant:
+ * its policy references then.  Readers find the store inside
+ * ps_sync_read_lock(), which opens the section each variant's grace
+ * period waits for (examples/deferred_destroy.c shows the whole
+ * pattern).  What "no reader can still use it" means depends on the
+ * variant:
  *
  *  - RCU and SEQLOCK: a memb grace period.  Lookups, copies, node lookups,
  *    ps_store_read_lock() sections and RCU foreach walks under way when the
@@ -243,9 +246,9 @@ PS_API void ps_store_destroy(struct ps_store *store);
  *    section of an RCU_QSBR store: a memb section protects nothing here.
  *  - SPIN and RWLOCK: readers hold the store's lock, not an RCU section,
  *    so a grace period alone protects only readers that reached the store
- *    inside a memb read-side section of their own (liburcu's
- *    urcu_memb_read_lock(), or a section of any RCU or SEQLOCK store) and
- *    use it within it.  After a memb grace period the reclaim thread tries
+ *    inside a memb read-side section of their own (ps_sync_read_lock(),
+ *    liburcu's urcu_memb_read_lock(), or a section of any RCU or SEQLOCK
+ *    store) and use it within it.  After a memb grace period the reclaim thread tries
  *    the store's lock (never waiting for it): while a section or walk
  *    still holds it, it tries again every 10 ms, and frees the store once
  *    the lock is free.
@@ -264,6 +267,59 @@ PS_API void ps_store_destroy(struct ps_store *store);
  * as before, and the caller may retry or destroy it.
  */
 PS_API int ps_store_destroy_deferred(struct ps_store *store);
+
+/**
+ * ps_sync_read_lock() - open a section in which stores of a variant are not freed
+ * @sync: the variant of the stores the section finds
+ *
+ * The reader side of ps_store_destroy_deferred() for a store found
+ * through a pointer the program publishes: load the pointer (an acquire
+ * load) and use the store inside the section; a store handed to
+ * ps_store_destroy_deferred() after it was loaded is freed only once the
+ * section has closed.  A program needs no liburcu call and no liburcu
+ * link flag for it:
+ *
+ *	if (ps_sync_read_lock(PS_SYNC_RCU) == 0) {
+ *		struct ps_store *s = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+ *
+ *		node = ps_store_lookup_node(s, page, local_node);
+ *		ps_sync_read_unlock(PS_SYNC_RCU);
+ *	}
+ *
+ * The section is a read-side section of the liburcu flavour whose grace
+ * period ps_store_destroy_deferred() waits for: memb for SPIN, RWLOCK,
+ * SEQLOCK and RCU, qsbr for RCU_QSBR (a thread online by
+ * ps_qsbr_thread_online() is inside one already; an offline thread is
+ * online for the section).  Sections nest, in each other and with the
+ * stores' own sections.  The section takes no lock: a store's calls
+ * inside it take that store's locks as they do anywhere.  The first
+ * section of a thread registers it with liburcu, as a store's first read
+ * does, and the thread leaves at exit (polstore/rcu.h).
+ *
+ * Context: any thread.  Inside the section, as inside a read-side section
+ * of an RCU store of the same flavour (RCU_QSBR for PS_SYNC_RCU_QSBR, RCU
+ * for the others): no call that waits for a grace period of that flavour
+ * (ps_store_synchronize() and ps_store_destroy() of the stores of that
+ * flavour: SEQLOCK and RCU for memb, RCU_QSBR for qsbr; ps_rcu_barrier();
+ * the calling-context table at the top of polstore/store.h);
+ * ps_store_destroy_deferred() is fine.  A thread that exits or is
+ * cancelled inside has the section closed at exit.  Close it on the
+ * thread that opened it, with the same @sync.
+ * Return: 0; -EINVAL for a value that is not a variant, or -EAGAIN /
+ * -ENOMEM when polstore cannot create the thread-specific-data key that
+ * unregisters the thread at exit (pthread_key_create() failed): no
+ * section is open then.
+ */
+PS_API int ps_sync_read_lock(enum ps_sync sync);
+
+/**
+ * ps_sync_read_unlock() - close a section that ps_sync_read_lock() opened
+ * @sync: the variant given to ps_sync_read_lock()
+ *
+ * Context: the thread that opened the section, with the same @sync; a
+ * value that is not a variant is ignored.
+ */
+PS_API void ps_sync_read_unlock(enum ps_sync sync);
 
 /**
  * ps_store_sync_kind() - the variant a store was created with

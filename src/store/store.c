@@ -131,6 +131,12 @@ void ps_store_destroy(struct ps_store *store)
  * section or walk, a SEQLOCK walk), or a batch still in flight, make the
  * release try again later (ops->idle()); nothing here ever waits.
  */
+/* The flavour whose grace period a deferred destroy of @v's stores waits for. */
+static const struct psi_flavour *psi_retire_flavour(const struct psi_variant *v)
+{
+	return v->flavour ?: &psi_flavour_memb;
+}
+
 struct psi_store_retire {
 	struct psi_reclaim_item item;
 	struct psi_reclaimer *rc;
@@ -162,13 +168,41 @@ int ps_store_destroy_deferred(struct ps_store *store)
 	r = psi_alloc(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->rc = (psi_variant_of(store)->flavour ?: &psi_flavour_memb)->reclaimer;
+	r->rc = psi_retire_flavour(psi_variant_of(store))->reclaimer;
 	r->store = store;
 	r->item.release = psi_store_retire_release;
 	err = psi_reclaim_defer(r->rc, &r->item);
 	if (err)
 		psi_free(r);
 	return err;
+}
+
+/*
+ * A read-side section of the retire flavour: a grace period of that
+ * flavour, which every deferred destroy waits for, waits for it too.  The
+ * exit keys come first, so a thread that registers here leaves liburcu
+ * when it exits, inside the section or not.
+ */
+int ps_sync_read_lock(enum ps_sync sync)
+{
+	const struct psi_variant *v = psi_variant_get(sync);
+	int err;
+
+	if (!v)
+		return -EINVAL;
+	err = psi_rcu_thread_init();
+	if (err)
+		return err;
+	psi_retire_flavour(v)->read_enter();
+	return 0;
+}
+
+void ps_sync_read_unlock(enum ps_sync sync)
+{
+	const struct psi_variant *v = psi_variant_get(sync);
+
+	if (v)
+		psi_retire_flavour(v)->read_exit();
 }
 
 int ps_store_sync_kind(const struct ps_store *store)
