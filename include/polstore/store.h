@@ -114,7 +114,8 @@
  * the lock-based sections a thread holds (8 deep; nothing on the
  * lock-free read paths): a call that would wait for itself returns
  * -EDEADLK, or, when it returns nothing, prints what was called on which
- * store and aborts, as the table says.  The checking mode adds, for the stores
+ * store and aborts, as the table says; so does a read unlock with no
+ * section to close (ps_store_read_unlock()).  The checking mode adds, for the stores
  * created while it is on: a read unlock on a store the thread holds no
  * section of (never locked, unlocked twice, or locked by another thread),
  * a borrowed lookup outside a section of the store, a destroy while
@@ -385,6 +386,18 @@ PS_API void ps_store_read_lock(struct ps_store *store);
 /**
  * ps_store_read_unlock() - close the section ps_store_read_lock() opened
  * @store: the store
+ *
+ * An unlock with no section of @store to close is refused, in every build
+ * and whether the checking mode is on or not: it prints "polstore:
+ * ps_store_read_unlock(): <variant> store <address>: this thread holds no
+ * read-side section of it ..." on stderr and aborts, leaving the lock as it
+ * was.  What a thread can be told to hold per variant: SPIN and RWLOCK
+ * its own sections of @store (8 deep; an unlock with more open is taken
+ * to close one of the deeper ones); SEQLOCK and RCU any memb read-side
+ * section (an extra unlock inside a section of another such store closes
+ * that one); RCU_QSBR being online (a thread online by its own choice has
+ * no count to check).  The checking mode tells each section apart, on
+ * every variant, and names the thread that holds it.
  *
  * Context: the thread that called ps_store_read_lock() on @store.
  */

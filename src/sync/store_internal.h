@@ -98,6 +98,14 @@ static inline void psi_store_free_ranges(struct ps_store *s)
 	psi_range_list_free(&removed);
 }
 
+/*
+ * ps_store_read_unlock() on a store of @variant (its name) in which the
+ * calling thread holds no read-side section: the message of held.h's
+ * psi_misuse(), then abort(); nothing is unlocked (sync_common.c).
+ */
+__attribute__((noreturn, cold)) void psi_stray_read_unlock(const char *variant,
+		const struct ps_store *s);
+
 /* Set errno to 0 and return NULL (sync_common.c); out of line, a tail call. */
 struct ps_policy *psi_lookup_miss(void);
 

@@ -4,6 +4,8 @@
  * compiled once per liburcu flavour (sync_rcu.c: memb, sync_qsbr.c: qsbr).
  * An include-template: the including file defines its read side
  *   PSI_COW_READ_ENTER(), PSI_COW_READ_EXIT()   a read-side section;
+ *   PSI_COW_READ_HELD()     true when a read unlock may close a section
+ *                          (memb: inside one; QSBR: online);
  *   PSI_COW_IN_SECTION()    true when the calling thread is inside a section
  *                          already, so a lookup needs none of its own
  *                          (QSBR: an online thread); optional;
@@ -344,8 +346,9 @@ static void cow_read_lock(struct ps_store *s)
 
 static void cow_read_unlock(struct ps_store *s)
 {
+	if (psi_unlikely(!PSI_COW_READ_HELD()))
+		psi_stray_read_unlock(PSI_COW_NAME, s);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done); /* pairs with the grace period before a release */
-	(void)s;
 	PSI_COW_READ_EXIT();
 }
 
