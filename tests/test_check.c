@@ -477,6 +477,84 @@ Test(check, deep_sections_closed_out_of_order, .timeout = 60)
 	expect_check_clean(deep_sections, NULL, "40 sections closed out of order");
 }
 
+/* ---- waits that are not deadlocks ---- */
+
+/* Allocations of a thread that asked for it sleep, the first one for a second. */
+static __thread bool slow_allocs;
+
+static void *slow_alloc(size_t size, void *ctx)
+{
+	(void)ctx;
+	if (slow_allocs) {
+		slow_allocs = false;
+		sleep_ms(1000);
+	}
+	return malloc(size);
+}
+
+static void slow_free(void *p, void *ctx)
+{
+	(void)ctx;
+	free(p);
+}
+
+static struct ps_store *slow_store;
+static atomic_int slow_in;
+
+/* Inside a section of the store, a set that takes a second (its allocator sleeps). */
+static void *set_in_own_section(void *arg)
+{
+	struct ps_policy *p = arg;
+
+	ps_store_read_lock(slow_store);
+	atomic_fetch_add(&slow_in, 1);
+	while (atomic_load(&slow_in) < 2)
+		sleep_ms(1);
+	slow_allocs = true;
+	if (ps_store_set(slow_store, 0, 100, p))
+		abort();
+	slow_allocs = false;
+	ps_store_read_unlock(slow_store);
+	return NULL;
+}
+
+/*
+ * RCU and RCU_QSBR: two threads, each inside a section of the store, each
+ * in a set of it that lasts a second.  A set inside a section never waits
+ * for a grace period: no thread waits for the other's section, and the
+ * child returns with no report.
+ */
+static void sets_inside_sections(void *arg)
+{
+	static const struct ps_alloc_ops ops = { slow_alloc, slow_free, NULL };
+	struct ps_policy *p;
+	pthread_t t[2];
+	int i;
+
+	if (ps_set_alloc_ops(&ops))
+		abort();
+	slow_store = checked(*(enum ps_sync *)arg);
+	p = ps_test_bind(1);
+	for (i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, set_in_own_section, p))
+			abort();
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+}
+
+static void sets_inside_sections_are_no_deadlock_one(enum ps_sync *sync)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "%s: sets inside sections", ps_sync_name(*sync));
+	expect_check_clean(sets_inside_sections, sync, what);
+}
+
+Test(check, sets_inside_sections_are_no_deadlock, .timeout = 120)
+{
+	for_syncs(sets_inside_sections_are_no_deadlock_one, rcu_syncs, PS_ARRAY_SIZE(rcu_syncs));
+}
+
 /* ---- correct use is unaffected ---- */
 
 static void checked_stores_under_load_one(enum ps_sync *sync);

@@ -66,6 +66,12 @@ struct ps_sync_ops {
 	 * flight.  Never waits.  NULL: always.
 	 */
 	bool (*idle)(struct ps_store *store);
+	/*
+	 * The checking mode's model of a set's waits: true when a set or
+	 * set_many of @store by the calling thread could now wait for a
+	 * grace period.  A hint (relaxed reads), never waits.  NULL: never.
+	 */
+	bool (*set_may_wait)(struct ps_store *store);
 };
 
 /*

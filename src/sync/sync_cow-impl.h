@@ -649,6 +649,14 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	return ret;
 }
 
+/* What cow_retire() and cow_finish() wait for a grace period on, read before the set. */
+static bool cow_set_may_wait(struct ps_store *s)
+{
+	return PSI_COW_FLAVOUR->can_wait() &&
+	       (psi_reclaim_pending(PSI_COW_FLAVOUR->reclaimer) > PSI_COW_PENDING_MAX ||
+		       __atomic_load_n(&to_cow(s)->stalled, __ATOMIC_RELAXED));
+}
+
 static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_set_op op = { start, end, pol };
@@ -802,6 +810,7 @@ const struct ps_sync_ops PSI_COW_OPS = {
 	.lookup_node = cow_lookup_node,
 	.set = cow_set,
 	.synchronize = cow_synchronize,
+	.set_may_wait = cow_set_may_wait,
 	.foreach = cow_foreach,
 	.check = cow_check,
 	.held = cow_held,
