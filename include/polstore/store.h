@@ -110,6 +110,16 @@
  * SPIN or RWLOCK section, while another thread inside an RCU section
  * waits for that lock.
  *
+ * Signal handlers.  On RCU and RCU_QSBR stores, ps_store_lookup_node(),
+ * ps_store_lookup_copy() and a section the handler opens and closes
+ * itself (ps_store_read_lock(), borrowed lookups, ps_store_read_unlock())
+ * are async-signal-safe on a thread that has read a store of the same
+ * flavour before (its first read registers it with liburcu, which takes a
+ * mutex), the checking mode's records included.  Other calls may allocate
+ * or wait (a lookup's reference on a policy that turns hot allocates), and
+ * the other variants' reads take locks the interrupted thread may hold:
+ * not from a handler.
+ *
  * Misuse fails loudly.  Always, at the cost of a thread-local record of
  * the lock-based sections a thread holds (8 deep; nothing on the
  * lock-free read paths): a call that would wait for itself returns
