@@ -329,6 +329,248 @@ Test(check, lock_order_deadlocks_are_reported, .timeout = 300)
 		expect_check_abort(cross_deadlock, &how, "deadlock", "waits in ps_store_");
 }
 
+static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+
+/* @fn(@arg) in a checked child returns, with nothing on stderr. */
+static void expect_check_clean(void (*fn)(void *), void *arg, const char *what)
+{
+	char buf[4096];
+	int sig = ps_test_run_child(fn, arg, LIMIT_S, buf, sizeof(buf), NULL);
+
+	cr_expect_eq(sig, 0, "%s: the child %s; stderr: %s", what,
+			sig == SIGALRM ? "hung" : sig == SIGABRT ? "aborted" : "died", buf);
+	cr_expect_eq(buf[0], 0, "%s: stderr: %s", what, buf);
+}
+
+/* ---- lookups from a signal handler ---- */
+
+static struct ps_store *sig_store;
+static atomic_long sig_handled;
+static atomic_int sig_stop;
+
+/* What polstore/store.h allows a handler: node lookups, copies, a section of its own. */
+static void lookup_handler(int sig)
+{
+	struct ps_policy_view v = PS_POLICY_VIEW_INIT(1);
+	int saved = errno;
+
+	(void)sig;
+	if (ps_store_lookup_node(sig_store, 5, 0) != 1 || ps_store_lookup_copy(sig_store, 5, &v) != 1)
+		abort();
+	ps_store_read_lock(sig_store);
+	if (!ps_store_lookup_borrow(sig_store, 5))
+		abort();
+	ps_store_read_unlock(sig_store);
+	atomic_fetch_add(&sig_handled, 1);
+	errno = saved;
+}
+
+static void *signal_sender(void *arg)
+{
+	pthread_t target = *(pthread_t *)arg;
+
+	while (!atomic_load(&sig_stop)) {
+		pthread_kill(target, SIGUSR1);
+		usleep(50);
+	}
+	return NULL;
+}
+
+/*
+ * The thread reads the store in a loop (lookups, sections, borrowed
+ * lookups: its record changes all the time) while another sends it
+ * SIGUSR1 every 50 us, whose handler reads the store too; the watchdog
+ * scans meanwhile.  Nothing waits for the thread's own record.
+ */
+struct sig_case {
+	enum ps_sync sync;
+	bool checked;
+};
+
+static void lookups_in_signal_handler(void *arg)
+{
+	const struct sig_case *c = arg;
+	struct sigaction sa = { .sa_handler = lookup_handler };
+	pthread_t self = pthread_self(), sender;
+	uint64_t end;
+
+	ps_test_set_checking(c->checked);
+	sig_store = ps_store_create(c->sync);
+	if (!sig_store)
+		abort();
+	if (ps_store_set(sig_store, 0, 10, ps_test_bind(1)))
+		abort();
+	ps_policy_put(ps_store_lookup(sig_store, 5)); /* registers the thread with liburcu */
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR1, &sa, NULL) || pthread_create(&sender, NULL, signal_sender, &self))
+		abort();
+	end = ps_test_now_ns() + 600000000ull;
+	while (ps_test_now_ns() < end || atomic_load(&sig_handled) < 100) {
+		ps_store_read_lock(sig_store);
+		if (!ps_store_lookup_borrow(sig_store, 5))
+			abort();
+		ps_store_read_unlock(sig_store);
+		if (ps_store_lookup_node(sig_store, 5, 0) != 1)
+			abort();
+	}
+	atomic_store(&sig_stop, 1);
+	pthread_join(sender, NULL);
+}
+
+/* What polstore/store.h promises a handler, with the checking mode and without. */
+static void lookups_in_signal_handlers_one(enum ps_sync *sync)
+{
+	int on;
+
+	for (on = 0; on < 2; on++) {
+		struct sig_case c = { *sync, on };
+		char what[64];
+
+		snprintf(what, sizeof(what), "%s%s: lookups in a signal handler",
+				ps_sync_name(*sync), on ? ", checked" : "");
+		expect_check_clean(lookups_in_signal_handler, &c, what);
+	}
+}
+
+Test(check, lookups_in_signal_handlers, .timeout = 120)
+{
+	static const unsigned char dist[4] = { 10, 20, 20, 10 };
+
+	cr_assert_eq(ps_numa_set_topology(2, dist, NULL), 0);
+	for_syncs(lookups_in_signal_handlers_one, rcu_syncs, PS_ARRAY_SIZE(rcu_syncs));
+}
+
+/* ---- deep nesting ---- */
+
+#define DEEP_STORES 40
+
+/*
+ * Sections of 40 stores (of every variant but SPIN), all open, closed in
+ * an order that is not the opening one; before each close, every store
+ * still open lends a borrowed lookup.  Then one store 100 sections deep.
+ */
+static void deep_sections(void *arg)
+{
+	static const enum ps_sync syncs[] = { PS_SYNC_RWLOCK, PS_SYNC_SEQLOCK, PS_SYNC_RCU,
+		PS_SYNC_RCU_QSBR };
+	struct ps_store *s[DEEP_STORES];
+	bool open[DEEP_STORES];
+	struct ps_policy *p = ps_test_bind(0);
+	int i, j, k;
+
+	(void)arg;
+	for (i = 0; i < DEEP_STORES; i++) {
+		s[i] = checked(syncs[i % 4]);
+		if (ps_store_set(s[i], 0, 10, p))
+			abort();
+		ps_store_read_lock(s[i]);
+		open[i] = true;
+	}
+	for (k = 0; k < DEEP_STORES; k++) {
+		i = (k * 7 + 3) % DEEP_STORES; /* 7 and 40 are coprime: each store once */
+		for (j = 0; j < DEEP_STORES; j++)
+			if (open[j] && ps_store_lookup_borrow(s[j], 5) != p)
+				abort();
+		ps_store_read_unlock(s[i]);
+		open[i] = false;
+	}
+	for (i = 0; i < 100; i++)
+		ps_store_read_lock(s[2]);
+	ps_store_read_lock(s[3]);
+	for (i = 0; i < 100; i++) {
+		if (ps_store_lookup_borrow(s[2], 5) != p || ps_store_lookup_borrow(s[3], 5) != p)
+			abort();
+		ps_store_read_unlock(s[2]);
+	}
+	ps_store_read_unlock(s[3]);
+	for (i = 0; i < DEEP_STORES; i++)
+		ps_store_destroy(s[i]);
+	ps_policy_put(p);
+}
+
+Test(check, deep_sections_closed_out_of_order, .timeout = 60)
+{
+	expect_check_clean(deep_sections, NULL, "40 sections closed out of order");
+}
+
+/* ---- waits that are not deadlocks ---- */
+
+/* Allocations of a thread that asked for it sleep, the first one for a second. */
+static __thread bool slow_allocs;
+
+static void *slow_alloc(size_t size, void *ctx)
+{
+	(void)ctx;
+	if (slow_allocs) {
+		slow_allocs = false;
+		sleep_ms(1000);
+	}
+	return malloc(size);
+}
+
+static void slow_free(void *p, void *ctx)
+{
+	(void)ctx;
+	free(p);
+}
+
+static struct ps_store *slow_store;
+static atomic_int slow_in;
+
+/* Inside a section of the store, a set that takes a second (its allocator sleeps). */
+static void *set_in_own_section(void *arg)
+{
+	struct ps_policy *p = arg;
+
+	ps_store_read_lock(slow_store);
+	atomic_fetch_add(&slow_in, 1);
+	while (atomic_load(&slow_in) < 2)
+		sleep_ms(1);
+	slow_allocs = true;
+	if (ps_store_set(slow_store, 0, 100, p))
+		abort();
+	slow_allocs = false;
+	ps_store_read_unlock(slow_store);
+	return NULL;
+}
+
+/*
+ * RCU and RCU_QSBR: two threads, each inside a section of the store, each
+ * in a set of it that lasts a second.  A set inside a section never waits
+ * for a grace period: no thread waits for the other's section, and the
+ * child returns with no report.
+ */
+static void sets_inside_sections(void *arg)
+{
+	static const struct ps_alloc_ops ops = { slow_alloc, slow_free, NULL };
+	struct ps_policy *p;
+	pthread_t t[2];
+	int i;
+
+	if (ps_set_alloc_ops(&ops))
+		abort();
+	slow_store = checked(*(enum ps_sync *)arg);
+	p = ps_test_bind(1);
+	for (i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, set_in_own_section, p))
+			abort();
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+}
+
+static void sets_inside_sections_are_no_deadlock_one(enum ps_sync *sync)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "%s: sets inside sections", ps_sync_name(*sync));
+	expect_check_clean(sets_inside_sections, sync, what);
+}
+
+Test(check, sets_inside_sections_are_no_deadlock, .timeout = 120)
+{
+	for_syncs(sets_inside_sections_are_no_deadlock_one, rcu_syncs, PS_ARRAY_SIZE(rcu_syncs));
+}
+
 /* ---- correct use is unaffected ---- */
 
 static void checked_stores_under_load_one(enum ps_sync *sync);

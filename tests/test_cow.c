@@ -1017,6 +1017,61 @@ struct store_readers {
 	long reads; /* atomic */
 };
 
+/*
+ * ps_set_alloc_ops() after every store is destroyed and ps_rcu_barrier():
+ * nothing the old allocator gave is left for the new one to free.  A
+ * writer thread that stays alive keeps spare ranges between its sets, and
+ * released chunks wait in the flavour's depot; ps_set_alloc_ops() gives
+ * both back to the allocator they came from, taking the depot's lock
+ * (which the reclaim thread may hold, emptying it) rather than trying it.
+ */
+struct spares_writer {
+	struct ps_store *s;
+	struct ps_policy *p;
+	sem_t done, go;
+};
+
+static void *spares_writer(void *arg)
+{
+	struct spares_writer *w = arg;
+	int i;
+
+	for (i = 0; i < 2000; i++)
+		TCHECK(!ps_store_set(w->s, (uint64_t)(i % 97) * 3, (uint64_t)(i % 97) * 3 + 5,
+				       (i & 1) ? w->p : NULL),
+				"set");
+	sem_post(&w->done);
+	while (sem_wait(&w->go))
+		;
+	return NULL;
+}
+
+RCU_TEST(alloc_ops_switch_after_destroy_frees_with_old, .timeout = 60)
+{
+	struct spares_writer w;
+	pthread_t t;
+	long live;
+
+	w.p = ps_test_bind(1);
+	sem_init(&w.done, 0, 0);
+	sem_init(&w.go, 0, 0);
+	ps_test_alloc_install();
+	w.s = ps_store_create(*sync);
+	cr_assert_not_null(w.s);
+	cr_assert_eq(pthread_create(&t, NULL, spares_writer, &w), 0);
+	while (sem_wait(&w.done))
+		;
+	ps_store_destroy(w.s);
+	cr_assert_eq(ps_rcu_barrier(), 0);
+	ps_test_alloc_restore();
+	live = ps_test_alloc_live();
+	sem_post(&w.go);
+	pthread_join(t, NULL);
+	cr_expect_eq(live, 0, "%s: %ld blocks of the old allocator left for the new one to free",
+			ps_sync_name(*sync), live);
+	ps_policy_put(w.p);
+}
+
 /* Readers with long sections now and then: the reclaim thread's grace periods wait for them. */
 static void *mem_reader_fn(void *arg)
 {

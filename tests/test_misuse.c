@@ -609,6 +609,90 @@ Test(misuse, void_calls_that_would_hang_abort, .timeout = 60)
 	expect_abort(spin_map_nested_section, NULL, "ps_idmap_read_lock()", "spin id map 0x");
 }
 
+/*
+ * A read unlock with no section of the store open on the thread (never
+ * locked, or unlocked twice), without the checking mode: refused with a
+ * message naming polstore, the call and the store, before it touches the
+ * lock.  RCU_QSBR: on an offline thread (an online one is in a section
+ * already).  The set after it would wait for ever on an RWLOCK store whose
+ * reader count went below zero.
+ */
+static void stray_unlock(void *arg)
+{
+	enum ps_sync sync = *(enum ps_sync *)arg;
+	struct ps_store *s = ps_store_create(sync);
+	struct ps_policy *p = ps_test_bind(0);
+
+	if (!s || ps_store_set(s, 0, 10, p))
+		abort();
+	ps_store_read_unlock(s);
+	ps_store_set(s, 0, 5, NULL);
+	fprintf(stderr, "the stray unlock went through\n");
+}
+
+static void unlock_twice_unchecked(void *arg)
+{
+	enum ps_sync sync = *(enum ps_sync *)arg;
+	struct ps_store *s = ps_store_create(sync);
+
+	if (!s)
+		abort();
+	ps_store_read_lock(s);
+	if (!ps_store_lookup_borrow(s, 5) && errno == EINVAL)
+		abort();
+	ps_store_read_unlock(s);
+	ps_store_read_unlock(s);
+	ps_store_set(s, 0, 5, NULL);
+	fprintf(stderr, "the second unlock went through\n");
+}
+
+static atomic_int stray_in;
+
+static void *stray_lock_and_stay(void *arg)
+{
+	ps_store_read_lock(arg);
+	atomic_store(&stray_in, 1);
+	for (;;)
+		sleep_ms(100);
+	return NULL;
+}
+
+/* Locked by another thread: this thread holds nothing (SPIN, RWLOCK: the record says so). */
+static void unlock_other_threads_section(void *arg)
+{
+	struct ps_store *s = ps_store_create(*(enum ps_sync *)arg);
+	pthread_t t;
+
+	if (!s || pthread_create(&t, NULL, stray_lock_and_stay, s))
+		abort();
+	while (!atomic_load(&stray_in))
+		sleep_ms(1);
+	ps_store_read_unlock(s);
+}
+
+static void unlock_on_another_thread_unchecked_one(enum ps_sync *sync)
+{
+	expect_abort(unlock_other_threads_section, sync, "ps_store_read_unlock()",
+			"no read-side section");
+}
+
+Test(misuse, stray_read_unlock_aborts, .timeout = 120)
+{
+	static enum ps_sync lock_syncs[] = { PS_SYNC_SPIN, PS_SYNC_RWLOCK };
+	size_t i;
+
+	for (i = 0; i < PS_SYNC_COUNT; i++) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "%s store 0x", ps_sync_name(ps_test_all_syncs[i]));
+		expect_abort(stray_unlock, &ps_test_all_syncs[i], "polstore: ps_store_read_unlock()",
+				what);
+		expect_abort(unlock_twice_unchecked, &ps_test_all_syncs[i],
+				"polstore: ps_store_read_unlock()", "no read-side section");
+	}
+	for_syncs(unlock_on_another_thread_unchecked_one, lock_syncs, PS_ARRAY_SIZE(lock_syncs));
+}
+
 /* Id maps: SPIN and RWLOCK writers inside the map's own section. */
 static void idmap_writers_inside_own_section(void)
 {

@@ -110,11 +110,22 @@
  * SPIN or RWLOCK section, while another thread inside an RCU section
  * waits for that lock.
  *
+ * Signal handlers.  On RCU and RCU_QSBR stores, ps_store_lookup_node(),
+ * ps_store_lookup_copy() and a section the handler opens and closes
+ * itself (ps_store_read_lock(), borrowed lookups, ps_store_read_unlock())
+ * are async-signal-safe on a thread that has read a store of the same
+ * flavour before (its first read registers it with liburcu, which takes a
+ * mutex), the checking mode's records included.  Other calls may allocate
+ * or wait (a lookup's reference on a policy that turns hot allocates), and
+ * the other variants' reads take locks the interrupted thread may hold:
+ * not from a handler.
+ *
  * Misuse fails loudly.  Always, at the cost of a thread-local record of
  * the lock-based sections a thread holds (8 deep; nothing on the
  * lock-free read paths): a call that would wait for itself returns
  * -EDEADLK, or, when it returns nothing, prints what was called on which
- * store and aborts, as the table says.  The checking mode adds, for the stores
+ * store and aborts, as the table says; so does a read unlock with no
+ * section to close (ps_store_read_unlock()).  The checking mode adds, for the stores
  * created while it is on: a read unlock on a store the thread holds no
  * section of (never locked, unlocked twice, or locked by another thread),
  * a borrowed lookup outside a section of the store, a destroy while
@@ -441,6 +452,18 @@ PS_API void ps_store_read_lock(struct ps_store *store);
 /**
  * ps_store_read_unlock() - close the section ps_store_read_lock() opened
  * @store: the store
+ *
+ * An unlock with no section of @store to close is refused, in every build
+ * and whether the checking mode is on or not: it prints "polstore:
+ * ps_store_read_unlock(): <variant> store <address>: this thread holds no
+ * read-side section of it ..." on stderr and aborts, leaving the lock as it
+ * was.  What a thread can be told to hold per variant: SPIN and RWLOCK
+ * its own sections of @store (8 deep; an unlock with more open is taken
+ * to close one of the deeper ones); SEQLOCK and RCU any memb read-side
+ * section (an extra unlock inside a section of another such store closes
+ * that one); RCU_QSBR being online (a thread online by its own choice has
+ * no count to check).  The checking mode tells each section apart, on
+ * every variant, and names the thread that holds it.
  *
  * Context: the thread that called ps_store_read_lock() on @store.
  */

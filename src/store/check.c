@@ -23,9 +23,16 @@
  *    SPIN walks reading each other's store, a writer inside another
  *    store's section...): it prints the cycle and aborts, within a second.
  *
- * Costs: a mutex per thread record taken around each update (the
- * watchdog takes it to read), a clock read per call; nothing on stores
- * created with the mode off.
+ * A set is taken to wait for a grace period only where the variant says
+ * it could now (ops->set_may_wait()); a set inside a section never does.
+ *
+ * Signal handlers: a handler's calls nest inside those of the thread it
+ * interrupted and update the same record, which takes no lock (struct
+ * chk_thread), so a lookup in a handler is checked as anywhere else.
+ *
+ * Costs: two atomic increments per record update (the watchdog reads
+ * without waiting), a clock read per call; nothing on stores created with
+ * the mode off.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -35,6 +42,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,11 +54,12 @@
 #include "store_internal.h"
 #include "variants.h"
 
-#define PSI_CHK_SECTIONS 16     /* sections a thread record names (deeper: not checked) */
+#define PSI_CHK_SECTIONS 16     /* slots in a thread record itself; more go to a mapping */
 #define PSI_CHK_GRAVES 64       /* destroyed stores kept poisoned */
 #define PSI_CHK_SCAN_MS 100     /* the watchdog's period */
 #define PSI_CHK_STUCK_MS 300    /* a wait this old may be part of a deadlock */
 #define PSI_CHK_THREADS_MAX 256 /* threads one scan looks at */
+#define PSI_CHK_SNAP_SECTIONS 4096 /* slots one scan looks at, of every thread */
 
 #ifdef POLSTORE_CHECKING
 bool psi_checking = true;
@@ -63,6 +73,7 @@ enum {
 	CHK_SHARED = 2,   /* a share of an RWLOCK store's lock */
 	CHK_GP_MEMB = 4,  /* a memb read-side section; as a wait: a memb grace period */
 	CHK_GP_QSBR = 8,  /* a qsbr read-side section; as a wait: a qsbr grace period */
+	CHK_WALK = 16,    /* a section: a foreach walk's (read unlocks close none) */
 };
 
 struct chk_store {
@@ -72,24 +83,56 @@ struct chk_store {
 	long sections;                   /* atomic: sections and walks open, every thread */
 };
 
+/*
+ * The sections of one store of one kind that a thread holds, counted: any
+ * depth of nesting, closed in any order, takes one slot.  A slot whose
+ * @count is 0 is free.
+ */
 struct chk_section {
 	struct ps_store *s;
-	const char *call;
-	int kind;
-	bool exit_ok; /* polstore closes it if the thread exits inside (rcu.h) */
+	const char *call; /* the call that opened the first of them */
+	int kind;         /* CHK_*, with CHK_WALK for foreach walks */
+	bool exit_ok;     /* polstore closes them if the thread exits inside (rcu.h) */
+	unsigned count;
 };
 
+/* The call a thread waits in (@s NULL: none). */
+struct chk_wait {
+	struct ps_store *s;
+	const char *call;
+	int mask;
+	uint64_t since;
+};
+
+/*
+ * A thread's record.  Only the thread writes it, and its signal handlers,
+ * whose calls nest inside the thread's: every field is an atomic (relaxed,
+ * so a handler that interrupts an update sees each field whole), an
+ * update runs between chk_write_begin() and chk_write_end(), and a handler
+ * leaves what it changed as it found it.  Other threads (the watchdog, a
+ * misuse report) read it as a seqlock reader does (chk_read_thread()), and
+ * never wait for it: no lock is on any path a signal handler can take.
+ */
 struct chk_thread {
-	struct cds_list_head link; /* in @chk_threads, while @listed */
-	pthread_mutex_t lock;      /* the fields below; the watchdog reads under it */
+	struct cds_list_head link; /* in @chk_threads, while @listed (under chk_lock) */
 	pid_t tid;
 	bool listed;
-	struct ps_store *wait_s;   /* the call it waits in (NULL: none) */
-	const char *wait_call;
-	int wait_mask;
-	uint64_t wait_since;
-	unsigned n;                /* sections open; the first PSI_CHK_SECTIONS in @sec */
-	struct chk_section sec[PSI_CHK_SECTIONS];
+	unsigned busy;             /* updates under way (nested: a signal handler's) */
+	unsigned long ver;         /* updates done */
+	struct chk_wait wait;
+	unsigned n;                /* slots in use or used before: sec[0..n) */
+	unsigned cap;              /* slots @sec has room for */
+	unsigned lost;             /* sections open that no slot names (no memory for one) */
+	struct chk_section *sec;   /* @inl, or a mapping of its own (chk_grow()) */
+	void *maps;                /* the mappings @sec used, newest first */
+	struct chk_section inl[PSI_CHK_SECTIONS];
+};
+
+/* A mapping that held a thread's slots: kept until the thread exits (readers may be in it). */
+struct chk_map {
+	void *prev;
+	size_t size;
+	struct chk_section sec[];
 };
 
 static __thread struct chk_thread chk_me;
@@ -99,6 +142,9 @@ static pthread_key_t chk_key;
 static bool chk_key_ok, chk_watchdog_started;
 static struct ps_store *chk_graves[PSI_CHK_GRAVES];
 static unsigned chk_graves_next;
+
+#define CHK_LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define CHK_ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
 static uint64_t now_ns(void)
 {
@@ -139,119 +185,321 @@ __attribute__((noreturn, cold, format(printf, 2, 3))) static void chk_die(const 
 static void chk_thread_exit(void *arg);
 static void chk_watchdog_start(void);
 
+/*
+ * chk_lock, taken by application threads with every signal blocked: a
+ * handler that interrupted its holder and called into a checked store
+ * would wait for its own thread.
+ */
+static void chk_global_lock(sigset_t *old)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, old);
+	pthread_mutex_lock(&chk_lock);
+}
+
+static void chk_global_unlock(const sigset_t *old)
+{
+	pthread_mutex_unlock(&chk_lock);
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/*
+ * Around every update of @t by its thread.  Seq_cst: the increment of
+ * @busy is ordered before the update's stores, which are ordered before
+ * @ver's increment and @busy's decrement (chk_read_thread() pairs).
+ */
+static inline void chk_write_begin(struct chk_thread *t)
+{
+	__atomic_fetch_add(&t->busy, 1, __ATOMIC_SEQ_CST);
+}
+
+static inline void chk_write_end(struct chk_thread *t)
+{
+	__atomic_fetch_add(&t->ver, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_sub(&t->busy, 1, __ATOMIC_SEQ_CST);
+}
+
 static struct chk_thread *me(void)
 {
 	struct chk_thread *t = &chk_me;
+	sigset_t old;
 
-	if (psi_likely(t->listed))
+	if (psi_likely(CHK_LD(t->listed)))
 		return t;
-	pthread_mutex_init(&t->lock, NULL);
-	t->tid = gettid();
-	pthread_mutex_lock(&chk_lock);
-	if (!chk_key_ok)
-		chk_key_ok = !pthread_key_create(&chk_key, chk_thread_exit);
-	cds_list_add(&t->link, &chk_threads);
-	t->listed = true;
-	chk_watchdog_start();
-	pthread_mutex_unlock(&chk_lock);
-	if (chk_key_ok)
-		(void)pthread_setspecific(chk_key, t);
+	/* Signals blocked: a handler never sees a record half made. */
+	chk_global_lock(&old);
+	if (!t->listed) {
+		t->tid = gettid();
+		t->sec = t->inl;
+		t->cap = PSI_CHK_SECTIONS;
+		if (!chk_key_ok)
+			chk_key_ok = !pthread_key_create(&chk_key, chk_thread_exit);
+		cds_list_add(&t->link, &chk_threads);
+		CHK_ST(t->listed, true);
+		chk_watchdog_start();
+		if (chk_key_ok)
+			(void)pthread_setspecific(chk_key, t);
+	}
+	chk_global_unlock(&old);
 	return t;
 }
 
-static void chk_wait_begin(struct chk_thread *t, struct ps_store *s, const char *call, int mask)
+/* The call @t now waits in goes to *@saved, and @s, @call, @mask replace it. */
+static void chk_wait_begin(struct chk_thread *t, struct ps_store *s, const char *call, int mask,
+		struct chk_wait *saved)
 {
-	pthread_mutex_lock(&t->lock);
-	t->wait_s = s;
-	t->wait_call = call;
-	t->wait_mask = mask;
-	t->wait_since = now_ns();
-	pthread_mutex_unlock(&t->lock);
+	saved->s = CHK_LD(t->wait.s);
+	saved->call = CHK_LD(t->wait.call);
+	saved->mask = CHK_LD(t->wait.mask);
+	saved->since = CHK_LD(t->wait.since);
+	chk_write_begin(t);
+	CHK_ST(t->wait.call, call);
+	CHK_ST(t->wait.mask, mask);
+	CHK_ST(t->wait.since, now_ns());
+	CHK_ST(t->wait.s, s);
+	chk_write_end(t);
 }
 
-static void chk_wait_end(struct chk_thread *t)
+/* Under chk_write_begin(): back to the wait the call interrupted (a handler's), or none. */
+static void chk_wait_put(struct chk_thread *t, const struct chk_wait *saved)
 {
-	pthread_mutex_lock(&t->lock);
-	t->wait_s = NULL;
-	pthread_mutex_unlock(&t->lock);
+	CHK_ST(t->wait.s, saved->s);
+	CHK_ST(t->wait.call, saved->call);
+	CHK_ST(t->wait.mask, saved->mask);
+	CHK_ST(t->wait.since, saved->since);
 }
 
+static void chk_wait_end(struct chk_thread *t, const struct chk_wait *saved)
+{
+	chk_write_begin(t);
+	chk_wait_put(t, saved);
+	chk_write_end(t);
+}
+
+/*
+ * Room for twice the slots, with every signal blocked (a handler's push
+ * must not grow the same array): a mapping, since malloc() is no more
+ * ours to call here than in a signal handler.  The old slots stay mapped
+ * until the thread exits: a reader may still be in them.  False when no
+ * memory is left.
+ */
+static bool chk_grow(struct chk_thread *t)
+{
+	sigset_t all, old;
+	bool ok = true;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (CHK_LD(t->n) == CHK_LD(t->cap)) {
+		unsigned cap = 2 * t->cap;
+		size_t size = sizeof(struct chk_map) + cap * sizeof(struct chk_section);
+		struct chk_map *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (m == MAP_FAILED) {
+			ok = false;
+		} else {
+			unsigned i;
+
+			m->prev = t->maps;
+			m->size = size;
+			for (i = 0; i < t->n; i++) {
+				CHK_ST(m->sec[i].count, t->sec[i].count);
+				CHK_ST(m->sec[i].s, t->sec[i].s);
+				CHK_ST(m->sec[i].kind, t->sec[i].kind);
+				CHK_ST(m->sec[i].call, t->sec[i].call);
+				CHK_ST(m->sec[i].exit_ok, t->sec[i].exit_ok);
+			}
+			chk_write_begin(t);
+			CHK_ST(t->sec, m->sec);
+			CHK_ST(t->cap, cap);
+			chk_write_end(t);
+			t->maps = m;
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ok;
+}
+
+/*
+ * A section of @s of @kind is open.  A signal handler may run between any
+ * two steps, and leaves the slots as it found them: a slot is claimed by
+ * its count first (a handler that finds it counted either matches it and
+ * counts itself in, or passes it by), its other fields follow.
+ */
 static void chk_push(struct chk_thread *t, struct ps_store *s, const char *call, int kind,
-		bool exit_ok)
+		bool exit_ok, const struct chk_wait *saved)
 {
-	pthread_mutex_lock(&t->lock);
-	if (t->n < PSI_CHK_SECTIONS)
-		t->sec[t->n] = (struct chk_section){ s, call, kind, exit_ok };
-	t->n++;
-	t->wait_s = NULL;
-	pthread_mutex_unlock(&t->lock);
+	struct chk_section *sec;
+	unsigned i, n, free_slot;
+
+	chk_write_begin(t);
+	for (;;) {
+		sec = CHK_LD(t->sec);
+		n = CHK_LD(t->n);
+		free_slot = n;
+		for (i = 0; i < n; i++) {
+			unsigned c = CHK_LD(sec[i].count);
+
+			if (c && CHK_LD(sec[i].s) == s && CHK_LD(sec[i].kind) == kind) {
+				CHK_ST(sec[i].count, c + 1);
+				goto done;
+			}
+			if (!c && free_slot == n)
+				free_slot = i;
+		}
+		if (free_slot < n || n < CHK_LD(t->cap))
+			break;
+		if (!chk_grow(t)) {
+			CHK_ST(t->lost, CHK_LD(t->lost) + 1);
+			goto done;
+		}
+	}
+	i = free_slot;
+	if (i == n)
+		CHK_ST(t->n, n + 1);
+	CHK_ST(sec[i].count, 1);
+	CHK_ST(sec[i].s, s);
+	CHK_ST(sec[i].kind, kind);
+	CHK_ST(sec[i].call, call);
+	CHK_ST(sec[i].exit_ok, exit_ok);
+done:
+	chk_wait_put(t, saved);
+	chk_write_end(t);
 	__atomic_fetch_add(&chk_of(s)->sections, 1, __ATOMIC_RELAXED);
 }
 
-/* Close this thread's last section of @s; false when it holds none. */
-static bool chk_pop(struct chk_thread *t, struct ps_store *s)
+/* Close one section of @s of @kind of this thread; false when it holds none. */
+static bool chk_pop(struct chk_thread *t, struct ps_store *s, int kind)
 {
+	struct chk_section *sec;
 	unsigned i, n;
 	bool found = false;
 
-	pthread_mutex_lock(&t->lock);
-	n = t->n < PSI_CHK_SECTIONS ? t->n : PSI_CHK_SECTIONS;
-	for (i = n; i-- > 0;) {
-		if (t->sec[i].s == s) {
-			memmove(&t->sec[i], &t->sec[i + 1], (n - i - 1) * sizeof(t->sec[0]));
-			t->n--;
+	chk_write_begin(t);
+	sec = CHK_LD(t->sec);
+	n = CHK_LD(t->n);
+	for (i = 0; i < n && !found; i++) {
+		unsigned c = CHK_LD(sec[i].count);
+
+		if (c && CHK_LD(sec[i].s) == s && CHK_LD(sec[i].kind) == kind) {
+			CHK_ST(sec[i].count, c - 1);
 			found = true;
-			break;
 		}
 	}
-	if (!found && t->n > PSI_CHK_SECTIONS) {
-		t->n--; /* one of the unnamed deeper sections, we may assume */
+	if (!found && CHK_LD(t->lost)) {
+		CHK_ST(t->lost, CHK_LD(t->lost) - 1); /* one no slot names, we may assume */
 		found = true;
 	}
-	pthread_mutex_unlock(&t->lock);
+	chk_write_end(t);
 	if (found)
 		__atomic_fetch_sub(&chk_of(s)->sections, 1, __ATOMIC_RELAXED);
 	return found;
 }
 
+/* This thread holds a section or walk of @s (or one no slot names). */
 static bool chk_holds(struct chk_thread *t, const struct ps_store *s)
 {
-	unsigned i, n;
-	bool found = false;
+	struct chk_section *sec = CHK_LD(t->sec);
+	unsigned i, n = CHK_LD(t->n);
 
-	pthread_mutex_lock(&t->lock);
-	n = t->n < PSI_CHK_SECTIONS ? t->n : PSI_CHK_SECTIONS;
-	for (i = 0; i < n && !found; i++)
-		found = t->sec[i].s == s;
-	found = found || t->n > PSI_CHK_SECTIONS;
-	pthread_mutex_unlock(&t->lock);
-	return found;
+	for (i = 0; i < n; i++)
+		if (CHK_LD(sec[i].count) && CHK_LD(sec[i].s) == s)
+			return true;
+	return CHK_LD(t->lost) != 0;
+}
+
+/*
+ * What another thread's record says, read as a seqlock reader does: into
+ * *@w and @out (room for @max slots, those with a count; *@nout of them),
+ * false when it stays busy (a handler that stopped inside an update): the
+ * caller then goes without it.  Under chk_lock, so @t stays listed and its
+ * mappings stay mapped.
+ */
+static bool chk_read_thread(struct chk_thread *t, struct chk_wait *w, struct chk_section *out,
+		unsigned max, unsigned *nout)
+{
+	int tries;
+
+	for (tries = 0; tries < 1000; tries++) {
+		unsigned long v;
+		struct chk_section *sec;
+		unsigned i, n, k = 0;
+
+		if (__atomic_load_n(&t->busy, __ATOMIC_SEQ_CST)) {
+			sched_yield();
+			continue;
+		}
+		v = __atomic_load_n(&t->ver, __ATOMIC_SEQ_CST);
+		w->s = CHK_LD(t->wait.s);
+		w->call = CHK_LD(t->wait.call);
+		w->mask = CHK_LD(t->wait.mask);
+		w->since = CHK_LD(t->wait.since);
+		sec = CHK_LD(t->sec);
+		n = CHK_LD(t->n);
+		if (n > CHK_LD(t->cap))
+			continue; /* torn: the check below fails too */
+		for (i = 0; i < n && k < max; i++) {
+			out[k].count = CHK_LD(sec[i].count);
+			if (!out[k].count)
+				continue;
+			out[k].s = CHK_LD(sec[i].s);
+			out[k].kind = CHK_LD(sec[i].kind);
+			out[k].call = CHK_LD(sec[i].call);
+			out[k].exit_ok = CHK_LD(sec[i].exit_ok);
+			k++;
+		}
+		/* Orders the loads above before the re-reads (pairs with chk_write_begin()). */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!__atomic_load_n(&t->busy, __ATOMIC_SEQ_CST) &&
+				__atomic_load_n(&t->ver, __ATOMIC_SEQ_CST) == v) {
+			*nout = k;
+			return true;
+		}
+	}
+	return false;
 }
 
 /* Another thread holding a section of @s (its id, 0: none), and the call that opened it. */
 static pid_t chk_other_holder(const struct ps_store *s, const char **call)
 {
+	struct chk_section sec[PSI_CHK_SECTIONS];
 	struct chk_thread *t;
+	struct chk_wait w;
 	pid_t tid = 0;
-	unsigned i;
+	unsigned i, n;
+	sigset_t old;
 
-	pthread_mutex_lock(&chk_lock);
+	chk_global_lock(&old);
 	cds_list_for_each_entry(t, &chk_threads, link) {
-		if (t == &chk_me)
+		if (t == &chk_me || !chk_read_thread(t, &w, sec, PSI_CHK_SECTIONS, &n))
 			continue;
-		pthread_mutex_lock(&t->lock);
-		for (i = 0; i < t->n && i < PSI_CHK_SECTIONS && !tid; i++) {
-			if (t->sec[i].s == s) {
+		for (i = 0; i < n && !tid; i++) {
+			if (sec[i].s == s) {
 				tid = t->tid;
-				*call = t->sec[i].call;
+				*call = sec[i].call;
 			}
 		}
-		pthread_mutex_unlock(&t->lock);
 		if (tid)
 			break;
 	}
-	pthread_mutex_unlock(&chk_lock);
+	chk_global_unlock(&old);
 	return tid;
+}
+
+static void chk_unmap_all(struct chk_thread *t)
+{
+	struct chk_map *m, *prev;
+
+	for (m = t->maps; m; m = prev) {
+		prev = m->prev;
+		munmap(m, m->size);
+	}
+	t->maps = NULL;
+	t->sec = t->inl;
+	t->cap = PSI_CHK_SECTIONS;
 }
 
 /* Thread exit: lock-based sections would stay held for good; the others polstore closes. */
@@ -259,21 +507,25 @@ static void chk_thread_exit(void *arg)
 {
 	struct chk_thread *t = arg;
 	unsigned i;
+	sigset_t old;
 
-	for (i = 0; i < t->n && i < PSI_CHK_SECTIONS; i++) {
+	for (i = 0; i < t->n; i++) {
 		struct chk_section *c = &t->sec[i];
 
+		if (!c->count)
+			continue;
 		if (!c->exit_ok)
 			chk_die("thread exit", "thread %d exits inside a read-side section of %s "
 					"store %p (opened by %s): its lock stays held for good",
 					(int)t->tid, ps_sync_name(c->s->sync), (void *)c->s, c->call);
-		__atomic_fetch_sub(&chk_of(c->s)->sections, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_sub(&chk_of(c->s)->sections, c->count, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_lock(&chk_lock);
+	chk_global_lock(&old);
 	cds_list_del(&t->link);
-	t->listed = false;
-	pthread_mutex_unlock(&chk_lock);
-	pthread_mutex_destroy(&t->lock);
+	CHK_ST(t->listed, false);
+	CHK_ST(t->n, 0);
+	chk_unmap_all(t);
+	chk_global_unlock(&old);
 }
 
 /*
@@ -283,6 +535,7 @@ static void chk_thread_exit(void *arg)
  */
 static void chk_fork_prepare(void)
 {
+	/* Signals stay as they are: a fork that hangs in a later handler stays killable. */
 	pthread_mutex_lock(&chk_lock);
 }
 
@@ -299,14 +552,14 @@ static void chk_fork_child(void)
 	cds_list_for_each_entry_safe(t, next, &chk_threads, link) {
 		if (t == &chk_me)
 			continue;
-		for (i = 0; i < t->n && i < PSI_CHK_SECTIONS; i++)
-			__atomic_fetch_sub(&chk_of(t->sec[i].s)->sections, 1, __ATOMIC_RELAXED);
+		for (i = 0; i < t->n; i++)
+			if (t->sec[i].count)
+				__atomic_fetch_sub(&chk_of(t->sec[i].s)->sections, t->sec[i].count,
+						__ATOMIC_RELAXED);
 		cds_list_del(&t->link);
 	}
-	if (chk_me.listed) {
-		pthread_mutex_init(&chk_me.lock, NULL);
+	if (chk_me.listed)
 		chk_me.tid = gettid();
-	}
 	chk_watchdog_started = false;
 	pthread_mutex_unlock(&chk_lock);
 }
@@ -325,17 +578,19 @@ struct chk_snap {
 	int wait_mask;
 	uint64_t wait_since;
 	unsigned n;
-	struct chk_section sec[PSI_CHK_SECTIONS];
+	struct chk_section *sec; /* in chk_snap_secs */
 };
 
 static struct chk_snap chk_snaps[PSI_CHK_THREADS_MAX];
+/* The slots one scan copies, of every thread (beyond: a thread's others are not looked at). */
+static struct chk_section chk_snap_secs[PSI_CHK_SNAP_SECTIONS];
 
 /* Does @h hold what a wait with @mask on @s needs? */
 static bool chk_blocks(const struct chk_snap *h, struct ps_store *s, int mask, const char **call)
 {
 	unsigned i;
 
-	for (i = 0; i < h->n && i < PSI_CHK_SECTIONS; i++) {
+	for (i = 0; i < h->n; i++) {
 		const struct chk_section *c = &h->sec[i];
 
 		if (((mask & CHK_EXCL) && c->s == s && (c->kind & (CHK_EXCL | CHK_SHARED))) ||
@@ -410,25 +665,29 @@ static void *chk_watchdog(void *unused)
 		struct timespec ts = { 0, PSI_CHK_SCAN_MS * 1000000L };
 		struct chk_thread *t;
 		int n = 0, i, path[16], len;
+		unsigned used = 0;
 		uint64_t now, old;
 		bool found = false;
 
 		nanosleep(&ts, NULL);
+		/* Signals are blocked on this thread (chk_watchdog_start()). */
 		pthread_mutex_lock(&chk_lock);
 		cds_list_for_each_entry(t, &chk_threads, link) {
 			struct chk_snap *sn = &chk_snaps[n];
+			struct chk_wait w;
 
 			if (n == PSI_CHK_THREADS_MAX)
 				break;
-			pthread_mutex_lock(&t->lock);
+			/* Never waits for the thread: a record it cannot read it goes without. */
+			sn->sec = chk_snap_secs + used;
+			if (!chk_read_thread(t, &w, sn->sec, PSI_CHK_SNAP_SECTIONS - used, &sn->n))
+				continue;
+			used += sn->n;
 			sn->tid = t->tid;
-			sn->wait_s = t->wait_s;
-			sn->wait_call = t->wait_call;
-			sn->wait_mask = t->wait_mask;
-			sn->wait_since = t->wait_since;
-			sn->n = t->n;
-			memcpy(sn->sec, t->sec, sizeof(sn->sec));
-			pthread_mutex_unlock(&t->lock);
+			sn->wait_s = w.s;
+			sn->wait_call = w.call;
+			sn->wait_mask = w.mask;
+			sn->wait_since = w.since;
 			n++;
 		}
 		pthread_mutex_unlock(&chk_lock);
@@ -486,6 +745,19 @@ static int chk_gp_wait(const struct ps_store *s)
 	return f->id == PSI_FLAVOUR_QSBR ? CHK_GP_QSBR : CHK_GP_MEMB;
 }
 
+/*
+ * What a set may wait for besides the writer lock: a grace period, only
+ * where the variant says one could come now (RCU: outside every section,
+ * with the reclaim thread far behind).  A SEQLOCK set waits for one only
+ * without memory for a batch header or a reclaim thread: not seen here.
+ */
+static int chk_set_gp_wait(struct ps_store *s)
+{
+	const struct ps_sync_ops *real = chk_of(s)->real;
+
+	return real->set_may_wait && real->set_may_wait(s) ? chk_gp_wait(s) : 0;
+}
+
 /* What a read-side section (@walk: a foreach walk) of @s holds. */
 static int chk_section_kind(const struct ps_store *s, bool walk)
 {
@@ -517,10 +789,11 @@ static int chk_walk_wait(const struct ps_store *s)
 #define CHK_CALL(s, call, mask, expr)                                                              \
 	({                                                                                         \
 		struct chk_thread *t_ = me();                                                      \
+		struct chk_wait saved_;                                                            \
 		__typeof__(expr) r_;                                                               \
-		chk_wait_begin(t_, (s), (call), (mask));                                           \
+		chk_wait_begin(t_, (s), (call), (mask), &saved_);                                  \
 		r_ = (expr);                                                                       \
-		chk_wait_end(t_);                                                                  \
+		chk_wait_end(t_, &saved_);                                                         \
 		r_;                                                                                \
 	})
 
@@ -551,10 +824,11 @@ static int chk_next(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t 
 static void chk_read_lock(struct ps_store *s)
 {
 	struct chk_thread *t = me();
+	struct chk_wait saved;
 
-	chk_wait_begin(t, s, "ps_store_read_lock()", chk_read_wait(s));
+	chk_wait_begin(t, s, "ps_store_read_lock()", chk_read_wait(s), &saved);
 	chk_of(s)->real->read_lock(s);
-	chk_push(t, s, "ps_store_read_lock()", chk_section_kind(s, false), chk_exit_ok(s));
+	chk_push(t, s, "ps_store_read_lock()", chk_section_kind(s, false), chk_exit_ok(s), &saved);
 }
 
 static void chk_read_unlock(struct ps_store *s)
@@ -562,7 +836,7 @@ static void chk_read_unlock(struct ps_store *s)
 	const char *call = NULL;
 	pid_t other;
 
-	if (psi_likely(chk_pop(me(), s))) {
+	if (psi_likely(chk_pop(me(), s, chk_section_kind(s, false)))) {
 		chk_of(s)->real->read_unlock(s);
 		return;
 	}
@@ -609,6 +883,7 @@ struct chk_walk {
 	struct chk_thread *t;
 	struct ps_store *s;
 	const char *call;
+	struct chk_wait saved; /* what the thread waited in before the walk */
 	bool in;
 };
 
@@ -617,7 +892,8 @@ static int chk_walk_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void
 	struct chk_walk *w = arg;
 
 	if (!w->in) {
-		chk_push(w->t, w->s, w->call, chk_section_kind(w->s, true), chk_exit_ok(w->s));
+		chk_push(w->t, w->s, w->call, chk_section_kind(w->s, true) | CHK_WALK,
+				chk_exit_ok(w->s), &w->saved);
 		w->in = true;
 	}
 	return w->fn(start, end, pol, w->arg);
@@ -626,38 +902,38 @@ static int chk_walk_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void
 static int chk_walk_end(struct chk_walk *w, int ret)
 {
 	if (w->in)
-		chk_pop(w->t, w->s);
+		chk_pop(w->t, w->s, chk_section_kind(w->s, true) | CHK_WALK);
 	else
-		chk_wait_end(w->t);
+		chk_wait_end(w->t, &w->saved);
 	return ret;
 }
 
 static int chk_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
-	struct chk_walk w = { fn, arg, me(), s, "ps_store_foreach()", false };
+	struct chk_walk w = { fn, arg, me(), s, "ps_store_foreach()", { 0 }, false };
 
-	chk_wait_begin(w.t, s, w.call, chk_walk_wait(s));
+	chk_wait_begin(w.t, s, w.call, chk_walk_wait(s), &w.saved);
 	return chk_walk_end(&w, chk_of(s)->real->foreach(s, chk_walk_cb, &w));
 }
 
 static int chk_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn,
 		void *arg)
 {
-	struct chk_walk w = { fn, arg, me(), s, "ps_store_foreach_range()", false };
+	struct chk_walk w = { fn, arg, me(), s, "ps_store_foreach_range()", { 0 }, false };
 
-	chk_wait_begin(w.t, s, w.call, chk_walk_wait(s));
+	chk_wait_begin(w.t, s, w.call, chk_walk_wait(s), &w.saved);
 	return chk_walk_end(&w, chk_of(s)->real->foreach_range(s, start, end, chk_walk_cb, &w));
 }
 
 static int chk_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
-	return CHK_CALL(s, "ps_store_set()", chk_lock_wait(s) | chk_gp_wait(s),
+	return CHK_CALL(s, "ps_store_set()", chk_lock_wait(s) | chk_set_gp_wait(s),
 			chk_of(s)->real->set(s, start, end, pol));
 }
 
 static int chk_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
-	return CHK_CALL(s, "ps_store_set_many()", chk_lock_wait(s) | chk_gp_wait(s),
+	return CHK_CALL(s, "ps_store_set_many()", chk_lock_wait(s) | chk_set_gp_wait(s),
 			chk_of(s)->real->set_many(s, ops, n));
 }
 
@@ -669,10 +945,11 @@ static int chk_check(struct ps_store *s, const char **why)
 static void chk_synchronize(struct ps_store *s)
 {
 	struct chk_thread *t = me();
+	struct chk_wait saved;
 
-	chk_wait_begin(t, s, "ps_store_synchronize()", chk_lock_wait(s) | chk_gp_wait(s));
+	chk_wait_begin(t, s, "ps_store_synchronize()", chk_lock_wait(s) | chk_gp_wait(s), &saved);
 	chk_of(s)->real->synchronize(s);
-	chk_wait_end(t);
+	chk_wait_end(t, &saved);
 }
 
 /* ---- destroyed stores ---- */
@@ -729,6 +1006,7 @@ static const struct ps_sync_ops chk_dead_ops = {
 static void chk_bury(struct ps_store *s)
 {
 	struct ps_store *old;
+	sigset_t mask;
 
 	s->tag = PSI_STORE_TAG_DEAD;
 	s->ops = &chk_dead_ops;
@@ -739,11 +1017,11 @@ static void chk_bury(struct ps_store *s)
 	s->lookup_copy = chk_dead_lookup_copy;
 	s->lookup_node = chk_dead_lookup_node;
 	memset(&s->rd, 0, sizeof(s->rd));
-	pthread_mutex_lock(&chk_lock);
+	chk_global_lock(&mask);
 	old = chk_graves[chk_graves_next];
 	chk_graves[chk_graves_next] = s;
 	chk_graves_next = (chk_graves_next + 1) % PSI_CHK_GRAVES;
-	pthread_mutex_unlock(&chk_lock);
+	chk_global_unlock(&mask);
 	psi_free_aligned(old);
 }
 

@@ -66,6 +66,12 @@ struct ps_sync_ops {
 	 * flight.  Never waits.  NULL: always.
 	 */
 	bool (*idle)(struct ps_store *store);
+	/*
+	 * The checking mode's model of a set's waits: true when a set or
+	 * set_many of @store by the calling thread could now wait for a
+	 * grace period.  A hint (relaxed reads), never waits.  NULL: never.
+	 */
+	bool (*set_may_wait)(struct ps_store *store);
 };
 
 /*
@@ -97,6 +103,14 @@ static inline void psi_store_free_ranges(struct ps_store *s)
 	psi_rangetree_clear(&s->rd.tree, &removed);
 	psi_range_list_free(&removed);
 }
+
+/*
+ * ps_store_read_unlock() on a store of @variant (its name) in which the
+ * calling thread holds no read-side section: the message of held.h's
+ * psi_misuse(), then abort(); nothing is unlocked (sync_common.c).
+ */
+__attribute__((noreturn, cold)) void psi_stray_read_unlock(const char *variant,
+		const struct ps_store *s);
 
 /* Set errno to 0 and return NULL (sync_common.c); out of line, a tail call. */
 struct ps_policy *psi_lookup_miss(void);

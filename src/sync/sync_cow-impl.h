@@ -4,6 +4,8 @@
  * compiled once per liburcu flavour (sync_rcu.c: memb, sync_qsbr.c: qsbr).
  * An include-template: the including file defines its read side
  *   PSI_COW_READ_ENTER(), PSI_COW_READ_EXIT()   a read-side section;
+ *   PSI_COW_READ_HELD()     true when a read unlock may close a section
+ *                          (memb: inside one; QSBR: online);
  *   PSI_COW_IN_SECTION()    true when the calling thread is inside a section
  *                          already, so a lookup needs none of its own
  *                          (QSBR: an online thread); optional;
@@ -344,8 +346,9 @@ static void cow_read_lock(struct ps_store *s)
 
 static void cow_read_unlock(struct ps_store *s)
 {
+	if (psi_unlikely(!PSI_COW_READ_HELD()))
+		psi_stray_read_unlock(PSI_COW_NAME, s);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done); /* pairs with the grace period before a release */
-	(void)s;
 	PSI_COW_READ_EXIT();
 }
 
@@ -646,6 +649,14 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	return ret;
 }
 
+/* What cow_retire() and cow_finish() wait for a grace period on, read before the set. */
+static bool cow_set_may_wait(struct ps_store *s)
+{
+	return PSI_COW_FLAVOUR->can_wait() &&
+	       (psi_reclaim_pending(PSI_COW_FLAVOUR->reclaimer) > PSI_COW_PENDING_MAX ||
+		       __atomic_load_n(&to_cow(s)->stalled, __ATOMIC_RELAXED));
+}
+
 static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_set_op op = { start, end, pol };
@@ -799,6 +810,7 @@ const struct ps_sync_ops PSI_COW_OPS = {
 	.lookup_node = cow_lookup_node,
 	.set = cow_set,
 	.synchronize = cow_synchronize,
+	.set_may_wait = cow_set_may_wait,
 	.foreach = cow_foreach,
 	.check = cow_check,
 	.held = cow_held,

@@ -55,6 +55,8 @@ static pthread_key_t cow_key;
 static pthread_once_t cow_key_once = PTHREAD_ONCE_INIT;
 static bool cow_key_ok;
 static __thread struct cow_thread *cow_self;
+/* What @cow_self points at: the record is no allocation, which ps_set_alloc_ops() could outlive. */
+static __thread struct cow_thread cow_self_rec;
 
 /* ---- the writing thread's spares ---------------------------------------------- */
 
@@ -73,7 +75,6 @@ static void cow_thread_free(void *arg)
 	cow_thread_unlink(t);
 	pthread_mutex_unlock(&cow_threads_lock);
 	psi_rangetree_cow_mem_free(&t->mem);
-	psi_free(t);
 }
 
 static void cow_fork_prepare(void)
@@ -102,9 +103,18 @@ static void cow_fork_child(void)
 		cow_thread_unlink(t);
 		t->mem.used.n = 0;
 		psi_rangetree_cow_mem_free(&t->mem);
-		psi_free(t);
 	}
 	pthread_mutex_unlock(&cow_threads_lock);
+	/*
+	 * A depot lock still held belongs to a thread fork() did not copy; the
+	 * depot is whole between any two of its holders' steps (every step
+	 * changes @nfree last, or first when it takes chunks out).
+	 */
+	if (pthread_mutex_trylock(&cow_depot.lock))
+		pthread_mutex_init(&cow_depot.lock, NULL);
+	else
+		pthread_mutex_unlock(&cow_depot.lock);
+	__atomic_store_n(&cow_depot.n, cow_depot.nfree, __ATOMIC_RELAXED);
 }
 
 /* The thread's spares go at its exit (or with the library, for the threads still alive). */
@@ -125,24 +135,52 @@ static void cow_key_create(void)
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_key_once); /* helgrind and DRD do not see pthread_once() */
 }
 
+/* Under the depot's lock: free what it holds, one chunk at a time off its end. */
+static void cow_depot_free_all(void)
+{
+	while (cow_depot.nfree)
+		psi_free(cow_depot.free[--cow_depot.nfree]);
+	__atomic_store_n(&cow_depot.n, 0, __ATOMIC_RELAXED);
+}
+
 /*
  * Free what the depot holds: ps_store_synchronize() and ps_store_destroy()
- * give the memory back (ps_set_alloc_ops() may follow), and the reclaim
- * thread does once sets stop (cow_depot_idle()).  Only tries the lock: a
- * writer refilling now keeps what it takes.
+ * give the memory back, and the reclaim thread does once sets stop
+ * (cow_depot_idle()).  Only tries the lock: a writer refilling now keeps
+ * what it takes, and a forked child may find it held by a thread it does
+ * not have.
  */
 static void cow_depot_drain(void)
 {
-	size_t i;
-
 	if (!__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) ||
 			pthread_mutex_trylock(&cow_depot.lock))
 		return;
-	for (i = 0; i < cow_depot.nfree; i++)
-		psi_free(cow_depot.free[i]);
-	cow_depot.nfree = 0;
-	__atomic_store_n(&cow_depot.n, 0, __ATOMIC_RELAXED);
+	cow_depot_free_all();
 	pthread_mutex_unlock(&cow_depot.lock);
+}
+
+/*
+ * ps_set_alloc_ops(), while no other thread is inside polstore: every
+ * thread's spares and the depot go back to the hooks they came from.  The
+ * depot's lock is taken, not tried: the reclaim thread may hold it, freeing
+ * through the hooks that are about to change.
+ */
+static void cow_alloc_flush(void)
+{
+	struct cow_thread *t;
+
+	pthread_mutex_lock(&cow_threads_lock);
+	for (t = cow_threads; t; t = t->next)
+		psi_rangetree_cow_mem_free(&t->mem);
+	pthread_mutex_unlock(&cow_threads_lock);
+	pthread_mutex_lock(&cow_depot.lock);
+	cow_depot_free_all();
+	pthread_mutex_unlock(&cow_depot.lock);
+}
+
+__attribute__((constructor)) static void cow_alloc_cache_add(void)
+{
+	psi_alloc_cache_add(cow_alloc_flush);
 }
 
 static void cow_depot_idle(void)
@@ -192,9 +230,8 @@ static struct cow_thread *cow_thread_get(void)
 
 	if (psi_likely(t))
 		return t;
-	t = psi_zalloc(sizeof(*t));
-	if (!t)
-		return NULL;
+	t = &cow_self_rec;
+	memset(t, 0, sizeof(*t));
 	t->mem.refill = cow_refill;
 	t->mem.refill_batch = PSI_COW_REFILL;
 	pthread_once(&cow_key_once, cow_key_create);

@@ -69,9 +69,11 @@ psi_always_inline void locked_section_enter(struct ps_store *s, enum psi_lock_ki
 	psi_held_push(s);
 }
 
+/* A section this thread does not hold is refused before the lock is touched. */
 psi_always_inline void locked_section_exit(struct ps_store *s, enum psi_lock_kind k)
 {
-	psi_held_pop(s);
+	if (psi_unlikely(!psi_held_pop(s)))
+		psi_stray_read_unlock(k == PSI_LOCK_SPIN ? "spin" : "rwlock", s);
 	psi_lock_read_unlock(lock_of(s), k);
 }
 

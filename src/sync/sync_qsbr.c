@@ -13,6 +13,7 @@
 #define PSI_COW_READ_ENTER() psi_qsbr_read_enter()
 #define PSI_COW_IN_SECTION() psi_qsbr_in_section()
 #define PSI_COW_READ_EXIT() psi_qsbr_read_exit()
+#define PSI_COW_READ_HELD() psi_qsbr_online_now()
 #define PSI_COW_FLAVOUR (&psi_flavour_qsbr)
 #define PSI_COW_OPS psi_sync_qsbr_ops
 #define PSI_COW_NAME "rcu-qsbr"

@@ -9,6 +9,7 @@
 
 #define PSI_COW_READ_ENTER() psi_memb_read_lock()
 #define PSI_COW_READ_EXIT() psi_memb_read_unlock()
+#define PSI_COW_READ_HELD() urcu_memb_read_ongoing()
 #define PSI_COW_FLAVOUR (&psi_flavour_memb)
 #define PSI_COW_OPS psi_sync_rcu_ops
 #define PSI_COW_NAME "rcu"

@@ -97,6 +97,9 @@ static void seq_read_lock(struct ps_store *s)
 
 static void seq_read_unlock(struct ps_store *s)
 {
+	/* Outside every memb section liburcu's count would go below zero. */
+	if (psi_unlikely(!urcu_memb_read_ongoing()))
+		psi_stray_read_unlock("seqlock", s);
 	PSI_ANNOTATE_HAPPENS_BEFORE(s); /* pairs with the grace period in seq_set() */
 	psi_memb_read_unlock();
 }

@@ -18,23 +18,33 @@ bool psi_held_find(const void *obj)
 	return false;
 }
 
-/* A section closed out of order: take its entry out (the last recorded one of @obj). */
-void psi_held_drop(const void *obj)
+/*
+ * A section closed out of order: take its entry out (the last recorded one
+ * of @obj).  Without one, an unnamed section (deeper than PSI_HELD_MAX, or
+ * moved up into a NULL entry) is taken to be it; without any, false.
+ */
+bool psi_held_drop(const void *obj)
 {
 	unsigned i, n = psi_held_tls.n < PSI_HELD_MAX ? psi_held_tls.n : PSI_HELD_MAX;
 
-	if (!psi_held_tls.n)
-		return;
-	for (i = n; i-- > 0;) {
-		if (psi_held_tls.obj[i] == obj) {
-			for (; i + 1 < n; i++)
-				psi_held_tls.obj[i] = psi_held_tls.obj[i + 1];
-			if (psi_held_tls.n > PSI_HELD_MAX)
-				psi_held_tls.obj[n - 1] = NULL; /* a deeper, unnamed section moves up */
+	for (i = n; i-- > 0;)
+		if (psi_held_tls.obj[i] == obj)
 			break;
-		}
+	if (i == (unsigned)-1 && psi_held_tls.n <= PSI_HELD_MAX) {
+		for (i = n; i-- > 0;)
+			if (!psi_held_tls.obj[i])
+				break;
+		if (i == (unsigned)-1)
+			return false;
+	}
+	if (i != (unsigned)-1) {
+		for (; i + 1 < n; i++)
+			psi_held_tls.obj[i] = psi_held_tls.obj[i + 1];
+		if (psi_held_tls.n > PSI_HELD_MAX)
+			psi_held_tls.obj[n - 1] = NULL; /* a deeper, unnamed section moves up */
 	}
 	psi_held_tls.n--;
+	return true;
 }
 
 void psi_misuse(const char *call, const char *fmt, ...)

@@ -10,7 +10,8 @@
  * path: recording costs a store and an increment, and a check one
  * thread-local load and one predictable branch while the thread holds
  * nothing.  PSI_HELD_MAX sections are recorded; deeper ones are counted
- * but not named (a call into one of those is not caught).
+ * but not named (a call into one of those is not caught, and an unlock
+ * with one of those open is taken to close it).
  */
 #ifndef POLSTORE_SRC_HELD_H
 #define POLSTORE_SRC_HELD_H
@@ -29,7 +30,7 @@ struct psi_held {
 extern __thread struct psi_held psi_held_tls __attribute__((tls_model("initial-exec")));
 
 bool psi_held_find(const void *obj);
-void psi_held_drop(const void *obj);
+bool psi_held_drop(const void *obj);
 
 /*
  * A misuse that cannot return an error (a void call that would wait for
@@ -48,15 +49,20 @@ static inline void psi_held_push(const void *obj)
 	psi_held_tls.n = n + 1;
 }
 
-/* The section of @obj that psi_held_push() recorded is closed. */
-static inline void psi_held_pop(const void *obj)
+/*
+ * The section of @obj that psi_held_push() recorded is closed.  False
+ * when the thread holds none of @obj (a stray unlock: nothing changed);
+ * an unnamed deeper section is taken to be it.
+ */
+static inline bool psi_held_pop(const void *obj)
 {
 	unsigned n = psi_held_tls.n;
 
-	if (psi_likely(n && n <= PSI_HELD_MAX && psi_held_tls.obj[n - 1] == obj))
+	if (psi_likely(n && n <= PSI_HELD_MAX && psi_held_tls.obj[n - 1] == obj)) {
 		psi_held_tls.n = n - 1; /* the usual case: sections close in the order they opened */
-	else
-		psi_held_drop(obj);
+		return true;
+	}
+	return psi_held_drop(obj);
 }
 
 /* True when this thread holds a section of @obj (so its lock, or a share of it). */

@@ -238,13 +238,16 @@ _PS_INL void _ps_inl_read_unlock(struct ps_store *s)
 {
 	if (__builtin_expect(!s, 0))
 		return;
+	/* Outside every section the library refuses the unlock (it names the store, then aborts). */
 	switch (s->tag) {
 	case _PS_STORE_TAG(PS_SYNC_RCU):
 	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
+		if (__builtin_expect(!_urcu_memb_read_ongoing(), 0))
+			break;
 		_urcu_memb_read_unlock();
 		return;
 	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
-		if (__builtin_expect(_ps_qsbr_auto_depth != 0, 0))
+		if (__builtin_expect(_ps_qsbr_auto_depth != 0 || !_urcu_qsbr_read_ongoing(), 0))
 			break;
 		_urcu_qsbr_read_unlock();
 		return;
