@@ -30,6 +30,10 @@
 # package tests: the default run has them.
 set -euo pipefail
 quick=0
+if [ $# -gt 1 ]; then
+	echo "scripts/test.sh: one option at most (see --help)" >&2
+	exit 1
+fi
 case ${1:-} in
 "") ;;
 --quick) quick=1 ;;
