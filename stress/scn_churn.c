@@ -751,8 +751,7 @@ static void run_size(uint64_t n, const struct row *rows, int nrows)
 		for (m = 0; m < churn_nmaps; m++) {
 			pts[m].reader_ratio = pts[m].ops_per_sec / ref->ops_per_sec;
 			pts[m].writer_ratio = pts[m].writer_ops_per_sec / ref->writer_ops_per_sec;
-			/* The events behind each ratio's reference: its lookups, its writer's ops.
-			 */
+			/* The events a reference counted: its lookups, its writer's ops. */
 			if (!isnan(pts[m].reader_ratio))
 				stress_warn_ref(&pts[m], ref, (double)ref->ops);
 			if (!isnan(pts[m].writer_ratio))
