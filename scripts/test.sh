@@ -1,7 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# The whole test suite: install dependencies, then build and test polstore
-# in four configurations:
+# Usage: scripts/test.sh [--quick | --help]
+#
+# With no option, the whole suite (what CI runs, about 25 minutes on 2
+# cores): install dependencies, then build and test polstore in four
+# configurations:
 #   build-test   Debug, invariant checks after every set, lock_stat on,
 #                thread-checker annotations (POLSTORE_ANNOTATE),
 #                -Werror; every CTest label but fuzz/tsan/drd/long: unit, stress,
@@ -17,7 +20,30 @@
 # (label long: concurrency, fork, lifecycle, fairness), ~15 minutes more
 # on 2 cores.
 # POLSTORE_TEST_CONFIGS="test asan" runs a subset of the configurations.
+#
+# --quick: the short tier to run before a commit (a few minutes on 2
+# cores, the build included): install dependencies, then one build,
+#   build-quick  Debug, AddressSanitizer + UndefinedBehaviorSanitizer,
+#                invariant checks after every set, -Werror, no stress
+#                program and no examples; label unit (every Criterion suite)
+# No memcheck, no thread checker, no stress, examples, docs, install or
+# package tests: the default run has them.
 set -euo pipefail
+quick=0
+if [ $# -gt 1 ]; then
+	echo "scripts/test.sh: one option at most (see --help)" >&2
+	exit 1
+fi
+case ${1:-} in
+"") ;;
+--quick) quick=1 ;;
+-h | --help)
+	sed -n '3,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+	exit 0 ;;
+*)
+	echo "scripts/test.sh: unknown option $1 (see --help)" >&2
+	exit 1 ;;
+esac
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 
@@ -29,6 +55,7 @@ if [ "${POLSTORE_LONG:-0}" = 1 ]; then
 	TEST_LABELS_OUT="fuzz|tsan"
 fi
 CONFIGS=${POLSTORE_TEST_CONFIGS:-"test asan tsan fuzz"}
+[ "$quick" = 0 ] || CONFIGS=quick
 passed=0
 failed=0
 status=0
@@ -79,6 +106,11 @@ for c in $CONFIGS; do
 	asan)
 		run_config asan "-DCMAKE_BUILD_TYPE=Debug -DPOLSTORE_WERROR=ON \
 			-DPOLSTORE_SANITIZE=address,undefined" "-L unit|stress|examples" || status=1 ;;
+	quick)
+		run_config quick "-DCMAKE_BUILD_TYPE=Debug -DPOLSTORE_WERROR=ON \
+			-DPOLSTORE_DEBUG_CHECKS=ON -DPOLSTORE_SANITIZE=address,undefined \
+			-DPOLSTORE_BUILD_STRESS=OFF -DPOLSTORE_BUILD_EXAMPLES=OFF" \
+			"-L unit" || status=1 ;;
 	tsan)
 		run_config tsan "-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
 			-DPOLSTORE_WERROR=ON -DPOLSTORE_SANITIZE=thread -DPOLSTORE_ANNOTATE=ON" \

@@ -17,6 +17,9 @@ A figure is
   OUTSIDE   when it is past the limit by more than the tolerance and no
             repetition reached it: a change outside the noise;
   absent    when the runs did not measure it.
+A figure taken from a point that carries a warning (its "warn" field:
+cpu, ref, noise; man polstore-stress, WARNINGS) says so after its name:
+such a point measured the machine's load more than the code.
 
 Report mode (the default) prints the table and always exits 0, so CI may
 call it for information.  --strict exits 1 when a figure is OUTSIDE and 2
@@ -112,6 +115,16 @@ def term_value(pts, term):
     return v, min(lo, v), max(hi, v)
 
 
+def figure_warn(pts, row):
+    """The warnings of the points a figure is taken from, in one run."""
+    got = set()
+    for t in row["terms"]:
+        p = find(pts, t)
+        if p is not None and p.get("warn"):
+            got.update(p["warn"].split("+"))
+    return got
+
+
 def figure_value(pts, row):
     vals = [term_value(pts, t) for t in row["terms"]]
     if any(v is None for v in vals):
@@ -186,6 +199,7 @@ def main(argv):
     rows = read_thresholds(thr)
     runs = [read_run(f) for f in files]
     counts = {"ok": 0, "noise": 0, "OUTSIDE": 0, "absent": 0}
+    warned = 0
     print("%-8s %12s %25s %4s %10s %5s  %s" % ("verdict", "median", "(spread)", "op", "limit",
                                               "tol", "figure"))
     for r in rows:
@@ -193,12 +207,20 @@ def main(argv):
         counts[what] += 1
         if what == "absent":
             continue
-        print("%-8s %12s %25s %4s %10s %4.0f%%  %s" % (
+        warn = set()
+        for pts in runs:
+            warn |= figure_warn(pts, r)
+        warned += bool(warn)
+        print("%-8s %12s %25s %4s %10s %4.0f%%  %s%s" % (
             what, fmt(v), "(%s .. %s)" % (fmt(lo), fmt(hi)), r["op"], fmt(r["limit"]),
-            r["tol"] * 100, r["figure"]))
+            r["tol"] * 100, r["figure"],
+            "  [warn: %s]" % "+".join(sorted(warn)) if warn else ""))
     print("\n%d figure(s) ok, %d within the noise, %d OUTSIDE the noise, %d not measured "
           "by %s" % (counts["ok"], counts["noise"], counts["OUTSIDE"], counts["absent"],
                      ", ".join(files)))
+    if warned:
+        print("%d figure(s) from points that carry a warning ([warn: ...]): not meaningful "
+              "on this run" % warned)
     for r in rows:
         if verdict(r, runs)[3] == "OUTSIDE":
             print("outside the noise: %s (%s %s)" % (r["figure"], r["op"], fmt(r["limit"])))

@@ -174,7 +174,16 @@ void stress_usage(FILE *out)
 		     "latency\n"
 		     "                       against ranks per variant (gnuplot; .png for PNG);\n"
 		     "                       FILE.dat and FILE.gp kept\n"
-		     "  --quiet              no progress lines on stderr\n"
+		     "  --warn LIST          flag the points whose figures are not meaningful\n"
+		     "                       (a warn column and a footnote; JSON/CSV: warn):\n");
+	fprintf(out,
+			"                       cpu=SHARE: the threads got under SHARE of the\n"
+			"                       CPU time they could use; events=N: a ratio's\n"
+			"                       reference counted under N events; slack=F:\n"
+			"                       uffd-fault's x fixed above 1 + F or below\n"
+			"                       1 - lookup share - F [cpu=%g,events=%g,slack=%g]\n",
+			STRESS_WARN_CPU_SHARE, (double)STRESS_WARN_MIN_EVENTS, STRESS_WARN_SLACK);
+	fprintf(out, "  --quiet              no progress lines on stderr\n"
 		     "  --help               this text\n"
 		     "\n"
 		     "Every lookup is validated (a policy never set at that page aborts the "
@@ -484,6 +493,33 @@ static void set_plot(const char *o, const char *v)
 	stress_opts.plot = v;
 }
 
+/* --warn cpu=SHARE,events=N,slack=F: any of the three, the others keep their value. */
+static void set_warn(const char *o, const char *v)
+{
+	char buf[256], *tok, *save, *end;
+
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		double x;
+
+		if (!eq)
+			bad(o, tok);
+		*eq = 0;
+		x = strtod(eq + 1, &end);
+		if (end == eq + 1 || *end || !(x >= 0) || isinf(x))
+			bad(o, v);
+		if (!strcmp(tok, "cpu"))
+			stress_opts.warn_cpu = x;
+		else if (!strcmp(tok, "events"))
+			stress_opts.warn_events = x;
+		else if (!strcmp(tok, "slack"))
+			stress_opts.warn_slack = x;
+		else
+			bad(o, tok);
+	}
+}
+
 static void set_peer(const char *o, const char *v)
 {
 	(void)o;
@@ -542,6 +578,7 @@ static const struct opt opts[] = {
 		{"pattern", required_argument, FOR_SCENARIOS, set_pattern},
 		{"sequential", no_argument, FOR_SCENARIOS, set_sequential},
 		{"plot", required_argument, FOR_SCENARIOS, set_plot},
+		{"warn", required_argument, FOR_SCENARIOS, set_warn},
 		{"peer", required_argument, FOR_CHURN, set_peer},
 		{"reference", required_argument, FOR_CHURN, set_reference},
 };
@@ -569,6 +606,9 @@ static void defaults(void)
 	stress_opts.check_writes = 10000;
 	stress_opts.limits[0] = 100;
 	stress_opts.nlimits = 1;
+	stress_opts.warn_cpu = STRESS_WARN_CPU_SHARE;
+	stress_opts.warn_events = STRESS_WARN_MIN_EVENTS;
+	stress_opts.warn_slack = STRESS_WARN_SLACK;
 }
 
 /* Options that do not combine, and --check's own limits. */

@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Markdown tables from polstore-stress --json output (for BENCHMARKS.md).
 
+The warn column repeats a point's warnings (man polstore-stress, WARNINGS).
+
 Usage: stress/report.py FILE.jsonl [FILE.jsonl ...]
 """
 import json
@@ -53,18 +55,18 @@ def main():
                     fmt(p.get("bytes_per_range"), "{:.1f}"),
                     fmt(p.get("store_bytes_per_range"), "{:.1f}")))
         elif s in ("shared-text", "hot-policy"):
-            print("| variant | ranks | Mlookups/s | (min..max of reps) | efficiency | cpu-eff | CPUs used | lookup % | p50 ns | p99 ns | p99.9 ns | max ns | writer sets/s | writer max wait ns |")
-            print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print("| variant | ranks | Mlookups/s | (min..max of reps) | efficiency | cpu-eff | CPUs used | lookup % | p50 ns | p99 ns | p99.9 ns | max ns | writer sets/s | writer max wait ns | warn |")
+            print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
             for p in sp:
                 mm = reps_range(p)
-                print("| %s | %d | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                print("| %s | %d | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     p["variant"], p["ranks"], p["ops_per_sec"] / 1e6, mm,
                     fmt(p.get("efficiency")), fmt(p.get("cpu_efficiency")),
                     fmt(p["rank_cpu_s"] / p["duration_s"], "{:.2f}") if "rank_cpu_s" in p else "-",
                     fmt(p.get("lookup_share", 0) * 100, "{:.1f}"),
                     ns(p.get("p50_ns")), ns(p.get("p99_ns")), ns(p.get("p999_ns")),
                     ns(p.get("max_ns")), fmt(p.get("writer_ops_per_sec"), "{:.0f}"),
-                    ns(p.get("writer_max_wait_ns"))))
+                    ns(p.get("writer_max_wait_ns")), p.get("warn", "")))
         elif s == "memcg-charge":
             print("| limit (x peak) | limit (pages) | variant | ranks | Mops/s | (min..max of reps) | efficiency (vs own 1 rank) | cpu-eff | calls per CPU-s / stock:private | refused % | p50 ns | p99 ns | overshoot / bound (pages) |")
             print("|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
@@ -78,21 +80,21 @@ def main():
                     ns(p.get("p50_ns")), ns(p.get("p99_ns")),
                     p.get("max_overshoot", 0), p.get("overshoot_bound", 0)))
         else:
-            print("| variant | ranks | Mops/s | efficiency (vs own 1 rank) | cpu-eff | p50 ns | p99 ns | writer ops/s | writer max wait ns | bound check | note |")
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+            print("| variant | ranks | Mops/s | efficiency (vs own 1 rank) | cpu-eff | p50 ns | p99 ns | writer ops/s | writer max wait ns | bound check | note | warn |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
             for p in sp:
                 b = ""
                 if "max_overshoot" in p:
                     b = "overshoot %d / bound %d" % (p["max_overshoot"], p["overshoot_bound"])
                 elif "max_error" in p:
                     b = "error %d / bound %d" % (p["max_error"], p["error_bound"])
-                print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     p["variant"], p["ranks"], p.get("ops_per_sec", float("nan")) / 1e6,
                     fmt(p.get("efficiency")),
                     fmt(p.get("cpu_efficiency")),
                     ns(p.get("p50_ns")), ns(p.get("p99_ns")),
                     fmt(p.get("writer_ops_per_sec"), "{:.0f}"), ns(p.get("writer_max_wait_ns")),
-                    b, p.get("note", "")))
+                    b, p.get("note", ""), p.get("warn", "")))
 
 
 if __name__ == "__main__":

@@ -743,12 +743,20 @@ static void run_size(uint64_t n, const struct row *rows, int nrows)
 			p->ops = x[mid].reader_ops;
 			p->duration_s = x[mid].duration_s;
 			p->rank_cpu_s = x[mid].cpus * x[mid].duration_s;
+			p->cpu_share = stress_cpu_share(p->rank_cpu_s, p->duration_s,
+					rows[r].readers + rows[r].writers);
 			if (!strcmp(churn_maps[m].ops->name, churn_reference))
 				ref = p;
 		}
 		for (m = 0; m < churn_nmaps; m++) {
 			pts[m].reader_ratio = pts[m].ops_per_sec / ref->ops_per_sec;
 			pts[m].writer_ratio = pts[m].writer_ops_per_sec / ref->writer_ops_per_sec;
+			/* The events a reference counted: its lookups, its writer's ops. */
+			if (!isnan(pts[m].reader_ratio))
+				stress_warn_ref(&pts[m], ref, (double)ref->ops);
+			if (!isnan(pts[m].writer_ratio))
+				stress_warn_ref(&pts[m], ref,
+						ref->writer_ops_per_sec * ref->duration_s);
 			stress_emit(&pts[m]);
 		}
 	}
@@ -815,9 +823,10 @@ void stress_print_churn(void)
 	uint64_t last = 0;
 	size_t i, m;
 	int lr = -2, lw = -2;
+	unsigned seen = 0;
 
 	for (i = 0; (p = stress_point_at(i)); i++) {
-		char row[32], rd[48], wr[48], x1[16], x2[16], cpu[16];
+		char row[32], rd[48], wr[48], x1[16], x2[16], cpu[16], wn[24];
 
 		if (strcmp(p->scenario, "churn"))
 			continue;
@@ -835,9 +844,9 @@ void stress_print_churn(void)
 					(unsigned long long)(2 * p->ranges),
 					(unsigned long long)(p->pages / (2 * p->ranges)), p->reps,
 					stress_opts.duration_s, p->reference, p->reference);
-			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s\n", "row", "map",
+			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %s\n", "row", "map",
 					"lookups, all readers", "x ref", "writer ops", "x ref",
-					"CPUs");
+					"CPUs", "warn");
 			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s\n", "", "", "(M/s)", "",
 					"(k/s)", "", "");
 			last = p->ranges;
@@ -851,16 +860,19 @@ void stress_print_churn(void)
 		fmt_ratio(x1, sizeof(x1), p->reader_ratio);
 		fmt_ratio(x2, sizeof(x2), p->writer_ratio);
 		snprintf(cpu, sizeof(cpu), "%.2f", p->rank_cpu_s / p->duration_s);
-		printf("  %-19s %-18s %-28s %7s %-26s %7s %5s\n",
+		printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %s\n",
 				p->ranks == lr && p->writers == lw ? "" : row, p->variant, rd, x1,
-				wr, x2, cpu);
+				wr, x2, cpu, stress_warn_names(p->warn, wn, sizeof(wn)));
+		seen |= p->warn;
 		lr = p->ranks;
 		lw = p->writers;
 	}
 	if (!last)
 		return;
 	printf("  (CPUs: CPU time the point's threads got / its wall time; lower than its "
-	       "thread count\n   when other processes took CPU)\n  churn_maps:\n");
+	       "thread count\n   when other processes took CPU)\n");
+	stress_warn_footnote(seen);
+	printf("  churn_maps:\n");
 	for (m = 0; m < churn_nmaps; m++)
 		printf("    %-18s %s%s%s\n", churn_maps[m].ops->name, churn_maps[m].version,
 				churn_maps[m].path ? ", plugin " : ", through the public API",

@@ -137,6 +137,7 @@ void crun_point(struct crun *r, struct stress_point *p)
 		stress_hist_merge(h, &r->ranks[i].hist);
 	}
 	p->rank_cpu_s = cpu / 1e9;
+	p->cpu_share = stress_cpu_share(p->rank_cpu_s, r->duration_s, r->nranks);
 	for (i = 0; i < r->nwriters; i++) {
 		wops += r->writers[i].ops;
 		if (r->writers[i].max_wait_ns > wmax)
@@ -296,10 +297,13 @@ void companion_run(const struct companion *c)
 							((double)p->ranks * b->ops_per_sec);
 					p->cpu_efficiency = ((double)p->ops / p->rank_cpu_s) /
 							    ((double)b->ops / b->rank_cpu_s);
+					stress_warn_ref(p, b, (double)b->ops);
 				}
-				if (priv)
+				if (priv) {
 					p->cpu_vs_private = ((double)p->ops / p->rank_cpu_s) /
 							    ((double)priv->ops / priv->rank_cpu_s);
+					stress_warn_ref(p, priv, (double)priv->ops);
+				}
 				stress_emit(p);
 			}
 		}
@@ -672,15 +676,6 @@ void stress_run_mmap_commit(void)
 
 /* ---- tables ------------------------------------------------------------------------- */
 
-/* A time in whole ns (every latency column is in ns). */
-static void fmt_time(char *buf, size_t n, double ns)
-{
-	if (isnan(ns))
-		snprintf(buf, n, "-");
-	else
-		snprintf(buf, n, "%.0f", ns);
-}
-
 static void fmt_ratio(char *buf, size_t n, double x)
 {
 	if (isnan(x))
@@ -730,11 +725,12 @@ static void memcg_table(void)
 	const struct stress_point *p;
 	double last = NAN;
 	bool header = false;
+	unsigned seen = 0;
 	size_t i;
 	int l;
 
 	for (i = 0; (p = stress_point_at(i)); i++) {
-		char e[16], ce[16], cp[16], rf[16], p50[32], p99[32], mx[32];
+		char e[16], ce[16], cp[16], rf[16], p50[32], p99[32], mx[32], wn[24];
 
 		if (strcmp(p->scenario, "memcg-charge"))
 			continue;
@@ -744,10 +740,10 @@ static void memcg_table(void)
 			       "  root; a rank holds up to %d pages; %.2f s per point, median of\n"
 			       "  %d repetition(s)\n",
 					MC_HOLD_MAX, stress_opts.duration_s, p->reps);
-			printf("  %-14s %7s %7s %8s %8s %6s %6s %7s %8s %8s %8s %8s %6s %6s\n",
+			printf("  %-14s %7s %7s %8s %8s %6s %6s %7s %8s %8s %8s %8s %6s %6s %s\n",
 					"variant", "ranks", "limit", "limit", "Mops/s", "eff",
 					"cpueff", "cpu vs", "refused", "p50", "p99", "max", "over-",
-					"bound");
+					"bound", "warn");
 			printf("  %-14s %7s %7s %8s %8s %6s %6s %7s %8s %8s %8s %8s %6s %6s\n", "",
 					"threads", "x peak", "pages", "", "x", "x", "private", "%",
 					"(ns)", "(ns)", "(ns)", "pages", "pages");
@@ -761,13 +757,14 @@ static void memcg_table(void)
 		fmt_ratio(cp, sizeof(cp), p->cpu_vs_private);
 		snprintf(rf, sizeof(rf), isnan(p->refused_share) ? "-" : "%.3f",
 				p->refused_share * 100);
-		fmt_time(p50, sizeof(p50), p->p50_ns);
-		fmt_time(p99, sizeof(p99), p->p99_ns);
-		fmt_time(mx, sizeof(mx), p->max_ns);
-		printf("  %-14s %7d %7g %8.0f %8.3f %6s %6s %7s %8s %8s %8s %8s %6.0f %6.0f\n",
+		stress_fmt_ns(p50, sizeof(p50), p->p50_ns);
+		stress_fmt_ns(p99, sizeof(p99), p->p99_ns);
+		stress_fmt_ns(mx, sizeof(mx), p->max_ns);
+		printf("  %-14s %7d %7g %8.0f %8.3f %6s %6s %7s %8s %8s %8s %8s %6.0f %6.0f %s\n",
 				p->variant, p->ranks, p->limit_ratio, p->limit_pages,
 				p->ops_per_sec / 1e6, e, ce, cp, rf, p50, p99, mx, p->max_overshoot,
-				p->overshoot_bound);
+				p->overshoot_bound, stress_warn_names(p->warn, wn, sizeof(wn)));
+		seen |= p->warn;
 	}
 	if (!header)
 		return;
@@ -779,8 +776,10 @@ static void memcg_table(void)
 	       "calls refused; latency of one call in %d; over-shoot: the\n   largest usage "
 	       "above a limit any level reached, within its bound\n   "
 	       "(ps_charge_overshoot_bound()); and at quiescence, with the stocks as the ranks\n"
-	       "   left them, one thread's charges were refused at exactly the limit)\n",
+	       "   left them, one thread's charges were refused at exactly the limit;\n"
+	       "   latencies in ns, or with u in us, m in ms)\n",
 			STRESS_SAMPLE_MASK + 1);
+	stress_warn_footnote(seen);
 	for (l = 0; l < stress_opts.nlimits; l++) {
 		double ratio = stress_opts.limits[l];
 
@@ -796,11 +795,12 @@ static void memcg_table(void)
 static void companion_table(const char *scenario, const char *title, const char *extra)
 {
 	bool header = false;
+	unsigned seen = 0;
 	size_t i;
 
 	for (i = 0;; i++) {
 		const struct stress_point *p = stress_point_at(i);
-		char t[32], e[32], ce[32], p50[32], p99[32], mx[32], w[32], ww[32], x[48];
+		char t[32], e[32], ce[32], p50[32], p99[32], mx[32], w[32], ww[32], x[48], wn[24];
 
 		if (!p)
 			break;
@@ -809,24 +809,21 @@ static void companion_table(const char *scenario, const char *title, const char 
 		if (!header) {
 			printf("\n%s: %s, %.2f s per point\n", scenario, title,
 					stress_opts.duration_s);
-			printf("  %-14s %5s %9s %6s %6s %8s %8s %9s %8s %9s  %s\n", "variant",
+			printf("  %-14s %5s %9s %6s %6s %8s %8s %9s %8s %9s %-7s  %s\n", "variant",
 					"ranks", "ops", "eff", "cpueff", "p50", "p99", "max",
-					"writer", "writer", extra);
-			printf("  %-14s %5s %9s %6s %6s %8s %8s %9s %8s %9s\n", "", "", "(M/s)",
-					"", "", "(ns)", "(ns)", "(ns)", "(ops/s)", "wait (us)");
+					"writer", "writer", "warn", extra);
+			printf("  %-14s %5s %9s %6s %6s %8s %8s %9s %8s %9s\n", "", "", "(M/s)", "",
+					"", "(ns)", "(ns)", "(ns)", "(ops/s)", "wait (ns)");
 			header = true;
 		}
 		snprintf(t, sizeof(t), "%.3f", p->ops_per_sec / 1e6);
 		snprintf(e, sizeof(e), isnan(p->efficiency) ? "-" : "%.3f", p->efficiency);
-		snprintf(p50, sizeof(p50), "%.0f", p->p50_ns);
-		snprintf(p99, sizeof(p99), "%.0f", p->p99_ns);
-		snprintf(mx, sizeof(mx), "%.0f", p->max_ns);
+		stress_fmt_ns(p50, sizeof(p50), p->p50_ns);
+		stress_fmt_ns(p99, sizeof(p99), p->p99_ns);
+		stress_fmt_ns(mx, sizeof(mx), p->max_ns);
 		snprintf(w, sizeof(w), isnan(p->writer_ops_per_sec) ? "-" : "%.0f",
 				p->writer_ops_per_sec);
-		if (isnan(p->writer_max_wait_ns))
-			snprintf(ww, sizeof(ww), "-");
-		else
-			snprintf(ww, sizeof(ww), "%.1f", p->writer_max_wait_ns / 1e3);
+		stress_fmt_ns(ww, sizeof(ww), p->writer_max_wait_ns);
 		if (!isnan(p->max_overshoot))
 			snprintf(x, sizeof(x), "%.0f / %.0f", p->max_overshoot, p->overshoot_bound);
 		else if (!isnan(p->max_error))
@@ -835,8 +832,14 @@ static void companion_table(const char *scenario, const char *title, const char 
 			x[0] = 0;
 		snprintf(ce, sizeof(ce), isnan(p->cpu_efficiency) ? "-" : "%.3f",
 				p->cpu_efficiency);
-		printf("  %-14s %5d %9s %6s %6s %8s %8s %9s %8s %9s  %s  (%s)\n", p->variant,
-				p->ranks, t, e, ce, p50, p99, mx, w, ww, x, p->note);
+		printf("  %-14s %5d %9s %6s %6s %8s %8s %9s %8s %9s %-7s  %s  (%s)\n", p->variant,
+				p->ranks, t, e, ce, p50, p99, mx, w, ww,
+				stress_warn_names(p->warn, wn, sizeof(wn)), x, p->note);
+		seen |= p->warn;
+	}
+	if (header) {
+		printf("  (latencies in ns, or with u in us, m in ms)\n");
+		stress_warn_footnote(seen);
 	}
 }
 

@@ -137,6 +137,7 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	stress_hist_to_point(h, &p);
 	p.baseline = baseline_of(v);
 	p.rank_cpu_s = cpu_ns / 1e9;
+	p.cpu_share = stress_cpu_share(p.rank_cpu_s, p.duration_s, nranks);
 	/* A variant without a lock reports zeros: nothing to show. */
 	if (lockstat && !ps_store_lock_stat_read(c->store, p.lockstat))
 		p.has_lockstat = p.lockstat[PS_LOCK_STAT_WRITE].acquisitions ||
@@ -229,6 +230,7 @@ void stress_run_store(const char *scenario)
 				p.efficiency_max = p.ops_per_sec_max / ((double)p.ranks * b->ops_per_sec);
 				p.cpu_efficiency = ((double)p.ops / p.rank_cpu_s) /
 						   ((double)b->ops / b->rank_cpu_s);
+				stress_warn_ref(&p, b, (double)b->ops);
 			} else if (k < NBASELINES) {
 				p.efficiency = p.cpu_efficiency = 1.0; /* the baseline itself */
 				p.efficiency_min = p.ops_per_sec_min / p.ops_per_sec;

@@ -385,6 +385,7 @@ void stress_run_uffd_fault(void)
 		int ranks = stress_opts.ranks[r];
 		int resolvers = stress_opts.resolvers < 0 ? ranks : stress_opts.resolvers;
 		double fixed_rate = NAN, clock_ns = 0;
+		const struct stress_point *fixed = NULL;
 
 		if (resolvers > PS_UFFD_MAX_RESOLVERS)
 			resolvers = PS_UFFD_MAX_RESOLVERS;
@@ -421,7 +422,14 @@ void stress_run_uffd_fault(void)
 				med.lookup_share *= net / med.lookup_ns;
 				med.resolve_share *= net / med.lookup_ns;
 			}
+			if (v) {
+				stress_warn_ref(&med, fixed, fixed ? (double)fixed->ops : 0);
+				stress_warn_explained(&med, med.fixed_ratio,
+						isnan(med.overhead_ns) ? 0 : med.lookup_share);
+			}
 			stress_emit(&med);
+			if (!v)
+				fixed = stress_find(SCENARIO, "fixed", ranks, 0);
 		}
 	}
 	free(pts);
@@ -465,13 +473,15 @@ void stress_print_uffd_fault(void)
 			"over\n"
 			"   the ranks' fault time; resolv%: over the resolvers' time per fault,\n"
 			"   res. us)\n";
-	static const char row[] = "  %-9s %5s %5s %10s %8s %8s %8s %9s %9s %9s %8s %8s %8s %9s\n";
+	static const char row[] =
+			"  %-9s %5s %5s %10s %8s %8s %8s %9s %9s %9s %8s %8s %8s %9s %s\n";
 	const struct stress_point *p;
 	bool header = false;
+	unsigned seen = 0;
 
 	for (size_t i = 0; (p = stress_point_at(i)); i++) {
 		char rk[16], rs_n[16], fr[16], ratio[16], p50[16], p99[16], mx[16], tm[16], lk[16],
-				ls[16], rs[16], res[16], w[16];
+				ls[16], rs[16], res[16], w[16], wn[24];
 
 		if (strcmp(p->scenario, SCENARIO))
 			continue;
@@ -485,7 +495,7 @@ void stress_print_uffd_fault(void)
 					stress_opts.duration_s, p->reps);
 			printf(row, "variant", "ranks", "resol", "faults/s", "x fixed", "p50 us",
 					"p99 us", "max us", "timed ns", "lookup ns", "lookup%",
-					"resolv%", "res. us", "wr-sets/s");
+					"resolv%", "res. us", "wr-sets/s", "warn");
 			header = true;
 		}
 		snprintf(rk, sizeof(rk), "%d", p->ranks);
@@ -503,8 +513,12 @@ void stress_print_uffd_fault(void)
 				isnan(p->overhead_ns) ? NAN : p->resolve_share * 100);
 		fmt_us(res, sizeof(res), p->resolve_ns);
 		fmt_num(w, sizeof(w), "%.0f", p->writer_ops_per_sec);
-		printf(row, p->variant, rk, rs_n, fr, ratio, p50, p99, mx, tm, lk, ls, rs, res, w);
+		printf(row, p->variant, rk, rs_n, fr, ratio, p50, p99, mx, tm, lk, ls, rs, res, w,
+				stress_warn_names(p->warn, wn, sizeof(wn)));
+		seen |= p->warn;
 	}
-	if (header)
+	if (header) {
 		fputs(legend, stdout);
+		stress_warn_footnote(seen);
+	}
 }

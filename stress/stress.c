@@ -310,6 +310,96 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->limit_ratio = p->limit_pages = p->refused_share = p->cpu_vs_private = NAN;
 	p->resolvers = -1;
 	p->resolve_ns = p->resolve_share = p->fixed_ratio = NAN;
+	p->cpu_share = NAN;
+	p->warn = 0;
+}
+
+/* ---- warnings ---------------------------------------------------------------------- */
+
+double stress_cpu_share(double cpu_s, double wall_s, int threads)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int could = threads;
+
+	if (ncpu >= 1 && could > ncpu)
+		could = (int)ncpu;
+	if (isnan(cpu_s) || !(wall_s > 0) || could < 1)
+		return NAN;
+	return cpu_s / (wall_s * could);
+}
+
+bool stress_warn_cpu(const struct stress_point *p)
+{
+	return !isnan(p->cpu_share) && p->cpu_share < stress_opts.warn_cpu;
+}
+
+void stress_warn_ref(struct stress_point *p, const struct stress_point *ref, double ref_events)
+{
+	if (!ref || ref == p)
+		return;
+	if (!(ref_events >= stress_opts.warn_events) || stress_warn_cpu(ref))
+		p->warn |= STRESS_WARN_REF;
+}
+
+void stress_warn_explained(struct stress_point *p, double ratio, double share)
+{
+	if (isnan(ratio))
+		return;
+	if (isnan(share) || share < 0)
+		share = 0;
+	if (ratio > 1 + stress_opts.warn_slack || ratio < 1 - share - stress_opts.warn_slack)
+		p->warn |= STRESS_WARN_NOISE;
+}
+
+static const char *const warn_name[] = {"cpu", "ref", "noise"};
+#define NWARN (sizeof(warn_name) / sizeof(warn_name[0]))
+
+const char *stress_warn_names(unsigned warn, char *buf, size_t n)
+{
+	size_t i, len = 0;
+
+	buf[0] = 0;
+	for (i = 0; i < NWARN; i++)
+		if (warn & (1u << i))
+			len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s",
+					len ? "+" : "", warn_name[i]);
+	return buf;
+}
+
+void stress_warn_footnote(unsigned seen)
+{
+	if (!seen)
+		return;
+	printf("  (warn: the row's figures are not meaningful:\n");
+	if (seen & STRESS_WARN_CPU)
+		printf("   cpu: its threads got under %.0f %% of the CPU time they could use (wall "
+		       "time x\n   the smaller of their number and the %ld CPUs online): other "
+		       "processes ran,\n   so its throughput and the ratios of it measure the "
+		       "load;\n",
+				stress_opts.warn_cpu * 100, sysconf(_SC_NPROCESSORS_ONLN));
+	if (seen & STRESS_WARN_REF)
+		printf("   ref: a ratio divides by a reference that counted fewer than %.0f events "
+		       "or got\n   too little CPU itself (flagged cpu): the ratio is unbounded;\n",
+				stress_opts.warn_events);
+	if (seen & STRESS_WARN_NOISE)
+		printf("   noise: the ratio is above %.2f or below 1 - (the lookup's share) - %.2f,"
+		       "\n   more than the lookup, the only difference between the planes, can "
+		       "explain;\n",
+				1 + stress_opts.warn_slack, stress_opts.warn_slack);
+	printf("   limits: --warn cpu=%g,events=%g,slack=%g)\n", stress_opts.warn_cpu,
+			stress_opts.warn_events, stress_opts.warn_slack);
+}
+
+void stress_fmt_ns(char *buf, size_t n, double ns)
+{
+	if (isnan(ns))
+		snprintf(buf, n, "-");
+	else if (ns < 1e4)
+		snprintf(buf, n, "%.0f", ns);
+	else if (ns < 1e7)
+		snprintf(buf, n, "%.0fu", ns / 1e3);
+	else
+		snprintf(buf, n, "%.0fm", ns / 1e6);
 }
 
 const struct stress_point *stress_find(
@@ -346,7 +436,7 @@ void stress_points_free(void)
  * point, named as it is (its type follows from the field's), and how to
  * print it.  Per rank, baseline and note last: CSV keeps the columns' order.
  */
-enum ctype { C_STR, C_PSTR, C_INT, C_U64, C_DBL, C_PER_RANK };
+enum ctype { C_STR, C_PSTR, C_INT, C_U64, C_DBL, C_PER_RANK, C_WARN };
 struct col {
 	const char *key;
 	enum ctype type;
@@ -455,13 +545,16 @@ static const struct col cols[] = {
 		/* many-stores */
 		COL(stores, NULL),
 		{"store_mem_fresh", C_DBL, offsetof(struct stress_point, store_mem[0]), "%.1f"},
-		{"store_mem_after_sets", C_DBL, offsetof(struct stress_point, store_mem[1]), "%.1f"},
+		{"store_mem_after_sets", C_DBL, offsetof(struct stress_point, store_mem[1]),
+				"%.1f"},
 		{"store_mem_idle", C_DBL, offsetof(struct stress_point, store_mem[2]), "%.1f"},
 		{"store_heap_fresh", C_DBL, offsetof(struct stress_point, store_heap[0]), "%.1f"},
-		{"store_heap_after_sets", C_DBL, offsetof(struct stress_point, store_heap[1]), "%.1f"},
+		{"store_heap_after_sets", C_DBL, offsetof(struct stress_point, store_heap[1]),
+				"%.1f"},
 		{"store_heap_idle", C_DBL, offsetof(struct stress_point, store_heap[2]), "%.1f"},
 		{"store_rss_fresh", C_DBL, offsetof(struct stress_point, store_rss[0]), "%.1f"},
-		{"store_rss_after_sets", C_DBL, offsetof(struct stress_point, store_rss[1]), "%.1f"},
+		{"store_rss_after_sets", C_DBL, offsetof(struct stress_point, store_rss[1]),
+				"%.1f"},
 		{"store_rss_idle", C_DBL, offsetof(struct stress_point, store_rss[2]), "%.1f"},
 		COL(one_mem, "%.0f"),
 		COL(one_heap_now, "%.0f"),
@@ -471,6 +564,9 @@ static const struct col cols[] = {
 		COL(efficiency_max, "%.4f"),
 		COL(writer_max_wait_min_ns, "%.0f"),
 		COL(lookup_ns_max, "%.2f"),
+		/* the warnings (stress_warn_*()) */
+		COL(cpu_share, "%.3f"),
+		{"warn", C_WARN, offsetof(struct stress_point, warn), NULL},
 };
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
 
@@ -520,6 +616,9 @@ static bool col_value(const struct stress_point *p, const struct col *c, char *b
 			return false;
 		snprintf(buf, n, c->fmt, *(const double *)f / p->ranks);
 		return true;
+	case C_WARN:
+		stress_warn_names(*(const unsigned *)f, buf, n);
+		return *buf;
 	}
 	return false;
 }
@@ -547,7 +646,7 @@ static void print_json(const struct stress_point *p)
 	for (i = 0; i < NCOLS; i++) {
 		if (!col_value(p, &cols[i], buf, sizeof(buf)))
 			continue;
-		if (cols[i].type == C_STR || cols[i].type == C_PSTR)
+		if (cols[i].type == C_STR || cols[i].type == C_PSTR || cols[i].type == C_WARN)
 			printf(",\"%s\":\"%s\"", cols[i].key, buf);
 		else
 			printf(",\"%s\":%s", cols[i].key, buf);
@@ -581,15 +680,20 @@ static void print_csv(const struct stress_point *p)
 	fflush(stdout);
 }
 
-void stress_emit(const struct stress_point *p)
+void stress_emit(const struct stress_point *pt)
 {
+	struct stress_point *p;
+
 	if (npoints == cap_points) {
 		cap_points = cap_points ? cap_points * 2 : 64;
 		points = realloc(points, cap_points * sizeof(*points));
 		if (!points)
 			stress_die("out of memory");
 	}
-	points[npoints++] = *p;
+	p = &points[npoints++];
+	*p = *pt;
+	if (stress_warn_cpu(p))
+		p->warn |= STRESS_WARN_CPU;
 	if (stress_opts.json)
 		print_json(p);
 	else if (stress_opts.csv)

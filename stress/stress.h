@@ -71,6 +71,8 @@ struct stress_opts {
 	double limits[STRESS_MAX_LIST];
 	int nlimits;
 	int resolvers; /* uffd-fault's resolver threads; 0: one per node, -1: as many as ranks */
+	/* --warn: the limits below which a point is flagged (STRESS_WARN_* by default) */
+	double warn_cpu, warn_events, warn_slack;
 };
 
 /*
@@ -172,12 +174,59 @@ struct stress_point {
 	int resolvers;
 	double resolve_ns, resolve_share, fixed_ratio;
 	char note[64];
+	/*
+	 * The CPU time the point's threads got over what they could have used
+	 * (stress_cpu_share()), and the warnings the point carries (STRESS_WARN_*).
+	 */
+	double cpu_share;
+	unsigned warn;
 	bool has_lockstat;
 	struct ps_lock_stat_row lockstat[2];
 };
 
 void stress_point_init(
 		struct stress_point *p, const char *scenario, const char *variant, int ranks);
+
+/*
+ * ---- warnings: figures that say more about the machine than about the code ----
+ *
+ * The default limits, in this one place (--warn changes them; the WARNINGS
+ * section of polstore-stress(1) and BENCHMARKS.md quote them):
+ *   cpu    the point's threads got less than STRESS_WARN_CPU_SHARE of the CPU
+ *          time they could have used: wall time x the smaller of their number
+ *          and the CPUs online.  Other processes ran in between, so the
+ *          throughput, and every ratio of it, measures the machine's load.
+ *   ref    a ratio of the point divides by a reference that counted fewer
+ *          than STRESS_WARN_MIN_EVENTS events (a near-zero rate: the ratio is
+ *          unbounded) or that is itself flagged cpu.
+ *   noise  a ratio between two runs that differ only in a part taking a share
+ *          s of the work (uffd-fault: the lookup's share of a fault) lies above
+ *          1 + STRESS_WARN_SLACK or below 1 - s - STRESS_WARN_SLACK: more than
+ *          that part can explain.
+ */
+#define STRESS_WARN_CPU_SHARE 0.5
+#define STRESS_WARN_MIN_EVENTS 100
+#define STRESS_WARN_SLACK 0.10
+enum {
+	STRESS_WARN_CPU = 1u << 0,
+	STRESS_WARN_REF = 1u << 1,
+	STRESS_WARN_NOISE = 1u << 2,
+};
+
+/* @cpu_s of CPU time over (@wall_s x min(@threads, CPUs online)); NaN if unknown. */
+double stress_cpu_share(double cpu_s, double wall_s, int threads);
+/* The cpu warning of @p: its cpu_share is known and below the limit. */
+bool stress_warn_cpu(const struct stress_point *p);
+/* A ratio of @p divides by @ref, whose figure counted @ref_events: flag ref if needed. */
+void stress_warn_ref(struct stress_point *p, const struct stress_point *ref, double ref_events);
+/* @ratio compares two runs that differ in a part of share @share: flag noise if needed. */
+void stress_warn_explained(struct stress_point *p, double ratio, double share);
+/* @warn's names joined by '+' ("cpu+ref") into @buf, "" for none; returns @buf. */
+const char *stress_warn_names(unsigned warn, char *buf, size_t n);
+/* Under a table: one explanation per warning in @seen, each with its limit. */
+void stress_warn_footnote(unsigned seen);
+/* A latency for the human tables: ns below 10^4, else "123u" (us) or "45m" (ms). */
+void stress_fmt_ns(char *buf, size_t n, double ns);
 /* Record a finished point: kept for the tables, printed at once as JSON/CSV. */
 void stress_emit(const struct stress_point *p);
 /* The points recorded so far (for baselines and summaries). */

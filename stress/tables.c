@@ -82,11 +82,13 @@ static void table_store(const char *scenario)
 {
 	const struct stress_point *p, *prw;
 	bool header = false;
+	unsigned seen = 0;
 	size_t i;
 
 	for (i = 0; (p = next_point(scenario, &i)); i++) {
 		char t[32], pr[32], e[32], ce[32], ls[32], p50[32], p99[32], p999[32], mx[32],
-				w[32], ww[32], x[16];
+				w[32], ww[32], x[16], wn[24];
+		unsigned warn = p->warn;
 
 		if (!header) {
 			printf("\n%s: %llu pages, %llu ranges, %s pages, %d writer(s) every %.0f "
@@ -100,41 +102,50 @@ static void table_store(const char *scenario)
 					stress_opts.writers,
 					(double)stress_opts.write_interval_ns / 1e3,
 					p->fault_work_ns, stress_opts.duration_s);
-			printf("  %-20s %5s %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s\n",
+			printf("  %-20s %5s %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s %s\n",
 					"variant", "ranks", "lookups", "per rank", "eff", "cpueff",
 					"lookup", "p50", "p99", "p99.9", "max", "writer", "writer",
-					"x p_rw");
-			printf("  %-20s %5s %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s\n",
-					"", "", "(M/s)", "(M/s)", "", "", "(%)", "(ns)", "(ns)",
-					"(ns)", "(ns)", "(sets/s)", "wait (us)", "");
+					"x p_rw", "warn");
+			printf("  %-20s %5s %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s\n", "",
+					"", "(M/s)", "(M/s)", "", "", "(%)", "(ns)", "(ns)", "(ns)",
+					"(ns)", "(sets/s)", "wait (ns)", "");
 			header = true;
 		}
 		fmt_num(t, sizeof(t), "%.2f", p->ops_per_sec / 1e6);
 		fmt_num(pr, sizeof(pr), "%.2f", p->ops_per_sec / 1e6 / p->ranks);
 		fmt_num(e, sizeof(e), "%.3f", p->efficiency);
 		fmt_num(ls, sizeof(ls), "%.1f", p->lookup_share * 100);
-		fmt_num(p50, sizeof(p50), "%.0f", p->p50_ns);
-		fmt_num(p99, sizeof(p99), "%.0f", p->p99_ns);
-		fmt_num(p999, sizeof(p999), "%.0f", p->p999_ns);
-		fmt_num(mx, sizeof(mx), "%.0f", p->max_ns);
+		stress_fmt_ns(p50, sizeof(p50), p->p50_ns);
+		stress_fmt_ns(p99, sizeof(p99), p->p99_ns);
+		stress_fmt_ns(p999, sizeof(p999), p->p999_ns);
+		stress_fmt_ns(mx, sizeof(mx), p->max_ns);
 		fmt_num(w, sizeof(w), "%.0f", p->writer_ops_per_sec);
-		fmt_num(ww, sizeof(ww), "%.1f", p->writer_max_wait_ns / 1e3);
+		stress_fmt_ns(ww, sizeof(ww), p->writer_max_wait_ns);
 		prw = stress_find(scenario, "pthread_rwlock", p->ranks, p->ranges);
 		fmt_num(x, sizeof(x), "%.2f", prw ? p->ops_per_sec / prw->ops_per_sec : NAN);
+		/* x p_rw is a ratio of this table only: its reference is checked here. */
+		if (prw && prw != p &&
+				(stress_warn_cpu(prw) ||
+						(double)prw->ops < stress_opts.warn_events))
+			warn |= STRESS_WARN_REF;
 		fmt_num(ce, sizeof(ce), "%.3f", p->cpu_efficiency);
-		printf("  %-20s %5d %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s\n", p->variant,
-				p->ranks, t, pr, e, ce, ls, p50, p99, p999, mx, w, ww, x);
+		printf("  %-20s %5d %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s %s\n",
+				p->variant, p->ranks, t, pr, e, ce, ls, p50, p99, p999, mx, w, ww,
+				x, stress_warn_names(warn, wn, sizeof(wn)));
+		seen |= warn;
 	}
-	if (header)
+	if (header) {
 		printf("  (eff: throughput / (ranks x the 1-rank unsync throughput, or "
 		       "unsync:noref "
 		       "for :noref);\n   lookup: time in the lookup / time of the sampled faults "
 		       "that kept the "
 		       "CPU (< 100 us);\n   cpueff: lookups per CPU-second the ranks got / the "
 		       "baseline's (insensitive to\n   other processes' load, blind to time a rank "
-		       "sleeps);\n   latencies sampled 1 lookup in %d; x p_rw: throughput / "
-		       "pthread_rwlock's at the same ranks)\n",
+		       "sleeps);\n   latencies sampled 1 lookup in %d, in ns, or with u in us, m "
+		       "in ms;\n   x p_rw: throughput / pthread_rwlock's at the same ranks)\n",
 				STRESS_SAMPLE_MASK + 1);
+		stress_warn_footnote(seen);
+	}
 }
 
 static void table_lockstat(void)
@@ -281,10 +292,18 @@ static void cell_eff(char *buf, size_t n, const struct stress_point *p)
 		return;
 	}
 	if (isnan(p->efficiency_min))
-		snprintf(buf, n, "%.3f", p->efficiency);
+		snprintf(buf, n, "%.3f%s", p->efficiency, p->warn ? " !" : "");
 	else
-		snprintf(buf, n, "%.3f (%.3f-%.3f)", p->efficiency, p->efficiency_min,
-				p->efficiency_max);
+		snprintf(buf, n, "%.3f (%.3f-%.3f)%s", p->efficiency, p->efficiency_min,
+				p->efficiency_max, p->warn ? " !" : "");
+}
+
+/* Under a summary whose cells carry a '!': what it means. */
+static void summary_warned(bool any)
+{
+	if (any)
+		printf("  (!: the point carries a warning; the warn column of its table says "
+		       "which)\n");
 }
 
 /*
@@ -374,6 +393,7 @@ static int summary_ranks(const char *scenario)
 static void summary_scaling(const char *scenario)
 {
 	int ranks = summary_ranks(scenario);
+	bool warned = false;
 	size_t r, f;
 
 	if (!ranks)
@@ -393,10 +413,12 @@ static void summary_scaling(const char *scenario)
 
 			cell_eff(c[f], sizeof(c[f]), q);
 			any = any || q;
+			warned = warned || (q && q->warn);
 		}
 		if (any)
 			printf("  %-15s %-24s %-24s %-24s\n", summary_row(r), c[0], c[1], c[2]);
 	}
+	summary_warned(warned);
 }
 
 static void summary_write(void)
@@ -404,6 +426,7 @@ static void summary_write(void)
 	int ranks = summary_ranks("shared-text");
 	const struct stress_point *p;
 	uint64_t last = 0;
+	bool warned = false;
 	size_t r, i;
 
 	if (ranks && stress_opts.writers) {
@@ -424,13 +447,16 @@ static void summary_write(void)
 			p = form_point("shared-text", r, 0, ranks, 0);
 			if (!p || isnan(p->writer_ops_per_sec))
 				continue;
-			printf("  %-15s %12.0f %12.1f - %-11.1f\n", summary_row(r),
+			printf("  %-15s %12.0f %12.1f - %-11.1f%s\n", summary_row(r),
 					p->writer_ops_per_sec,
-					(isnan(p->writer_max_wait_min_ns) ? p->writer_max_wait_ns
-									  : p->writer_max_wait_min_ns) /
+					(isnan(p->writer_max_wait_min_ns)
+									? p->writer_max_wait_ns
+									: p->writer_max_wait_min_ns) /
 							1e3,
-					p->writer_max_wait_ns / 1e3);
+					p->writer_max_wait_ns / 1e3, p->warn ? " !" : "");
+			warned = warned || p->warn;
 		}
+		summary_warned(warned);
 	}
 	for (i = 0; (p = next_point("write-cost", &i)); i++) {
 		if (strcmp(p->kind, "replace"))
