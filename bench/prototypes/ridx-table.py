@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Tables of ridx's callgrind runs: per lookup (less the empty loop) and per set.
 
-usage: ridx-table.py DIR   (DIR holds lookup-<L2|L3>-<N>.out/.txt, upkeep-<N>.out/.txt)
+usage: ridx-table.py DIR [COMPACT_DIR [BRANCH_DIR]]
+  DIR, COMPACT_DIR: lookup-<L2|L3>-<N>.out/.txt, upkeep-<N>.out/.txt of the
+  default and the -DA_COMPACT program (the latter with RIDX_ONLY=bplus);
+  BRANCH_DIR: lookup-<N>.out of --branch-sim=yes runs of the default program.
 """
 import re
 import subprocess
@@ -16,21 +19,50 @@ NAMES = {"rb": "rb (unsync walk)", "rb64": "C1 rb, 64-B aligned nodes", "rcu": "
          "eytz": "B' Eytzinger, empty delta", "eytz_delta": "B' Eytzinger, delta 32"}
 
 
-def inclusive(path, prefix):
-    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--show=Ir,D1mr,DLmr",
+def inclusive(path, prefix, show="Ir,D1mr,DLmr"):
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--show=" + show,
                           "--threshold=100", path], capture_output=True, text=True).stdout
     res = {}
+    ncol = len(show.split(","))
     for line in out.splitlines():
-        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+([\d,.]+)(?:\s+\([^)]*\))?\s+([\d,.]+)"
-                     r"(?:\s+\([^)]*\))?\s+\S*ridx\.c:(" + prefix + r"\w+)(?:\.\w+)* \[", line)
+        m = re.match(r"(.*?)\s\S*ridx\.c:(" + prefix + r"\w+)(?:\.\w+)* \[", line)
         if not m:
             continue
-        vals = [0 if v == "." else int(v.replace(",", "")) for v in m.groups()[:3]]
-        res[m.group(4)] = vals
+        # the counts, each maybe followed by its share in parentheses; "." is 0
+        nums = re.sub(r"\([^)]*\)", " ", m.group(1)).split()
+        if len(nums) != ncol:
+            continue
+        res[m.group(2)] = [0 if v == "." else int(v.replace(",", "")) for v in nums]
     return res
 
 
-def lookups(d, sizes):
+def branches(d, dc, sizes):
+    """Conditional branches mispredicted per lookup, less the empty loop's."""
+    print("| structure | " + " | ".join(f"{n:.0e}" for n in sizes) + " |")
+    print("|---" * (len(sizes) + 1) + "|")
+    data = {}
+    for n in sizes:
+        try:
+            data[n] = inclusive(f"{d}/lookup-{n}.out", "m_", "Bc,Bcm")
+        except FileNotFoundError:
+            pass
+        try:
+            c = inclusive(f"{dc}/lookup-L2-{n}.out", "m_", "Bc,Bcm")
+            if "m_bplus" in c:
+                data.setdefault(n, {})["m_bplus_c"] = c["m_bplus"]
+        except FileNotFoundError:
+            pass
+    for s in ORDER + ["bplus_c"]:
+        cells = []
+        for n in sizes:
+            r = data.get(n, {})
+            key = "m_" + s
+            nul = r.get("m_null", [0, 0])
+            cells.append(f"{(r[key][1] - nul[1]) / 100000:.2f}" if key in r else "-")
+        print(f"| {NAMES.get(s, 'A compact')} | " + " | ".join(cells) + " |")
+
+
+def lookups(d, sizes, dc=None):
     print("| structure | " + " | ".join(f"{n:.0e} Ir / D1mr / L2mr / L3mr" for n in sizes) + " |")
     print("|---" * (len(sizes) + 1) + "|")
     data = {}
@@ -40,7 +72,18 @@ def lookups(d, sizes):
                 data[(cfg, n)] = inclusive(f"{d}/lookup-{cfg}-{n}.out", "m_")
             except FileNotFoundError:
                 pass
-    for s in ORDER:
+    if dc:
+        for n in sizes:
+            for cfg in ("L2", "L3"):
+                try:
+                    c = inclusive(f"{dc}/lookup-{cfg}-{n}.out", "m_")
+                except FileNotFoundError:
+                    continue
+                if "m_bplus" not in c:
+                    continue
+                data.setdefault((cfg, n), {})["m_bplus_c"] = c["m_bplus"]
+                data[(cfg, n)].setdefault("m_null", c["m_null"])
+    for s in ORDER + (["bplus_c"] if dc else []):
         cells = []
         for n in sizes:
             l3 = data.get(("L3", n), {})
@@ -55,10 +98,10 @@ def lookups(d, sizes):
             llm = (l3[key][2] - l3["m_null"][2]) / k
             l2m = (l2[key][2] - l2["m_null"][2]) / k if key in l2 and "m_null" in l2 else float("nan")
             cells.append(f"{ir:.0f} / {d1:.2f} / {l2m:.2f} / {llm:.2f}")
-        print(f"| {NAMES[s]} | " + " | ".join(cells) + " |")
+        print(f"| {NAMES.get(s, 'A compact')} | " + " | ".join(cells) + " |")
 
 
-def upkeep(d, sizes):
+def upkeep(d, sizes, label=""):
     kinds = ["replace", "split", "unsplit", "remove", "readd"]
     print("| structure | N | " + " | ".join(kinds) + " |")
     print("|---" * (len(kinds) + 2) + "|")
@@ -74,7 +117,7 @@ def upkeep(d, sizes):
             for k in kinds:
                 v = res.get(f"u_{s}_{k}")
                 cells.append(f"{v[0] / per:.0f}" if v else "-")
-            print(f"| {s} | {n:.0e} | " + " | ".join(cells) + " |")
+            print(f"| {s}{label} | {n:.0e} | " + " | ".join(cells) + " |")
         for s in ("stree", "eytz"):
             v = res.get(f"u_{s}_rebuild")
             if v:
@@ -83,6 +126,13 @@ def upkeep(d, sizes):
 
 if __name__ == "__main__":
     d = sys.argv[1] if len(sys.argv) > 1 else "/tmp/ridx-cg"
-    lookups(d, [100, 10000, 100000, 1000000])
+    dc = sys.argv[2] if len(sys.argv) > 2 else None
+    db = sys.argv[3] if len(sys.argv) > 3 else None
+    lookups(d, [100, 10000, 100000, 1000000], dc)
     print()
     upkeep(d, [100, 10000, 1000000])
+    if dc:
+        upkeep(dc, [100, 10000, 1000000], " (A compact run)")
+    if db:
+        print()
+        branches(db, dc, [100000, 1000000])

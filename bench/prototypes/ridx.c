@@ -199,7 +199,7 @@ typedef uint32_t a_key;
 #define A_KEY_NONE UINT32_MAX
 struct a_leaf {
 	struct a_hdr h;
-	uint32_t start[A_LEAF];	/* line 0, with the header */
+	uint32_t start[A_LEAF]; /* line 0, with the header */
 	uint32_t end[16];	/* line 1 */
 	int16_t hint[16];	/* line 2 */
 	uint8_t pad[32];
@@ -364,7 +364,7 @@ struct a_tx {
 	bool fail; /* a simulated allocation failure */
 };
 
-/* New nodes of one level: 0, 1, 2 (a split) or more, and the lower bound of each after the first. */
+/* New nodes of one level (0, 1, 2 on a split, or more), and the lower bound of each. */
 struct a_out {
 	int n;
 	struct a_hdr *node[A_FAN + 2];
@@ -425,8 +425,8 @@ static struct a_leaf *a_leaf_make(struct a_tx *tx, const struct a_ent *e, int n,
 	return l;
 }
 
-static struct a_inner *a_inner_make(struct a_tx *tx, int height, struct a_hdr *const *child,
-		const uint64_t *lo, int n)
+static struct a_inner *a_inner_make(
+		struct a_tx *tx, int height, struct a_hdr *const *child, const uint64_t *lo, int n)
 {
 	struct a_inner *in = a_new(tx, sizeof(*in));
 	int i;
@@ -592,7 +592,8 @@ static void a_retire_all(struct a_tx *tx, struct a_hdr *h)
 static int a_child_of(const struct a_inner *in, uint64_t lo, uint64_t k)
 {
 #ifdef A_COMPACT
-	int c = (int)COUNT_LE1(in->piv, A_FAN, (uint32_t)(k - lo < UINT32_MAX - 1 ? k - lo : UINT32_MAX - 1));
+	int c = (int)COUNT_LE1(in->piv, A_FAN,
+			(uint32_t)(k - lo < UINT32_MAX - 1 ? k - lo : UINT32_MAX - 1));
 #else
 	int c = (int)COUNT_LE1(in->piv, A_FAN, k);
 
@@ -660,21 +661,23 @@ static int a_update(struct a_tx *tx, struct a_hdr *h, int height, uint64_t lo, u
 				struct a_ent ent[A_LEAF];
 				int n = 0;
 				int a = k < ci ? k : ci;
-				uint64_t flo = a ? A_PIV(in, lo, a - 1) : lo, glo = A_PIV(in, lo, a);
+				uint64_t flo = a ? A_PIV(in, lo, a - 1) : lo,
+					 glo = A_PIV(in, lo, a);
 
 				(void)flo;
 				(void)glo;
 				for (i = 0; i < f->h.n; i++)
-					ent[n++] = (struct a_ent){A_START(f, flo, i), A_END(f, flo, i), f->pol[i],
-							f->hint[i]};
+					ent[n++] = (struct a_ent){A_START(f, flo, i),
+							A_END(f, flo, i), f->pol[i], f->hint[i]};
 				for (i = 0; i < g->h.n; i++)
-					ent[n++] = (struct a_ent){A_START(g, glo, i), A_END(g, glo, i), g->pol[i],
-							g->hint[i]};
+					ent[n++] = (struct a_ent){A_START(g, glo, i),
+							A_END(g, glo, i), g->pol[i], g->hint[i]};
 				a_retire(tx, (void *)nb);
 				/* The built leaf x is thrown away: it was never published. */
 				tx->built[--tx->nbuilt] = NULL;
 				free((void *)x);
-				err = a_leaves_out(tx, ent, n, a ? A_PIV(in, lo, a - 1) : lo, a == 0, &subs[0]);
+				err = a_leaves_out(tx, ent, n, a ? A_PIV(in, lo, a - 1) : lo,
+						a == 0, &subs[0]);
 				if (err)
 					return err;
 				sp[0] = &subs[0];
@@ -692,7 +695,8 @@ static int a_update(struct a_tx *tx, struct a_hdr *h, int height, uint64_t lo, u
 	 */
 	{
 		uint64_t clo = ci ? A_PIV(in, lo, ci - 1) : lo;
-		uint64_t cjlo = A_PIV(in, lo, cj - 1), chi = cj + 1 < in->h.n ? A_PIV(in, lo, cj) : hi;
+		uint64_t cjlo = A_PIV(in, lo, cj - 1),
+			 chi = cj + 1 < in->h.n ? A_PIV(in, lo, cj) : hi;
 
 		for (i = ci + 1; i < cj; i++)
 			a_retire_all(tx, in->child[i]);
@@ -701,7 +705,8 @@ static int a_update(struct a_tx *tx, struct a_hdr *h, int height, uint64_t lo, u
 		if (err)
 			return err;
 		/* cj is read at its old lower bound and rebuilt at e. */
-		err = a_update_rebased(tx, in->child[cj], height - 1, cjlo, e, chi, s, e, false, &subs[1]);
+		err = a_update_rebased(
+				tx, in->child[cj], height - 1, cjlo, e, chi, s, e, false, &subs[1]);
 		if (err)
 			return err;
 		if (subs[1].n)
@@ -806,7 +811,8 @@ static int a_set_tx(struct a_index *x, uint64_t s, uint64_t e, const struct ps_p
 			up.n = 0;
 			for (p = 0; p < parts; p++) {
 				int k = (out.n - at) / (parts - p);
-				struct a_inner *in = a_inner_make(tx, height, out.node + at, out.lo + at, k);
+				struct a_inner *in = a_inner_make(
+						tx, height, out.node + at, out.lo + at, k);
 
 				if (!in) {
 					a_tx_abort(tx);
@@ -868,7 +874,8 @@ static int a_set(struct a_index *x, uint64_t s, uint64_t e, const struct ps_poli
 	return a_set_tx(x, s, e, pol, &tx);
 }
 
-/* The index against the tree: every range in order, with its bounds and policy, and the intervals. */
+/* The index against the tree: every range in order, with its bounds and policy, and the intervals.
+ */
 struct a_check {
 	uint64_t *start, *end;
 	const struct ps_policy **pol;
@@ -902,7 +909,8 @@ static void a_check_node(const struct a_hdr *h, int height, uint64_t lo, uint64_
 					(i && A_START(l, lo, i) < A_END(l, lo, i - 1)))
 				die("bplus: a leaf entry out of order or outside its interval");
 			if (c->at >= c->n || c->start[c->at] != A_START(l, lo, i) ||
-					c->end[c->at] != A_END(l, lo, i) || c->pol[c->at] != l->pol[i] ||
+					c->end[c->at] != A_END(l, lo, i) ||
+					c->pol[c->at] != l->pol[i] ||
 					l->hint[i] != _ps_policy_hint(l->pol[i]))
 				die("bplus: a leaf entry differs from the tree");
 			c->at++;
@@ -990,13 +998,13 @@ static void a_check(const struct a_index *x, const struct flat *f)
  */
 struct b_snap {
 	size_t n;
-	int levels;            /* separator levels above the leaf level */
-	uint64_t *lvl[8];      /* lvl[0]: the root block; lvl[levels]: the sorted starts */
+	int levels;	  /* separator levels above the leaf level */
+	uint64_t *lvl[8]; /* lvl[0]: the root block; lvl[levels]: the sorted starts */
 	size_t nblk[8];
 	uint64_t *end;
 	int16_t *hint;
 	const struct ps_policy **pol;
-	uint64_t *eyt_start;   /* [1, n], Eytzinger order */
+	uint64_t *eyt_start; /* [1, n], Eytzinger order */
 	uint64_t *eyt_end;
 	int16_t *eyt_hint;
 	const struct ps_policy **eyt_pol;
@@ -1007,7 +1015,7 @@ struct b_snap {
 struct b_delta {
 	const struct b_snap *snap; /* the snapshot it applies to: one pointer publishes both */
 	uint32_t n;
-	uint64_t start[D_MAX];     /* [n, D_MAX): UINT64_MAX */
+	uint64_t start[D_MAX]; /* [n, D_MAX): UINT64_MAX */
 	uint64_t end[D_MAX];
 	int16_t hint[D_MAX];
 	const struct ps_policy *pol[D_MAX];
@@ -1061,7 +1069,8 @@ static struct b_snap *b_snap_build(const struct flat *f, bool eytzinger)
 		uint64_t *u = xalloc64(up * B_BLK * sizeof(uint64_t));
 
 		for (j = 0; j < up * B_BLK; j++) {
-			/* Block j / B_BLK, key j % B_BLK: the smallest start under child j + 1 of that block. */
+			/* Block j / B_BLK, key j % B_BLK: the smallest start under child j + 1 of
+			 * that block. */
 			size_t blk = j / B_BLK, k = j % B_BLK, child = blk * B_BLK + k + 1;
 
 			u[j] = (k < B_BLK - 1 && child < below_n) ? minkey[child] : UINT64_MAX;
@@ -1248,8 +1257,11 @@ static void b_fold(struct b_index *x, const struct ps_rtree *t, size_t cap, bool
 
 		for (j = 0; j < f.n; j++)
 			if (b_snap_node(nd->snap, f.start[j], -5) == -5) {
-				fprintf(stderr, "snap n %zu levels %d: range %zu of start %llu not found\n",
-						f.n, nd->snap->levels, j, (unsigned long long)f.start[j]);
+				fprintf(stderr,
+						"snap n %zu levels %d: range %zu of start %llu not "
+						"found\n",
+						f.n, nd->snap->levels, j,
+						(unsigned long long)f.start[j]);
 				exit(1);
 			}
 	}
@@ -1304,7 +1316,8 @@ static struct ps_rb_node *rb64_copy(const struct ps_rb_node *n)
 	return &r->rb;
 }
 
-/* Nodes and black nodes on the walk to @idx: the locality design C2 would give (one line per black node). */
+/* Nodes and black nodes on the walk to @idx: the locality design C2 would give (one line per black
+ * node). */
 static void rb_path(const struct ps_rtree *t, uint64_t idx, uint64_t *nodes, uint64_t *blacks)
 {
 	const struct ps_rb_node *n = t->root.node;
@@ -1511,10 +1524,10 @@ LOOPS(stree_delta, S_STREE)
 LOOPS(eytz_delta, S_EYTZ)
 
 typedef uint64_t loop_fn(uint64_t, uint64_t);
-static loop_fn *const warm[S_N] = {w_null, w_rb, w_rb64, w_rcu, w_rcu_inl, w_sorted, w_bplus,
-		w_stree, w_eytz};
-static loop_fn *const meas[S_N] = {m_null, m_rb, m_rb64, m_rcu, m_rcu_inl, m_sorted, m_bplus,
-		m_stree, m_eytz};
+static loop_fn *const warm[S_N] = {
+		w_null, w_rb, w_rb64, w_rcu, w_rcu_inl, w_sorted, w_bplus, w_stree, w_eytz};
+static loop_fn *const meas[S_N] = {
+		m_null, m_rb, m_rb64, m_rcu, m_rcu_inl, m_sorted, m_bplus, m_stree, m_eytz};
 
 /* Every structure against the model on @n random pages and on every slot's bounds. */
 static void check_all(uint64_t n, uint64_t seed, bool snapshot_ok)
@@ -1530,8 +1543,10 @@ static void check_all(uint64_t n, uint64_t seed, bool snapshot_ok)
 			idx = below(&rng, npages);
 		} else {
 			s = (i - n) / 4;
-			idx = m_end[s] ? ((i - n) % 4 == 0 ? m_start[s] : (i - n) % 4 == 1 ? m_end[s] - 1
-					: (i - n) % 4 == 2 ? m_end[s] : m_start[s] - 1)
+			idx = m_end[s] ? ((i - n) % 4 == 0		    ? m_start[s]
+							 : (i - n) % 4 == 1 ? m_end[s] - 1
+							 : (i - n) % 4 == 2 ? m_end[s]
+									    : m_start[s] - 1)
 				       : (s << SHIFT) + (i - n) % 4;
 			if (idx >= npages)
 				continue;
@@ -1548,8 +1563,11 @@ static void check_all(uint64_t n, uint64_t seed, bool snapshot_ok)
 					const struct b_index *bx = k == S_STREE ? &bidx : &eidx;
 					int a = -9, dec = b_delta_find(bx->cur, idx, 0, &a);
 
-					fprintf(stderr, "ridx: delta of %u decides %d (%d); snapshot says %d\n",
-							bx->cur->n, dec, a, b_snap_node(bx->cur->snap, idx, 0));
+					fprintf(stderr,
+							"ridx: delta of %u decides %d (%d); "
+							"snapshot says %d\n",
+							bx->cur->n, dec, a,
+							b_snap_node(bx->cur->snap, idx, 0));
 				}
 				exit(1);
 			}
@@ -1661,7 +1679,8 @@ static void mode_lookup(uint64_t n, uint64_t lookups)
 		churn_step(&rng);
 	check_structure();
 	if (test_only) {
-		/* The test: sets across many leaves too (they leave sparse leaves, so not measured). */
+		/* The test: sets across many leaves too (they leave sparse leaves, so not
+		 * measured). */
 		span_sets(&rng, n <= 100000 ? 200 : 40, n <= 100000);
 		check_structure();
 	}
@@ -1697,7 +1716,8 @@ static void mode_lookup(uint64_t n, uint64_t lookups)
 	printf("n %llu ranges %zu pages %llu rb_nodes_per_walk %.2f rb_blacks_per_walk %.2f "
 	       "ranges_walk_fields_in_two_lines %.2f\n",
 			(unsigned long long)n, rbt.count, (unsigned long long)npages,
-			(double)nodes / 100000, (double)blacks / 100000, (double)straddle / rbt.count);
+			(double)nodes / 100000, (double)blacks / 100000,
+			(double)straddle / rbt.count);
 	printf("range address mod 64: 0: %zu 16: %zu 32: %zu 48: %zu\n", offs[0], offs[1], offs[2],
 			offs[3]);
 	printf("bytes_per_range: rb_range %zu rb_range_malloc 80 rcu_store %.1f bplus %.1f "
@@ -1708,8 +1728,8 @@ static void mode_lookup(uint64_t n, uint64_t lookups)
 			(sizeof(struct a_leaf) + 63) & ~(size_t)63, aidx.inners,
 			(sizeof(struct a_inner) + 63) & ~(size_t)63,
 			(double)rbt.count / ((double)aidx.leaves * A_LEAF),
-			(double)bidx.cur->snap->bytes / rbt.count,
-			(double)(8 + 8 + 8 + 2), sizeof(struct b_delta));
+			(double)bidx.cur->snap->bytes / rbt.count, (double)(8 + 8 + 8 + 2),
+			sizeof(struct b_delta));
 	fflush(stdout);
 	if (test_only) {
 		check_all(20000, 13, true);
@@ -1761,7 +1781,8 @@ static void mode_lookup(uint64_t n, uint64_t lookups)
 		for (k = 0; k < S_N; k++)
 			qsort(ns[k], (size_t)reps, sizeof(double), dbl_cmp);
 		for (k = 0; k < S_N; k++)
-			printf("wall %-16s median %.1f ns (min %.1f max %.1f), less the loop %.1f ns\n",
+			printf("wall %-16s median %.1f ns (min %.1f max %.1f), less the loop %.1f "
+			       "ns\n",
 					st_name[k], ns[k][reps / 2], ns[k][0], ns[k][reps - 1],
 					ns[k][reps / 2] - ns[S_NULL][reps / 2]);
 	}
@@ -1834,12 +1855,27 @@ INLINE void upkeep_loop(enum ust u, enum kind kd)
 }
 
 #define UPKEEP(name, u)                                                                            \
-	static NOINLINE void u_##name##_replace(void) { upkeep_loop(u, K_REPLACE); }                \
-	static NOINLINE void u_##name##_split(void) { upkeep_loop(u, K_SPLIT); }                    \
-	static NOINLINE void u_##name##_unsplit(void) { upkeep_loop(u, K_UNSPLIT); }                \
-	static NOINLINE void u_##name##_remove(void) { upkeep_loop(u, K_REMOVE); }                  \
-	static NOINLINE void u_##name##_readd(void) { upkeep_loop(u, K_READD); }                    \
-	static __attribute__((unused)) void u_##name##_all(bool replace)                                                 \
+	static NOINLINE void u_##name##_replace(void)                                              \
+	{                                                                                          \
+		upkeep_loop(u, K_REPLACE);                                                         \
+	}                                                                                          \
+	static NOINLINE void u_##name##_split(void)                                                \
+	{                                                                                          \
+		upkeep_loop(u, K_SPLIT);                                                           \
+	}                                                                                          \
+	static NOINLINE void u_##name##_unsplit(void)                                              \
+	{                                                                                          \
+		upkeep_loop(u, K_UNSPLIT);                                                         \
+	}                                                                                          \
+	static NOINLINE void u_##name##_remove(void)                                               \
+	{                                                                                          \
+		upkeep_loop(u, K_REMOVE);                                                          \
+	}                                                                                          \
+	static NOINLINE void u_##name##_readd(void)                                                \
+	{                                                                                          \
+		upkeep_loop(u, K_READD);                                                           \
+	}                                                                                          \
+	static __attribute__((unused)) void u_##name##_all(bool replace)                           \
 	{                                                                                          \
 		if (replace)                                                                       \
 			u_##name##_replace();                                                      \
