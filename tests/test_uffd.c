@@ -2180,10 +2180,16 @@ Test(uffd, register_refuses_holes, .timeout = 60)
 		cr_expect_eq(ps_uffd_register(uf, r, 4 * psz, 0), -EINVAL, "hole at page %d", hole);
 		cr_expect_eq(ps_uffd_register_flags(uf, r, 4 * psz, 0, PS_UFFD_REGISTER_SPAN),
 				-EINVAL, "hole at page %d", hole);
-		/* Without /proc/self/maps: still refused. */
-		inject(INJ_OPEN, 0, 0, 1, EACCES, false);
-		cr_expect_eq(ps_uffd_register(uf, r, 4 * psz, 0), -EINVAL, "hole at page %d", hole);
-		cr_expect_eq(inject_off(), 1);
+		/*
+		 * Without /proc/self/maps: still refused (msync(2) finds the
+		 * hole, which memcheck reports as an unaddressable argument).
+		 */
+		if (!RUNNING_ON_VALGRIND) {
+			inject(INJ_OPEN, 0, 0, 1, EACCES, false);
+			cr_expect_eq(ps_uffd_register(uf, r, 4 * psz, 0), -EINVAL, "hole at page %d",
+					hole);
+			cr_expect_eq(inject_off(), 1);
+		}
 		cr_expect_eq(ps_uffd_unregister(uf, r, 4 * psz), -ENOENT);
 		munmap(r, 4 * psz);
 	}
@@ -2285,7 +2291,9 @@ Test(uffd, register_refuses_own_memory, .timeout = 60)
 	const size_t psz = page_size();
 	struct ps_uffd_attr a = PS_UFFD_ATTR_INIT;
 	struct ps_uffd *uf;
+	struct toucher t;
 	uintptr_t here, lo, guard;
+	uint64_t v = 0;
 	char *r;
 
 	need_uffd();
@@ -2295,7 +2303,10 @@ Test(uffd, register_refuses_own_memory, .timeout = 60)
 	cr_assert_not_null(uf);
 	r = region(psz, MAP_PRIVATE);
 	cr_assert_eq(ps_uffd_register(uf, r, psz, 0), 0);
-	cr_expect_eq(*(volatile char *)r, 0x50);
+	toucher_open(&t);
+	cr_expect(kernel_peek(&t, r, &v));
+	toucher_close(&t);
+	cr_expect_eq(v, 0x5050505050505050ULL);
 	pthread_mutex_lock(&resolver_stack.lock);
 	here = resolver_stack.local & ~(uintptr_t)(psz - 1);
 	lo = resolver_stack.lo;
@@ -2494,21 +2505,29 @@ static void stats_from_fill(void *unused)
 	static struct ps_uffd *uf;
 	char *r = mmap(NULL, page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
 			0);
+	int fd[2];
 
 	(void)unused;
+	if (pipe(fd))
+		abort();
 	a.resolvers = 1;
 	a.fill = calls_own_plane;
 	a.fill_arg = &uf;
 	uf = ps_uffd_create(NULL, &a, NULL, 0);
 	if (!uf || ps_uffd_register(uf, r, page_size(), 0))
 		abort();
-	(void)*(volatile char *)r;
+	/* A kernel access (valgrind holds its lock through a direct one). */
+	if (write(fd[1], r, 1) != 1)
+		abort();
 	ps_uffd_destroy(uf);
 }
 
 Test(uffd, misuse_fails_loudly, .timeout = 120)
 {
 	need_uffd();
+	/* Children that abort, one at a time, minutes under valgrind: the checks read no memory it watches. */
+	if (RUNNING_ON_VALGRIND)
+		cr_skip_test("under valgrind: its aborting children take minutes");
 	for (int checking = 0; checking < 2; checking++) {
 		expect_misuse(destroy_twice, NULL, checking, true, "ps_uffd_destroy()",
 				"destroyed");
