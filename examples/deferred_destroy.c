@@ -18,9 +18,6 @@
  * Build against an installed polstore:
  *   cc deferred_destroy.c $(pkg-config --cflags --libs polstore) -o deferred_destroy
  * Usage: deferred_destroy [-v VARIANT|all] [-t READERS] [-s SWAPS]
- *
- * ctest-args: -v all -t 2 -s 200
- * ctest-valgrind-args: -v all -t 2 -s 20
  */
 #include <errno.h>
 #include <pthread.h>

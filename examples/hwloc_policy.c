@@ -15,8 +15,6 @@
  * Usage: hwloc_policy [PAGES_PER_PACKAGE]
  * Exit status: 0 when every slice reads back as stored, 1 otherwise, 77
  * when this system does not allow mbind(2).
- *
- * example-requires: polstore-hwloc
  */
 #define _GNU_SOURCE
 #include <errno.h>

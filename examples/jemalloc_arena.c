@@ -75,10 +75,6 @@
  * it grows geometrically.
  * Exit status: 0 when every check passed, 1 when one failed, 77 when this
  * system does not allow mbind(2).
- *
- * example-requires: jemalloc
- * ctest-args: -t 2 -n 300
- * ctest-valgrind-args: -t 2 -n 150
  */
 #define _GNU_SOURCE /* MADV_FREE, MAP_NORESERVE */
 #include <errno.h>

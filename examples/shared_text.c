@@ -29,8 +29,6 @@
  * With --shared every rank's mbind(2) writes the one file's policy, so in
  * node mode (where each rank binds to the node its own CPU gets) the check
  * at the end is skipped.
- *
- * ctest-args: -v all -r 2 -p 256 -n 2
  */
 #define _GNU_SOURCE /* memfd_create */
 #include <errno.h>

@@ -16,23 +16,29 @@
  * snapshot; then every page is checked and the pages per guest node and
  * host node are counted with get_mempolicy(2).
  *
+ * With -t the layout is written in the guest's own node numbers instead:
+ * guest node i's range prefers node i, and ps_numa_set_topology()
+ * installs the guest's topology (G nodes, local distance 10, 20 between
+ * them) so that the store names guest nodes the host may lack (without
+ * it the store names only nodes the host has, and maps every other to
+ * one of those).  The plane then places a page of guest node i on host
+ * node i where the host has it and this process may allocate there, and
+ * elsewhere on the resolver's local node, counted as a fallback.
+ *
  * Without a SNAPSHOT argument a snapshot with a pattern is written to a
  * temporary file first.
  *
  * Build against an installed polstore:
  *   cc uffd_restore.c $(pkg-config --cflags --libs polstore-uffd numa) -pthread
- * Usage: uffd_restore [-g GUEST_NODES] [-m MIB_PER_NODE] [-v VCPUS] [-k] [SNAPSHOT]
+ * Usage: uffd_restore [-g GUEST_NODES] [-m MIB_PER_NODE] [-v VCPUS] [-k] [-t] [SNAPSHOT]
  *   -g  guest NUMA nodes (default 2)     -m  MiB of RAM per guest node (default 16)
- *   -v  vCPU threads (default 4)
+ *   -v  vCPU threads (default 4)         -t  the layout in guest node numbers
  *   -k  vCPUs read guest memory through the kernel (write(2) of the page to
  *       a pipe), as KVM does; a vCPU's own load is the default
  * Exit status: 0 when every page matches the snapshot, 1 otherwise, 2 for a
  * usage error, 77 when this process may not use userfaultfd (the reason is
  * printed).  Where the pages lie is printed: a full host node sends pages
  * elsewhere, as a preferred policy does.
- *
- * example-requires: polstore-uffd
- * ctest-args: -g 2 -m 2 -v 4
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -154,7 +160,9 @@ static void *vcpu_main(void *arg)
 
 static int usage(const char *prog)
 {
-	fprintf(stderr, "usage: %s [-g GUEST_NODES] [-m MIB_PER_NODE] [-v VCPUS] [-k] [SNAPSHOT]\n",
+	fprintf(stderr,
+			"usage: %s [-g GUEST_NODES] [-m MIB_PER_NODE] [-v VCPUS] [-k] [-t] "
+			"[SNAPSHOT]\n",
 			prog);
 	return 2;
 }
@@ -162,7 +170,8 @@ static int usage(const char *prog)
 int main(int argc, char **argv)
 {
 	struct guest g = {.page = (size_t)sysconf(_SC_PAGESIZE)};
-	int nodes = 2, nvcpus = 4, opt, host[MAX_GUEST_NODES], nhost = 0, ret = 0;
+	int nodes = 2, nvcpus = 4, opt, host[MAX_GUEST_NODES], nhost = 0, ret = 0, err;
+	bool guest_numbers = false;
 	long mib = 16;
 	unsigned long allowed[PS_NODEMASK_WORDS] = {0};
 	const unsigned bits = 8 * sizeof(unsigned long);
@@ -175,7 +184,7 @@ int main(int argc, char **argv)
 	char *want, *seen;
 	long bad = 0, touched = 0;
 
-	while ((opt = getopt(argc, argv, "g:m:v:k")) != -1) {
+	while ((opt = getopt(argc, argv, "g:m:v:kt")) != -1) {
 		switch (opt) {
 		case 'g':
 			nodes = atoi(optarg);
@@ -188,6 +197,9 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			g.kernel_reads = true;
+			break;
+		case 't':
+			guest_numbers = true;
 			break;
 		default:
 			return usage(argv[0]);
@@ -211,12 +223,30 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* The guest's NUMA layout: guest node i -> the i-th allowed host node, round robin. */
+	/*
+	 * The guest's NUMA layout: guest node i -> the i-th allowed host node,
+	 * round robin; with -t, guest node i -> node i, in the guest's topology.
+	 */
 	if (get_mempolicy(NULL, allowed, PS_MAX_NUMNODES, NULL, MPOL_F_MEMS_ALLOWED))
 		allowed[0] = 1;
 	for (int n = 0; n < PS_MAX_NUMNODES && nhost < MAX_GUEST_NODES; n++)
 		if (allowed[n / bits] >> (n % bits) & 1)
 			host[nhost++] = n;
+	if (guest_numbers) {
+		static unsigned char dist[MAX_GUEST_NODES * MAX_GUEST_NODES];
+
+		for (int i = 0; i < nodes; i++) {
+			host[i] = i;
+			for (int j = 0; j < nodes; j++)
+				dist[i * nodes + j] = i == j ? 10 : 20;
+		}
+		nhost = nodes;
+		err = ps_numa_set_topology(nodes, dist, NULL);
+		if (err) {
+			fprintf(stderr, "uffd_restore: the guest topology: %s\n", strerror(-err));
+			return 1;
+		}
+	}
 	layout = ps_store_create(PS_SYNC_RCU);
 	if (!layout) {
 		perror("uffd_restore: ps_store_create");
@@ -251,8 +281,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "uffd_restore: %s\n", why);
 		return 1;
 	}
-	if (ps_uffd_register(plane, g.ram, g.pages * g.page, 0)) {
-		fprintf(stderr, "uffd_restore: cannot register guest RAM\n");
+	err = ps_uffd_register(plane, g.ram, g.pages * g.page, 0);
+	if (err) {
+		fprintf(stderr, "uffd_restore: cannot register guest RAM: %s\n", strerror(-err));
 		return 1;
 	}
 
@@ -275,9 +306,11 @@ int main(int argc, char **argv)
 	if (ps_uffd_stats(plane, -1, &st))
 		return 1;
 	printf("uffd_restore: %d guest nodes x %ld MiB, %d vCPUs touched %ld pages: %llu faults, "
-	       "%llu pages restored, %llu already there\n",
+	       "%llu pages restored, %llu already there, %llu on the local node for want of "
+	       "the named one\n",
 			nodes, mib, nvcpus, touched, (unsigned long long)st.faults,
-			(unsigned long long)st.copies, (unsigned long long)st.exists);
+			(unsigned long long)st.copies, (unsigned long long)st.exists,
+			(unsigned long long)st.fallbacks);
 
 	/* Every page now, and where each guest node's pages lie. */
 	want = malloc(g.page);

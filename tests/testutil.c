@@ -199,10 +199,14 @@ long ps_test_alloc_quarantine_end(void)
 
 /* The library's checking switch (src/store/check.h): not part of the API. */
 extern bool psi_checking;
+/* The fault plane's (src/uffd/uffd_private.h), in the programs that link it. */
+extern bool psi_uffd_checking __attribute__((weak));
 
 void ps_test_set_checking(bool on)
 {
 	psi_checking = on;
+	if (&psi_uffd_checking)
+		psi_uffd_checking = on;
 }
 
 int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out, size_t len,

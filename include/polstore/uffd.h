@@ -29,10 +29,10 @@
  *
  * Which call may run where, in one place:
  *  - ps_uffd_available(), ps_uffd_create(): any thread.
- *  - ps_uffd_register(), ps_uffd_unregister(), ps_uffd_stats(),
- *    ps_uffd_resolvers(): any thread but the plane's resolvers (a fill
- *    callback must not call them: register and unregister wait for every
- *    resolver to finish the fault it is resolving).
+ *  - ps_uffd_register(), ps_uffd_register_flags(), ps_uffd_unregister(),
+ *    ps_uffd_stats(): any thread but the plane's resolvers (a fill
+ *    callback must not call them: they wait for every resolver to finish
+ *    the fault it is resolving).  ps_uffd_resolvers(): any thread.
  *  - ps_uffd_destroy(): any thread but the plane's resolvers, once no
  *    other thread calls the plane.
  *  - The fill callback runs on a resolver thread, with every signal
@@ -46,8 +46,26 @@
  *    grace periods as long, so it must not wait for a thread that waits for
  *    one (ps_store_synchronize() of an RCU_QSBR store, for instance).
  *  - In a child of fork(), only ps_uffd_destroy() (which frees the child's
- *    copy and leaves the parent's plane alone); every other call fails
- *    with -ESRCH, as the plane's resolvers are not in the child.
+ *    copy and leaves the parent's plane alone) and ps_uffd_resolvers();
+ *    every other call fails with -ESRCH, as the plane's resolvers are not
+ *    in the child.
+ *
+ * Misuse fails loudly: a message on stderr that names polstore, the call
+ * and the plane, then abort().  Always, for a call from one of the plane's
+ * own resolver threads that would wait for that thread (from its fill
+ * callback), and for a call on a plane already destroyed, as long as its
+ * memory has not been allocated again (a second ps_uffd_destroy() just
+ * after the first, for instance).  That check reads freed memory, so
+ * AddressSanitizer and memcheck report such a call themselves, and a plane
+ * whose block another allocation (a plane created since, often) has taken
+ * again cannot be told from that one: the call acts on it.  The checking
+ * mode (POLSTORE_CHECK=1 in the environment when the library is loaded, or
+ * a library built with -DPOLSTORE_CHECKING=ON, as for stores in
+ * polstore/store.h) covers the planes created while it is on beyond that:
+ * a destroyed plane's memory is kept, poisoned, for the next 64 planes
+ * destroyed, so that every call on it is reported; and a call in a child
+ * of fork() other than those above is reported instead of failing with
+ * -ESRCH.
  */
 #ifndef POLSTORE_UFFD_H
 #define POLSTORE_UFFD_H
@@ -88,6 +106,16 @@ struct ps_uffd;
 #define PS_UFFD_TIMING (1U << 2)
 /** Every flag ps_uffd_create() and ps_uffd_available() accept. */
 #define PS_UFFD_ALL_FLAGS (PS_UFFD_USER_MODE_ONLY | PS_UFFD_READ_ZEROPAGE | PS_UFFD_TIMING)
+
+/**
+ * PS_UFFD_REGISTER_SPAN - the range may span several mappings (ps_uffd_register_flags())
+ *
+ * Without it a range that crosses from one mapping into another that
+ * /proc/self/maps tells apart is refused; with it such a range is
+ * registered whole.  Holes and the plane's own memory are refused either
+ * way.
+ */
+#define PS_UFFD_REGISTER_SPAN (1U << 0)
 
 /** Most resolver threads a plane may have. */
 #define PS_UFFD_MAX_RESOLVERS 1024
@@ -247,7 +275,8 @@ PS_API int ps_uffd_available(unsigned flags, char *why, size_t why_len);
  * every signal blocked; they wait for faults without spinning.
  *
  * Context: any thread; allocates, starts threads.
- * Return: the plane, or NULL with errno: EINVAL (a bad attribute), EPERM
+ * Return: the plane, or NULL with errno: EINVAL (a bad attribute: @why
+ * names it, its value and the values it may take), EPERM
  * or ENOSYS as ps_uffd_available() says, ENOMEM, EMFILE, or EAGAIN (a
  * thread could not be started).  Nothing is left behind on failure: no
  * descriptor, no thread, no memory.
@@ -267,7 +296,8 @@ PS_API struct ps_uffd *ps_uffd_create(
  * In a forked child it frees the child's copy only.
  *
  * Context: see the top of polstore/uffd.h: not on a resolver thread, and
- * no other thread calls the plane during or after the call.
+ * no other thread calls the plane during or after the call; a second
+ * destroy is misuse (see "Misuse" there).
  */
 PS_API void ps_uffd_destroy(struct ps_uffd *uf);
 
@@ -284,17 +314,61 @@ PS_API void ps_uffd_destroy(struct ps_uffd *uf);
  * the plane on first touch.  A page dropped later (madvise(MADV_DONTNEED)
  * of a private mapping, fallocate(2) punching a hole in a file) is missing
  * again: its next touch faults and is placed afresh, by the store as it is
- * then.
+ * then.  A fault a resolver had read before the range was unregistered is
+ * not resolved against a region registered there since: the kernel served
+ * it, and the new region's pages fault into it when they are touched.
  *
- * Context: see the top of polstore/uffd.h; allocates.
+ * The range must lie in one mapping: what it covers is read from
+ * /proc/self/maps, where the kernel shows one mmap(2) split into several
+ * lines wherever mprotect(2), mbind(2) or madvise(2) changed part of it,
+ * and adjacent anonymous mappings merged into one line when their flags
+ * allow.  Refused (-EINVAL), so that a miscounted length cannot put a
+ * region's content into other memory of the program:
+ *  - a range with a hole (a page not mapped);
+ *  - a range that crosses from one line into the next where the two
+ *    differ in permissions (a guard page, a read-only mapping: also one
+ *    mapping that mprotect(2) changed in part), in backing (anonymous,
+ *    another file or shared memory object, a named mapping such as
+ *    [heap] or [stack]), or, for a file or shared memory, where the next
+ *    line's file offset does not go on from the first's;
+ *  - a range that meets memory of the plane's own: the plane's blocks,
+ *    its resolver threads' stacks and their guard pages.
+ * Not told apart, so accepted: two anonymous mappings, or two mappings of
+ * one file at consecutive offsets, that lie side by side with the same
+ * permissions (whether the kernel merged them or not), and whatever the
+ * program keeps inside the mapping the range lies in (a range inside the
+ * heap or a thread's stack is registered like any other, except for the
+ * plane's own).  Without /proc mounted only holes are refused.  A range
+ * meant to span mappings is registered with ps_uffd_register_flags() and
+ * PS_UFFD_REGISTER_SPAN.
+ *
+ * Context: see the top of polstore/uffd.h; allocates, reads
+ * /proc/self/maps.
  * Return: 0; -EINVAL for a NULL @uf, a misaligned @addr or @len, an index
- * range that overflows, a range not fully mapped, or a mapping the kernel
+ * range that overflows, a range refused above, or a mapping the kernel
  * cannot register (a private file mapping); -EBUSY when the range overlaps
  * a region of this plane or one another userfaultfd registered; -ENOMEM
  * when memory is short; -EOPNOTSUPP when the kernel cannot copy pages into
  * it (then it is left unregistered); -ESRCH in a forked child.
  */
 PS_API int ps_uffd_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t first_page);
+
+/**
+ * ps_uffd_register_flags() - ps_uffd_register() with flags
+ * @uf: the plane
+ * @addr: as for ps_uffd_register()
+ * @len: as for ps_uffd_register()
+ * @first_page: as for ps_uffd_register()
+ * @flags: 0 (then the call is ps_uffd_register()) or PS_UFFD_REGISTER_SPAN:
+ *         a range that crosses from one mapping into another is
+ *         registered whole (holes and the plane's own memory are still
+ *         refused)
+ *
+ * Context: as for ps_uffd_register().
+ * Return: as ps_uffd_register(); -EINVAL for unknown @flags too.
+ */
+PS_API int ps_uffd_register_flags(
+		struct ps_uffd *uf, void *addr, size_t len, uint64_t first_page, unsigned flags);
 
 /**
  * ps_uffd_unregister() - stop resolving the faults of a region
@@ -333,7 +407,7 @@ PS_API int ps_uffd_stats(struct ps_uffd *uf, int resolver, struct ps_uffd_stats 
  * ps_uffd_resolvers() - the number of resolver threads of a plane
  * @uf: the plane
  *
- * Context: any thread.
+ * Context: any thread, a forked child's included.
  * Return: the count (>= 1), or -EINVAL for a NULL @uf.
  */
 PS_API int ps_uffd_resolvers(const struct ps_uffd *uf);

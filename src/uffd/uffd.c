@@ -39,6 +39,8 @@
 #include <polstore/rcu.h>
 #include <polstore/uffd.h>
 
+#include "uffd_private.h"
+
 /*
  * glibc runs a thread's cancellation cleanup after a longjmp out of the
  * frames it leaves (pthread_exit(), cancellation), which AddressSanitizer
@@ -90,6 +92,7 @@ struct uf_region {
 	uintptr_t base;
 	size_t len;
 	uint64_t first_page;
+	uint64_t epoch; /* the plane's epoch when it was registered */
 	bool can_zeropage, can_poison;
 };
 
@@ -121,29 +124,41 @@ struct uf_resolver {
 	bool holding, online; /* online: for an RCU_QSBR store (polstore/rcu.h) */
 	char *stack_lo;	      /* AddressSanitizer builds: the bottom of its stack */
 	int nbatch, next;     /* batch[next .. nbatch) not resolved yet */
+	uint64_t seen;	      /* uf->epoch before the batch was read */
 	struct uffd_msg batch[UF_BATCH];
+	/* Under uf->life: the thread's stack and guard, which no region may cover. */
+	uintptr_t stack_own_lo, stack_own_hi;
 } __attribute__((aligned(64)));
 
 struct ps_uffd {
 	struct ps_store *store;
 	bool qsbr; /* the store is RCU_QSBR: resolvers go online */
 	int uffd, stopfd;
+	struct uf_tag tag; /* past the bytes malloc() reuses once the block is free */
 	unsigned flags;
 	size_t page_size, sys_page;
 	int fixed_node;
 	ps_uffd_fill_fn fill;
 	void *fill_arg;
 	void *zero; /* page_size zero bytes */
-	pid_t pid;
 	int nres;
 	struct uf_resolver *res;
 	pthread_mutex_t life; /* stopping and the resolvers' thread handles */
 	bool stopping;
 	pthread_mutex_t regions_lock; /* serialises register and unregister */
-	/* Sorted by base, disjoint; changed under every resolver's lock. */
+	/* Sorted by base, disjoint; changed under every resolver's lock, as is epoch. */
 	struct uf_region *regions;
 	size_t nregions, cap;
+	/*
+	 * Counts registrations.  A message read while the epoch was e can
+	 * only be a fault of a region registered at e or before: one found in
+	 * a region registered since is a fault of an earlier registration of
+	 * the range, which has ended.
+	 */
+	uint64_t epoch;
 };
+
+_Static_assert(offsetof(struct ps_uffd, tag) >= 16, "the tag must outlive free()");
 
 static void uf_say(char *why, size_t len, const char *fmt, ...)
 		__attribute__((format(printf, 3, 4)));
@@ -421,26 +436,47 @@ static void uf_wake(const struct ps_uffd *uf, uintptr_t addr, size_t len)
 }
 
 /*
- * UFFDIO_COPY of [@src, @src + @len) to @dst: 0, or -errno.  The kernel
- * answers EAGAIN when the address space is changing, and after a partial
- * copy (c.copy bytes placed and woken): both go on with what is left.
+ * UFFDIO_COPY of [@src, @src + @len) to @dst, or with @src NULL
+ * UFFDIO_ZEROPAGE of [@dst, @dst + @len): 0, or -errno; *@some is set
+ * when this call placed part of it.  The kernel answers EAGAIN when the
+ * address space is changing, and after a partial fill (that many bytes
+ * placed and woken): both go on with what is left.
  */
-static int uf_copy(struct uf_resolver *r, uintptr_t dst, const void *src, size_t len)
+static int uf_fill(struct uf_resolver *r, uintptr_t dst, const void *src, size_t len, bool *some)
 {
 	size_t done = 0;
 
 	for (;;) {
-		struct uffdio_copy c = {.dst = dst + done,
-				.src = (uintptr_t)src + done,
-				.len = len - done,
-				.mode = 0};
+		__s64 got;
+		int rc, err;
 
-		if (!ioctl(r->uf->uffd, UFFDIO_COPY, &c))
+		if (src) {
+			struct uffdio_copy c = {.dst = dst + done,
+					.src = (uintptr_t)src + done,
+					.len = len - done,
+					.mode = 0};
+
+			rc = ioctl(r->uf->uffd, UFFDIO_COPY, &c);
+			got = c.copy;
+		} else {
+			struct uffdio_zeropage z = {
+					.range = {.start = dst + done, .len = len - done},
+					.mode = 0};
+
+			rc = ioctl(r->uf->uffd, UFFDIO_ZEROPAGE, &z);
+			got = z.zeropage;
+		}
+		err = errno;
+		if (!rc) {
+			*some = true;
 			return 0;
-		if (errno != EAGAIN)
-			return -errno;
-		if (c.copy > 0)
-			done += (size_t)c.copy;
+		}
+		if (err != EAGAIN)
+			return -err;
+		if (got > 0) {
+			done += (size_t)got;
+			*some = true;
+		}
 		if (done >= len)
 			return 0;
 		r->cur.retries++;
@@ -449,28 +485,27 @@ static int uf_copy(struct uf_resolver *r, uintptr_t dst, const void *src, size_t
 }
 
 /*
- * Place one page of content: 0 when this call placed it (all of it, or
- * the system pages of it still missing), -EEXIST when it was all there.
- * A plane page of several system pages may be partly there (a partial
- * MADV_DONTNEED): then each missing system page is copied on its own.
+ * Place one page of content (@src), or the zero page (@src NULL): 0 when
+ * this call placed it (all of it, or the system pages of it still
+ * missing), -EEXIST when it was all there.  A plane page of several system
+ * pages may be partly there (a partial MADV_DONTNEED): then each system
+ * page is filled on its own, and those present are left as they are.
  */
 static int uf_place(struct uf_resolver *r, uintptr_t dst, const void *src)
 {
 	struct ps_uffd *uf = r->uf;
 	size_t sys = uf->sys_page, off;
-	bool placed = false;
-	int rc = uf_copy(r, dst, src, uf->page_size);
+	bool some = false;
+	int rc = uf_fill(r, dst, src, uf->page_size, &some);
 
 	if (rc != -EEXIST || uf->page_size == sys)
 		return rc;
 	for (off = 0; off < uf->page_size; off += sys) {
-		rc = uf_copy(r, dst + off, (const char *)src + off, sys);
-		if (!rc)
-			placed = true;
-		else if (rc != -EEXIST)
+		rc = uf_fill(r, dst + off, src ? (const char *)src + off : NULL, sys, &some);
+		if (rc && rc != -EEXIST)
 			return rc;
 	}
-	return placed ? 0 : -EEXIST;
+	return some ? 0 : -EEXIST;
 }
 
 /* The fill callback could not give the content: poison the page, or let it fault again. */
@@ -501,8 +536,12 @@ static void uf_resolve(struct uf_resolver *r, const struct uffd_msg *m, uint64_t
 	addr = (uintptr_t)m->arg.pagefault.address & ~(uintptr_t)(uf->page_size - 1);
 	r->cur.faults++;
 	g = uf_find(uf, addr);
-	if (!g) {
-		/* A message read after its region left the table: the kernel serves it. */
+	if (!g || g->epoch > r->seen) {
+		/*
+		 * A message read after its region left the table (and, maybe,
+		 * before another took the range): the kernel serves the fault,
+		 * and a touch of a new region there faults into it afresh.
+		 */
 		r->cur.dropped++;
 		uf_wake(uf, addr, uf->page_size);
 		return;
@@ -539,17 +578,11 @@ static void uf_resolve(struct uf_resolver *r, const struct uffd_msg *m, uint64_t
 			goto out;
 		}
 	}
+	/* The zero page for a read of zero content, where the region allows it. */
 	if (zero && (uf->flags & PS_UFFD_READ_ZEROPAGE) && !(f.flags & PS_UFFD_FAULT_WRITE) &&
-			g->can_zeropage) {
-		struct uffdio_zeropage z = {.range = {.start = addr, .len = uf->page_size}};
-
-		while ((rc = ioctl(uf->uffd, UFFDIO_ZEROPAGE, &z) ? -errno : 0) == -EAGAIN) {
-			r->cur.retries++;
-			sched_yield();
-		}
-	} else {
-		rc = uf_place(r, addr, src);
-	}
+			g->can_zeropage)
+		src = NULL;
+	rc = uf_place(r, addr, src);
 	if (!rc) {
 		if (zero)
 			r->cur.zeros++;
@@ -671,8 +704,14 @@ static void uf_serve(struct uf_resolver *r)
 	bool timing = uf->flags & PS_UFFD_TIMING;
 
 	for (;;) {
-		ssize_t n = read(uf->uffd, r->batch, sizeof(r->batch));
 		uint64_t t = 0;
+		ssize_t n;
+
+		/* Every message read below was sent for a region registered by then. */
+		pthread_rwlock_rdlock(&r->lock);
+		r->seen = uf->epoch;
+		pthread_rwlock_unlock(&r->lock);
+		n = read(uf->uffd, r->batch, sizeof(r->batch));
 
 		if (n <= 0) {
 			if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -731,6 +770,7 @@ static void *uf_resolver_main(void *arg)
 	pthread_mutex_unlock(&r->uf->life);
 	if (has_pred)
 		pthread_join(pred, NULL);
+	uf_resolver_mark(r->uf);
 	r->bound = r->refused = r->refused_local = UF_UNBOUND;
 	r->online = false;
 #ifdef UF_ASAN
@@ -754,6 +794,23 @@ static void *uf_resolver_main(void *arg)
 	return NULL;
 }
 
+/* Note the stack and guard of @r's new thread @t, which no region may cover; under uf->life. */
+static void uf_note_stack(struct uf_resolver *r, pthread_t t)
+{
+	pthread_attr_t a;
+	void *lo = NULL;
+	size_t size = 0, guard = 0;
+
+	r->stack_own_lo = r->stack_own_hi = 0;
+	if (pthread_getattr_np(t, &a))
+		return;
+	if (!pthread_attr_getstack(&a, &lo, &size) && !pthread_attr_getguardsize(&a, &guard)) {
+		r->stack_own_lo = (uintptr_t)lo - guard;
+		r->stack_own_hi = (uintptr_t)lo + size;
+	}
+	pthread_attr_destroy(&a);
+}
+
 /* Start @r's thread with every signal blocked; under uf->life. */
 static int uf_start_resolver(struct uf_resolver *r)
 {
@@ -769,6 +826,7 @@ static int uf_start_resolver(struct uf_resolver *r)
 		return err;
 	r->thread = t;
 	r->started = true;
+	uf_note_stack(r, t);
 	return 0;
 }
 
@@ -789,15 +847,35 @@ static int uf_allowed_nodes(void)
 	return n > 0 ? n : 1;
 }
 
-static int uf_check_attr(const struct ps_uffd_attr *a, size_t sys)
+/* 0, or -EINVAL with @why naming the first bad attribute and what it may be. */
+static int uf_check_attr(const struct ps_uffd_attr *a, size_t sys, char *why, size_t len)
 {
-	if (a->size != sizeof(*a) || (a->flags & ~PS_UFFD_ALL_FLAGS) || a->resolvers < 0 ||
-			a->resolvers > PS_UFFD_MAX_RESOLVERS || a->node < -1 ||
-			a->node >= PS_MAX_NUMNODES)
-		return -EINVAL;
-	if (a->page_size && (a->page_size % sys || (a->page_size & (a->page_size - 1))))
-		return -EINVAL;
-	return 0;
+	if (a->size != sizeof(*a))
+		uf_say(why, len,
+				"bad attribute: attr->size is %zu, not sizeof(struct ps_uffd_attr) "
+				"(%zu): set it with PS_UFFD_ATTR_INIT",
+				a->size, sizeof(*a));
+	else if (a->flags & ~PS_UFFD_ALL_FLAGS)
+		uf_say(why, len,
+				"bad attribute: attr->flags has bits %#x that no PS_UFFD_* flag "
+				"names (PS_UFFD_ALL_FLAGS is %#x)",
+				a->flags & ~PS_UFFD_ALL_FLAGS, PS_UFFD_ALL_FLAGS);
+	else if (a->resolvers < 0 || a->resolvers > PS_UFFD_MAX_RESOLVERS)
+		uf_say(why, len,
+				"bad attribute: attr->resolvers is %d: 0 (one per node) or 1 .. "
+				"%d (PS_UFFD_MAX_RESOLVERS)",
+				a->resolvers, PS_UFFD_MAX_RESOLVERS);
+	else if (a->node < -1 || a->node >= PS_MAX_NUMNODES)
+		uf_say(why, len, "bad attribute: attr->node is %d: -1 (the local node) or 0 .. %d",
+				a->node, PS_MAX_NUMNODES - 1);
+	else if (a->page_size && (a->page_size % sys || (a->page_size & (a->page_size - 1))))
+		uf_say(why, len,
+				"bad attribute: attr->page_size is %zu: 0 (the system page, %zu "
+				"bytes) or a power-of-two multiple of %zu",
+				a->page_size, sys, sys);
+	else
+		return 0;
+	return -EINVAL;
 }
 
 /* Stop and join every started resolver; the caller holds no resolver lock. */
@@ -834,7 +912,7 @@ static void uf_stop_resolvers(struct ps_uffd *uf)
 	}
 }
 
-/* Free what creation made; @joined: no resolver thread runs. */
+/* Free what creation made but the plane's block; @destroy_locks: they were initialised. */
 static void uf_free(struct ps_uffd *uf, bool destroy_locks)
 {
 	int i;
@@ -861,7 +939,6 @@ static void uf_free(struct ps_uffd *uf, bool destroy_locks)
 	free(uf->res);
 	free(uf->zero);
 	free(uf->regions);
-	free(uf);
 }
 
 struct ps_uffd *ps_uffd_create(
@@ -876,14 +953,14 @@ struct ps_uffd *ps_uffd_create(
 
 	if (!attr)
 		attr = &defaults;
-	if (uf_check_attr(attr, sys)) {
-		uf_say(why, why_len, "bad attributes");
+	if (uf_check_attr(attr, sys, why, why_len)) {
 		errno = EINVAL;
 		return NULL;
 	}
 	uf = calloc(1, sizeof(*uf));
 	if (!uf)
 		goto nomem_early;
+	uf_tag_init(&uf->tag);
 	uf->uffd = uf->stopfd = -1;
 	uf->store = store;
 	uf->qsbr = store && (ps_sync_caps((enum ps_sync)ps_store_sync_kind(store)) & PS_CAP_QSBR);
@@ -893,7 +970,6 @@ struct ps_uffd *ps_uffd_create(
 	uf->fixed_node = attr->node;
 	uf->fill = attr->fill;
 	uf->fill_arg = attr->fill_arg;
-	uf->pid = getpid();
 	nres = attr->resolvers ? attr->resolvers : uf_allowed_nodes();
 	if (nres > PS_UFFD_MAX_RESOLVERS)
 		nres = PS_UFFD_MAX_RESOLVERS;
@@ -961,6 +1037,7 @@ struct ps_uffd *ps_uffd_create(
 	if (err) {
 		uf_stop_resolvers(uf);
 		uf_free(uf, true);
+		free(uf);
 		uf_say(why, why_len, "cannot start a resolver thread: %s", strerror(err));
 		errno = err;
 		return NULL;
@@ -972,19 +1049,16 @@ fail_errno:
 	uf_say(why, why_len, "cannot set up the resolvers' descriptors: %s", strerror(-err));
 fail:
 	uf_free(uf, false);
+	free(uf);
 	errno = -err;
 	return NULL;
 nomem:
 	uf_free(uf, false);
+	free(uf);
 nomem_early:
 	uf_say(why, why_len, "out of memory");
 	errno = ENOMEM;
 	return NULL;
-}
-
-static bool uf_in_child(const struct ps_uffd *uf)
-{
-	return getpid() != uf->pid;
 }
 
 void ps_uffd_destroy(struct ps_uffd *uf)
@@ -993,9 +1067,11 @@ void ps_uffd_destroy(struct ps_uffd *uf)
 
 	if (!uf)
 		return;
-	if (uf_in_child(uf)) {
+	uf_enter(&uf->tag, uf, "ps_uffd_destroy()", UF_IN_CHILD);
+	if (getpid() != uf->tag.pid) {
 		/* The resolvers and the registrations are the parent's: close the copies. */
 		uf_free(uf, false);
+		uf_tag_bury(&uf->tag, uf);
 		return;
 	}
 	uf_stop_resolvers(uf);
@@ -1007,11 +1083,15 @@ void ps_uffd_destroy(struct ps_uffd *uf)
 		(void)ioctl(uf->uffd, UFFDIO_UNREGISTER, &range);
 	}
 	uf_free(uf, true);
+	uf_tag_bury(&uf->tag, uf);
 }
 
 int ps_uffd_resolvers(const struct ps_uffd *uf)
 {
-	return uf ? uf->nres : -EINVAL;
+	if (!uf)
+		return -EINVAL;
+	uf_enter(&uf->tag, uf, "ps_uffd_resolvers()", UF_IN_CHILD | UF_RESOLVER);
+	return uf->nres;
 }
 
 /* ---- regions --------------------------------------------------------------------------- */
@@ -1048,7 +1128,36 @@ static size_t uf_slot(const struct ps_uffd *uf, uintptr_t addr)
 	return lo;
 }
 
-int ps_uffd_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t first_page)
+static bool uf_meets(uintptr_t a, size_t len, const void *p, size_t n)
+{
+	return p && (uintptr_t)p < a + len && a < (uintptr_t)p + n;
+}
+
+/*
+ * Whether [@a, @a + @len) meets memory of the plane's own: its blocks and
+ * its threads' stacks with their guard pages.  Under uf->regions_lock.
+ */
+static bool uf_meets_own(struct ps_uffd *uf, uintptr_t a, size_t len)
+{
+	bool meets = uf_meets(a, len, uf, sizeof(*uf)) ||
+		     uf_meets(a, len, uf->res, (size_t)uf->nres * sizeof(*uf->res)) ||
+		     uf_meets(a, len, uf->zero, uf->page_size) ||
+		     uf_meets(a, len, uf->regions, uf->cap * sizeof(*uf->regions));
+	int i;
+
+	pthread_mutex_lock(&uf->life);
+	for (i = 0; i < uf->nres && !meets; i++) {
+		const struct uf_resolver *r = &uf->res[i];
+
+		meets = uf_meets(a, len, r->buf, uf->page_size) ||
+			(r->stack_own_hi && r->stack_own_lo < a + len && a < r->stack_own_hi);
+	}
+	pthread_mutex_unlock(&uf->life);
+	return meets;
+}
+
+static int uf_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t first_page,
+		unsigned flags, const char *call)
 {
 	uintptr_t a = (uintptr_t)addr;
 	struct uffdio_register reg;
@@ -1056,11 +1165,15 @@ int ps_uffd_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t first_
 	size_t at;
 	int err = 0;
 
-	if (!uf || !len || a % uf->page_size || len % uf->page_size || a + len < a ||
-			first_page + len / uf->page_size < first_page)
+	if (!uf)
 		return -EINVAL;
-	if (uf_in_child(uf))
-		return -ESRCH;
+	err = uf_enter(&uf->tag, uf, call, 0);
+	if (err)
+		return err;
+	if (!len || a % uf->page_size || len % uf->page_size || a + len < a ||
+			first_page + len / uf->page_size < first_page ||
+			(flags & ~PS_UFFD_REGISTER_SPAN))
+		return -EINVAL;
 	pthread_mutex_lock(&uf->regions_lock);
 	at = uf_slot(uf, a);
 	if (at < uf->nregions && uf->regions[at].base < a + len) {
@@ -1083,13 +1196,23 @@ int ps_uffd_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t first_
 		uf->cap = cap;
 		uf_unlock_all(uf);
 	}
+	/* After the table has grown: it is the plane's own memory too. */
+	if (uf_meets_own(uf, a, len)) {
+		err = -EINVAL;
+		goto out;
+	}
+	err = uf_check_mappings(a, len, flags & PS_UFFD_REGISTER_SPAN);
+	if (err)
+		goto out;
 	/*
 	 * The entry goes in first, so that the region's first faults find it;
 	 * what the kernel allows there (zero pages, poison) is known after.
 	 */
 	uf_lock_all(uf);
 	memmove(&uf->regions[at + 1], &uf->regions[at], (uf->nregions - at) * sizeof(*g));
-	uf->regions[at] = (struct uf_region){.base = a, .len = len, .first_page = first_page};
+	uf->epoch++;
+	uf->regions[at] = (struct uf_region){
+			.base = a, .len = len, .first_page = first_page, .epoch = uf->epoch};
 	uf->nregions++;
 	uf_unlock_all(uf);
 
@@ -1118,6 +1241,17 @@ out:
 	return err;
 }
 
+int ps_uffd_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t first_page)
+{
+	return uf_register(uf, addr, len, first_page, 0, "ps_uffd_register()");
+}
+
+int ps_uffd_register_flags(
+		struct ps_uffd *uf, void *addr, size_t len, uint64_t first_page, unsigned flags)
+{
+	return uf_register(uf, addr, len, first_page, flags, "ps_uffd_register_flags()");
+}
+
 int ps_uffd_unregister(struct ps_uffd *uf, void *addr, size_t len)
 {
 	uintptr_t a = (uintptr_t)addr;
@@ -1127,8 +1261,9 @@ int ps_uffd_unregister(struct ps_uffd *uf, void *addr, size_t len)
 
 	if (!uf)
 		return -EINVAL;
-	if (uf_in_child(uf))
-		return -ESRCH;
+	err = uf_enter(&uf->tag, uf, "ps_uffd_unregister()", 0);
+	if (err)
+		return err;
 	pthread_mutex_lock(&uf->regions_lock);
 	at = uf_slot(uf, a);
 	if (at == uf->nregions || uf->regions[at].base != a || uf->regions[at].len != len) {
@@ -1172,10 +1307,15 @@ int ps_uffd_stats(struct ps_uffd *uf, int resolver, struct ps_uffd_stats *stats)
 	struct ps_uffd_stats sum = {0};
 	int i, lo, hi;
 
-	if (!uf || !stats || resolver < -1 || resolver >= uf->nres)
+	int err;
+
+	if (!uf)
 		return -EINVAL;
-	if (uf_in_child(uf))
-		return -ESRCH;
+	err = uf_enter(&uf->tag, uf, "ps_uffd_stats()", 0);
+	if (err)
+		return err;
+	if (!stats || resolver < -1 || resolver >= uf->nres)
+		return -EINVAL;
 	lo = resolver < 0 ? 0 : resolver;
 	hi = resolver < 0 ? uf->nres : resolver + 1;
 	for (i = lo; i < hi; i++) {

@@ -7,7 +7,7 @@
 #    section checked against the installed libraries), the examples;
 #  - pkg-config: every example built with the README's line
 #    `cc prog.c $(pkg-config --cflags --libs polstore)` (plus the modules
-#    an example names on its "example-requires:" line), shared_text also
+#    an example REQUIRES in the table of examples.cmake), shared_text also
 #    with polstore-inline; then with `pkg-config --static` against the
 #    static libraries alone;
 #  - CMake: the examples project installed with the examples
@@ -106,8 +106,12 @@ if [ -d "$builddir/docs/man" ]; then
 fi
 
 examples=$(ls "$exdir"/*.c)
-# requires <example.c>: the pkg-config modules it needs beyond polstore.
-requires() { sed -n 's/.*example-requires:[[:space:]]*//p' "$1" | head -n 1; }
+# requires <example.c>: the pkg-config modules it needs beyond polstore
+# (its REQUIRES in the table of examples.cmake).
+requires() {
+	sed -n "s/^polstore_example($(basename "$1" .c) REQUIRES \([^A-Z)]*\).*/\1/p" \
+		"$exdir/examples.cmake"
+}
 
 step "pkg-config, shared (SONAME $soname): the README's link line"
 mkdir "$tmp/pc"
