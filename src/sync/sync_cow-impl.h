@@ -42,6 +42,9 @@
  *    The walk's increment and a set's read of @walkers each follow a full
  *    fence: a walk that loads a slot before a set's store to it is seen
  *    by every later set, which then publishes at the root (cow_commit()).
+ *    A callback may end its thread (polstore/rcu.h): a cleanup handler
+ *    withdraws the announcement then, inside the section, before the
+ *    thread-exit hook closes it (rcu_thread.c).
  *
  * Why nothing is freed under a reader.  The ranges a set replaced (the
  * originals of its copies) and those it removed go into one retire record,
@@ -629,6 +632,12 @@ static void cow_walk_end(struct psi_store_cow *cs)
 	__atomic_fetch_sub(&cs->walkers, 1, __ATOMIC_RELEASE);
 }
 
+/* A cleanup handler: the thread ends in a callback of an announced walk. */
+static void cow_walk_cleanup(void *cs)
+{
+	cow_walk_end(cs);
+}
+
 /* The end of every update: queue what it retired, keep the spares in proportion. */
 static void cow_finish(struct psi_store_cow *cs, struct cow_thread *t, struct cow_rec *r)
 {
@@ -699,10 +708,12 @@ static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 	/* One version, announced so that no set changes it in place; no writer waits. */
 	PSI_COW_READ_ENTER();
 	cow_walk_begin(cs);
+	/* A callback may end its thread: the announcement goes then too (file comment). */
+	pthread_cleanup_push(cow_walk_cleanup, cs);
 	snap.root.node = cow_root(cs);
 	snap.count = 0;
 	ret = psi_rangetree_foreach(&snap, fn, arg);
-	cow_walk_end(cs);
+	pthread_cleanup_pop(1);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	PSI_COW_READ_EXIT();
 	return ret;
@@ -748,11 +759,12 @@ static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, p
 	struct psi_store_cow *cs = to_cow(s);
 	int ret;
 
-	/* As cow_foreach(): one version, announced. */
+	/* As cow_foreach(): one version, announced, withdrawn if the thread ends. */
 	PSI_COW_READ_ENTER();
 	cow_walk_begin(cs);
+	pthread_cleanup_push(cow_walk_cleanup, cs);
 	ret = psi_rangetree_foreach_range_from(cow_root(cs), start, end, fn, arg);
-	cow_walk_end(cs);
+	pthread_cleanup_pop(1);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	PSI_COW_READ_EXIT();
 	return ret;
