@@ -295,17 +295,6 @@ PS_ARRAY_TEST(struct death_case, c, death_cases, lifecycle, reader_dies_in_secti
 {
 	struct dying d = { .c = c };
 	struct ps_policy *a, *b;
-#ifdef __SANITIZE_ADDRESS__
-	/*
-	 * GCC 12's ASan reports a stack-buffer-overflow inside its own
-	 * sigaltstack interceptor (__asan_handle_no_return) when a thread
-	 * unwinds through SEQLOCK foreach's pthread_cleanup_push() frame: a
-	 * false positive of the sanitizer.  These two cases run in the plain
-	 * and valgrind builds.
-	 */
-	if (c->sync == PS_SYNC_SEQLOCK && death_in_walk(c->how))
-		cr_skip_test("ASan false positive on unwinding through pthread_cleanup_push()");
-#endif
 	a = ps_test_bind(1);
 	b = ps_test_bind(2);
 	struct waiter w = { .pol = b };

@@ -699,7 +699,7 @@ static void cow_synchronize(struct ps_store *s)
 	cow_depot_drain();
 }
 
-static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
+psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
 	struct psi_store_cow *cs = to_cow(s);
 	struct ps_rtree snap;
@@ -753,8 +753,8 @@ static int cow_stats(struct ps_store *s, struct ps_store_stats *st)
 	return 0;
 }
 
-static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn,
-		void *arg)
+psi_unwound_through static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg)
 {
 	struct psi_store_cow *cs = to_cow(s);
 	int ret;
