@@ -1783,6 +1783,8 @@ RCU_TEST(next_beside_writer_answers_one_version, .timeout = 120)
 	int i, k;
 
 	memset(&l, 0, sizeof(l));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&l.stop, sizeof(l.stop)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&l.answers, sizeof(l.answers));
 	l.s = ps_store_create(*sync);
 	cr_assert_not_null(l.s);
 	/* The first state: 64 ranges of 1 .. 6 pages with gaps, random policies. */
