@@ -727,6 +727,10 @@ static int cow_check(struct ps_store *s, const char **why)
 	/* Takes only the writer mutex, which no holder keeps across a grace period. */
 	pthread_mutex_lock(&cs->wlock);
 	ret = psi_rangetree_check(&cs->base.rd.tree, why);
+	if (!ret && (PSI_READ_ONCE(cs->base.rd.seq.seq) & 1)) {
+		*why = "publication count odd outside a publication";
+		ret = -EUCLEAN;
+	}
 	pthread_mutex_unlock(&cs->wlock);
 	return ret;
 }
@@ -812,7 +816,8 @@ static __attribute__((noinline, cold)) struct ps_range *cow_next_announced(struc
  * returned or written.
  *
  * Why it ends.  After PSI_COW_NEXT_TRIES failed attempts (a writer
- * publishing flat out) the walk is announced (cow_next_announced()):
+ * publishing flat out, or a count a fork left odd in a child where no
+ * writer finishes it) the walk is announced (cow_next_announced()):
  * every set whose fence follows the announcement publishes at the root,
  * so the walk, which loads the root once, sees one version, as foreach
  * does (file comment).  It is one walk of at most the tree's height, with
