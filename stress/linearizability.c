@@ -171,10 +171,14 @@ static void print_violation(FILE *log, const char *why, const struct ps_lin_look
 	if (win) {
 		uint32_t p;
 
-		fprintf(log, "  the window read pages [%u, %u] at once:", win->first, win->last);
+		fprintf(log, "  the %s read pages [%u, %u] at once:",
+				win->next ? "next()" : "window", win->first, win->last);
 		for (p = win->first; p <= win->last && p < win->first + 16; p++)
 			fprintf(log, " %u:%" PRIu64, p, win->versions[p - win->first]);
-		fputs(p <= win->last ? " ...\n" : "\n", log);
+		if (p <= win->last)
+			fprintf(log, " ... %u:%" PRIu64, win->last,
+					win->versions[win->last - win->first]);
+		fputs("\n", log);
 	}
 	if (w)
 		print_entry(log, "returned", w, l->page, pg->init_version);
@@ -484,7 +488,8 @@ static void lin_free(void *p, void *ctx)
 }
 
 #define LIN_BATCH_MAX 4 /* ops per ps_store_set_many() batch: 2 .. LIN_BATCH_MAX */
-#define LIN_WINDOW_MAX 8 /* pages per window read */
+#define LIN_WINDOW_MAX 8 /* pages per ps_store_foreach_range() window, and room per read */
+#define LIN_NEXT_SPAN 64 /* pages a ps_store_next() read records at most */
 
 struct lin_run {
 	const struct ps_lin_config *cfg;
@@ -498,7 +503,8 @@ struct lin_run {
 	atomic_long batches;
 	struct ps_lin_lookup *lookups;
 	struct ps_lin_window *windows; /* [readers * quota], each reader's from id * quota */
-	uint64_t *wversions; /* [readers * quota * LIN_WINDOW_MAX] */
+	/* [readers * quota * LIN_WINDOW_MAX], each reader's from id * quota * LIN_WINDOW_MAX */
+	uint64_t *wversions;
 	long quota; /* reads per reader this round */
 	atomic_int readers_left;
 	atomic_bool stop;
@@ -512,6 +518,7 @@ struct lin_thread {
 	uint64_t seed;
 	pthread_t tid;
 	long nlookups, nwindows; /* what a reader recorded this round */
+	long nversions; /* entries of its wversions its windows took */
 };
 
 static inline uint64_t lin_tick(struct lin_run *run)
@@ -622,22 +629,33 @@ static int lin_window_fn(uint64_t start, uint64_t end, struct ps_policy *pol, vo
 	return 0;
 }
 
-/* Fill @win (pages from @page) with a ps_store_foreach_range() or ps_store_next() read. */
+/*
+ * Fill @win (pages from @page, versions in @v) with a
+ * ps_store_foreach_range() read of up to LIN_WINDOW_MAX pages, or a
+ * ps_store_next() read: the hole before the range it found and the
+ * range's first page (up to LIN_NEXT_SPAN pages; the pages after @page
+ * when it found none), so that a range from a newer version than the
+ * hole shows as a torn window.
+ */
 static bool lin_read_window(struct lin_thread *t, struct ps_lin_window *win, uint64_t *v,
 		uint32_t page, uint64_t r)
 {
 	struct lin_run *run = t->run;
-	uint32_t last = page + (uint32_t)((r >> 40) % LIN_WINDOW_MAX), p;
+	uint32_t last = page + (uint32_t)((r >> 40) % LIN_WINDOW_MAX), span, p;
 	bool window = (r >> 32) % 8 != 7;
 
+	span = (uint32_t)run->npages - page;
+	if (span > LIN_NEXT_SPAN)
+		span = LIN_NEXT_SPAN;
 	if (last >= (uint32_t)run->npages)
 		last = (uint32_t)run->npages - 1;
-	for (p = page; p <= last; p++)
-		v[p - page] = 0;
 	win->first = page;
 	win->reader = (uint32_t)t->id;
 	win->versions = v;
+	win->next = !window;
 	if (window) {
+		for (p = page; p <= last; p++)
+			v[p - page] = 0;
 		struct lin_wread w = { v, page, last, 0, false };
 
 		win->begin = lin_tick(run);
@@ -670,15 +688,22 @@ static bool lin_read_window(struct lin_thread *t, struct ps_lin_window *win, uin
 			ps_policy_put(pol);
 		}
 		if (ret == -ENOENT) {
+			/* Nothing ends after @page: every page from it is empty. */
+			last = page + span - 1;
+			for (p = page; p <= last; p++)
+				v[p - page] = 0;
 			win->last = last;
 			return true;
 		}
 		if (ret || end <= page || start >= end)
 			return false;
+		/* The hole [page, start), then the range's first page (if within the span). */
+		if (start > last)
+			last = start < (uint64_t)page + span ? (uint32_t)start : page + span - 1;
 		if (end - 1 < last)
 			last = (uint32_t)(end - 1);
-		for (p = start > page ? (uint32_t)start : page; p <= last; p++)
-			v[p - page] = version;
+		for (p = page; p <= last; p++)
+			v[p - page] = p < start ? 0 : version;
 		win->last = last;
 		return true;
 	}
@@ -694,7 +719,7 @@ static void *lin_reader(void *arg)
 	bool qsbr_fast = (ps_sync_caps(run->cfg->sync) & PS_CAP_QSBR) && (t->id & 1);
 	long i;
 
-	t->nlookups = t->nwindows = 0;
+	t->nlookups = t->nwindows = t->nversions = 0;
 	if (qsbr_fast)
 		ps_qsbr_thread_online();
 	pthread_barrier_wait(&run->start);
@@ -703,17 +728,24 @@ static void *lin_reader(void *arg)
 		uint32_t page = (uint32_t)(r % (uint64_t)run->npages);
 		struct ps_lin_lookup *l;
 
-		/* Three reads in eight see a window (two foreach_range, one next). */
-		if (!run->cfg->singles_only && (r >> 32) % 8 >= 5) {
+		/*
+		 * Three reads in eight see a window (two foreach_range, one
+		 * next), while the reader's room for versions lasts
+		 * (LIN_WINDOW_MAX a read; a window takes at most that, a
+		 * next() read up to LIN_NEXT_SPAN).
+		 */
+		if (!run->cfg->singles_only && (r >> 32) % 8 >= 5 &&
+				t->nversions + LIN_NEXT_SPAN <= run->quota * LIN_WINDOW_MAX) {
 			struct ps_lin_window *win = &wout[t->nwindows];
 
-			if (!lin_read_window(t, win, vout + t->nwindows * LIN_WINDOW_MAX, page, r)) {
+			if (!lin_read_window(t, win, vout + t->nversions, page, r)) {
 				fprintf(run->cfg->log ? run->cfg->log : stderr,
 						"window read from page %u: ranges out of order, "
 						"overlapping, or outside the window\n",
 						page);
 				atomic_fetch_add(&run->errors, 1);
 			}
+			t->nversions += win->last - win->first + 1;
 			t->nwindows++;
 			goto next;
 		}

@@ -28,8 +28,9 @@
  * none): returning it is a violation.
  *
  * Window reads (ps_store_foreach_range(), and ps_store_next(), which reads
- * a range and the hole before it at once) see several pages at one point
- * in time.  Each page's result is checked as a lookup, and against the
+ * a range and the hole before it at once: recorded as the hole and the
+ * range's first page, however far it is, up to 64 pages) see several
+ * pages at one point in time.  Each page's result is checked as a lookup, and against the
  * other pages' results: a write X seen on one page is linearized before
  * the read, and so is every op of X's batch and every write Z that ended
  * before X began (so (c) uses max(R.begin, X.begin) for the read's begin);
@@ -122,6 +123,7 @@ struct ps_lin_window {
 	uint32_t first, last;
 	uint32_t reader;
 	const uint64_t *versions; /* [last - first + 1], as a lookup's version */
+	bool next; /* a ps_store_next() read (the hole from @first, then the range), for the log */
 };
 
 /* The state of a page before the history: version 0 means empty. */

@@ -140,7 +140,7 @@ static const struct ps_lin_write bhist[] = {
 static long wcheck(uint64_t begin, uint64_t end, uint32_t first, uint32_t last,
 		const uint64_t *versions)
 {
-	struct ps_lin_window w = { begin, end, first, last, 0, versions };
+	struct ps_lin_window w = { begin, end, first, last, 0, versions, false };
 	FILE *log = getenv("LIN_VERBOSE") ? stderr : NULL;
 
 	return ps_lin_check_windows(6, NULL, bhist, 6, NULL, 0, &w, 1, log);
@@ -180,6 +180,19 @@ Test(linearizability_checker, windows_are_snapshots)
 	cr_assert_eq(wcheck(305, 335, 4, 5, (uint64_t[]){ 30, 31 }), 0);
 	cr_assert_eq(wcheck(305, 335, 4, 5, (uint64_t[]){ 30, 0 }), 0);
 	cr_assert_eq(wcheck(305, 335, 4, 5, (uint64_t[]){ 0, 31 }), 1, "31 without 30");
+	/*
+	 * A ps_store_next() read from page 0: a hole, then the range found.
+	 * Version 20 seen on page 3, so the batch (ended before it began) is
+	 * on pages 0-1 and version 20 on page 2: a hole there comes from an
+	 * older version than the range (a read that began before version 5
+	 * makes no difference).
+	 */
+	cr_assert_eq(wcheck(100, 250, 0, 3, (uint64_t[]){ 10, 11, 20, 20 }), 0,
+			"next(): one version");
+	cr_assert_eq(wcheck(40, 250, 0, 3, (uint64_t[]){ 0, 0, 0, 20 }), 1,
+			"next(): the hole older than the range after it");
+	cr_assert_eq(wcheck(40, 250, 0, 4, (uint64_t[]){ 0, 0, 0, 0, 30 }), 1,
+			"next(): a hole, then a range set after the hole was filled");
 	/* Results a lookup could not give either. */
 	cr_assert_eq(wcheck(10, 20, 0, 1, (uint64_t[]){ 5, 0 }), 1, "from the future");
 	cr_assert_eq(wcheck(10, 20, 5, 6, (uint64_t[]){ 0, 0 }), 1, "outside the pages");

@@ -631,7 +631,8 @@ PS_API size_t ps_store_memory(struct ps_store *store);
  * @root_publications: sets that made their change visible by a store of the
  *                     root rather than of a lower child slot (when they
  *                     changed the root, or while a ps_store_foreach() or
- *                     ps_store_foreach_range() walk was running)
+ *                     ps_store_foreach_range() walk, or the last try of a
+ *                     ps_store_next() beside busy writers, was running)
  */
 struct ps_store_stats {
 	uint64_t sets;
@@ -727,8 +728,11 @@ PS_API int ps_store_next(struct ps_store *store, uint64_t idx, uint64_t *start, 
  * @end: receives one past its last index
  * @pol: receives its policy, borrowed until ps_store_read_unlock()
  *
- * As ps_store_next(), writing no shared cache line under RCU and RCU_QSBR
- * (SEQLOCK writes none unless it falls back to the lock).  Each call is
+ * As ps_store_next(), writing no shared cache line under RCU, RCU_QSBR and
+ * SEQLOCK unless sets keep landing during its walk: after a few tries
+ * SEQLOCK takes the lock, and RCU and RCU_QSBR announce the last walk to
+ * the writers (who publish at the root meanwhile and never wait for it).
+ * Each call is
  * linearizable on its own; under RCU, RCU_QSBR and SEQLOCK the section
  * does not freeze the store, so a loop of calls is no snapshot (under SPIN
  * and RWLOCK it is one: the section holds the lock).

@@ -22,17 +22,31 @@
  * publishes it with one release store into one child slot of a published
  * node, or into the root (rbtree.h, rangetree.c).  Nothing else a reader
  * can reach is written (colours excepted, which readers never load).  A
- * reader walks down once, never retries, never blocks, and writes nothing
+ * lookup walks down once, never retries, never blocks, and writes nothing
  * but its own liburcu per-thread counter (nothing at all under QSBR).  A
- * lookup is linearizable (rbtree.c says why at psi_rb_publish()); a set at
- * its publication.
+ * set linearizes at its publication.
  *
- * Walks that must see one version (foreach, foreach_range) announce
- * themselves in @walkers; while one is announced, sets publish at the root,
- * so the walk, which loaded the root once, sees no later set.  The walk's
- * increment and a set's read of @walkers each follow a full fence: a walk
- * that loads a slot before a set's store to it is seen by every later set,
- * which then publishes at the root (cow_commit()).
+ * Readers that answer from one node: lookup, lookup_borrow, lookup_copy
+ * and lookup_node (here and inline, polstore/static/lookup.h) return what
+ * one range holds (its policy, and the node hint set with it before the
+ * range was published, never written after) or the gap a walk ended in.
+ * psi_rb_publish() says why that is linearizable.  Readers that combine
+ * several nodes need more, since a walk that holds a node a set retired
+ * follows its frozen child slot into a subtree that is still live and
+ * shared, where a later set may publish:
+ *  - next() returns the last range it turned left at when the walk ends
+ *    in a gap below it: the range comes from one node, the gap from
+ *    another.  It validates its walk with the publication count and
+ *    announces its last attempt (cow_next_find()).
+ *  - Walks that must see one version (foreach, foreach_range) announce
+ *    themselves in @walkers; while one is announced, sets publish at the
+ *    root, so the walk, which loaded the root once, sees no later set.
+ *    The walk's increment and a set's read of @walkers each follow a full
+ *    fence: a walk that loads a slot before a set's store to it is seen
+ *    by every later set, which then publishes at the root (cow_commit()).
+ *    A callback may end its thread (polstore/rcu.h): a cleanup handler
+ *    withdraws the announcement then, inside the section, before the
+ *    thread-exit hook closes it (rcu_thread.c).
  *
  * Why nothing is freed under a reader.  The ranges a set replaced (the
  * originals of its copies) and those it removed go into one retire record,
@@ -57,6 +71,7 @@
 
 #include "annotate.h"
 #include "rcu_reclaim.h"
+#include "seqcount.h"
 #include "store_internal.h"
 #include "testpoint.h"
 
@@ -88,6 +103,8 @@ static inline void psi_cow_synchronize(void)
 
 /* Retired ranges in flight past which a set that may wait releases its own record. */
 #define PSI_COW_PENDING_MAX (1 << 18)
+/* Walks next() validates with the publication count before it announces one. */
+#define PSI_COW_NEXT_TRIES 4
 /* Chunks the flavour's depot keeps at most; beyond, released ones are freed. */
 #define PSI_COW_DEPOT_MAX 16384
 /* Chunks a thread takes from the depot beyond what its operation needs. */
@@ -145,6 +162,11 @@ static void **rec_slot(struct cow_rec *r, size_t i)
 /* The writing threads' spares and the depot: a second include-template. */
 #include "sync_cow_spares-impl.h"
 
+/*
+ * base.rd.seq, on the line of the root, is the publication count: odd
+ * while a set publishes (cow_commit()), which next() validates its walk
+ * with (cow_next_find()).
+ */
 struct psi_store_cow {
 	struct ps_store base;
 	pthread_mutex_t wlock __ps_cacheline_aligned;
@@ -191,6 +213,7 @@ static struct ps_store *cow_create(void)
 		return NULL;
 	cs = to_cow(s);
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
+	psi_seq_init(&cs->base.rd.seq);
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->queued, sizeof(cs->queued));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->stalled, sizeof(cs->stalled));
@@ -584,8 +607,14 @@ static int cow_commit(struct psi_store_cow *cs, struct psi_rangetree_cow *c, str
 		*rp = NULL;
 		return -ENOMEM;
 	}
-	/* psi_rangetree_cow_publish() tells the thread checkers (after the last copy). */
+	/*
+	 * psi_rangetree_cow_publish() tells the thread checkers (after the
+	 * last copy).  The count is odd around the one store that publishes:
+	 * a next() whose walk loaded it sees the count move (cow_next_find()).
+	 */
+	psi_seq_write_begin(&cs->base.rd.seq);
 	root = psi_rangetree_cow_publish(c, &cs->base.rd.tree, walk);
+	psi_seq_write_end(&cs->base.rd.seq);
 	*rp = cow_record(c, t, &retired);
 	cs->stats.sets++;
 	cs->stats.root_publications += root;
@@ -604,6 +633,12 @@ static void cow_walk_begin(struct psi_store_cow *cs)
 static void cow_walk_end(struct psi_store_cow *cs)
 {
 	__atomic_fetch_sub(&cs->walkers, 1, __ATOMIC_RELEASE);
+}
+
+/* A cleanup handler: the thread ends in a callback of an announced walk. */
+static void cow_walk_cleanup(void *cs)
+{
+	cow_walk_end(cs);
 }
 
 /* The end of every update: queue what it retired, keep the spares in proportion. */
@@ -675,7 +710,7 @@ static void cow_synchronize(struct ps_store *s)
 	cow_depot_drain();
 }
 
-static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
+psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
 	struct psi_store_cow *cs = to_cow(s);
 	struct ps_rtree snap;
@@ -684,10 +719,12 @@ static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 	/* One version, announced so that no set changes it in place; no writer waits. */
 	PSI_COW_READ_ENTER();
 	cow_walk_begin(cs);
+	/* A callback may end its thread: the announcement goes then too (file comment). */
+	pthread_cleanup_push(cow_walk_cleanup, cs);
 	snap.root.node = cow_root(cs);
 	snap.count = 0;
 	ret = psi_rangetree_foreach(&snap, fn, arg);
-	cow_walk_end(cs);
+	pthread_cleanup_pop(1);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	PSI_COW_READ_EXIT();
 	return ret;
@@ -701,6 +738,10 @@ static int cow_check(struct ps_store *s, const char **why)
 	/* Takes only the writer mutex, which no holder keeps across a grace period. */
 	pthread_mutex_lock(&cs->wlock);
 	ret = psi_rangetree_check(&cs->base.rd.tree, why);
+	if (!ret && (PSI_READ_ONCE(cs->base.rd.seq.seq) & 1)) {
+		*why = "publication count odd outside a publication";
+		ret = -EUCLEAN;
+	}
 	pthread_mutex_unlock(&cs->wlock);
 	return ret;
 }
@@ -727,30 +768,102 @@ static int cow_stats(struct ps_store *s, struct ps_store_stats *st)
 	return 0;
 }
 
-static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn,
-		void *arg)
+psi_unwound_through static int cow_foreach_range(struct ps_store *s, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg)
 {
 	struct psi_store_cow *cs = to_cow(s);
 	int ret;
 
-	/* As cow_foreach(): one version, announced. */
+	/* As cow_foreach(): one version, announced, withdrawn if the thread ends. */
 	PSI_COW_READ_ENTER();
 	cow_walk_begin(cs);
+	pthread_cleanup_push(cow_walk_cleanup, cs);
 	ret = psi_rangetree_foreach_range_from(cow_root(cs), start, end, fn, arg);
-	cow_walk_end(cs);
+	pthread_cleanup_pop(1);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	PSI_COW_READ_EXIT();
 	return ret;
 }
 
+/* The last attempt of cow_next_find(): one walk of one version, announced. */
+static __attribute__((noinline, cold)) struct ps_range *cow_next_announced(struct psi_store_cow *cs,
+		uint64_t idx)
+{
+	struct ps_rb_node *root;
+	struct ps_range *r;
+
+	cow_walk_begin(cs);
+	root = cow_root(cs);
+	PSI_TEST_POINT(PSI_TP_COW_NEXT_WALK);
+	r = psi_rangetree_next_from(root, idx);
+	cow_walk_end(cs);
+	return r;
+}
+
 /*
- * Inside a read-side section.  One walk down from the root, linearizable
- * as a lookup is: the range's bounds and policy are one state.
+ * Inside a read-side section: the first range that ends after @idx, as
+ * one version of the store holds it, or NULL.
+ *
+ * Why a walk the count validated read one version.  A set makes the count
+ * odd, publishes with one release store, and makes it even with a release
+ * store (cow_commit(); sets are serialised by @wlock).  An attempt whose
+ * first read (acquire) found the even count 2k is ordered after the k-th
+ * publication: every slot it loads holds that publication's value or a
+ * later one.  A slot or node it loaded from a later publication was
+ * reached through that publication's release store, loaded with an
+ * acquire load, so the odd count 2k + 1 written before that store is
+ * visible to the second read, which the acquire fence keeps after the
+ * walk's loads (psi_seq_read_retry()).  So when the count read 2k again,
+ * every load of the walk returned version k's value: the walk is one of
+ * version k, which was current at the first read (it stops being current
+ * only at the next publication, after the count went odd), and the
+ * answer linearizes there.  A range's bounds and policy are never written
+ * once it is published.
+ *
+ * A failed attempt is harmless: every node it reaches was in a published
+ * tree during our section, and none is freed before a grace period ends,
+ * which waits for the section; the walk stops after PS_RB_MAX_DEPTH
+ * steps (PS_RTREE_OVERRUN then fails the attempt); nothing of it is
+ * returned or written.
+ *
+ * Why it ends.  After PSI_COW_NEXT_TRIES failed attempts (a writer
+ * publishing flat out, or a count a fork left odd in a child where no
+ * writer finishes it) the walk is announced (cow_next_announced()):
+ * every set whose fence follows the announcement publishes at the root,
+ * so the walk, which loads the root once, sees one version, as foreach
+ * does (file comment).  It is one walk of at most the tree's height, with
+ * no retry.  Only then does the reader write a shared line; no writer
+ * ever waits for it.
  */
+static struct ps_range *cow_next_find(struct psi_store_cow *cs, uint64_t idx)
+{
+	int tries;
+
+	for (tries = 0; tries < PSI_COW_NEXT_TRIES; tries++) {
+		unsigned seq = psi_seq_read_begin(&cs->base.rd.seq);
+		struct ps_rb_node *root;
+		struct ps_range *r;
+
+		if (psi_unlikely(seq & 1)) {
+			psi_cpu_relax();
+			continue;
+		}
+		root = cow_root(cs);
+		/* Tests hold the reader here, on the root it loaded. */
+		PSI_TEST_POINT(PSI_TP_COW_NEXT_WALK);
+		r = psi_rangetree_next_from(root, idx);
+		if (psi_likely(!psi_seq_read_retry(&cs->base.rd.seq, seq) &&
+				    r != PS_RTREE_OVERRUN))
+			return r;
+	}
+	return cow_next_announced(cs, idx);
+}
+
+/* Inside a read-side section (cow_next_find()). */
 static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		const struct ps_policy **pol)
 {
-	struct ps_range *r = psi_rangetree_next_from(cow_root(to_cow(s)), idx);
+	struct ps_range *r = cow_next_find(to_cow(s), idx);
 
 	if (!r)
 		return -ENOENT;
@@ -764,7 +877,7 @@ static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, ui
 static inline int cow_next_get(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		struct ps_policy **pol)
 {
-	struct ps_range *r = psi_rangetree_next_from(cow_root(to_cow(s)), idx);
+	struct ps_range *r = cow_next_find(to_cow(s), idx);
 
 	if (r) {
 		*start = r->start;

@@ -274,7 +274,7 @@ static void seq_foreach_lock(struct ps_store *s)
 	psi_held_push(s);
 }
 
-static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
+psi_unwound_through static int seq_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
 	struct psi_store_seq *ss = to_seq(s);
 	int ret;
@@ -310,8 +310,8 @@ static struct psi_lstat *seq_lock_stat(struct ps_store *s)
 
 /* ---- windows, walks by position, batches ---- */
 
-static int seq_foreach_range(struct ps_store *s, uint64_t start, uint64_t end,
-		ps_foreach_fn fn, void *arg)
+psi_unwound_through static int seq_foreach_range(struct ps_store *s, uint64_t start,
+		uint64_t end, ps_foreach_fn fn, void *arg)
 {
 	struct psi_store_seq *ss = to_seq(s);
 	int ret;

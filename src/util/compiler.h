@@ -25,6 +25,14 @@
 #define psi_always_inline static inline __attribute__((always_inline))
 #define psi_unlikely(x) __builtin_expect(!!(x), 0)
 
+/*
+ * A function that holds a pthread_cleanup_push() frame a callback may
+ * unwind through (pthread_exit(), cancellation): left out of ASan's
+ * instrumentation, whose no-return hook before the unwinder resumes
+ * (GCC 12) reports its own sigaltstack() call as a stack overflow.
+ */
+#define psi_unwound_through __attribute__((no_sanitize_address))
+
 #define psi_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 #define PSI_CACHELINE 64

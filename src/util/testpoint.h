@@ -3,7 +3,8 @@
  * Test points: named places where a test may hold a thread, to open a
  * window that is otherwise a few instructions wide (tests/testutil.h sets
  * the hook).  Unset, a point costs one load and a branch that is never
- * taken; points sit on slow paths only.
+ * taken; points sit on slow paths, or on walks of several nodes, never on
+ * a point lookup.
  */
 #ifndef POLSTORE_SRC_TESTPOINT_H
 #define POLSTORE_SRC_TESTPOINT_H
@@ -13,6 +14,8 @@
 enum psi_test_point {
 	/* A writer refills its spares from the RCU stores' depot, holding its lock. */
 	PSI_TP_COW_DEPOT_LOCKED,
+	/* An RCU store's next() loaded the root and is about to walk from it. */
+	PSI_TP_COW_NEXT_WALK,
 };
 
 extern void (*psi_test_hook)(enum psi_test_point point);

@@ -22,6 +22,12 @@
  *  - SPIN, RWLOCK: the lock is the library's (a call), the walk of a
  *    borrowed lookup is inline.
  *
+ * Every call here answers from one range (its policy, and the node hint
+ * set with it) or from the gap the walk ended in, which on RCU stores is
+ * linearizable by the argument at psi_rb_publish() (src/tree/rbtree.c);
+ * ps_store_next(), which combines two nodes and validates its walk
+ * (src/sync/sync_cow-impl.h), is not inlined.
+ *
  * Not an API: see polstore/static/rtree.h.  The price of inlining is that
  * the program is bound to the layouts it was built with: ps_store_create()
  * refuses a library with any other (errno EPROTO, and one line on stderr),
