@@ -71,37 +71,30 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Take the whole stack, oldest first. */
-static struct psi_reclaim_item *take_all(struct psi_reclaimer *rc)
+/* Take the whole stack, oldest first; *@weight: what its items weigh. */
+static struct psi_reclaim_item *take_all(struct psi_reclaimer *rc, size_t *weight)
 {
 	struct psi_reclaim_item *it = __atomic_exchange_n(&rc->head, NULL, __ATOMIC_ACQUIRE);
 	struct psi_reclaim_item *fifo = NULL, *next;
 
+	*weight = 0;
 	for (; it; it = next) {
 		PSI_ANNOTATE_HAPPENS_AFTER(it); /* pairs with push(): the exchange is the hand-off */
 		next = it->next;
+		*weight += it->weight;
 		it->next = fifo;
 		fifo = it;
 	}
 	return fifo;
 }
 
-static void release_all(struct psi_reclaimer *rc, struct psi_reclaim_item *batch)
+static void release_all(struct psi_reclaim_item *batch)
 {
 	struct psi_reclaim_item *next;
-	size_t weight = 0;
 
 	for (; batch; batch = next) {
 		next = batch->next;
-		weight += batch->weight; /* read first: the release may free the item */
 		batch->release(batch);
-	}
-	if (weight) {
-		/* Pending only falls here: its value before each fall is a peak. */
-		size_t before = __atomic_fetch_sub(&rc->pending, weight, __ATOMIC_RELAXED);
-
-		if (before > __atomic_load_n(&rc->peak, __ATOMIC_RELAXED))
-			__atomic_store_n(&rc->peak, before, __ATOMIC_RELAXED);
 	}
 }
 
@@ -222,14 +215,23 @@ static void wait_until_due(struct psi_reclaimer *rc, uint64_t last_gp)
 	__atomic_store_n(&rc->urgent, 0, __ATOMIC_RELAXED);
 }
 
-/* Under @gp_lock: one grace period for everything queued, then its releases. */
+/*
+ * Under @gp_lock: one grace period for everything queued, then its
+ * releases.  The batch's weight leaves @pending before them, so that a
+ * barrier, released with the batch, sees none of it queued.
+ */
 static void grace_period(struct psi_reclaimer *rc)
 {
-	struct psi_reclaim_item *batch = take_all(rc);
+	size_t weight, before;
+	struct psi_reclaim_item *batch = take_all(rc, &weight);
 
 	rc->synchronize();
 	__atomic_fetch_add(&rc->grace_periods, 1, __ATOMIC_RELAXED);
-	release_all(rc, batch);
+	/* @pending only falls here: its value before each fall is a peak. */
+	before = __atomic_fetch_sub(&rc->pending, weight, __ATOMIC_RELAXED);
+	if (before > __atomic_load_n(&rc->peak, __ATOMIC_RELAXED))
+		__atomic_store_n(&rc->peak, before, __ATOMIC_RELAXED);
+	release_all(batch);
 }
 
 static void *reclaim_thread(void *arg)

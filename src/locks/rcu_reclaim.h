@@ -68,8 +68,8 @@ struct psi_reclaim_item {
 struct psi_reclaimer {
 	void (*synchronize)(void);     /* the flavour's synchronize_rcu() */
 	struct psi_reclaim_item *head;  /* atomic: pushed items, newest first */
-	size_t pending;                /* atomic: the weight of the items queued and not released */
-	size_t peak;                   /* atomic: the highest @pending before a release */
+	size_t pending;                /* atomic: the weight queued and not past its grace period */
+	size_t peak;                   /* atomic: the highest @pending before a grace period's end */
 	uint64_t grace_periods;        /* atomic: grace periods the thread (or a barrier) waited for */
 	int urgent;                    /* atomic: a defer asked for a grace period at once */
 	int idle;                      /* atomic: PSI_RECLAIM_WAITING or _GATHERING (set under @lock) */
@@ -143,8 +143,8 @@ struct psi_reclaim_stats {
 void psi_reclaim_stats(struct psi_reclaimer *rc, struct psi_reclaim_stats *st, bool reset);
 
 /**
- * psi_reclaim_pending() - the weight of the items queued on @rc and not yet
- * released: how far its thread is behind (a relaxed read)
+ * psi_reclaim_pending() - the weight of the items queued on @rc whose
+ * grace period has not ended: how far its thread is behind (a relaxed read)
  */
 static inline size_t psi_reclaim_pending(const struct psi_reclaimer *rc)
 {
