@@ -415,9 +415,9 @@ SYNCS_TEST(deferring_syncs, retire, synchronize_and_deferred_destroy_are_prompt,
 
 /*
  * A writer flat out on one 64-range store, never synchronizing: what
- * waits for a grace period stays under the stores' hard bound (262,144
- * ranges' worth, reached only when the reclaim thread falls that far
- * behind), and the memory comes back to within twice a SPIN store's with
+ * waits for a grace period stays under the stores' hard bound (32 MiB,
+ * reached only when the reclaim thread falls that far behind), and the
+ * memory comes back to within twice a SPIN store's with
  * no synchronize call.
  */
 static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
@@ -461,7 +461,7 @@ SYNCS_TEST(rcu_syncs, retire, memory_in_flight_bounded, .timeout = 120)
 	cr_assert_eq(ps_test_reclaim_stats(*sync, NULL, NULL, NULL, true), 0);
 	store_of_64_blocks(*sync, pol, sets, &s);
 	cr_assert_eq(ps_test_reclaim_stats(*sync, NULL, NULL, &peak, false), 0);
-	cr_assert_leq(peak, ((size_t)1 << 18) * 64 + 65536, "%s: %zu bytes waited at once",
+	cr_assert_leq(peak, ((size_t)32 << 20) + 65536, "%s: %zu bytes waited at once",
 			ps_sync_name(*sync), peak);
 	cr_log_info("%s: at most %zu bytes waited for a grace period (batches of %zu)",
 			ps_sync_name(*sync), peak, ps_test_reclaim_batch_bytes());

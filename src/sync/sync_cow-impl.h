@@ -85,11 +85,12 @@ static inline void psi_cow_synchronize(void)
 #endif
 
 /*
- * Retired bytes in flight (262,144 ranges' worth) past which a set that
- * may wait releases its own record: the bound while a grace period does
- * not end.
+ * Retired bytes in flight past which a set that may wait releases its own
+ * record: the bound while a grace period does not end.  32 MiB: 262,144
+ * ranges with a record chunk each (a record of one range takes one chunk,
+ * one of n ranges n at most).
  */
-#define PSI_COW_PENDING_MAX (((size_t)1 << 18) * sizeof(struct ps_range))
+#define PSI_COW_PENDING_MAX (((size_t)1 << 18) * 2 * sizeof(struct ps_range))
 /*
  * Chunks the flavour's depot keeps at most; beyond, released ones are
  * freed.  One batch of the reclaim thread's fits: the writers take back
