@@ -527,11 +527,11 @@ PS_API int ps_store_check(struct ps_store *store, const char **why);
  * set needs live with the thread that sets (ps_store_synchronize() gives
  * the calling thread's back), and what a set retires waits, with what every
  * store of the flavour retired, for a grace period that starts within
- * 40 ms, at once when 4 MiB are waiting (so about 4 MiB are in flight at
- * most, and what sets retire while one grace period runs), then goes back
- * to a pool those stores share, which is emptied 20 ms after sets stop;
- * only if no reclaim thread could be started do retired nodes wait in the
- * store (they count here then).
+ * 40 ms (10 ms after sets stop), at once when 4 MiB are waiting (so about
+ * 4 MiB are in flight at most, and what sets retire while one grace period
+ * runs), then goes back to a pool those stores share, which is emptied
+ * 20 ms after the last release; only if no reclaim thread could be started
+ * do retired nodes wait in the store (they count here then).
  *
  * Context: see the calling-context table at the top of
  * polstore/store.h (polstore-store(3polstore)); also

@@ -177,22 +177,35 @@ static void retry_all(struct psi_reclaimer *rc)
  * It is due at once when a barrier waits or the thread must stop; when
  * @pending reached PSI_RECLAIM_BATCH_BYTES or a defer asked for it
  * (@urgent), once PSI_RECLAIM_PERIOD_NS have passed since the last one
- * began (@last_gp); and otherwise PSI_RECLAIM_LATENCY_NS after the thread
- * saw the first of them.  Wakes: see the file comment.
+ * began (@last_gp); otherwise once nothing was queued for
+ * PSI_RECLAIM_QUIET_NS (the writers stopped: more waiting gathers
+ * nothing), or PSI_RECLAIM_LATENCY_NS after the thread saw the first item.
+ * Pushes are seen by the stack's head changing; the thread looks at least
+ * every PSI_RECLAIM_QUIET_NS.  Wakes: see the file comment.
  */
 static void wait_until_due(struct psi_reclaimer *rc, uint64_t last_gp)
 {
-	uint64_t first = now_ns();
+	uint64_t first = now_ns(), quiet = first + PSI_RECLAIM_QUIET_NS;
+	struct psi_reclaim_item *seen = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
 
 	for (;;) {
+		struct psi_reclaim_item *head = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
 		uint64_t now = now_ns(), due;
 		bool full;
 
 		if (rc->barriers > 0 || rc->stop)
 			break;
+		if (head != seen) {
+			seen = head;
+			quiet = now + PSI_RECLAIM_QUIET_NS;
+		}
 		full = __atomic_load_n(&rc->urgent, __ATOMIC_SEQ_CST) ||
 		       __atomic_load_n(&rc->pending, __ATOMIC_SEQ_CST) >= PSI_RECLAIM_BATCH_BYTES;
-		due = full ? last_gp + PSI_RECLAIM_PERIOD_NS : first + PSI_RECLAIM_LATENCY_NS;
+		if (full)
+			due = last_gp + PSI_RECLAIM_PERIOD_NS;
+		else
+			due = quiet < first + PSI_RECLAIM_LATENCY_NS ? quiet
+								     : first + PSI_RECLAIM_LATENCY_NS;
 		if (now >= due)
 			break;
 		__atomic_store_n(&rc->idle, PSI_RECLAIM_GATHERING, __ATOMIC_SEQ_CST);

@@ -13,10 +13,11 @@
  * sets: a memb grace period interrupts every CPU that runs a thread of the
  * process (two sys_membarrier calls, more when a reader is slow to leave
  * its section), so the thread lets retired memory gather.  It starts one
- * PSI_RECLAIM_LATENCY_NS after it first saw work; at once (but no sooner
- * than PSI_RECLAIM_PERIOD_NS after the last) when the weight queued
- * reaches PSI_RECLAIM_BATCH_BYTES or a defer asks (psi_reclaim_defer_now());
- * and at once for a barrier.  The bound on memory in flight: about
+ * PSI_RECLAIM_LATENCY_NS after it first saw work, or once nothing more
+ * came for PSI_RECLAIM_QUIET_NS; at once (but no sooner than
+ * PSI_RECLAIM_PERIOD_NS after the last) when the weight queued reaches
+ * PSI_RECLAIM_BATCH_BYTES or a defer asks (psi_reclaim_defer_now()); and
+ * at once for a barrier.  The bound on memory in flight: about
  * PSI_RECLAIM_BATCH_BYTES, plus what writers retire during one grace
  * period; a grace period that does not end is bounded by the caller
  * (sync_cow-impl.h, PSI_COW_PENDING_MAX).  docs/internals.md has the figures.
@@ -44,6 +45,8 @@
 #define PSI_RECLAIM_BATCH_BYTES ((size_t)4 << 20)
 /* The longest queued work waits, after the thread saw it, for its grace period to start. */
 #define PSI_RECLAIM_LATENCY_NS 40000000L
+/* Nothing queued for this long: the writers stopped, and the grace period starts. */
+#define PSI_RECLAIM_QUIET_NS 10000000L
 
 struct psi_reclaim_item {
 	struct psi_reclaim_item *next;
