@@ -363,6 +363,8 @@ SYNCS_TEST(deferring_syncs, retire, sets_share_grace_periods, .timeout = 60)
 	cr_assert_lt(gp1 - gp0, (uint64_t)n / 10, "%s: %d sets took %llu grace periods",
 			ps_sync_name(*sync), 2 * n, (unsigned long long)(gp1 - gp0));
 	cr_assert_gt(gp1 - gp0, 0);
+	cr_log_info("%s: %d sets, %llu grace periods", ps_sync_name(*sync), 2 * n,
+			(unsigned long long)(gp1 - gp0));
 	ps_store_destroy(s);
 	cr_assert_eq(ps_policy_refcount(p), 1);
 	cr_assert_eq(ps_policy_refcount(q), 1);
