@@ -527,6 +527,7 @@ static void run_alone(void *(*fn)(void *), struct point *pt)
 /* What one repetition of one row measured for one map. */
 struct result {
 	double reader_ops_s, writer_ops_s, cpus, duration_s;
+	double gp_per_sec, inflight_peak; /* the reclaim threads (gp.c) */
 	uint64_t reader_ops;
 	uint64_t checked, swept; /* lookups compared with the model: by readers, by the sweeps */
 };
@@ -542,8 +543,9 @@ static struct result run_point(const struct churn_map *m, uint64_t n, unsigned s
 	struct point *pt = aligned_alloc(64, sizeof(*pt));
 	int nthreads = nreaders + nwriters, i;
 	struct worker *w = aligned_alloc(64, sizeof(*w) * (size_t)(nthreads ? nthreads : 1));
-	struct result r = {NAN, NAN, 0, 0, 0, 0, 0};
+	struct result r = {NAN, NAN, 0, 0, 0, 0, 0, 0, 0};
 	uint64_t s, t_go, t_stop, rops = 0, wops = 0, cpu = 0;
+	struct stress_gp_mark gm;
 
 	if (!pt || !w)
 		stress_die("out of memory");
@@ -570,10 +572,12 @@ static struct result run_point(const struct churn_map *m, uint64_t n, unsigned s
 		w[i].seed = stress_seed_for(seed, 1 + (uint64_t)i);
 		stress_thread_start(&w[i].th, i < nreaders ? reader_main : writer_main, &w[i]);
 	}
+	stress_gp_mark(&gm);
 	t_go = stress_gate_open(&pt->gate, nthreads);
 	stress_sleep_until(t_go + (uint64_t)(seconds * 1e9));
 	__atomic_store_n(&pt->stop, 1, __ATOMIC_RELAXED);
 	t_stop = stress_now_ns();
+	stress_gp_read(&gm, &r.gp_per_sec, &r.inflight_peak);
 	for (i = 0; i < nthreads; i++) {
 		pthread_join(w[i].th, NULL);
 		if (i < nreaders)
@@ -745,6 +749,11 @@ static void run_size(uint64_t n, const struct row *rows, int nrows)
 			p->rank_cpu_s = x[mid].cpus * x[mid].duration_s;
 			p->cpu_share = stress_cpu_share(p->rank_cpu_s, p->duration_s,
 					rows[r].readers + rows[r].writers);
+			/* The library's reclaim threads: a plugin's grace periods are its own. */
+			if (!churn_maps[m].path) {
+				p->gp_per_sec = x[mid].gp_per_sec;
+				p->inflight_peak_bytes = x[mid].inflight_peak;
+			}
 			if (!strcmp(churn_maps[m].ops->name, churn_reference))
 				ref = p;
 		}
@@ -826,7 +835,7 @@ void stress_print_churn(void)
 	unsigned seen = 0;
 
 	for (i = 0; (p = stress_point_at(i)); i++) {
-		char row[32], rd[48], wr[48], x1[16], x2[16], cpu[16], wn[24];
+		char row[32], rd[48], wr[48], x1[16], x2[16], cpu[16], gp[16], fl[16], wn[24];
 
 		if (strcmp(p->scenario, "churn"))
 			continue;
@@ -844,11 +853,11 @@ void stress_print_churn(void)
 					(unsigned long long)(2 * p->ranges),
 					(unsigned long long)(p->pages / (2 * p->ranges)), p->reps,
 					stress_opts.duration_s, p->reference, p->reference);
-			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %s\n", "row", "map",
+			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %6s %9s %s\n", "row", "map",
 					"lookups, all readers", "x ref", "writer ops", "x ref",
-					"CPUs", "warn");
-			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s\n", "", "", "(M/s)", "",
-					"(k/s)", "", "");
+					"CPUs", "GPs", "in flight", "warn");
+			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %6s %9s\n", "", "", "(M/s)",
+					"", "(k/s)", "", "", "(/s)", "(KiB)");
 			last = p->ranges;
 			lr = lw = -2;
 		}
@@ -860,9 +869,16 @@ void stress_print_churn(void)
 		fmt_ratio(x1, sizeof(x1), p->reader_ratio);
 		fmt_ratio(x2, sizeof(x2), p->writer_ratio);
 		snprintf(cpu, sizeof(cpu), "%.2f", p->rank_cpu_s / p->duration_s);
-		printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %s\n",
+		if (isnan(p->gp_per_sec)) {
+			snprintf(gp, sizeof(gp), "-");
+			snprintf(fl, sizeof(fl), "-");
+		} else {
+			snprintf(gp, sizeof(gp), "%.0f", p->gp_per_sec);
+			snprintf(fl, sizeof(fl), "%.0f", p->inflight_peak_bytes / 1024);
+		}
+		printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %6s %9s %s\n",
 				p->ranks == lr && p->writers == lw ? "" : row, p->variant, rd, x1,
-				wr, x2, cpu, stress_warn_names(p->warn, wn, sizeof(wn)));
+				wr, x2, cpu, gp, fl, stress_warn_names(p->warn, wn, sizeof(wn)));
 		seen |= p->warn;
 		lr = p->ranks;
 		lw = p->writers;
@@ -870,7 +886,9 @@ void stress_print_churn(void)
 	if (!last)
 		return;
 	printf("  (CPUs: CPU time the point's threads got / its wall time; lower than its "
-	       "thread count\n   when other processes took CPU)\n");
+	       "thread count\n   when other processes took CPU; GPs: the library's reclaim "
+	       "threads' grace periods\n   per second; in flight: the most retired memory "
+	       "that waited for one)\n");
 	stress_warn_footnote(seen);
 	printf("  churn_maps:\n");
 	for (m = 0; m < churn_nmaps; m++)

@@ -88,6 +88,8 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	struct stress_hist *h;
 	int nwriters = v->kind == V_UNSYNC ? 0 : stress_opts.writers, i;
 	uint64_t t_go, t_stop, ops = 0;
+	struct stress_gp_mark gm;
+	double gps, peak;
 	double lookup_ticks = 0, iter_ticks = 0, cpu_ns = 0, lookup_oncpu = 0, iter_oncpu = 0;
 	bool lockstat;
 
@@ -112,7 +114,9 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 		ranks[i].seed = stress_seed_for(stress_opts.seed, (uint64_t)i);
 		stress_thread_start(&ranks[i].th, rank_main, &ranks[i]);
 	}
+	stress_gp_mark(&gm);
 	writers = writers_run(c, nwriters, nranks, &t_go, &t_stop);
+	stress_gp_read(&gm, &gps, &peak);
 	for (i = 0; i < nranks; i++) {
 		pthread_join(ranks[i].th, NULL);
 		ops += ranks[i].ops;
@@ -138,6 +142,8 @@ static void run_point(const char *scenario, const struct variant *v, const struc
 	p.baseline = baseline_of(v);
 	p.rank_cpu_s = cpu_ns / 1e9;
 	p.cpu_share = stress_cpu_share(p.rank_cpu_s, p.duration_s, nranks);
+	p.gp_per_sec = gps;
+	p.inflight_peak_bytes = peak;
 	/* A variant without a lock reports zeros: nothing to show. */
 	if (lockstat && !ps_store_lock_stat_read(c->store, p.lockstat))
 		p.has_lockstat = p.lockstat[PS_LOCK_STAT_WRITE].acquisitions ||

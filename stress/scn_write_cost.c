@@ -60,7 +60,9 @@
  * sets: SEQLOCK (and an RCU store that defers frees) holds removed ranges
  * until then, so they stay bounded by about 4096 sets' worth.  Its time is
  * reported per timed set apart (sync_ns_per_set), with the most bytes one
- * call released (retired_bytes_max, from the counting allocator).  unsync
+ * call released (retired_bytes_max, from the counting allocator), and the
+ * most bytes that waited for a grace period meanwhile (inflight_peak_bytes,
+ * the reclaim threads' own count: gp.c).  unsync
  * frees in base_set() and never synchronises.  Why 4096: with a call every
  * 256 sets, SEQLOCK's sets measured 3-6x slower (each call waits ~10 ms for
  * liburcu's call_rcu worker, so the thread mostly slept between short runs
@@ -91,6 +93,8 @@ struct wc_sum {
 	uint64_t fast_ticks; /* the kind's own sets that took less */
 	uint64_t sync_ns, syncs;
 	double retired_max; /* bytes */
+	double inflight_peak; /* the most bytes that waited for a grace period (gp.c) */
+	double gp_per_sec;
 };
 
 struct wc_arg {
@@ -236,8 +240,13 @@ static void *wc_main(void *arg)
 	int k;
 
 	for (k = 0; k < WC_NKINDS; k++)
-		if (k != WC_SPAN || a->c->l.nslots >= WC_SPAN_RANGES)
+		if (k != WC_SPAN || a->c->l.nslots >= WC_SPAN_RANGES) {
+			struct stress_gp_mark gm;
+
+			stress_gp_mark(&gm);
 			wc_run_kind(a, (enum wc_kind)k);
+			stress_gp_read(&gm, &a->sum[k].gp_per_sec, &a->sum[k].inflight_peak);
+		}
 	return NULL;
 }
 
@@ -421,6 +430,8 @@ void stress_run_write_cost(void)
 					tot.syncs += sm->syncs;
 					if (sm->retired_max > tot.retired_max)
 						tot.retired_max = sm->retired_max;
+					if (sm->inflight_peak > tot.inflight_peak)
+						tot.inflight_peak = sm->inflight_peak;
 					tot.stats |= sm->stats;
 					tot.copied += sm->copied;
 					tot.nretired += sm->nretired;
@@ -457,6 +468,7 @@ void stress_run_write_cost(void)
 					p.sync_ns_per_set = (double)tot.sync_ns /
 							    (double)(tot.sets + tot.restores);
 					p.retired_bytes_max = tot.retired_max;
+					p.inflight_peak_bytes = tot.inflight_peak;
 				}
 				if (tot.stats && tot.sets) {
 					p.copied_mean = (double)tot.copied / (double)tot.sets;

@@ -300,6 +300,7 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->sync_ns_per_set = p->retired_bytes_max = NAN;
 	p->copied_mean = p->copied_max = p->nretired_mean = p->nretired_max = p->root_share = NAN;
 	p->one_mem = p->one_heap_now = p->one_heap_idle = NAN;
+	p->gp_per_sec = p->inflight_peak_bytes = NAN;
 	for (int i = 0; i < 3; i++)
 		p->store_mem[i] = p->store_heap[i] = p->store_rss[i] = NAN;
 	p->ns_per_op = p->ranges_per_op = p->ns_per_range = p->ratio_lookup = NAN;
@@ -564,7 +565,10 @@ static const struct col cols[] = {
 		COL(efficiency_max, "%.4f"),
 		COL(writer_max_wait_min_ns, "%.0f"),
 		COL(lookup_ns_max, "%.2f"),
-		/* the warnings (stress_warn_*()) */
+		/* the reclaim threads */
+		COL(gp_per_sec, "%.1f"),
+		COL(inflight_peak_bytes, "%.0f"),
+		/* the warnings (stress_warn_*()), last */
 		COL(cpu_share, "%.3f"),
 		{"warn", C_WARN, offsetof(struct stress_point, warn), NULL},
 };

@@ -4,13 +4,15 @@
  * (tables.c), the options (options.c) and the driver (polstore-stress.c)
  * share: the options, one measured point and the points recorded, timing,
  * the sampled latency histogram, the start gate and errors, all in
- * stress.c, which calls no other file of the program; then the scenarios'
- * entry points, which only the driver and tables.c call.
+ * stress.c, which calls no other file of the program; the reclaim threads'
+ * figures (gp.c); then the scenarios' entry points, which only the driver
+ * and tables.c call.
  *
  * The store scenarios (scn_store.h) include src/range/rangetree.h: their
  * unsynchronised, pthread_rwlock and pthread_mutex baselines wrap the range
- * tree core directly.  That is the stress program's one declared use of a
- * library-internal header (docs/design.md).
+ * tree core directly.  gp.c includes src/locks/rcu_reclaim.h, whose
+ * counters no public call shows.  Those are the stress program's declared
+ * uses of library-internal headers (docs/design.md).
  */
 #ifndef POLSTORE_STRESS_H
 #define POLSTORE_STRESS_H
@@ -173,6 +175,12 @@ struct stress_point {
 	 */
 	int resolvers;
 	double resolve_ns, resolve_share, fixed_ratio;
+	/*
+	 * shared-text, hot-policy, churn, write-cost: grace periods per
+	 * second of the library's reclaim threads while the point ran, and
+	 * the most bytes that waited for one (gp.c).
+	 */
+	double gp_per_sec, inflight_peak_bytes;
 	char note[64];
 	/*
 	 * The CPU time the point's threads got over what they could have used
@@ -242,6 +250,18 @@ void stress_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 void stress_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* A broken invariant: message on stderr, then abort() for a core dump. */
 void stress_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/*
+ * The reclaim threads' grace periods and memory in flight over an interval
+ * (gp.c): mark at its start (a new peak starts), read at its end: grace
+ * periods per second since the mark, the most bytes queued since.
+ */
+struct stress_gp_mark {
+	uint64_t grace_periods;
+	uint64_t t_ns;
+};
+void stress_gp_mark(struct stress_gp_mark *m);
+void stress_gp_read(const struct stress_gp_mark *m, double *gp_per_sec, double *peak_bytes);
 
 extern struct stress_opts stress_opts;
 extern double stress_ns_per_tick;

@@ -87,7 +87,7 @@ static void table_store(const char *scenario)
 
 	for (i = 0; (p = next_point(scenario, &i)); i++) {
 		char t[32], pr[32], e[32], ce[32], ls[32], p50[32], p99[32], p999[32], mx[32],
-				w[32], ww[32], x[16], wn[24];
+				w[32], ww[32], x[16], gp[32], wn[24];
 		unsigned warn = p->warn;
 
 		if (!header) {
@@ -102,13 +102,13 @@ static void table_store(const char *scenario)
 					stress_opts.writers,
 					(double)stress_opts.write_interval_ns / 1e3,
 					p->fault_work_ns, stress_opts.duration_s);
-			printf("  %-20s %5s %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s %s\n",
+			printf("  %-20s %5s %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s %6s %s\n",
 					"variant", "ranks", "lookups", "per rank", "eff", "cpueff",
 					"lookup", "p50", "p99", "p99.9", "max", "writer", "writer",
-					"x p_rw", "warn");
-			printf("  %-20s %5s %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s\n", "",
+					"x p_rw", "GPs", "warn");
+			printf("  %-20s %5s %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s %6s\n", "",
 					"", "(M/s)", "(M/s)", "", "", "(%)", "(ns)", "(ns)", "(ns)",
-					"(ns)", "(sets/s)", "wait (ns)", "");
+					"(ns)", "(sets/s)", "wait (ns)", "", "(/s)");
 			header = true;
 		}
 		fmt_num(t, sizeof(t), "%.2f", p->ops_per_sec / 1e6);
@@ -129,9 +129,10 @@ static void table_store(const char *scenario)
 						(double)prw->ops < stress_opts.warn_events))
 			warn |= STRESS_WARN_REF;
 		fmt_num(ce, sizeof(ce), "%.3f", p->cpu_efficiency);
-		printf("  %-20s %5d %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s %s\n",
+		fmt_num(gp, sizeof(gp), "%.0f", p->gp_per_sec);
+		printf("  %-20s %5d %9s %9s %6s %6s %7s %8s %8s %8s %9s %8s %9s %6s %6s %s\n",
 				p->variant, p->ranks, t, pr, e, ce, ls, p50, p99, p999, mx, w, ww,
-				x, stress_warn_names(warn, wn, sizeof(wn)));
+				x, gp, stress_warn_names(warn, wn, sizeof(wn)));
 		seen |= warn;
 	}
 	if (header) {
@@ -142,7 +143,8 @@ static void table_store(const char *scenario)
 		       "CPU (< 100 us);\n   cpueff: lookups per CPU-second the ranks got / the "
 		       "baseline's (insensitive to\n   other processes' load, blind to time a rank "
 		       "sleeps);\n   latencies sampled 1 lookup in %d, in ns, or with u in us, m "
-		       "in ms;\n   x p_rw: throughput / pthread_rwlock's at the same ranks)\n",
+		       "in ms;\n   x p_rw: throughput / pthread_rwlock's at the same ranks;\n   GPs: "
+		       "the reclaim threads' grace periods per second during the point)\n",
 				STRESS_SAMPLE_MASK + 1);
 		stress_warn_footnote(seen);
 	}
@@ -204,7 +206,7 @@ static void table_write_cost(void)
 	size_t i;
 
 	for (i = 0; (p = next_point("write-cost", &i)); i++) {
-		char a[32], b[32], c[48], d[32], e[32], f[32], g[32];
+		char a[32], b[32], c[48], d[32], e[32], f[32], g[32], h[32];
 
 		if (p->ranges != last) {
 			printf("\nwrite-cost: one thread, no readers; %llu ranges over %llu pages; "
@@ -212,13 +214,13 @@ static void table_write_cost(void)
 			       "%d repetition(s) of %.2f s per kind and variant\n",
 					(unsigned long long)p->ranges, (unsigned long long)p->pages,
 					p->overhead_ns, p->reps, p->duration_s);
-			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %5s\n", "kind",
-					"variant", "set", "x unsync", "(min..max)", "restore",
-					"restore", "x unsync", "sync", "retired", "sets",
-					"slow");
-			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %5s\n", "",
-					"", "(ns)", "", "(ns)", "", "(ns)", "", "(ns/set)",
-					"(B)", "", "");
+			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %9s %5s\n",
+					"kind", "variant", "set", "x unsync", "(min..max)",
+					"restore", "restore", "x unsync", "sync", "retired",
+					"in flight", "sets", "slow");
+			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %9s %5s\n",
+					"", "", "(ns)", "", "(ns)", "", "(ns)", "", "(ns/set)",
+					"(B)", "(B)", "", "");
 			last = p->ranges;
 			last_kind = "";
 		}
@@ -232,9 +234,10 @@ static void table_write_cost(void)
 		fmt_num(e, sizeof(e), "%.3f", p->restore_ratio);
 		fmt_num(f, sizeof(f), "%.1f", p->sync_ns_per_set);
 		fmt_num(g, sizeof(g), "%.0f", p->retired_bytes_max);
-		printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9llu %5llu\n",
+		fmt_num(h, sizeof(h), "%.0f", p->inflight_peak_bytes);
+		printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %9llu %5llu\n",
 				strcmp(p->kind, last_kind) ? p->kind : "", p->variant, a, b, c,
-				p->restore_kind[0] ? p->restore_kind : "-", d, e, f, g,
+				p->restore_kind[0] ? p->restore_kind : "-", d, e, f, g, h,
 				(unsigned long long)p->ops, (unsigned long long)p->slow_sets);
 		last_kind = p->kind;
 	}
@@ -242,7 +245,9 @@ static void table_write_cost(void)
 		printf("  (restore: the set(s) that put the tree back after each timed set, "
 		       "timed apart;\n   sync: ps_store_synchronize() time per timed set, "
 		       "outside the timed sets;\n   retired: most bytes one synchronize call "
-		       "released; sets: the kind's timed sets, all repetitions;\n   slow: of "
+		       "released; in flight: the most retired bytes that waited for a grace\n"
+		       "   period (every store of the flavour); sets: the kind's timed sets, all "
+		       "repetitions;\n   slow: of "
 		       "those, how many took 100 us or more (preempted?), counted in ns/set)\n");
 	for (i = 0, last = 0; (p = next_point("write-cost", &i)); i++) {
 		char a[32], b[32], c[32], d[32], e[32];

@@ -128,6 +128,50 @@ VARIANT_TEST(fork, single_thread_child_reads_and_writes)
 	ps_policy_put(a);
 }
 
+/*
+ * A fork while the reclaim thread lets retired memory gather (records
+ * queued, their grace period not started): the child inherits the queue
+ * and its synchronize releases it; the parent's thread goes on and
+ * releases its copy with no synchronize call.
+ */
+static int child_releases_queue(struct ps_store *s, struct ps_policy *a, struct ps_policy *b)
+{
+	alarm(20);
+	if (ps_store_synchronize(s) || ps_policy_refcount(a) != 1)
+		return 2;
+	if (ps_store_set(s, 10, 20, a) || ps_store_set(s, 10, 20, b) || ps_store_synchronize(s) ||
+			ps_policy_refcount(a) != 1)
+		return 3;
+	ps_store_destroy(s);
+	return 0;
+}
+
+VARIANT_TEST(fork, fork_while_retired_memory_gathers)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2);
+	uint64_t t0;
+	pid_t pid;
+
+	cr_assert_eq(ps_store_set(s, 0, 100, b), 0);
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_assert_eq(ps_store_set(s, 10, 20, a), 0);
+	cr_assert_eq(ps_store_set(s, 10, 20, b), 0); /* retires the range that held @a */
+	/* SEQLOCK keeps a part batch until synchronize; SPIN and RWLOCK freed it at once. */
+	if (*sync == PS_SYNC_SEQLOCK)
+		cr_assert_eq(ps_store_synchronize(s), 0);
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0)
+		_exit(child_releases_queue(s, a, b));
+	expect_child(pid);
+	for (t0 = ps_test_now_ns(); ps_policy_refcount(a) != 1; usleep(1000))
+		cr_assert_lt(ps_test_now_ns() - t0, 10000000000ULL, "the parent's queue stalled");
+	ps_store_destroy(s);
+	ps_policy_put(a);
+	ps_policy_put(b);
+}
+
 struct idle {
 	struct ps_store *s;
 	bool qsbr_online;

@@ -551,3 +551,168 @@ VARIANT_TEST(retire, sync_section_forked_child, .timeout = 30)
 	ps_store_destroy(s);
 	ps_policy_put(p);
 }
+
+/* ---- grace periods in proportion to the memory queued ---- */
+
+/* Wait (10 s at most) until the reclaim thread of @sync has released everything queued. */
+static void wait_released(enum ps_sync sync)
+{
+	uint64_t t0 = ps_test_now_ns();
+	size_t pending = 1;
+
+	while (!ps_test_reclaim_stats(sync, NULL, &pending, NULL, false) && pending) {
+		cr_assert_lt(ps_test_now_ns() - t0, 10000000000ULL,
+				"%s: %zu bytes still queued after 10 s, with no synchronize call",
+				ps_sync_name(sync), pending);
+		sleep_ms(1);
+	}
+}
+
+/*
+ * Sets a little apart, each retiring what it replaced: they share grace
+ * periods (fewer than one per 20 sets), and all is released with no
+ * synchronize call.  A thread that started one grace period per
+ * millisecond of work made about one per set here.
+ */
+SYNCS_TEST(deferring_syncs, retire, sets_share_grace_periods, .timeout = 60)
+{
+	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
+	struct ps_store *s = ps_store_create(*sync);
+	struct timespec gap = { 0, 300000 };
+	uint64_t gp0, gp1;
+	int i, n = 200;
+
+	cr_assert_not_null(s);
+	for (i = 0; i < 64; i++)
+		cr_assert_eq(ps_store_set(s, 8 * (uint64_t)i, 8 * (uint64_t)i + 4, p), 0);
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_assert_eq(ps_test_reclaim_stats(*sync, &gp0, NULL, NULL, true), 0);
+	for (i = 0; i < n; i++) {
+		uint64_t k = (uint64_t)(i * 7 % 64);
+
+		cr_assert_eq(ps_store_set(s, 8 * k, 8 * k + 4, (i & 1) ? p : q), 0);
+		cr_assert_eq(ps_store_set(s, 8 * k + 1, 8 * k + 2, NULL), 0);
+		nanosleep(&gap, NULL);
+	}
+	wait_released(*sync);
+	cr_assert_eq(ps_test_reclaim_stats(*sync, &gp1, NULL, NULL, false), 0);
+	cr_assert_lt(gp1 - gp0, (uint64_t)n / 10, "%s: %d sets took %llu grace periods",
+			ps_sync_name(*sync), 2 * n, (unsigned long long)(gp1 - gp0));
+	cr_assert_gt(gp1 - gp0, 0);
+	cr_log_info("%s: %d sets, %llu grace periods", ps_sync_name(*sync), 2 * n,
+			(unsigned long long)(gp1 - gp0));
+	ps_store_destroy(s);
+	cr_assert_eq(ps_policy_refcount(p), 1);
+	cr_assert_eq(ps_policy_refcount(q), 1);
+	ps_policy_put(p);
+	ps_policy_put(q);
+}
+
+/*
+ * ps_store_synchronize() and a deferred destroy ask for their grace
+ * period at once: neither waits out the time a batch may gather.  Ten of
+ * each take less than five such times together.
+ */
+SYNCS_TEST(deferring_syncs, retire, synchronize_and_deferred_destroy_are_prompt, .timeout = 60)
+{
+	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
+	uint64_t t_sync = 0, t_defer = 0, latency = ps_test_reclaim_latency_ns();
+	size_t pending;
+	int i;
+
+	for (i = 0; i < 10; i++) {
+		struct ps_store *s = ps_store_create(*sync);
+		uint64_t t0;
+
+		cr_assert_not_null(s);
+		cr_assert_eq(ps_store_set(s, 0, 100, p), 0);
+		cr_assert_eq(ps_store_set(s, 10, 20, q), 0);
+		cr_assert_eq(ps_store_set(s, 0, 100, q), 0); /* retires three ranges */
+		t0 = ps_test_now_ns();
+		cr_assert_eq(ps_store_synchronize(s), 0);
+		t_sync += ps_test_now_ns() - t0;
+		cr_assert_eq(ps_test_reclaim_stats(*sync, NULL, &pending, NULL, false), 0);
+		cr_assert_eq(pending, 0, "%s: %zu bytes queued after a synchronize",
+				ps_sync_name(*sync), pending);
+		cr_assert_eq(ps_policy_refcount(p), 1);
+		t0 = ps_test_now_ns();
+		cr_assert_eq(ps_store_destroy_deferred(s), 0);
+		while (ps_policy_refcount(q) != 1) {
+			cr_assert_lt(ps_test_now_ns() - t0, 10000000000ULL, "never destroyed");
+			usleep(100);
+		}
+		t_defer += ps_test_now_ns() - t0;
+	}
+	cr_expect_lt(t_sync, 5 * latency, "%s: 10 synchronize calls took %.1f ms",
+			ps_sync_name(*sync), (double)t_sync / 1e6);
+	cr_expect_lt(t_defer, 5 * latency, "%s: 10 deferred destroys took %.1f ms",
+			ps_sync_name(*sync), (double)t_defer / 1e6);
+	ps_policy_put(p);
+	ps_policy_put(q);
+}
+
+/*
+ * A writer flat out on one 64-range store, never synchronizing: what
+ * waits for a grace period stays under the stores' hard bound (32 MiB,
+ * reached only when the reclaim thread falls that far behind), and the
+ * memory comes back to within twice a SPIN store's with
+ * no synchronize call.
+ */
+static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+
+static long store_of_64_blocks(enum ps_sync sync, struct ps_policy **pol, long sets,
+		struct ps_store **out)
+{
+	long live0 = ps_test_alloc_live(), i;
+	struct ps_store *s = ps_store_create(sync);
+	uint64_t rng = 12345;
+
+	cr_assert_not_null(s);
+	for (i = 0; i < 64; i++)
+		cr_assert_eq(ps_store_set(s, 4 * (uint64_t)i, 4 * (uint64_t)i + 3, pol[i % 4]), 0);
+	for (i = 0; i < sets; i++) {
+		uint64_t x;
+
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		x = rng % 64;
+		cr_assert_eq(ps_store_set(s, 4 * x, 4 * x + 3, pol[(rng >> 8) % 4]), 0);
+	}
+	*out = s;
+	return ps_test_alloc_live() - live0;
+}
+
+SYNCS_TEST(rcu_syncs, retire, memory_in_flight_bounded, .timeout = 120)
+{
+	struct ps_policy *pol[4] = { ps_test_bind(0), ps_test_bind(1), ps_test_bind(2),
+		ps_test_bind(3) };
+	long sets = ps_test_iters(100000), spin_blocks, blocks = 0;
+	struct ps_store *s;
+	uint64_t t0;
+	size_t peak;
+	int i;
+
+	ps_test_alloc_install();
+	spin_blocks = store_of_64_blocks(PS_SYNC_SPIN, pol, 0, &s);
+	ps_store_destroy(s);
+	cr_assert_eq(ps_test_reclaim_stats(*sync, NULL, NULL, NULL, true), 0);
+	store_of_64_blocks(*sync, pol, sets, &s);
+	cr_assert_eq(ps_test_reclaim_stats(*sync, NULL, NULL, &peak, false), 0);
+	cr_assert_leq(peak, ((size_t)32 << 20) + 65536, "%s: %zu bytes waited at once",
+			ps_sync_name(*sync), peak);
+	cr_log_info("%s: at most %zu bytes waited for a grace period (batches of %zu)",
+			ps_sync_name(*sync), peak, ps_test_reclaim_batch_bytes());
+	/* Back to twice a SPIN store's blocks with no synchronize call (the thread's spares aside). */
+	for (t0 = ps_test_now_ns(); ps_test_now_ns() - t0 < 10000000000ULL; sleep_ms(5)) {
+		blocks = ps_test_alloc_live();
+		if (blocks <= 2 * spin_blocks)
+			break;
+	}
+	cr_assert_leq(blocks, 2 * spin_blocks, "%s: %ld blocks live, SPIN's store %ld",
+			ps_sync_name(*sync), blocks, spin_blocks);
+	ps_store_destroy(s);
+	ps_test_alloc_restore();
+	for (i = 0; i < 4; i++)
+		ps_policy_put(pol[i]);
+}

@@ -215,8 +215,8 @@ Test(stall, stderr_child, .timeout = 30)
 /*
  * Sets never wait for a grace period while the reclaim thread keeps up;
  * when it cannot (here: a stalled online thread), sets made outside every
- * section go on until 262,144 retired ranges are in flight
- * (16 MiB of 64-byte ranges), and only the set past that waits, for
+ * section go on until 262,144 retired ranges are in flight at least
+ * (32 MiB of 64-byte ranges and their records), and only the set past that waits, for
  * as long as the stall lasts: with a warning naming the setter.
  */
 struct setter {

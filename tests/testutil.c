@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #define PS_TEST_NO_CRITERION
+#include "rcu_flavour.h"
+#include "rcu_reclaim.h"
 #include "testutil.h"
 
 enum ps_sync ps_test_all_syncs[PS_SYNC_COUNT];
@@ -244,12 +246,48 @@ int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out
 	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }
 
-/* The library's test hook (src/locks/rcu_reclaim.h): not part of the API. */
-extern void (*psi_reclaim_test_hook)(void);
+/* The library's test hook and reclaim threads (src/locks/rcu_reclaim.h): not part of the API. */
 
 void psi_test_set_release_hook(void (*fn)(void))
 {
 	__atomic_store_n(&psi_reclaim_test_hook, fn, __ATOMIC_SEQ_CST);
+}
+
+int ps_test_reclaim_stats(enum ps_sync sync, uint64_t *grace_periods, size_t *pending,
+		size_t *peak, bool reset)
+{
+	const struct psi_flavour *f;
+	struct psi_reclaim_stats st;
+
+	switch (sync) {
+	case PS_SYNC_SEQLOCK:
+	case PS_SYNC_RCU:
+		f = &psi_flavour_memb;
+		break;
+	case PS_SYNC_RCU_QSBR:
+		f = &psi_flavour_qsbr;
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	psi_reclaim_stats(f->reclaimer, &st, reset);
+	if (grace_periods)
+		*grace_periods = st.grace_periods;
+	if (pending)
+		*pending = st.pending;
+	if (peak)
+		*peak = st.peak;
+	return 0;
+}
+
+uint64_t ps_test_reclaim_latency_ns(void)
+{
+	return PSI_RECLAIM_LATENCY_NS;
+}
+
+size_t ps_test_reclaim_batch_bytes(void)
+{
+	return PSI_RECLAIM_BATCH_BYTES;
 }
 
 void ps_test_alloc_install(void)

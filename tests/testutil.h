@@ -188,6 +188,25 @@ long ps_test_alloc_quarantine_end(void);
 void psi_test_set_release_hook(void (*fn)(void));
 
 /*
+ * The reclaim thread that frees what @sync's stores retire (SEQLOCK and
+ * RCU: liburcu's memb flavour's, RCU_QSBR: qsbr's; shared by every store
+ * of the flavour): the grace periods it has waited for since the process
+ * started, the bytes queued and not yet released, and the most bytes
+ * queued since the last call with @reset (which starts a new peak).  Any
+ * pointer may be NULL.  Return: 0, or -EOPNOTSUPP for SPIN and RWLOCK.
+ */
+int ps_test_reclaim_stats(enum ps_sync sync, uint64_t *grace_periods, size_t *pending,
+		size_t *peak, bool reset);
+
+/*
+ * The reclaim thread's batching (src/locks/rcu_reclaim.h): the longest
+ * queued memory waits for its grace period to start when nothing asks for
+ * one, and the bytes queued at which one starts at once.
+ */
+uint64_t ps_test_reclaim_latency_ns(void);
+size_t ps_test_reclaim_batch_bytes(void);
+
+/*
  * The checking mode (polstore/store.h, "Misuse") for the stores created
  * from now on in this process, as POLSTORE_CHECK=1 turns it on at load.
  */

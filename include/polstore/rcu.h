@@ -19,8 +19,8 @@
  *    sets retire is freed only once every online thread has passed a
  *    quiescent state.  An online thread that never reports one holds up
  *    every qsbr grace period: sets go on without waiting while retired
- *    ranges pile up, until 262,144 of them are in flight
- *    (16 MiB of ranges, and the tree nodes the sets replaced);
+ *    ranges pile up, until 32 MiB are in flight (ranges and the
+ *    records that list them: 262,144 ranges when each set retires one);
  *    past that, each set made outside every section waits for a grace
  *    period, for as long as the stall lasts, and ps_store_synchronize()
  *    waits too.  polstore warns on stderr once such a wait has lasted

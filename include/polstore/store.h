@@ -76,11 +76,11 @@
  *       be allocated or no reclaim thread runs, and only outside every
  *       memb read-side section (inside one the batch waits for a later
  *       set or synchronize).
- *   (4) only with 262,144 retired ranges in flight (the reclaim thread
- *       far behind, as behind an online RCU_QSBR thread that reports no
- *       quiescent state) or no reclaim thread, and only outside every
- *       read-side section of its flavour (RCU_QSBR: offline); inside one
- *       the set never waits.
+ *   (4) only with 32 MiB of retired ranges and records in flight (the
+ *       reclaim thread far behind, as behind an online RCU_QSBR thread
+ *       that reports no quiescent state) or no reclaim thread, and only
+ *       outside every read-side section of its flavour (RCU_QSBR:
+ *       offline); inside one the set never waits.
  *   (5) synchronize returns -EDEADLK inside any read-side section of the
  *       store's flavour, of this store or another (memb for SEQLOCK and
  *       RCU; for RCU_QSBR an automatic section, opened for a thread that
@@ -604,10 +604,13 @@ PS_API int ps_store_check(struct ps_store *store, const char **why);
  * Counts the store itself and its nodes, not the policies (which are
  * shared).  RCU and RCU_QSBR stores hold nothing else: the spare nodes a
  * set needs live with the thread that sets (ps_store_synchronize() gives
- * the calling thread's back), and what a set retires is back in a pool
- * shared by every store of the flavour about one grace period later; only
- * if no reclaim thread could be started do retired nodes wait in the store
- * (they count here then).
+ * the calling thread's back), and what a set retires waits, with what every
+ * store of the flavour retired, for a grace period that starts within
+ * 40 ms (10 ms after sets stop), at once when 4 MiB are waiting (so about
+ * 4 MiB are in flight at most, and what sets retire while one grace period
+ * runs), then goes back to a pool those stores share, which is emptied
+ * 20 ms after the last release; only if no reclaim thread could be started
+ * do retired nodes wait in the store (they count here then).
  *
  * Context: see the calling-context table at the top of
  * polstore/store.h (polstore-store(3polstore)); also

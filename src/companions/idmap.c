@@ -697,7 +697,7 @@ static void idmap_retire_batch(struct ps_idmap *map, struct idmap_batch *b)
 	b->item.release = idmap_batch_ready;
 	__atomic_add_fetch(&map->pending, 1, __ATOMIC_RELAXED);
 	PSI_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch */
-	if (!psi_reclaim_defer(psi_flavour_memb.reclaimer, &b->item))
+	if (!psi_reclaim_defer_weighed(psi_flavour_memb.reclaimer, &b->item, sizeof(*b)))
 		return;
 	idmap_synchronize(map);
 	idmap_push_ready(map, b);

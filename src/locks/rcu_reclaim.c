@@ -10,12 +10,15 @@
  * memory before it was unpublished.
  *
  * Waking the thread without a lock on the writer's side: the thread sets
- * @idle and then looks at the stack once more before it sleeps; a writer
- * pushes and then looks at @idle.  Both are sequentially consistent, so at
- * least one of them sees the other's store: either the thread finds the
- * item, or the writer sees @idle and signals under @lock, which the thread
- * holds from setting @idle until pthread_cond_wait() releases it, so the
- * signal cannot fall between the two.
+ * @idle and then looks at the stack (WAITING) or at @pending and @urgent
+ * (GATHERING) once more before it sleeps; a writer adds its weight, pushes,
+ * sets @urgent if it asks, and then looks at @idle.  All are sequentially
+ * consistent, so at least one of them sees the other's store: either the
+ * thread finds the item (or the weight, or the request), or the writer
+ * sees @idle and signals under @lock, which the thread holds from setting
+ * @idle until pthread_cond_(timed)wait() releases it, so the signal cannot
+ * fall between the two.  A writer signals a GATHERING thread only when
+ * its push made the grace period due: most pushes cost no system call.
  *
  * Fork (the handlers are rcu_thread.c's, which call these): the prepare
  * handler takes every reclaimer's gp_lock (so its thread is not inside a
@@ -38,8 +41,6 @@
 #include "compiler.h"
 #include "rcu_reclaim.h"
 
-/* Least time between two grace periods of one reclaim thread (none while a barrier waits). */
-#define PSI_RECLAIM_PERIOD_NS 1000000L
 /* No work for this long after some: the on-idle function runs. */
 #define PSI_RECLAIM_IDLE_NS 20000000L
 /* How often items that asked for it are released again (psi_reclaim_retry()). */
@@ -70,33 +71,31 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Take the whole stack, oldest first. */
-static struct psi_reclaim_item *take_all(struct psi_reclaimer *rc)
+/* Take the whole stack, oldest first; *@weight: what its items weigh. */
+static struct psi_reclaim_item *take_all(struct psi_reclaimer *rc, size_t *weight)
 {
 	struct psi_reclaim_item *it = __atomic_exchange_n(&rc->head, NULL, __ATOMIC_ACQUIRE);
 	struct psi_reclaim_item *fifo = NULL, *next;
 
+	*weight = 0;
 	for (; it; it = next) {
 		PSI_ANNOTATE_HAPPENS_AFTER(it); /* pairs with push(): the exchange is the hand-off */
 		next = it->next;
+		*weight += it->weight;
 		it->next = fifo;
 		fifo = it;
 	}
 	return fifo;
 }
 
-static void release_all(struct psi_reclaimer *rc, struct psi_reclaim_item *batch)
+static void release_all(struct psi_reclaim_item *batch)
 {
 	struct psi_reclaim_item *next;
-	size_t weight = 0;
 
 	for (; batch; batch = next) {
 		next = batch->next;
-		weight += batch->weight; /* read first: the release may free the item */
 		batch->release(batch);
 	}
-	if (weight)
-		__atomic_fetch_sub(&rc->pending, weight, __ATOMIC_RELAXED);
 }
 
 /*
@@ -116,7 +115,7 @@ static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_p
 			return true;
 		if (rc->stop)
 			return false;
-		__atomic_store_n(&rc->idle, 1, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&rc->idle, PSI_RECLAIM_WAITING, __ATOMIC_SEQ_CST);
 		if (!__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST)) {
 			if (retry_pending || (*idle_due && on_idle)) {
 				struct timespec ts;
@@ -173,6 +172,81 @@ static void retry_all(struct psi_reclaimer *rc)
 	}
 }
 
+/*
+ * Under @lock, with items queued: wait until their grace period is due.
+ * It is due at once when a barrier waits or the thread must stop; when
+ * @pending reached PSI_RECLAIM_BATCH_BYTES or a defer asked for it
+ * (@urgent), once PSI_RECLAIM_PERIOD_NS have passed since the last one
+ * began (@last_gp); otherwise once nothing was queued for
+ * PSI_RECLAIM_QUIET_NS (the writers stopped: more waiting gathers
+ * nothing), or PSI_RECLAIM_LATENCY_NS after the thread saw the first item.
+ * Pushes are seen by the stack's head changing; the thread looks at least
+ * every PSI_RECLAIM_QUIET_NS.  Wakes: see the file comment.
+ */
+static void wait_until_due(struct psi_reclaimer *rc, uint64_t last_gp)
+{
+	uint64_t first = now_ns(), quiet = first + PSI_RECLAIM_QUIET_NS;
+	struct psi_reclaim_item *seen = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
+
+	for (;;) {
+		struct psi_reclaim_item *head = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
+		uint64_t now = now_ns(), due;
+		bool full;
+
+		if (rc->barriers > 0 || rc->stop)
+			break;
+		if (head != seen) {
+			seen = head;
+			quiet = now + PSI_RECLAIM_QUIET_NS;
+		}
+		full = __atomic_load_n(&rc->urgent, __ATOMIC_SEQ_CST) ||
+		       __atomic_load_n(&rc->pending, __ATOMIC_SEQ_CST) >= PSI_RECLAIM_BATCH_BYTES;
+		if (full)
+			due = last_gp + PSI_RECLAIM_PERIOD_NS;
+		else
+			due = quiet < first + PSI_RECLAIM_LATENCY_NS ? quiet
+								     : first + PSI_RECLAIM_LATENCY_NS;
+		if (now >= due)
+			break;
+		__atomic_store_n(&rc->idle, PSI_RECLAIM_GATHERING, __ATOMIC_SEQ_CST);
+		/* Full already (then wait out the period), or not full yet after @idle was set. */
+		if (full || (!__atomic_load_n(&rc->urgent, __ATOMIC_SEQ_CST) &&
+				    __atomic_load_n(&rc->pending, __ATOMIC_SEQ_CST) <
+						    PSI_RECLAIM_BATCH_BYTES)) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)(due - now);
+			while (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&rc->work, &rc->lock, &ts);
+		}
+		__atomic_store_n(&rc->idle, 0, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&rc->urgent, 0, __ATOMIC_RELAXED);
+}
+
+/*
+ * Under @gp_lock: one grace period for everything queued, then its
+ * releases.  The batch's weight leaves @pending before them, so that a
+ * barrier, released with the batch, sees none of it queued.
+ */
+static void grace_period(struct psi_reclaimer *rc)
+{
+	size_t weight, before;
+	struct psi_reclaim_item *batch = take_all(rc, &weight);
+
+	rc->synchronize();
+	__atomic_fetch_add(&rc->grace_periods, 1, __ATOMIC_RELAXED);
+	/* @pending only falls here: its value before each fall is a peak. */
+	before = __atomic_fetch_sub(&rc->pending, weight, __ATOMIC_RELAXED);
+	if (before > __atomic_load_n(&rc->peak, __ATOMIC_RELAXED))
+		__atomic_store_n(&rc->peak, before, __ATOMIC_RELAXED);
+	release_all(batch);
+}
+
 static void *reclaim_thread(void *arg)
 {
 	struct psi_reclaimer *rc = arg;
@@ -188,8 +262,7 @@ static void *reclaim_thread(void *arg)
 	(void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
 
 	for (;;) {
-		uint64_t now;
-		bool hurry, retry;
+		bool retry;
 
 		pthread_mutex_lock(&rc->gp_lock);
 		retry_all(rc);
@@ -200,25 +273,14 @@ static void *reclaim_thread(void *arg)
 			pthread_mutex_unlock(&rc->lock);
 			return NULL;
 		}
-		hurry = rc->barriers > 0;
+		if (__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE))
+			wait_until_due(rc, last_gp);
 		pthread_mutex_unlock(&rc->lock);
 		if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE))
 			continue; /* woken to retry only */
-		now = now_ns();
-		if (!hurry && now - last_gp < PSI_RECLAIM_PERIOD_NS) {
-			/* Let more work gather: fewer grace periods, fewer interrupts. */
-			struct timespec ts = { 0, (long)(PSI_RECLAIM_PERIOD_NS - (now - last_gp)) };
-
-			nanosleep(&ts, NULL);
-		}
 		pthread_mutex_lock(&rc->gp_lock);
 		last_gp = now_ns();
-		{
-			struct psi_reclaim_item *batch = take_all(rc);
-
-			rc->synchronize();
-			release_all(rc, batch);
-		}
+		grace_period(rc);
 		pthread_mutex_unlock(&rc->gp_lock);
 		idle_due = true;
 	}
@@ -238,6 +300,9 @@ static bool reclaim_start(struct psi_reclaimer *rc)
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->head, sizeof(rc->head));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->idle, sizeof(rc->idle));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->pending, sizeof(rc->pending));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->peak, sizeof(rc->peak));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->grace_periods, sizeof(rc->grace_periods));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->urgent, sizeof(rc->urgent));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->started, sizeof(rc->started));
 		/* The application's signals are not ours to take. */
@@ -330,18 +395,25 @@ static void push(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
 			__ATOMIC_RELAXED));
 }
 
-int psi_reclaim_defer_weighed(struct psi_reclaimer *rc, struct psi_reclaim_item *item,
-		size_t weight)
+static int defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item, size_t weight,
+		bool now)
 {
+	size_t pending;
+	int idle;
+
 	if (psi_unlikely(!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))) {
 		if (!reclaim_start(rc))
 			return -EAGAIN;
 	}
 	item->weight = weight;
-	if (weight)
-		__atomic_fetch_add(&rc->pending, weight, __ATOMIC_RELAXED);
+	/* Sequentially consistent: pairs with wait_until_due()'s look (the file comment). */
+	pending = __atomic_add_fetch(&rc->pending, weight, __ATOMIC_SEQ_CST);
 	push(rc, item);
-	if (__atomic_load_n(&rc->idle, __ATOMIC_SEQ_CST)) {
+	if (now)
+		__atomic_store_n(&rc->urgent, 1, __ATOMIC_SEQ_CST);
+	idle = __atomic_load_n(&rc->idle, __ATOMIC_SEQ_CST);
+	if (idle == PSI_RECLAIM_WAITING ||
+			(idle == PSI_RECLAIM_GATHERING && (now || pending >= PSI_RECLAIM_BATCH_BYTES))) {
 		pthread_mutex_lock(&rc->lock);
 		pthread_cond_signal(&rc->work);
 		pthread_mutex_unlock(&rc->lock);
@@ -349,9 +421,31 @@ int psi_reclaim_defer_weighed(struct psi_reclaimer *rc, struct psi_reclaim_item 
 	return 0;
 }
 
+int psi_reclaim_defer_weighed(struct psi_reclaimer *rc, struct psi_reclaim_item *item,
+		size_t weight)
+{
+	return defer(rc, item, weight, false);
+}
+
+int psi_reclaim_defer_now(struct psi_reclaimer *rc, struct psi_reclaim_item *item, size_t weight)
+{
+	return defer(rc, item, weight, true);
+}
+
 int psi_reclaim_defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
 {
-	return psi_reclaim_defer_weighed(rc, item, 0);
+	return defer(rc, item, 0, false);
+}
+
+void psi_reclaim_stats(struct psi_reclaimer *rc, struct psi_reclaim_stats *st, bool reset)
+{
+	st->grace_periods = __atomic_load_n(&rc->grace_periods, __ATOMIC_RELAXED);
+	st->pending = __atomic_load_n(&rc->pending, __ATOMIC_RELAXED);
+	st->peak = __atomic_load_n(&rc->peak, __ATOMIC_RELAXED);
+	if (st->peak < st->pending)
+		st->peak = st->pending;
+	if (reset)
+		__atomic_store_n(&rc->peak, st->pending, __ATOMIC_RELAXED);
 }
 
 void psi_reclaim_retry(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
@@ -395,12 +489,8 @@ void psi_reclaim_barrier(struct psi_reclaimer *rc)
 		return; /* nothing was ever queued here (in this process) */
 	if (!reclaim_start(rc)) {
 		/* No thread (a forked child that cannot start one): do its work here. */
-		struct psi_reclaim_item *batch;
-
 		pthread_mutex_lock(&rc->gp_lock);
-		batch = take_all(rc);
-		rc->synchronize();
-		release_all(rc, batch);
+		grace_period(rc);
 		pthread_mutex_unlock(&rc->gp_lock);
 		return;
 	}

@@ -5,13 +5,22 @@
  *
  * One reclaim thread per liburcu flavour (started on first use) takes what
  * writers queued, waits for one grace period of its flavour, and runs each
- * item's release function, in the order queued.  liburcu's own call_rcu
- * worker sleeps 10 ms after every round, so a writer going flat out would
- * keep 10 ms of retired memory in flight and get it back cold; this thread
- * starts a grace period as soon as there is work, at most one per
- * PSI_RECLAIM_PERIOD_NS (each memb grace period interrupts every CPU that
- * runs a thread of the process), so in-flight memory is about a
- * millisecond of writes.
+ * item's release function, in the order queued.  Every store of the
+ * flavour, its spares' depot and the id maps share the thread, so one
+ * grace period serves them all.
+ *
+ * Grace periods follow the memory waiting for them, not the number of
+ * sets: a memb grace period interrupts every CPU that runs a thread of the
+ * process (two sys_membarrier calls, more when a reader is slow to leave
+ * its section), so the thread lets retired memory gather.  It starts one
+ * PSI_RECLAIM_LATENCY_NS after it first saw work, or once nothing more
+ * came for PSI_RECLAIM_QUIET_NS; at once (but no sooner than
+ * PSI_RECLAIM_PERIOD_NS after the last) when the weight queued reaches
+ * PSI_RECLAIM_BATCH_BYTES or a defer asks (psi_reclaim_defer_now()); and
+ * at once for a barrier.  The bound on memory in flight: about
+ * PSI_RECLAIM_BATCH_BYTES, plus what writers retire during one grace
+ * period; a grace period that does not end is bounded by the caller
+ * (sync_cow-impl.h, PSI_COW_PENDING_MAX).  docs/internals.md has the figures.
  *
  * It also keeps polstore off liburcu's call_rcu machinery altogether: no
  * registration is required of the queueing thread (liburcu requires a
@@ -27,11 +36,21 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+/* Least time between two grace periods of one reclaim thread (none while a barrier waits). */
+#define PSI_RECLAIM_PERIOD_NS 1000000L
+/* Weight queued at which a grace period starts without waiting for more. */
+#define PSI_RECLAIM_BATCH_BYTES ((size_t)4 << 20)
+/* The longest queued work waits, after the thread saw it, for its grace period to start. */
+#define PSI_RECLAIM_LATENCY_NS 40000000L
+/* Nothing queued for this long: the writers stopped, and the grace period starts. */
+#define PSI_RECLAIM_QUIET_NS 10000000L
 
 struct psi_reclaim_item {
 	struct psi_reclaim_item *next;
-	size_t weight; /* what the item frees, in the caller's unit: see psi_reclaim_pending() */
+	size_t weight; /* the bytes the item frees: see psi_reclaim_pending() */
 	/*
 	 * Runs after a grace period, on the reclaim thread or a waiting
 	 * caller's.  Never waits for a lock a writer of the item's store may
@@ -52,8 +71,11 @@ struct psi_reclaim_item {
 struct psi_reclaimer {
 	void (*synchronize)(void);     /* the flavour's synchronize_rcu() */
 	struct psi_reclaim_item *head;  /* atomic: pushed items, newest first */
-	size_t pending;                /* atomic: the weight of the items queued and not released */
-	int idle;                      /* atomic: the thread waits on @work (set under @lock) */
+	size_t pending;                /* atomic: the weight queued and not past its grace period */
+	size_t peak;                   /* atomic: the highest @pending before a grace period's end */
+	uint64_t grace_periods;        /* atomic: grace periods the thread (or a barrier) waited for */
+	int urgent;                    /* atomic: a defer asked for a grace period at once */
+	int idle;                      /* atomic: PSI_RECLAIM_WAITING or _GATHERING (set under @lock) */
 	pthread_mutex_t lock;          /* @work, @done, and the fields below */
 	pthread_mutex_t gp_lock;       /* held by the thread across a grace period and its releases */
 	struct psi_reclaim_item *retry; /* under @gp_lock: to release again (psi_reclaim_retry()) */
@@ -65,6 +87,10 @@ struct psi_reclaimer {
 	void (*on_idle)(void);         /* atomic: see psi_reclaim_on_idle() */
 	pthread_t thread;
 };
+
+/* @idle: the thread waits on @work for any item, or for its queued items to be due. */
+#define PSI_RECLAIM_WAITING 1
+#define PSI_RECLAIM_GATHERING 2
 
 #define PSI_RECLAIMER_INIT(sync_fn)                                                                 \
 	{                                                                                          \
@@ -86,17 +112,42 @@ struct psi_reclaimer {
 int psi_reclaim_defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item);
 
 /**
- * psi_reclaim_defer_weighed() - psi_reclaim_defer() of an item that frees @weight
+ * psi_reclaim_defer_weighed() - psi_reclaim_defer() of an item that frees @weight bytes
  *
- * The weight counts in psi_reclaim_pending() until the item is released.
+ * The weight counts in psi_reclaim_pending() until the item is released;
+ * the grace period starts early once the weight queued reaches
+ * PSI_RECLAIM_BATCH_BYTES.
  * Context and return: as psi_reclaim_defer().
  */
 int psi_reclaim_defer_weighed(struct psi_reclaimer *rc, struct psi_reclaim_item *item,
 		size_t weight);
 
 /**
- * psi_reclaim_pending() - the weight of the items queued on @rc and not yet
- * released: how far its thread is behind (a relaxed read)
+ * psi_reclaim_defer_now() - psi_reclaim_defer_weighed(), and a grace period
+ * for everything queued as soon as PSI_RECLAIM_PERIOD_NS allows
+ *
+ * For an item whose release somebody is waiting for (a deferred destroy).
+ * Context and return: as psi_reclaim_defer().
+ */
+int psi_reclaim_defer_now(struct psi_reclaimer *rc, struct psi_reclaim_item *item,
+		size_t weight);
+
+/*
+ * What a reclaimer has done (test support and polstore-stress): its grace
+ * periods since the process started, the weight queued now, and the
+ * highest weight queued since the last reset (@reset: start a new peak).
+ */
+struct psi_reclaim_stats {
+	uint64_t grace_periods;
+	size_t pending;
+	size_t peak;
+};
+
+void psi_reclaim_stats(struct psi_reclaimer *rc, struct psi_reclaim_stats *st, bool reset);
+
+/**
+ * psi_reclaim_pending() - the weight of the items queued on @rc whose
+ * grace period has not ended: how far its thread is behind (a relaxed read)
  */
 static inline size_t psi_reclaim_pending(const struct psi_reclaimer *rc)
 {

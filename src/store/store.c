@@ -171,7 +171,8 @@ int ps_store_destroy_deferred(struct ps_store *store)
 	r->rc = psi_retire_flavour(psi_variant_of(store))->reclaimer;
 	r->store = store;
 	r->item.release = psi_store_retire_release;
-	err = psi_reclaim_defer(r->rc, &r->item);
+	/* Its memory is waiting: no reason to let more gather first. */
+	err = psi_reclaim_defer_now(r->rc, &r->item, sizeof(*r) + ps_store_memory(store));
 	if (err)
 		psi_free(r);
 	return err;

@@ -101,12 +101,21 @@ static inline void psi_cow_synchronize(void)
 #define PSI_COW_CHECKER_ROOT() false
 #endif
 
-/* Retired ranges in flight past which a set that may wait releases its own record. */
-#define PSI_COW_PENDING_MAX (1 << 18)
+/*
+ * Retired bytes in flight past which a set that may wait releases its own
+ * record: the bound while a grace period does not end.  32 MiB: 262,144
+ * ranges with a record chunk each (a record of one range takes one chunk,
+ * one of n ranges n at most).
+ */
+#define PSI_COW_PENDING_MAX (((size_t)1 << 18) * 2 * sizeof(struct ps_range))
+/*
+ * Chunks the flavour's depot keeps at most; beyond, released ones are
+ * freed.  One batch of the reclaim thread's fits: the writers take back
+ * what it released instead of allocating anew.
+ */
+#define PSI_COW_DEPOT_MAX (PSI_RECLAIM_BATCH_BYTES / sizeof(struct ps_range))
 /* Walks next() validates with the publication count before it announces one. */
 #define PSI_COW_NEXT_TRIES 4
-/* Chunks the flavour's depot keeps at most; beyond, released ones are freed. */
-#define PSI_COW_DEPOT_MAX 16384
 /* Chunks a thread takes from the depot beyond what its operation needs. */
 #define PSI_COW_REFILL 32
 /* A thread's keep halves after this many sets that needed less. */
@@ -434,24 +443,27 @@ PSI_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_secti
  * for the grace period here and release it; inside one without a thread,
  * keep it on the store for a later set, synchronize or destroy.
  *
- * The memory bound: ranges retired and not yet released are those of the
- * records queued (psi_reclaim_pending()).  Past PSI_COW_PENDING_MAX of
- * them (a grace period that does not end: a QSBR thread online without
- * quiescent states), a set outside every section (the flavour's
- * can_wait()) waits for a grace period and releases its record itself; a
- * set inside a section queues it anyway: a set never waits there.
+ * The memory bound: what the records queued hold and no release gave back
+ * yet (psi_reclaim_pending(), in bytes, with every other user of the
+ * flavour's thread).  The thread starts a grace period once that reaches
+ * PSI_RECLAIM_BATCH_BYTES, so it stays near that bound while grace periods
+ * end.  Past PSI_COW_PENDING_MAX (a grace period that does not end: a QSBR
+ * thread online without quiescent states), a set outside every section
+ * (the flavour's can_wait()) waits for a grace period and releases its
+ * record itself; a set inside a section queues it anyway: a set never
+ * waits there.
  */
 static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
 {
 	bool can_wait = PSI_COW_FLAVOUR->can_wait();
-	size_t n = r->n;
+	size_t n = r->n, bytes = rec_size(r) * sizeof(struct ps_range);
 
 	r->item.release = cow_rec_free;
 	PSI_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
 	if (!__atomic_load_n(&cs->queued, __ATOMIC_RELAXED))
 		__atomic_store_n(&cs->queued, true, __ATOMIC_RELAXED);
 	if (!(can_wait && psi_reclaim_pending(PSI_COW_FLAVOUR->reclaimer) > PSI_COW_PENDING_MAX) &&
-			!psi_reclaim_defer_weighed(PSI_COW_FLAVOUR->reclaimer, &r->item, n))
+			!psi_reclaim_defer_weighed(PSI_COW_FLAVOUR->reclaimer, &r->item, bytes))
 		return;
 	if (can_wait) {
 		int cancel;

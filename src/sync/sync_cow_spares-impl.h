@@ -15,8 +15,9 @@
  * A thread keeps the spares its recent operations reserved (a bound from
  * the height of the trees it wrote), the depot at most PSI_COW_DEPOT_MAX
  * chunks while sets run and none once they stop (cow_depot_idle());
- * retired memory is back in the depot one grace period after the set,
- * about a millisecond.
+ * retired memory is back in the depot once the reclaim thread's batch has
+ * had its grace period (rcu_reclaim.h: at most PSI_RECLAIM_LATENCY_NS, less
+ * when sets retire PSI_RECLAIM_BATCH_BYTES sooner).
  */
 #include <pthread.h>
 #include <stdbool.h>

@@ -222,7 +222,8 @@ static void seq_reclaim(struct ps_store *s, struct psi_range_list *list)
 		b->item.release = seq_batch_free;
 		__atomic_fetch_add(&ss->inflight, 1, __ATOMIC_RELAXED);
 		PSI_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
-		if (!psi_reclaim_defer(psi_flavour_memb.reclaimer, &b->item))
+		if (!psi_reclaim_defer_weighed(psi_flavour_memb.reclaimer, &b->item,
+				    sizeof(*b) + list->n * sizeof(struct ps_range)))
 			return;
 		__atomic_fetch_sub(&ss->inflight, 1, __ATOMIC_RELAXED);
 		psi_free(b);
