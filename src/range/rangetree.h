@@ -91,6 +91,8 @@ struct psi_rangetree_cow_mem {
 	struct psi_rb_undo *undo;       /* its colour log, [0, nundo) */
 	size_t nundo, undo_cap;
 	size_t peak;                   /* the most spares one reservation asked for (the caller resets it) */
+	/* Atomic: true from just before publication until @used is the tree's (fork: see the child). */
+	bool publishing;
 	/* Optional: put up to @want spares in @spares from elsewhere before allocating. */
 	void (*refill)(struct psi_rangetree_cow_mem *m, size_t want);
 	/* Room kept in @spares beyond a reservation, for @refill to bring a batch. */

@@ -90,8 +90,10 @@ static void cow_fork_parent(void)
 
 /*
  * The child has the calling thread only: free the other threads' spares.
- * A thread frozen inside a set may have linked nodes it took (@mem.used)
- * into the tree already: those stay, only the array that lists them goes.
+ * A thread frozen inside a set before its publication holds in @mem.used
+ * copies no tree reaches: they go with the spares.  One frozen while it
+ * published (@mem.publishing) may have linked them into the tree: those
+ * stay, only the array that lists them goes.
  */
 static void cow_fork_child(void)
 {
@@ -102,7 +104,8 @@ static void cow_fork_child(void)
 		if (t == cow_self)
 			continue;
 		cow_thread_unlink(t);
-		t->mem.used.n = 0;
+		if (__atomic_load_n(&t->mem.publishing, __ATOMIC_RELAXED))
+			t->mem.used.n = 0;
 		psi_rangetree_cow_mem_free(&t->mem);
 	}
 	pthread_mutex_unlock(&cow_threads_lock);
