@@ -676,6 +676,30 @@ static void unlock_on_another_thread_unchecked_one(enum ps_sync *sync)
 			"no read-side section");
 }
 
+/* A variant's flavour section closed twice, then a grace period of it. */
+static void sync_unlock_twice(void *arg)
+{
+	enum ps_sync sync = *(enum ps_sync *)arg;
+	struct ps_store *s = ps_store_create(sync);
+
+	if (!s || ps_sync_read_lock(sync))
+		abort();
+	ps_sync_read_unlock(sync);
+	ps_sync_read_unlock(sync);
+	ps_store_synchronize(s);
+	ps_store_destroy(s);
+	fprintf(stderr, "the second unlock went through\n");
+}
+
+Test(misuse, stray_sync_read_unlock_aborts, .timeout = 120)
+{
+	size_t i;
+
+	for (i = 0; i < PS_SYNC_COUNT; i++)
+		expect_abort(sync_unlock_twice, &ps_test_all_syncs[i], "polstore: ps_sync_read_unlock()",
+				ps_sync_name(ps_test_all_syncs[i]));
+}
+
 Test(misuse, stray_read_unlock_aborts, .timeout = 120)
 {
 	static enum ps_sync lock_syncs[] = { PS_SYNC_SPIN, PS_SYNC_RWLOCK };

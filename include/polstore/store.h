@@ -328,7 +328,10 @@ PS_API int ps_sync_read_lock(enum ps_sync sync);
  * @sync: the variant given to ps_sync_read_lock()
  *
  * Context: the thread that opened the section, with the same @sync; a
- * value that is not a variant is ignored.
+ * value that is not a variant is ignored.  A thread that holds no section
+ * of the variant's flavour gets a message naming the call and the variant
+ * on stderr and abort() (a stray close would hold up every later grace
+ * period); an RCU_QSBR thread online by its own choice is not checked.
  */
 PS_API void ps_sync_read_unlock(enum ps_sync sync);
 

@@ -201,9 +201,17 @@ int ps_sync_read_lock(enum ps_sync sync)
 void ps_sync_read_unlock(enum ps_sync sync)
 {
 	const struct psi_variant *v = psi_variant_get(sync);
+	const struct psi_flavour *f;
 
-	if (v)
-		psi_retire_flavour(v)->read_exit();
+	if (!v)
+		return;
+	f = psi_retire_flavour(v);
+	/* Closing a section never opened would leave the flavour's grace periods waiting for ever. */
+	if (psi_unlikely(!f->in_section() && !f->reads_free()))
+		psi_misuse("ps_sync_read_unlock()",
+				"%s: this thread holds no read-side section of the variant's flavour (%s)",
+				ps_sync_name(sync), f->name);
+	f->read_exit();
 }
 
 int ps_store_sync_kind(const struct ps_store *store)
