@@ -213,6 +213,8 @@ static void chk_global_unlock(const sigset_t *old)
 static inline void chk_write_begin(struct chk_thread *t)
 {
 	__atomic_fetch_add(&t->busy, 1, __ATOMIC_SEQ_CST);
+	/* The update's relaxed stores after @busy, for a reader that orders by a fence. */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
 static inline void chk_write_end(struct chk_thread *t)
@@ -352,7 +354,12 @@ static void chk_push(struct chk_thread *t, struct ps_store *s, const char *call,
 		}
 		if (free_slot < n || n < CHK_LD(t->cap))
 			break;
-		if (!chk_grow(t)) {
+		/*
+		 * A handler that interrupted this thread's own update (@busy
+		 * above one) must not move the slots: the update writes through
+		 * the array it loaded.  It counts its section unnamed instead.
+		 */
+		if (CHK_LD(t->busy) > 1 || !chk_grow(t)) {
 			CHK_ST(t->lost, CHK_LD(t->lost) + 1);
 			goto done;
 		}
@@ -411,6 +418,17 @@ static bool chk_holds(struct chk_thread *t, const struct ps_store *s)
 	return CHK_LD(t->lost) != 0;
 }
 
+/* The slots @sec, an array of @t's (@inl or a mapping of chk_grow()), has room for. */
+static unsigned chk_room(struct chk_thread *t, struct chk_section *sec)
+{
+	struct chk_map *m;
+
+	if (sec == t->inl)
+		return PSI_CHK_SECTIONS;
+	m = psi_container_of(sec, struct chk_map, sec[0]);
+	return (unsigned)((m->size - sizeof(*m)) / sizeof(struct chk_section));
+}
+
 /*
  * What another thread's record says, read as a seqlock reader does: into
  * *@w and @out (room for @max slots, those with a count; *@nout of them),
@@ -439,7 +457,8 @@ static bool chk_read_thread(struct chk_thread *t, struct chk_wait *w, struct chk
 		w->since = CHK_LD(t->wait.since);
 		sec = CHK_LD(t->sec);
 		n = CHK_LD(t->n);
-		if (n > CHK_LD(t->cap))
+		/* The room of the array loaded, not @cap, which a grow may have changed since. */
+		if (n > chk_room(t, sec))
 			continue; /* torn: the check below fails too */
 		for (i = 0; i < n && k < max; i++) {
 			out[k].count = CHK_LD(sec[i].count);
