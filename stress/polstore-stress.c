@@ -5,7 +5,7 @@
  * This file is the driver: the scenario table, the options (options.c),
  * the start line with the run's length, each selected scenario, then the
  * human output (tables.c).  One scenario per scn_*.c file (the store
- * scenarios share scn_store.[ch], the companions scn_companion.c); what
+ * scenarios share scn_store.[ch], the companions companion_run.c); what
  * they all share is stress.c.  Nothing calls back into this file.
  * `polstore-stress --help` and docs/polstore-stress.1 describe the
  * options; BENCHMARKS.md the results.

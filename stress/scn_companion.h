@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * What the companion scenarios share (scn_companion.c): a small runner of
+ * What the companion scenarios share (companion_run.c): a small runner of
  * ranks and writers behind a gate, and the loop that measures every
  * setting x rank count x variant with interleaved repetitions.  css-walk
- * lives in scn_css_walk.c, memcg-charge and mmap-commit in scn_companion.c.
+ * lives in scn_css_walk.c, memcg-charge and mmap-commit in scn_companion.c;
+ * both call the runner, which calls neither.
  */
 #ifndef POLSTORE_STRESS_SCN_COMPANION_H
 #define POLSTORE_STRESS_SCN_COMPANION_H
@@ -77,6 +78,12 @@ extern const double one_setting[1];
 void companion_run(const struct companion *c);
 /* Seconds @c takes, about. */
 double companion_estimate(const struct companion *c);
+
+/* Whether two settings are the same (NAN, the one setting, equals itself). */
+bool same_setting(double a, double b);
+/* The point recorded last for @scenario, @variant, @ranks at @setting (limit_ratio). */
+const struct stress_point *companion_find(
+		const char *scenario, const char *variant, int ranks, double setting);
 
 /* A variant name of css-walk (scn_css_walk.c). */
 bool css_walk_variant_known(const char *name);

@@ -13,6 +13,7 @@
 
 #include <polstore/polstore.h>
 
+#include "rangepool.h"
 #include "scn_store.h"
 #include "stress.h"
 

@@ -25,6 +25,7 @@
 #include <criterion/parameterized.h>
 
 #include "policy_internal.h"
+#include "rangepool.h"
 #include "rangetree.h"
 #include "rbtree.h"
 #include "rcu_reclaim.h"

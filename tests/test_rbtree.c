@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "policy_internal.h"
+#include "rangepool.h"
 #include "rangetree.h"
 #include "rbtree.h"
 #include "testutil.h"

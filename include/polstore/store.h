@@ -21,76 +21,12 @@
  * exactly the ranges the kernel's shared_policy_replace() would, so
  * foreach() shows the history of sets, trimmed.
  *
- * Calling contexts.  One table for every call; each function's Context:
- * line points here and adds only what is particular to it.  Columns:
- *   lock     what the call takes: excl the store's lock exclusively,
- *            shared the lock shared, writer the writer lock (SEQLOCK: a
- *            spinlock; RCU and RCU_QSBR: a mutex), - none;
- *   blocks   whether it may wait for another thread;
- *   section  inside a read-side section of the same store on the same
- *            thread (ps_store_read_lock() .. ps_store_read_unlock()):
- *            yes, or what it does there instead (EDEADLK: returns
- *            -EDEADLK, changing nothing; abort: prints the call and the
- *            store on stderr and aborts);
- *   GP       whether it may wait for an RCU grace period;
- *   callback inside a ps_foreach_fn callback of the same store.
- * RCU means RCU and RCU_QSBR alike where no note says otherwise.
- *
- *   call                variant  lock    blocks  section  GP   callback
- *   lookup, lookup_copy SPIN     excl    yes     EDEADLK  no   EDEADLK
- *   lookup_node, next   RWLOCK   shared  yes     yes      no   yes
- *                       SEQLOCK  - (1)   (1)     yes      no   yes
- *                       RCU      -       no (2)  yes      no   yes
- *   read_lock (opens    SPIN     excl    yes     abort    no   abort
- *   a section)          RWLOCK   shared  yes     yes      no   yes
- *                       SEQLOCK  -       no (2)  yes      no   yes
- *                       RCU      -       no (2)  yes      no   yes
- *   lookup_borrow,      only inside a section of the store; no lock
- *   next_borrow         (SEQLOCK: but (1)), no shared write
- *   foreach,            SPIN     excl    yes     EDEADLK  no   EDEADLK
- *   foreach_range       RWLOCK   shared  yes     yes      no   yes
- *                       SEQLOCK  writer  yes     yes      no   EDEADLK
- *                       RCU      -       no (2)  yes      no   yes
- *   set, set_many,      SPIN     excl    yes     EDEADLK  no   EDEADLK
- *   check               RWLOCK   excl    yes     EDEADLK  no   EDEADLK
- *                       SEQLOCK  writer  yes     yes      (3)  EDEADLK
- *                       RCU      writer  yes     yes      (4)  yes
- *   stats               RCU      writer  yes     yes      no   yes
- *   synchronize         SPIN,    -       no      yes      no   yes
- *                       RWLOCK   (a no-op: they defer nothing)
- *                       SEQLOCK  writer  yes     EDEADLK  yes  EDEADLK
- *                       RCU      -       yes     EDEADLK  yes  EDEADLK (5)
- *   destroy             SPIN,    -       no      abort    no   abort
- *                       RWLOCK
- *                       SEQLOCK, -       yes     abort    (6)  abort
- *                       RCU
- *   destroy_deferred,   all      -       no      yes      no   yes
- *   count, memory,
- *   sync_kind
- *
- *   (1) SEQLOCK reads take no lock; after 4 tries that met a writer they
- *       take the writer lock, and wait for it.
- *   (2) never waits for a writer.  RCU_QSBR: an online thread opens no
- *       section at all; an offline one is online for the section.
- *   (3) only when the small header of a batch of removed ranges cannot
- *       be allocated or no reclaim thread runs, and only outside every
- *       memb read-side section (inside one the batch waits for a later
- *       set or synchronize).
- *   (4) only with 32 MiB of retired ranges and records in flight (the
- *       reclaim thread far behind, as behind an online RCU_QSBR thread
- *       that reports no quiescent state) or no reclaim thread, and only
- *       outside every read-side section of its flavour (RCU_QSBR:
- *       offline); inside one the set never waits.
- *   (5) synchronize returns -EDEADLK inside any read-side section of the
- *       store's flavour, of this store or another (memb for SEQLOCK and
- *       RCU; for RCU_QSBR an automatic section, opened for a thread that
- *       was offline).  A section of an RCU_QSBR thread online by its own
- *       choice is not seen: the wait takes the thread offline, which ends
- *       the protection of what it borrowed.
- *   (6) waits for what the store's sets handed to the reclaim thread and
- *       is still in flight; so it aborts inside any read-side section of
- *       the store's flavour too, as (5).
- *   stats: the other variants return -EOPNOTSUPP at once.
+ * Calling contexts.  The one table of what each call takes (locks,
+ * waits, grace periods) and where it may be called (inside a read-side
+ * section or a foreach callback of the same store), per variant, with its
+ * notes, is docs/context.md (installed in share/doc/libpolstore-dev/); each
+ * function's Context: line points there and adds only what is particular
+ * to it.
  *
  * The first section of a thread registers it with liburcu (SEQLOCK, RCU:
  * memb; RCU_QSBR: qsbr), which it leaves at exit; a thread that exits or
@@ -226,8 +162,7 @@ PS_API struct ps_store *ps_store_create(enum ps_sync sync);
  * References that callers got from ps_store_lookup() stay valid until they
  * are put.
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)).  No other
+ * Context: see the calling-context table (docs/context.md).  No other
  * thread may use @store during or after the call
  * (ps_store_destroy_deferred() retires a store readers may still be in).
  */
@@ -267,8 +202,7 @@ PS_API void ps_store_destroy(struct ps_store *store);
  * ps_rcu_barrier() (polstore/rcu.h) waits until the free is done (but for
  * a lock still held).
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)); inside
+ * Context: see the calling-context table (docs/context.md); inside
  * sections of @store too (the free waits for them).  No writer of @store
  * (set, set_many, synchronize, check, destroy) may run during or after
  * the call, and no new reader may find @store: only readers already under
@@ -312,7 +246,7 @@ PS_API int ps_store_destroy_deferred(struct ps_store *store);
  * for the others): no call that waits for a grace period of that flavour
  * (ps_store_synchronize() and ps_store_destroy() of the stores of that
  * flavour: SEQLOCK and RCU for memb, RCU_QSBR for qsbr; ps_rcu_barrier();
- * the calling-context table at the top of polstore/store.h);
+ * the calling-context table, docs/context.md);
  * ps_store_destroy_deferred() is fine.  A thread that exits or is
  * cancelled inside has the section closed at exit.  Close it on the
  * thread that opened it, with the same @sync.
@@ -373,8 +307,7 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * waits for a grace period or for readers.  A lookup sees the store before
  * or after the set, never a mix (ps_store_stats() counts what sets copy).
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)); writers
+ * Context: see the calling-context table (docs/context.md); writers
  * are serialised by the store; allocates.  RCU and RCU_QSBR: a set inside
  * a foreach callback of @store is not seen by the walk, and what the
  * caller borrowed stays valid until its section ends.  A set that waits
@@ -401,8 +334,7 @@ PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
  * itself once sets stop).  SPIN and RWLOCK stores free removed ranges
  * before ps_store_set() returns: a no-op for them.
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)), note 5;
+ * Context: see the calling-context table (docs/context.md), note 5;
  * the memb sections of RCU id maps count too.  An online RCU_QSBR thread
  * goes offline for the wait and back online after it.
  * Return: 0; -EINVAL when @store is NULL; -EDEADLK (nothing waited for)
@@ -421,8 +353,7 @@ PS_API int ps_store_synchronize(struct ps_store *store);
  * per-CPU stripe of it, a cache line of the caller's CPU (see
  * ps_policy_get()).  ps_store_lookup_borrow() writes nothing at all.
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)) (RCU_QSBR:
+ * Context: see the calling-context table (docs/context.md; RCU_QSBR:
  * polstore/rcu.h says what makes it cheap).  The lookup that makes a
  * policy hot allocates its stripes (up to 1 KiB) through the polstore
  * allocator; a failed allocation leaves the policy on its atomic count and
@@ -447,8 +378,7 @@ PS_API struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx);
  * for them, and the variants that defer frees free nothing retired while
  * one is open.
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)).
+ * Context: see the calling-context table (docs/context.md).
  */
 PS_API void ps_store_read_lock(struct ps_store *store);
 
@@ -484,8 +414,7 @@ PS_API void ps_store_read_unlock(struct ps_store *store);
  * result to keep it past the section.
  *
  * Context: between ps_store_read_lock() and ps_store_read_unlock() on
- * @store; see the calling-context table at the top of polstore/store.h
- * (polstore-store(3polstore)).
+ * @store; see the calling-context table (docs/context.md).
  * Return: the policy, valid until ps_store_read_unlock(); NULL when no range
  * covers @idx or @store is NULL.
  */
@@ -506,8 +435,7 @@ PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, ui
  * Linearizable like ps_store_lookup().  Nothing stays borrowed: the view is
  * the caller's.
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)).
+ * Context: see the calling-context table (docs/context.md).
  * Return: 1 when a policy covers @idx, 0 when none does; -EINVAL when
  * @store or @view is NULL, @view->size is not sizeof(struct
  * ps_policy_view) or @view->nwords exceeds PS_NODEMASK_WORDS (then @view
@@ -527,8 +455,7 @@ PS_API int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_
  * kernel adds a shared object's inode number) uses ps_store_lookup_borrow()
  * and ps_policy_node() with its own index instead.
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)).
+ * Context: see the calling-context table (docs/context.md).
  * Return: the node, always one with memory in the topology in force
  * (polstore/numa.h; when no policy covers @idx, @local_node or the nearest
  * node with memory to it); -EINVAL when @store is NULL or @local_node is
@@ -562,8 +489,7 @@ typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol
  * not see), but what they retire is freed only once the walk's section
  * has ended.
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)); @fn as
+ * Context: see the calling-context table (docs/context.md); @fn as
  * ps_foreach_fn says.
  * Return: 0 after a full walk, @fn's non-zero return when it stopped the
  * walk, -EINVAL when @store or @fn is NULL, -EDEADLK where the
@@ -575,8 +501,7 @@ PS_API int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
  * ps_store_count() - number of ranges in the store
  * @store: the store
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)); may be
+ * Context: see the calling-context table (docs/context.md); may be
  * stale at once under concurrent sets.
  * Return: the count; 0 for NULL.
  */
@@ -593,8 +518,7 @@ PS_API size_t ps_store_count(struct ps_store *store);
  * variants: of the published version).  Debug builds
  * (POLSTORE_DEBUG_CHECKS) run it after every set and abort on a violation.
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)); it
+ * Context: see the calling-context table (docs/context.md); it
  * excludes sets while it runs.
  * Return: 0, -EINVAL for a NULL store, -EUCLEAN on a violation, or -EDEADLK.
  */
@@ -615,8 +539,7 @@ PS_API int ps_store_check(struct ps_store *store, const char **why);
  * 20 ms after the last release; only if no reclaim thread could be started
  * do retired nodes wait in the store (they count here then).
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)); also
+ * Context: see the calling-context table (docs/context.md); also
  * from an allocator hook (polstore/alloc.h) called inside a set of this
  * store.  Exact while no set runs, approximate under concurrent sets.
  * Return: the byte count; 0 for NULL.
@@ -657,8 +580,7 @@ struct ps_store_stats {
  * For RCU and RCU_QSBR stores; the others change their tree in place and
  * keep no figures.
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)): RCU and
+ * Context: see the calling-context table (docs/context.md): RCU and
  * RCU_QSBR take the writer mutex briefly (waiting for a set in progress);
  * the other variants return at once.
  * Return: 0; -EINVAL when @store or @stats is NULL; -EOPNOTSUPP for a
@@ -688,8 +610,7 @@ PS_API int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats);
  * RCU writer waits for the walk, and sets made meanwhile (also by @fn)
  * are not seen by it.
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)); @fn as
+ * Context: see the calling-context table (docs/context.md); @fn as
  * ps_foreach_fn says.
  * Return: 0 after a full walk (also when no range overlaps the window),
  * @fn's non-zero return when it stopped the walk, -EINVAL when @store or
@@ -716,8 +637,7 @@ PS_API int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64
  * split, or miss one set behind it.  For a snapshot of a window use
  * ps_store_foreach_range().  O(log n).
  *
- * Context: see the calling-context table at the top of
- * polstore/store.h (polstore-store(3polstore)); in a
+ * Context: see the calling-context table (docs/context.md); in a
  * section of a SPIN @store use ps_store_next_borrow().
  * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
  * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
@@ -744,8 +664,7 @@ PS_API int ps_store_next(struct ps_store *store, uint64_t idx, uint64_t *start, 
  * and RWLOCK it is one: the section holds the lock).
  *
  * Context: between ps_store_read_lock() and ps_store_read_unlock() on
- * @store; see the calling-context table at the top of polstore/store.h
- * (polstore-store(3polstore)).
+ * @store; see the calling-context table (docs/context.md).
  * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
  * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
  * @pol is NULL.
@@ -785,8 +704,8 @@ struct ps_set_op {
  * and every reference count as they were.  Reclamation, references and
  * waiting are as for ps_store_set().
  *
- * Context: as ps_store_set() (see the calling-context table at the top of
- * polstore/store.h).  Allocates (RCU and RCU_QSBR: before each change of
+ * Context: as ps_store_set() (see the calling-context table,
+ * docs/context.md).  Allocates (RCU and RCU_QSBR: before each change of
  * the tree, what it can need at worst, O(log N) for N ranges).
  * Return: 0; -EINVAL when @store is NULL, @ops is NULL with @n > 0, or an
  * op has start >= end; -ENOMEM; -EDEADLK as ps_store_set().

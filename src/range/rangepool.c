@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Pools of free ranges (rangetree.h): the lists writers take spare ranges
+ * Pools of free ranges (rangepool.h): the lists writers take spare ranges
  * from and hand removed ones to, and the vectors the copy-on-write
  * stores keep per thread.
  */
 #include <errno.h>
 #include <string.h>
 
+#include "compiler.h"
 #include "policy_internal.h"
-#include "rangetree.h"
+#include "rangepool.h"
 
 struct ps_range *psi_range_list_pop(struct psi_range_list *l)
 {

@@ -979,35 +979,104 @@ void psi_check_dead(const struct ps_store *s, const char *call)
 			"ps_store_destroy_deferred())", (const void *)s);
 }
 
-#define CHK_DEAD(name, call, ret, ...)                                                             \
-	static ret chk_dead_##name(struct ps_store *s, ##__VA_ARGS__)                              \
-	{                                                                                          \
-		psi_check_dead(s, call);                                                           \
-	}
-
-/* Every one aborts: their arguments go unused. */
+/*
+ * What a destroyed store's calls do: each aborts naming the call, so its
+ * arguments go unused.
+ */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-CHK_DEAD(lookup, "ps_store_lookup()", struct ps_policy *, uint64_t a)
-CHK_DEAD(read_lock, "ps_store_read_lock()", void)
-CHK_DEAD(read_unlock, "ps_store_read_unlock()", void)
-CHK_DEAD(lookup_borrow, "ps_store_lookup_borrow()", const struct ps_policy *, uint64_t a)
-CHK_DEAD(lookup_copy, "ps_store_lookup_copy()", int, uint64_t a, struct ps_policy_view *v)
-CHK_DEAD(lookup_node, "ps_store_lookup_node()", int, uint64_t a, int n)
-CHK_DEAD(set, "ps_store_set()", int, uint64_t a, uint64_t b, struct ps_policy *p)
-CHK_DEAD(synchronize, "ps_store_synchronize()", void)
-CHK_DEAD(foreach, "ps_store_foreach()", int, ps_foreach_fn fn, void *arg)
-CHK_DEAD(check, "ps_store_check()", int, const char **why)
-CHK_DEAD(held, "ps_store_memory()", size_t)
-CHK_DEAD(lock_stat, "ps_store_lock_stat_read()", struct psi_lstat *)
-CHK_DEAD(foreach_range, "ps_store_foreach_range()", int, uint64_t a, uint64_t b, ps_foreach_fn f,
-		void *arg)
-CHK_DEAD(next, "ps_store_next()", int, uint64_t a, uint64_t *b, uint64_t *c, struct ps_policy **p)
-CHK_DEAD(next_borrow, "ps_store_next_borrow()", int, uint64_t a, uint64_t *b, uint64_t *c,
+static struct ps_policy *chk_dead_lookup(struct ps_store *s, uint64_t a)
+{
+	psi_check_dead(s, "ps_store_lookup()");
+}
+
+static void chk_dead_read_lock(struct ps_store *s)
+{
+	psi_check_dead(s, "ps_store_read_lock()");
+}
+
+static void chk_dead_read_unlock(struct ps_store *s)
+{
+	psi_check_dead(s, "ps_store_read_unlock()");
+}
+
+static const struct ps_policy *chk_dead_lookup_borrow(struct ps_store *s, uint64_t a)
+{
+	psi_check_dead(s, "ps_store_lookup_borrow()");
+}
+
+static int chk_dead_lookup_copy(struct ps_store *s, uint64_t a, struct ps_policy_view *v)
+{
+	psi_check_dead(s, "ps_store_lookup_copy()");
+}
+
+static int chk_dead_lookup_node(struct ps_store *s, uint64_t a, int n)
+{
+	psi_check_dead(s, "ps_store_lookup_node()");
+}
+
+static int chk_dead_set(struct ps_store *s, uint64_t a, uint64_t b, struct ps_policy *p)
+{
+	psi_check_dead(s, "ps_store_set()");
+}
+
+static void chk_dead_synchronize(struct ps_store *s)
+{
+	psi_check_dead(s, "ps_store_synchronize()");
+}
+
+static int chk_dead_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
+{
+	psi_check_dead(s, "ps_store_foreach()");
+}
+
+static int chk_dead_check(struct ps_store *s, const char **why)
+{
+	psi_check_dead(s, "ps_store_check()");
+}
+
+static size_t chk_dead_held(struct ps_store *s)
+{
+	psi_check_dead(s, "ps_store_memory()");
+}
+
+static struct psi_lstat *chk_dead_lock_stat(struct ps_store *s)
+{
+	psi_check_dead(s, "ps_store_lock_stat_read()");
+}
+
+static int chk_dead_foreach_range(
+		struct ps_store *s, uint64_t a, uint64_t b, ps_foreach_fn f, void *arg)
+{
+	psi_check_dead(s, "ps_store_foreach_range()");
+}
+
+static int chk_dead_next(
+		struct ps_store *s, uint64_t a, uint64_t *b, uint64_t *c, struct ps_policy **p)
+{
+	psi_check_dead(s, "ps_store_next()");
+}
+
+static int chk_dead_next_borrow(struct ps_store *s, uint64_t a, uint64_t *b, uint64_t *c,
 		const struct ps_policy **p)
-CHK_DEAD(set_many, "ps_store_set_many()", int, const struct ps_set_op *o, size_t n)
-CHK_DEAD(destroy, "ps_store_destroy()", void)
-CHK_DEAD(idle, "ps_store_destroy_deferred()", bool)
+{
+	psi_check_dead(s, "ps_store_next_borrow()");
+}
+
+static int chk_dead_set_many(struct ps_store *s, const struct ps_set_op *o, size_t n)
+{
+	psi_check_dead(s, "ps_store_set_many()");
+}
+
+static void chk_dead_destroy(struct ps_store *s)
+{
+	psi_check_dead(s, "ps_store_destroy()");
+}
+
+static bool chk_dead_idle(struct ps_store *s)
+{
+	psi_check_dead(s, "ps_store_destroy_deferred()");
+}
 #pragma GCC diagnostic pop
 
 static const struct ps_sync_ops chk_dead_ops = {

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * What a region may cover (ps_uffd_register()): the mappings of
- * /proc/self/maps that meet the range.  The kernel registers the mappings
- * a range meets and skips its holes, and splits one mmap(2) into several
- * lines of /proc/self/maps wherever mbind(2), madvise(2) or mprotect(2)
- * changed part of it, while it merges adjacent anonymous mappings with the
- * same flags into one line.  So a line boundary is not a mapping boundary;
- * what tells two mappings apart is what differs across it: the
- * permissions, the backing (device, inode, name) or, for a file, an offset
- * that does not go on where the line below ended.
+ * The fault plane's region table: ps_uffd_register() and
+ * ps_uffd_unregister(), which change it under every resolver's lock
+ * (uffd_private.h), and what a region may cover.
+ *
+ * What a region may cover: the mappings of /proc/self/maps that meet the
+ * range.  The kernel registers the mappings a range meets and skips its
+ * holes, and splits one mmap(2) into several lines of /proc/self/maps
+ * wherever mbind(2), madvise(2) or mprotect(2) changed part of it, while
+ * it merges adjacent anonymous mappings with the same flags into one
+ * line.  So a line boundary is not a mapping boundary; what tells two
+ * mappings apart is what differs across it: the permissions, the backing
+ * (device, inode, name) or, for a file, an offset that does not go on
+ * where the line below ended.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <polstore/uffd.h>
 
 #include "uffd_private.h"
 
@@ -119,7 +126,12 @@ static bool uf_same_mapping(const struct uf_map *p, const struct uf_map *q)
 	return !p->inode || q->offset == p->offset + (p->end - p->start);
 }
 
-int uf_check_mappings(uintptr_t a, size_t len, bool span)
+/*
+ * Whether [@a, @a + @len) may be registered as one region: 0; -EINVAL
+ * when part of it is not mapped, or when, unless @span, it crosses from
+ * one mapping into another that /proc/self/maps tells apart.
+ */
+static int uf_check_mappings(uintptr_t a, size_t len, bool span)
 {
 	struct uf_maps_file f = {.fd = -1};
 	struct uf_map prev, cur;
@@ -145,4 +157,193 @@ int uf_check_mappings(uintptr_t a, size_t len, bool span)
 	}
 	close(f.fd);
 	return ok && covered >= end ? 0 : -EINVAL;
+}
+
+/* ---- regions --------------------------------------------------------------------------- */
+
+static void uf_lock_all(struct ps_uffd *uf)
+{
+	int i;
+
+	for (i = 0; i < uf->nres; i++)
+		pthread_rwlock_wrlock(&uf->res[i].lock);
+}
+
+static void uf_unlock_all(struct ps_uffd *uf)
+{
+	int i;
+
+	for (i = uf->nres - 1; i >= 0; i--)
+		pthread_rwlock_unlock(&uf->res[i].lock);
+}
+
+/* Index of the first region ending after @addr. */
+static size_t uf_slot(const struct ps_uffd *uf, uintptr_t addr)
+{
+	size_t lo = 0, hi = uf->nregions;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (uf->regions[mid].base + uf->regions[mid].len <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static bool uf_meets(uintptr_t a, size_t len, const void *p, size_t n)
+{
+	return p && (uintptr_t)p < a + len && a < (uintptr_t)p + n;
+}
+
+/*
+ * Whether [@a, @a + @len) meets memory of the plane's own: its blocks and
+ * its threads' stacks with their guard pages.  Under uf->regions_lock.
+ */
+static bool uf_meets_own(struct ps_uffd *uf, uintptr_t a, size_t len)
+{
+	bool meets = uf_meets(a, len, uf, sizeof(*uf)) ||
+		     uf_meets(a, len, uf->res, (size_t)uf->nres * sizeof(*uf->res)) ||
+		     uf_meets(a, len, uf->zero, uf->page_size) ||
+		     uf_meets(a, len, uf->regions, uf->cap * sizeof(*uf->regions));
+	int i;
+
+	pthread_mutex_lock(&uf->life);
+	for (i = 0; i < uf->nres && !meets; i++) {
+		const struct uf_resolver *r = &uf->res[i];
+
+		meets = uf_meets(a, len, r->buf, uf->page_size) ||
+			(r->stack_own_hi && r->stack_own_lo < a + len && a < r->stack_own_hi);
+	}
+	pthread_mutex_unlock(&uf->life);
+	return meets;
+}
+
+static int uf_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t first_page,
+		unsigned flags, const char *call)
+{
+	uintptr_t a = (uintptr_t)addr;
+	struct uffdio_register reg;
+	struct uf_region *g;
+	size_t at;
+	int err = 0;
+
+	if (!uf)
+		return -EINVAL;
+	err = uf_enter(&uf->tag, uf, call, 0);
+	if (err)
+		return err;
+	if (!len || a % uf->page_size || len % uf->page_size || a + len < a ||
+			first_page + len / uf->page_size < first_page ||
+			(flags & ~PS_UFFD_REGISTER_SPAN))
+		return -EINVAL;
+	pthread_mutex_lock(&uf->regions_lock);
+	at = uf_slot(uf, a);
+	if (at < uf->nregions && uf->regions[at].base < a + len) {
+		err = -EBUSY;
+		goto out;
+	}
+	if (uf->nregions == uf->cap) {
+		size_t cap = uf->cap ? 2 * uf->cap : 8;
+		struct uf_region *n = malloc(cap * sizeof(*n));
+
+		if (!n) {
+			err = -ENOMEM;
+			goto out;
+		}
+		if (uf->nregions)
+			memcpy(n, uf->regions, uf->nregions * sizeof(*n));
+		uf_lock_all(uf);
+		free(uf->regions);
+		uf->regions = n;
+		uf->cap = cap;
+		uf_unlock_all(uf);
+	}
+	/* After the table has grown: it is the plane's own memory too. */
+	if (uf_meets_own(uf, a, len)) {
+		err = -EINVAL;
+		goto out;
+	}
+	err = uf_check_mappings(a, len, flags & PS_UFFD_REGISTER_SPAN);
+	if (err)
+		goto out;
+	/*
+	 * The entry goes in first, so that the region's first faults find it;
+	 * what the kernel allows there (zero pages, poison) is known after.
+	 */
+	uf_lock_all(uf);
+	memmove(&uf->regions[at + 1], &uf->regions[at], (uf->nregions - at) * sizeof(*g));
+	uf->epoch++;
+	uf->regions[at] = (struct uf_region){
+			.base = a, .len = len, .first_page = first_page, .epoch = uf->epoch};
+	uf->nregions++;
+	uf_unlock_all(uf);
+
+	reg = (struct uffdio_register){
+			.range = {.start = a, .len = len}, .mode = UFFDIO_REGISTER_MODE_MISSING};
+	if (ioctl(uf->uffd, UFFDIO_REGISTER, &reg)) {
+		err = -errno;
+	} else if (!(reg.ioctls & (1ULL << _UFFDIO_COPY))) {
+		struct uffdio_range range = {.start = a, .len = len};
+
+		(void)ioctl(uf->uffd, UFFDIO_UNREGISTER, &range);
+		err = -EOPNOTSUPP;
+	}
+	uf_lock_all(uf);
+	g = &uf->regions[at];
+	if (err) {
+		memmove(g, g + 1, (uf->nregions - at - 1) * sizeof(*g));
+		uf->nregions--;
+	} else {
+		g->can_zeropage = reg.ioctls & (1ULL << _UFFDIO_ZEROPAGE);
+		g->can_poison = reg.ioctls & (1ULL << _UFFDIO_POISON);
+	}
+	uf_unlock_all(uf);
+out:
+	pthread_mutex_unlock(&uf->regions_lock);
+	return err;
+}
+
+int ps_uffd_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t first_page)
+{
+	return uf_register(uf, addr, len, first_page, 0, "ps_uffd_register()");
+}
+
+int ps_uffd_register_flags(
+		struct ps_uffd *uf, void *addr, size_t len, uint64_t first_page, unsigned flags)
+{
+	return uf_register(uf, addr, len, first_page, flags, "ps_uffd_register_flags()");
+}
+
+int ps_uffd_unregister(struct ps_uffd *uf, void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+	struct uffdio_range range = {.start = a, .len = len};
+	size_t at;
+	int err = 0;
+
+	if (!uf)
+		return -EINVAL;
+	err = uf_enter(&uf->tag, uf, "ps_uffd_unregister()", 0);
+	if (err)
+		return err;
+	pthread_mutex_lock(&uf->regions_lock);
+	at = uf_slot(uf, a);
+	if (at == uf->nregions || uf->regions[at].base != a || uf->regions[at].len != len) {
+		err = -ENOENT;
+		goto out;
+	}
+	/* Wakes the faults waiting there; an unmapped range has nothing left registered. */
+	(void)ioctl(uf->uffd, UFFDIO_UNREGISTER, &range);
+	/* Every resolver between two faults: none is placing a page here. */
+	uf_lock_all(uf);
+	memmove(&uf->regions[at], &uf->regions[at + 1],
+			(uf->nregions - at - 1) * sizeof(uf->regions[0]));
+	uf->nregions--;
+	uf_unlock_all(uf);
+out:
+	pthread_mutex_unlock(&uf->regions_lock);
+	return err;
 }
