@@ -6,7 +6,9 @@
 # Inside /** ... */ blocks:
 #   "name() - summary", "struct|union|enum|typedef name - summary" -> \brief
 #   "@arg: text"   -> \param arg text (functions, typedefs)
-#   "Return: text" -> \return text;  "Context: text" -> <b>Context:</b> text
+#   "Return: text" -> \return text;  "Context: text" -> \pscontext text (an
+#                  alias in Doxyfile.in: a paragraph of its own, also right
+#                  after an @arg line)
 #   "@name" elsewhere -> \p name
 # Struct and union blocks: each "@member: text" line and its continuation
 # lines document that member; other @names on that line ("@b, @c likewise")
@@ -173,7 +175,7 @@ while (defined(my $line = next_line())) {
 			$line = "$star \\return " . at2p($rest);
 		} elsif ($line =~ /^(\s*\*)\s+Context:\s*(.*)$/) {
 			my ($star, $rest) = ($1, $2);
-			$line = "$star <b>Context:</b> " . at2p($rest);
+			$line = "$star \\pscontext " . at2p($rest);
 		} else {
 			$line = at2p($line);
 		}

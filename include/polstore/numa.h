@@ -2,22 +2,9 @@
 /*
  * polstore real placement: turn policies into page placement with mbind(2),
  * read placement back with get_mempolicy(2), and convert node masks to and
- * from libnuma's struct bitmask.
- *
- * Nothing here caches placement: every call asks the kernel.  The library
- * links libnuma (pkg-config module "numa"); callers that only use this
- * header need not include <numa.h> unless they use struct bitmask.
- *
- * Node checks.  The kernel quietly drops nodes it does not know or may not
- * use as long as one usable node remains; polstore refuses them instead,
- * with -EINVAL, before any system call:
- *  - no flag: every node must exist (<= numa_max_node() and present) and be
- *    in the calling thread's allowed set (its cpuset, as
- *    get_mempolicy(MPOL_F_MEMS_ALLOWED) reports it);
- *  - PS_MPOL_F_STATIC_NODES: every node must exist; it need not be allowed
- *    now, since static nodes are meant to outlive cpuset changes;
- *  - PS_MPOL_F_RELATIVE_NODES: no check, the numbers are positions in the
- *    allowed set that the kernel folds onto it, not node ids.
+ * from libnuma's struct bitmask.  Nothing here caches placement; nodes are
+ * checked before any system call (docs/placement.md, the HTML reference's
+ * "Real placement" page).
  */
 #ifndef POLSTORE_NUMA_H
 #define POLSTORE_NUMA_H
@@ -45,9 +32,7 @@ struct bitmask; /* libnuma's, from <numa.h> */
 /**
  * ps_numa_available() - can this process place memory with mbind(2)?
  *
- * Probes the kernel once (libnuma's numa_available()) and remembers a
- * positive answer.
- *
+ * Probes the kernel once (numa_available()) and remembers a positive answer.
  * Context: any thread; no allocation.
  * Return: 0 when placement works; -ENOSYS when the kernel has no NUMA
  * support; -EPERM when the system call is refused (seccomp, for example).
@@ -57,31 +42,16 @@ PS_API int ps_numa_available(void);
 /**
  * ps_numa_set_topology() - the node topology ps_policy_node() follows
  * @nr_nodes: nodes the table describes (0 .. @nr_nodes - 1, each with
- *            memory), at most PS_MAX_NUMNODES; 0 goes back to the system's
- *            topology
+ *            memory), at most PS_MAX_NUMNODES; 0: back to the system's
  * @distance: @nr_nodes x @nr_nodes distances, row = from, column = to (as
  *            numa_distance(); 10 is local), NULL with @nr_nodes 0
  * @weights: @nr_nodes weighted-interleave weights, each 1-255; NULL: 1 each
  *
- * The topology in force decides which nodes a node lookup may return
- * (ps_policy_node(), ps_store_lookup_node(): the nodes with memory) and
- * how it chooses among them.  Without a table installed it is the
- * system's, read from sysfs by the first store created or the first
- * lookup: the nodes with memory from /sys/devices/system/node/has_memory,
- * distances from /sys/devices/system/node/nodeN/distance, weights from
- * /sys/kernel/mm/mempolicy/weighted_interleave/nodeN (1 where that file
- * does not exist, as the kernel's default).  A virtual machine monitor
- * describing a guest, or a test, installs its own.  Nodes beyond the table
- * are not in the topology; distances from them are farther than every
- * distance in it.  Ranges already set follow the new topology from the
- * next lookup on: nothing needs to be set again.  A table is copied;
- * every table installed stays allocated (a few bytes per node pair) until
- * the library unloads, so that lookups running meanwhile read it without a
- * lock or a grace period.
- *
+ * Decides which nodes a node lookup may return and how it chooses; the
+ * system's (sysfs) by default.  Ranges already set follow it from the next
+ * lookup on; the table is copied (docs/placement.md).
  * Context: any thread, at any time, also while other threads look up or
- * fork; concurrent lookups use the old table or the new one.  Takes no
- * lock; allocates (and with @nr_nodes 0 reads sysfs).
+ * fork (they use the old table or the new one); no lock; allocates.
  * Return: 0; -EINVAL for a bad count, a missing distance table, a weight
  * of 0; -ENOMEM (nothing changed).
  */
@@ -128,17 +98,9 @@ struct ps_policy_fit {
  * @fit: if not NULL, receives which node failed and what a lookup does
  *       instead
  *
- * ps_policy_create() accepts any node below PS_MAX_NUMNODES (a virtual
- * machine monitor describes guests), and a node lookup quietly falls back
- * when a policy's nodes are not in the topology in force
- * (ps_numa_set_topology(), polstore/policy.h's ps_policy_node()).  This
- * says so beforehand.  The mask is taken as stored, as lookups take it:
- * PS_MPOL_F_STATIC_NODES and PS_MPOL_F_RELATIVE_NODES change nothing.  A
- * policy without nodes (DEFAULT, LOCAL) always fits.  ps_policy_apply()
- * checks the system's nodes and the caller's allowed set itself.
- *
- * Context: any thread; takes no lock; reads sysfs on first use, as a
- * lookup does.
+ * Says beforehand where a node lookup would fall back (docs/placement.md);
+ * the mask is taken as stored, and a policy without nodes always fits.
+ * Context: any thread; takes no lock; reads sysfs on first use.
  * Return: 0 when every node of @pol has memory in the topology in force;
  * -ENOENT when one does not (@fit says which); -EINVAL when @pol is NULL
  * (@fit untouched).
@@ -152,28 +114,18 @@ PS_API int ps_numa_check_policy(const struct ps_policy *pol, struct ps_policy_fi
  * @addr: start of a mapping of the calling process; page aligned
  * @len: length in bytes (rounded up to whole pages by the kernel); 0 does
  *       nothing and succeeds
- * @flags: 0 or PS_APPLY_STRICT and/or PS_APPLY_MOVE (MPOL_MF_STRICT,
- *         MPOL_MF_MOVE)
+ * @flags: 0 or PS_APPLY_STRICT and/or PS_APPLY_MOVE
  *
- * One mbind(2) call with the policy's mode, mode flags and nodes.  The
- * nodes are checked first as the top of polstore/numa.h says, so a policy
- * naming a node that does not exist is refused rather than silently
- * narrowed.  PS_MPOL_LOCAL is passed as MPOL_LOCAL (Linux >= 3.8); a kernel
- * that refuses it gets MPOL_PREFERRED with an empty mask, its older
- * spelling of the same policy.  For a MAP_SHARED mapping of tmpfs or a
- * memfd the kernel stores the policy in the file's shared policy, so every
- * mapping of those pages sees it.
- *
- * Context: any thread; may sleep (takes the mm's lock; with
- * PS_APPLY_MOVE it migrates pages); no allocation.
+ * One mbind(2) with the policy's mode, flags and nodes, after polstore's
+ * node checks (docs/placement.md).
+ * Context: any thread; may sleep (the mm's lock; PS_APPLY_MOVE migrates
+ * pages); no allocation.
  * Return: 0; -EINVAL for a bad @flags, a misaligned @addr, a node that does
  * not exist or is not allowed, or a mode the kernel does not know;
- * -EFAULT or -ENOMEM when [@addr, @addr + @len) is not fully mapped
- * (mbind(2) says which); -EIO when PS_APPLY_STRICT is given and pages could
- * not be placed (recent kernels apply the policy all the same, older ones
- * may not);
- * -ENOSYS or -EPERM as ps_numa_available().  On any other error nothing
- * has changed.
+ * -EFAULT or -ENOMEM when [@addr, @addr + @len) is not fully mapped;
+ * -EIO when PS_APPLY_STRICT is given and pages could not be placed (the
+ * policy may be applied all the same); -ENOSYS or -EPERM as
+ * ps_numa_available().  On any other error nothing has changed.
  */
 PS_API int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigned flags);
 
@@ -181,11 +133,8 @@ PS_API int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, 
  * ps_policy_from_addr() - read the policy of the page at @addr
  * @addr: an address in a mapping of the calling process
  *
- * get_mempolicy(2) with MPOL_F_ADDR: the policy of the mapping at @addr
- * (for shared tmpfs and memfd mappings, the file's policy of that page).
- * A mapping without a policy reads back as a PS_MPOL_DEFAULT policy; an
- * old kernel's "preferred, no node" reads back as PS_MPOL_LOCAL.
- *
+ * get_mempolicy(2) with MPOL_F_ADDR; no policy reads back as
+ * PS_MPOL_DEFAULT (docs/placement.md).
  * Context: any thread; may sleep; allocates the new policy.
  * Return: a new policy with one reference for the caller, or NULL with
  * errno EFAULT (@addr not mapped), ENOMEM, ENOSYS or EPERM (as
@@ -200,7 +149,6 @@ PS_API struct ps_policy *ps_policy_from_addr(const void *addr);
  * @pol: the policy
  * @bmp: a bitmask from numa_allocate_nodemask() or numa_bitmask_alloc();
  *       every bit is written
- *
  * Context: any thread; writes only @bmp.
  * Return: 0, or -EINVAL when @pol or @bmp is NULL, @bmp has no bits, or a
  * node of @pol does not fit in @bmp (then @bmp is untouched).
@@ -214,9 +162,7 @@ PS_API int ps_policy_to_bitmask(const struct ps_policy *pol, struct bitmask *bmp
  * @bmp: the nodes (numa_parse_nodestring(), numa_get_mems_allowed(), ...);
  *       NULL is an empty mask
  *
- * Exactly ps_policy_create(@mode, @flags, @bmp->maskp, @bmp->size): no
- * node is checked against this machine until the policy is applied.
- *
+ * Exactly ps_policy_create(@mode, @flags, @bmp->maskp, @bmp->size).
  * Context: any thread; allocates.
  * Return: a new policy with one reference for the caller, or NULL with
  * errno as ps_policy_create() sets it.
@@ -236,20 +182,9 @@ PS_API struct ps_policy *ps_policy_from_bitmask(
  * @done_pages: if not NULL, receives the number of pages, from @first_page
  *              on, whose placement was applied, on success and on error
  *
- * The window [@first_page, @first_page + @npages) is cut at the edges of
- * the store's ranges.  Each piece covered by a range gets that range's
- * policy, each piece no range covers gets the default policy: one
- * ps_policy_apply() per piece, in ascending order, stopping at the first
- * error.
- *
- * Locking: the ranges that meet the window are first collected, each with
- * its own policy reference, in one ps_store_foreach_range() walk of the
- * window (O(log n + k), k the ranges in it).  The mbind(2) calls run after the walk,
- * outside every lock and read-side section, so a slow apply (page
- * migration) never holds up writers.  The placement is therefore that of
- * one consistent snapshot of the store; a ps_store_set() that completes
- * after the walk is not reflected.
- *
+ * One ps_policy_apply() per piece of the window cut at range edges (default
+ * policy where no range is), in order, from one snapshot of the store,
+ * outside every lock and section (docs/placement.md).
  * Context: any thread, not inside a read-side section of @store; may sleep;
  * allocates a temporary array of the collected ranges.
  * Return: 0; -EINVAL for a NULL @store, a @page_size that is not a multiple

@@ -91,18 +91,9 @@ struct ps_policy_view {
  * @maxnode: number of valid bits in @nodemask, at most PS_MAXNODE_LIMIT;
  *           ignored when @nodemask is NULL
  *
- * The rules are those of mbind(2) as LTP's mbind01 checks them: DEFAULT and
- * LOCAL take an empty mask; BIND, INTERLEAVE, PREFERRED_MANY and
- * WEIGHTED_INTERLEAVE need at least one node; PREFERRED with an empty mask
- * means "allocate locally" and, as in the kernel, becomes a LOCAL policy
- * (ps_policy_mode() then reads PS_MPOL_LOCAL); it may not carry a flag,
- * and neither may LOCAL, as in the kernel's mpol_new().  DEFAULT accepts a
- * flag and drops it (ps_policy_flags() reads 0), as the kernel keeps no
- * DEFAULT policy to hold one.
- * Node existence is not checked here (a virtual machine monitor describes
- * guests): ps_numa_check_policy() checks a policy against the topology node
- * lookups follow, ps_policy_apply() against the system.
- *
+ * As mbind(2) (docs/placement.md): DEFAULT and LOCAL take no node, the
+ * others at least one; PREFERRED with none becomes LOCAL.  LOCAL takes no
+ * flag; DEFAULT drops one.  Nodes are not checked against a machine here.
  * Context: any thread; allocates memory through the polstore allocator.
  * Return: the new policy, or NULL with errno set to EINVAL (unknown mode or
  * flag, both flags, a node >= PS_MAX_NUMNODES, @maxnode too large for a
@@ -116,22 +107,11 @@ PS_API struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsign
  * @pol: a policy the caller holds a reference to (or a borrowed pointer
  *       inside the read-side section that lent it); NULL is allowed
  *
- * A policy that is in a store and hot (looked up often) counts its
- * references on per-CPU stripes: the increment then touches a cache line of
- * the caller's CPU, not one shared by every thread.  Otherwise (and always
- * once the policy is in no store) the count is one atomic word.  The CPU
- * is the one the kernel last wrote in the thread's rseq area, which glibc
- * (2.35 and later, x86-64 and AArch64) registers for every thread; where it
- * registered none (GLIBC_TUNABLES=glibc.pthread.rseq=0, a runtime that
- * registers its own rseq area, valgrind, another C library) each thread
- * counts on a stripe of its own instead, taken in turn: as cheap, and as
- * free of sharing while no more threads take references at once than
- * there are stripes (the CPUs, up to 16).
- *
- * Context: any thread, inside or outside a read-side section; lock-free
- * (one atomic increment; the 64th get of a policy in a store, in atomic mode,
- * allocates its stripes, up to 1 KiB, and a failed allocation only
- * keeps the atomic count).
+ * One atomic increment: on a cache line of the caller's CPU once the policy
+ * is in a store and hot, else on its one count (docs/internals.md).
+ * Context: any thread, inside or outside a read-side section; lock-free;
+ * the 64th get of a policy in a store allocates its stripes (up to 1 KiB;
+ * a failure only keeps the atomic count).
  * Return: @pol.
  */
 PS_API struct ps_policy *ps_policy_get(struct ps_policy *pol);
@@ -140,14 +120,8 @@ PS_API struct ps_policy *ps_policy_get(struct ps_policy *pol);
  * ps_policy_put() - drop one reference; the last one frees the policy
  * @pol: the policy, or NULL (a no-op)
  *
- * A policy is freed by the put that drops its last reference, at once,
- * when it is in no store (a store's own references are dropped when its
- * ranges are freed: after a grace period for SEQLOCK, RCU and RCU_QSBR).
- * The put may be on another thread, CPU or stripe than the get.
- *
- * Debug builds (no NDEBUG) abort on a put of a policy whose atomic count is
- * already zero (a double put; one counted on a per-CPU stripe is not seen).
- *
+ * The put may be on another thread, CPU or stripe than the get.  Debug
+ * builds abort on a put of a policy whose atomic count is already zero.
  * Context: any thread, inside or outside a read-side section; lock-free
  * (one atomic decrement); may free memory.
  */
@@ -210,10 +184,9 @@ PS_API int ps_policy_first_node(const struct ps_policy *pol);
  * @a: a policy or NULL
  * @b: a policy or NULL
  *
- * Follows the kernel's __mpol_equal(): same mode, same flags and same nodes;
- * two LOCAL policies are equal whatever else, and so are two DEFAULT ones
- * (they carry no flag and no node); NULL equals nothing (not even NULL).
- *
+ * As the kernel's __mpol_equal(): same mode, flags and nodes; two LOCAL or
+ * two DEFAULT policies (no flag, no node) are always equal; NULL equals
+ * nothing, not even NULL.
  * Context: any thread; writes nothing.
  * Return: true when equal.
  */
@@ -223,13 +196,8 @@ PS_API bool ps_policy_equal(const struct ps_policy *a, const struct ps_policy *b
  * ps_policy_refcount() - the current reference count, for tests and debugging
  * @pol: the policy
  *
- * Folds the per-CPU stripes of a hot policy into its atomic count: exact
- * when no other thread gets or puts the policy, or adds it to or removes it
- * from a store, meanwhile.  Otherwise it can be stale as soon as it is read,
- * and (stripes being read one by one) off by the references moving between
- * stripes meanwhile; while the policy is in a store it is then never less
- * than the stores' references nor less than 1.
- *
+ * Exact when no other thread takes, drops or stores the policy meanwhile
+ * (docs/internals.md says how far off it can be then).
  * Context: any thread; reads the policy and its stripes (up to 16 loads),
  * writes nothing.
  * Return: the count, or -EINVAL when @pol is NULL.
@@ -239,41 +207,15 @@ PS_API long ps_policy_refcount(const struct ps_policy *pol);
 /**
  * ps_policy_node() - the node an allocation under @pol should use
  * @pol: a policy (held or borrowed), or NULL for "no policy"
- * @ilx: the interleave index: the page's offset in the object it belongs
- *       to; the kernel biases a shared (tmpfs/shm) object's offset by its
- *       inode number, so a caller that wants the kernel's exact node passes
- *       inode number + page offset
+ * @ilx: the interleave index: the page's offset in its object (the kernel
+ *       adds a shared object's inode number: pass inode number + offset)
  * @local_node: the node of the allocating CPU, 0 .. PS_MAX_NUMNODES - 1
  *
- * The answer is always a node with memory in the topology in force: the
- * system's, or the table ps_numa_set_topology() installed (polstore/numa.h).
- * The policy's nodes that count are those with memory there (the usable
- * nodes); the kernel's rules for shared policies (mm/mempolicy.c) then
- * apply to them:
- *  - no policy, DEFAULT, LOCAL: the local node: @local_node when it has
- *    memory, else the node with memory nearest to it by the distance table
- *    (the kernel's numa_mem_id()); nearest always means the lowest id on
- *    ties, the kernel's zonelist order;
- *  - PREFERRED: its node when it has memory; else the node with memory
- *    nearest to it when the topology knows it (a node without memory: the
- *    kernel starts from that node's zonelist); else the local node;
- *  - BIND, PREFERRED_MANY: @local_node when it is usable, else the usable
- *    node nearest to @local_node;
- *  - INTERLEAVE: the (@ilx mod the usable count)-th usable node, counting
- *    from the lowest (the kernel's offset-based interleave);
- *  - WEIGHTED_INTERLEAVE: @ilx mod (sum of the usable nodes' weights) walks
- *    them from the lowest node, each node taking as many slots as its
- *    weight (the kernel's weighted_interleave_nid());
- *  - a policy with no usable node: the local node, as the kernel falls
- *    back to local allocation when a policy's nodes are gone.
- * ps_numa_check_policy() says beforehand which case a policy is in.  The
- * mask is used as stored: PS_MPOL_F_STATIC_NODES / _RELATIVE_NODES are the
- * caller's to apply before it creates the policy, as the kernel rebinds a
- * shared policy's mask when it is set.
- *
+ * The kernel's rules for shared policies over the policy's nodes with memory
+ * in the topology in force (polstore/numa.h); always a node with memory.
+ * The rules per mode: docs/placement.md.
  * Context: any thread, inside or outside read-side sections; writes nothing
- * shared and takes no lock; the first node lookup of a process that
- * created no store reads the topology from sysfs (allocates).
+ * shared, takes no lock; a process's first lookup may read sysfs.
  * Return: a node, or -EINVAL when @local_node is out of range.
  */
 PS_API int ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node);

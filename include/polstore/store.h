@@ -2,79 +2,15 @@
 /*
  * polstore store: a map from half-open index ranges [start, end) to policies,
  * in the spirit of the kernel's struct shared_policy, with the
- * synchronisation chosen per store.
- *
- * Variants (enum ps_sync), all with the same semantics:
- *   PS_SYNC_SPIN      one spinlock around the tree (bounded spin, then yield).
- *   PS_SYNC_RWLOCK    readers share, writers exclude; writer-preferring, and
- *                     readers announce themselves on per-thread cache lines.
- *   PS_SYNC_SEQLOCK   readers walk optimistically and retry when a writer
- *                     intervened (falling back to the lock after a few
- *                     tries); memory is reclaimed after an RCU grace period.
- *   PS_SYNC_RCU       liburcu "memb" flavour; readers never block, never
- *                     retry and write no shared cache line.
- *   PS_SYNC_RCU_QSBR  liburcu "qsbr" flavour; as RCU, with zero-cost read
- *                     sections for threads that report quiescent states
- *                     (see polstore/rcu.h).
- *
- * Ranges never overlap.  Equal neighbours are NOT merged: a set() leaves
- * exactly the ranges the kernel's shared_policy_replace() would, so
- * foreach() shows the history of sets, trimmed.
- *
- * Calling contexts.  The one table of what each call takes (locks,
- * waits, grace periods) and where it may be called (inside a read-side
- * section or a foreach callback of the same store), per variant, with its
- * notes, is docs/context.md (installed in share/doc/libpolstore-dev/); each
- * function's Context: line points there and adds only what is particular
- * to it.
- *
- * The first section of a thread registers it with liburcu (SEQLOCK, RCU:
- * memb; RCU_QSBR: qsbr), which it leaves at exit; a thread that exits or
- * is cancelled inside an RCU or SEQLOCK section has it closed then (see
- * polstore/rcu.h).
- *
- * Other stores.  Lookups, sections and walks of RWLOCK, SEQLOCK, RCU and
- * RCU_QSBR stores may be made inside any section or walk of another
- * store: they never wait for a writer that waits for the caller.  The
- * calls that take a lock exclusively (every call on a SPIN store but the
- * borrowed reads; set, set_many and check of SPIN, RWLOCK and SEQLOCK
- * stores; SEQLOCK walks), made inside a section or walk of another store,
- * deadlock with a thread that nests the same two stores the other way
- * round, as two mutexes do: nest them in one order across the program
- * (for example the order the stores were created in).  Likewise
- * ps_store_synchronize() or destroy of an RCU or SEQLOCK store inside a
- * SPIN or RWLOCK section, while another thread inside an RCU section
- * waits for that lock.
- *
- * Signal handlers.  On RCU and RCU_QSBR stores, ps_store_lookup_node(),
- * ps_store_lookup_copy() and a section the handler opens and closes
- * itself (ps_store_read_lock(), borrowed lookups, ps_store_read_unlock())
- * are async-signal-safe on a thread that has read a store of the same
- * flavour before (its first read registers it with liburcu, which takes a
- * mutex), the checking mode's records included.  Other calls may allocate
- * or wait (a lookup's reference on a policy that turns hot allocates), and
- * the other variants' reads take locks the interrupted thread may hold:
- * not from a handler.
- *
- * Misuse fails loudly.  Always, at the cost of a thread-local record of
- * the lock-based sections a thread holds (8 deep; nothing on the
- * lock-free read paths): a call that would wait for itself returns
- * -EDEADLK, or, when it returns nothing, prints what was called on which
- * store and aborts, as the table says; so does a read unlock with no
- * section to close (ps_store_read_unlock()).  The checking mode adds, for the stores
- * created while it is on: a read unlock on a store the thread holds no
- * section of (never locked, unlocked twice, or locked by another thread),
- * a borrowed lookup outside a section of the store, a destroy while
- * sections of the store are open on any thread, any call on a destroyed
- * store (kept poisoned for a while), a thread that exits inside a SPIN or
- * RWLOCK section, and threads deadlocked waiting for stores each other
- * holds (the lock order broken), each reported within a second: a
- * message naming the call and the store on stderr, then abort().  Turn it
- * on with POLSTORE_CHECK=1 in the environment (read when the library is
- * loaded), or build the library with -DPOLSTORE_CHECKING=ON
- * (POLSTORE_CHECK=0 turns that off).  Checked stores are slower (every
- * call goes through the library and a per-thread record, none inline);
- * the others run as without it.
+ * synchronisation chosen per store.  Ranges never overlap; equal neighbours
+ * are not merged.  Variants (enum ps_sync), one semantics:
+ *   PS_SYNC_SPIN      one spinlock around the tree (bounded spin, then yield)
+ *   PS_SYNC_RWLOCK    writer-preferring; readers on per-thread cache lines
+ *   PS_SYNC_SEQLOCK   readers retry when a writer intervened, then lock
+ *   PS_SYNC_RCU       liburcu memb; readers never block, retry or write shared
+ *   PS_SYNC_RCU_QSBR  liburcu qsbr; zero-cost sections for online threads
+ * Calling contexts, threads, other stores, signal handlers and misuse:
+ * docs/context.md (installed in share/doc/libpolstore-dev/).
  */
 #ifndef POLSTORE_STORE_H
 #define POLSTORE_STORE_H
@@ -105,10 +41,8 @@ enum ps_sync {
 struct ps_store;
 
 /**
- * ps_sync_name() - the variant's name: "spin", "rwlock", "seqlock", "rcu",
- * "rcu-qsbr"
+ * ps_sync_name() - the variant's name: "spin", "rwlock", "seqlock", "rcu", "rcu-qsbr"
  * @sync: the variant
- *
  * Context: any thread.
  * Return: a static string, or NULL for a value that is not a variant.
  */
@@ -117,7 +51,6 @@ PS_API const char *ps_sync_name(enum ps_sync sync);
 /**
  * ps_sync_from_name() - parse a variant name as ps_sync_name() prints it
  * @name: the name
- *
  * Context: any thread.
  * Return: the variant (>= 0), or -EINVAL for NULL or an unknown name.
  */
@@ -132,12 +65,8 @@ PS_API int ps_sync_from_name(const char *name);
  * ps_sync_caps() - what a variant is, for programs that treat variants alike
  * @sync: the variant
  *
- * PS_CAP_LOCK: writers take a lock that readers or walks can wait for, the
- * lock ps_store_lock_stat_read() reports (polstore/lockstat.h).
- * PS_CAP_RCU: readers use liburcu; a thread that reads is registered with
- * one of its flavours (polstore/rcu.h).  PS_CAP_QSBR: that flavour is qsbr,
- * where a thread online by ps_qsbr_thread_online() reads with no section.
- *
+ * PS_CAP_LOCK's lock is the one ps_store_lock_stat_read() reports; RCU
+ * flavours, and threads online by ps_qsbr_thread_online(): polstore/rcu.h.
  * Context: any thread.
  * Return: the PS_CAP_* bits of @sync; 0 for a value that is not a variant.
  */
@@ -146,12 +75,11 @@ PS_API unsigned ps_sync_caps(enum ps_sync sync);
 /**
  * ps_store_create() - create an empty store
  * @sync: the synchronisation variant
- *
  * Context: any thread; allocates.
  * Return: the store, or NULL with errno EINVAL (unknown @sync) or ENOMEM;
- * for SEQLOCK, RCU and RCU_QSBR also EAGAIN or ENOMEM when polstore cannot
- * create the thread-specific-data keys that unregister reader threads from
- * liburcu at exit (pthread_key_create() failed; a later call tries again).
+ * SEQLOCK, RCU, RCU_QSBR: also EAGAIN or ENOMEM when the keys that unregister
+ * reader threads from liburcu at exit cannot be made (pthread_key_create()
+ * failed; a later call tries again).
  */
 PS_API struct ps_store *ps_store_create(enum ps_sync sync);
 
@@ -159,12 +87,9 @@ PS_API struct ps_store *ps_store_create(enum ps_sync sync);
  * ps_store_destroy() - free a store and drop its policy references
  * @store: the store, or NULL (a no-op)
  *
- * References that callers got from ps_store_lookup() stay valid until they
- * are put.
- *
- * Context: see the calling-context table (docs/context.md).  No other
- * thread may use @store during or after the call
- * (ps_store_destroy_deferred() retires a store readers may still be in).
+ * References that callers got from ps_store_lookup() stay valid until put.
+ * Context: see docs/context.md.  No other thread may use @store during or after
+ * the call (ps_store_destroy_deferred() is for a store readers may be in).
  */
 PS_API void ps_store_destroy(struct ps_store *store);
 
@@ -172,44 +97,13 @@ PS_API void ps_store_destroy(struct ps_store *store);
  * ps_store_destroy_deferred() - free a store once no reader can still use it, never waiting
  * @store: the store, which the caller has made unreachable for new readers
  *
- * Retires a store that lock-free readers may still be inside: the caller
- * unpublishes it (clears or replaces the pointer readers load it from,
- * with a release store), calls this, and returns at once; polstore
- * frees the store on its reclaim thread after a grace period, and drops
- * its policy references then.  Readers find the store inside
- * ps_sync_read_lock(), which opens the section each variant's grace
- * period waits for (examples/deferred_destroy.c shows the whole
- * pattern).  What "no reader can still use it" means depends on the
- * variant:
- *
- *  - RCU and SEQLOCK: a memb grace period.  Lookups, copies, node lookups,
- *    ps_store_read_lock() sections and RCU foreach walks under way when the
- *    call is made finish first.  A SEQLOCK foreach walk holds the writer
- *    lock, not a section: the store is freed once no walk holds it.
- *  - RCU_QSBR: a qsbr grace period: every online thread has passed a
- *    quiescent state (or gone offline), and automatic sections have ended.
- *    So its readers must find the store while online, or inside a
- *    section of an RCU_QSBR store: a memb section protects nothing here.
- *  - SPIN and RWLOCK: readers hold the store's lock, not an RCU section,
- *    so a grace period alone protects only readers that reached the store
- *    inside a memb read-side section of their own (ps_sync_read_lock(),
- *    liburcu's urcu_memb_read_lock(), or a section of any RCU or SEQLOCK
- *    store) and use it within it.  After a memb grace period the reclaim thread tries
- *    the store's lock (never waiting for it): while a section or walk
- *    still holds it, it tries again every 10 ms, and frees the store once
- *    the lock is free.
- *
- * ps_rcu_barrier() (polstore/rcu.h) waits until the free is done (but for
- * a lock still held).
- *
- * Context: see the calling-context table (docs/context.md); inside
- * sections of @store too (the free waits for them).  No writer of @store
- * (set, set_many, synchronize, check, destroy) may run during or after
- * the call, and no new reader may find @store: only readers already under
- * way may still use it.
+ * Returns at once; the reclaim thread frees @store and drops its references
+ * after a grace period.  The pattern, and what it covers per variant:
+ * docs/context.md ("Retiring a store").
+ * Context: see docs/context.md; inside sections of @store too.  No writer of
+ * @store may run during or after the call, and no new reader may find it.
  * Return: 0; -EINVAL for NULL; -ENOMEM or -EAGAIN (no memory for the
- * hand-over, no reclaim thread could start) with nothing done: @store is
- * as before, and the caller may retry or destroy it.
+ * hand-over, no reclaim thread) with @store as before, to retry or destroy.
  */
 PS_API int ps_store_destroy_deferred(struct ps_store *store);
 
@@ -217,62 +111,26 @@ PS_API int ps_store_destroy_deferred(struct ps_store *store);
  * ps_sync_read_lock() - open a section in which stores of a variant are not freed
  * @sync: the variant of the stores the section finds
  *
- * The reader side of ps_store_destroy_deferred() for a store found
- * through a pointer the program publishes: load the pointer (an acquire
- * load) and use the store inside the section; a store handed to
- * ps_store_destroy_deferred() after it was loaded is freed only once the
- * section has closed.  A program needs no liburcu call and no liburcu
- * link flag for it:
- *
- *	if (ps_sync_read_lock(PS_SYNC_RCU) == 0) {
- *		struct ps_store *s = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
- *
- *		node = ps_store_lookup_node(s, page, local_node);
- *		ps_sync_read_unlock(PS_SYNC_RCU);
- *	}
- *
- * The section is a read-side section of the liburcu flavour whose grace
- * period ps_store_destroy_deferred() waits for: memb for SPIN, RWLOCK,
- * SEQLOCK and RCU, qsbr for RCU_QSBR (a thread online by
- * ps_qsbr_thread_online() is inside one already; an offline thread is
- * online for the section).  Sections nest, in each other and with the
- * stores' own sections.  The section takes no lock: a store's calls
- * inside it take that store's locks as they do anywhere.  The first
- * section of a thread registers it with liburcu, as a store's first read
- * does, and the thread leaves at exit (polstore/rcu.h).
- *
- * Context: any thread.  Inside the section, as inside a read-side section
- * of an RCU store of the same flavour (RCU_QSBR for PS_SYNC_RCU_QSBR, RCU
- * for the others): no call that waits for a grace period of that flavour
- * (ps_store_synchronize() and ps_store_destroy() of the stores of that
- * flavour: SEQLOCK and RCU for memb, RCU_QSBR for qsbr; ps_rcu_barrier();
- * the calling-context table, docs/context.md);
- * ps_store_destroy_deferred() is fine.  A thread that exits or is
- * cancelled inside has the section closed at exit.  Close it on the
- * thread that opened it, with the same @sync.
- * Return: 0; -EINVAL for a value that is not a variant, or -EAGAIN /
- * -ENOMEM when polstore cannot create the thread-specific-data key that
- * unregisters the thread at exit (pthread_key_create() failed): no
- * section is open then.
+ * A store loaded (acquire) in the section and then handed to
+ * ps_store_destroy_deferred() is freed only after the section closes.
+ * Context: any thread; docs/context.md ("Retiring a store").  Close it on
+ * the same thread with the same @sync; thread exit closes it.
+ * Return: 0; -EINVAL for a value that is not a variant; -EAGAIN or -ENOMEM
+ * when the thread-exit key cannot be made (no section is open then).
  */
 PS_API int ps_sync_read_lock(enum ps_sync sync);
 
 /**
  * ps_sync_read_unlock() - close a section that ps_sync_read_lock() opened
  * @sync: the variant given to ps_sync_read_lock()
- *
- * Context: the thread that opened the section, with the same @sync; a
- * value that is not a variant is ignored.  A thread that holds no section
- * of the variant's flavour gets a message naming the call and the variant
- * on stderr and abort() (a stray close would hold up every later grace
- * period); an RCU_QSBR thread online by its own choice is not checked.
+ * Context: the thread that opened the section, with the same @sync; a value
+ * that is not a variant is ignored, no open section aborts (docs/context.md).
  */
 PS_API void ps_sync_read_unlock(enum ps_sync sync);
 
 /**
  * ps_store_sync_kind() - the variant a store was created with
  * @store: the store
- *
  * Context: any thread.
  * Return: the variant, or -EINVAL when @store is NULL.
  */
@@ -283,39 +141,15 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * @store: the store
  * @start: first index of the range
  * @end: one past the last index; must be > @start
- * @pol: the policy, or NULL; NULL or a PS_MPOL_DEFAULT policy removes
- *       whatever covers [@start, @end)
+ * @pol: the policy; NULL or a PS_MPOL_DEFAULT policy removes what is there
  *
- * As the kernel's shared_policy_replace(): ranges inside [@start, @end) are
- * removed, ranges overlapping one edge are trimmed, a range covering the new
- * one on both sides is split in two (both parts keep their policy), then
- * the new range is inserted.  The store takes its own reference to @pol; the
- * caller keeps its reference.
- *
- * Every node the update may need is allocated before anything is published,
- * so an allocation failure leaves the store exactly as it was.
- *
- * SEQLOCK, RCU and RCU_QSBR stores free what a set removes (and, for RCU
- * and RCU_QSBR, the tree nodes it replaced by copies) after a grace
- * period, on polstore's reclaim thread; policy references of removed
- * ranges are dropped then too (see ps_store_synchronize()).
- *
- * RCU and RCU_QSBR: the set copies the nodes it changes, and those between
- * them and the highest one, and publishes them with one pointer store into
- * the child slot of the lowest node it leaves unchanged (the root when the
- * change reaches it); the rest of the tree stays where it is.  It never
- * waits for a grace period or for readers.  A lookup sees the store before
- * or after the set, never a mix (ps_store_stats() counts what sets copy).
- *
- * Context: see the calling-context table (docs/context.md); writers
- * are serialised by the store; allocates.  RCU and RCU_QSBR: a set inside
- * a foreach callback of @store is not seen by the walk, and what the
- * caller borrowed stays valid until its section ends.  A set that waits
- * for a grace period (note 4 of the table) waits as long as the grace
- * period takes, which an online RCU_QSBR thread that reports no quiescent
- * state prolongs without end (ps_qsbr_set_stall_warning() names it).
+ * Removes, trims or splits what is there, as the kernel's
+ * shared_policy_replace(), and inserts the range with a reference of its
+ * own to @pol (the caller keeps its own).  All or nothing; readers see the
+ * store before or after the set.
+ * Context: see docs/context.md; allocates.
  * Return: 0; -EINVAL when @store is NULL or @start >= @end; -ENOMEM;
- * -EDEADLK (nothing changed) where the calling-context table says so.
+ * -EDEADLK (nothing changed) where docs/context.md says so.
  */
 PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
 		struct ps_policy *pol);
@@ -324,19 +158,9 @@ PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
  * ps_store_synchronize() - free what earlier sets removed but still hold
  * @store: the store
  *
- * SEQLOCK, RCU and RCU_QSBR stores free removed ranges, and drop their
- * policy references, after a grace period on polstore's reclaim thread of
- * the store's liburcu flavour (SEQLOCK gathers them in batches first).
- * This waits for all of that, so that after it returns every policy
- * reference the store holds belongs to a range in the store.  RCU and
- * RCU_QSBR also give back the calling thread's spare nodes and the
- * flavour's pool of released ones (which the reclaim thread empties by
- * itself once sets stop).  SPIN and RWLOCK stores free removed ranges
- * before ps_store_set() returns: a no-op for them.
- *
- * Context: see the calling-context table (docs/context.md), note 5;
- * the memb sections of RCU id maps count too.  An online RCU_QSBR thread
- * goes offline for the wait and back online after it.
+ * Waits until every policy reference the store holds belongs to a range in
+ * it; RCU and RCU_QSBR also give back spare nodes.  SPIN, RWLOCK: a no-op.
+ * Context: see docs/context.md, note 5; an online RCU_QSBR thread goes offline.
  * Return: 0; -EINVAL when @store is NULL; -EDEADLK (nothing waited for)
  * inside a section it would wait for.
  */
@@ -347,17 +171,9 @@ PS_API int ps_store_synchronize(struct ps_store *store);
  * @store: the store
  * @idx: the index
  *
- * Linearizable with concurrent ps_store_set() calls for every variant.  The
- * reference is one atomic increment: on the policy's count while it is
- * cold, and, once the policy is hot (64 lookups while in a store), on a
- * per-CPU stripe of it, a cache line of the caller's CPU (see
- * ps_policy_get()).  ps_store_lookup_borrow() writes nothing at all.
- *
- * Context: see the calling-context table (docs/context.md; RCU_QSBR:
- * polstore/rcu.h says what makes it cheap).  The lookup that makes a
- * policy hot allocates its stripes (up to 1 KiB) through the polstore
- * allocator; a failed allocation leaves the policy on its atomic count and
- * the lookup succeeds.
+ * Linearizable with concurrent sets, for every variant; the reference is one
+ * atomic increment (ps_policy_get()).
+ * Context: see docs/context.md; may allocate a hot policy's per-CPU stripes.
  * Return: the policy, which the caller must ps_policy_put(); NULL when no
  * range covers @idx (errno is then 0), @store is NULL (errno EINVAL), or
  * inside this thread's own section of a SPIN @store (errno EDEADLK).
@@ -368,37 +184,17 @@ PS_API struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx);
  * ps_store_read_lock() - open a read-side section for borrowed lookups
  * @store: the store
  *
- * Borrowed policies (ps_store_lookup_borrow()) stay valid until the matching
- * ps_store_read_unlock().  Per variant: SPIN takes the lock, RWLOCK takes it
- * shared, SEQLOCK and RCU enter an RCU read-side section, RCU_QSBR marks the
- * thread online if it is not.  Sections of RWLOCK, SEQLOCK, RCU and
- * RCU_QSBR stores nest, of one store or of several; a SPIN section must
- * not be opened inside another of the same store (that prints a message
- * and aborts).  Sections should be short: SPIN and RWLOCK writers wait
- * for them, and the variants that defer frees free nothing retired while
- * one is open.
- *
- * Context: see the calling-context table (docs/context.md).
+ * Borrowed policies stay valid until ps_store_read_unlock().  Keep sections
+ * short: SPIN and RWLOCK writers wait for them, and frees wait too.
+ * Context: see docs/context.md; nests, but not in a SPIN section of @store.
  */
 PS_API void ps_store_read_lock(struct ps_store *store);
 
 /**
  * ps_store_read_unlock() - close the section ps_store_read_lock() opened
  * @store: the store
- *
- * An unlock with no section of @store to close is refused, in every build
- * and whether the checking mode is on or not: it prints "polstore:
- * ps_store_read_unlock(): <variant> store <address>: this thread holds no
- * read-side section of it ..." on stderr and aborts, leaving the lock as it
- * was.  What a thread can be told to hold per variant: SPIN and RWLOCK
- * its own sections of @store (8 deep; an unlock with more open is taken
- * to close one of the deeper ones); SEQLOCK and RCU any memb read-side
- * section (an extra unlock inside a section of another such store closes
- * that one); RCU_QSBR being online (a thread online by its own choice has
- * no count to check).  The checking mode tells each section apart, on
- * every variant, and names the thread that holds it.
- *
- * Context: the thread that called ps_store_read_lock() on @store.
+ * Context: the thread that called ps_store_read_lock() on @store; with no
+ * section to close, a message and abort() (docs/context.md, "Misuse").
  */
 PS_API void ps_store_read_unlock(struct ps_store *store);
 
@@ -407,16 +203,11 @@ PS_API void ps_store_read_unlock(struct ps_store *store);
  * @store: the store
  * @idx: the index
  *
- * The no-shared-write lookup: under RCU and RCU_QSBR it writes no shared
- * cache line at all (SEQLOCK writes none unless it falls back to the lock).
- * The result is linearizable like ps_store_lookup()'s.  Use it for the hot
- * path where every thread reads the same policy; call ps_policy_get() on the
- * result to keep it past the section.
- *
- * Context: between ps_store_read_lock() and ps_store_read_unlock() on
- * @store; see the calling-context table (docs/context.md).
- * Return: the policy, valid until ps_store_read_unlock(); NULL when no range
- * covers @idx or @store is NULL.
+ * Linearizable like ps_store_lookup(), with no shared write under RCU,
+ * RCU_QSBR and (but for its lock fallback) SEQLOCK.
+ * Context: inside ps_store_read_lock() on @store (docs/context.md).
+ * Return: the policy, valid until ps_store_read_unlock() (ps_policy_get()
+ * keeps it); NULL when no range covers @idx or @store is NULL.
  */
 PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, uint64_t idx);
 
@@ -424,18 +215,12 @@ PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, ui
  * ps_store_lookup_copy() - the policy covering @idx, copied out: one call, no reference
  * @store: the store
  * @idx: the index
- * @view: initialised by the caller (PS_POLICY_VIEW_INIT(): size and the
- *        number of mask words wanted); receives the mode, flags, weight and
- *        those mask words of the covering policy, or PS_MPOL_DEFAULT with an
- *        empty mask when none covers @idx
+ * @view: from PS_POLICY_VIEW_INIT() (size, mask words wanted); gets the mode,
+ *        flags, weight and mask words, or PS_MPOL_DEFAULT and an empty mask
  *
- * Opens and closes its own read-side section (RCU_QSBR: an online thread
- * needs none), so it writes nothing shared under RCU and RCU_QSBR, nor under
- * SEQLOCK unless it falls back to the lock; SPIN and RWLOCK take their lock.
- * Linearizable like ps_store_lookup().  Nothing stays borrowed: the view is
- * the caller's.
- *
- * Context: see the calling-context table (docs/context.md).
+ * Takes its own section: no shared write where ps_store_lookup_borrow() has
+ * none.  Linearizable like ps_store_lookup().
+ * Context: see docs/context.md.
  * Return: 1 when a policy covers @idx, 0 when none does; -EINVAL when
  * @store or @view is NULL, @view->size is not sizeof(struct
  * ps_policy_view) or @view->nwords exceeds PS_NODEMASK_WORDS (then @view
@@ -449,29 +234,19 @@ PS_API int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_
  * @idx: the page index (the lookup key and the interleave index)
  * @local_node: the node of the allocating CPU, 0 .. PS_MAX_NUMNODES - 1
  *
- * ps_policy_node(covering policy, @idx, @local_node) inside one read-side
- * section of its own, with no reference and no shared write, as
- * ps_store_lookup_copy().  A caller that biases the interleave index (the
- * kernel adds a shared object's inode number) uses ps_store_lookup_borrow()
- * and ps_policy_node() with its own index instead.
- *
- * Context: see the calling-context table (docs/context.md).
- * Return: the node, always one with memory in the topology in force
- * (polstore/numa.h; when no policy covers @idx, @local_node or the nearest
- * node with memory to it); -EINVAL when @store is NULL or @local_node is
- * out of range; -EDEADLK as
- * ps_store_lookup_copy().
+ * ps_policy_node() of the covering policy, as ps_store_lookup_copy() reads.
+ * Context: see docs/context.md.
+ * Return: the node, always one with memory (polstore/numa.h; with no policy
+ * @local_node or the nearest to it); -EINVAL when @store is NULL or
+ * @local_node is out of range; -EDEADLK as ps_store_lookup_copy().
  */
 PS_API int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node);
 
 /**
  * typedef ps_foreach_fn - callback of ps_store_foreach() and ps_store_foreach_range()
  *
- * @pol is borrowed for the duration of the call.  A non-zero return stops
- * the walk.  The callback runs inside the walk's section: what it may
- * call on its own store is the "callback" column of the calling-context
- * table at the top of this header, and calls on other stores follow the
- * lock order given there.
+ * @pol is borrowed for the call; a non-zero return stops the walk.  It may
+ * call what the "callback" column of docs/context.md allows.
  */
 typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
 
@@ -481,28 +256,18 @@ typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol
  * @fn: the callback
  * @arg: passed to @fn
  *
- * Every variant walks one consistent snapshot: SPIN and SEQLOCK hold the
- * writer lock, RWLOCK holds the lock shared, RCU and RCU_QSBR walk the tree
- * version current when the walk began inside one read-side section.  SPIN,
- * RWLOCK and SEQLOCK sets wait for the walk, so keep @fn short; RCU and
- * RCU_QSBR sets do not (they publish a new version, which the walk does
- * not see), but what they retire is freed only once the walk's section
- * has ended.
- *
- * Context: see the calling-context table (docs/context.md); @fn as
- * ps_foreach_fn says.
+ * One consistent snapshot; SPIN, RWLOCK and SEQLOCK sets wait for the walk.
+ * Context: see docs/context.md; @fn as ps_foreach_fn says.
  * Return: 0 after a full walk, @fn's non-zero return when it stopped the
- * walk, -EINVAL when @store or @fn is NULL, -EDEADLK where the
- * calling-context table says so.
+ * walk, -EINVAL when @store or @fn is NULL, -EDEADLK where docs/context.md
+ * says so.
  */
 PS_API int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg);
 
 /**
  * ps_store_count() - number of ranges in the store
  * @store: the store
- *
- * Context: see the calling-context table (docs/context.md); may be
- * stale at once under concurrent sets.
+ * Context: see docs/context.md; may be stale at once under concurrent sets.
  * Return: the count; 0 for NULL.
  */
 PS_API size_t ps_store_count(struct ps_store *store);
@@ -512,14 +277,9 @@ PS_API size_t ps_store_count(struct ps_store *store);
  * @store: the store
  * @why: if not NULL, receives a static description of the first violation
  *
- * Checks the red-black properties, the depth bound, ascending
- * non-overlapping non-empty ranges, the range count, and a non-NULL
- * non-DEFAULT policy with a positive reference count in every range (RCU
- * variants: of the published version).  Debug builds
- * (POLSTORE_DEBUG_CHECKS) run it after every set and abort on a violation.
- *
- * Context: see the calling-context table (docs/context.md); it
- * excludes sets while it runs.
+ * Red-black properties, depth bound, ranges ascending, disjoint, non-empty
+ * and counted, each with a referenced non-DEFAULT policy (docs/internals.md).
+ * Context: see docs/context.md; it excludes sets while it runs.
  * Return: 0, -EINVAL for a NULL store, -EUCLEAN on a violation, or -EDEADLK.
  */
 PS_API int ps_store_check(struct ps_store *store, const char **why);
@@ -528,20 +288,10 @@ PS_API int ps_store_check(struct ps_store *store, const char **why);
  * ps_store_memory() - bytes the store holds for its ranges
  * @store: the store
  *
- * Counts the store itself and its nodes, not the policies (which are
- * shared).  RCU and RCU_QSBR stores hold nothing else: the spare nodes a
- * set needs live with the thread that sets (ps_store_synchronize() gives
- * the calling thread's back), and what a set retires waits, with what every
- * store of the flavour retired, for a grace period that starts within
- * 40 ms (10 ms after sets stop), at once when 4 MiB are waiting (so about
- * 4 MiB are in flight at most, and what sets retire while one grace period
- * runs), then goes back to a pool those stores share, which is emptied
- * 20 ms after the last release; only if no reclaim thread could be started
- * do retired nodes wait in the store (they count here then).
- *
- * Context: see the calling-context table (docs/context.md); also
- * from an allocator hook (polstore/alloc.h) called inside a set of this
- * store.  Exact while no set runs, approximate under concurrent sets.
+ * The store and its nodes, not the policies; what else RCU sets hold:
+ * docs/internals.md.
+ * Context: see docs/context.md; also from an allocator hook (polstore/alloc.h)
+ * inside a set of @store.  Approximate under concurrent sets.
  * Return: the byte count; 0 for NULL.
  */
 PS_API size_t ps_store_memory(struct ps_store *store);
@@ -549,19 +299,11 @@ PS_API size_t ps_store_memory(struct ps_store *store);
 /**
  * struct ps_store_stats - what a store's sets have done, since its creation
  * @sets: ps_store_set() calls and ps_store_set_many() batches that succeeded
- * @nodes_copied: tree nodes the sets copied (RCU and RCU_QSBR copy a node
- *                before they change it; a set that gives one range a new
- *                policy copies one)
+ * @nodes_copied: tree nodes the sets copied (docs/internals.md)
  * @nodes_copied_max: the most one set copied
- * @nodes_retired: tree nodes the sets took out of the published tree (the
- *                 originals of copies and the ranges removed), each freed
- *                 after a grace period
+ * @nodes_retired: tree nodes the sets unpublished, freed after a grace period
  * @nodes_retired_max: the most one set retired
- * @root_publications: sets that made their change visible by a store of the
- *                     root rather than of a lower child slot (when they
- *                     changed the root, or while a ps_store_foreach() or
- *                     ps_store_foreach_range() walk, or the last try of a
- *                     ps_store_next() beside busy writers, was running)
+ * @root_publications: sets published by a store of the root, not of a child
  */
 struct ps_store_stats {
 	uint64_t sets;
@@ -576,15 +318,9 @@ struct ps_store_stats {
  * ps_store_stats() - read what a store's sets have done
  * @store: the store
  * @stats: receives the figures
- *
- * For RCU and RCU_QSBR stores; the others change their tree in place and
- * keep no figures.
- *
- * Context: see the calling-context table (docs/context.md): RCU and
- * RCU_QSBR take the writer mutex briefly (waiting for a set in progress);
- * the other variants return at once.
- * Return: 0; -EINVAL when @store or @stats is NULL; -EOPNOTSUPP for a
- * variant that keeps no figures.
+ * Context: see docs/context.md: RCU and RCU_QSBR wait for a set in progress.
+ * Return: 0; -EINVAL when @store or @stats is NULL; -EOPNOTSUPP for SPIN,
+ * RWLOCK and SEQLOCK, which change their tree in place and keep no figures.
  */
 PS_API int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats);
 
@@ -598,20 +334,8 @@ PS_API int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats);
  * @fn: the callback, as for ps_store_foreach()
  * @arg: passed to @fn
  *
- * Ranges are passed in ascending order and NOT clipped: @fn sees each
- * range's own bounds, so the first may start before @start and the last
- * may end after @end (clip with max/min where needed).  The walk seeks the
- * first range that ends after @start and stops at the first that starts at
- * or after @end: O(log n + k) for k ranges in the window.
- *
- * One consistent snapshot, as ps_store_foreach(): SPIN and SEQLOCK hold the
- * writer lock, RWLOCK holds the lock shared, RCU and RCU_QSBR walk the
- * version published when the walk began inside one read-side section; no
- * RCU writer waits for the walk, and sets made meanwhile (also by @fn)
- * are not seen by it.
- *
- * Context: see the calling-context table (docs/context.md); @fn as
- * ps_foreach_fn says.
+ * As ps_store_foreach(), O(log n + k) for k ranges; ranges are NOT clipped.
+ * Context: see docs/context.md; @fn as ps_foreach_fn says.
  * Return: 0 after a full walk (also when no range overlaps the window),
  * @fn's non-zero return when it stopped the walk, -EINVAL when @store or
  * @fn is NULL or @start >= @end, -EDEADLK as ps_store_foreach().
@@ -622,23 +346,16 @@ PS_API int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64
 /**
  * ps_store_next() - the first range that ends after @idx, with a new reference
  * @store: the store
- * @idx: the index: the range found contains @idx, or is the first one
- *       starting after it
+ * @idx: the index: the range found contains @idx or is the first after it
  * @start: receives the range's first index (not clipped to @idx)
  * @end: receives one past its last index
- * @pol: receives its policy, with a new reference the caller must
- *       ps_policy_put()
+ * @pol: receives its policy, with a reference the caller must ps_policy_put()
  *
- * Walks by position without a callback: start at @idx = 0 (or anywhere)
- * and continue with @idx = *@end until -ENOENT.  Each call is linearizable
- * on its own (as ps_store_lookup(): the range, its bounds and its policy
- * are one state of the store), but a loop of calls is NOT a snapshot:
- * sets between two calls show, so a loop may see a range that a later set
- * split, or miss one set behind it.  For a snapshot of a window use
- * ps_store_foreach_range().  O(log n).
- *
- * Context: see the calling-context table (docs/context.md); in a
- * section of a SPIN @store use ps_store_next_borrow().
+ * Linearizable, O(log n): start at @idx = 0, continue with @idx = *@end
+ * until -ENOENT.  A loop of calls is NOT a snapshot (a window's:
+ * ps_store_foreach_range()).
+ * Context: see docs/context.md; in a section of a SPIN @store use
+ * ps_store_next_borrow().
  * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
  * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
  * @pol is NULL; -EDEADLK inside this thread's section of a SPIN @store.
@@ -654,17 +371,9 @@ PS_API int ps_store_next(struct ps_store *store, uint64_t idx, uint64_t *start, 
  * @end: receives one past its last index
  * @pol: receives its policy, borrowed until ps_store_read_unlock()
  *
- * As ps_store_next(), writing no shared cache line under RCU, RCU_QSBR and
- * SEQLOCK unless sets keep landing during its walk: after a few tries
- * SEQLOCK takes the lock, and RCU and RCU_QSBR announce the last walk to
- * the writers (who publish at the root meanwhile and never wait for it).
- * Each call is
- * linearizable on its own; under RCU, RCU_QSBR and SEQLOCK the section
- * does not freeze the store, so a loop of calls is no snapshot (under SPIN
- * and RWLOCK it is one: the section holds the lock).
- *
- * Context: between ps_store_read_lock() and ps_store_read_unlock() on
- * @store; see the calling-context table (docs/context.md).
+ * No shared write where ps_store_lookup_borrow() has none.  A loop of calls
+ * is a snapshot only under SPIN and RWLOCK.
+ * Context: inside ps_store_read_lock() on @store (docs/context.md).
  * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
  * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
  * @pol is NULL.
@@ -690,23 +399,9 @@ struct ps_set_op {
  * @ops: the sets, applied in array order; may be NULL when @n is 0
  * @n: how many (0: nothing to do)
  *
- * The result is that of ps_store_set() called on @ops[0], @ops[1], ... in
- * turn: ops may overlap, and where they do the later one wins (it trims,
- * splits or removes what earlier ops of the batch set, as it would
- * separate sets).  But readers see all of the batch or none of it: RCU and
- * RCU_QSBR publish one new version (one root store), SEQLOCK makes all the
- * changes in one write section, SPIN and RWLOCK in one hold of the lock.
- * A lookup that sees one op of the batch sees every other.
- *
- * All or nothing: the ops are checked first (-EINVAL for any op with
- * start >= end: nothing applied), then every node the whole batch can
- * need is allocated before anything changes, so -ENOMEM leaves the store
- * and every reference count as they were.  Reclamation, references and
- * waiting are as for ps_store_set().
- *
- * Context: as ps_store_set() (see the calling-context table,
- * docs/context.md).  Allocates (RCU and RCU_QSBR: before each change of
- * the tree, what it can need at worst, O(log N) for N ranges).
+ * ps_store_set() of each op in turn (a later op wins where they overlap);
+ * readers see all of the batch or none.  All or nothing.
+ * Context: as ps_store_set() (docs/context.md); allocates.
  * Return: 0; -EINVAL when @store is NULL, @ops is NULL with @n > 0, or an
  * op has start >= end; -ENOMEM; -EDEADLK as ps_store_set().
  */
@@ -715,17 +410,8 @@ PS_API int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops
 /**
  * ps_inline_layout() - the identity of the layouts this library's inline read side reads
  *
- * A program built with POLSTORE_INLINE compiles the read side in from the
- * headers, and with it the layout of every structure it reads; the
- * identity is a hash of those layouts (polstore/static/layout.h), the same
- * for every release that keeps them.  Such a program runs with a library
- * of the same identity only: under any other, ps_store_create() fails with
- * errno EPROTO and prints one line on stderr naming both.  Packages carry
- * it: pkg-config --variable=layout polstore-inline, CMake's
- * polstore_INLINE_LAYOUT, and the Debian virtual package
- * polstore-layout-ID (ID: the identity in hex) that libpolstore0 provides
- * and an inline program's ${shlibs:Depends} names.
- *
+ * Under a library of another identity, a POLSTORE_INLINE program's
+ * ps_store_create() fails with errno EPROTO (docs/runtime.md).
  * Context: any thread.
  * Return: the identity, a 32-bit value (printed as 8 hex digits).
  */
@@ -736,13 +422,8 @@ PS_API unsigned long ps_inline_layout(void);
 #endif
 
 /*
- * POLSTORE_INLINE: define it before including any polstore header to have
- * the read side inlined into the program (polstore/static/lookup.h says
- * what is inlined and what stays a call).  The price: the program is bound
- * to libraries with the layouts it was compiled against (ps_inline_layout()),
- * and ps_store_create() fails with errno EPROTO under any other.  The
- * program links liburcu-memb and liburcu-qsbr itself (pkg-config:
- * polstore-inline).
+ * POLSTORE_INLINE, defined before any polstore header, inlines the read side
+ * (polstore/static/lookup.h, docs/runtime.md).
  */
 #if defined(POLSTORE_INLINE) && !defined(POLSTORE_BUILDING)
 #include <polstore/static/lookup.h>
