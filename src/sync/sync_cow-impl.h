@@ -70,6 +70,7 @@
 #include <string.h>
 
 #include "annotate.h"
+#include "rangeindex.h"
 #include "rcu_reclaim.h"
 #include "seqcount.h"
 #include "store_internal.h"
@@ -127,11 +128,12 @@ static char cow_recs_done __attribute__((unused));
 /*
  * What one set retired, queued for a grace period, in range-sized chunks:
  * the first (struct cow_rec) and as many extensions as the set needs.  Its
- * slots, counted across the chunks, hold the ranges retired ([0, n)) and
- * then the policy references to drop ([n, n + npols)), recorded by the
- * writer while they are in its cache.
+ * slots, counted across the chunks, hold the ranges retired ([0, n)),
+ * then the policy references to drop ([n, n + npols)), then the read
+ * index's nodes and subtrees retired ([n + npols, n + npols + nix)),
+ * recorded by the writer while they are in its cache.
  */
-#define PSI_COW_REC_SLOTS 3
+#define PSI_COW_REC_SLOTS 2
 #define PSI_COW_EXT_SLOTS 7
 
 struct cow_rec_ext {
@@ -142,7 +144,7 @@ struct cow_rec_ext {
 struct cow_rec {
 	struct psi_reclaim_item item; /* item.next links a store's stalled records too */
 	struct cow_rec_ext *ext;
-	uint32_t n, npols;
+	uint32_t n, npols, nix; /* then @nix retired index nodes (rangeindex.h) */
 	void *slot[PSI_COW_REC_SLOTS];
 };
 _Static_assert(sizeof(struct cow_rec) <= sizeof(struct ps_range), "a record is a range chunk");
@@ -155,7 +157,7 @@ static inline size_t rec_chunks(size_t slots)
 	       1 + (slots - PSI_COW_REC_SLOTS + PSI_COW_EXT_SLOTS - 1) / PSI_COW_EXT_SLOTS;
 }
 
-/* Slot @i of @r: in the first chunk, or in extension (i - 3) / 7. */
+/* Slot @i of @r: in the first chunk, or in extension (i - 2) / 7. */
 static void **rec_slot(struct cow_rec *r, size_t i)
 {
 	struct cow_rec_ext *e;
@@ -189,6 +191,7 @@ struct psi_store_cow {
 	/* Records no reclaim thread took (a set in a section without one); atomic push. */
 	struct cow_rec *stalled;
 	size_t nstalled;               /* ranges on @stalled; atomic */
+	size_t ix_bytes;               /* the read index's nodes; written under @wlock, atomic */
 };
 _Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
 
@@ -197,10 +200,10 @@ static inline struct psi_store_cow *to_cow(struct ps_store *s)
 	return psi_container_of(s, struct psi_store_cow, base);
 }
 
-/* The published root: loaded first, then declared to the thread checkers. */
-static inline struct ps_rb_node *cow_root(struct psi_store_cow *cs)
+/* The published root of the read index: loaded first, then declared to the thread checkers. */
+static inline struct ps_ix_node *cow_ix_root(struct psi_store_cow *cs)
 {
-	struct ps_rb_node *root = psi_rb_load_root(&cs->base.rd.tree.root);
+	struct ps_ix_node *root = __atomic_load_n(&cs->base.rd.ix.node, __ATOMIC_ACQUIRE);
 
 	PSI_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_commit() */
 	return root;
@@ -208,9 +211,10 @@ static inline struct ps_rb_node *cow_root(struct psi_store_cow *cs)
 
 static inline struct ps_policy *cow_lookup_pol(struct psi_store_cow *cs, uint64_t idx)
 {
-	struct ps_range *r = psi_rangetree_lookup_from(cow_root(cs), idx);
+	const struct ps_ix_leaf *l = _ps_ix_leaf_of(cow_ix_root(cs), idx, NULL);
+	int i = l ? _ps_ix_find_in(l, idx) : -1;
 
-	return r ? PSI_READ_ONCE(r->pol) : NULL;
+	return i >= 0 ? _PS_IX_POL(l)[i] : NULL;
 }
 
 static struct ps_store *cow_create(void)
@@ -264,7 +268,19 @@ static size_t rec_chunks_to(struct cow_rec *r, void **v)
 
 static size_t rec_size(const struct cow_rec *r)
 {
-	return r->n + rec_chunks(r->n + r->npols);
+	return r->n + rec_chunks(r->n + r->npols + r->nix);
+}
+
+/*
+ * Free the index nodes a record holds (after a grace period, or with no
+ * reader), once, before its references are dropped (they follow them).
+ */
+static void rec_free_index(struct cow_rec *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->nix; i++)
+		psi_ix_free_retired(*rec_slot(r, r->n + r->npols + i));
 }
 
 /* Free a record, its ranges and its chunks (the references dropped already). */
@@ -291,8 +307,10 @@ static void rec_free(struct cow_rec *r)
  */
 static void rec_release(struct cow_rec *r)
 {
-	size_t k = rec_size(r);
+	size_t k;
 
+	rec_free_index(r);
+	k = rec_size(r);
 	rec_put_policies(r);
 	if (__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) + k <= PSI_COW_DEPOT_MAX &&
 			!pthread_mutex_trylock(&cow_depot.lock)) {
@@ -327,6 +345,7 @@ static void rec_chain_free_now(struct cow_rec *r)
 
 	for (; r; r = next) {
 		next = r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
+		rec_free_index(r);
 		rec_put_policies(r);
 		rec_free(r);
 	}
@@ -358,6 +377,7 @@ static void cow_destroy(struct ps_store *s)
 	/* Every section that reached these ranges has ended (a deferred destroy: a grace period ago). */
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	psi_store_free_ranges(s);
+	psi_ix_clear(&s->rd.ix);
 	rec_chain_free_now(__atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE));
 	/* On the reclaim thread (a release that destroys a store) its records went first. */
 	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED) &&
@@ -456,7 +476,9 @@ PSI_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_secti
 static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
 {
 	bool can_wait = PSI_COW_FLAVOUR->can_wait();
-	size_t n = r->n, bytes = rec_size(r) * sizeof(struct ps_range);
+	/* Index nodes weighed as inner nodes (a leaf is larger, a removed subtree more). */
+	size_t n = r->n, bytes = rec_size(r) * sizeof(struct ps_range) +
+				 r->nix * sizeof(struct ps_ix_inner);
 
 	r->item.release = cow_rec_free;
 	PSI_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
@@ -543,7 +565,8 @@ static inline void rec_put(struct rec_cursor *k, void *p)
  * Return: the record, or NULL when there is nothing to release; *@nodes:
  * the tree nodes retired.
  */
-static struct cow_rec *cow_record(struct psi_rangetree_cow *c, struct cow_thread *t, size_t *nodes)
+static struct cow_rec *cow_record(struct psi_rangetree_cow *c, const struct psi_ix_tx *ix,
+		struct cow_thread *t, size_t *nodes)
 {
 	struct psi_range_vec *sp = &t->mem.spares;
 	size_t carriers = 0, slots, chunks, i;
@@ -552,11 +575,11 @@ static struct cow_rec *cow_record(struct psi_rangetree_cow *c, struct cow_thread
 	struct ps_range *x;
 
 	*nodes = 0;
-	if (!c->replaced.n && !c->removed.n)
+	if (!c->replaced.n && !c->removed.n && !ix->nretired)
 		return NULL;
 	for (x = c->removed.head; x; x = x->next_free)
 		carriers += x->start == x->end;
-	slots = c->replaced.n + 2 * c->removed.n - carriers;
+	slots = c->replaced.n + 2 * c->removed.n - carriers + ix->nretired;
 	chunks = rec_chunks(slots);
 	r = (struct cow_rec *)sp->v[--sp->n];
 	r->ext = NULL;
@@ -568,6 +591,7 @@ static struct cow_rec *cow_record(struct psi_rangetree_cow *c, struct cow_thread
 	}
 	r->n = (uint32_t)(c->replaced.n + c->removed.n - carriers);
 	r->npols = (uint32_t)c->removed.n;
+	r->nix = (uint32_t)ix->nretired;
 	k = (struct rec_cursor){ r->slot, PSI_COW_REC_SLOTS, r->ext };
 	while ((x = psi_range_list_pop(&c->replaced)))
 		rec_put(&k, x);
@@ -583,6 +607,8 @@ static struct cow_rec *cow_record(struct psi_rangetree_cow *c, struct cow_thread
 				psi_free(x);
 		}
 	}
+	for (i = 0; i < ix->nretired; i++)
+		rec_put(&k, ix->retired[i]);
 	*nodes = r->n;
 	return r;
 }
@@ -595,39 +621,56 @@ static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
 }
 
 /*
- * Under @wlock: publish the update built in @c (at the root while a walk
- * is announced), record what left the published tree.  Return: 0 with
+ * Under @wlock, before an update builds anything: whether it must publish
+ * at the root.  Pairs with the walk's fence in cow_walk_begin(): either
+ * the walk sees this update's store, or this load sees the walk (and the
+ * update goes to the root).  A walk is announced before it loads the
+ * root, so it sees every update whose load missed it whole, and no later
+ * one.
+ */
+static bool cow_must_publish_at_root(struct psi_store_cow *cs)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return __atomic_load_n(&cs->walkers, __ATOMIC_RELAXED) != 0 || PSI_COW_CHECKER_ROOT();
+}
+
+/*
+ * Under @wlock: publish the update built in @c and @ix (at the root when
+ * @walk), record what left the published tree and index.  Return: 0 with
  * *@rp the record to queue once @wlock is dropped (NULL when the update
  * retired nothing), or -ENOMEM with the update thrown away.
  */
-static int cow_commit(struct psi_store_cow *cs, struct psi_rangetree_cow *c, struct cow_thread *t,
-		struct cow_rec **rp)
+static int cow_commit(struct psi_store_cow *cs, struct psi_rangetree_cow *c, struct psi_ix_tx *ix,
+		struct cow_thread *t, bool walk, struct cow_rec **rp)
 {
 	size_t retired;
-	bool walk, root;
+	bool root;
 
 	/*
-	 * Pairs with the walk's fence in cow_walk_begin(): either the walk
-	 * saw the last set's store, or this load sees the walk (and this set
-	 * goes to the root).
+	 * Before anything is published: the copies a root publication takes,
+	 * the record's chunks (with a slot for each of those copies).
 	 */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	walk = __atomic_load_n(&cs->walkers, __ATOMIC_RELAXED) != 0 || PSI_COW_CHECKER_ROOT();
-	/* Before anything is published: the copies a root publication takes, the record's chunks. */
-	if (psi_rangetree_cow_ready_publish(c, walk, rec_chunks(rec_slots_max(c)))) {
+	if (psi_rangetree_cow_ready_publish(c, walk,
+			    rec_chunks(rec_slots_max(c) + (walk ? (size_t)c->tx.pdepth : 0) +
+					    ix->nretired))) {
 		psi_rangetree_cow_abort(c);
+		psi_ix_abort(ix);
 		*rp = NULL;
 		return -ENOMEM;
 	}
 	/*
 	 * psi_rangetree_cow_publish() tells the thread checkers (after the
-	 * last copy).  The count is odd around the one store that publishes:
-	 * a next() whose walk loaded it sees the count move (cow_next_find()).
+	 * last copy of the tree; the index's nodes were built before).  The
+	 * count is odd around the stores that publish: a next() whose walk
+	 * loaded one sees the count move (cow_next_find()).
 	 */
 	psi_seq_write_begin(&cs->base.rd.seq);
 	root = psi_rangetree_cow_publish(c, &cs->base.rd.tree, walk);
+	psi_ix_publish(ix);
 	psi_seq_write_end(&cs->base.rd.seq);
-	*rp = cow_record(c, t, &retired);
+	*rp = cow_record(c, ix, t, &retired);
+	__atomic_store_n(&cs->ix_bytes, (size_t)((ptrdiff_t)cs->ix_bytes + ix->bytes),
+			__ATOMIC_RELAXED);
 	cs->stats.sets++;
 	cs->stats.root_publications += root;
 	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, c->copies);
@@ -675,22 +718,30 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	struct cow_thread *t = cow_thread_get();
 	struct cow_rec *r = NULL;
 	struct psi_rangetree_cow c;
+	struct psi_ix_tx ix;
 	size_t i;
 	int ret = 0;
+	bool walk;
 
 	if (!t)
 		return -ENOMEM;
 	pthread_mutex_lock(&cs->wlock);
+	walk = cow_must_publish_at_root(cs);
 	psi_rangetree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &t->mem);
+	/* A batch publishes once: every set of it builds on the last, to the root. */
+	psi_ix_begin(&ix, &cs->base.rd.ix, walk || n > 1);
 	for (i = 0; i < n; i++) {
-		if (!psi_rangetree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol)) {
+		if (!psi_rangetree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol) ||
+				psi_ix_set(&ix, ops[i].start, ops[i].end, ops[i].pol)) {
 			psi_rangetree_cow_abort(&c);
+			psi_ix_abort(&ix);
 			ret = -ENOMEM;
 			break;
 		}
 	}
 	if (!ret)
-		ret = cow_commit(cs, &c, t, &r);
+		ret = cow_commit(cs, &c, &ix, t, walk, &r);
+	psi_ix_end(&ix);
 	pthread_mutex_unlock(&cs->wlock);
 	cow_finish(cs, t, r);
 	return ret;
@@ -725,7 +776,6 @@ static void cow_synchronize(struct ps_store *s)
 psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
 	struct psi_store_cow *cs = to_cow(s);
-	struct ps_rtree snap;
 	int ret;
 
 	/* One version, announced so that no set changes it in place; no writer waits. */
@@ -733,9 +783,7 @@ psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn,
 	cow_walk_begin(cs);
 	/* A callback may end its thread: the announcement goes then too (file comment). */
 	pthread_cleanup_push(cow_walk_cleanup, cs);
-	snap.root.node = cow_root(cs);
-	snap.count = 0;
-	ret = psi_rangetree_foreach(&snap, fn, arg);
+	ret = psi_ix_foreach_range(cow_ix_root(cs), 0, UINT64_MAX, fn, arg);
 	pthread_cleanup_pop(1);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	PSI_COW_READ_EXIT();
@@ -750,6 +798,12 @@ static int cow_check(struct ps_store *s, const char **why)
 	/* Takes only the writer mutex, which no holder keeps across a grace period. */
 	pthread_mutex_lock(&cs->wlock);
 	ret = psi_rangetree_check(&cs->base.rd.tree, why);
+	if (!ret)
+		ret = psi_ix_check(&cs->base.rd.ix, &cs->base.rd.tree, why);
+	if (!ret && psi_ix_bytes(cs->base.rd.ix.node) != cs->ix_bytes) {
+		*why = "index bytes differ from the count kept";
+		ret = -EUCLEAN;
+	}
 	if (!ret && (PSI_READ_ONCE(cs->base.rd.seq.seq) & 1)) {
 		*why = "publication count odd outside a publication";
 		ret = -EUCLEAN;
@@ -761,7 +815,10 @@ static int cow_check(struct ps_store *s, const char **why)
 /* Bytes besides the live ranges: what no reclaim thread took yet.  Lock-free. */
 static size_t cow_held(struct ps_store *s)
 {
-	return __atomic_load_n(&to_cow(s)->nstalled, __ATOMIC_RELAXED) * sizeof(struct ps_range);
+	struct psi_store_cow *cs = to_cow(s);
+
+	return __atomic_load_n(&cs->nstalled, __ATOMIC_RELAXED) * sizeof(struct ps_range) +
+	       __atomic_load_n(&cs->ix_bytes, __ATOMIC_RELAXED);
 }
 
 static struct psi_lstat *cow_lock_stat(struct ps_store *s)
@@ -790,7 +847,7 @@ psi_unwound_through static int cow_foreach_range(struct ps_store *s, uint64_t st
 	PSI_COW_READ_ENTER();
 	cow_walk_begin(cs);
 	pthread_cleanup_push(cow_walk_cleanup, cs);
-	ret = psi_rangetree_foreach_range_from(cow_root(cs), start, end, fn, arg);
+	ret = psi_ix_foreach_range(cow_ix_root(cs), start, end, fn, arg);
 	pthread_cleanup_pop(1);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	PSI_COW_READ_EXIT();
@@ -798,26 +855,30 @@ psi_unwound_through static int cow_foreach_range(struct ps_store *s, uint64_t st
 }
 
 /* The last attempt of cow_next_find(): one walk of one version, announced. */
-static __attribute__((noinline, cold)) struct ps_range *cow_next_announced(struct psi_store_cow *cs,
-		uint64_t idx)
+static __attribute__((noinline, cold)) bool cow_next_announced(struct psi_store_cow *cs,
+		uint64_t idx, struct psi_ix_hit *hit)
 {
-	struct ps_rb_node *root;
-	struct ps_range *r;
+	struct ps_ix_node *root;
+	bool found;
 
 	cow_walk_begin(cs);
-	root = cow_root(cs);
+	root = cow_ix_root(cs);
 	PSI_TEST_POINT(PSI_TP_COW_NEXT_WALK);
-	r = psi_rangetree_next_from(root, idx);
+	found = psi_ix_next_from(root, idx, hit);
 	cow_walk_end(cs);
-	return r;
+	return found;
 }
 
 /*
  * Inside a read-side section: the first range that ends after @idx, as
- * one version of the store holds it, or NULL.
+ * one version of the store holds it.  Return: true with *@hit, or false.
+ *
+ * The answer may combine two leaves of the index (the leaf of @idx holds
+ * no range after it, the next leaf's first does), so the walk is
+ * validated with the publication count.
  *
  * Why a walk the count validated read one version.  A set makes the count
- * odd, publishes with one release store, and makes it even with a release
+ * odd, publishes with release stores, and makes it even with a release
  * store (cow_commit(); sets are serialised by @wlock).  An attempt whose
  * first read (acquire) found the even count 2k is ordered after the k-th
  * publication: every slot it loads holds that publication's value or a
@@ -829,59 +890,55 @@ static __attribute__((noinline, cold)) struct ps_range *cow_next_announced(struc
  * every load of the walk returned version k's value: the walk is one of
  * version k, which was current at the first read (it stops being current
  * only at the next publication, after the count went odd), and the
- * answer linearizes there.  A range's bounds and policy are never written
- * once it is published.
+ * answer linearizes there.  A published node is never written.
  *
  * A failed attempt is harmless: every node it reaches was in a published
- * tree during our section, and none is freed before a grace period ends,
- * which waits for the section; the walk stops after PS_RB_MAX_DEPTH
- * steps (PS_RTREE_OVERRUN then fails the attempt); nothing of it is
- * returned or written.
+ * index during our section, and none is freed before a grace period
+ * ends, which waits for the section; nothing of it is returned or
+ * written.
  *
  * Why it ends.  After PSI_COW_NEXT_TRIES failed attempts (a writer
  * publishing flat out, or a count a fork left odd in a child where no
  * writer finishes it) the walk is announced (cow_next_announced()):
  * every set whose fence follows the announcement publishes at the root,
  * so the walk, which loads the root once, sees one version, as foreach
- * does (file comment).  It is one walk of at most the tree's height, with
- * no retry.  Only then does the reader write a shared line; no writer
- * ever waits for it.
+ * does (file comment).  Only then does the reader write a shared line; no
+ * writer ever waits for it.
  */
-static struct ps_range *cow_next_find(struct psi_store_cow *cs, uint64_t idx)
+static bool cow_next_find(struct psi_store_cow *cs, uint64_t idx, struct psi_ix_hit *hit)
 {
 	int tries;
 
 	for (tries = 0; tries < PSI_COW_NEXT_TRIES; tries++) {
 		unsigned seq = psi_seq_read_begin(&cs->base.rd.seq);
-		struct ps_rb_node *root;
-		struct ps_range *r;
+		struct ps_ix_node *root;
+		bool found;
 
 		if (psi_unlikely(seq & 1)) {
 			psi_cpu_relax();
 			continue;
 		}
-		root = cow_root(cs);
+		root = cow_ix_root(cs);
 		/* Tests hold the reader here, on the root it loaded. */
 		PSI_TEST_POINT(PSI_TP_COW_NEXT_WALK);
-		r = psi_rangetree_next_from(root, idx);
-		if (psi_likely(!psi_seq_read_retry(&cs->base.rd.seq, seq) &&
-				    r != PS_RTREE_OVERRUN))
-			return r;
+		found = psi_ix_next_from(root, idx, hit);
+		if (psi_likely(!psi_seq_read_retry(&cs->base.rd.seq, seq)))
+			return found;
 	}
-	return cow_next_announced(cs, idx);
+	return cow_next_announced(cs, idx, hit);
 }
 
 /* Inside a read-side section (cow_next_find()). */
 static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		const struct ps_policy **pol)
 {
-	struct ps_range *r = cow_next_find(to_cow(s), idx);
+	struct psi_ix_hit hit;
 
-	if (!r)
+	if (!cow_next_find(to_cow(s), idx, &hit))
 		return -ENOENT;
-	*start = r->start;
-	*end = r->end;
-	*pol = r->pol;
+	*start = hit.start;
+	*end = hit.end;
+	*pol = hit.pol;
 	return 0;
 }
 
@@ -889,15 +946,16 @@ static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, ui
 static inline int cow_next_get(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		struct ps_policy **pol)
 {
-	struct ps_range *r = cow_next_find(to_cow(s), idx);
+	struct psi_ix_hit hit;
+	bool found = cow_next_find(to_cow(s), idx, &hit);
 
-	if (r) {
-		*start = r->start;
-		*end = r->end;
-		*pol = _ps_policy_get(r->pol);
+	if (found) {
+		*start = hit.start;
+		*end = hit.end;
+		*pol = _ps_policy_get(hit.pol);
 	}
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
-	return r ? 0 : -ENOENT;
+	return found ? 0 : -ENOENT;
 }
 
 PSI_COW_LOOKUP_SECTION int cow_next_section(struct ps_store *s, uint64_t idx, uint64_t *start,
