@@ -842,15 +842,15 @@ RCU_TEST(fork_while_writer_flat_out_child_uses_other_store, .timeout = 120)
 }
 
 /*
- * A writer of store A holds the depot's lock at the fork (refilling its
- * spares from the ranges grace periods released), and A's records wait in
- * the reclaim queue the child inherits.  The child's reclaim thread
- * releases them into the depot when the child's own store B synchronizes,
- * and the child's sets refill from it: neither may wait for the lock the
- * frozen writer holds (they only try it), or the child hangs until
- * alarm().  The writer is held at the test point inside the lock.
+ * A writer of store A is inside an update at the fork: it holds A's
+ * writer lock, its index nodes and record are built and not published,
+ * and A's records wait in the reclaim queue the child inherits.  The
+ * child's reader of A sees the last published version, its own store B
+ * works, and its reclaim thread releases A's records: nothing in the
+ * child may wait for what the frozen writer holds, or it hangs until
+ * alarm().  The writer is held at the test point inside the update.
  */
-struct depot_hold {
+struct update_hold {
 	pthread_mutex_t m;
 	pthread_cond_t cv;
 	struct ps_store *s;
@@ -860,14 +860,14 @@ struct depot_hold {
 	int stop;     /* atomic */
 };
 
-static struct depot_hold *depot_hold_now;
-static __thread bool depot_holder;
+static struct update_hold *update_hold_now;
+static __thread bool update_holder;
 
-static void depot_hook(enum psi_test_point point)
+static void update_hook(enum psi_test_point point)
 {
-	struct depot_hold *h = depot_hold_now;
+	struct update_hold *h = update_hold_now;
 
-	if (point != PSI_TP_COW_DEPOT_LOCKED || !depot_holder || !h)
+	if (point != PSI_TP_COW_UPDATE_BUILT || !update_holder || !h)
 		return;
 	pthread_mutex_lock(&h->m);
 	if (!h->release) {
@@ -879,12 +879,12 @@ static void depot_hook(enum psi_test_point point)
 	pthread_mutex_unlock(&h->m);
 }
 
-static void *depot_writer(void *arg)
+static void *update_writer(void *arg)
 {
-	struct depot_hold *h = arg;
+	struct update_hold *h = arg;
 	uint64_t i = 0;
 
-	depot_holder = true;
+	update_holder = true;
 	while (!__atomic_load_n(&h->stop, __ATOMIC_RELAXED)) {
 		int ret = ps_store_set(h->s, i % 61, i % 61 + 3, (i & 1) ? h->p : NULL);
 
@@ -894,9 +894,9 @@ static void *depot_writer(void *arg)
 	return NULL;
 }
 
-RCU_TEST(fork_while_writer_holds_depot_lock, .timeout = 60)
+RCU_TEST(fork_while_writer_inside_update, .timeout = 60)
 {
-	struct depot_hold h = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	struct update_hold h = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 	struct ps_policy *q = ps_test_bind(2);
 	struct timespec ts;
 	pthread_t w;
@@ -905,29 +905,33 @@ RCU_TEST(fork_while_writer_holds_depot_lock, .timeout = 60)
 
 	h.s = ps_store_create(*sync);
 	h.p = ps_test_bind(1);
-	depot_hold_now = &h;
-	__atomic_store_n(&psi_test_hook, depot_hook, __ATOMIC_RELEASE);
-	cr_assert_eq(pthread_create(&w, NULL, depot_writer, &h), 0);
+	update_hold_now = &h;
+	__atomic_store_n(&psi_test_hook, update_hook, __ATOMIC_RELEASE);
+	cr_assert_eq(pthread_create(&w, NULL, update_writer, &h), 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 20;
 	pthread_mutex_lock(&h.m);
 	while (!h.held && ret == 0)
 		ret = pthread_cond_timedwait(&h.cv, &h.m, &ts);
 	pthread_mutex_unlock(&h.m);
-	cr_assert(h.held, "the writer never refilled from the depot");
+	cr_assert(h.held, "the writer never reached the test point");
 	pid = fork();
 	cr_assert_neq(pid, -1);
-	if (pid == 0)
+	if (pid == 0) {
+		/* A's last published version: ranges [i % 61, i % 61 + 3) come and go, none past 64. */
+		if (ps_store_lookup_node(h.s, 70, 0) != 0)
+			_exit(3);
 		_exit(child_work(*sync, q));
+	}
 	pthread_mutex_lock(&h.m);
 	h.release = 1;
 	pthread_cond_broadcast(&h.cv);
 	pthread_mutex_unlock(&h.m);
-	expect_child_ok(pid, "child beside a writer holding the depot lock");
+	expect_child_ok(pid, "child beside a writer inside an update");
 	__atomic_store_n(&h.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(w, NULL);
 	__atomic_store_n(&psi_test_hook, NULL, __ATOMIC_RELEASE);
-	depot_hold_now = NULL;
+	update_hold_now = NULL;
 	ps_store_synchronize(h.s);
 	ps_store_destroy(h.s);
 	ps_policy_put(h.p);

@@ -80,18 +80,21 @@ static struct ps_ix_inner *as_inner(const struct ps_ix_node *h)
 	return (struct ps_ix_inner *)(void *)h;
 }
 
-/* Append @p to a list of the transaction, growing it; -ENOMEM when it cannot. */
-static int list_push(void ***v, size_t *n, size_t *cap, void *p)
+/*
+ * Append @p to a list of the transaction, growing it beyond its entries
+ * in the transaction (@v0); -ENOMEM when it cannot.
+ */
+static int list_push(void ***v, size_t *n, size_t *cap, void **v0, void *p)
 {
 	if (*n == *cap) {
-		size_t ncap = *cap ? 2 * *cap : 32;
+		size_t ncap = 2 * *cap;
 		void **nv = psi_alloc(ncap * sizeof(*nv));
 
 		if (!nv)
 			return -ENOMEM;
-		if (*n)
-			memcpy(nv, *v, *n * sizeof(*nv));
-		psi_free(*v);
+		memcpy(nv, *v, *n * sizeof(*nv));
+		if (*v != v0)
+			psi_free(*v);
 		*v = nv;
 		*cap = ncap;
 	}
@@ -105,11 +108,13 @@ static void *new_node(struct psi_ix_tx *tx, size_t size)
 	 * Not cache-line aligned: an aligned block costs a line more than the
 	 * allocator's header, and a search reads the same lines in either.
 	 */
-	struct ps_ix_node *h = psi_zalloc(size);
+	struct ps_ix_node *h = psi_alloc(size);
 
 	if (!h)
 		return NULL;
-	if (list_push(&tx->built, &tx->nbuilt, &tx->capbuilt, h)) {
+	/* The makers write every field but the header's. */
+	memset(h, 0, sizeof(*h));
+	if (list_push(&tx->built, &tx->nbuilt, &tx->capbuilt, tx->built0, h)) {
 		psi_free(h);
 		return NULL;
 	}
@@ -126,7 +131,7 @@ static int retire(struct psi_ix_tx *tx, struct ps_ix_node *h)
 		return 0;
 	}
 	tx->bytes -= (ptrdiff_t)node_bytes(h);
-	return list_push(&tx->retired, &tx->nretired, &tx->capretired, h);
+	return list_push(&tx->retired, &tx->nretired, &tx->capretired, tx->retired0, h);
 }
 
 /* @h and everything below it leave the index: no range of it survives. */
@@ -136,7 +141,7 @@ static int retire_all(struct psi_ix_tx *tx, struct ps_ix_node *h)
 
 	if (!(h->wflags & IX_FRESH)) {
 		tx->bytes -= (ptrdiff_t)psi_ix_bytes(h);
-		return list_push(&tx->retired, &tx->nretired, &tx->capretired,
+		return list_push(&tx->retired, &tx->nretired, &tx->capretired, tx->retired0,
 				(void *)((uintptr_t)h | IX_SUBTREE));
 	}
 	if (h->height)
@@ -446,10 +451,18 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 
 void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, bool at_root)
 {
-	memset(tx, 0, sizeof(*tx));
 	tx->root = root;
 	tx->cur = root->node;
 	tx->at_root = at_root;
+	tx->slot = NULL;
+	tx->val = NULL;
+	tx->built = tx->built0;
+	tx->retired = tx->retired0;
+	tx->nbuilt = tx->nretired = 0;
+	tx->capbuilt = tx->capretired = PSI_IX_TX_INLINE;
+	tx->bytes = 0;
+	tx->nkept = 0;
+	tx->err = 0;
 }
 
 int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_policy *pol)
@@ -516,20 +529,26 @@ bool psi_ix_publish(struct psi_ix_tx *tx)
 	for (i = 0; i < tx->nbuilt; i++) {
 		struct ps_ix_node *h = tx->built[i];
 
-		if (h->wflags & IX_DEAD)
+		if (h->wflags & IX_DEAD) {
 			psi_free(h); /* replaced in its own batch: never reached */
-		else
+		} else {
 			h->wflags = 0;
+			tx->nkept++;
+		}
 	}
 	return tx->slot == &tx->root->node;
 }
 
 void psi_ix_end(struct psi_ix_tx *tx)
 {
-	psi_free(tx->built);
-	psi_free(tx->retired);
-	tx->built = tx->retired = NULL;
-	tx->capbuilt = tx->capretired = tx->nbuilt = tx->nretired = 0;
+	if (tx->built != tx->built0)
+		psi_free(tx->built);
+	if (tx->retired != tx->retired0)
+		psi_free(tx->retired);
+	tx->built = tx->built0;
+	tx->retired = tx->retired0;
+	tx->capbuilt = tx->capretired = PSI_IX_TX_INLINE;
+	tx->nbuilt = tx->nretired = 0;
 }
 
 static void free_tree(struct ps_ix_node *h)

@@ -25,6 +25,9 @@
 
 struct ps_rtree;
 
+/* Entries of a transaction's lists held in the transaction itself: a set's nodes need no more. */
+#define PSI_IX_TX_INLINE 16
+
 struct psi_ix_tx {
 	struct ps_ix_root *root;  /* the published root */
 	struct ps_ix_node *cur;   /* the update's root so far */
@@ -35,7 +38,9 @@ struct psi_ix_tx {
 	size_t nbuilt, capbuilt;
 	void **retired;           /* nodes (bit 0 clear) and whole subtrees (set) */
 	size_t nretired, capretired;
+	void *built0[PSI_IX_TX_INLINE], *retired0[PSI_IX_TX_INLINE]; /* the lists' first entries */
 	ptrdiff_t bytes;          /* index bytes the update adds (negative: frees) */
+	size_t nkept;             /* nodes it built that were published (psi_ix_publish()) */
 	int err;
 };
 
