@@ -75,17 +75,20 @@
 #define _PS_LAYOUT_H26 _PS_LAYOUT_FIELD(_PS_LAYOUT_H25, struct ps_policy, weight)
 #define _PS_LAYOUT_H27 _PS_LAYOUT_FIELD(_PS_LAYOUT_H26, struct ps_policy, nodes)
 #define _PS_LAYOUT_H28 _PS_LAYOUT_FIELD(_PS_LAYOUT_H27, struct _ps_numa_fast, dense)
-#define _PS_LAYOUT_H29 _PS_LAYOUT_FIELD(_PS_LAYOUT_H28, struct ps_store, rd.ix.node)
-#define _PS_LAYOUT_H30 _PS_LAYOUT_FIELD(_PS_LAYOUT_H29, struct ps_ix_node, n)
-#define _PS_LAYOUT_H31 _PS_LAYOUT_FIELD(_PS_LAYOUT_H30, struct ps_ix_node, height)
-#define _PS_LAYOUT_H32 _PS_LAYOUT_FIELD(_PS_LAYOUT_H31, struct ps_ix_node, shift)
-#define _PS_LAYOUT_H33 _PS_LAYOUT_FIELD(_PS_LAYOUT_H32, struct ps_ix_inner, piv)
-#define _PS_LAYOUT_H34 _PS_LAYOUT_FIELD(_PS_LAYOUT_H33, struct ps_ix_inner, child)
-#define _PS_LAYOUT_H35 _PS_LAYOUT_MIX(_PS_LAYOUT_MIX(_PS_LAYOUT_H34, offsetof(struct ps_ix_leaf, w)), sizeof(((struct ps_ix_leaf *)0)->w[0]))
-#define _PS_LAYOUT_H36 _PS_LAYOUT_MIX(_PS_LAYOUT_H35, PS_IX_FAN)
-#define _PS_LAYOUT_H37 _PS_LAYOUT_MIX(_PS_LAYOUT_H36, PS_IX_NONE)
-#define _PS_LAYOUT_H38 _PS_LAYOUT_MIX(_PS_LAYOUT_H37, sizeof(int16_t))
-#define _PS_LAYOUT_HASH _PS_LAYOUT_H38
+/* The read index, in a chain of its own (compilers bound the nesting of one expression). */
+#define _PS_LAYOUT_X0 _PS_LAYOUT_FIELD(0xcbf29ce484222325ULL, struct ps_store, rd.ix.node)
+#define _PS_LAYOUT_X1 _PS_LAYOUT_FIELD(_PS_LAYOUT_X0, struct ps_ix_node, n)
+#define _PS_LAYOUT_X2 _PS_LAYOUT_FIELD(_PS_LAYOUT_X1, struct ps_ix_node, height)
+#define _PS_LAYOUT_X3 _PS_LAYOUT_FIELD(_PS_LAYOUT_X2, struct ps_ix_node, shift)
+#define _PS_LAYOUT_X4 _PS_LAYOUT_FIELD(_PS_LAYOUT_X3, struct ps_ix_inner, piv)
+#define _PS_LAYOUT_X5 _PS_LAYOUT_FIELD(_PS_LAYOUT_X4, struct ps_ix_inner, child)
+#define _PS_LAYOUT_X6                                                                              \
+	_PS_LAYOUT_MIX(_PS_LAYOUT_MIX(_PS_LAYOUT_X5, offsetof(struct ps_ix_leaf, w)),              \
+			sizeof(((struct ps_ix_leaf *)0)->w[0]))
+#define _PS_LAYOUT_X7 _PS_LAYOUT_MIX(_PS_LAYOUT_X6, PS_IX_FAN)
+#define _PS_LAYOUT_X8 _PS_LAYOUT_MIX(_PS_LAYOUT_X7, PS_IX_NONE)
+#define _PS_LAYOUT_X9 _PS_LAYOUT_MIX(_PS_LAYOUT_X8, sizeof(int16_t))
+#define _PS_LAYOUT_HASH _PS_LAYOUT_MIX(_PS_LAYOUT_H28, _PS_LAYOUT_X9)
 
 /* A final mix (MurmurHash3's), so that every input bit reaches the 32 kept. */
 #define _PS_LAYOUT_AVAL1(z) ((((z) ^ ((z) >> 33)) * 0xff51afd7ed558ccdULL))
