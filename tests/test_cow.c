@@ -897,12 +897,21 @@ static void *update_writer(void *arg)
 RCU_TEST(fork_while_writer_inside_update, .timeout = 60)
 {
 	struct update_hold h = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	struct ps_policy *q = ps_test_bind(2);
+	struct ps_policy *q;
 	struct timespec ts;
 	pthread_t w;
 	pid_t pid;
 	int ret = 0;
 
+	/*
+	 * The frozen writer's unpublished nodes, record and spares are lost to
+	 * the child by design (docs/fork.md), which memcheck, following the
+	 * child, reports as leaks; the native and sanitizer runs check the
+	 * child's work.
+	 */
+	if (ps_test_scale() < 1)
+		cr_skip_test("memcheck counts the frozen writer's memory as the child's leak");
+	q = ps_test_bind(2);
 	h.s = ps_store_create(*sync);
 	h.p = ps_test_bind(1);
 	update_hold_now = &h;

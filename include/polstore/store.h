@@ -362,16 +362,17 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * so an allocation failure leaves the store exactly as it was.
  *
  * SEQLOCK, RCU and RCU_QSBR stores free what a set removes (and, for RCU
- * and RCU_QSBR, the tree nodes it replaced by copies) after a grace
- * period, on polstore's reclaim thread; policy references of removed
- * ranges are dropped then too (see ps_store_synchronize()).
+ * and RCU_QSBR, the read index's nodes it replaced) after a grace period,
+ * on polstore's reclaim thread; policy references of removed ranges are
+ * dropped then too (see ps_store_synchronize()).
  *
- * RCU and RCU_QSBR: the set copies the nodes it changes, and those between
- * them and the highest one, and publishes them with one pointer store into
- * the child slot of the lowest node it leaves unchanged (the root when the
- * change reaches it); the rest of the tree stays where it is.  It never
- * waits for a grace period or for readers.  A lookup sees the store before
- * or after the set, never a mix (ps_store_stats() counts what sets copy).
+ * RCU and RCU_QSBR: readers read a B+-tree index of the ranges; the set
+ * builds the index nodes it changes and publishes them with one pointer
+ * store into the child slot of the lowest node it leaves unchanged (the
+ * root when the change reaches it), and changes the store's tree, which
+ * no reader walks, in place.  It never waits for a grace period or for
+ * readers.  A lookup sees the store before or after the set, never a mix
+ * (ps_store_stats() counts the nodes sets build).
  *
  * Context: see the calling-context table at the top of
  * polstore/store.h (polstore-store(3polstore)); writers
@@ -626,13 +627,12 @@ PS_API size_t ps_store_memory(struct ps_store *store);
 /**
  * struct ps_store_stats - what a store's sets have done, since its creation
  * @sets: ps_store_set() calls and ps_store_set_many() batches that succeeded
- * @nodes_copied: tree nodes the sets copied (RCU and RCU_QSBR copy a node
- *                before they change it; a set that gives one range a new
- *                policy copies one)
- * @nodes_copied_max: the most one set copied
- * @nodes_retired: tree nodes the sets took out of the published tree (the
- *                 originals of copies and the ranges removed), each freed
- *                 after a grace period
+ * @nodes_copied: read index nodes the sets built (RCU and RCU_QSBR build a
+ *                new node for each one they change; a set that gives one
+ *                range a new policy builds one leaf)
+ * @nodes_copied_max: the most one set built
+ * @nodes_retired: index nodes the sets took out of the published index
+ *                 and ranges they removed, each freed after a grace period
  * @nodes_retired_max: the most one set retired
  * @root_publications: sets that made their change visible by a store of the
  *                     root rather than of a lower child slot (when they

@@ -222,6 +222,7 @@ static struct ps_store *cow_create(void)
 		return NULL;
 	cs = to_cow(s);
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.ix, sizeof(cs->base.rd.ix)); /* atomics only */
 	psi_seq_init(&cs->base.rd.seq);
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->queued, sizeof(cs->queued));
