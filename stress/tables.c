@@ -255,7 +255,7 @@ static void table_write_cost(void)
 		if (isnan(p->copied_mean))
 			continue;
 		if (p->ranges != last) {
-			printf("\nwrite-cost: tree nodes each set copied and retired, %llu ranges\n",
+			printf("\nwrite-cost: index nodes each set built and retired, %llu ranges\n",
 					(unsigned long long)p->ranges);
 			printf("  %-8s %-9s %12s %12s %13s %13s %14s\n", "kind", "variant",
 					"copied/set", "copied max", "retired/set", "retired max",
@@ -270,9 +270,9 @@ static void table_write_cost(void)
 		printf("  %-8s %-9s %12s %12s %13s %13s %14s\n", p->kind, p->variant, a, b, c, d, e);
 	}
 	if (last)
-		printf("  (copied: published nodes a set copied before changing them; retired: nodes\n"
-		       "   it took out of the tree, freed after a grace period; at the root: sets\n"
-		       "   published by a store of the root rather than of a lower child slot)\n");
+		printf("  (copied: read index nodes a set built in place of published ones; retired:\n"
+		       "   index nodes and ranges it took out, freed after a grace period; at the root:\n"
+		       "   sets published by a store of the root rather than of a lower child slot)\n");
 }
 
 /* ---- summary: one short answer per question, with the spread of the repetitions ---- */

@@ -843,15 +843,15 @@ RCU_TEST(fork_while_writer_flat_out_child_uses_other_store, .timeout = 120)
 }
 
 /*
- * A writer of store A holds the depot's lock at the fork (refilling its
- * spares from the ranges grace periods released), and A's records wait in
- * the reclaim queue the child inherits.  The child's reclaim thread
- * releases them into the depot when the child's own store B synchronizes,
- * and the child's sets refill from it: neither may wait for the lock the
- * frozen writer holds (they only try it), or the child hangs until
- * alarm().  The writer is held at the test point inside the lock.
+ * A writer of store A is inside an update at the fork: it holds A's
+ * writer lock, its index nodes and record are built and not published,
+ * and A's records wait in the reclaim queue the child inherits.  The
+ * child's reader of A sees the last published version, its own store B
+ * works, and its reclaim thread releases A's records: nothing in the
+ * child may wait for what the frozen writer holds, or it hangs until
+ * alarm().  The writer is held at the test point inside the update.
  */
-struct depot_hold {
+struct update_hold {
 	pthread_mutex_t m;
 	pthread_cond_t cv;
 	struct ps_store *s;
@@ -861,14 +861,14 @@ struct depot_hold {
 	int stop;     /* atomic */
 };
 
-static struct depot_hold *depot_hold_now;
-static __thread bool depot_holder;
+static struct update_hold *update_hold_now;
+static __thread bool update_holder;
 
-static void depot_hook(enum psi_test_point point)
+static void update_hook(enum psi_test_point point)
 {
-	struct depot_hold *h = depot_hold_now;
+	struct update_hold *h = update_hold_now;
 
-	if (point != PSI_TP_COW_DEPOT_LOCKED || !depot_holder || !h)
+	if (point != PSI_TP_COW_UPDATE_BUILT || !update_holder || !h)
 		return;
 	pthread_mutex_lock(&h->m);
 	if (!h->release) {
@@ -880,12 +880,12 @@ static void depot_hook(enum psi_test_point point)
 	pthread_mutex_unlock(&h->m);
 }
 
-static void *depot_writer(void *arg)
+static void *update_writer(void *arg)
 {
-	struct depot_hold *h = arg;
+	struct update_hold *h = arg;
 	uint64_t i = 0;
 
-	depot_holder = true;
+	update_holder = true;
 	while (!__atomic_load_n(&h->stop, __ATOMIC_RELAXED)) {
 		int ret = ps_store_set(h->s, i % 61, i % 61 + 3, (i & 1) ? h->p : NULL);
 
@@ -895,40 +895,53 @@ static void *depot_writer(void *arg)
 	return NULL;
 }
 
-RCU_TEST(fork_while_writer_holds_depot_lock, .timeout = 60)
+RCU_TEST(fork_while_writer_inside_update, .timeout = 60)
 {
-	struct depot_hold h = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	struct ps_policy *q = ps_test_bind(2);
+	struct update_hold h = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	struct ps_policy *q;
 	struct timespec ts;
 	pthread_t w;
 	pid_t pid;
 	int ret = 0;
 
+	/*
+	 * The frozen writer's unpublished nodes, record and spares are lost to
+	 * the child by design (docs/fork.md), which memcheck, following the
+	 * child, reports as leaks; the native and sanitizer runs check the
+	 * child's work.
+	 */
+	if (ps_test_scale() < 1)
+		cr_skip_test("memcheck counts the frozen writer's memory as the child's leak");
+	q = ps_test_bind(2);
 	h.s = ps_store_create(*sync);
 	h.p = ps_test_bind(1);
-	depot_hold_now = &h;
-	__atomic_store_n(&psi_test_hook, depot_hook, __ATOMIC_RELEASE);
-	cr_assert_eq(pthread_create(&w, NULL, depot_writer, &h), 0);
+	update_hold_now = &h;
+	__atomic_store_n(&psi_test_hook, update_hook, __ATOMIC_RELEASE);
+	cr_assert_eq(pthread_create(&w, NULL, update_writer, &h), 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 20;
 	pthread_mutex_lock(&h.m);
 	while (!h.held && ret == 0)
 		ret = pthread_cond_timedwait(&h.cv, &h.m, &ts);
 	pthread_mutex_unlock(&h.m);
-	cr_assert(h.held, "the writer never refilled from the depot");
+	cr_assert(h.held, "the writer never reached the test point");
 	pid = fork();
 	cr_assert_neq(pid, -1);
-	if (pid == 0)
+	if (pid == 0) {
+		/* A's last published version: ranges [i % 61, i % 61 + 3) come and go, none past 64. */
+		if (ps_store_lookup_node(h.s, 70, 0) != 0)
+			_exit(3);
 		_exit(child_work(*sync, q));
+	}
 	pthread_mutex_lock(&h.m);
 	h.release = 1;
 	pthread_cond_broadcast(&h.cv);
 	pthread_mutex_unlock(&h.m);
-	expect_child_ok(pid, "child beside a writer holding the depot lock");
+	expect_child_ok(pid, "child beside a writer inside an update");
 	__atomic_store_n(&h.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(w, NULL);
 	__atomic_store_n(&psi_test_hook, NULL, __ATOMIC_RELEASE);
-	depot_hold_now = NULL;
+	update_hold_now = NULL;
 	ps_store_synchronize(h.s);
 	ps_store_destroy(h.s);
 	ps_policy_put(h.p);
@@ -1101,7 +1114,7 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 	struct store_readers r = { .s = s };
 	size_t empty_mem = ps_store_memory(s);
 	uint64_t seed = 3;
-	size_t maxmem = 0, maxcount = 0, bound;
+	size_t maxmem = 0, maxcount = 0, maxindex = 0, bound;
 	double t0, secs = ps_test_scale() < 1 ? 0.5 : 2.0;
 	long sets = 0;
 	pthread_t t;
@@ -1123,8 +1136,11 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 		}
 		if (ps_store_count(s) > maxcount)
 			maxcount = ps_store_count(s);
-		if (ps_store_memory(s) > maxmem)
-			maxmem = ps_store_memory(s);
+		/* The read index apart: bounded by itself below. */
+		if (ps_store_memory(s) - ps_test_index_bytes(s) > maxmem)
+			maxmem = ps_store_memory(s) - ps_test_index_bytes(s);
+		if (ps_test_index_bytes(s) > maxindex)
+			maxindex = ps_test_index_bytes(s);
 #if !defined(__SANITIZE_ADDRESS__)
 		if (mallinfo2().uordblks - heap0 > maxheap)
 			maxheap = mallinfo2().uordblks - heap0;
@@ -1133,13 +1149,17 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 	__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(t, NULL);
 	/*
-	 * The store holds its live ranges and nothing else (its spares are
-	 * the writing thread's, what it retired is the reclaim thread's).
+	 * The store holds its live ranges and its read index, nothing else
+	 * (its spares are the writing thread's, what it retired is the
+	 * reclaim thread's).  The index in proportion: its leaves stay on
+	 * average at least a quarter full (a small leaf joins a neighbour).
 	 */
 	bound = empty_mem + maxcount * sizeof(struct ps_range);
-	cr_log_info("%s: %ld sets in %.1f s, %ld lookups, max %zu ranges, max memory %zu (bound %zu)",
-			ps_sync_name(*sync), sets, secs, r.reads, maxcount, maxmem, bound);
+	cr_log_info("%s: %ld sets in %.1f s, %ld lookups, max %zu ranges, max memory %zu (bound %zu), "
+		    "max index %zu",
+			ps_sync_name(*sync), sets, secs, r.reads, maxcount, maxmem, bound, maxindex);
 	cr_assert_leq(maxmem, bound);
+	cr_assert_leq(maxindex, maxcount * (448 + 256) / 4 + 4096);
 #if !defined(__SANITIZE_ADDRESS__)
 	/*
 	 * The heap itself: live ranges; what is retired and not yet
@@ -1150,15 +1170,18 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 	 */
 	bound = (maxcount + COW_PENDING_MAX + 64 + COW_DEPOT_MAX + 2 * (1024 + COW_REFILL)) *
 				(sizeof(struct ps_range) + 16) +
-		(COW_PENDING_MAX + COW_DEPOT_MAX + COW_RECS_MAX) * COW_REC_BYTES + 4096 * 8;
+		(COW_PENDING_MAX + COW_DEPOT_MAX + COW_RECS_MAX) * COW_REC_BYTES + 4096 * 8 +
+		/* the index, live and retired (each node with the aligned allocation's 80 bytes) */
+		2 * maxindex + (maxindex + COW_PENDING_MAX * sizeof(struct ps_range)) / 256 * 80;
 	cr_log_info("%s: heap growth max %zu (bound %zu)", ps_sync_name(*sync), maxheap, bound);
 	cr_assert_leq(maxheap, bound);
 #endif
 	ps_store_synchronize(s);
 	cr_assert_eq(ps_policy_refcount(pols[0]) + ps_policy_refcount(pols[1]),
 			2 + (long)ps_store_count(s));
-	/* After synchronize: the store and its ranges, exactly. */
-	cr_assert_eq(ps_store_memory(s), empty_mem + ps_store_count(s) * sizeof(struct ps_range));
+	/* After synchronize: the store, its ranges and its index, exactly. */
+	cr_assert_eq(ps_store_memory(s), empty_mem + ps_store_count(s) * sizeof(struct ps_range) +
+						 ps_test_index_bytes(s));
 	ps_store_destroy(s);
 	ps_policy_put(pols[0]);
 	ps_policy_put(pols[1]);

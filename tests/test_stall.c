@@ -243,7 +243,7 @@ Test(stall, sets_wait_only_past_the_inflight_bound, .timeout = 120)
 {
 	struct setter w = { .s = ps_store_create(PS_SYNC_RCU_QSBR), .p = ps_test_bind(1) };
 	struct stuck st = { 0 };
-	size_t mem = 0;
+	size_t mem = 0, pending = 0;
 	long sets = 0;
 	pthread_t t;
 	int i, j;
@@ -264,21 +264,26 @@ Test(stall, sets_wait_only_past_the_inflight_bound, .timeout = 120)
 		if (blocked) {
 			mem = ps_store_memory(w.s);
 			sets = atomic_load(&w.sets);
+			cr_assert_eq(ps_test_reclaim_stats(PS_SYNC_RCU_QSBR, NULL, &pending, NULL,
+						     false),
+					0);
 		}
 	}
 	stuck_stop(&st);
 	atomic_store(&w.stop, 1);
 	pthread_join(t, NULL);
 	cr_assert(blocked, "no warning named the setting thread");
-	cr_log_info("the set after %ld sets waited; the store held %zu bytes", sets, mem);
+	cr_log_info("the set after %ld sets waited; the store held %zu bytes, %zu in flight", sets,
+			mem, pending);
 	/*
-	 * Of each pair of sets, the removal retires one range and the set over
-	 * the empty store none: the set that waited came after 262,144 retired
-	 * ranges were in flight.  (They are not the store's memory: what a set
-	 * retires belongs to the flavour's reclaim queue, ps_store_memory().)
+	 * The set that waited came after 32 MiB of retired memory were in
+	 * flight (the bound is in bytes: each removal retires a range, its
+	 * record and the read index's leaf; the set over the empty store
+	 * retires nothing).  They are not the store's memory: what a set
+	 * retires belongs to the flavour's reclaim queue, ps_store_memory().
 	 */
-	cr_expect_geq(sets, 2L * 262144, "a set waited after %ld sets, with fewer than "
-			"262,144 retired ranges in flight", sets);
+	cr_expect_geq(pending, (size_t)32 << 20, "a set waited with %zu bytes in flight", pending);
+	cr_expect_geq(sets, 2L * ((32L << 20) / 1024), "a set waited after %ld sets", sets);
 	cr_assert_eq(ps_store_synchronize(w.s), 0);
 	cr_expect_eq(ps_policy_refcount(w.p), 1);
 	ps_store_destroy(w.s);

@@ -11,7 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <polstore/static/store.h>
+
 #define PS_TEST_NO_CRITERION
+#include "rangeindex.h"
 #include "rcu_flavour.h"
 #include "rcu_reclaim.h"
 #include "testutil.h"
@@ -251,6 +254,11 @@ int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out
 void psi_test_set_release_hook(void (*fn)(void))
 {
 	__atomic_store_n(&psi_reclaim_test_hook, fn, __ATOMIC_SEQ_CST);
+}
+
+size_t ps_test_index_bytes(struct ps_store *s)
+{
+	return psi_ix_bytes(__atomic_load_n(&s->rd.ix.node, __ATOMIC_ACQUIRE));
 }
 
 int ps_test_reclaim_stats(enum ps_sync sync, uint64_t *grace_periods, size_t *pending,

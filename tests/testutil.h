@@ -188,6 +188,13 @@ long ps_test_alloc_quarantine_end(void);
 void psi_test_set_release_hook(void (*fn)(void));
 
 /*
+ * Bytes of @s's read index (RCU, RCU_QSBR: polstore/static/index.h; 0 for
+ * the other variants), counted node by node.  Called by the store's only
+ * writer, or with no writer.
+ */
+size_t ps_test_index_bytes(struct ps_store *s);
+
+/*
  * The reclaim thread that frees what @sync's stores retire (SEQLOCK and
  * RCU: liburcu's memb flavour's, RCU_QSBR: qsbr's; shared by every store
  * of the flavour): the grace periods it has waited for since the process

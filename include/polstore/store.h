@@ -299,9 +299,9 @@ PS_API size_t ps_store_memory(struct ps_store *store);
 /**
  * struct ps_store_stats - what a store's sets have done, since its creation
  * @sets: ps_store_set() calls and ps_store_set_many() batches that succeeded
- * @nodes_copied: tree nodes the sets copied (docs/internals.md)
- * @nodes_copied_max: the most one set copied
- * @nodes_retired: tree nodes the sets unpublished, freed after a grace period
+ * @nodes_copied: index nodes the sets built (RCU, RCU_QSBR: docs/internals.md)
+ * @nodes_copied_max: the most one set built
+ * @nodes_retired: index nodes and ranges the sets took out, freed after a grace period
  * @nodes_retired_max: the most one set retired
  * @root_publications: sets published by a store of the root, not of a child
  */

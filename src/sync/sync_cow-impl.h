@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The RCU store: one copy-on-write red-black tree, written once and
- * compiled once per liburcu flavour (sync_rcu.c: memb, sync_qsbr.c: qsbr).
- * An include-template: the including file defines its read side
+ * The RCU store, written once and compiled once per liburcu flavour
+ * (sync_rcu.c: memb, sync_qsbr.c: qsbr).  An include-template: the
+ * including file defines its read side
  *   PSI_COW_READ_ENTER(), PSI_COW_READ_EXIT()   a read-side section;
  *   PSI_COW_READ_HELD()     true when a read unlock may close a section
  *                          (memb: inside one; QSBR: online);
@@ -16,60 +16,60 @@
  *   PSI_COW_OPS             the name of the ops table;
  *   PSI_COW_NAME            the variant's name, for stall warnings.
  *
- * Why readers are safe.  A set copies the ranges it changes and the ones
- * between them and the highest it changes, links the copies into one new
- * subtree that shares every other node with the published tree, and
- * publishes it with one release store into one child slot of a published
- * node, or into the root (rbtree.h, rangetree.c).  Nothing else a reader
- * can reach is written (colours excepted, which readers never load).  A
- * lookup walks down once, never retries, never blocks, and writes nothing
- * but its own liburcu per-thread counter (nothing at all under QSBR).  A
- * set linearizes at its publication.
+ * Two structures.  The red-black range tree (rangetree.h) is the store's
+ * structure of record, the writer's alone: sets change it in place under
+ * @wlock, as the locked variants' writers do.  Readers read the read
+ * index (rangeindex.h, polstore/static/index.h): a B+-tree of immutable
+ * wide nodes holding the same ranges, to which every update applies the
+ * same sets by copying the nodes they change, published with one release
+ * store into one child slot of a published node, or into the root.  No
+ * lockless reader touches the tree.
  *
- * Readers that answer from one node: lookup, lookup_borrow, lookup_copy
+ * Why readers are safe.  A published index node is never written.  A
+ * lookup loads one root-to-leaf path (acquire loads), never retries,
+ * never blocks, and writes nothing but its own liburcu per-thread counter
+ * (nothing at all under QSBR).  An update linearizes at its publication.
+ *
+ * Readers that answer from one leaf: lookup, lookup_borrow, lookup_copy
  * and lookup_node (here and inline, polstore/static/lookup.h) return what
- * one range holds (its policy, and the node hint set with it before the
- * range was published, never written after) or the gap a walk ended in.
- * psi_rb_publish() says why that is linearizable.  Readers that combine
- * several nodes need more, since a walk that holds a node a set retired
- * follows its frozen child slot into a subtree that is still live and
- * shared, where a later set may publish:
- *  - next() returns the last range it turned left at when the walk ends
- *    in a gap below it: the range comes from one node, the gap from
- *    another.  It validates its walk with the publication count and
- *    announces its last attempt (cow_next_find()).
+ * one entry of a leaf holds, or the gap a search ended in; a set changes
+ * at most one slot on any root-to-leaf path, so the answer linearizes at
+ * the load of the leaf.  Readers that may combine several leaves need
+ * more:
+ *  - next() may combine the leaf of its key (no range after the key)
+ *    with the first range of the next leaf.  It validates its walk with
+ *    the publication count and announces its last attempt
+ *    (cow_next_find()).
  *  - Walks that must see one version (foreach, foreach_range) announce
- *    themselves in @walkers; while one is announced, sets publish at the
- *    root, so the walk, which loaded the root once, sees no later set.
- *    The walk's increment and a set's read of @walkers each follow a full
- *    fence: a walk that loads a slot before a set's store to it is seen
- *    by every later set, which then publishes at the root (cow_commit()).
- *    A callback may end its thread (polstore/rcu.h): a cleanup handler
- *    withdraws the announcement then, inside the section, before the
- *    thread-exit hook closes it (rcu_thread.c).
+ *    themselves in @walkers; while one is announced, updates publish at
+ *    the root, so the walk, which loaded the root once, sees no later
+ *    set.  The walk's increment and an update's read of @walkers each
+ *    follow a full fence (cow_must_publish_at_root()).  A callback may
+ *    end its thread (polstore/rcu.h): a cleanup handler withdraws the
+ *    announcement then, inside the section, before the thread-exit hook
+ *    closes it (rcu_thread.c).
  *
- * Why nothing is freed under a reader.  The ranges a set replaced (the
- * originals of its copies) and those it removed go into one retire record,
- * queued on the flavour's reclaim thread (rcu_reclaim.h), which releases
- * it after a grace period, i.e. after every reader that could have reached
- * them has left its section.  Removed ranges drop their policy reference
- * then; replaced ones drop none (the copy took it over: struct
- * psi_rangetree_cow).  So a set never waits for readers.
+ * Why nothing is freed under a reader.  The index nodes an update
+ * replaced and the ranges it unlinked from the tree go into one retire
+ * record, queued on the flavour's reclaim thread (rcu_reclaim.h), which
+ * releases it after a grace period, i.e. after every reader that could
+ * have reached them has left its section.  The unlinked ranges drop their
+ * policy references then: an old leaf a reader still holds names those
+ * policies.  So a set never waits for readers.
  *
- * Memory: a store holds its live ranges only; spares live with the
- * writing threads (sync_cow_spares-impl.h).
- *
- * Allocation: before each operation of the tree an update reserves what
- * the operation can take in the worst case (rangetree.c); -ENOMEM there
- * throws the update away (psi_rangetree_cow_abort()), and everything is as it
- * was.  A set also reserves its record's chunks before it publishes.
+ * Allocation: an update builds its index nodes, takes its spare ranges
+ * and allocates its record before it changes the tree; -ENOMEM there
+ * throws it away and everything is as it was.  The tree's part cannot
+ * fail.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "annotate.h"
+#include "rangeindex.h"
 #include "rcu_reclaim.h"
 #include "seqcount.h"
 #include "store_internal.h"
@@ -108,203 +108,42 @@ static inline void psi_cow_synchronize(void)
  * one of n ranges n at most).
  */
 #define PSI_COW_PENDING_MAX (((size_t)1 << 18) * 2 * sizeof(struct ps_range))
-/*
- * Chunks the flavour's depot keeps at most; beyond, released ones are
- * freed.  One batch of the reclaim thread's fits: the writers take back
- * what it released instead of allocating anew.
- */
-#define PSI_COW_DEPOT_MAX (PSI_RECLAIM_BATCH_BYTES / sizeof(struct ps_range))
 /* Walks next() validates with the publication count before it announces one. */
 #define PSI_COW_NEXT_TRIES 4
-/* Chunks a thread takes from the depot beyond what its operation needs. */
-#define PSI_COW_REFILL 32
-/* A thread's keep halves after this many sets that needed less. */
-#define PSI_COW_KEEP_DECAY 4096
 
 /* Annotation key: every record released happens before the flavour's barrier returns. */
 static char cow_recs_done __attribute__((unused));
 
 /*
- * What one set retired, queued for a grace period, in range-sized chunks:
- * the first (struct cow_rec) and as many extensions as the set needs.  Its
- * slots, counted across the chunks, hold the ranges retired ([0, n)) and
- * then the policy references to drop ([n, n + npols)), recorded by the
- * writer while they are in its cache.
+ * What one update retired, queued for a grace period: the ranges it
+ * unlinked from the tree (each holding its policy reference; one that is
+ * empty only carries the reference a reused range had: rangetree.c), and
+ * the index nodes and subtrees it replaced.
  */
-#define PSI_COW_REC_SLOTS 3
-#define PSI_COW_EXT_SLOTS 7
-
-struct cow_rec_ext {
-	struct cow_rec_ext *next;
-	void *slot[PSI_COW_EXT_SLOTS];
-};
-
 struct cow_rec {
 	struct psi_reclaim_item item; /* item.next links a store's stalled records too */
-	struct cow_rec_ext *ext;
-	uint32_t n, npols;
-	void *slot[PSI_COW_REC_SLOTS];
+	struct psi_range_list removed;
+	size_t nix;
+	void *ix[];
 };
-_Static_assert(sizeof(struct cow_rec) <= sizeof(struct ps_range), "a record is a range chunk");
-_Static_assert(sizeof(struct cow_rec_ext) <= sizeof(struct ps_range), "so is an extension");
 
-/* The chunks a record of @slots slots takes. */
-static inline size_t rec_chunks(size_t slots)
+/* The bytes a record holds, for the reclaim thread's batches and the in-flight bound. */
+static size_t rec_bytes(const struct cow_rec *r)
 {
-	return slots <= PSI_COW_REC_SLOTS ? 1 :
-	       1 + (slots - PSI_COW_REC_SLOTS + PSI_COW_EXT_SLOTS - 1) / PSI_COW_EXT_SLOTS;
+	/* Index nodes weighed as inner nodes (a leaf is larger, a removed subtree more). */
+	return sizeof(*r) + r->nix * (sizeof(void *) + sizeof(struct ps_ix_inner)) +
+	       r->removed.n * sizeof(struct ps_range);
 }
 
-/* Slot @i of @r: in the first chunk, or in extension (i - 3) / 7. */
-static void **rec_slot(struct cow_rec *r, size_t i)
-{
-	struct cow_rec_ext *e;
-
-	if (i < PSI_COW_REC_SLOTS)
-		return &r->slot[i];
-	i -= PSI_COW_REC_SLOTS;
-	for (e = r->ext; i >= PSI_COW_EXT_SLOTS; i -= PSI_COW_EXT_SLOTS)
-		e = e->next;
-	return &e->slot[i];
-}
-
-/* The writing threads' spares and the depot: a second include-template. */
-#include "sync_cow_spares-impl.h"
-
-/*
- * base.rd.seq, on the line of the root, is the publication count: odd
- * while a set publishes (cow_commit()), which next() validates its walk
- * with (cow_next_find()).
- */
-struct psi_store_cow {
-	struct ps_store base;
-	pthread_mutex_t wlock __ps_cacheline_aligned;
-	/* Under @wlock: */
-	uint64_t gen;                  /* the last update's generation */
-	struct ps_store_stats stats;
-	/* Atomic: walks that must see one version (see the file comment). */
-	unsigned walkers;
-	/* Atomic: a set queued a record since the store last waited for them all. */
-	bool queued;
-	/* Records no reclaim thread took (a set in a section without one); atomic push. */
-	struct cow_rec *stalled;
-	size_t nstalled;               /* ranges on @stalled; atomic */
-};
-_Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
-
-static inline struct psi_store_cow *to_cow(struct ps_store *s)
-{
-	return psi_container_of(s, struct psi_store_cow, base);
-}
-
-/* The published root: loaded first, then declared to the thread checkers. */
-static inline struct ps_rb_node *cow_root(struct psi_store_cow *cs)
-{
-	struct ps_rb_node *root = psi_rb_load_root(&cs->base.rd.tree.root);
-
-	PSI_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_commit() */
-	return root;
-}
-
-static inline struct ps_policy *cow_lookup_pol(struct psi_store_cow *cs, uint64_t idx)
-{
-	struct ps_range *r = psi_rangetree_lookup_from(cow_root(cs), idx);
-
-	return r ? PSI_READ_ONCE(r->pol) : NULL;
-}
-
-static struct ps_store *cow_create(void)
-{
-	struct ps_store *s = psi_store_zalloc(sizeof(struct psi_store_cow));
-	struct psi_store_cow *cs;
-
-	if (!s)
-		return NULL;
-	cs = to_cow(s);
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
-	psi_seq_init(&cs->base.rd.seq);
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->queued, sizeof(cs->queued));
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->stalled, sizeof(cs->stalled));
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->nstalled, sizeof(cs->nstalled));
-	pthread_mutex_init(&cs->wlock, NULL);
-	return s;
-}
-
-/* ---- records and the depot ---------------------------------------------------- */
-
-/* Drop the policy references a record holds. */
-static void rec_put_policies(struct cow_rec *r)
-{
-	size_t i;
-
-	for (i = 0; i < r->npols; i++)
-		psi_policy_store_put(*rec_slot(r, r->n + i));
-	r->npols = 0;
-}
-
-/*
- * Every chunk of @r, its ranges and its own, into @v from its end; @v has
- * room for them.  Return: how many.
- */
-static size_t rec_chunks_to(struct cow_rec *r, void **v)
-{
-	struct cow_rec_ext *e = r->ext, *next;
-	size_t i, k = 0;
-
-	for (i = 0; i < r->n; i++)
-		v[k++] = *rec_slot(r, i);
-	for (; e; e = next) {
-		next = e->next;
-		v[k++] = e;
-	}
-	v[k++] = r;
-	return k;
-}
-
-static size_t rec_size(const struct cow_rec *r)
-{
-	return r->n + rec_chunks(r->n + r->npols);
-}
-
-/* Free a record, its ranges and its chunks (the references dropped already). */
-static void rec_free(struct cow_rec *r)
-{
-	struct cow_rec_ext *e, *next;
-	size_t i;
-
-	for (i = 0; i < r->n; i++)
-		psi_free(*rec_slot(r, i));
-	for (e = r->ext; e; e = next) {
-		next = e->next;
-		psi_free(e);
-	}
-	psi_free(r);
-}
-
-/*
- * After a grace period: drop the references, then give the record's
- * chunks to the depot, or free them when it is full or busy.  Never waits
- * for the depot's lock: a forked child may inherit it held by a thread
- * frozen at the fork (as the reclaim queue is inherited with records in
- * it), and a writer never waits for the reclaim thread either.
- */
+/* Free a record and what it holds, dropping the references (no reader can reach them). */
 static void rec_release(struct cow_rec *r)
 {
-	size_t k = rec_size(r);
+	size_t i;
 
-	rec_put_policies(r);
-	if (__atomic_load_n(&cow_depot.n, __ATOMIC_RELAXED) + k <= PSI_COW_DEPOT_MAX &&
-			!pthread_mutex_trylock(&cow_depot.lock)) {
-		if (cow_depot.nfree + k <= PSI_COW_DEPOT_MAX) {
-			cow_depot.nfree += rec_chunks_to(r, cow_depot.free + cow_depot.nfree);
-			__atomic_store_n(&cow_depot.n, cow_depot.nfree, __ATOMIC_RELAXED);
-			pthread_mutex_unlock(&cow_depot.lock);
-			return;
-		}
-		pthread_mutex_unlock(&cow_depot.lock);
-	}
-	rec_free(r);
+	for (i = 0; i < r->nix; i++)
+		psi_ix_free_retired(r->ix[i]);
+	psi_range_list_free(&r->removed);
+	psi_free(r);
 }
 
 static void cow_rec_free(struct psi_reclaim_item *item)
@@ -312,7 +151,7 @@ static void cow_rec_free(struct psi_reclaim_item *item)
 	struct cow_rec *r = psi_container_of(item, struct cow_rec, item);
 
 	PSI_ANNOTATE_HAPPENS_AFTER(r); /* the writer filled @r before queueing it */
-	/* A grace period has passed since the ranges left the published tree: readers let go. */
+	/* A grace period has passed since they left the published index: readers let go. */
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	rec_release(r);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
@@ -327,9 +166,70 @@ static void rec_chain_free_now(struct cow_rec *r)
 
 	for (; r; r = next) {
 		next = r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
-		rec_put_policies(r);
-		rec_free(r);
+		rec_release(r);
 	}
+}
+
+/*
+ * base.rd.seq, on the line of the root, is the publication count: odd
+ * while a set publishes (cow_commit()), which next() validates its walk
+ * with (cow_next_find()).
+ */
+struct psi_store_cow {
+	struct ps_store base;
+	pthread_mutex_t wlock __ps_cacheline_aligned;
+	/* Under @wlock: */
+	struct ps_store_stats stats;
+	/* Atomic: walks that must see one version (see the file comment). */
+	unsigned walkers;
+	/* Atomic: a set queued a record since the store last waited for them all. */
+	bool queued;
+	/* Records no reclaim thread took (a set in a section without one); atomic push. */
+	struct cow_rec *stalled;
+	size_t nstalled;               /* bytes on @stalled (rec_bytes()); atomic */
+	size_t ix_bytes;               /* the read index's nodes; written under @wlock, atomic */
+};
+_Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
+
+static inline struct psi_store_cow *to_cow(struct ps_store *s)
+{
+	return psi_container_of(s, struct psi_store_cow, base);
+}
+
+/* The published root of the read index: loaded first, then declared to the thread checkers. */
+static inline struct ps_ix_node *cow_ix_root(struct psi_store_cow *cs)
+{
+	struct ps_ix_node *root = __atomic_load_n(&cs->base.rd.ix.node, __ATOMIC_ACQUIRE);
+
+	PSI_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_commit() */
+	return root;
+}
+
+static inline struct ps_policy *cow_lookup_pol(struct psi_store_cow *cs, uint64_t idx)
+{
+	const struct ps_ix_leaf *l = _ps_ix_leaf_of(cow_ix_root(cs), idx, NULL);
+	int i = l ? _ps_ix_find_in(l, idx) : -1;
+
+	return i >= 0 ? _PS_IX_POL(l)[i] : NULL;
+}
+
+static struct ps_store *cow_create(void)
+{
+	struct ps_store *s = psi_store_zalloc(sizeof(struct psi_store_cow));
+	struct psi_store_cow *cs;
+
+	if (!s)
+		return NULL;
+	cs = to_cow(s);
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.ix, sizeof(cs->base.rd.ix)); /* atomics only */
+	psi_seq_init(&cs->base.rd.seq);
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->queued, sizeof(cs->queued));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->stalled, sizeof(cs->stalled));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->nstalled, sizeof(cs->nstalled));
+	pthread_mutex_init(&cs->wlock, NULL);
+	return s;
 }
 
 /* ---- stores ------------------------------------------------------------------- */
@@ -350,22 +250,20 @@ static void cow_destroy(struct ps_store *s)
 
 	/*
 	 * No reader may run during destroy (store.h): everything can go at
-	 * once.  Records in flight hold ranges the store retired, never the
+	 * once.  Records in flight hold what the store retired, never the
 	 * store, so the reclaim thread needs nothing of it; destroy waits for
 	 * them only so that the policy references they hold are dropped when
 	 * it returns, as the other variants' are.
 	 */
-	/* Every section that reached these ranges has ended (a deferred destroy: a grace period ago). */
+	/* Every section that reached the index has ended (a deferred destroy: a grace period ago). */
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	psi_store_free_ranges(s);
+	psi_ix_clear(&s->rd.ix);
 	rec_chain_free_now(__atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE));
 	/* On the reclaim thread (a release that destroys a store) its records went first. */
 	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED) &&
-			!psi_reclaim_is_self(PSI_COW_FLAVOUR->reclaimer)) {
+			!psi_reclaim_is_self(PSI_COW_FLAVOUR->reclaimer))
 		cow_wait_records();
-		cow_depot_drain();
-	}
-	cow_thread_trim();
 	pthread_mutex_destroy(&cs->wlock);
 	psi_free_aligned(cs);
 }
@@ -456,7 +354,7 @@ PSI_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_secti
 static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
 {
 	bool can_wait = PSI_COW_FLAVOUR->can_wait();
-	size_t n = r->n, bytes = rec_size(r) * sizeof(struct ps_range);
+	size_t bytes = rec_bytes(r);
 
 	r->item.release = cow_rec_free;
 	PSI_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
@@ -484,7 +382,7 @@ static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
 		while (!__atomic_compare_exchange_n(&cs->stalled, &old, r, true, __ATOMIC_RELEASE,
 				__ATOMIC_RELAXED));
 	}
-	__atomic_fetch_add(&cs->nstalled, n, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&cs->nstalled, bytes, __ATOMIC_RELAXED);
 }
 
 /* Release the records no reclaim thread took, after a grace period (outside every section). */
@@ -510,83 +408,6 @@ static void cow_release_stalled(struct psi_store_cow *cs)
 	}
 }
 
-/* The slots a record of update @c can need at most: every range retired, then every reference. */
-static inline size_t rec_slots_max(const struct psi_rangetree_cow *c)
-{
-	return c->replaced.n + 2 * c->removed.n;
-}
-
-/* Writing a record's slots one after the other. */
-struct rec_cursor {
-	void **slot;
-	int left;
-	struct cow_rec_ext *next;
-};
-
-static inline void rec_put(struct rec_cursor *k, void *p)
-{
-	if (!k->left) {
-		k->slot = k->next->slot;
-		k->left = PSI_COW_EXT_SLOTS;
-		k->next = k->next->next;
-	}
-	*k->slot++ = p;
-	k->left--;
-}
-
-/*
- * After publication: record what the update retired, while it is in
- * cache, in chunks taken from the spares (reserved before publication).
- * A removed range that is empty only carried a policy reference
- * (rangetree.c, the victim's old one): no reader ever reached it, so its
- * reference is recorded and the range goes back to the spares.
- * Return: the record, or NULL when there is nothing to release; *@nodes:
- * the tree nodes retired.
- */
-static struct cow_rec *cow_record(struct psi_rangetree_cow *c, struct cow_thread *t, size_t *nodes)
-{
-	struct psi_range_vec *sp = &t->mem.spares;
-	size_t carriers = 0, slots, chunks, i;
-	struct rec_cursor k;
-	struct cow_rec *r;
-	struct ps_range *x;
-
-	*nodes = 0;
-	if (!c->replaced.n && !c->removed.n)
-		return NULL;
-	for (x = c->removed.head; x; x = x->next_free)
-		carriers += x->start == x->end;
-	slots = c->replaced.n + 2 * c->removed.n - carriers;
-	chunks = rec_chunks(slots);
-	r = (struct cow_rec *)sp->v[--sp->n];
-	r->ext = NULL;
-	for (i = 1; i < chunks; i++) {
-		struct cow_rec_ext *e = (struct cow_rec_ext *)sp->v[--sp->n];
-
-		e->next = r->ext;
-		r->ext = e;
-	}
-	r->n = (uint32_t)(c->replaced.n + c->removed.n - carriers);
-	r->npols = (uint32_t)c->removed.n;
-	k = (struct rec_cursor){ r->slot, PSI_COW_REC_SLOTS, r->ext };
-	while ((x = psi_range_list_pop(&c->replaced)))
-		rec_put(&k, x);
-	for (x = c->removed.head; x; x = x->next_free)
-		if (x->start != x->end)
-			rec_put(&k, x);
-	while ((x = psi_range_list_pop(&c->removed))) {
-		rec_put(&k, x->pol);
-		if (x->start == x->end) {
-			if (sp->n < sp->cap)
-				sp->v[sp->n++] = x;
-			else
-				psi_free(x);
-		}
-	}
-	*nodes = r->n;
-	return r;
-}
-
 static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
 {
 	*sum += v;
@@ -595,44 +416,17 @@ static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
 }
 
 /*
- * Under @wlock: publish the update built in @c (at the root while a walk
- * is announced), record what left the published tree.  Return: 0 with
- * *@rp the record to queue once @wlock is dropped (NULL when the update
- * retired nothing), or -ENOMEM with the update thrown away.
+ * Under @wlock, before an update builds anything: whether it must publish
+ * at the root.  Pairs with the walk's fence in cow_walk_begin(): either
+ * the walk sees this update's store, or this load sees the walk (and the
+ * update goes to the root).  A walk is announced before it loads the
+ * root, so it sees every update whose load missed it whole, and no later
+ * one.
  */
-static int cow_commit(struct psi_store_cow *cs, struct psi_rangetree_cow *c, struct cow_thread *t,
-		struct cow_rec **rp)
+static bool cow_must_publish_at_root(struct psi_store_cow *cs)
 {
-	size_t retired;
-	bool walk, root;
-
-	/*
-	 * Pairs with the walk's fence in cow_walk_begin(): either the walk
-	 * saw the last set's store, or this load sees the walk (and this set
-	 * goes to the root).
-	 */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	walk = __atomic_load_n(&cs->walkers, __ATOMIC_RELAXED) != 0 || PSI_COW_CHECKER_ROOT();
-	/* Before anything is published: the copies a root publication takes, the record's chunks. */
-	if (psi_rangetree_cow_ready_publish(c, walk, rec_chunks(rec_slots_max(c)))) {
-		psi_rangetree_cow_abort(c);
-		*rp = NULL;
-		return -ENOMEM;
-	}
-	/*
-	 * psi_rangetree_cow_publish() tells the thread checkers (after the
-	 * last copy).  The count is odd around the one store that publishes:
-	 * a next() whose walk loaded it sees the count move (cow_next_find()).
-	 */
-	psi_seq_write_begin(&cs->base.rd.seq);
-	root = psi_rangetree_cow_publish(c, &cs->base.rd.tree, walk);
-	psi_seq_write_end(&cs->base.rd.seq);
-	*rp = cow_record(c, t, &retired);
-	cs->stats.sets++;
-	cs->stats.root_publications += root;
-	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, c->copies);
-	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max, retired);
-	return 0;
+	return __atomic_load_n(&cs->walkers, __ATOMIC_RELAXED) != 0 || PSI_COW_CHECKER_ROOT();
 }
 
 static void cow_walk_begin(struct psi_store_cow *cs)
@@ -653,47 +447,85 @@ static void cow_walk_cleanup(void *cs)
 	cow_walk_end(cs);
 }
 
-/* The end of every update: queue what it retired, keep the spares in proportion. */
-static void cow_finish(struct psi_store_cow *cs, struct cow_thread *t, struct cow_rec *r)
+/* The end of every update: queue what it retired, release what stalled. */
+static void cow_finish(struct psi_store_cow *cs, struct cow_rec *r)
 {
 	if (r)
 		cow_retire(cs, r);
 	if (psi_unlikely(__atomic_load_n(&cs->stalled, __ATOMIC_RELAXED)) && PSI_COW_FLAVOUR->can_wait())
 		cow_release_stalled(cs);
-	cow_thread_settle(t);
 }
 
 /*
- * One update: @n ops (a set is a batch of one), built in order on the
- * thread's memory, published at once; out of memory, thrown away whole.
- * A reader loads the published slot before or after it: all of the batch
- * or none.
+ * One update: @n ops (a set is a batch of one).  Under @wlock: the index
+ * is built for all of them and everything the update needs is allocated
+ * first; then the tree changes in place (it cannot fail) and the index is
+ * published with one store.  A reader loads the published slot before or
+ * after it: all of the batch or none.
  */
 static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
 	struct psi_store_cow *cs = to_cow(s);
-	struct cow_thread *t = cow_thread_get();
+	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
 	struct cow_rec *r = NULL;
-	struct psi_rangetree_cow c;
+	struct psi_ix_tx ix;
 	size_t i;
-	int ret = 0;
+	bool walk, root;
 
-	if (!t)
+	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW ||
+			psi_range_list_fill(&spares, (int)(n * PSI_RANGETREE_SET_MAX_NEW)))
 		return -ENOMEM;
 	pthread_mutex_lock(&cs->wlock);
-	psi_rangetree_cow_begin(&c, &cs->base.rd.tree, ++cs->gen, &t->mem);
-	for (i = 0; i < n; i++) {
-		if (!psi_rangetree_cow_set(&c, ops[i].start, ops[i].end, ops[i].pol)) {
-			psi_rangetree_cow_abort(&c);
-			ret = -ENOMEM;
-			break;
-		}
-	}
-	if (!ret)
-		ret = cow_commit(cs, &c, t, &r);
+	walk = cow_must_publish_at_root(cs);
+	/* A batch publishes once: every set of it builds on the last, to the root. */
+	psi_ix_begin(&ix, &cs->base.rd.ix, walk || n > 1);
+	for (i = 0; i < n; i++)
+		if (psi_ix_set(&ix, ops[i].start, ops[i].end, ops[i].pol))
+			goto nomem;
+	r = psi_alloc(sizeof(*r) + ix.nretired * sizeof(void *));
+	if (!r)
+		goto nomem;
+	PSI_TEST_POINT(PSI_TP_COW_UPDATE_BUILT);
+	/* Nothing can fail from here on. */
+	for (i = 0; i < n; i++)
+		psi_rangetree_set(&cs->base.rd.tree, ops[i].start, ops[i].end, ops[i].pol, &spares,
+				&removed);
+	/*
+	 * For the thread checkers: every node is written; pairs with the
+	 * readers' annotation where they load the root (cow_ix_root()).  The
+	 * count is odd around the store that publishes: a next() whose walk
+	 * loaded a slot of it sees the count move (cow_next_find()).
+	 */
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cs->base.rd.tree);
+	psi_seq_write_begin(&cs->base.rd.seq);
+	root = psi_ix_publish(&ix);
+	psi_seq_write_end(&cs->base.rd.seq);
+	__atomic_store_n(&cs->ix_bytes, (size_t)((ptrdiff_t)cs->ix_bytes + ix.bytes),
+			__ATOMIC_RELAXED);
+	cs->stats.sets++;
+	cs->stats.root_publications += root;
+	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, ix.nkept);
+	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max,
+			ix.nretired + removed.n);
 	pthread_mutex_unlock(&cs->wlock);
-	cow_finish(cs, t, r);
-	return ret;
+	r->removed = removed;
+	r->nix = ix.nretired;
+	if (r->nix)
+		memcpy(r->ix, ix.retired, r->nix * sizeof(void *));
+	psi_ix_end(&ix);
+	psi_range_list_free(&spares);
+	if (!r->nix && !r->removed.n) {
+		psi_free(r);
+		r = NULL;
+	}
+	cow_finish(cs, r);
+	return 0;
+nomem:
+	psi_ix_abort(&ix);
+	psi_ix_end(&ix);
+	pthread_mutex_unlock(&cs->wlock);
+	psi_range_list_free(&spares);
+	return -ENOMEM;
 }
 
 /* What cow_retire() and cow_finish() wait for a grace period on, read before the set. */
@@ -718,14 +550,11 @@ static void cow_synchronize(struct ps_store *s)
 	/* Documented: never inside a read-side section; a QSBR thread goes offline here. */
 	cow_release_stalled(cs);
 	cow_wait_records();
-	cow_thread_trim();
-	cow_depot_drain();
 }
 
 psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
 {
 	struct psi_store_cow *cs = to_cow(s);
-	struct ps_rtree snap;
 	int ret;
 
 	/* One version, announced so that no set changes it in place; no writer waits. */
@@ -733,9 +562,7 @@ psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn,
 	cow_walk_begin(cs);
 	/* A callback may end its thread: the announcement goes then too (file comment). */
 	pthread_cleanup_push(cow_walk_cleanup, cs);
-	snap.root.node = cow_root(cs);
-	snap.count = 0;
-	ret = psi_rangetree_foreach(&snap, fn, arg);
+	ret = psi_ix_foreach_range(cow_ix_root(cs), 0, UINT64_MAX, fn, arg);
 	pthread_cleanup_pop(1);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	PSI_COW_READ_EXIT();
@@ -750,6 +577,12 @@ static int cow_check(struct ps_store *s, const char **why)
 	/* Takes only the writer mutex, which no holder keeps across a grace period. */
 	pthread_mutex_lock(&cs->wlock);
 	ret = psi_rangetree_check(&cs->base.rd.tree, why);
+	if (!ret)
+		ret = psi_ix_check(&cs->base.rd.ix, &cs->base.rd.tree, why);
+	if (!ret && psi_ix_bytes(cs->base.rd.ix.node) != cs->ix_bytes) {
+		*why = "index bytes differ from the count kept";
+		ret = -EUCLEAN;
+	}
 	if (!ret && (PSI_READ_ONCE(cs->base.rd.seq.seq) & 1)) {
 		*why = "publication count odd outside a publication";
 		ret = -EUCLEAN;
@@ -761,7 +594,10 @@ static int cow_check(struct ps_store *s, const char **why)
 /* Bytes besides the live ranges: what no reclaim thread took yet.  Lock-free. */
 static size_t cow_held(struct ps_store *s)
 {
-	return __atomic_load_n(&to_cow(s)->nstalled, __ATOMIC_RELAXED) * sizeof(struct ps_range);
+	struct psi_store_cow *cs = to_cow(s);
+
+	return __atomic_load_n(&cs->nstalled, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&cs->ix_bytes, __ATOMIC_RELAXED);
 }
 
 static struct psi_lstat *cow_lock_stat(struct ps_store *s)
@@ -790,7 +626,7 @@ psi_unwound_through static int cow_foreach_range(struct ps_store *s, uint64_t st
 	PSI_COW_READ_ENTER();
 	cow_walk_begin(cs);
 	pthread_cleanup_push(cow_walk_cleanup, cs);
-	ret = psi_rangetree_foreach_range_from(cow_root(cs), start, end, fn, arg);
+	ret = psi_ix_foreach_range(cow_ix_root(cs), start, end, fn, arg);
 	pthread_cleanup_pop(1);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	PSI_COW_READ_EXIT();
@@ -798,26 +634,30 @@ psi_unwound_through static int cow_foreach_range(struct ps_store *s, uint64_t st
 }
 
 /* The last attempt of cow_next_find(): one walk of one version, announced. */
-static __attribute__((noinline, cold)) struct ps_range *cow_next_announced(struct psi_store_cow *cs,
-		uint64_t idx)
+static __attribute__((noinline, cold)) bool cow_next_announced(struct psi_store_cow *cs,
+		uint64_t idx, struct psi_ix_hit *hit)
 {
-	struct ps_rb_node *root;
-	struct ps_range *r;
+	struct ps_ix_node *root;
+	bool found;
 
 	cow_walk_begin(cs);
-	root = cow_root(cs);
+	root = cow_ix_root(cs);
 	PSI_TEST_POINT(PSI_TP_COW_NEXT_WALK);
-	r = psi_rangetree_next_from(root, idx);
+	found = psi_ix_next_from(root, idx, hit);
 	cow_walk_end(cs);
-	return r;
+	return found;
 }
 
 /*
  * Inside a read-side section: the first range that ends after @idx, as
- * one version of the store holds it, or NULL.
+ * one version of the store holds it.  Return: true with *@hit, or false.
+ *
+ * The answer may combine two leaves of the index (the leaf of @idx holds
+ * no range after it, the next leaf's first does), so the walk is
+ * validated with the publication count.
  *
  * Why a walk the count validated read one version.  A set makes the count
- * odd, publishes with one release store, and makes it even with a release
+ * odd, publishes with release stores, and makes it even with a release
  * store (cow_commit(); sets are serialised by @wlock).  An attempt whose
  * first read (acquire) found the even count 2k is ordered after the k-th
  * publication: every slot it loads holds that publication's value or a
@@ -829,59 +669,55 @@ static __attribute__((noinline, cold)) struct ps_range *cow_next_announced(struc
  * every load of the walk returned version k's value: the walk is one of
  * version k, which was current at the first read (it stops being current
  * only at the next publication, after the count went odd), and the
- * answer linearizes there.  A range's bounds and policy are never written
- * once it is published.
+ * answer linearizes there.  A published node is never written.
  *
  * A failed attempt is harmless: every node it reaches was in a published
- * tree during our section, and none is freed before a grace period ends,
- * which waits for the section; the walk stops after PS_RB_MAX_DEPTH
- * steps (PS_RTREE_OVERRUN then fails the attempt); nothing of it is
- * returned or written.
+ * index during our section, and none is freed before a grace period
+ * ends, which waits for the section; nothing of it is returned or
+ * written.
  *
  * Why it ends.  After PSI_COW_NEXT_TRIES failed attempts (a writer
  * publishing flat out, or a count a fork left odd in a child where no
  * writer finishes it) the walk is announced (cow_next_announced()):
  * every set whose fence follows the announcement publishes at the root,
  * so the walk, which loads the root once, sees one version, as foreach
- * does (file comment).  It is one walk of at most the tree's height, with
- * no retry.  Only then does the reader write a shared line; no writer
- * ever waits for it.
+ * does (file comment).  Only then does the reader write a shared line; no
+ * writer ever waits for it.
  */
-static struct ps_range *cow_next_find(struct psi_store_cow *cs, uint64_t idx)
+static bool cow_next_find(struct psi_store_cow *cs, uint64_t idx, struct psi_ix_hit *hit)
 {
 	int tries;
 
 	for (tries = 0; tries < PSI_COW_NEXT_TRIES; tries++) {
 		unsigned seq = psi_seq_read_begin(&cs->base.rd.seq);
-		struct ps_rb_node *root;
-		struct ps_range *r;
+		struct ps_ix_node *root;
+		bool found;
 
 		if (psi_unlikely(seq & 1)) {
 			psi_cpu_relax();
 			continue;
 		}
-		root = cow_root(cs);
+		root = cow_ix_root(cs);
 		/* Tests hold the reader here, on the root it loaded. */
 		PSI_TEST_POINT(PSI_TP_COW_NEXT_WALK);
-		r = psi_rangetree_next_from(root, idx);
-		if (psi_likely(!psi_seq_read_retry(&cs->base.rd.seq, seq) &&
-				    r != PS_RTREE_OVERRUN))
-			return r;
+		found = psi_ix_next_from(root, idx, hit);
+		if (psi_likely(!psi_seq_read_retry(&cs->base.rd.seq, seq)))
+			return found;
 	}
-	return cow_next_announced(cs, idx);
+	return cow_next_announced(cs, idx, hit);
 }
 
 /* Inside a read-side section (cow_next_find()). */
 static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		const struct ps_policy **pol)
 {
-	struct ps_range *r = cow_next_find(to_cow(s), idx);
+	struct psi_ix_hit hit;
 
-	if (!r)
+	if (!cow_next_find(to_cow(s), idx, &hit))
 		return -ENOENT;
-	*start = r->start;
-	*end = r->end;
-	*pol = r->pol;
+	*start = hit.start;
+	*end = hit.end;
+	*pol = hit.pol;
 	return 0;
 }
 
@@ -889,15 +725,16 @@ static int cow_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, ui
 static inline int cow_next_get(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,
 		struct ps_policy **pol)
 {
-	struct ps_range *r = cow_next_find(to_cow(s), idx);
+	struct psi_ix_hit hit;
+	bool found = cow_next_find(to_cow(s), idx, &hit);
 
-	if (r) {
-		*start = r->start;
-		*end = r->end;
-		*pol = _ps_policy_get(r->pol);
+	if (found) {
+		*start = hit.start;
+		*end = hit.end;
+		*pol = _ps_policy_get(hit.pol);
 	}
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
-	return r ? 0 : -ENOENT;
+	return found ? 0 : -ENOENT;
 }
 
 PSI_COW_LOOKUP_SECTION int cow_next_section(struct ps_store *s, uint64_t idx, uint64_t *start,

@@ -12,8 +12,8 @@
 #include "compiler.h"
 
 enum psi_test_point {
-	/* A writer refills its spares from the RCU stores' depot, holding its lock. */
-	PSI_TP_COW_DEPOT_LOCKED,
+	/* An RCU store's update built its index nodes and record, holding the writer lock. */
+	PSI_TP_COW_UPDATE_BUILT,
 	/* An RCU store's next() loaded the root and is about to walk from it. */
 	PSI_TP_COW_NEXT_WALK,
 };

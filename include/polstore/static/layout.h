@@ -22,12 +22,13 @@
 
 #include <stddef.h>
 
+#include <polstore/static/index.h>
 #include <polstore/static/policy.h>
 #include <polstore/static/rtree.h>
 #include <polstore/static/store.h>
 
 /* Revision of the inline read protocol beyond what the layouts show. */
-#define _PS_INLINE_PROTOCOL 1
+#define _PS_INLINE_PROTOCOL 2
 
 /* One step of FNV-1a over 64-bit words: an integer constant expression. */
 #define _PS_LAYOUT_MIX(h, v) ((((h) ^ (unsigned long long)(v)) * 0x100000001b3ULL))
@@ -41,7 +42,9 @@
  * tree and the count walked; a range: the walk's node links and bounds,
  * the policy and the node hint; a policy: the words of the reference
  * count, then what lookups copy or pick a node from; the topology's
- * dense prefix.
+ * dense prefix; the read index: its root, the node header, an inner
+ * node's pivots and children, a leaf's words (starts, ends, policies and
+ * hints by its capacity), the fan-out, the sentinel and the hint's width.
  */
 #define _PS_LAYOUT_H0 _PS_LAYOUT_MIX(0xcbf29ce484222325ULL, _PS_INLINE_PROTOCOL)
 #define _PS_LAYOUT_H1 _PS_LAYOUT_FIELD(_PS_LAYOUT_H0, struct ps_store, tag)
@@ -72,7 +75,20 @@
 #define _PS_LAYOUT_H26 _PS_LAYOUT_FIELD(_PS_LAYOUT_H25, struct ps_policy, weight)
 #define _PS_LAYOUT_H27 _PS_LAYOUT_FIELD(_PS_LAYOUT_H26, struct ps_policy, nodes)
 #define _PS_LAYOUT_H28 _PS_LAYOUT_FIELD(_PS_LAYOUT_H27, struct _ps_numa_fast, dense)
-#define _PS_LAYOUT_HASH _PS_LAYOUT_H28
+/* The read index, in a chain of its own (compilers bound the nesting of one expression). */
+#define _PS_LAYOUT_X0 _PS_LAYOUT_FIELD(0xcbf29ce484222325ULL, struct ps_store, rd.ix.node)
+#define _PS_LAYOUT_X1 _PS_LAYOUT_FIELD(_PS_LAYOUT_X0, struct ps_ix_node, n)
+#define _PS_LAYOUT_X2 _PS_LAYOUT_FIELD(_PS_LAYOUT_X1, struct ps_ix_node, height)
+#define _PS_LAYOUT_X3 _PS_LAYOUT_FIELD(_PS_LAYOUT_X2, struct ps_ix_node, shift)
+#define _PS_LAYOUT_X4 _PS_LAYOUT_FIELD(_PS_LAYOUT_X3, struct ps_ix_inner, piv)
+#define _PS_LAYOUT_X5 _PS_LAYOUT_FIELD(_PS_LAYOUT_X4, struct ps_ix_inner, child)
+#define _PS_LAYOUT_X6                                                                              \
+	_PS_LAYOUT_MIX(_PS_LAYOUT_MIX(_PS_LAYOUT_X5, offsetof(struct ps_ix_leaf, w)),              \
+			sizeof(((struct ps_ix_leaf *)0)->w[0]))
+#define _PS_LAYOUT_X7 _PS_LAYOUT_MIX(_PS_LAYOUT_X6, PS_IX_FAN)
+#define _PS_LAYOUT_X8 _PS_LAYOUT_MIX(_PS_LAYOUT_X7, PS_IX_NONE)
+#define _PS_LAYOUT_X9 _PS_LAYOUT_MIX(_PS_LAYOUT_X8, sizeof(int16_t))
+#define _PS_LAYOUT_HASH _PS_LAYOUT_MIX(_PS_LAYOUT_H28, _PS_LAYOUT_X9)
 
 /* A final mix (MurmurHash3's), so that every input bit reaches the 32 kept. */
 #define _PS_LAYOUT_AVAL1(z) ((((z) ^ ((z) >> 33)) * 0xff51afd7ed558ccdULL))

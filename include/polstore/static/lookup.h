@@ -23,10 +23,11 @@
  *    borrowed lookup is inline.
  *
  * Every call here answers from one range (its policy, and the node hint
- * set with it) or from the gap the walk ended in, which on RCU stores is
- * linearizable by the argument at psi_rb_publish() (src/tree/rbtree.c);
- * ps_store_next(), which combines two nodes and validates its walk
- * (src/sync/sync_cow-impl.h), is not inlined.
+ * set with it) or from the gap a search ended in.  RCU and RCU_QSBR
+ * readers search the read index (polstore/static/index.h): one leaf, on a
+ * path a set changes with one store, so the answer linearizes at the load
+ * of that leaf.  ps_store_next(), which may combine two leaves and
+ * validates its walk (src/sync/sync_cow-impl.h), is not inlined.
  *
  * Not an API: see polstore/static/rtree.h.  The price of inlining is that
  * the program is bound to the layouts it was built with: ps_store_create()
@@ -42,6 +43,7 @@
 #include <urcu/static/urcu-qsbr.h>
 
 #include <polstore/export.h>
+#include <polstore/static/index.h>
 #include <polstore/static/layout.h>
 #include <polstore/static/policy.h>
 #include <polstore/static/store.h>
@@ -95,6 +97,17 @@ _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 	f->hint = r ? __atomic_load_n(&r->node_hint, __ATOMIC_RELAXED) : _PS_HINT_LOCAL;
 }
 
+/* RCU, RCU_QSBR: what the read index holds at @idx (polstore/static/index.h). */
+_PS_INL void _ps_inl_ix_found(const struct ps_store *s, uint64_t idx, struct _ps_found *f)
+{
+	const struct ps_ix_leaf *l =
+		_ps_ix_leaf_of(__atomic_load_n(&s->rd.ix.node, __ATOMIC_ACQUIRE), idx, NULL);
+	int i = l ? _ps_ix_find_in(l, idx) : -1;
+
+	f->pol = i >= 0 ? _PS_IX_POL(l)[i] : NULL;
+	f->hint = i >= 0 ? _PS_IX_HINT(l)[i] : _PS_HINT_LOCAL;
+}
+
 /*
  * RCU, SEQLOCK: open a memb section inline, which only a thread liburcu
  * registered may.  Return: true when it is open; false when the library
@@ -137,12 +150,12 @@ _PS_INL int _ps_inl_enter_find(struct ps_store *s, uint64_t idx, struct _ps_foun
 	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
 		if (__builtin_expect(!_urcu_qsbr_read_ongoing(), 0))
 			return -1;
-		_ps_inl_found(_ps_rtree_walk(_ps_inl_root(s), idx), f);
+		_ps_inl_ix_found(s, idx, f);
 		return 0;
 	case _PS_STORE_TAG(PS_SYNC_RCU):
 		if (__builtin_expect(!_ps_inl_memb_enter(), 0))
 			return -1;
-		_ps_inl_found(_ps_rtree_walk(_ps_inl_root(s), idx), f);
+		_ps_inl_ix_found(s, idx, f);
 		return 1;
 	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
 		if (__builtin_expect(!_ps_inl_memb_enter(), 0))
@@ -273,9 +286,12 @@ _PS_INL const struct ps_policy *_ps_inl_lookup_borrow(struct ps_store *s, uint64
 	switch (s->tag) {
 	case _PS_STORE_TAG(PS_SYNC_RCU):
 	case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
+		/* A published version of the read index. */
+		_ps_inl_ix_found(s, idx, &f);
+		return f.pol;
 	case _PS_STORE_TAG(PS_SYNC_SPIN):
 	case _PS_STORE_TAG(PS_SYNC_RWLOCK):
-		/* RCU: a published version; SPIN, RWLOCK: under the caller's lock. */
+		/* Under the caller's lock. */
 		return _ps_inl_pol(_ps_rtree_walk(_ps_inl_root(s), idx));
 	case _PS_STORE_TAG(PS_SYNC_SEQLOCK):
 		if (__builtin_expect(_ps_inl_seq_try(s, idx, &f), 1))

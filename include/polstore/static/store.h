@@ -13,6 +13,7 @@
 
 #include <polstore/export.h>
 #include <polstore/policy.h>
+#include <polstore/static/index.h>
 #include <polstore/static/rtree.h>
 #include <polstore/store.h>
 
@@ -51,14 +52,17 @@ struct ps_store {
 	const struct ps_sync_ops *ops;
 	size_t size; /* bytes of the variant's store object, for ps_store_memory() */
 	/*
-	 * What readers walk, on a line of its own: the tree (RCU, RCU_QSBR:
-	 * the published version; SPIN, RWLOCK, SEQLOCK: the one tree, changed
-	 * in place) and SEQLOCK's count, so a SEQLOCK reader takes one miss
-	 * for both.
+	 * What readers walk, on a line of its own: the tree (SPIN, RWLOCK,
+	 * SEQLOCK: the one tree, changed in place; RCU, RCU_QSBR: the
+	 * writer's, which readers do not walk), SEQLOCK's count (RCU,
+	 * RCU_QSBR: the publication count) and the read index of RCU and
+	 * RCU_QSBR (polstore/static/index.h), so a reader takes one miss for
+	 * what it needs.
 	 */
 	struct {
 		struct ps_seqcount seq;
 		struct ps_rtree tree;
+		struct ps_ix_root ix;
 	} rd __attribute__((aligned(64)));
 };
 

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The read index of the RCU stores as its readers see it: node layouts and
+ * the descent.  A B+-tree of wide nodes over the store's ranges, which the
+ * writer keeps equal to its red-black tree: inner nodes of up to 16
+ * children and 15 pivots, leaves of up to 16 ranges (4 in a small store's
+ * only leaf).  A lookup reads one root-to-leaf path of 4-5 nodes at 10^6
+ * ranges where the tree's walk reads about 20.
+ *
+ * Nodes are immutable once published: a set builds new ones and publishes
+ * them with one release store into a child slot or the root, and retires
+ * the ones they replace through a grace period (src/range/rangeindex.c).
+ *
+ * Not an API: see polstore/static/rtree.h.  Every field the descent reads
+ * is in the identity of polstore/static/layout.h.
+ */
+#ifndef POLSTORE_STATIC_INDEX_H
+#define POLSTORE_STATIC_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ps_policy;
+
+/* Children of an inner node, at most. */
+#define PS_IX_FAN 16
+/* Capacity of a leaf: 1 << PS_IX_LEAF_SHIFT, or 1 << PS_IX_SMALL_SHIFT for a small store's root. */
+#define PS_IX_LEAF_SHIFT 4
+#define PS_IX_SMALL_SHIFT 2
+/* An unused pivot or start: above every key a search compares. */
+#define PS_IX_NONE UINT64_MAX
+
+/*
+ * Every node begins with this header.  @height 0 is a leaf, whose
+ * capacity is 1 << @shift.  @wflags belongs to the writer.
+ */
+struct ps_ix_node {
+	uint16_t n;      /* ranges of a leaf, children of an inner node */
+	uint8_t height;
+	uint8_t shift;
+	uint32_t wflags;
+};
+
+/*
+ * Child i holds the ranges that lie wholly in [piv[i - 1], piv[i]), where
+ * piv[-1] and piv[n - 1] are the node's own bounds (from its parent).
+ * Pivots [n - 1, PS_IX_FAN - 1) are PS_IX_NONE.
+ */
+struct ps_ix_inner {
+	struct ps_ix_node h;
+	uint64_t piv[PS_IX_FAN - 1];
+	struct ps_ix_node *child[PS_IX_FAN];
+};
+
+/*
+ * A leaf of capacity c = 1 << h.shift: starts, ends and policies, c of
+ * each, then c node hints (int16_t: polstore/static/policy.h's hints).
+ * Starts [n, c) are PS_IX_NONE, their ends 0.  Ranges are sorted and
+ * disjoint, each wholly inside the leaf's interval.
+ */
+struct ps_ix_leaf {
+	struct ps_ix_node h;
+	uint64_t w[];
+};
+
+/* The fields of leaf @l: starts, ends, policies, hints. */
+#define _PS_IX_START(l) ((l)->w)
+#define _PS_IX_END(l) ((l)->w + ((size_t)1 << (l)->h.shift))
+#define _PS_IX_POL(l) ((struct ps_policy *const *)(const void *)((l)->w + ((size_t)2 << (l)->h.shift)))
+#define _PS_IX_HINT(l) ((const int16_t *)(const void *)((l)->w + ((size_t)3 << (l)->h.shift)))
+/* Bytes of a leaf of capacity 1 << @shift. */
+#define _PS_IX_LEAF_BYTES(shift)                                                                   \
+	(sizeof(struct ps_ix_node) + ((size_t)1 << (shift)) * (3 * sizeof(uint64_t) + sizeof(int16_t)))
+
+struct ps_ix_root {
+	struct ps_ix_node *node;
+};
+
+/*
+ * How many of the sorted keys @k[0, @size) are <= @key: branchless, @size a
+ * power of two (the search's steps do not depend on the keys).
+ */
+static inline __attribute__((always_inline)) unsigned _ps_ix_count_le(const uint64_t *k,
+		unsigned size, uint64_t key)
+{
+	unsigned b = 0, h;
+
+	for (h = size / 2; h; h /= 2)
+		b += __atomic_load_n(&k[b + h - 1], __ATOMIC_RELAXED) <= key ? h : 0;
+	return b + (__atomic_load_n(&k[b], __ATOMIC_RELAXED) <= key);
+}
+
+/*
+ * The child of inner node @in whose interval holds @key (< UINT64_MAX):
+ * how many of its 15 pivots are <= @key, branchless (four steps, reading
+ * piv[0, 15)).
+ */
+static inline __attribute__((always_inline)) unsigned _ps_ix_child_of(
+		const struct ps_ix_inner *in, uint64_t key)
+{
+	unsigned c = 0, s;
+
+	for (s = PS_IX_FAN / 2; s; s /= 2)
+		c += __atomic_load_n(&in->piv[c + s - 1], __ATOMIC_RELAXED) <= key ? s : 0;
+	return c;
+}
+
+/*
+ * The leaf whose interval holds @idx, from the root node @h (loaded with an
+ * acquire load), or NULL for an empty index.  *@hi: the leaf's upper
+ * bound (UINT64_MAX for the last leaf) when @hi is not NULL.
+ */
+static inline __attribute__((always_inline)) const struct ps_ix_leaf *_ps_ix_leaf_of(
+		const struct ps_ix_node *h, uint64_t idx, uint64_t *hi)
+{
+	/* UINT64_MAX is in no range; searched as UINT64_MAX - 1, so that pivots stay below it. */
+	uint64_t key = idx < UINT64_MAX ? idx : UINT64_MAX - 1;
+
+	if (hi)
+		*hi = UINT64_MAX;
+	if (!h)
+		return NULL;
+	while (h->height) {
+		const struct ps_ix_inner *in = (const struct ps_ix_inner *)(const void *)h;
+		unsigned c = _ps_ix_child_of(in, key);
+
+		if (hi && c < PS_IX_FAN - 1 && in->piv[c] != PS_IX_NONE)
+			*hi = in->piv[c];
+		h = __atomic_load_n(&in->child[c], __ATOMIC_ACQUIRE);
+		/*
+		 * The search of the next node reads its second line first and
+		 * its first or third next: ask for all three at once, so that
+		 * their misses overlap instead of following one another.
+		 */
+		__builtin_prefetch((const char *)h + 64);
+		__builtin_prefetch((const char *)h + 128);
+	}
+	return (const struct ps_ix_leaf *)(const void *)h;
+}
+
+/*
+ * The entry of leaf @l holding @idx: its position, or -1 when @idx lies in
+ * a gap.
+ */
+static inline __attribute__((always_inline)) int _ps_ix_find_in(const struct ps_ix_leaf *l,
+		uint64_t idx)
+{
+	unsigned c = _ps_ix_count_le(_PS_IX_START(l), 1u << l->h.shift, idx);
+
+	if (!c || idx >= __atomic_load_n(&_PS_IX_END(l)[c - 1], __ATOMIC_RELAXED))
+		return -1;
+	return (int)c - 1;
+}
+
+#endif /* POLSTORE_STATIC_INDEX_H */

@@ -1,0 +1,776 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The read index (rangeindex.h): a B+-tree of immutable wide nodes over
+ * the ranges of a store, updated by copying the nodes a set changes.
+ *
+ * Intervals.  The root's interval is all keys; an inner node's child i
+ * has [piv[i - 1], piv[i]), with the node's own bounds at both ends.
+ * Every range lies wholly inside the interval of the one leaf that holds
+ * it, so the leaf a search of a key reaches holds the range containing
+ * the key if any range does.  A set that crosses children moves the pivot
+ * between them: the left child's interval grows to the set's end, the
+ * right one's begins there.
+ *
+ * An update.  A set rebuilds the leaf it falls in (entries wholly covered
+ * go, ones overlapping an edge are trimmed, one covering both edges is
+ * split, the new range goes between); a leaf that overflows splits in two
+ * and one that shrinks under a quarter joins a neighbour.  Either copies
+ * the parent, and so on up.  When one leaf changes and keeps its
+ * interval, a store of the new leaf into its parent's slot publishes the
+ * set; otherwise the lowest node left unchanged has a slot stored, or the
+ * root.  In a batch, or while a walk must see one version, every set
+ * copies its whole path and publishes at the root.  Nodes the update
+ * builds are marked fresh until published: a later set of the same batch
+ * that replaces one frees it at publication instead of retiring it.
+ *
+ * Memory.  Every node an update needs is allocated before it publishes;
+ * on failure the update frees what it built and the index is as it was.
+ * Retired nodes, and whole subtrees a set removed, are freed by the
+ * caller after a grace period (psi_ix_free_retired()).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <polstore/static/policy.h>
+
+#include "compiler.h"
+#include "rangeindex.h"
+#include "rangetree.h"
+
+#define IX_FRESH 1u /* built by the update in progress: not published */
+#define IX_DEAD 2u  /* built and replaced again before publication */
+#define IX_SUBTREE ((uintptr_t)1)
+
+#define LEAF_CAP (1u << PS_IX_LEAF_SHIFT)
+#define SMALL_CAP (1u << PS_IX_SMALL_SHIFT)
+/* A leaf under this many ranges joins a neighbour when both fit in 3/4 of one. */
+#define LEAF_LOW (LEAF_CAP / 4)
+#define LEAF_JOIN (LEAF_CAP * 3 / 4)
+
+_Static_assert(sizeof(struct ps_ix_node) == 8, "a node's header is one word");
+_Static_assert(sizeof(struct ps_ix_inner) == 256, "an inner node is four lines");
+
+/* One range while an update assembles a leaf. */
+struct ent {
+	uint64_t start, end;
+	struct ps_policy *pol;
+	int hint;
+};
+
+/* The nodes replacing one node of a level (0, 1 or 2), and the lower bound of each. */
+struct out {
+	int n; /* -1: nothing to replace here (a slot store below, or no change) */
+	struct ps_ix_node *node[PS_IX_FAN + 2];
+	uint64_t lo[PS_IX_FAN + 2];
+};
+
+/* What a node holds (the allocator's own header aside). */
+static size_t node_bytes(const struct ps_ix_node *h)
+{
+	return h->height ? sizeof(struct ps_ix_inner) : _PS_IX_LEAF_BYTES(h->shift);
+}
+
+static struct ps_ix_leaf *as_leaf(const struct ps_ix_node *h)
+{
+	return (struct ps_ix_leaf *)(void *)h;
+}
+
+static struct ps_ix_inner *as_inner(const struct ps_ix_node *h)
+{
+	return (struct ps_ix_inner *)(void *)h;
+}
+
+/*
+ * Append @p to a list of the transaction, growing it beyond its entries
+ * in the transaction (@v0); -ENOMEM when it cannot.
+ */
+static int list_push(void ***v, size_t *n, size_t *cap, void **v0, void *p)
+{
+	if (*n == *cap) {
+		size_t ncap = 2 * *cap;
+		void **nv = psi_alloc(ncap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		memcpy(nv, *v, *n * sizeof(*nv));
+		if (*v != v0)
+			psi_free(*v);
+		*v = nv;
+		*cap = ncap;
+	}
+	(*v)[(*n)++] = p;
+	return 0;
+}
+
+static void *new_node(struct psi_ix_tx *tx, size_t size)
+{
+	/*
+	 * Not cache-line aligned: an aligned block costs a line more than the
+	 * allocator's header, and a search reads the same lines in either.
+	 */
+	struct ps_ix_node *h = psi_alloc(size);
+
+	if (!h)
+		return NULL;
+	/* The makers write every field but the header's. */
+	memset(h, 0, sizeof(*h));
+	if (list_push(&tx->built, &tx->nbuilt, &tx->capbuilt, tx->built0, h)) {
+		psi_free(h);
+		return NULL;
+	}
+	h->wflags = IX_FRESH;
+	return h;
+}
+
+/* @h leaves the index with this update. */
+static int retire(struct psi_ix_tx *tx, struct ps_ix_node *h)
+{
+	if (h->wflags & IX_FRESH) {
+		h->wflags |= IX_DEAD;
+		tx->bytes -= (ptrdiff_t)node_bytes(h);
+		return 0;
+	}
+	tx->bytes -= (ptrdiff_t)node_bytes(h);
+	return list_push(&tx->retired, &tx->nretired, &tx->capretired, tx->retired0, h);
+}
+
+/* @h and everything below it leave the index: no range of it survives. */
+static int retire_all(struct psi_ix_tx *tx, struct ps_ix_node *h)
+{
+	int i, err;
+
+	if (!(h->wflags & IX_FRESH)) {
+		tx->bytes -= (ptrdiff_t)psi_ix_bytes(h);
+		return list_push(&tx->retired, &tx->nretired, &tx->capretired, tx->retired0,
+				(void *)((uintptr_t)h | IX_SUBTREE));
+	}
+	if (h->height)
+		for (i = 0; i < h->n; i++)
+			if ((err = retire_all(tx, as_inner(h)->child[i])))
+				return err;
+	return retire(tx, h);
+}
+
+static struct ps_ix_node *leaf_make(struct psi_ix_tx *tx, const struct ent *e, int n, unsigned shift)
+{
+	struct ps_ix_leaf *l = new_node(tx, _PS_IX_LEAF_BYTES(shift));
+	unsigned i, cap = 1u << shift;
+	uint64_t *start, *end;
+	struct ps_policy **pol;
+	int16_t *hint;
+
+	if (!l)
+		return NULL;
+	l->h.n = (uint16_t)n;
+	l->h.shift = (uint8_t)shift;
+	tx->bytes += (ptrdiff_t)node_bytes(&l->h);
+	start = l->w;
+	end = l->w + cap;
+	pol = (struct ps_policy **)(void *)(l->w + 2 * cap);
+	hint = (int16_t *)(void *)(l->w + 3 * cap);
+	for (i = 0; i < cap; i++) {
+		bool used = i < (unsigned)n;
+
+		start[i] = used ? e[i].start : PS_IX_NONE;
+		end[i] = used ? e[i].end : 0;
+		pol[i] = used ? e[i].pol : NULL;
+		hint[i] = (int16_t)(used ? e[i].hint : 0);
+	}
+	return &l->h;
+}
+
+static struct ps_ix_node *inner_make(struct psi_ix_tx *tx, int height, struct ps_ix_node *const *child,
+		const uint64_t *lo, int n)
+{
+	struct ps_ix_inner *in = new_node(tx, sizeof(*in));
+	int i;
+
+	if (!in)
+		return NULL;
+	tx->bytes += (ptrdiff_t)sizeof(*in);
+	in->h.n = (uint16_t)n;
+	in->h.height = (uint8_t)height;
+	for (i = 0; i < PS_IX_FAN; i++) {
+		if (i < PS_IX_FAN - 1)
+			in->piv[i] = i + 1 < n ? lo[i + 1] : PS_IX_NONE;
+		in->child[i] = i < n ? child[i] : NULL;
+	}
+	return &in->h;
+}
+
+/* Entry @i of leaf @l. */
+static struct ent leaf_ent(const struct ps_ix_leaf *l, int i)
+{
+	return (struct ent){ _PS_IX_START(l)[i], _PS_IX_END(l)[i], _PS_IX_POL(l)[i],
+		_PS_IX_HINT(l)[i] };
+}
+
+/*
+ * The entries of leaf @l (NULL: none) with [s, e) set to @pol (NULL:
+ * removed), into @o.  Return: how many, or -1 when nothing changes.
+ */
+static int leaf_apply(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct ps_policy *pol,
+		struct ent *o)
+{
+	int i, n = 0, ln = l ? l->h.n : 0;
+	bool placed = !pol, touched = false;
+	struct ent add = { s, e, pol, pol ? _ps_policy_hint(pol) : 0 };
+
+	for (i = 0; i < ln; i++) {
+		struct ent x = leaf_ent(l, i);
+
+		if (x.end <= s) {
+			o[n++] = x;
+			continue;
+		}
+		if (!placed && x.start >= e) {
+			o[n++] = add;
+			placed = true;
+		}
+		if (x.start >= e) {
+			o[n++] = x;
+			continue;
+		}
+		/* x overlaps [s, e): keep what lies outside. */
+		touched = true;
+		if (x.start < s)
+			o[n++] = (struct ent){ x.start, s, x.pol, x.hint };
+		if (!placed) {
+			o[n++] = add;
+			placed = true;
+		}
+		if (x.end > e)
+			o[n++] = (struct ent){ e, x.end, x.pol, x.hint };
+	}
+	if (!placed)
+		o[n++] = add;
+	return pol || touched ? n : -1;
+}
+
+/*
+ * Entries @e[0, n) as leaves into @o; the first leaf's lower bound is @lo.
+ * An overflowing leaf splits 3/4 to the left: ranges set in ascending
+ * order (a store filled front to back) leave leaves 3/4 full, not half.
+ */
+static int leaves_out(struct psi_ix_tx *tx, const struct ent *e, int n, uint64_t lo, bool small,
+		struct out *o)
+{
+	int parts = (n + (int)LEAF_CAP - 1) / (int)LEAF_CAP, p, at = 0;
+	unsigned shift = small && n <= (int)SMALL_CAP ? PS_IX_SMALL_SHIFT : PS_IX_LEAF_SHIFT;
+
+	o->n = 0;
+	for (p = 0; p < parts; p++) {
+		int k = (n - at) / (parts - p);
+
+		if (parts == 2 && !p)
+			k = n - LEAF_CAP / 4 > (int)LEAF_JOIN ? (int)LEAF_JOIN : n - (int)LEAF_CAP / 4;
+		struct ps_ix_node *l = leaf_make(tx, e + at, k, shift);
+
+		if (!l)
+			return -ENOMEM;
+		o->lo[o->n] = p ? e[at].start : lo;
+		o->node[o->n++] = l;
+		at += k;
+	}
+	return 0;
+}
+
+/* Children @ch[0, n) (lower bounds @clo) as inner nodes of @height into @o, evenly. */
+static int inners_out(struct psi_ix_tx *tx, int height, struct ps_ix_node **ch, uint64_t *clo, int n,
+		struct out *o)
+{
+	int parts = (n + PS_IX_FAN - 1) / PS_IX_FAN, p, at = 0;
+
+	o->n = 0;
+	for (p = 0; p < parts; p++) {
+		int k = (n - at) / (parts - p);
+		struct ps_ix_node *x = inner_make(tx, height, ch + at, clo + at, k);
+
+		if (!x)
+			return -ENOMEM;
+		o->lo[o->n] = clo[at];
+		o->node[o->n++] = x;
+		at += k;
+	}
+	return 0;
+}
+
+/* @in (lower bound @lo) with its slots [a, b] replaced by what @sub[0, nsub) holds, into @o. */
+static int inner_out(struct psi_ix_tx *tx, const struct ps_ix_inner *in, uint64_t lo, int a, int b,
+		struct out *const *sub, int nsub, struct out *o)
+{
+	struct ps_ix_node *ch[2 * PS_IX_FAN + 4];
+	uint64_t clo[2 * PS_IX_FAN + 4];
+	int n = 0, i, j;
+
+	for (i = 0; i < a; i++) {
+		ch[n] = in->child[i];
+		clo[n++] = i ? in->piv[i - 1] : lo;
+	}
+	for (j = 0; j < nsub; j++)
+		for (i = 0; i < sub[j]->n; i++) {
+			ch[n] = sub[j]->node[i];
+			clo[n++] = sub[j]->lo[i];
+		}
+	for (i = b + 1; i < in->h.n; i++) {
+		ch[n] = in->child[i];
+		clo[n++] = in->piv[i - 1];
+	}
+	o->n = 0;
+	if (!n)
+		return 0;
+	/* The first child's interval begins where the node's does. */
+	clo[0] = lo;
+	return inners_out(tx, in->h.height, ch, clo, n, o);
+}
+
+/* The child of @in whose interval holds @k. */
+static int child_of(const struct ps_ix_inner *in, uint64_t k)
+{
+	int c = (int)_ps_ix_child_of(in, k);
+
+	return c < in->h.n ? c : in->h.n - 1;
+}
+
+/*
+ * @h (interval [lo, hi), height @height; NULL: an empty index) with
+ * [s, e) set to @pol, [s, e) within [lo, hi): the nodes replacing @h into
+ * @o, or o->n = -1 when @h stays (the publication noted in @tx is a slot
+ * store below, or nothing changed).  @copy forbids a slot store (the
+ * caller copies this node anyway); @top: @h is the root.
+ */
+static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64_t lo, uint64_t hi,
+		uint64_t s, uint64_t e, struct ps_policy *pol, bool copy, bool top, struct out *o)
+{
+	struct ps_ix_inner *in = as_inner(h);
+	struct out subs[2], *sp[2] = { &subs[0], &subs[1] };
+	int ci, cj, err;
+
+	if (!height) {
+		struct ent ent[LEAF_CAP + 2];
+		int n = leaf_apply(h ? as_leaf(h) : NULL, s, e, pol, ent);
+
+		if (n < 0) {
+			o->n = -1;
+			return 0;
+		}
+		if (h && (err = retire(tx, h)))
+			return err;
+		return leaves_out(tx, ent, n, lo, top, o);
+	}
+	ci = child_of(in, s);
+	cj = child_of(in, e - 1);
+	if (ci == cj) {
+		uint64_t clo = ci ? in->piv[ci - 1] : lo;
+		uint64_t chi = ci + 1 < in->h.n ? in->piv[ci] : hi;
+
+		err = update(tx, in->child[ci], height - 1, clo, chi, s, e, pol, copy, false, &subs[0]);
+		if (err || subs[0].n < 0) {
+			o->n = -1;
+			return err;
+		}
+		if (subs[0].n == 1) {
+			struct ps_ix_node *nb = NULL;
+			int k = ci;
+
+			if (height == 1 && subs[0].node[0]->n < LEAF_LOW && in->h.n > 1) {
+				k = ci + 1 < in->h.n ? ci + 1 : ci - 1;
+				nb = in->child[k];
+				if (subs[0].node[0]->n + nb->n > (int)LEAF_JOIN)
+					nb = NULL;
+			}
+			if (!nb && !copy) {
+				/* One slot store publishes the update; this node stays. */
+				tx->slot = &in->child[ci];
+				tx->val = subs[0].node[0];
+				o->n = -1;
+				return 0;
+			}
+			if (nb) {
+				/* The small leaf joins its neighbour: one leaf for both slots. */
+				const struct ps_ix_leaf *x = as_leaf(subs[0].node[0]), *y = as_leaf(nb);
+				const struct ps_ix_leaf *f = k > ci ? x : y, *g = k > ci ? y : x;
+				struct ent ent[LEAF_CAP];
+				int n = 0, i, a = k < ci ? k : ci;
+
+				for (i = 0; i < f->h.n; i++)
+					ent[n++] = leaf_ent(f, i);
+				for (i = 0; i < g->h.n; i++)
+					ent[n++] = leaf_ent(g, i);
+				if ((err = retire(tx, nb)) || (err = retire(tx, subs[0].node[0])))
+					return err;
+				err = leaves_out(tx, ent, n, a ? in->piv[a - 1] : lo, false, &subs[0]);
+				if (err || (err = retire(tx, h)))
+					return err;
+				return inner_out(tx, in, lo, a, a + 1, sp, 1, o);
+			}
+		}
+		if ((err = retire(tx, h)))
+			return err;
+		return inner_out(tx, in, lo, ci, ci, sp, 1, o);
+	}
+	/*
+	 * [s, e) crosses children ci .. cj: those between go whole, ci takes
+	 * the new range (its interval now ends at e), cj loses [s, e) and
+	 * begins at e.
+	 */
+	{
+		uint64_t clo = ci ? in->piv[ci - 1] : lo;
+		uint64_t cjlo = in->piv[cj - 1];
+		uint64_t chi = cj + 1 < in->h.n ? in->piv[cj] : hi;
+		int i;
+
+		for (i = ci + 1; i < cj; i++)
+			if ((err = retire_all(tx, in->child[i])))
+				return err;
+		err = update(tx, in->child[ci], height - 1, clo, e, s, e, pol, true, false, &subs[0]);
+		if (err)
+			return err;
+		if (subs[0].n < 0) {
+			/* Unchanged (a removal that touched nothing there): kept as it is. */
+			subs[0].n = 1;
+			subs[0].node[0] = in->child[ci];
+			subs[0].lo[0] = clo;
+		}
+		/* cj loses [cjlo, e); its interval now begins at e. */
+		err = update(tx, in->child[cj], height - 1, cjlo, chi, cjlo, e, NULL, true, false,
+				&subs[1]);
+		if (err)
+			return err;
+		if (subs[1].n < 0) {
+			subs[1].n = 1;
+			subs[1].node[0] = in->child[cj];
+		}
+		if (subs[1].n)
+			subs[1].lo[0] = e;
+		if ((err = retire(tx, h)))
+			return err;
+		return inner_out(tx, in, lo, ci, cj, sp, 2, o);
+	}
+}
+
+void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, bool at_root)
+{
+	tx->root = root;
+	tx->cur = root->node;
+	tx->at_root = at_root;
+	tx->slot = NULL;
+	tx->val = NULL;
+	tx->built = tx->built0;
+	tx->retired = tx->retired0;
+	tx->nbuilt = tx->nretired = 0;
+	tx->capbuilt = tx->capretired = PSI_IX_TX_INLINE;
+	tx->bytes = 0;
+	tx->nkept = 0;
+	tx->err = 0;
+}
+
+int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	struct ps_ix_node *root = tx->cur, *nr;
+	struct out o;
+	int err, height;
+
+	if (pol && pol->mode == PS_MPOL_DEFAULT)
+		pol = NULL;
+	if (!root && !pol)
+		return 0;
+	height = root ? root->height : 0;
+	err = update(tx, root, height, 0, UINT64_MAX, start, end, pol, tx->at_root, true, &o);
+	if (err)
+		return err;
+	if (o.n < 0)
+		return 0; /* a slot store below (the one set of its update), or no change */
+	/* The root itself changes: a level more while more than one node is left. */
+	while (o.n > 1) {
+		struct out up;
+
+		height++;
+		if ((err = inners_out(tx, height, o.node, o.lo, o.n, &up)))
+			return err;
+		o = up;
+	}
+	nr = o.n ? o.node[0] : NULL;
+	/* An inner root of one child gives way to the child. */
+	while (nr && nr->height && nr->n == 1) {
+		struct ps_ix_node *c = as_inner(nr)->child[0];
+
+		if ((err = retire(tx, nr)))
+			return err;
+		nr = c;
+	}
+	tx->slot = &tx->root->node;
+	tx->val = nr;
+	tx->cur = nr;
+	return 0;
+}
+
+void psi_ix_abort(struct psi_ix_tx *tx)
+{
+	size_t i;
+
+	/* Every node built is private: never published. */
+	for (i = 0; i < tx->nbuilt; i++)
+		psi_free(tx->built[i]);
+	tx->nbuilt = tx->nretired = 0;
+	tx->slot = NULL;
+	tx->bytes = 0;
+	tx->cur = tx->root->node;
+}
+
+bool psi_ix_publish(struct psi_ix_tx *tx)
+{
+	size_t i;
+
+	if (!tx->slot)
+		return false;
+	/* Pairs with the readers' acquire loads of the root and the child slots. */
+	__atomic_store_n(tx->slot, tx->val, __ATOMIC_RELEASE);
+	for (i = 0; i < tx->nbuilt; i++) {
+		struct ps_ix_node *h = tx->built[i];
+
+		if (h->wflags & IX_DEAD) {
+			psi_free(h); /* replaced in its own batch: never reached */
+		} else {
+			h->wflags = 0;
+			tx->nkept++;
+		}
+	}
+	return tx->slot == &tx->root->node;
+}
+
+void psi_ix_end(struct psi_ix_tx *tx)
+{
+	if (tx->built != tx->built0)
+		psi_free(tx->built);
+	if (tx->retired != tx->retired0)
+		psi_free(tx->retired);
+	tx->built = tx->built0;
+	tx->retired = tx->retired0;
+	tx->capbuilt = tx->capretired = PSI_IX_TX_INLINE;
+	tx->nbuilt = tx->nretired = 0;
+}
+
+static void free_tree(struct ps_ix_node *h)
+{
+	int i;
+
+	if (h->height)
+		for (i = 0; i < h->n; i++)
+			free_tree(as_inner(h)->child[i]);
+	psi_free(h);
+}
+
+void psi_ix_free_retired(void *entry)
+{
+	uintptr_t p = (uintptr_t)entry;
+
+	if (p & IX_SUBTREE)
+		free_tree((struct ps_ix_node *)(p & ~IX_SUBTREE));
+	else
+		psi_free(entry);
+}
+
+void psi_ix_clear(struct ps_ix_root *root)
+{
+	if (root->node)
+		free_tree(root->node);
+	root->node = NULL;
+}
+
+size_t psi_ix_bytes(const struct ps_ix_node *h)
+{
+	size_t b;
+	int i;
+
+	if (!h)
+		return 0;
+	b = node_bytes(h);
+	if (h->height)
+		for (i = 0; i < h->n; i++)
+			b += psi_ix_bytes(as_inner(h)->child[i]);
+	return b;
+}
+
+/* ---- walks ------------------------------------------------------------------ */
+
+/* Ranges of @h (interval ends at @hi) ending after @start and beginning before @end. */
+static int foreach_node(const struct ps_ix_node *h, uint64_t hi, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg, bool *stop)
+{
+	int i, ret;
+
+	if (!h->height) {
+		const struct ps_ix_leaf *l = as_leaf(h);
+
+		for (i = 0; i < h->n; i++) {
+			struct ent x = leaf_ent(l, i);
+
+			if (x.end <= start)
+				continue;
+			if (x.start >= end) {
+				*stop = true;
+				return 0;
+			}
+			if ((ret = fn(x.start, x.end, x.pol, arg)))
+				return ret;
+		}
+		return 0;
+	}
+	for (i = 0; i < h->n; i++) {
+		const struct ps_ix_inner *in = as_inner(h);
+		uint64_t chi = i + 1 < h->n ? in->piv[i] : hi;
+
+		if (i && in->piv[i - 1] >= end) {
+			*stop = true;
+			return 0;
+		}
+		if (chi <= start)
+			continue;
+		ret = foreach_node(__atomic_load_n(&in->child[i], __ATOMIC_ACQUIRE), chi, start, end,
+				fn, arg, stop);
+		if (ret || *stop)
+			return ret;
+	}
+	return 0;
+}
+
+int psi_ix_foreach_range(const struct ps_ix_node *n, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg)
+{
+	bool stop = false;
+
+	return n ? foreach_node(n, UINT64_MAX, start, end, fn, arg, &stop) : 0;
+}
+
+bool psi_ix_next_from(const struct ps_ix_node *n, uint64_t idx, struct psi_ix_hit *hit)
+{
+	uint64_t key = idx, hi;
+
+	for (;;) {
+		const struct ps_ix_leaf *l = _ps_ix_leaf_of(n, key, &hi);
+		unsigned c;
+
+		if (!l)
+			return false;
+		/* The last range starting at or below the key, if it ends after @idx, else the next. */
+		c = _ps_ix_count_le(_PS_IX_START(l), 1u << l->h.shift, key);
+		if (c && _PS_IX_END(l)[c - 1] > idx)
+			c--;
+		if (c < l->h.n) {
+			hit->start = _PS_IX_START(l)[c];
+			hit->end = _PS_IX_END(l)[c];
+			hit->pol = _PS_IX_POL(l)[c];
+			return true;
+		}
+		/* None in this leaf: the first of the next, whose interval begins at @hi. */
+		if (hi == UINT64_MAX)
+			return false;
+		key = hi;
+	}
+}
+
+/* ---- the check ----------------------------------------------------------------- */
+
+struct check {
+	struct ps_rb_node *tree;
+	uint64_t cursor; /* the end of the last range compared */
+	bool first;
+	size_t ranges;
+	int leaf_depth;
+	const char *why;
+};
+
+static bool check_fail(struct check *k, const char *why)
+{
+	if (!k->why)
+		k->why = why;
+	return false;
+}
+
+static bool check_node(const struct ps_ix_node *h, int depth, uint64_t lo, uint64_t hi, bool root,
+		struct check *k)
+{
+	int i;
+
+	if (h->wflags)
+		return check_fail(k, "index node still marked as being built");
+	if (!h->n)
+		return check_fail(k, "empty index node");
+	if (!h->height) {
+		const struct ps_ix_leaf *l = as_leaf(h);
+		unsigned cap = 1u << h->shift;
+
+		if ((h->shift != PS_IX_LEAF_SHIFT && !(root && h->shift == PS_IX_SMALL_SHIFT)) ||
+				h->n > cap)
+			return check_fail(k, "index leaf of a wrong capacity or count");
+		if (k->leaf_depth < 0)
+			k->leaf_depth = depth;
+		else if (k->leaf_depth != depth)
+			return check_fail(k, "index leaves at different depths");
+		for (i = 0; i < (int)cap; i++) {
+			struct ent x = leaf_ent(l, i);
+			struct ps_range *r;
+
+			if (i >= h->n) {
+				if (x.start != PS_IX_NONE || x.end || x.pol)
+					return check_fail(k, "index leaf slot unused but not cleared");
+				continue;
+			}
+			if (x.start >= x.end || x.start < lo || (hi != UINT64_MAX && x.end > hi))
+				return check_fail(k, "index range empty or outside its leaf's interval");
+			r = psi_rangetree_next_from(k->tree, k->cursor);
+			if (!k->first && r && r->start < k->cursor)
+				return check_fail(k, "tree ranges overlap");
+			if (!r || r->start != x.start || r->end != x.end || r->pol != x.pol)
+				return check_fail(k, "index range differs from the tree's");
+			if (x.hint != _ps_policy_hint(x.pol))
+				return check_fail(k, "index node hint differs from its policy's");
+			k->cursor = x.end;
+			k->first = false;
+			k->ranges++;
+		}
+		return true;
+	}
+	{
+		const struct ps_ix_inner *in = as_inner(h);
+
+		if (h->n > PS_IX_FAN || (h->n < 2 && root))
+			return check_fail(k, "index inner node of a wrong count");
+		for (i = 0; i < PS_IX_FAN; i++) {
+			uint64_t clo = i ? in->piv[i - 1] : lo;
+			uint64_t chi = i + 1 < h->n ? in->piv[i] : hi;
+
+			if (i >= h->n) {
+				if ((i < PS_IX_FAN - 1 && in->piv[i] != PS_IX_NONE) || in->child[i])
+					return check_fail(k, "index inner slot unused but not cleared");
+				continue;
+			}
+			if (i + 1 < h->n && (in->piv[i] == PS_IX_NONE || in->piv[i] <= clo ||
+						    (hi != UINT64_MAX && in->piv[i] >= hi)))
+				return check_fail(k, "index pivots out of order");
+			if (!in->child[i] || in->child[i]->height + 1 != h->height)
+				return check_fail(k, "index child of a wrong height");
+			if (!check_node(in->child[i], depth + 1, clo, chi, false, k))
+				return false;
+		}
+		return true;
+	}
+}
+
+int psi_ix_check(const struct ps_ix_root *root, const struct ps_rtree *t, const char **why)
+{
+	struct check k = { psi_rb_load_root(&t->root), 0, true, 0, -1, NULL };
+
+	if (root->node && !check_node(root->node, 0, 0, UINT64_MAX, true, &k))
+		goto fail;
+	if (k.ranges != t->count)
+		check_fail(&k, "index holds another number of ranges than the tree");
+	else if (psi_rangetree_next_from(k.tree, k.cursor))
+		check_fail(&k, "tree holds a range the index lacks");
+	if (!k.why)
+		return 0;
+fail:
+	*why = k.why;
+	return -EUCLEAN;
+}

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The read index: a B+-tree of wide immutable nodes (polstore/static/index.h)
+ * holding the same ranges as a range tree, for lockless readers.  The
+ * writer applies every set to the tree and to the index; readers of the
+ * RCU stores read only the index.
+ *
+ * An update is a transaction (struct psi_ix_tx): psi_ix_set() builds the
+ * nodes a set changes off to the side, allocating every one of them before
+ * anything is published; psi_ix_publish() makes the update visible with
+ * one release store (into the child slot of the lowest node it left
+ * unchanged, or into the root); the nodes it replaced are then retired,
+ * to be freed with psi_ix_free_retired() after a grace period.  Writers
+ * are serialised by the caller.
+ */
+#ifndef POLSTORE_SRC_RANGEINDEX_H
+#define POLSTORE_SRC_RANGEINDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <polstore/static/index.h>
+#include <polstore/store.h>
+
+struct ps_rtree;
+
+/* Entries of a transaction's lists held in the transaction itself: a set's nodes need no more. */
+#define PSI_IX_TX_INLINE 16
+
+struct psi_ix_tx {
+	struct ps_ix_root *root;  /* the published root */
+	struct ps_ix_node *cur;   /* the update's root so far */
+	bool at_root;             /* publish by a store of the root */
+	struct ps_ix_node **slot; /* the publication: *slot = val */
+	struct ps_ix_node *val;
+	void **built;             /* nodes built, for an abort and the flags */
+	size_t nbuilt, capbuilt;
+	void **retired;           /* nodes (bit 0 clear) and whole subtrees (set) */
+	size_t nretired, capretired;
+	void *built0[PSI_IX_TX_INLINE], *retired0[PSI_IX_TX_INLINE]; /* the lists' first entries */
+	ptrdiff_t bytes;          /* index bytes the update adds (negative: frees) */
+	size_t nkept;             /* nodes it built that were published (psi_ix_publish()) */
+	int err;
+};
+
+/* Start an update of the index at @root; @at_root: publish at the root (a batch, a walk). */
+void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, bool at_root);
+
+/*
+ * psi_ix_set() - [start, end) set to @pol in the update (NULL: removed),
+ * with the tree's replace semantics
+ *
+ * Return: 0, or -ENOMEM: the update must be thrown away (psi_ix_abort()).
+ */
+int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_policy *pol);
+
+/* Throw an unpublished update away: its nodes are freed, nothing published was written. */
+void psi_ix_abort(struct psi_ix_tx *tx);
+
+/*
+ * Publish the update with one release store.  Return: true when it stored
+ * the root.  Afterwards tx->retired[0, nretired) is what left the index,
+ * each for psi_ix_free_retired() after a grace period; psi_ix_end() then.
+ */
+bool psi_ix_publish(struct psi_ix_tx *tx);
+
+/* Free the transaction's own lists (after psi_ix_publish() or psi_ix_abort()). */
+void psi_ix_end(struct psi_ix_tx *tx);
+
+/* Free a retired node or subtree (an entry of tx->retired), once no reader can reach it. */
+void psi_ix_free_retired(void *entry);
+
+/* Free every node of the index at @root now (no reader can reach it); it is empty then. */
+void psi_ix_clear(struct ps_ix_root *root);
+
+/* Bytes of the nodes of the index at @n. */
+size_t psi_ix_bytes(const struct ps_ix_node *n);
+
+/*
+ * The index at @root against the tree @t, under the writer's lock: the
+ * same ranges with the same policies and hints, sorted, every entry in its
+ * node's interval, node shapes and sentinels.  Return: 0 or -EUCLEAN with
+ * *@why.
+ */
+int psi_ix_check(const struct ps_ix_root *root, const struct ps_rtree *t, const char **why);
+
+/*
+ * Ranges that end after @start and begin before @end, in order, of the
+ * version whose root node is @n (which no set changes in place: an
+ * announced walk).  Stops at the first non-zero return of @fn.
+ */
+int psi_ix_foreach_range(const struct ps_ix_node *n, uint64_t start, uint64_t end,
+		ps_foreach_fn fn, void *arg);
+
+/* One range of the index, as next() returns it. */
+struct psi_ix_hit {
+	uint64_t start, end;
+	struct ps_policy *pol;
+};
+
+/*
+ * The first range ending after @idx in the version at @n (a version no
+ * set changes in place, or one the caller validates).  Return: true with
+ * *@hit, false when there is none.
+ */
+bool psi_ix_next_from(const struct ps_ix_node *n, uint64_t idx, struct psi_ix_hit *hit);
+
+#endif /* POLSTORE_SRC_RANGEINDEX_H */
