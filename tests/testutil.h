@@ -499,4 +499,29 @@ struct ps_test_idmap_load {
 };
 int ps_test_idmap_run(struct ps_test_idmap_load *l);
 
+/*
+ * The read index of RCU and RCU_QSBR stores beside a flat-out writer.  The
+ * store holds a fixed configuration of @ranges ranges (policies BIND 1-7,
+ * gaps between some); the writer changes it, in turn, into that
+ * configuration with some spans changed (one ps_store_set() across up to
+ * a quarter of the ranges, or a ps_store_set_many() batch of up to six
+ * disjoint spans; policies BIND 8-15, or removals) and back again (one
+ * batch), flat out for @run.  @readers threads meanwhile call
+ * ps_store_lookup_node(), ps_store_lookup(), ps_store_next(),
+ * ps_store_foreach_range() (windows, some over everything) and, in a
+ * section, ps_store_lookup_borrow() and ps_store_next_borrow(); each
+ * answer must be the one some version published while the call ran gave
+ * (the versions are numbered; a call that lasted too long to tell is
+ * counted in @unchecked).  At the end: ps_store_check(), the store back
+ * to the configuration, every policy back to one reference.
+ */
+struct ps_test_index_load {
+	enum ps_sync sync;	/* PS_SYNC_RCU or PS_SYNC_RCU_QSBR (any variant works) */
+	int readers;		/* 1 .. 8 */
+	int ranges;		/* of the configuration (0: 2000) */
+	struct ps_test_run run; /* the writer: @iters updates */
+	long updates, lookups, nexts, windows, unchecked; /* out */
+};
+int ps_test_index_run(struct ps_test_index_load *l);
+
 #endif /* POLSTORE_TESTUTIL_H */

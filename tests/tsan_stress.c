@@ -24,9 +24,12 @@
  *   8. ps_store_destroy_deferred() of every variant while readers are
  *      still inside their sections;
  *   9. an RCU_QSBR stall with its warning: the watchdog reading the
- *      threads' counters while they go on and offline.
+ *      threads' counters while they go on and offline;
+ *  10. the read index of RCU and RCU_QSBR: readers (lookups, next, windows)
+ *      beside a writer of sets across many leaves and batches, each answer
+ *      checked against the versions published meanwhile.
  *
- * Phases 2 to 5 are the workloads of testutil.h (testutil_load.c), the same
+ * Phases 2 to 5 and 10 are the workloads of testutil.h (testutil_load.c), the same
  * code the unit suites run.  Every check failure is printed and counted;
  * the exit status is 1 if any failed (TSan itself exits non-zero on a
  * report: halt_on_error or its exitcode).  POLSTORE_TSAN_SECONDS (default
@@ -409,6 +412,24 @@ static void stall_all(void)
 	ps_policy_put(p);
 }
 
+/* ---- 10. the read index beside a flat-out writer ---- */
+
+static void index_all(void)
+{
+	static const enum ps_sync syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+	size_t i;
+
+	for (i = 0; i < sizeof(syncs) / sizeof(syncs[0]); i++) {
+		struct ps_test_index_load l = {
+			.sync = syncs[i], .readers = 2, .ranges = 1000, .run = timed(64, 0x1dea),
+		};
+
+		CHECK(ps_test_index_run(&l) == 0, "index %s: %s", ps_sync_name(l.sync), l.run.why);
+		printf("index    %-8s %6ld updates, %7ld lookups, %7ld nexts, %5ld windows\n",
+				ps_sync_name(l.sync), l.updates, l.lookups, l.nexts, l.windows);
+	}
+}
+
 int main(void)
 {
 	const char *env = getenv("POLSTORE_TSAN_SECONDS");
@@ -425,6 +446,7 @@ int main(void)
 	nested_all();
 	retire_all();
 	stall_all();
+	index_all();
 	if (atomic_load(&failures)) {
 		fprintf(stderr, "tsan_stress: %ld checks failed\n", atomic_load(&failures));
 		return 1;
