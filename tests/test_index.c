@@ -32,6 +32,7 @@
 
 #include "policy_internal.h"
 #include "rangeindex.h"
+#include "inline_shim.h"
 #include "rangetree.h"
 #include "testutil.h"
 
@@ -1058,7 +1059,7 @@ static void pair_init(struct pair *p, enum ps_sync sync, uint64_t seed)
 	int i;
 
 	memset(p, 0, sizeof(*p));
-	p->s = ps_store_create(sync);
+	p->s = shim_create(sync); /* a store the inline read side may read */
 	p->ref = ps_store_create(PS_SYNC_SPIN);
 	cr_assert(p->s && p->ref);
 	for (i = 0; i < 6; i++)
@@ -1115,10 +1116,23 @@ static void pair_probe(struct pair *p, uint64_t idx)
 
 	cr_assert_eq(x, y, "lookup(%" PRIu64 ") differs from SPIN's", idx);
 	ps_policy_put(x);
-	ps_policy_put(y);
+	ps_policy_put(y); /* compared by address below: the test holds each policy */
 	cr_assert_eq(ps_store_lookup_node(p->s, idx, local),
 			ps_store_lookup_node(p->ref, idx, local),
 			"lookup_node(%" PRIu64 ") differs from SPIN's", idx);
+	/* The inline read side (POLSTORE_INLINE), online for RCU_QSBR: the index walked inline. */
+	if (ps_store_sync_kind(p->s) == PS_SYNC_RCU_QSBR)
+		cr_assert_eq(ps_qsbr_thread_online(), 0);
+	x = shim_lookup(p->s, idx);
+	cr_assert_eq(x, y, "inline lookup(%" PRIu64 ") differs from SPIN's", idx);
+	ps_policy_put(x);
+	shim_read_lock(p->s);
+	cr_assert_eq(shim_lookup_borrow(p->s, idx), y, "inline borrowed lookup(%" PRIu64 ")", idx);
+	shim_read_unlock(p->s);
+	cr_assert_eq(shim_lookup_node(p->s, idx, local), ps_store_lookup_node(p->ref, idx, local),
+			"inline lookup_node(%" PRIu64 ") differs from SPIN's", idx);
+	if (ps_store_sync_kind(p->s) == PS_SYNC_RCU_QSBR)
+		ps_qsbr_thread_offline();
 	r1 = ps_store_next(p->s, idx, &s1, &e1, &p1);
 	r2 = ps_store_next(p->ref, idx, &s2, &e2, &p2);
 	cr_assert_eq(r1, r2, "next(%" PRIu64 "): %d, SPIN %d", idx, r1, r2);
@@ -1155,7 +1169,8 @@ static struct ps_policy *pair_pol(struct pair *p)
 /*
  * 10^5 ranges built in one batch, then sets of every size (spans across
  * hundreds of ranges, batches, removals, spans to UINT64_MAX at the end):
- * the store's answers are SPIN's after each.
+ * the store's answers, the library's and the inline read side's, are
+ * SPIN's after each.
  */
 SYNCS_TEST(rcu_syncs, index, store_at_scale_answers_as_spin, .timeout = 300)
 {
@@ -1362,6 +1377,32 @@ SYNCS_TEST(rcu_syncs, index, readers_beside_a_flat_out_writer, .timeout = 120)
 
 	ret = ps_test_index_run(&l);
 	cr_log_info("%s: %ld updates, %ld lookups, %ld nexts, %ld windows, %ld unchecked",
+			ps_sync_name(*sync), l.updates, l.lookups, l.nexts, l.windows, l.unchecked);
+	cr_assert_eq(ret, 0, "%s: %s", ps_sync_name(*sync), l.run.why);
+	cr_assert_gt(l.lookups + l.nexts + l.windows, 100);
+}
+
+/* The same with the inline read side (POLSTORE_INLINE), RCU_QSBR readers online. */
+SYNCS_TEST(rcu_syncs, index, inline_readers_beside_a_flat_out_writer, .timeout = 120)
+{
+	struct ps_test_index_load l = {
+			.sync = *sync,
+			.readers = 2,
+			.ranges = ps_test_scale() < 1 ? 300 : 2000,
+			.qsbr_online = true,
+			.create = shim_create,
+			.lookup = shim_lookup,
+			.lookup_node = shim_lookup_node,
+			.run = {.iters = LONG_MAX,
+					.min_iters = 200,
+					.duration_ns = ps_test_scale() < 1 ? 300000000ull
+									   : 1000000000ull,
+					.seed = 0x1d1e + (uint64_t)*sync},
+	};
+	int ret;
+
+	ret = ps_test_index_run(&l);
+	cr_log_info("%s inline: %ld updates, %ld lookups, %ld nexts, %ld windows, %ld unchecked",
 			ps_sync_name(*sync), l.updates, l.lookups, l.nexts, l.windows, l.unchecked);
 	cr_assert_eq(ret, 0, "%s: %s", ps_sync_name(*sync), l.run.why);
 	cr_assert_gt(l.lookups + l.nexts + l.windows, 100);

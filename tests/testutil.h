@@ -509,7 +509,8 @@ int ps_test_idmap_run(struct ps_test_idmap_load *l);
  * batch), flat out for @run.  @readers threads meanwhile call
  * ps_store_lookup_node(), ps_store_lookup(), ps_store_next(),
  * ps_store_foreach_range() (windows, some over everything) and, in a
- * section, ps_store_lookup_borrow() and ps_store_next_borrow(); each
+ * section, ps_store_lookup_borrow() and ps_store_next_borrow() (@lookup,
+ * @lookup_node and @create: the POLSTORE_INLINE read side instead); each
  * answer must be the one some version published while the call ran gave
  * (the versions are numbered; a call that lasted too long to tell is
  * counted in @unchecked).  At the end: ps_store_check(), the store back
@@ -519,6 +520,11 @@ struct ps_test_index_load {
 	enum ps_sync sync;	/* PS_SYNC_RCU or PS_SYNC_RCU_QSBR (any variant works) */
 	int readers;		/* 1 .. 8 */
 	int ranges;		/* of the configuration (0: 2000) */
+	bool qsbr_online;	/* RCU_QSBR readers stay online, a quiescent state per call */
+	/* Optional (NULL: the library's): the store's constructor and the lookups readers use. */
+	struct ps_store *(*create)(enum ps_sync sync);
+	struct ps_policy *(*lookup)(struct ps_store *s, uint64_t idx);
+	int (*lookup_node)(struct ps_store *s, uint64_t idx, int local_node);
 	struct ps_test_run run; /* the writer: @iters updates */
 	long updates, lookups, nexts, windows, unchecked; /* out */
 };

@@ -1175,7 +1175,15 @@ static void *ixl_reader(void *arg)
 	struct ixl_answer *a = xcalloc(2, sizeof(*a));
 	uint64_t seed = ps_test_seed(il->l->run.seed, 100 + (int)(uintptr_t)pthread_self() % 64);
 
+	bool online = il->l->qsbr_online && il->l->sync == PS_SYNC_RCU_QSBR;
+	int (*node_fn)(struct ps_store *, uint64_t, int) =
+		il->l->lookup_node ? il->l->lookup_node : ps_store_lookup_node;
+	struct ps_policy *(*lookup_fn)(struct ps_store *, uint64_t) =
+		il->l->lookup ? il->l->lookup : ps_store_lookup;
+
 	a[0].il = a[1].il = il;
+	if (online)
+		TCHECK(ps_qsbr_thread_online() == 0, "online");
 	while (!load_stopped(&il->ld)) {
 		uint64_t k0 = __atomic_load_n(&il->updates, __ATOMIC_ACQUIRE), k1, r;
 		struct ps_policy *pol = NULL;
@@ -1188,11 +1196,11 @@ static void *ixl_reader(void *arg)
 		a[0].pol = NULL;
 		if (r < 2) {
 			a[0].kind = 0;
-			a[0].node = ps_store_lookup_node(il->s, a[0].idx, 0);
+			a[0].node = node_fn(il->s, a[0].idx, 0);
 			atomic_fetch_add_explicit(&il->lookups, 1, memory_order_relaxed);
 		} else if (r == 2) {
 			a[0].kind = 1;
-			pol = ps_store_lookup(il->s, a[0].idx);
+			pol = lookup_fn(il->s, a[0].idx);
 			a[0].pol = pol;
 			ps_policy_put(pol); /* the test holds a reference of its own */
 			atomic_fetch_add_explicit(&il->lookups, 1, memory_order_relaxed);
@@ -1238,7 +1246,11 @@ static void *ixl_reader(void *arg)
 		ixl_check(il, &a[0], k0, k1);
 		if (nans == 2)
 			ixl_check(il, &a[1], k0, k1);
+		if (online)
+			ps_qsbr_quiescent();
 	}
+	if (online)
+		ps_qsbr_thread_offline();
 	free(a);
 	return NULL;
 }
@@ -1337,7 +1349,7 @@ int ps_test_index_run(struct ps_test_index_load *l)
 	ops = xcalloc((size_t)il->na + 4 * IXL_SPANS, sizeof(*ops));
 	for (i = 1; i < 16; i++)
 		il->pol[i] = ps_test_bind(i);
-	il->s = ps_store_create(l->sync);
+	il->s = l->create ? l->create(l->sync) : ps_store_create(l->sync);
 	TCHECK(il->s, "ps_store_create");
 	for (i = 0; i < il->na; i++) {
 		uint64_t x = pos + ps_test_rand(&seed) % 4, len = 1 + ps_test_rand(&seed) % 8;
