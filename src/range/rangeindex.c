@@ -418,6 +418,7 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 		uint64_t clo = ci ? in->piv[ci - 1] : lo;
 		uint64_t cjlo = in->piv[cj - 1];
 		uint64_t chi = cj + 1 < in->h.n ? in->piv[cj] : hi;
+		bool same;
 		int i;
 
 		for (i = ci + 1; i < cj; i++)
@@ -426,6 +427,7 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 		err = update(tx, in->child[ci], height - 1, clo, e, s, e, pol, true, false, &subs[0]);
 		if (err)
 			return err;
+		same = subs[0].n < 0;
 		if (subs[0].n < 0) {
 			/* Unchanged (a removal that touched nothing there): kept as it is. */
 			subs[0].n = 1;
@@ -438,6 +440,11 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 		if (err)
 			return err;
 		if (subs[1].n < 0) {
+			/* A removal over the gap that holds the pivot between them: nothing changes. */
+			if (same && cj == ci + 1) {
+				o->n = -1;
+				return 0;
+			}
 			subs[1].n = 1;
 			subs[1].node[0] = in->child[cj];
 		}
