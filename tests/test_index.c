@@ -1352,6 +1352,17 @@ SYNCS_TEST(rcu_syncs, index, memory_in_proportion_to_spin, .timeout = 120)
 			"10^4 ranges in order: more than 1.7x SPIN's bytes");
 }
 
+/* 10^4 ranges set in a random order, by batches and one at a time: within 1.7x SPIN's bytes. */
+SYNCS_TEST(rcu_syncs, index, memory_after_scattered_sets_in_proportion_to_spin, .timeout = 120)
+{
+	long n = ps_test_scale() < 1 ? 2000 : 10000;
+
+	cr_expect_leq(memory_ratio(*sync, n, FILL_RANDOM), 1.7,
+			"10^4 ranges in a random order: more than 1.7x SPIN's bytes");
+	cr_expect_leq(memory_ratio(*sync, n, FILL_SINGLE), 1.7,
+			"10^4 ranges one set at a time: more than 1.7x SPIN's bytes");
+}
+
 /* ---- 4. readers beside a flat-out writer --------------------------------------------------- */
 
 /*
