@@ -1352,6 +1352,17 @@ SYNCS_TEST(rcu_syncs, index, memory_in_proportion_to_spin, .timeout = 120)
 			"10^4 ranges in order: more than 1.7x SPIN's bytes");
 }
 
+/* 10^4 ranges set in a random order, by batches and one at a time: within 1.7x SPIN's bytes. */
+SYNCS_TEST(rcu_syncs, index, memory_after_scattered_sets_in_proportion_to_spin, .timeout = 120)
+{
+	long n = ps_test_scale() < 1 ? 2000 : 10000;
+
+	cr_expect_leq(memory_ratio(*sync, n, FILL_RANDOM), 1.7,
+			"10^4 ranges in a random order: more than 1.7x SPIN's bytes");
+	cr_expect_leq(memory_ratio(*sync, n, FILL_SINGLE), 1.7,
+			"10^4 ranges one set at a time: more than 1.7x SPIN's bytes");
+}
+
 /* ---- 4. readers beside a flat-out writer --------------------------------------------------- */
 
 /*
@@ -1406,4 +1417,64 @@ SYNCS_TEST(rcu_syncs, index, inline_readers_beside_a_flat_out_writer, .timeout =
 			ps_sync_name(*sync), l.updates, l.lookups, l.nexts, l.windows, l.unchecked);
 	cr_assert_eq(ret, 0, "%s: %s", ps_sync_name(*sync), l.run.why);
 	cr_assert_gt(l.lookups + l.nexts + l.windows, 100);
+}
+
+/*
+ * A removal over a gap that holds a pivot (the first range of a leaf
+ * removed, so that its interval begins before its first range): nothing
+ * changes, so nothing is built, retired or published.
+ */
+Test(index, removal_over_a_gap_across_a_pivot_changes_nothing)
+{
+	struct hx h;
+	long i, tried = 0;
+	size_t built, retired;
+	bool published;
+
+	ps_test_alloc_install();
+	hx_init(&h, 3);
+	h.space = 4000;
+	for (i = 0; i < 200; i++) {
+		struct op o = {10 * (uint64_t)i, 10 * (uint64_t)i + 5, h.pol[i % NBIND]};
+
+		hx_update(&h, &o, 1, false);
+	}
+	/* Every leaf's first range but the first leaf's out: each pivot then lies in a gap. */
+	cr_assert_gt(h.root.node->height, 0);
+	for (i = 1; i < h.root.node->n; i++) {
+		uint64_t p = as_inner(h.root.node)->piv[i - 1];
+		struct op o = {p, p + 5, NULL};
+
+		cr_assert_eq(p % 10, 0);
+		hx_update(&h, &o, 1, false);
+		hx_verify(&h, &o, 1);
+	}
+	for (i = 1; i < h.root.node->n; i++) {
+		uint64_t p = as_inner(h.root.node)->piv[i - 1];
+		struct ps_range *before = NULL, *after = psi_rangetree_next(&h.tree, p - 30);
+		struct psi_ix_tx tx;
+
+		while (after && after->end <= p) {
+			before = after;
+			after = psi_rangetree_next(&h.tree, after->end);
+		}
+		if (!before || !after || after->start <= p)
+			continue;
+		tried++;
+		psi_ix_begin(&tx, &h.root, false);
+		cr_assert_eq(psi_ix_set(&tx, before->end, after->start, NULL), 0);
+		built = tx.nbuilt;
+		retired = tx.nretired;
+		published = tx.slot != NULL;
+		psi_ix_abort(&tx);
+		psi_ix_end(&tx);
+		cr_expect(!built && !retired && !published,
+				"removing the gap [%" PRIu64 ", %" PRIu64
+				") across the pivot %" PRIu64 " built %zu nodes and retired %zu",
+				before->end, after->start, p, built, retired);
+	}
+	cr_assert_gt(tried, 0);
+	hx_fini(&h);
+	cr_assert_eq(ps_test_alloc_live(), 0);
+	ps_test_alloc_restore();
 }

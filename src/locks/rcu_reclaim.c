@@ -254,6 +254,9 @@ static void *reclaim_thread(void *arg)
 	uint64_t last_gp = 0;
 	bool idle_due = false;
 
+	/* The thread's start-up (its stack, its TLS, a sanitizer's records) is done. */
+	__atomic_store_n(&rc->running, true, __ATOMIC_RELEASE);
+
 	/*
 	 * SCHED_BATCH: its fair share of CPU, but a wake-up does not preempt
 	 * the thread that queued the work (a writer mid-update would wait for
@@ -340,18 +343,37 @@ __attribute__((destructor)) static void reclaim_unload(void)
 			continue;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
-		if (!pthread_timedjoin_np(rc->thread, NULL, &ts))
+		if (!pthread_timedjoin_np(rc->thread, NULL, &ts)) {
+			__atomic_store_n(&rc->running, false, __ATOMIC_RELAXED);
 			__atomic_store_n(&rc->started, false, __ATOMIC_RELEASE);
+		}
 	}
 }
 
+/*
+ * Before fork(): every thread out of its grace period and releases (they
+ * hold @gp_lock) and out of its start-up.  A thread created but not yet
+ * running its own code may be inside the allocator (its stack, its TLS,
+ * AddressSanitizer's records of it), whose locks a child would inherit
+ * held with no thread to release them: the fork waits for it first.
+ */
 void psi_reclaim_atfork_prepare(void)
 {
 	size_t i;
 
 	for (i = 0; i < nreclaimers; i++) {
-		pthread_mutex_lock(&reclaimers[i]->gp_lock);
-		pthread_mutex_lock(&reclaimers[i]->lock);
+		struct psi_reclaimer *rc = reclaimers[i];
+
+		for (;;) {
+			pthread_mutex_lock(&rc->gp_lock);
+			pthread_mutex_lock(&rc->lock);
+			if (!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE) ||
+					__atomic_load_n(&rc->running, __ATOMIC_ACQUIRE))
+				break;
+			pthread_mutex_unlock(&rc->lock);
+			pthread_mutex_unlock(&rc->gp_lock);
+			sched_yield();
+		}
 	}
 }
 
@@ -374,6 +396,7 @@ void psi_reclaim_atfork_child(void)
 
 		/* No thread survives fork(); no waiter exists in the child. */
 		rc->started = false;
+		rc->running = false;
 		rc->idle = 0;
 		rc->barriers = 0;
 		pthread_cond_init(&rc->work, NULL);

@@ -83,6 +83,7 @@ struct psi_reclaimer {
 	pthread_cond_t done;           /* barrier callers wait here */
 	int barriers;                  /* callers waiting in psi_reclaim_barrier() */
 	bool started;                  /* a thread runs (in this process); atomic reads */
+	bool running;                  /* atomic: the thread reached its own code (see fork) */
 	bool stop;                     /* the library is being unloaded: the thread exits */
 	void (*on_idle)(void);         /* atomic: see psi_reclaim_on_idle() */
 	pthread_t thread;

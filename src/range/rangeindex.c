@@ -251,6 +251,7 @@ static int leaf_apply(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct
  * Entries @e[0, n) as leaves into @o; the first leaf's lower bound is @lo.
  * An overflowing leaf splits 3/4 to the left: ranges set in ascending
  * order (a store filled front to back) leave leaves 3/4 full, not half.
+ * More entries (a leaf and its neighbour) are shared evenly.
  */
 static int leaves_out(struct psi_ix_tx *tx, const struct ent *e, int n, uint64_t lo, bool small,
 		struct out *o)
@@ -262,10 +263,11 @@ static int leaves_out(struct psi_ix_tx *tx, const struct ent *e, int n, uint64_t
 	for (p = 0; p < parts; p++) {
 		int k = (n - at) / (parts - p);
 
-		if (parts == 2 && !p)
-			k = n - LEAF_CAP / 4 > (int)LEAF_JOIN ? (int)LEAF_JOIN : n - (int)LEAF_CAP / 4;
-		struct ps_ix_node *l = leaf_make(tx, e + at, k, shift);
+		struct ps_ix_node *l;
 
+		if (parts == 2 && !p && n <= (int)LEAF_CAP + 2)
+			k = n - LEAF_CAP / 4 > (int)LEAF_JOIN ? (int)LEAF_JOIN : n - (int)LEAF_CAP / 4;
+		l = leaf_make(tx, e + at, k, shift);
 		if (!l)
 			return -ENOMEM;
 		o->lo[o->n] = p ? e[at].start : lo;
@@ -405,6 +407,37 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 				return inner_out(tx, in, lo, a, a + 1, sp, 1, o);
 			}
 		}
+		if (height == 1 && subs[0].n == 2 && in->h.n > 1) {
+			/*
+			 * The leaf split: shared with a neighbour that has room,
+			 * two leaves hold what three would (leaves stay fuller
+			 * under random sets).
+			 */
+			int k = ci > 0 ? ci - 1 : -1, n = 0, i, j, a;
+
+			if (ci + 1 < in->h.n && (k < 0 || in->child[ci + 1]->n < in->child[k]->n))
+				k = ci + 1;
+			if (subs[0].node[0]->n + subs[0].node[1]->n + in->child[k]->n <=
+					2 * (int)LEAF_CAP - (int)LEAF_LOW) {
+				struct ps_ix_node *part[3];
+				struct ent ent[2 * LEAF_CAP];
+
+				part[k < ci ? 0 : 2] = in->child[k];
+				part[k < ci ? 1 : 0] = subs[0].node[0];
+				part[k < ci ? 2 : 1] = subs[0].node[1];
+				for (j = 0; j < 3; j++) {
+					for (i = 0; i < part[j]->n; i++)
+						ent[n++] = leaf_ent(as_leaf(part[j]), i);
+					if ((err = retire(tx, part[j])))
+						return err;
+				}
+				a = k < ci ? k : ci;
+				err = leaves_out(tx, ent, n, a ? in->piv[a - 1] : lo, false, &subs[0]);
+				if (err || (err = retire(tx, h)))
+					return err;
+				return inner_out(tx, in, lo, a, a + 1, sp, 1, o);
+			}
+		}
 		if ((err = retire(tx, h)))
 			return err;
 		return inner_out(tx, in, lo, ci, ci, sp, 1, o);
@@ -418,6 +451,7 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 		uint64_t clo = ci ? in->piv[ci - 1] : lo;
 		uint64_t cjlo = in->piv[cj - 1];
 		uint64_t chi = cj + 1 < in->h.n ? in->piv[cj] : hi;
+		bool same;
 		int i;
 
 		for (i = ci + 1; i < cj; i++)
@@ -426,6 +460,7 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 		err = update(tx, in->child[ci], height - 1, clo, e, s, e, pol, true, false, &subs[0]);
 		if (err)
 			return err;
+		same = subs[0].n < 0;
 		if (subs[0].n < 0) {
 			/* Unchanged (a removal that touched nothing there): kept as it is. */
 			subs[0].n = 1;
@@ -438,6 +473,11 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 		if (err)
 			return err;
 		if (subs[1].n < 0) {
+			/* A removal over the gap that holds the pivot between them: nothing changes. */
+			if (same && cj == ci + 1) {
+				o->n = -1;
+				return 0;
+			}
 			subs[1].n = 1;
 			subs[1].node[0] = in->child[cj];
 		}
