@@ -502,7 +502,6 @@ void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, bool at_root)
 	tx->capbuilt = tx->capretired = PSI_IX_TX_INLINE;
 	tx->bytes = 0;
 	tx->nkept = 0;
-	tx->err = 0;
 }
 
 int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_policy *pol)

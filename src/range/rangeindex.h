@@ -41,7 +41,6 @@ struct psi_ix_tx {
 	void *built0[PSI_IX_TX_INLINE], *retired0[PSI_IX_TX_INLINE]; /* the lists' first entries */
 	ptrdiff_t bytes;          /* index bytes the update adds (negative: frees) */
 	size_t nkept;             /* nodes it built that were published (psi_ix_publish()) */
-	int err;
 };
 
 /* Start an update of the index at @root; @at_root: publish at the root (a batch, a walk). */

@@ -91,7 +91,7 @@ static inline void psi_cow_synchronize(void)
 
 /*
  * Valgrind's thread checkers see no atomics: a reader is ordered after a
- * set by the annotation at its load of the root (cow_root()), which a store
+ * set by the annotation at its load of the root (cow_ix_root()), which a store
  * into a child slot it loads later would bypass.  Under them, sets publish
  * at the root.  TSan sees the release store into the slot itself.
  */
