@@ -178,7 +178,30 @@ uint64_t stress_gate_open(struct stress_gate *g, int nthreads)
 
 /* ---- the allocator: counts live bytes of everything polstore allocates -------- */
 
-static size_t live_bytes;
+/*
+ * One counter a thread (threads past the table's end share slots), each on
+ * its own cache line, summed when read: the count must not make a line that
+ * the writer's allocations and the reclaim thread's frees pass between CPUs,
+ * which the measured code does not have.  A slot may go negative (a block
+ * freed by another thread than the one that allocated it); the sum is exact.
+ */
+#define COUNT_SLOTS 64
+
+static struct {
+	long bytes;
+	char pad[64 - sizeof(long)];
+} live_bytes[COUNT_SLOTS] __attribute__((aligned(64)));
+
+static unsigned int count_next_slot;
+static __thread int count_slot = -1;
+
+static long *count_mine(void)
+{
+	if (count_slot < 0)
+		count_slot = (int)(__atomic_fetch_add(&count_next_slot, 1, __ATOMIC_RELAXED) %
+				   COUNT_SLOTS);
+	return &live_bytes[count_slot].bytes;
+}
 
 static void *count_alloc(size_t size, void *ctx)
 {
@@ -186,14 +209,15 @@ static void *count_alloc(size_t size, void *ctx)
 
 	(void)ctx;
 	if (p)
-		__atomic_fetch_add(&live_bytes, malloc_usable_size(p), __ATOMIC_RELAXED);
+		__atomic_fetch_add(count_mine(), (long)malloc_usable_size(p), __ATOMIC_RELAXED);
 	return p;
 }
 
 static void count_free(void *p, void *ctx)
 {
 	(void)ctx;
-	__atomic_fetch_sub(&live_bytes, malloc_usable_size(p), __ATOMIC_RELAXED);
+	if (p)
+		__atomic_fetch_sub(count_mine(), (long)malloc_usable_size(p), __ATOMIC_RELAXED);
 	free(p);
 }
 
@@ -207,7 +231,11 @@ void stress_count_allocations(void)
 
 size_t stress_live_bytes(void)
 {
-	return __atomic_load_n(&live_bytes, __ATOMIC_RELAXED);
+	long sum = 0;
+
+	for (int i = 0; i < COUNT_SLOTS; i++)
+		sum += __atomic_load_n(&live_bytes[i].bytes, __ATOMIC_RELAXED);
+	return sum > 0 ? (size_t)sum : 0;
 }
 
 /* ---- histogram ------------------------------------------------------------------ */
