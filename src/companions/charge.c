@@ -120,12 +120,11 @@ static bool charge_atfork_install(void)
 	bool ok;
 
 	pthread_mutex_lock(&charge_atfork_lock);
-	if (!__atomic_load_n(&charge_atfork_ok, __ATOMIC_RELAXED))
-		__atomic_store_n(&charge_atfork_ok,
+	if (!PSI_READ_ONCE(charge_atfork_ok))
+		PSI_WRITE_ONCE(charge_atfork_ok,
 				!pthread_atfork(charge_fork_prepare, charge_fork_parent,
-						charge_fork_child),
-				__ATOMIC_RELAXED);
-	ok = __atomic_load_n(&charge_atfork_ok, __ATOMIC_RELAXED);
+						charge_fork_child));
+	ok = PSI_READ_ONCE(charge_atfork_ok);
 	pthread_mutex_unlock(&charge_atfork_lock);
 	return ok;
 }
@@ -155,11 +154,10 @@ static inline bool charge_is_atomic(const struct ps_charge *c)
 
 static void charge_atomic_max(long *slot, long v)
 {
-	long cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+	long cur = PSI_READ_ONCE(*slot);
 
 	while (v > cur &&
-			!__atomic_compare_exchange_n(slot, &cur, v, true, __ATOMIC_RELAXED,
-					__ATOMIC_RELAXED))
+			!PSI_TRY_CMPXCHG_WEAK(*slot, &cur, v, RELAXED, RELAXED))
 		;
 }
 
@@ -227,13 +225,13 @@ static bool charge_level_try(struct ps_charge *c, long nr, bool count_fail)
 		 * the limit, then loads usage, both seq_cst: one of the two sees
 		 * the other, so a new limit is never missed by both.
 		 */
-		new = __atomic_add_fetch(&c->usage, nr, __ATOMIC_SEQ_CST);
-		limit = __atomic_load_n(&c->limit, __ATOMIC_SEQ_CST);
+		new = PSI_ADD_FETCH(c->usage, nr, SEQ_CST);
+		limit = PSI_LOAD_SEQ_CST(c->limit);
 		if (psi_unlikely(new > limit)) {
 			charge_atomic_max(&c->max_overshoot, new - limit);
-			__atomic_sub_fetch(&c->usage, nr, __ATOMIC_RELAXED);
+			PSI_SUB_FETCH(c->usage, nr, RELAXED);
 			if (count_fail)
-				__atomic_add_fetch(&c->failcnt, 1, __ATOMIC_RELAXED);
+				PSI_ADD_FETCH(c->failcnt, 1, RELAXED);
 			return false;
 		}
 		if (new > PSI_READ_ONCE(c->max_usage))
@@ -268,7 +266,7 @@ static void charge_level_uncharge(struct ps_charge *c, long nr)
 	long new;
 
 	if (charge_is_atomic(c)) {
-		new = __atomic_sub_fetch(&c->usage, nr, __ATOMIC_RELAXED);
+		new = PSI_SUB_FETCH(c->usage, nr, RELAXED);
 	} else {
 		charge_locked_begin(c);
 		new = c->usage - nr;
@@ -285,12 +283,11 @@ static bool charge_level_uncharge_checked(struct ps_charge *c, long nr)
 	long cur;
 
 	if (charge_is_atomic(c)) {
-		cur = __atomic_load_n(&c->usage, __ATOMIC_RELAXED);
+		cur = PSI_READ_ONCE(c->usage);
 		do {
 			if (cur < nr)
 				return false;
-		} while (!__atomic_compare_exchange_n(&c->usage, &cur, cur - nr, true,
-				__ATOMIC_RELAXED, __ATOMIC_RELAXED));
+		} while (!PSI_TRY_CMPXCHG_WEAK(c->usage, &cur, cur - nr, RELAXED, RELAXED));
 		return true;
 	}
 	psi_spin_lock(&c->lock);
@@ -341,11 +338,10 @@ static inline struct charge_stock_slot *charge_slot(struct charge_stock_slot *st
 
 static bool charge_stock_take(struct charge_stock_slot *s, long nr)
 {
-	long cur = __atomic_load_n(&s->nr, __ATOMIC_RELAXED);
+	long cur = PSI_READ_ONCE(s->nr);
 
 	while (cur >= nr)
-		if (__atomic_compare_exchange_n(&s->nr, &cur, cur - nr, true, __ATOMIC_RELAXED,
-				__ATOMIC_RELAXED))
+		if (PSI_TRY_CMPXCHG_WEAK(s->nr, &cur, cur - nr, RELAXED, RELAXED))
 			return true;
 	return false;
 }
@@ -361,14 +357,13 @@ static bool charge_stock_take(struct charge_stock_slot *s, long nr)
  */
 static void charge_stock_put(struct ps_charge *c, struct charge_stock_slot *s, long nr, long batch)
 {
-	long cur = __atomic_add_fetch(&s->nr, nr, __ATOMIC_RELAXED);
+	long cur = PSI_ADD_FETCH(s->nr, nr, RELAXED);
 	long keep;
 
 	while (cur > batch) {
-		keep = __atomic_load_n(&s->trimmed, __ATOMIC_RELAXED) ? 0 : batch / 2;
-		if (__atomic_compare_exchange_n(&s->nr, &cur, keep, true, __ATOMIC_RELAXED,
-				__ATOMIC_RELAXED)) {
-			__atomic_store_n(&s->trimmed, 1, __ATOMIC_RELAXED);
+		keep = PSI_READ_ONCE(s->trimmed) ? 0 : batch / 2;
+		if (PSI_TRY_CMPXCHG_WEAK(s->nr, &cur, keep, RELAXED, RELAXED)) {
+			PSI_WRITE_ONCE(s->trimmed, 1);
 			charge_hier_uncharge(c, cur - keep);
 			return;
 		}
@@ -389,9 +384,9 @@ static void charge_drain_one(struct ps_charge *c)
 	 * put after the drain; at quiescence the load sees every put.
 	 */
 	for (i = 0; i < PS_CHARGE_STOCK_SLOTS; i++) {
-		if (!__atomic_load_n(&stock[i].nr, __ATOMIC_RELAXED))
+		if (!PSI_READ_ONCE(stock[i].nr))
 			continue;
-		v = __atomic_exchange_n(&stock[i].nr, 0, __ATOMIC_RELAXED);
+		v = PSI_XCHG(stock[i].nr, 0, RELAXED);
 		if (v)
 			charge_hier_uncharge(c, v);
 	}
@@ -432,7 +427,7 @@ static long charge_stocked(const struct ps_charge *c)
 	if (!stock)
 		return 0;
 	for (i = 0; i < PS_CHARGE_STOCK_SLOTS; i++)
-		sum += __atomic_load_n(&stock[i].nr, __ATOMIC_RELAXED);
+		sum += PSI_READ_ONCE(stock[i].nr);
 	return sum;
 }
 
@@ -451,7 +446,7 @@ static int charge_enable_stock(struct ps_charge *c)
 			PSI_ANNOTATE_BENIGN_RACE_SIZED(stock, sizeof(*stock) * PS_CHARGE_STOCK_SLOTS);
 			/* Release: the zeroed slots are visible to whoever loads the pointer. */
 			PSI_STORE_RELEASE(c->stock, stock);
-			__atomic_add_fetch(&charge_nr_stocked, 1, __ATOMIC_RELAXED);
+			PSI_ADD_FETCH(charge_nr_stocked, 1, RELAXED);
 		} else {
 			ret = -ENOMEM;
 		}
@@ -467,7 +462,7 @@ struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *p
 	if ((unsigned)kind >= PS_CHARGE_KIND_COUNT || limit < 0 || limit > PS_CHARGE_MAX)
 		return psi_err_null(EINVAL);
 	/* No counter without the fork handlers that keep charge_topo usable in a child. */
-	if (psi_unlikely(!__atomic_load_n(&charge_atfork_ok, __ATOMIC_RELAXED)) &&
+	if (psi_unlikely(!PSI_READ_ONCE(charge_atfork_ok)) &&
 			!charge_atfork_install())
 		return psi_err_null(ENOMEM);
 	c = psi_zalloc_aligned(sizeof(*c));
@@ -517,7 +512,7 @@ int ps_charge_destroy(struct ps_charge *c)
 		*pp = c->next_sibling;
 	}
 	if (c->stock)
-		__atomic_sub_fetch(&charge_nr_stocked, 1, __ATOMIC_RELAXED);
+		PSI_SUB_FETCH(charge_nr_stocked, 1, RELAXED);
 	psi_spin_unlock(&charge_topo);
 	psi_free_aligned(c->stock);
 	psi_free_aligned(c);
@@ -559,14 +554,14 @@ int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
 	s = charge_stock_for(c, nr, &batch);
 	if (s) {
 		/* A charge ends a run of uncharges; loaded first, so most charges store nothing. */
-		if (psi_unlikely(__atomic_load_n(&s->trimmed, __ATOMIC_RELAXED)))
-			__atomic_store_n(&s->trimmed, 0, __ATOMIC_RELAXED);
+		if (psi_unlikely(PSI_READ_ONCE(s->trimmed)))
+			PSI_WRITE_ONCE(s->trimmed, 0);
 		if (psi_likely(charge_stock_take(s, nr)))
 			return 0;
-		lean = __atomic_load_n(&s->lean, __ATOMIC_RELAXED);
+		lean = PSI_READ_ONCE(s->lean);
 		if (lean > 0) {
 			/* Near the limit: charge only @nr, as the walk below does. */
-			__atomic_store_n(&s->lean, lean - 1, __ATOMIC_RELAXED);
+			PSI_WRITE_ONCE(s->lean, lean - 1);
 		} else if (!charge_hier_try(c, batch, NULL, false)) {
 			/* Refill: a whole batch, the rest of it kept in our slot. */
 			if (batch > nr)
@@ -574,7 +569,7 @@ int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail)
 			return 0;
 		} else if (batch > nr) {
 			/* Refused: the next @batch refills charge only their own @nr. */
-			__atomic_store_n(&s->lean, batch, __ATOMIC_RELAXED);
+			PSI_WRITE_ONCE(s->lean, batch);
 		}
 	}
 	/* No stock anywhere: the plain walk, failcnt counted at the first refusal. */
@@ -610,14 +605,13 @@ static int charge_set_limit_once(struct ps_charge *c, long limit)
 	long old;
 
 	if (charge_is_atomic(c)) {
-		if (__atomic_load_n(&c->usage, __ATOMIC_SEQ_CST) > limit)
+		if (PSI_LOAD_SEQ_CST(c->usage) > limit)
 			return -EBUSY;
 		/* Pairs with the add-then-load in charge_level_try(). */
-		old = __atomic_exchange_n(&c->limit, limit, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&c->usage, __ATOMIC_SEQ_CST) > limit) {
+		old = PSI_XCHG(c->limit, limit, SEQ_CST);
+		if (PSI_LOAD_SEQ_CST(c->usage) > limit) {
 			/* Put the old limit back unless another set_limit got in first. */
-			__atomic_compare_exchange_n(&c->limit, &limit, old, false, __ATOMIC_SEQ_CST,
-					__ATOMIC_SEQ_CST);
+			PSI_TRY_CMPXCHG(c->limit, &limit, old, SEQ_CST, SEQ_CST);
 			return -EBUSY;
 		}
 		return 0;

@@ -228,7 +228,7 @@ void ps_idmap_destroy(struct ps_idmap *map)
 	do
 		ps_idmap_barrier(map);
 	while (map->sync == PS_IDMAP_RCU &&
-			(map->defer || __atomic_load_n(&map->pending, __ATOMIC_ACQUIRE)));
+			(map->defer || PSI_LOAD_ACQUIRE(map->pending)));
 	if (map->root)
 		idmap_node_free(map->root);
 	pthread_mutex_destroy(&map->drain_lock);
@@ -595,13 +595,12 @@ void ps_idmap_synchronize(struct ps_idmap *map)
 /* Push @b on @map's @ready stack (lock-free). */
 static void idmap_push_ready(struct ps_idmap *map, struct idmap_batch *b)
 {
-	struct idmap_batch *old = __atomic_load_n(&map->ready, __ATOMIC_RELAXED);
+	struct idmap_batch *old = PSI_READ_ONCE(map->ready);
 
 	do {
 		b->next = old;
 		PSI_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of @b: pairs with idmap_drain() */
-	} while (!__atomic_compare_exchange_n(&map->ready, &old, b, true, __ATOMIC_RELEASE,
-			__ATOMIC_RELAXED));
+	} while (!PSI_TRY_CMPXCHG_WEAK(map->ready, &old, b, RELEASE, RELAXED));
 }
 
 /*
@@ -657,14 +656,14 @@ static void idmap_drain(struct ps_idmap *map, bool wait)
 	struct idmap_drain_pos pos = { .map = map };
 	struct idmap_batch *b, *next;
 
-	if (!__atomic_load_n(&map->ready, __ATOMIC_RELAXED) && !wait)
+	if (!PSI_READ_ONCE(map->ready) && !wait)
 		return;
 	if (wait)
 		pthread_mutex_lock(&map->drain_lock);
 	else if (pthread_mutex_trylock(&map->drain_lock))
 		return;
 	/* Oldest first: the stack's order reversed. */
-	for (b = __atomic_exchange_n(&map->ready, NULL, __ATOMIC_ACQUIRE); b; b = next) {
+	for (b = PSI_XCHG(map->ready, NULL, ACQUIRE); b; b = next) {
 		PSI_ANNOTATE_HAPPENS_AFTER(b); /* pairs with idmap_push_ready() */
 		next = b->next;
 		b->next = map->draining;
@@ -678,7 +677,7 @@ static void idmap_drain(struct ps_idmap *map, bool wait)
 		map->draining = b->next;
 		psi_free(b);
 		PSI_ANNOTATE_HAPPENS_BEFORE(&map->pending); /* pairs with ps_idmap_barrier() */
-		__atomic_sub_fetch(&map->pending, 1, __ATOMIC_RELEASE);
+		PSI_SUB_FETCH(map->pending, 1, RELEASE);
 	}
 	pthread_cleanup_pop(0);
 	pthread_mutex_unlock(&map->drain_lock);
@@ -695,7 +694,7 @@ static void idmap_retire_batch(struct ps_idmap *map, struct idmap_batch *b)
 {
 	b->map = map;
 	b->item.release = idmap_batch_ready;
-	__atomic_add_fetch(&map->pending, 1, __ATOMIC_RELAXED);
+	PSI_ADD_FETCH(map->pending, 1, RELAXED);
 	PSI_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch */
 	if (!psi_reclaim_defer_weighed(psi_flavour_memb.reclaimer, &b->item, sizeof(*b)))
 		return;
@@ -746,7 +745,7 @@ void ps_idmap_barrier(struct ps_idmap *map)
 		idmap_retire_batch(map, map->defer);
 		map->defer = NULL;
 	}
-	pending = __atomic_load_n(&map->pending, __ATOMIC_ACQUIRE);
+	pending = PSI_LOAD_ACQUIRE(map->pending);
 	pthread_mutex_unlock(&map->defer_lock);
 	if (!pending) {
 		/* Nothing queued, handed over or being run: what other threads ran is done. */

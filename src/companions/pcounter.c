@@ -90,20 +90,19 @@ int ps_pcounter_add(struct ps_pcounter *pc, int64_t delta)
 	i = pcounter_slot_index();
 	s = &pc->slot[i];
 	if (psi_unlikely(!(PSI_READ_ONCE(pc->active) & (1ULL << i))))
-		__atomic_fetch_or(&pc->active, 1ULL << i, __ATOMIC_RELAXED);
+		PSI_FETCH_OR(pc->active, 1ULL << i, RELAXED);
 	batch = PSI_READ_ONCE(pc->batch);
-	cur = __atomic_load_n(&s->delta, __ATOMIC_RELAXED);
+	cur = PSI_READ_ONCE(s->delta);
 	for (;;) {
 		/* Compare in 64 bits: |cur| < INT32_MAX, so the sum cannot overflow for sane deltas. */
 		new = cur + delta;
 		if (new >= batch || new <= -(int64_t)batch)
 			break;
-		if (__atomic_compare_exchange_n(&s->delta, &cur, new, true, __ATOMIC_RELAXED,
-				__ATOMIC_RELAXED))
+		if (PSI_TRY_CMPXCHG_WEAK(s->delta, &cur, new, RELAXED, RELAXED))
 			return 0;
 	}
 	psi_spin_lock(&pc->lock);
-	v = __atomic_exchange_n(&s->delta, 0, __ATOMIC_RELAXED);
+	v = PSI_XCHG(s->delta, 0, RELAXED);
 	PSI_WRITE_ONCE(pc->count, pc->count + v + delta);
 	psi_spin_unlock(&pc->lock);
 	return 0;
@@ -128,7 +127,7 @@ static int64_t pcounter_sum_locked(struct ps_pcounter *pc, int *nr_deltas)
 	int i, n = 0;
 
 	for (i = 0; i < PS_PCOUNTER_SLOTS; i++) {
-		d = __atomic_load_n(&pc->slot[i].delta, __ATOMIC_RELAXED);
+		d = PSI_READ_ONCE(pc->slot[i].delta);
 		sum += d;
 		n += d != 0;
 	}
@@ -186,7 +185,7 @@ int ps_pcounter_fold(struct ps_pcounter *pc)
 		return -EINVAL;
 	psi_spin_lock(&pc->lock);
 	for (i = 0; i < PS_PCOUNTER_SLOTS; i++) {
-		v = __atomic_exchange_n(&pc->slot[i].delta, 0, __ATOMIC_RELAXED);
+		v = PSI_XCHG(pc->slot[i].delta, 0, RELAXED);
 		if (v)
 			PSI_WRITE_ONCE(pc->count, pc->count + v);
 	}
@@ -200,7 +199,7 @@ int ps_pcounter_set_batch(struct ps_pcounter *pc, int32_t batch)
 
 	if (!pc || batch < 1)
 		return -EINVAL;
-	old = __atomic_exchange_n(&pc->batch, batch, __ATOMIC_SEQ_CST);
+	old = PSI_XCHG(pc->batch, batch, SEQ_CST);
 	/* New batch first, then fold: deltas added after the fold respect the new batch. */
 	if (batch < old)
 		ps_pcounter_fold(pc);
@@ -323,9 +322,9 @@ int ps_commit_set_mode(struct ps_commit *cm, enum ps_overcommit mode)
 	 */
 	if (mode == PS_OVERCOMMIT_NEVER) {
 		ps_pcounter_set_batch(cm->pc, ps_pcounter_compute_batch(cm->total, cm->ncpus, true));
-		__atomic_store_n(&cm->mode, mode, __ATOMIC_SEQ_CST);
+		PSI_STORE_SEQ_CST(cm->mode, mode);
 	} else {
-		__atomic_store_n(&cm->mode, mode, __ATOMIC_SEQ_CST);
+		PSI_STORE_SEQ_CST(cm->mode, mode);
 		ps_pcounter_set_batch(cm->pc,
 				ps_pcounter_compute_batch(cm->total, cm->ncpus, false));
 	}

@@ -17,27 +17,25 @@ uint64_t psi_lstat_now(void)
 
 static void stat_min(uint64_t *slot, uint64_t v)
 {
-	uint64_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+	uint64_t cur = PSI_READ_ONCE(*slot);
 
 	while ((cur == 0 || v < cur) &&
-			!__atomic_compare_exchange_n(slot, &cur, v, true, __ATOMIC_RELAXED,
-					__ATOMIC_RELAXED))
+			!PSI_TRY_CMPXCHG_WEAK(*slot, &cur, v, RELAXED, RELAXED))
 		;
 }
 
 static void stat_max(uint64_t *slot, uint64_t v)
 {
-	uint64_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+	uint64_t cur = PSI_READ_ONCE(*slot);
 
 	while (v > cur &&
-			!__atomic_compare_exchange_n(slot, &cur, v, true, __ATOMIC_RELAXED,
-					__ATOMIC_RELAXED))
+			!PSI_TRY_CMPXCHG_WEAK(*slot, &cur, v, RELAXED, RELAXED))
 		;
 }
 
 static void stat_add(uint64_t *slot, uint64_t v)
 {
-	__atomic_fetch_add(slot, v, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(*slot, v, RELAXED);
 }
 
 uint64_t psi_lstat_acquired_slow(struct psi_lstat *st, int dir, uint64_t wait_start)
@@ -46,7 +44,7 @@ uint64_t psi_lstat_acquired_slow(struct psi_lstat *st, int dir, uint64_t wait_st
 	uint64_t now = psi_lstat_now();
 	int cpu = sched_getcpu();
 	/* Any previous acquirer, of either direction, on another CPU means the line moved. */
-	int prev = __atomic_exchange_n(&st->cls[0].last_cpu, cpu + 1, __ATOMIC_RELAXED);
+	int prev = PSI_XCHG(st->cls[0].last_cpu, cpu + 1, RELAXED);
 	bool bounced = prev && prev != cpu + 1;
 
 	stat_add(&c->acquisitions, 1);

@@ -74,7 +74,7 @@ static uint64_t now_ns(void)
 /* Take the whole stack, oldest first; *@weight: what its items weigh. */
 static struct psi_reclaim_item *take_all(struct psi_reclaimer *rc, size_t *weight)
 {
-	struct psi_reclaim_item *it = __atomic_exchange_n(&rc->head, NULL, __ATOMIC_ACQUIRE);
+	struct psi_reclaim_item *it = PSI_XCHG(rc->head, NULL, ACQUIRE);
 	struct psi_reclaim_item *fifo = NULL, *next;
 
 	*weight = 0;
@@ -108,15 +108,15 @@ static void release_all(struct psi_reclaim_item *batch)
 static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_pending)
 {
 	for (;;) {
-		void (*on_idle)(void) = __atomic_load_n(&rc->on_idle, __ATOMIC_ACQUIRE);
+		void (*on_idle)(void) = PSI_LOAD_ACQUIRE(rc->on_idle);
 		int timed_out = 0;
 
-		if (__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST))
+		if (PSI_LOAD_SEQ_CST(rc->head))
 			return true;
 		if (rc->stop)
 			return false;
-		__atomic_store_n(&rc->idle, PSI_RECLAIM_WAITING, __ATOMIC_SEQ_CST);
-		if (!__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST)) {
+		PSI_STORE_SEQ_CST(rc->idle, PSI_RECLAIM_WAITING);
+		if (!PSI_LOAD_SEQ_CST(rc->head)) {
 			if (retry_pending || (*idle_due && on_idle)) {
 				struct timespec ts;
 
@@ -132,8 +132,8 @@ static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_p
 				pthread_cond_wait(&rc->work, &rc->lock);
 			}
 		}
-		__atomic_store_n(&rc->idle, 0, __ATOMIC_RELAXED);
-		if (timed_out && !__atomic_load_n(&rc->head, __ATOMIC_SEQ_CST)) {
+		PSI_WRITE_ONCE(rc->idle, 0);
+		if (timed_out && !PSI_LOAD_SEQ_CST(rc->head)) {
 			if (*idle_due && on_idle) {
 				*idle_due = false;
 				pthread_mutex_unlock(&rc->lock);
@@ -148,7 +148,7 @@ static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_p
 
 bool psi_reclaim_is_self(struct psi_reclaimer *rc)
 {
-	return __atomic_load_n(&rc->started, __ATOMIC_ACQUIRE) &&
+	return PSI_LOAD_ACQUIRE(rc->started) &&
 	       pthread_equal(pthread_self(), rc->thread);
 }
 
@@ -156,8 +156,8 @@ void psi_reclaim_on_idle(struct psi_reclaimer *rc, void (*fn)(void))
 {
 	/* An atomic word (helgrind and DRD see plain accesses), maybe before the thread starts. */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
-	if (__atomic_load_n(&rc->on_idle, __ATOMIC_RELAXED) != fn)
-		__atomic_store_n(&rc->on_idle, fn, __ATOMIC_RELEASE);
+	if (PSI_READ_ONCE(rc->on_idle) != fn)
+		PSI_STORE_RELEASE(rc->on_idle, fn);
 }
 
 /* Under @gp_lock: release again what asked for it (it may ask again). */
@@ -186,10 +186,10 @@ static void retry_all(struct psi_reclaimer *rc)
 static void wait_until_due(struct psi_reclaimer *rc, uint64_t last_gp)
 {
 	uint64_t first = now_ns(), quiet = first + PSI_RECLAIM_QUIET_NS;
-	struct psi_reclaim_item *seen = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
+	struct psi_reclaim_item *seen = PSI_READ_ONCE(rc->head);
 
 	for (;;) {
-		struct psi_reclaim_item *head = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
+		struct psi_reclaim_item *head = PSI_READ_ONCE(rc->head);
 		uint64_t now = now_ns(), due;
 		bool full;
 
@@ -199,8 +199,8 @@ static void wait_until_due(struct psi_reclaimer *rc, uint64_t last_gp)
 			seen = head;
 			quiet = now + PSI_RECLAIM_QUIET_NS;
 		}
-		full = __atomic_load_n(&rc->urgent, __ATOMIC_SEQ_CST) ||
-		       __atomic_load_n(&rc->pending, __ATOMIC_SEQ_CST) >= PSI_RECLAIM_BATCH_BYTES;
+		full = PSI_LOAD_SEQ_CST(rc->urgent) ||
+		       PSI_LOAD_SEQ_CST(rc->pending) >= PSI_RECLAIM_BATCH_BYTES;
 		if (full)
 			due = last_gp + PSI_RECLAIM_PERIOD_NS;
 		else
@@ -208,10 +208,10 @@ static void wait_until_due(struct psi_reclaimer *rc, uint64_t last_gp)
 								     : first + PSI_RECLAIM_LATENCY_NS;
 		if (now >= due)
 			break;
-		__atomic_store_n(&rc->idle, PSI_RECLAIM_GATHERING, __ATOMIC_SEQ_CST);
+		PSI_STORE_SEQ_CST(rc->idle, PSI_RECLAIM_GATHERING);
 		/* Full already (then wait out the period), or not full yet after @idle was set. */
-		if (full || (!__atomic_load_n(&rc->urgent, __ATOMIC_SEQ_CST) &&
-				    __atomic_load_n(&rc->pending, __ATOMIC_SEQ_CST) <
+		if (full || (!PSI_LOAD_SEQ_CST(rc->urgent) &&
+				    PSI_LOAD_SEQ_CST(rc->pending) <
 						    PSI_RECLAIM_BATCH_BYTES)) {
 			struct timespec ts;
 
@@ -223,9 +223,9 @@ static void wait_until_due(struct psi_reclaimer *rc, uint64_t last_gp)
 			}
 			pthread_cond_timedwait(&rc->work, &rc->lock, &ts);
 		}
-		__atomic_store_n(&rc->idle, 0, __ATOMIC_RELAXED);
+		PSI_WRITE_ONCE(rc->idle, 0);
 	}
-	__atomic_store_n(&rc->urgent, 0, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(rc->urgent, 0);
 }
 
 /*
@@ -239,11 +239,11 @@ static void grace_period(struct psi_reclaimer *rc)
 	struct psi_reclaim_item *batch = take_all(rc, &weight);
 
 	rc->synchronize();
-	__atomic_fetch_add(&rc->grace_periods, 1, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(rc->grace_periods, 1, RELAXED);
 	/* @pending only falls here: its value before each fall is a peak. */
-	before = __atomic_fetch_sub(&rc->pending, weight, __ATOMIC_RELAXED);
-	if (before > __atomic_load_n(&rc->peak, __ATOMIC_RELAXED))
-		__atomic_store_n(&rc->peak, before, __ATOMIC_RELAXED);
+	before = PSI_FETCH_SUB(rc->pending, weight, RELAXED);
+	if (before > PSI_READ_ONCE(rc->peak))
+		PSI_WRITE_ONCE(rc->peak, before);
 	release_all(batch);
 }
 
@@ -255,7 +255,7 @@ static void *reclaim_thread(void *arg)
 	bool idle_due = false;
 
 	/* The thread's start-up (its stack, its TLS, a sanitizer's records) is done. */
-	__atomic_store_n(&rc->running, true, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(rc->running, true);
 
 	/*
 	 * SCHED_BATCH: its fair share of CPU, but a wake-up does not preempt
@@ -276,10 +276,10 @@ static void *reclaim_thread(void *arg)
 			pthread_mutex_unlock(&rc->lock);
 			return NULL;
 		}
-		if (__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE))
+		if (PSI_LOAD_ACQUIRE(rc->head))
 			wait_until_due(rc, last_gp);
 		pthread_mutex_unlock(&rc->lock);
-		if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE))
+		if (!PSI_LOAD_ACQUIRE(rc->head))
 			continue; /* woken to retry only */
 		pthread_mutex_lock(&rc->gp_lock);
 		last_gp = now_ns();
@@ -295,7 +295,7 @@ static bool reclaim_start(struct psi_reclaimer *rc)
 	sigset_t all, old;
 	int ret;
 
-	if (__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))
+	if (PSI_LOAD_ACQUIRE(rc->started))
 		return true;
 	pthread_mutex_lock(&rc->lock);
 	if (!rc->started && !rc->stop) {
@@ -313,10 +313,10 @@ static bool reclaim_start(struct psi_reclaimer *rc)
 		pthread_sigmask(SIG_BLOCK, &all, &old);
 		ret = pthread_create(&rc->thread, NULL, reclaim_thread, rc);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		__atomic_store_n(&rc->started, !ret, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(rc->started, !ret);
 	}
 	pthread_mutex_unlock(&rc->lock);
-	return __atomic_load_n(&rc->started, __ATOMIC_ACQUIRE);
+	return PSI_LOAD_ACQUIRE(rc->started);
 }
 
 /*
@@ -344,8 +344,8 @@ __attribute__((destructor)) static void reclaim_unload(void)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
 		if (!pthread_timedjoin_np(rc->thread, NULL, &ts)) {
-			__atomic_store_n(&rc->running, false, __ATOMIC_RELAXED);
-			__atomic_store_n(&rc->started, false, __ATOMIC_RELEASE);
+			PSI_WRITE_ONCE(rc->running, false);
+			PSI_STORE_RELEASE(rc->started, false);
 		}
 	}
 }
@@ -367,8 +367,8 @@ void psi_reclaim_atfork_prepare(void)
 		for (;;) {
 			pthread_mutex_lock(&rc->gp_lock);
 			pthread_mutex_lock(&rc->lock);
-			if (!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE) ||
-					__atomic_load_n(&rc->running, __ATOMIC_ACQUIRE))
+			if (!PSI_LOAD_ACQUIRE(rc->started) ||
+					PSI_LOAD_ACQUIRE(rc->running))
 				break;
 			pthread_mutex_unlock(&rc->lock);
 			pthread_mutex_unlock(&rc->gp_lock);
@@ -408,14 +408,13 @@ void psi_reclaim_atfork_child(void)
 
 static void push(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
 {
-	struct psi_reclaim_item *old = __atomic_load_n(&rc->head, __ATOMIC_RELAXED);
+	struct psi_reclaim_item *old = PSI_READ_ONCE(rc->head);
 
 	/* Release: the item's contents (and what it frees) before the thread takes it. */
 	do {
 		item->next = old;
 		PSI_ANNOTATE_HAPPENS_BEFORE(item); /* the checkers see no atomics: declare the hand-off */
-	} while (!__atomic_compare_exchange_n(&rc->head, &old, item, true, __ATOMIC_SEQ_CST,
-			__ATOMIC_RELAXED));
+	} while (!PSI_TRY_CMPXCHG_WEAK(rc->head, &old, item, SEQ_CST, RELAXED));
 }
 
 static int defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item, size_t weight,
@@ -424,17 +423,17 @@ static int defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item, size_t
 	size_t pending;
 	int idle;
 
-	if (psi_unlikely(!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))) {
+	if (psi_unlikely(!PSI_LOAD_ACQUIRE(rc->started))) {
 		if (!reclaim_start(rc))
 			return -EAGAIN;
 	}
 	item->weight = weight;
 	/* Sequentially consistent: pairs with wait_until_due()'s look (the file comment). */
-	pending = __atomic_add_fetch(&rc->pending, weight, __ATOMIC_SEQ_CST);
+	pending = PSI_ADD_FETCH(rc->pending, weight, SEQ_CST);
 	push(rc, item);
 	if (now)
-		__atomic_store_n(&rc->urgent, 1, __ATOMIC_SEQ_CST);
-	idle = __atomic_load_n(&rc->idle, __ATOMIC_SEQ_CST);
+		PSI_STORE_SEQ_CST(rc->urgent, 1);
+	idle = PSI_LOAD_SEQ_CST(rc->idle);
 	if (idle == PSI_RECLAIM_WAITING ||
 			(idle == PSI_RECLAIM_GATHERING && (now || pending >= PSI_RECLAIM_BATCH_BYTES))) {
 		pthread_mutex_lock(&rc->lock);
@@ -462,13 +461,13 @@ int psi_reclaim_defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
 
 void psi_reclaim_stats(struct psi_reclaimer *rc, struct psi_reclaim_stats *st, bool reset)
 {
-	st->grace_periods = __atomic_load_n(&rc->grace_periods, __ATOMIC_RELAXED);
-	st->pending = __atomic_load_n(&rc->pending, __ATOMIC_RELAXED);
-	st->peak = __atomic_load_n(&rc->peak, __ATOMIC_RELAXED);
+	st->grace_periods = PSI_READ_ONCE(rc->grace_periods);
+	st->pending = PSI_READ_ONCE(rc->pending);
+	st->peak = PSI_READ_ONCE(rc->peak);
 	if (st->peak < st->pending)
 		st->peak = st->pending;
 	if (reset)
-		__atomic_store_n(&rc->peak, st->pending, __ATOMIC_RELAXED);
+		PSI_WRITE_ONCE(rc->peak, st->pending);
 }
 
 void psi_reclaim_retry(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
@@ -507,8 +506,8 @@ void psi_reclaim_barrier(struct psi_reclaimer *rc)
 
 	b = (struct reclaim_barrier){ .item.release = reclaim_barrier_release, .rc = rc };
 
-	if (!__atomic_load_n(&rc->head, __ATOMIC_ACQUIRE) &&
-			!__atomic_load_n(&rc->started, __ATOMIC_ACQUIRE))
+	if (!PSI_LOAD_ACQUIRE(rc->head) &&
+			!PSI_LOAD_ACQUIRE(rc->started))
 		return; /* nothing was ever queued here (in this process) */
 	if (!reclaim_start(rc)) {
 		/* No thread (a forked child that cannot start one): do its work here. */

@@ -39,6 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compiler.h"
+
 /* Least time between two grace periods of one reclaim thread (none while a barrier waits). */
 #define PSI_RECLAIM_PERIOD_NS 1000000L
 /* Weight queued at which a grace period starts without waiting for more. */
@@ -152,7 +154,7 @@ void psi_reclaim_stats(struct psi_reclaimer *rc, struct psi_reclaim_stats *st, b
  */
 static inline size_t psi_reclaim_pending(const struct psi_reclaimer *rc)
 {
-	return __atomic_load_n(&rc->pending, __ATOMIC_RELAXED);
+	return PSI_READ_ONCE(rc->pending);
 }
 
 /**

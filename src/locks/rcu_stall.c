@@ -171,7 +171,7 @@ static void *stall_watchdog(void *unused)
 	(void)unused;
 	pthread_mutex_lock(&stall_lock);
 	while (!stall_stop) {
-		unsigned long t = __atomic_load_n(&stall_timeout_ms, __ATOMIC_RELAXED);
+		unsigned long t = PSI_READ_ONCE(stall_timeout_ms);
 		struct stall_wait due[STALL_REPORTS_MAX];
 		uint64_t now, wake, tns = (uint64_t)t * 1000000u;
 		struct stall_wait *w;
@@ -237,7 +237,7 @@ void psi_qsbr_synchronize(const char *who)
 	struct stall_wait w;
 
 	/* Off: nothing but the grace period. */
-	if (!__atomic_load_n(&stall_timeout_ms, __ATOMIC_RELAXED)) {
+	if (!PSI_READ_ONCE(stall_timeout_ms)) {
 		urcu_qsbr_synchronize_rcu();
 		return;
 	}
@@ -263,7 +263,7 @@ int ps_qsbr_set_stall_warning(unsigned long timeout_ms, ps_qsbr_stall_fn fn, voi
 	if (timeout_ms > PSI_QSBR_STALL_MAX_MS)
 		return -EINVAL;
 	pthread_mutex_lock(&stall_lock);
-	__atomic_store_n(&stall_timeout_ms, timeout_ms, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(stall_timeout_ms, timeout_ms);
 	stall_fn = fn;
 	stall_arg = arg;
 	pthread_cond_signal(&stall_cond);

@@ -41,7 +41,7 @@ void psi_rcu_flavour_add(const struct psi_flavour *f)
 	pthread_mutex_lock(&psi_rcu_keys_lock);
 	psi_rcu_flavours[f->id] = f;
 	/* Should keys exist already, the next psi_rcu_thread_init() creates this flavour's. */
-	__atomic_store_n(&psi_rcu_keys_ready, 0, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(psi_rcu_keys_ready, 0);
 	pthread_mutex_unlock(&psi_rcu_keys_lock);
 	psi_reclaim_add(f->reclaimer);
 }
@@ -181,7 +181,7 @@ __attribute__((constructor)) static void psi_rcu_atfork_install(void)
 
 static bool psi_rcu_keys_exist(void)
 {
-	if (psi_likely(__atomic_load_n(&psi_rcu_keys_ready, __ATOMIC_ACQUIRE))) {
+	if (psi_likely(PSI_LOAD_ACQUIRE(psi_rcu_keys_ready))) {
 		PSI_ANNOTATE_HAPPENS_AFTER(&psi_rcu_keys_ready); /* the keys were created */
 		return true;
 	}
@@ -219,7 +219,7 @@ int psi_rcu_thread_init(void)
 	}
 	if (!err) {
 		PSI_ANNOTATE_HAPPENS_BEFORE(&psi_rcu_keys_ready);
-		__atomic_store_n(&psi_rcu_keys_ready, 1, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(psi_rcu_keys_ready, 1);
 	}
 	pthread_mutex_unlock(&psi_rcu_keys_lock);
 	return -err;
@@ -269,7 +269,7 @@ __attribute__((destructor)) static void psi_rcu_keys_delete(void)
 	int i;
 
 	pthread_mutex_lock(&psi_rcu_keys_lock);
-	__atomic_store_n(&psi_rcu_keys_ready, 0, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(psi_rcu_keys_ready, 0);
 	for (i = 0; i < PSI_FLAVOUR_COUNT; i++) {
 		if (psi_rcu_key_ok[i])
 			(void)pthread_key_delete(psi_rcu_keys[i]);

@@ -55,11 +55,11 @@ static inline bool read_admitted(struct psi_rwlock *l, struct psi_rwlock_slot *s
 		 * either we see HOLDS and back out, or it sees our increment and
 		 * scans the slots again (ours is already counted).
 		 */
-		__atomic_fetch_add(&l->passed, 1, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&l->writer, __ATOMIC_SEQ_CST) != PSI_RWLOCK_WRITER_HOLDS)
+		PSI_FETCH_ADD(l->passed, 1, SEQ_CST);
+		if (PSI_LOAD_SEQ_CST(l->writer) != PSI_RWLOCK_WRITER_HOLDS)
 			return true;
 	}
-	__atomic_fetch_sub(&s->readers, 1, __ATOMIC_RELEASE);
+	PSI_FETCH_SUB(s->readers, 1, RELEASE);
 	return false;
 }
 
@@ -74,17 +74,17 @@ void psi_rwlock_read_lock(struct psi_rwlock *l)
 		 * @writer; the writer stores @writer then loads every slot.
 		 * Both sides are seq_cst, so at least one sees the other.
 		 */
-		__atomic_fetch_add(&s->readers, 1, __ATOMIC_SEQ_CST);
-		if (psi_likely(read_admitted(l, s, __atomic_load_n(&l->writer, __ATOMIC_SEQ_CST))))
+		PSI_FETCH_ADD(s->readers, 1, SEQ_CST);
+		if (psi_likely(read_admitted(l, s, PSI_LOAD_SEQ_CST(l->writer))))
 			break;
 		/* A writer holds or wants the lock: step aside until it is done (nested: holds no more). */
 		if (!wait_start)
 			wait_start = psi_lstat_wait_begin();
 		if (psi_rwlock_depth)
-			PSI_WAIT_WHILE(__atomic_load_n(&l->writer, __ATOMIC_ACQUIRE) ==
+			PSI_WAIT_WHILE(PSI_LOAD_ACQUIRE(l->writer) ==
 				      PSI_RWLOCK_WRITER_HOLDS);
 		else
-			PSI_WAIT_WHILE(__atomic_load_n(&l->writer, __ATOMIC_ACQUIRE));
+			PSI_WAIT_WHILE(PSI_LOAD_ACQUIRE(l->writer));
 	}
 	PSI_ANNOTATE_HAPPENS_AFTER(&l->writer); /* pairs with psi_rwlock_write_unlock() */
 	psi_lstat_acquired(&l->stat, PS_LOCK_STAT_READ, wait_start, read_hold(psi_rwlock_depth));
@@ -97,7 +97,7 @@ void psi_rwlock_read_unlock(struct psi_rwlock *l)
 	psi_lstat_released(&l->stat, PS_LOCK_STAT_READ, read_hold(psi_rwlock_depth));
 	/* Release: our reads of the protected data happen before a writer's stores. */
 	PSI_ANNOTATE_HAPPENS_BEFORE(&l->slot[0]);
-	__atomic_fetch_sub(&my_slot(l)->readers, 1, __ATOMIC_RELEASE);
+	PSI_FETCH_SUB(my_slot(l)->readers, 1, RELEASE);
 }
 
 void psi_rwlock_write_lock(struct psi_rwlock *l)
@@ -113,19 +113,19 @@ void psi_rwlock_write_lock(struct psi_rwlock *l)
 	int i;
 
 	for (;;) {
-		__atomic_store_n(&l->writer, PSI_RWLOCK_WRITER_WANTS, __ATOMIC_SEQ_CST);
+		PSI_STORE_SEQ_CST(l->writer, PSI_RWLOCK_WRITER_WANTS);
 		/* After the store: a nested reader that saw WANTS counted before this is in its slot. */
-		passed = __atomic_load_n(&l->passed, __ATOMIC_SEQ_CST);
+		passed = PSI_LOAD_SEQ_CST(l->passed);
 		for (i = 0; i < PSI_RWLOCK_SLOTS; i++) {
 			if (PSI_LSTAT_ON && !wait_start &&
-					__atomic_load_n(&l->slot[i].readers, __ATOMIC_SEQ_CST))
+					PSI_LOAD_SEQ_CST(l->slot[i].readers))
 				wait_start = psi_lstat_wait_begin();
 			/* Acquire: pairs with read_unlock's release. */
-			PSI_WAIT_WHILE(__atomic_load_n(&l->slot[i].readers, __ATOMIC_SEQ_CST));
+			PSI_WAIT_WHILE(PSI_LOAD_SEQ_CST(l->slot[i].readers));
 		}
-		__atomic_store_n(&l->writer, PSI_RWLOCK_WRITER_HOLDS, __ATOMIC_SEQ_CST);
+		PSI_STORE_SEQ_CST(l->writer, PSI_RWLOCK_WRITER_HOLDS);
 		/* No nested reader came in behind the scan (read_admitted()): the lock is ours. */
-		if (__atomic_load_n(&l->passed, __ATOMIC_SEQ_CST) == passed)
+		if (PSI_LOAD_SEQ_CST(l->passed) == passed)
 			break;
 	}
 	PSI_ANNOTATE_HAPPENS_AFTER(&l->slot[0]); /* every reader that left: read_unlock() */
@@ -136,7 +136,7 @@ void psi_rwlock_write_unlock(struct psi_rwlock *l)
 {
 	psi_lstat_released(&l->stat, PS_LOCK_STAT_WRITE, &l->wlock.hold);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&l->writer);
-	__atomic_store_n(&l->writer, PSI_RWLOCK_WRITER_NONE, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(l->writer, PSI_RWLOCK_WRITER_NONE);
 	psi_spin_release(&l->wlock);
 }
 
@@ -148,10 +148,10 @@ bool psi_rwlock_write_trylock(struct psi_rwlock *l)
 		return false;
 	PSI_ANNOTATE_HAPPENS_AFTER(&l->wlock); /* pairs with write_unlock()'s release */
 	/* Readers that come meanwhile back out: HOLDS turns nested ones away too. */
-	__atomic_store_n(&l->writer, PSI_RWLOCK_WRITER_HOLDS, __ATOMIC_SEQ_CST);
+	PSI_STORE_SEQ_CST(l->writer, PSI_RWLOCK_WRITER_HOLDS);
 	for (i = 0; i < PSI_RWLOCK_SLOTS; i++) {
-		if (__atomic_load_n(&l->slot[i].readers, __ATOMIC_SEQ_CST)) {
-			__atomic_store_n(&l->writer, PSI_RWLOCK_WRITER_NONE, __ATOMIC_RELEASE);
+		if (PSI_LOAD_SEQ_CST(l->slot[i].readers)) {
+			PSI_STORE_RELEASE(l->writer, PSI_RWLOCK_WRITER_NONE);
 			psi_spin_release(&l->wlock);
 			return false;
 		}

@@ -30,7 +30,7 @@ static inline void psi_seq_init(struct ps_seqcount *s)
 
 static inline unsigned psi_seq_read_begin(const struct ps_seqcount *s)
 {
-	unsigned seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+	unsigned seq = PSI_LOAD_ACQUIRE(s->seq);
 
 	PSI_ANNOTATE_HAPPENS_AFTER(s); /* pairs with psi_seq_write_end() */
 	return seq;
@@ -44,21 +44,21 @@ static inline unsigned psi_seq_read_begin(const struct ps_seqcount *s)
  */
 static inline bool psi_seq_read_retry(const struct ps_seqcount *s, unsigned start)
 {
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return (start & 1) || __atomic_load_n(&s->seq, __ATOMIC_RELAXED) != start;
+	PSI_FENCE(ACQUIRE);
+	return (start & 1) || PSI_READ_ONCE(s->seq) != start;
 }
 
 static inline void psi_seq_write_begin(struct ps_seqcount *s)
 {
 	PSI_WRITE_ONCE(s->seq, s->seq + 1);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	PSI_FENCE(RELEASE);
 }
 
 static inline void psi_seq_write_end(struct ps_seqcount *s)
 {
 	/* Release: the section's stores are visible to whoever sees the even count. */
 	PSI_ANNOTATE_HAPPENS_BEFORE(s);
-	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(s->seq, s->seq + 1);
 }
 
 #endif /* POLSTORE_SRC_SEQCOUNT_H */

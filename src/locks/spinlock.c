@@ -25,7 +25,7 @@ void psi_spin_lock_slow(struct psi_spinlock *l)
 	for (;;) {
 		/* Spin on loads so waiters share the line read-only until it is freed. */
 		if (!PSI_READ_ONCE(l->locked) && (mine || !PSI_READ_ONCE(l->starving)) &&
-				!__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)) {
+				!PSI_XCHG(l->locked, 1, ACQUIRE)) {
 			if (mine)
 				PSI_WRITE_ONCE(l->starving, 0);
 			return;
@@ -38,8 +38,7 @@ void psi_spin_lock_slow(struct psi_spinlock *l)
 		if (!mine && ++yields >= PSI_SPIN_STARVE_YIELDS) {
 			int zero = 0;
 
-			mine = __atomic_compare_exchange_n(&l->starving, &zero, 1, false,
-					__ATOMIC_RELAXED, __ATOMIC_RELAXED);
+			mine = PSI_TRY_CMPXCHG(l->starving, &zero, 1, RELAXED, RELAXED);
 		}
 	}
 }

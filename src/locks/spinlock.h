@@ -41,7 +41,7 @@ void psi_yield(void);
 static inline bool psi_spin_trylock(struct psi_spinlock *l)
 {
 	return !PSI_READ_ONCE(l->locked) && !PSI_READ_ONCE(l->starving) &&
-	       !__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE);
+	       !PSI_XCHG(l->locked, 1, ACQUIRE);
 }
 
 /*
@@ -63,7 +63,7 @@ static inline uint64_t psi_spin_acquire(struct psi_spinlock *l)
 static inline void psi_spin_release(struct psi_spinlock *l)
 {
 	PSI_ANNOTATE_HAPPENS_BEFORE(l);
-	__atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(l->locked, 0);
 }
 
 static inline void psi_spin_lock(struct psi_spinlock *l)

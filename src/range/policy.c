@@ -136,7 +136,7 @@ void ps_policy_put(struct ps_policy *pol)
 /* A get whose stripe was closed under it: the reference goes on the atomic count. */
 void _ps_policy_get_slow(struct ps_policy *pol)
 {
-	__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(pol->refcnt, 1, RELAXED);
 }
 
 /*
@@ -150,7 +150,7 @@ void _ps_policy_put_slow(struct ps_policy *pol)
 	long old;
 
 	PSI_ANNOTATE_HAPPENS_BEFORE(pol);
-	old = __atomic_fetch_sub(&pol->refcnt, 1, __ATOMIC_RELEASE);
+	old = PSI_FETCH_SUB(pol->refcnt, 1, RELEASE);
 	if (old <= 1)
 		_ps_policy_release(pol, old);
 }
@@ -164,11 +164,11 @@ void _ps_policy_release(struct ps_policy *pol, long old)
 #endif
 	if (old != 1)
 		return;
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	PSI_FENCE(ACQUIRE);
 	/* Every put's release (and HAPPENS_BEFORE) precedes the free. */
 	PSI_ANNOTATE_HAPPENS_AFTER(pol);
-	assert(__atomic_load_n(&pol->refmode, __ATOMIC_RELAXED) == PS_REF_ATOMIC);
-	assert(__atomic_load_n(&pol->stores, __ATOMIC_RELAXED) == 0);
+	assert(PSI_READ_ONCE(pol->refmode) == PS_REF_ATOMIC);
+	assert(PSI_READ_ONCE(pol->stores) == 0);
 	psi_free(pol->stripes);
 	psi_free(pol);
 }
@@ -202,13 +202,13 @@ static unsigned psi_ref_mask(void)
 /* Stripes from closed to open.  Called with @refmode claimed (BUSY) and a reference held. */
 static void psi_ref_open(struct ps_policy *pol)
 {
-	char *s = __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED);
+	char *s = PSI_READ_ONCE(pol->stripes);
 	unsigned i;
 
 	/* The bias first: a put counted on a stripe from now on can never take @refcnt to 0. */
-	__atomic_fetch_add(&pol->refcnt, PS_REF_BIAS, __ATOMIC_SEQ_CST);
+	PSI_FETCH_ADD(pol->refcnt, PS_REF_BIAS, SEQ_CST);
 	for (i = 0; i <= pol->stripe_mask; i++)
-		__atomic_store_n((long *)(s + (size_t)i * PS_REF_STRIPE_BYTES), 0, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(*(long *)(s + (size_t)i * PS_REF_STRIPE_BYTES), 0);
 }
 
 /*
@@ -222,14 +222,14 @@ static void psi_ref_open(struct ps_policy *pol)
  */
 static void psi_ref_close(struct ps_policy *pol)
 {
-	char *s = __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED);
+	char *s = PSI_READ_ONCE(pol->stripes);
 	long sum = 0, old;
 	unsigned i;
 
 	for (i = 0; i <= pol->stripe_mask; i++)
-		sum += __atomic_exchange_n((long *)(s + (size_t)i * PS_REF_STRIPE_BYTES),
-				PS_REF_CLOSED, __ATOMIC_ACQ_REL);
-	old = __atomic_fetch_add(&pol->refcnt, sum - PS_REF_BIAS, __ATOMIC_ACQ_REL);
+		sum += PSI_XCHG(*(long *)(s + (size_t)i * PS_REF_STRIPE_BYTES), PS_REF_CLOSED,
+				ACQ_REL);
+	old = PSI_FETCH_ADD(pol->refcnt, sum - PS_REF_BIAS, ACQ_REL);
 	(void)old;
 	assert(old + sum - PS_REF_BIAS >= 1);
 }
@@ -243,21 +243,20 @@ static void psi_ref_close(struct ps_policy *pol)
 static void psi_ref_sync(struct ps_policy *pol)
 {
 	for (;;) {
-		bool want = __atomic_load_n(&pol->stores, __ATOMIC_SEQ_CST) > 0 &&
-			    __atomic_load_n(&pol->stripes, __ATOMIC_SEQ_CST);
-		int m = __atomic_load_n(&pol->refmode, __ATOMIC_SEQ_CST);
+		bool want = PSI_LOAD_SEQ_CST(pol->stores) > 0 &&
+			    PSI_LOAD_SEQ_CST(pol->stripes);
+		int m = PSI_LOAD_SEQ_CST(pol->refmode);
 
 		if (m == PS_REF_BUSY || (m == PS_REF_OPEN) == want)
 			return;
-		if (!__atomic_compare_exchange_n(&pol->refmode, &m, PS_REF_BUSY, false,
-				    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		if (!PSI_TRY_CMPXCHG(pol->refmode, &m, PS_REF_BUSY, SEQ_CST, SEQ_CST))
 			continue;
 		if (want)
 			psi_ref_open(pol);
 		else
 			psi_ref_close(pol);
 		/* Then reread @stores (the loop): a change we missed was left to us. */
-		__atomic_store_n(&pol->refmode, want ? PS_REF_OPEN : PS_REF_ATOMIC, __ATOMIC_SEQ_CST);
+		PSI_STORE_SEQ_CST(pol->refmode, want ? PS_REF_OPEN : PS_REF_ATOMIC);
 	}
 }
 
@@ -273,19 +272,18 @@ void _ps_policy_heat(struct ps_policy *pol)
 	char *s, *none = NULL;
 	unsigned i;
 
-	if (!pol->stripe_mask || __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED))
+	if (!pol->stripe_mask || PSI_READ_ONCE(pol->stripes))
 		return;
 	s = psi_alloc(bytes);
 	if (!s) {
-		__atomic_store_n(&pol->hits, 0, __ATOMIC_RELAXED);
+		PSI_WRITE_ONCE(pol->hits, 0);
 		return;
 	}
 	for (i = 0; i <= pol->stripe_mask; i++)
 		*(long *)(s + (size_t)i * PS_REF_STRIPE_BYTES) = PS_REF_CLOSED;
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(s, bytes); /* atomics only */
 	/* Seq_cst: against @stores (see psi_ref_sync()). */
-	if (!__atomic_compare_exchange_n(&pol->stripes, &none, s, false, __ATOMIC_SEQ_CST,
-			    __ATOMIC_RELAXED)) {
+	if (!PSI_TRY_CMPXCHG(pol->stripes, &none, s, SEQ_CST, RELAXED)) {
 		psi_free(s);
 		return;
 	}
@@ -296,9 +294,9 @@ void psi_policy_store_get(struct ps_policy *pol)
 {
 	if (!pol)
 		return;
-	__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
-	if (__atomic_fetch_add(&pol->stores, 1, __ATOMIC_SEQ_CST) == 0 &&
-			__atomic_load_n(&pol->stripes, __ATOMIC_SEQ_CST))
+	PSI_FETCH_ADD(pol->refcnt, 1, RELAXED);
+	if (PSI_FETCH_ADD(pol->stores, 1, SEQ_CST) == 0 &&
+			PSI_LOAD_SEQ_CST(pol->stripes))
 		psi_ref_sync(pol);
 }
 
@@ -308,20 +306,20 @@ void psi_policy_store_put(struct ps_policy *pol)
 
 	if (!pol)
 		return;
-	old = __atomic_fetch_sub(&pol->stores, 1, __ATOMIC_SEQ_CST);
+	old = PSI_FETCH_SUB(pol->stores, 1, SEQ_CST);
 #ifndef NDEBUG
 	if (old <= 0)
 		abort(); /* a store reference dropped twice */
 #endif
 	/* Still holding the store's reference (on @refcnt): the close finds the count >= 1. */
-	if (old == 1 && __atomic_load_n(&pol->stripes, __ATOMIC_SEQ_CST))
+	if (old == 1 && PSI_LOAD_SEQ_CST(pol->stripes))
 		psi_ref_sync(pol);
 	_ps_policy_put_slow(pol);
 }
 
 long psi_policy_stores(const struct ps_policy *pol)
 {
-	return __atomic_load_n(&pol->stores, __ATOMIC_RELAXED);
+	return PSI_READ_ONCE(pol->stores);
 }
 
 int ps_policy_mode(const struct ps_policy *pol)
@@ -403,28 +401,27 @@ long ps_policy_refcount(const struct ps_policy *pol)
 	if (!pol)
 		return -EINVAL;
 	for (tries = 0; tries < 1000; tries++) {
-		m = __atomic_load_n(&pol->refmode, __ATOMIC_ACQUIRE);
+		m = PSI_LOAD_ACQUIRE(pol->refmode);
 		if (m == PS_REF_BUSY)
 			continue;
-		n = __atomic_load_n(&pol->refcnt, __ATOMIC_ACQUIRE);
+		n = PSI_LOAD_ACQUIRE(pol->refcnt);
 		if (m == PS_REF_OPEN) {
-			const char *s = __atomic_load_n(&pol->stripes, __ATOMIC_RELAXED);
+			const char *s = PSI_READ_ONCE(pol->stripes);
 
 			n -= PS_REF_BIAS;
 			for (i = 0; i <= pol->stripe_mask; i++) {
-				long v = __atomic_load_n(
-						(const long *)(s + (size_t)i * PS_REF_STRIPE_BYTES),
-						__ATOMIC_RELAXED);
+				long v = PSI_READ_ONCE(
+					*(const long *)(s + (size_t)i * PS_REF_STRIPE_BYTES));
 
 				if (v > PS_REF_CLOSED_MAX)
 					n += v;
 			}
 		}
-		if (__atomic_load_n(&pol->refmode, __ATOMIC_ACQUIRE) == m)
+		if (PSI_LOAD_ACQUIRE(pol->refmode) == m)
 			break;
 	}
 	/* Open stripes mean a store or a closing thread holds a reference: the count is >= 1. */
-	stores = __atomic_load_n(&pol->stores, __ATOMIC_RELAXED);
+	stores = PSI_READ_ONCE(pol->stores);
 	if (m != PS_REF_ATOMIC && n < (stores > 1 ? stores : 1))
 		n = stores > 1 ? stores : 1;
 	return n;

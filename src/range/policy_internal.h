@@ -16,6 +16,7 @@
 #include <polstore/static/policy.h>
 
 #include "annotate.h"
+#include "compiler.h"
 
 #define PSI_BITS_PER_LONG (sizeof(unsigned long) * CHAR_BIT)
 #define PSI_NODEMASK_LONGS PS_NODEMASK_WORDS
@@ -33,17 +34,17 @@ static inline void psi_policy_put(struct ps_policy *pol)
 		return;
 	/* Our uses of *pol happen before the free, on whichever thread frees. */
 	PSI_ANNOTATE_HAPPENS_BEFORE(pol);
-	if (__builtin_expect(__atomic_load_n(&pol->refmode, __ATOMIC_ACQUIRE) == PS_REF_OPEN, 1)) {
-		long *c = _ps_ref_stripe(__atomic_load_n(&pol->stripes, __ATOMIC_RELAXED),
+	if (__builtin_expect(PSI_LOAD_ACQUIRE(pol->refmode) == PS_REF_OPEN, 1)) {
+		long *c = _ps_ref_stripe(PSI_READ_ONCE(pol->stripes),
 				pol->stripe_mask);
 
 		/* Release: pairs with the closing exchange (acq_rel), which the freeing put follows. */
-		if (__builtin_expect(__atomic_fetch_sub(c, 1, __ATOMIC_RELEASE) > PS_REF_CLOSED_MAX,
+		if (__builtin_expect(PSI_FETCH_SUB(*c, 1, RELEASE) > PS_REF_CLOSED_MAX,
 				    1))
 			return;
 	}
 	/* The atomic count.  Release: our uses of *pol happen before the free. */
-	old = __atomic_fetch_sub(&pol->refcnt, 1, __ATOMIC_RELEASE);
+	old = PSI_FETCH_SUB(pol->refcnt, 1, RELEASE);
 	if (__builtin_expect(old <= 1, 0))
 		_ps_policy_release(pol, old); /* the last reference, or a double put */
 }

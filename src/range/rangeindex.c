@@ -564,7 +564,7 @@ bool psi_ix_publish(struct psi_ix_tx *tx)
 	if (!tx->slot)
 		return false;
 	/* Pairs with the readers' acquire loads of the root and the child slots. */
-	__atomic_store_n(tx->slot, tx->val, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(*tx->slot, tx->val);
 	for (i = 0; i < tx->nbuilt; i++) {
 		struct ps_ix_node *h = tx->built[i];
 
@@ -666,7 +666,7 @@ static int foreach_node(const struct ps_ix_node *h, uint64_t hi, uint64_t start,
 		}
 		if (chi <= start)
 			continue;
-		ret = foreach_node(__atomic_load_n(&in->child[i], __ATOMIC_ACQUIRE), chi, start, end,
+		ret = foreach_node(PSI_LOAD_ACQUIRE(in->child[i]), chi, start, end,
 				fn, arg, stop);
 		if (ret || *stop)
 			return ret;

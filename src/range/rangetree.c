@@ -440,12 +440,12 @@ bool psi_rangetree_cow_publish(struct psi_rangetree_cow *c, struct ps_rtree *t, 
 	 */
 	PSI_ANNOTATE_HAPPENS_BEFORE(t);
 	/* Ordered before the publication's release store: a forked child tells the two apart. */
-	__atomic_store_n(&m->publishing, true, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(m->publishing, true);
 	root = psi_rb_publish(&c->tx, &t->root);
 	PSI_WRITE_ONCE(t->count, c->count);
 	/* What the update took is the tree's or the retired lists' now. */
 	m->used.n = 0;
-	__atomic_store_n(&m->publishing, false, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(m->publishing, false);
 	m->nrefs = 0;
 	m->nundo = 0;
 	c->tx.nundo = 0;

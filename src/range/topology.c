@@ -219,20 +219,19 @@ static void psi_topo_sync_dense(void)
 	const struct psi_topology *t;
 
 	do {
-		t = __atomic_load_n(&psi_topo, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&_ps_numa_fast.dense, t->dense, __ATOMIC_SEQ_CST);
-	} while (__atomic_load_n(&psi_topo, __ATOMIC_SEQ_CST) != t);
+		t = PSI_LOAD_SEQ_CST(psi_topo);
+		PSI_STORE_SEQ_CST(_ps_numa_fast.dense, t->dense);
+	} while (PSI_LOAD_SEQ_CST(psi_topo) != t);
 }
 
 /* Publish @t in place of whatever table is in force (it is kept: see the top). */
 static void psi_topo_publish(struct psi_topology *t)
 {
-	struct psi_topology *old = __atomic_load_n(&psi_topo, __ATOMIC_RELAXED);
+	struct psi_topology *old = PSI_READ_ONCE(psi_topo);
 
 	do
 		t->older = old;
-	while (!__atomic_compare_exchange_n(&psi_topo, &old, t, false, __ATOMIC_SEQ_CST,
-			__ATOMIC_RELAXED));
+	while (!PSI_TRY_CMPXCHG(psi_topo, &old, t, SEQ_CST, RELAXED));
 	psi_topo_sync_dense();
 }
 
@@ -243,8 +242,7 @@ static __attribute__((noinline, cold)) const struct psi_topology *psi_topo_first
 
 	if (!t)
 		return &psi_topo_none; /* not published: the next lookup tries again */
-	if (!__atomic_compare_exchange_n(&psi_topo, &cur, t, false, __ATOMIC_SEQ_CST,
-			__ATOMIC_ACQUIRE)) {
+	if (!PSI_TRY_CMPXCHG(psi_topo, &cur, t, SEQ_CST, ACQUIRE)) {
 		free(t);
 		return cur;
 	}

@@ -143,9 +143,6 @@ static bool chk_key_ok, chk_watchdog_started;
 static struct ps_store *chk_graves[PSI_CHK_GRAVES];
 static unsigned chk_graves_next;
 
-#define CHK_LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define CHK_ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -212,15 +209,15 @@ static void chk_global_unlock(const sigset_t *old)
  */
 static inline void chk_write_begin(struct chk_thread *t)
 {
-	__atomic_fetch_add(&t->busy, 1, __ATOMIC_SEQ_CST);
+	PSI_FETCH_ADD(t->busy, 1, SEQ_CST);
 	/* The update's relaxed stores after @busy, for a reader that orders by a fence. */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	PSI_FENCE(RELEASE);
 }
 
 static inline void chk_write_end(struct chk_thread *t)
 {
-	__atomic_fetch_add(&t->ver, 1, __ATOMIC_SEQ_CST);
-	__atomic_fetch_sub(&t->busy, 1, __ATOMIC_SEQ_CST);
+	PSI_FETCH_ADD(t->ver, 1, SEQ_CST);
+	PSI_FETCH_SUB(t->busy, 1, SEQ_CST);
 }
 
 static struct chk_thread *me(void)
@@ -228,7 +225,7 @@ static struct chk_thread *me(void)
 	struct chk_thread *t = &chk_me;
 	sigset_t old;
 
-	if (psi_likely(CHK_LD(t->listed)))
+	if (psi_likely(PSI_READ_ONCE(t->listed)))
 		return t;
 	/* Signals blocked: a handler never sees a record half made. */
 	chk_global_lock(&old);
@@ -239,7 +236,7 @@ static struct chk_thread *me(void)
 		if (!chk_key_ok)
 			chk_key_ok = !pthread_key_create(&chk_key, chk_thread_exit);
 		cds_list_add(&t->link, &chk_threads);
-		CHK_ST(t->listed, true);
+		PSI_WRITE_ONCE(t->listed, true);
 		chk_watchdog_start();
 		if (chk_key_ok)
 			(void)pthread_setspecific(chk_key, t);
@@ -252,25 +249,25 @@ static struct chk_thread *me(void)
 static void chk_wait_begin(struct chk_thread *t, struct ps_store *s, const char *call, int mask,
 		struct chk_wait *saved)
 {
-	saved->s = CHK_LD(t->wait.s);
-	saved->call = CHK_LD(t->wait.call);
-	saved->mask = CHK_LD(t->wait.mask);
-	saved->since = CHK_LD(t->wait.since);
+	saved->s = PSI_READ_ONCE(t->wait.s);
+	saved->call = PSI_READ_ONCE(t->wait.call);
+	saved->mask = PSI_READ_ONCE(t->wait.mask);
+	saved->since = PSI_READ_ONCE(t->wait.since);
 	chk_write_begin(t);
-	CHK_ST(t->wait.call, call);
-	CHK_ST(t->wait.mask, mask);
-	CHK_ST(t->wait.since, now_ns());
-	CHK_ST(t->wait.s, s);
+	PSI_WRITE_ONCE(t->wait.call, call);
+	PSI_WRITE_ONCE(t->wait.mask, mask);
+	PSI_WRITE_ONCE(t->wait.since, now_ns());
+	PSI_WRITE_ONCE(t->wait.s, s);
 	chk_write_end(t);
 }
 
 /* Under chk_write_begin(): back to the wait the call interrupted (a handler's), or none. */
 static void chk_wait_put(struct chk_thread *t, const struct chk_wait *saved)
 {
-	CHK_ST(t->wait.s, saved->s);
-	CHK_ST(t->wait.call, saved->call);
-	CHK_ST(t->wait.mask, saved->mask);
-	CHK_ST(t->wait.since, saved->since);
+	PSI_WRITE_ONCE(t->wait.s, saved->s);
+	PSI_WRITE_ONCE(t->wait.call, saved->call);
+	PSI_WRITE_ONCE(t->wait.mask, saved->mask);
+	PSI_WRITE_ONCE(t->wait.since, saved->since);
 }
 
 static void chk_wait_end(struct chk_thread *t, const struct chk_wait *saved)
@@ -294,7 +291,7 @@ static bool chk_grow(struct chk_thread *t)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	if (CHK_LD(t->n) == CHK_LD(t->cap)) {
+	if (PSI_READ_ONCE(t->n) == PSI_READ_ONCE(t->cap)) {
 		unsigned cap = 2 * t->cap;
 		size_t size = sizeof(struct chk_map) + cap * sizeof(struct chk_section);
 		struct chk_map *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
@@ -308,15 +305,15 @@ static bool chk_grow(struct chk_thread *t)
 			m->prev = t->maps;
 			m->size = size;
 			for (i = 0; i < t->n; i++) {
-				CHK_ST(m->sec[i].count, t->sec[i].count);
-				CHK_ST(m->sec[i].s, t->sec[i].s);
-				CHK_ST(m->sec[i].kind, t->sec[i].kind);
-				CHK_ST(m->sec[i].call, t->sec[i].call);
-				CHK_ST(m->sec[i].exit_ok, t->sec[i].exit_ok);
+				PSI_WRITE_ONCE(m->sec[i].count, t->sec[i].count);
+				PSI_WRITE_ONCE(m->sec[i].s, t->sec[i].s);
+				PSI_WRITE_ONCE(m->sec[i].kind, t->sec[i].kind);
+				PSI_WRITE_ONCE(m->sec[i].call, t->sec[i].call);
+				PSI_WRITE_ONCE(m->sec[i].exit_ok, t->sec[i].exit_ok);
 			}
 			chk_write_begin(t);
-			CHK_ST(t->sec, m->sec);
-			CHK_ST(t->cap, cap);
+			PSI_WRITE_ONCE(t->sec, m->sec);
+			PSI_WRITE_ONCE(t->cap, cap);
 			chk_write_end(t);
 			t->maps = m;
 		}
@@ -339,43 +336,44 @@ static void chk_push(struct chk_thread *t, struct ps_store *s, const char *call,
 
 	chk_write_begin(t);
 	for (;;) {
-		sec = CHK_LD(t->sec);
-		n = CHK_LD(t->n);
+		sec = PSI_READ_ONCE(t->sec);
+		n = PSI_READ_ONCE(t->n);
 		free_slot = n;
 		for (i = 0; i < n; i++) {
-			unsigned c = CHK_LD(sec[i].count);
+			unsigned c = PSI_READ_ONCE(sec[i].count);
 
-			if (c && CHK_LD(sec[i].s) == s && CHK_LD(sec[i].kind) == kind) {
-				CHK_ST(sec[i].count, c + 1);
+			if (c && PSI_READ_ONCE(sec[i].s) == s &&
+					PSI_READ_ONCE(sec[i].kind) == kind) {
+				PSI_WRITE_ONCE(sec[i].count, c + 1);
 				goto done;
 			}
 			if (!c && free_slot == n)
 				free_slot = i;
 		}
-		if (free_slot < n || n < CHK_LD(t->cap))
+		if (free_slot < n || n < PSI_READ_ONCE(t->cap))
 			break;
 		/*
 		 * A handler that interrupted this thread's own update (@busy
 		 * above one) must not move the slots: the update writes through
 		 * the array it loaded.  It counts its section unnamed instead.
 		 */
-		if (CHK_LD(t->busy) > 1 || !chk_grow(t)) {
-			CHK_ST(t->lost, CHK_LD(t->lost) + 1);
+		if (PSI_READ_ONCE(t->busy) > 1 || !chk_grow(t)) {
+			PSI_WRITE_ONCE(t->lost, PSI_READ_ONCE(t->lost) + 1);
 			goto done;
 		}
 	}
 	i = free_slot;
 	if (i == n)
-		CHK_ST(t->n, n + 1);
-	CHK_ST(sec[i].count, 1);
-	CHK_ST(sec[i].s, s);
-	CHK_ST(sec[i].kind, kind);
-	CHK_ST(sec[i].call, call);
-	CHK_ST(sec[i].exit_ok, exit_ok);
+		PSI_WRITE_ONCE(t->n, n + 1);
+	PSI_WRITE_ONCE(sec[i].count, 1);
+	PSI_WRITE_ONCE(sec[i].s, s);
+	PSI_WRITE_ONCE(sec[i].kind, kind);
+	PSI_WRITE_ONCE(sec[i].call, call);
+	PSI_WRITE_ONCE(sec[i].exit_ok, exit_ok);
 done:
 	chk_wait_put(t, saved);
 	chk_write_end(t);
-	__atomic_fetch_add(&chk_of(s)->sections, 1, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(chk_of(s)->sections, 1, RELAXED);
 }
 
 /* Close one section of @s of @kind of this thread; false when it holds none. */
@@ -386,36 +384,38 @@ static bool chk_pop(struct chk_thread *t, struct ps_store *s, int kind)
 	bool found = false;
 
 	chk_write_begin(t);
-	sec = CHK_LD(t->sec);
-	n = CHK_LD(t->n);
+	sec = PSI_READ_ONCE(t->sec);
+	n = PSI_READ_ONCE(t->n);
 	for (i = 0; i < n && !found; i++) {
-		unsigned c = CHK_LD(sec[i].count);
+		unsigned c = PSI_READ_ONCE(sec[i].count);
 
-		if (c && CHK_LD(sec[i].s) == s && CHK_LD(sec[i].kind) == kind) {
-			CHK_ST(sec[i].count, c - 1);
+		if (c && PSI_READ_ONCE(sec[i].s) == s &&
+				PSI_READ_ONCE(sec[i].kind) == kind) {
+			PSI_WRITE_ONCE(sec[i].count, c - 1);
 			found = true;
 		}
 	}
-	if (!found && CHK_LD(t->lost)) {
-		CHK_ST(t->lost, CHK_LD(t->lost) - 1); /* one no slot names, we may assume */
+	if (!found && PSI_READ_ONCE(t->lost)) {
+		/* one no slot names, we may assume */
+		PSI_WRITE_ONCE(t->lost, PSI_READ_ONCE(t->lost) - 1);
 		found = true;
 	}
 	chk_write_end(t);
 	if (found)
-		__atomic_fetch_sub(&chk_of(s)->sections, 1, __ATOMIC_RELAXED);
+		PSI_FETCH_SUB(chk_of(s)->sections, 1, RELAXED);
 	return found;
 }
 
 /* This thread holds a section or walk of @s (or one no slot names). */
 static bool chk_holds(struct chk_thread *t, const struct ps_store *s)
 {
-	struct chk_section *sec = CHK_LD(t->sec);
-	unsigned i, n = CHK_LD(t->n);
+	struct chk_section *sec = PSI_READ_ONCE(t->sec);
+	unsigned i, n = PSI_READ_ONCE(t->n);
 
 	for (i = 0; i < n; i++)
-		if (CHK_LD(sec[i].count) && CHK_LD(sec[i].s) == s)
+		if (PSI_READ_ONCE(sec[i].count) && PSI_READ_ONCE(sec[i].s) == s)
 			return true;
-	return CHK_LD(t->lost) != 0;
+	return PSI_READ_ONCE(t->lost) != 0;
 }
 
 /* The slots @sec, an array of @t's (@inl or a mapping of chk_grow()), has room for. */
@@ -446,34 +446,34 @@ static bool chk_read_thread(struct chk_thread *t, struct chk_wait *w, struct chk
 		struct chk_section *sec;
 		unsigned i, n, k = 0;
 
-		if (__atomic_load_n(&t->busy, __ATOMIC_SEQ_CST)) {
+		if (PSI_LOAD_SEQ_CST(t->busy)) {
 			sched_yield();
 			continue;
 		}
-		v = __atomic_load_n(&t->ver, __ATOMIC_SEQ_CST);
-		w->s = CHK_LD(t->wait.s);
-		w->call = CHK_LD(t->wait.call);
-		w->mask = CHK_LD(t->wait.mask);
-		w->since = CHK_LD(t->wait.since);
-		sec = CHK_LD(t->sec);
-		n = CHK_LD(t->n);
+		v = PSI_LOAD_SEQ_CST(t->ver);
+		w->s = PSI_READ_ONCE(t->wait.s);
+		w->call = PSI_READ_ONCE(t->wait.call);
+		w->mask = PSI_READ_ONCE(t->wait.mask);
+		w->since = PSI_READ_ONCE(t->wait.since);
+		sec = PSI_READ_ONCE(t->sec);
+		n = PSI_READ_ONCE(t->n);
 		/* The room of the array loaded, not @cap, which a grow may have changed since. */
 		if (n > chk_room(t, sec))
 			continue; /* torn: the check below fails too */
 		for (i = 0; i < n && k < max; i++) {
-			out[k].count = CHK_LD(sec[i].count);
+			out[k].count = PSI_READ_ONCE(sec[i].count);
 			if (!out[k].count)
 				continue;
-			out[k].s = CHK_LD(sec[i].s);
-			out[k].kind = CHK_LD(sec[i].kind);
-			out[k].call = CHK_LD(sec[i].call);
-			out[k].exit_ok = CHK_LD(sec[i].exit_ok);
+			out[k].s = PSI_READ_ONCE(sec[i].s);
+			out[k].kind = PSI_READ_ONCE(sec[i].kind);
+			out[k].call = PSI_READ_ONCE(sec[i].call);
+			out[k].exit_ok = PSI_READ_ONCE(sec[i].exit_ok);
 			k++;
 		}
 		/* Orders the loads above before the re-reads (pairs with chk_write_begin()). */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (!__atomic_load_n(&t->busy, __ATOMIC_SEQ_CST) &&
-				__atomic_load_n(&t->ver, __ATOMIC_SEQ_CST) == v) {
+		PSI_FENCE(ACQUIRE);
+		if (!PSI_LOAD_SEQ_CST(t->busy) &&
+				PSI_LOAD_SEQ_CST(t->ver) == v) {
 			*nout = k;
 			return true;
 		}
@@ -537,12 +537,12 @@ static void chk_thread_exit(void *arg)
 			chk_die("thread exit", "thread %d exits inside a read-side section of %s "
 					"store %p (opened by %s): its lock stays held for good",
 					(int)t->tid, ps_sync_name(c->s->sync), (void *)c->s, c->call);
-		__atomic_fetch_sub(&chk_of(c->s)->sections, c->count, __ATOMIC_RELAXED);
+		PSI_FETCH_SUB(chk_of(c->s)->sections, c->count, RELAXED);
 	}
 	chk_global_lock(&old);
 	cds_list_del(&t->link);
-	CHK_ST(t->listed, false);
-	CHK_ST(t->n, 0);
+	PSI_WRITE_ONCE(t->listed, false);
+	PSI_WRITE_ONCE(t->n, 0);
 	chk_unmap_all(t);
 	chk_global_unlock(&old);
 }
@@ -573,8 +573,8 @@ static void chk_fork_child(void)
 			continue;
 		for (i = 0; i < t->n; i++)
 			if (t->sec[i].count)
-				__atomic_fetch_sub(&chk_of(t->sec[i].s)->sections, t->sec[i].count,
-						__ATOMIC_RELAXED);
+				PSI_FETCH_SUB(chk_of(t->sec[i].s)->sections, t->sec[i].count,
+						RELAXED);
 		cds_list_del(&t->link);
 	}
 	if (chk_me.listed)
@@ -1116,7 +1116,7 @@ static void chk_bury(struct ps_store *s)
 static void chk_destroy(struct ps_store *s)
 {
 	struct chk_store *c = chk_of(s);
-	long open = __atomic_load_n(&c->sections, __ATOMIC_RELAXED);
+	long open = PSI_READ_ONCE(c->sections);
 	const char *call = NULL;
 
 	if (open) {

@@ -16,16 +16,16 @@
 #ifdef POLSTORE_LOCK_STAT
 static void row_from_class(struct ps_lock_stat_row *row, const struct psi_lstat_class *c)
 {
-	row->con_bounces = __atomic_load_n(&c->con_bounces, __ATOMIC_RELAXED);
-	row->contentions = __atomic_load_n(&c->contentions, __ATOMIC_RELAXED);
-	row->wait_min_ns = __atomic_load_n(&c->wait_min, __ATOMIC_RELAXED);
-	row->wait_max_ns = __atomic_load_n(&c->wait_max, __ATOMIC_RELAXED);
-	row->wait_total_ns = __atomic_load_n(&c->wait_total, __ATOMIC_RELAXED);
-	row->acq_bounces = __atomic_load_n(&c->acq_bounces, __ATOMIC_RELAXED);
-	row->acquisitions = __atomic_load_n(&c->acquisitions, __ATOMIC_RELAXED);
-	row->hold_min_ns = __atomic_load_n(&c->hold_min, __ATOMIC_RELAXED);
-	row->hold_max_ns = __atomic_load_n(&c->hold_max, __ATOMIC_RELAXED);
-	row->hold_total_ns = __atomic_load_n(&c->hold_total, __ATOMIC_RELAXED);
+	row->con_bounces = PSI_READ_ONCE(c->con_bounces);
+	row->contentions = PSI_READ_ONCE(c->contentions);
+	row->wait_min_ns = PSI_READ_ONCE(c->wait_min);
+	row->wait_max_ns = PSI_READ_ONCE(c->wait_max);
+	row->wait_total_ns = PSI_READ_ONCE(c->wait_total);
+	row->acq_bounces = PSI_READ_ONCE(c->acq_bounces);
+	row->acquisitions = PSI_READ_ONCE(c->acquisitions);
+	row->hold_min_ns = PSI_READ_ONCE(c->hold_min);
+	row->hold_max_ns = PSI_READ_ONCE(c->hold_max);
+	row->hold_total_ns = PSI_READ_ONCE(c->hold_total);
 }
 #endif
 

@@ -80,7 +80,7 @@ struct ps_store *_ps_store_create_inline(enum ps_sync sync, unsigned long abi)
 
 	/* Inlined readers walk the layouts they were built with: any but these is refused. */
 	if (abi != _PS_INLINE_ABI) {
-		if (!__atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
+		if (!PSI_XCHG(told, true, RELAXED))
 			fprintf(stderr, "polstore: program built for inline layouts %08lx, library %s "
 					"has %08lx: rebuild it against this library's headers\n",
 					abi, PS_VERSION_STRING, (unsigned long)_PS_INLINE_ABI);

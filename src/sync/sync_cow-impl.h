@@ -199,7 +199,7 @@ static inline struct psi_store_cow *to_cow(struct ps_store *s)
 /* The published root of the read index: loaded first, then declared to the thread checkers. */
 static inline struct ps_ix_node *cow_ix_root(struct psi_store_cow *cs)
 {
-	struct ps_ix_node *root = __atomic_load_n(&cs->base.rd.ix.node, __ATOMIC_ACQUIRE);
+	struct ps_ix_node *root = PSI_LOAD_ACQUIRE(cs->base.rd.ix.node);
 
 	PSI_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_commit() */
 	return root;
@@ -259,9 +259,9 @@ static void cow_destroy(struct ps_store *s)
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	psi_store_free_ranges(s);
 	psi_ix_clear(&s->rd.ix);
-	rec_chain_free_now(__atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE));
+	rec_chain_free_now(PSI_XCHG(cs->stalled, NULL, ACQUIRE));
 	/* On the reclaim thread (a release that destroys a store) its records went first. */
-	if (__atomic_load_n(&cs->queued, __ATOMIC_RELAXED) &&
+	if (PSI_READ_ONCE(cs->queued) &&
 			!psi_reclaim_is_self(PSI_COW_FLAVOUR->reclaimer))
 		cow_wait_records();
 	pthread_mutex_destroy(&cs->wlock);
@@ -358,8 +358,8 @@ static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
 
 	r->item.release = cow_rec_free;
 	PSI_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
-	if (!__atomic_load_n(&cs->queued, __ATOMIC_RELAXED))
-		__atomic_store_n(&cs->queued, true, __ATOMIC_RELAXED);
+	if (!PSI_READ_ONCE(cs->queued))
+		PSI_WRITE_ONCE(cs->queued, true);
 	if (!(can_wait && psi_reclaim_pending(PSI_COW_FLAVOUR->reclaimer) > PSI_COW_PENDING_MAX) &&
 			!psi_reclaim_defer_weighed(PSI_COW_FLAVOUR->reclaimer, &r->item, bytes))
 		return;
@@ -375,26 +375,25 @@ static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
 		return;
 	}
 	{
-		struct cow_rec *old = __atomic_load_n(&cs->stalled, __ATOMIC_RELAXED);
+		struct cow_rec *old = PSI_READ_ONCE(cs->stalled);
 
 		do
 			r->item.next = old ? &old->item : NULL;
-		while (!__atomic_compare_exchange_n(&cs->stalled, &old, r, true, __ATOMIC_RELEASE,
-				__ATOMIC_RELAXED));
+		while (!PSI_TRY_CMPXCHG_WEAK(cs->stalled, &old, r, RELEASE, RELAXED));
 	}
-	__atomic_fetch_add(&cs->nstalled, bytes, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(cs->nstalled, bytes, RELAXED);
 }
 
 /* Release the records no reclaim thread took, after a grace period (outside every section). */
 static void cow_release_stalled(struct psi_store_cow *cs)
 {
-	struct cow_rec *r = __atomic_exchange_n(&cs->stalled, NULL, __ATOMIC_ACQUIRE), *next;
+	struct cow_rec *r = PSI_XCHG(cs->stalled, NULL, ACQUIRE), *next;
 	bool token;
 	int cancel;
 
 	if (!r)
 		return;
-	__atomic_store_n(&cs->nstalled, 0, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(cs->nstalled, 0);
 	/* As in cow_retire(): not a cancellation point, nothing taken is lost. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	token = PSI_COW_FLAVOUR->wait_enter();
@@ -425,20 +424,20 @@ static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
  */
 static bool cow_must_publish_at_root(struct psi_store_cow *cs)
 {
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	return __atomic_load_n(&cs->walkers, __ATOMIC_RELAXED) != 0 || PSI_COW_CHECKER_ROOT();
+	PSI_FENCE(SEQ_CST);
+	return PSI_READ_ONCE(cs->walkers) != 0 || PSI_COW_CHECKER_ROOT();
 }
 
 static void cow_walk_begin(struct psi_store_cow *cs)
 {
-	__atomic_fetch_add(&cs->walkers, 1, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(cs->walkers, 1, RELAXED);
 	/* Pairs with the fence in cow_commit(): see the file comment. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	PSI_FENCE(SEQ_CST);
 }
 
 static void cow_walk_end(struct psi_store_cow *cs)
 {
-	__atomic_fetch_sub(&cs->walkers, 1, __ATOMIC_RELEASE);
+	PSI_FETCH_SUB(cs->walkers, 1, RELEASE);
 }
 
 /* A cleanup handler: the thread ends in a callback of an announced walk. */
@@ -452,7 +451,7 @@ static void cow_finish(struct psi_store_cow *cs, struct cow_rec *r)
 {
 	if (r)
 		cow_retire(cs, r);
-	if (psi_unlikely(__atomic_load_n(&cs->stalled, __ATOMIC_RELAXED)) && PSI_COW_FLAVOUR->can_wait())
+	if (psi_unlikely(PSI_READ_ONCE(cs->stalled)) && PSI_COW_FLAVOUR->can_wait())
 		cow_release_stalled(cs);
 }
 
@@ -500,8 +499,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	psi_seq_write_begin(&cs->base.rd.seq);
 	root = psi_ix_publish(&ix);
 	psi_seq_write_end(&cs->base.rd.seq);
-	__atomic_store_n(&cs->ix_bytes, (size_t)((ptrdiff_t)cs->ix_bytes + ix.bytes),
-			__ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(cs->ix_bytes, (size_t)((ptrdiff_t)cs->ix_bytes + ix.bytes));
 	cs->stats.sets++;
 	cs->stats.root_publications += root;
 	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, ix.nkept);
@@ -533,7 +531,7 @@ static bool cow_set_may_wait(struct ps_store *s)
 {
 	return PSI_COW_FLAVOUR->can_wait() &&
 	       (psi_reclaim_pending(PSI_COW_FLAVOUR->reclaimer) > PSI_COW_PENDING_MAX ||
-		       __atomic_load_n(&to_cow(s)->stalled, __ATOMIC_RELAXED));
+		       PSI_READ_ONCE(to_cow(s)->stalled));
 }
 
 static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
@@ -596,8 +594,8 @@ static size_t cow_held(struct ps_store *s)
 {
 	struct psi_store_cow *cs = to_cow(s);
 
-	return __atomic_load_n(&cs->nstalled, __ATOMIC_RELAXED) +
-	       __atomic_load_n(&cs->ix_bytes, __ATOMIC_RELAXED);
+	return PSI_READ_ONCE(cs->nstalled) +
+	       PSI_READ_ONCE(cs->ix_bytes);
 }
 
 static struct psi_lstat *cow_lock_stat(struct ps_store *s)

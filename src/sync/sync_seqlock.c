@@ -83,7 +83,7 @@ static void seq_destroy(struct ps_store *s)
 	 * returns) and point at the store: wait for them.  Their release
 	 * drops @inflight last.
 	 */
-	if (__atomic_load_n(&ss->inflight, __ATOMIC_ACQUIRE))
+	if (PSI_LOAD_ACQUIRE(ss->inflight))
 		psi_reclaim_barrier(psi_flavour_memb.reclaimer);
 	PSI_ANNOTATE_HAPPENS_AFTER(&seq_batches_done);
 	psi_free_aligned(ss);
@@ -197,7 +197,7 @@ static void seq_batch_free(struct psi_reclaim_item *item)
 		psi_reclaim_test_hook();
 	PSI_ANNOTATE_HAPPENS_BEFORE(&seq_batches_done);
 	/* The last access to the store: destroy frees it once it reads 0 (acquire). */
-	__atomic_fetch_sub(&ss->inflight, 1, __ATOMIC_RELEASE);
+	PSI_FETCH_SUB(ss->inflight, 1, RELEASE);
 }
 
 /*
@@ -220,12 +220,12 @@ static void seq_reclaim(struct ps_store *s, struct psi_range_list *list)
 		b->list = *list;
 		b->store = ss;
 		b->item.release = seq_batch_free;
-		__atomic_fetch_add(&ss->inflight, 1, __ATOMIC_RELAXED);
+		PSI_FETCH_ADD(ss->inflight, 1, RELAXED);
 		PSI_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
 		if (!psi_reclaim_defer_weighed(psi_flavour_memb.reclaimer, &b->item,
 				    sizeof(*b) + list->n * sizeof(struct ps_range)))
 			return;
-		__atomic_fetch_sub(&ss->inflight, 1, __ATOMIC_RELAXED);
+		PSI_FETCH_SUB(ss->inflight, 1, RELAXED);
 		psi_free(b);
 	}
 	if (urcu_memb_read_ongoing()) {
@@ -445,7 +445,7 @@ static bool seq_idle(struct ps_store *s)
 {
 	struct psi_store_seq *ss = to_seq(s);
 
-	if (__atomic_load_n(&ss->inflight, __ATOMIC_ACQUIRE) || !psi_spin_trylock(&ss->lock))
+	if (PSI_LOAD_ACQUIRE(ss->inflight) || !psi_spin_trylock(&ss->lock))
 		return false;
 	PSI_ANNOTATE_HAPPENS_AFTER(&ss->lock); /* pairs with the last unlock */
 	psi_spin_release(&ss->lock);

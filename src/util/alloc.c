@@ -116,7 +116,7 @@ static unsigned psi_thread_next_idx;
 
 int _ps_thread_index_slow(void)
 {
-	_ps_thread_idx = (int)(__atomic_fetch_add(&psi_thread_next_idx, 1, __ATOMIC_RELAXED) &
+	_ps_thread_idx = (int)(PSI_FETCH_ADD(psi_thread_next_idx, 1, RELAXED) &
 			       0x7fffffff);
 	return _ps_thread_idx;
 }

@@ -6,7 +6,7 @@
  * zero cost.
  *
  * Helgrind and DRD (valgrind/helgrind.h) and TSan do not see the ordering
- * our hand-made primitives give: a spinlock built on __atomic_exchange, a
+ * our hand-made primitives give: a spinlock built on an atomic exchange, a
  * rwlock of per-slot counters, a seqcount, and liburcu grace periods whose
  * x86 atomics are inline assembly.  At each hand-off the releasing side
  * says PSI_ANNOTATE_HAPPENS_BEFORE(obj) and the acquiring side

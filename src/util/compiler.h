@@ -3,8 +3,11 @@
  * Internal helpers shared by every polstore source file.
  *
  * Shared fields that lockless readers may load while a writer stores them
- * are accessed only through these macros, so every such access is a C11
- * atomic access (relaxed unless stated) and no plain data race exists.
+ * are accessed only through the PSI_* atomics below, so every such access
+ * is a C11 atomic access and no plain data race exists.  They are the
+ * macros of polstore/static/atomic.h, which the inline read side uses too,
+ * under the names src/ gives them; that header is the only file that calls
+ * a compiler atomic builtin (scripts/check-atomics.sh).
  */
 #ifndef POLSTORE_SRC_COMPILER_H
 #define POLSTORE_SRC_COMPILER_H
@@ -13,12 +16,28 @@
 #include <stddef.h>
 
 #include <polstore/export.h>
+#include <polstore/static/atomic.h>
 
-#define PSI_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define PSI_WRITE_ONCE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+/* Loads and stores; the name gives the order. */
+#define PSI_READ_ONCE _PS_READ_ONCE
+#define PSI_LOAD_ACQUIRE _PS_LOAD_ACQUIRE
+#define PSI_LOAD_SEQ_CST _PS_LOAD_SEQ_CST
+#define PSI_WRITE_ONCE _PS_WRITE_ONCE
 /* Publish: everything written before is visible to a reader that loads (acquire) the value. */
-#define PSI_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
-#define PSI_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define PSI_STORE_RELEASE _PS_STORE_RELEASE
+#define PSI_STORE_SEQ_CST _PS_STORE_SEQ_CST
+/* Read-modify-writes and fences; the order is the last argument: RELAXED, ..., SEQ_CST. */
+#define PSI_XCHG _PS_XCHG
+#define PSI_TRY_CMPXCHG _PS_TRY_CMPXCHG
+#define PSI_TRY_CMPXCHG_WEAK _PS_TRY_CMPXCHG_WEAK
+#define PSI_FETCH_ADD _PS_FETCH_ADD
+#define PSI_FETCH_SUB _PS_FETCH_SUB
+#define PSI_FETCH_OR _PS_FETCH_OR
+#define PSI_FETCH_AND _PS_FETCH_AND
+#define PSI_ADD_FETCH _PS_ADD_FETCH
+#define PSI_SUB_FETCH _PS_SUB_FETCH
+#define PSI_FENCE _PS_FENCE
+#define PSI_SIGNAL_FENCE _PS_SIGNAL_FENCE
 
 #define psi_likely(x) __builtin_expect(!!(x), 1)
 /* A core written once and instantiated by named wrappers (sync_lock.c). */
@@ -45,7 +64,7 @@ static inline void psi_cpu_relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield" ::: "memory");
 #else
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	PSI_SIGNAL_FENCE(SEQ_CST);
 #endif
 }
 

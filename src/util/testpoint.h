@@ -22,7 +22,7 @@ extern void (*psi_test_hook)(enum psi_test_point point);
 
 #define PSI_TEST_POINT(point)                                                                       \
 	do {                                                                                       \
-		if (psi_unlikely(__atomic_load_n(&psi_test_hook, __ATOMIC_RELAXED) != NULL))        \
+		if (psi_unlikely(PSI_READ_ONCE(psi_test_hook) != NULL))                            \
 			psi_test_hook(point);                                                      \
 	} while (0)
 

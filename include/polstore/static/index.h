@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <polstore/static/atomic.h>
+
 struct ps_policy;
 
 /* Children of an inner node, at most. */
@@ -86,8 +88,8 @@ static inline __attribute__((always_inline)) unsigned _ps_ix_count_le(const uint
 	unsigned b = 0, h;
 
 	for (h = size / 2; h; h /= 2)
-		b += __atomic_load_n(&k[b + h - 1], __ATOMIC_RELAXED) <= key ? h : 0;
-	return b + (__atomic_load_n(&k[b], __ATOMIC_RELAXED) <= key);
+		b += _PS_READ_ONCE(k[b + h - 1]) <= key ? h : 0;
+	return b + (_PS_READ_ONCE(k[b]) <= key);
 }
 
 /*
@@ -101,7 +103,7 @@ static inline __attribute__((always_inline)) unsigned _ps_ix_child_of(
 	unsigned c = 0, s;
 
 	for (s = PS_IX_FAN / 2; s; s /= 2)
-		c += __atomic_load_n(&in->piv[c + s - 1], __ATOMIC_RELAXED) <= key ? s : 0;
+		c += _PS_READ_ONCE(in->piv[c + s - 1]) <= key ? s : 0;
 	return c;
 }
 
@@ -126,7 +128,7 @@ static inline __attribute__((always_inline)) const struct ps_ix_leaf *_ps_ix_lea
 
 		if (hi && c < PS_IX_FAN - 1 && in->piv[c] != PS_IX_NONE)
 			*hi = in->piv[c];
-		h = __atomic_load_n(&in->child[c], __ATOMIC_ACQUIRE);
+		h = _PS_LOAD_ACQUIRE(in->child[c]);
 		/*
 		 * The search of the next node reads its second line first and
 		 * its first or third next: ask for all three at once, so that
@@ -147,7 +149,7 @@ static inline __attribute__((always_inline)) int _ps_ix_find_in(const struct ps_
 {
 	unsigned c = _ps_ix_count_le(_PS_IX_START(l), 1u << l->h.shift, idx);
 
-	if (!c || idx >= __atomic_load_n(&_PS_IX_END(l)[c - 1], __ATOMIC_RELAXED))
+	if (!c || idx >= _PS_READ_ONCE(_PS_IX_END(l)[c - 1]))
 		return -1;
 	return (int)c - 1;
 }

@@ -43,6 +43,7 @@
 #include <urcu/static/urcu-qsbr.h>
 
 #include <polstore/export.h>
+#include <polstore/static/atomic.h>
 #include <polstore/static/index.h>
 #include <polstore/static/layout.h>
 #include <polstore/static/policy.h>
@@ -76,13 +77,13 @@ PS_API extern __thread unsigned _ps_qsbr_auto_depth __attribute__((tls_model("in
 
 _PS_INL struct ps_rb_node *_ps_inl_root(const struct ps_store *s)
 {
-	return __atomic_load_n(&s->rd.tree.root.node, __ATOMIC_ACQUIRE);
+	return _PS_LOAD_ACQUIRE(s->rd.tree.root.node);
 }
 
 /* The policy of a range the walk found (NULL: none). */
 _PS_INL const struct ps_policy *_ps_inl_pol(const struct ps_range *r)
 {
-	return r ? __atomic_load_n(&r->pol, __ATOMIC_RELAXED) : NULL;
+	return r ? _PS_READ_ONCE(r->pol) : NULL;
 }
 
 /* What a lookup found: the range's policy and node hint (none: NULL, local). */
@@ -94,14 +95,14 @@ struct _ps_found {
 _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 {
 	f->pol = _ps_inl_pol(r);
-	f->hint = r ? __atomic_load_n(&r->node_hint, __ATOMIC_RELAXED) : _PS_HINT_LOCAL;
+	f->hint = r ? _PS_READ_ONCE(r->node_hint) : _PS_HINT_LOCAL;
 }
 
 /* RCU, RCU_QSBR: what the read index holds at @idx (polstore/static/index.h). */
 _PS_INL void _ps_inl_ix_found(const struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
 	const struct ps_ix_leaf *l =
-		_ps_ix_leaf_of(__atomic_load_n(&s->rd.ix.node, __ATOMIC_ACQUIRE), idx, NULL);
+		_ps_ix_leaf_of(_PS_LOAD_ACQUIRE(s->rd.ix.node), idx, NULL);
 	int i = l ? _ps_ix_find_in(l, idx) : -1;
 
 	f->pol = i >= 0 ? _PS_IX_POL(l)[i] : NULL;
@@ -128,14 +129,14 @@ _PS_INL bool _ps_inl_memb_enter(void)
  */
 _PS_INL int _ps_inl_seq_try(struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
-	unsigned start = __atomic_load_n(&s->rd.seq.seq, __ATOMIC_ACQUIRE);
+	unsigned start = _PS_LOAD_ACQUIRE(s->rd.seq.seq);
 	struct ps_range *r = _ps_rtree_walk(_ps_inl_root(s), idx);
 
 	_ps_inl_found(r != PS_RTREE_OVERRUN ? r : NULL, f);
 	/* Orders the walk's loads before the count's re-read (pairs with the writer's fence). */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	_PS_FENCE(ACQUIRE);
 	return !(start & 1) && r != PS_RTREE_OVERRUN &&
-	       __atomic_load_n(&s->rd.seq.seq, __ATOMIC_RELAXED) == start;
+	       _PS_READ_ONCE(s->rd.seq.seq) == start;
 }
 
 /*

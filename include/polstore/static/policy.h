@@ -15,6 +15,7 @@
 
 #include <polstore/export.h>
 #include <polstore/policy.h>
+#include <polstore/static/atomic.h>
 
 #if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
 #if __GLIBC_PREREQ(2, 35) && (defined(__x86_64__) || defined(__aarch64__))
@@ -147,8 +148,7 @@ static inline unsigned _ps_ref_cpu(void)
 #ifdef PS_REF_HAVE_RSEQ
 	const char *rs = (const char *)__builtin_thread_pointer() + __rseq_offset;
 	/* Negative (RSEQ_CPU_ID_UNINITIALIZED, _REGISTRATION_FAILED) when none is registered. */
-	int cpu = __atomic_load_n((const int *)(rs + offsetof(struct rseq, cpu_id)),
-			__ATOMIC_RELAXED);
+	int cpu = _PS_READ_ONCE(*(const int *)(rs + offsetof(struct rseq, cpu_id)));
 
 	if (__builtin_expect(cpu >= 0, 1))
 		return (unsigned)cpu;
@@ -173,22 +173,22 @@ static inline struct ps_policy *_ps_policy_get(struct ps_policy *pol)
 	if (!pol)
 		return pol;
 	/* Acquire: OPEN was stored after @stripes was published. */
-	if (__builtin_expect(__atomic_load_n(&pol->refmode, __ATOMIC_ACQUIRE) == PS_REF_OPEN, 1)) {
-		long *c = _ps_ref_stripe(__atomic_load_n(&pol->stripes, __ATOMIC_RELAXED),
+	if (__builtin_expect(_PS_LOAD_ACQUIRE(pol->refmode) == PS_REF_OPEN, 1)) {
+		long *c = _ps_ref_stripe(_PS_READ_ONCE(pol->stripes),
 				pol->stripe_mask);
 
-		if (__builtin_expect(__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) > PS_REF_CLOSED_MAX,
+		if (__builtin_expect(_PS_FETCH_ADD(*c, 1, RELAXED) > PS_REF_CLOSED_MAX,
 				    1))
 			return pol;
 		_ps_policy_get_slow(pol); /* closed under us: count it on @refcnt */
 		return pol;
 	}
-	__atomic_fetch_add(&pol->refcnt, 1, __ATOMIC_RELAXED);
-	if (__atomic_load_n(&pol->stores, __ATOMIC_RELAXED) > 0 && pol->stripe_mask) {
+	_PS_FETCH_ADD(pol->refcnt, 1, RELAXED);
+	if (_PS_READ_ONCE(pol->stores) > 0 && pol->stripe_mask) {
 		/* Lost updates only delay the heat; the first value >= PS_REF_HOT stored is PS_REF_HOT. */
-		h = __atomic_load_n(&pol->hits, __ATOMIC_RELAXED) + 1;
+		h = _PS_READ_ONCE(pol->hits) + 1;
 		if (h <= PS_REF_HOT) {
-			__atomic_store_n(&pol->hits, h, __ATOMIC_RELAXED);
+			_PS_WRITE_ONCE(pol->hits, h);
 			if (h == PS_REF_HOT)
 				_ps_policy_heat(pol);
 		}
@@ -292,7 +292,7 @@ static inline int _ps_policy_node_local(int hint, const struct ps_policy *pol, u
 static inline __attribute__((always_inline)) int _ps_policy_node_hinted(int hint,
 		const struct ps_policy *pol, uint64_t ilx, int local_node)
 {
-	unsigned dense = (unsigned)__atomic_load_n(&_ps_numa_fast.dense, __ATOMIC_RELAXED);
+	unsigned dense = (unsigned)_PS_READ_ONCE(_ps_numa_fast.dense);
 
 	if (__builtin_expect((unsigned)hint < dense, 1))
 		return hint;

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <polstore/static/atomic.h>
+
 struct ps_policy;
 
 /* Longest walk a lockless reader makes before it calls its result overrun. */
@@ -79,10 +81,10 @@ static inline __attribute__((always_inline)) struct ps_range *_ps_rtree_walk(str
 		/* The node is the range's first member. */
 		struct ps_range *r = (struct ps_range *)(void *)n;
 
-		if (idx < __atomic_load_n(&r->start, __ATOMIC_RELAXED))
-			n = __atomic_load_n(&n->child[0], __ATOMIC_ACQUIRE);
-		else if (idx >= __atomic_load_n(&r->end, __ATOMIC_RELAXED))
-			n = __atomic_load_n(&n->child[1], __ATOMIC_ACQUIRE);
+		if (idx < _PS_READ_ONCE(r->start))
+			n = _PS_LOAD_ACQUIRE(n->child[0]);
+		else if (idx >= _PS_READ_ONCE(r->end))
+			n = _PS_LOAD_ACQUIRE(n->child[1]);
 		else
 			return r;
 	}
