@@ -30,6 +30,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "ixpool.h"
 #include "policy_internal.h"
 #include "rangeindex.h"
 #include "inline_shim.h"
@@ -164,6 +165,7 @@ struct op {
 
 struct hx {
 	struct ps_ix_root root;
+	struct psi_ix_pool *pool; /* NULL: every node from the allocator */
 	struct ps_rtree tree;
 	ptrdiff_t bytes; /* the index's bytes as its transactions counted them */
 	struct ps_policy *pol[NPOLS];
@@ -209,8 +211,10 @@ static void hx_fini(struct hx *h)
 	struct psi_range_list removed = {NULL, 0, NULL};
 	int i;
 
-	psi_ix_clear(&h->root);
+	psi_ix_clear(&h->root, h->pool);
 	cr_assert_null(h->root.node);
+	psi_ix_pool_destroy(h->pool);
+	h->pool = NULL;
 	psi_rangetree_clear(&h->tree, &removed);
 	psi_range_list_free(&removed);
 	for (i = 0; i < NPOLS; i++) {
@@ -330,7 +334,7 @@ static void hx_update(struct hx *h, const struct op *ops, int n, bool at_root)
 		ns_sort(&before);
 		ix_walk(old_root, &snap);
 	}
-	psi_ix_begin(&tx, &h->root, at_root);
+	psi_ix_begin(&tx, &h->root, h->pool, at_root);
 	for (k = 0; k < n; k++) {
 		noop = noop && is_noop(h, &ops[k]);
 		cr_assert_eq(psi_ix_set(&tx, ops[k].s, ops[k].e, ops[k].pol), 0);
@@ -458,8 +462,7 @@ static void hx_update(struct hx *h, const struct op *ops, int n, bool at_root)
 					"the replaced version before its nodes are freed");
 		}
 	}
-	for (i = 0; i < tx.nretired; i++)
-		psi_ix_free_retired(tx.retired[i]);
+	psi_ix_free_retired(h->pool, tx.retired, tx.nretired);
 	h->bytes += tx.bytes;
 	psi_ix_end(&tx);
 	ns_free(&before);
@@ -859,7 +862,7 @@ Test(index, single_set_publishes_at_the_lowest_unchanged_node)
 		uint64_t hi;
 		const struct ps_ix_leaf *l = _ps_ix_leaf_of(root, o.s, &hi);
 
-		psi_ix_begin(&tx, &h.root, at_root);
+		psi_ix_begin(&tx, &h.root, h.pool, at_root);
 		cr_assert_eq(psi_ix_set(&tx, o.s, o.e, o.pol), 0);
 		cr_assert_eq(tx.nbuilt, (size_t)1 + (size_t)at_root * root->height,
 				"set %ld: built %zu nodes", i, tx.nbuilt);
@@ -957,7 +960,7 @@ static long fail_each(struct hx *h, const struct op *ops, int n, bool at_root)
 		bool reached;
 		int ret = 0, j;
 
-		psi_ix_begin(&tx, &h->root, at_root);
+		psi_ix_begin(&tx, &h->root, h->pool, at_root);
 		ps_test_alloc_fail_once(k);
 		for (j = 0; j < n && !ret; j++)
 			ret = psi_ix_set(&tx, ops[j].s, ops[j].e, ops[j].pol);
@@ -1461,7 +1464,7 @@ Test(index, removal_over_a_gap_across_a_pivot_changes_nothing)
 		if (!before || !after || after->start <= p)
 			continue;
 		tried++;
-		psi_ix_begin(&tx, &h.root, false);
+		psi_ix_begin(&tx, &h.root, h.pool, false);
 		cr_assert_eq(psi_ix_set(&tx, before->end, after->start, NULL), 0);
 		built = tx.nbuilt;
 		retired = tx.nretired;

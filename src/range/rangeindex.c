@@ -34,11 +34,13 @@
 #include <polstore/static/policy.h>
 
 #include "compiler.h"
+#include "ixpool.h"
 #include "rangeindex.h"
 #include "rangetree.h"
 
 #define IX_FRESH 1u /* built by the update in progress: not published */
 #define IX_DEAD 2u  /* built and replaced again before publication */
+#define IX_WMASK 0xffffu /* the update's flags; above them, the node's pool tag (ixpool.h) */
 #define IX_SUBTREE ((uintptr_t)1)
 
 #define LEAF_CAP (1u << PS_IX_LEAF_SHIFT)
@@ -102,23 +104,40 @@ static int list_push(void ***v, size_t *n, size_t *cap, void **v0, void *p)
 	return 0;
 }
 
+/* Free @h, which no reader can reach, now: the writer. */
+static void free_now(struct psi_ix_pool *pool, struct ps_ix_node *h)
+{
+	if (psi_ix_pool_tag_of(h))
+		psi_ix_pool_put_now(pool, h);
+	else
+		psi_free(h);
+}
+
 static void *new_node(struct psi_ix_tx *tx, size_t size)
 {
+	struct ps_ix_node *h = NULL;
+	uint32_t tag = 0;
+
+	/* A large index's inner nodes and full leaves: from its pool (ixpool.h). */
+	if (tx->serve && (size == sizeof(struct ps_ix_inner) ||
+				 size == _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT)))
+		h = psi_ix_pool_get(tx->pool, size == sizeof(struct ps_ix_inner), &tag);
 	/*
-	 * Not cache-line aligned: an aligned block costs a line more than the
+	 * Otherwise, or when no chunk can be had, from the allocator; not
+	 * cache-line aligned: an aligned block costs a line more than the
 	 * allocator's header, and a search reads the same lines in either.
 	 */
-	struct ps_ix_node *h = psi_alloc(size);
-
+	if (!h)
+		h = psi_alloc(size);
 	if (!h)
 		return NULL;
 	/* The makers write every field but the header's. */
 	memset(h, 0, sizeof(*h));
+	h->wflags = IX_FRESH | tag << 16;
 	if (list_push(&tx->built, &tx->nbuilt, &tx->capbuilt, tx->built0, h)) {
-		psi_free(h);
+		free_now(tx->pool, h);
 		return NULL;
 	}
-	h->wflags = IX_FRESH;
 	return h;
 }
 
@@ -131,6 +150,7 @@ static int retire(struct psi_ix_tx *tx, struct ps_ix_node *h)
 		return 0;
 	}
 	tx->bytes -= (ptrdiff_t)node_bytes(h);
+	tx->retired_bytes += node_bytes(h);
 	return list_push(&tx->retired, &tx->nretired, &tx->capretired, tx->retired0, h);
 }
 
@@ -140,7 +160,10 @@ static int retire_all(struct psi_ix_tx *tx, struct ps_ix_node *h)
 	int i, err;
 
 	if (!(h->wflags & IX_FRESH)) {
-		tx->bytes -= (ptrdiff_t)psi_ix_bytes(h);
+		size_t b = psi_ix_bytes(h);
+
+		tx->bytes -= (ptrdiff_t)b;
+		tx->retired_bytes += b;
 		return list_push(&tx->retired, &tx->nretired, &tx->capretired, tx->retired0,
 				(void *)((uintptr_t)h | IX_SUBTREE));
 	}
@@ -250,11 +273,13 @@ static int leaf_apply(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct
 /*
  * Entries @e[0, n) as leaves into @o; the first leaf's lower bound is @lo.
  * An overflowing leaf splits 3/4 to the left: ranges set in ascending
- * order (a store filled front to back) leave leaves 3/4 full, not half.
+ * order inside the store leave leaves 3/4 full, not half.  The last leaf
+ * of the index, overflowing by a range set past all of its own (@append: a
+ * store filled front to back), keeps every old range: leaves stay full.
  * More entries (a leaf and its neighbour) are shared evenly.
  */
 static int leaves_out(struct psi_ix_tx *tx, const struct ent *e, int n, uint64_t lo, bool small,
-		struct out *o)
+		bool append, struct out *o)
 {
 	int parts = (n + (int)LEAF_CAP - 1) / (int)LEAF_CAP, p, at = 0;
 	unsigned shift = small && n <= (int)SMALL_CAP ? PS_IX_SMALL_SHIFT : PS_IX_LEAF_SHIFT;
@@ -265,8 +290,13 @@ static int leaves_out(struct psi_ix_tx *tx, const struct ent *e, int n, uint64_t
 
 		struct ps_ix_node *l;
 
-		if (parts == 2 && !p && n <= (int)LEAF_CAP + 2)
-			k = n - LEAF_CAP / 4 > (int)LEAF_JOIN ? (int)LEAF_JOIN : n - (int)LEAF_CAP / 4;
+		if (parts == 2 && !p && n <= (int)LEAF_CAP + 2) {
+			if (append)
+				k = n - 1 < (int)LEAF_CAP ? n - 1 : (int)LEAF_CAP;
+			else
+				k = n - LEAF_CAP / 4 > (int)LEAF_JOIN ? (int)LEAF_JOIN
+								   : n - (int)LEAF_CAP / 4;
+		}
 		l = leaf_make(tx, e + at, k, shift);
 		if (!l)
 			return -ENOMEM;
@@ -351,6 +381,8 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 	if (!height) {
 		struct ent ent[LEAF_CAP + 2];
 		int n = leaf_apply(h ? as_leaf(h) : NULL, s, e, pol, ent);
+		bool append = h && hi == UINT64_MAX && h->n &&
+			      s >= _PS_IX_END(as_leaf(h))[h->n - 1];
 
 		if (n < 0) {
 			o->n = -1;
@@ -358,7 +390,7 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 		}
 		if (h && (err = retire(tx, h)))
 			return err;
-		return leaves_out(tx, ent, n, lo, top, o);
+		return leaves_out(tx, ent, n, lo, top, append, o);
 	}
 	ci = child_of(in, s);
 	cj = child_of(in, e - 1);
@@ -401,7 +433,7 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 					ent[n++] = leaf_ent(g, i);
 				if ((err = retire(tx, nb)) || (err = retire(tx, subs[0].node[0])))
 					return err;
-				err = leaves_out(tx, ent, n, a ? in->piv[a - 1] : lo, false, &subs[0]);
+				err = leaves_out(tx, ent, n, a ? in->piv[a - 1] : lo, false, false, &subs[0]);
 				if (err || (err = retire(tx, h)))
 					return err;
 				return inner_out(tx, in, lo, a, a + 1, sp, 1, o);
@@ -432,7 +464,7 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 						return err;
 				}
 				a = k < ci ? k : ci;
-				err = leaves_out(tx, ent, n, a ? in->piv[a - 1] : lo, false, &subs[0]);
+				err = leaves_out(tx, ent, n, a ? in->piv[a - 1] : lo, false, false, &subs[0]);
 				if (err || (err = retire(tx, h)))
 					return err;
 				return inner_out(tx, in, lo, a, a + 1, sp, 1, o);
@@ -489,9 +521,12 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 	}
 }
 
-void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, bool at_root)
+void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_pool *pool,
+		bool at_root)
 {
 	tx->root = root;
+	tx->pool = pool;
+	tx->serve = psi_ix_pool_tune(pool);
 	tx->cur = root->node;
 	tx->at_root = at_root;
 	tx->slot = NULL;
@@ -501,6 +536,7 @@ void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, bool at_root)
 	tx->nbuilt = tx->nretired = 0;
 	tx->capbuilt = tx->capretired = PSI_IX_TX_INLINE;
 	tx->bytes = 0;
+	tx->retired_bytes = 0;
 	tx->nkept = 0;
 }
 
@@ -550,10 +586,11 @@ void psi_ix_abort(struct psi_ix_tx *tx)
 
 	/* Every node built is private: never published. */
 	for (i = 0; i < tx->nbuilt; i++)
-		psi_free(tx->built[i]);
+		free_now(tx->pool, tx->built[i]);
 	tx->nbuilt = tx->nretired = 0;
 	tx->slot = NULL;
 	tx->bytes = 0;
+	tx->retired_bytes = 0;
 	tx->cur = tx->root->node;
 }
 
@@ -565,13 +602,14 @@ bool psi_ix_publish(struct psi_ix_tx *tx)
 		return false;
 	/* Pairs with the readers' acquire loads of the root and the child slots. */
 	PSI_STORE_RELEASE(*tx->slot, tx->val);
+	psi_ix_pool_grew(tx->pool, tx->bytes);
 	for (i = 0; i < tx->nbuilt; i++) {
 		struct ps_ix_node *h = tx->built[i];
 
 		if (h->wflags & IX_DEAD) {
-			psi_free(h); /* replaced in its own batch: never reached */
+			free_now(tx->pool, h); /* replaced in its own batch: never reached */
 		} else {
-			h->wflags = 0;
+			h->wflags &= ~IX_WMASK;
 			tx->nkept++;
 		}
 	}
@@ -590,30 +628,48 @@ void psi_ix_end(struct psi_ix_tx *tx)
 	tx->nbuilt = tx->nretired = 0;
 }
 
-static void free_tree(struct ps_ix_node *h)
+/*
+ * Free @h and everything below it: nodes from the pool onto @chain (or,
+ * with no chain, back to the pool now), the others to the allocator.
+ */
+static void free_tree(struct psi_ix_pool *pool, struct psi_ix_pool_chain *chain,
+		struct ps_ix_node *h)
 {
 	int i;
 
 	if (h->height)
 		for (i = 0; i < h->n; i++)
-			free_tree(as_inner(h)->child[i]);
-	psi_free(h);
-}
-
-void psi_ix_free_retired(void *entry)
-{
-	uintptr_t p = (uintptr_t)entry;
-
-	if (p & IX_SUBTREE)
-		free_tree((struct ps_ix_node *)(p & ~IX_SUBTREE));
+			free_tree(pool, chain, as_inner(h)->child[i]);
+	if (chain && psi_ix_pool_tag_of(h))
+		psi_ix_pool_link(chain, h);
 	else
-		psi_free(entry);
+		free_now(pool, h);
 }
 
-void psi_ix_clear(struct ps_ix_root *root)
+void psi_ix_free_retired(struct psi_ix_pool *pool, void *const *entry, size_t n)
 {
+	struct psi_ix_pool_chain chain = {NULL, NULL};
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uintptr_t p = (uintptr_t)entry[i];
+		struct ps_ix_node *h = (struct ps_ix_node *)(p & ~IX_SUBTREE);
+
+		if (p & IX_SUBTREE)
+			free_tree(pool, &chain, h);
+		else if (psi_ix_pool_tag_of(h))
+			psi_ix_pool_link(&chain, h);
+		else
+			psi_free(h);
+	}
+	psi_ix_pool_put_chain(pool, &chain);
+}
+
+void psi_ix_clear(struct ps_ix_root *root, struct psi_ix_pool *pool)
+{
+	psi_ix_pool_grew(pool, -(ptrdiff_t)psi_ix_bytes(root->node));
 	if (root->node)
-		free_tree(root->node);
+		free_tree(pool, NULL, root->node);
 	root->node = NULL;
 }
 
@@ -732,7 +788,7 @@ static bool check_node(const struct ps_ix_node *h, int depth, uint64_t lo, uint6
 {
 	int i;
 
-	if (h->wflags)
+	if (h->wflags & IX_WMASK)
 		return check_fail(k, "index node still marked as being built");
 	if (!h->n)
 		return check_fail(k, "empty index node");

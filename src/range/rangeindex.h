@@ -24,12 +24,15 @@
 #include <polstore/store.h>
 
 struct ps_rtree;
+struct psi_ix_pool;
 
 /* Entries of a transaction's lists held in the transaction itself: a set's nodes need no more. */
 #define PSI_IX_TX_INLINE 16
 
 struct psi_ix_tx {
 	struct ps_ix_root *root;  /* the published root */
+	struct psi_ix_pool *pool; /* nodes come from it (when @serve) and go back to it */
+	bool serve;
 	struct ps_ix_node *cur;   /* the update's root so far */
 	bool at_root;             /* publish by a store of the root */
 	struct ps_ix_node **slot; /* the publication: *slot = val */
@@ -40,11 +43,17 @@ struct psi_ix_tx {
 	size_t nretired, capretired;
 	void *built0[PSI_IX_TX_INLINE], *retired0[PSI_IX_TX_INLINE]; /* the lists' first entries */
 	ptrdiff_t bytes;          /* index bytes the update adds (negative: frees) */
+	size_t retired_bytes;     /* bytes of the nodes on @retired, subtrees whole */
 	size_t nkept;             /* nodes it built that were published (psi_ix_publish()) */
 };
 
-/* Start an update of the index at @root; @at_root: publish at the root (a batch, a walk). */
-void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, bool at_root);
+/*
+ * Start an update of the index at @root, whose large nodes come from
+ * @pool while the index is large (NULL: every node from the allocator);
+ * @at_root: publish at the root (a batch, a walk).
+ */
+void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_pool *pool,
+		bool at_root);
 
 /*
  * psi_ix_set() - [start, end) set to @pol in the update (NULL: removed),
@@ -67,11 +76,14 @@ bool psi_ix_publish(struct psi_ix_tx *tx);
 /* Free the transaction's own lists (after psi_ix_publish() or psi_ix_abort()). */
 void psi_ix_end(struct psi_ix_tx *tx);
 
-/* Free a retired node or subtree (an entry of tx->retired), once no reader can reach it. */
-void psi_ix_free_retired(void *entry);
+/*
+ * Free retired nodes and subtrees (entries of tx->retired of an update
+ * that began with @pool), once no reader can reach them; any thread.
+ */
+void psi_ix_free_retired(struct psi_ix_pool *pool, void *const *entry, size_t n);
 
 /* Free every node of the index at @root now (no reader can reach it); it is empty then. */
-void psi_ix_clear(struct ps_ix_root *root);
+void psi_ix_clear(struct ps_ix_root *root, struct psi_ix_pool *pool);
 
 /* Bytes of the nodes of the index at @n. */
 size_t psi_ix_bytes(const struct ps_ix_node *n);

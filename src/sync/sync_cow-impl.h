@@ -69,6 +69,7 @@
 #include <string.h>
 
 #include "annotate.h"
+#include "ixpool.h"
 #include "rangeindex.h"
 #include "rcu_reclaim.h"
 #include "seqcount.h"
@@ -122,6 +123,8 @@ static char cow_recs_done __attribute__((unused));
  */
 struct cow_rec {
 	struct psi_reclaim_item item; /* item.next links a store's stalled records too */
+	struct psi_ix_pool *pool;     /* where pooled index nodes go back */
+	size_t ix_bytes;              /* of the index nodes on @ix, subtrees whole */
 	struct psi_range_list removed;
 	size_t nix;
 	void *ix[];
@@ -130,18 +133,14 @@ struct cow_rec {
 /* The bytes a record holds, for the reclaim thread's batches and the in-flight bound. */
 static size_t rec_bytes(const struct cow_rec *r)
 {
-	/* Index nodes weighed as inner nodes (a leaf is larger, a removed subtree more). */
-	return sizeof(*r) + r->nix * (sizeof(void *) + sizeof(struct ps_ix_inner)) +
+	return sizeof(*r) + r->nix * sizeof(void *) + r->ix_bytes +
 	       r->removed.n * sizeof(struct ps_range);
 }
 
 /* Free a record and what it holds, dropping the references (no reader can reach them). */
 static void rec_release(struct cow_rec *r)
 {
-	size_t i;
-
-	for (i = 0; i < r->nix; i++)
-		psi_ix_free_retired(r->ix[i]);
+	psi_ix_free_retired(r->pool, r->ix, r->nix);
 	psi_range_list_free(&r->removed);
 	psi_free(r);
 }
@@ -188,6 +187,8 @@ struct psi_store_cow {
 	struct cow_rec *stalled;
 	size_t nstalled;               /* bytes on @stalled (rec_bytes()); atomic */
 	size_t ix_bytes;               /* the read index's nodes; written under @wlock, atomic */
+	/* The nodes of a large index (ixpool.h), made when it first is; under @wlock. */
+	struct psi_ix_pool *pool;
 };
 _Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
 
@@ -258,13 +259,14 @@ static void cow_destroy(struct ps_store *s)
 	/* Every section that reached the index has ended (a deferred destroy: a grace period ago). */
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	psi_store_free_ranges(s);
-	psi_ix_clear(&s->rd.ix);
+	psi_ix_clear(&s->rd.ix, cs->pool);
 	rec_chain_free_now(PSI_XCHG(cs->stalled, NULL, ACQUIRE));
 	/* On the reclaim thread (a release that destroys a store) its records went first. */
 	if (PSI_READ_ONCE(cs->queued) &&
 			!psi_reclaim_is_self(PSI_COW_FLAVOUR->reclaimer))
 		cow_wait_records();
 	pthread_mutex_destroy(&cs->wlock);
+	psi_ix_pool_destroy(cs->pool);
 	psi_free_aligned(cs);
 }
 
@@ -476,8 +478,11 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 		return -ENOMEM;
 	pthread_mutex_lock(&cs->wlock);
 	walk = cow_must_publish_at_root(cs);
+	/* No pool for a small store; none yet (no memory) is only slower. */
+	if (psi_unlikely(!cs->pool && cs->ix_bytes >= psi_ix_pool_threshold))
+		cs->pool = psi_ix_pool_new(cs->ix_bytes);
 	/* A batch publishes once: every set of it builds on the last, to the root. */
-	psi_ix_begin(&ix, &cs->base.rd.ix, walk || n > 1);
+	psi_ix_begin(&ix, &cs->base.rd.ix, cs->pool, walk || n > 1);
 	for (i = 0; i < n; i++)
 		if (psi_ix_set(&ix, ops[i].start, ops[i].end, ops[i].pol))
 			goto nomem;
@@ -506,6 +511,8 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max,
 			ix.nretired + removed.n);
 	pthread_mutex_unlock(&cs->wlock);
+	r->pool = cs->pool;
+	r->ix_bytes = ix.retired_bytes;
 	r->removed = removed;
 	r->nix = ix.nretired;
 	if (r->nix)
@@ -548,6 +555,14 @@ static void cow_synchronize(struct ps_store *s)
 	/* Documented: never inside a read-side section; a QSBR thread goes offline here. */
 	cow_release_stalled(cs);
 	cow_wait_records();
+	/*
+	 * What the records gave back is free now: the pool's empty chunks
+	 * go (unless a set is running, which takes them back itself).
+	 */
+	if (cs->pool && !pthread_mutex_trylock(&cs->wlock)) {
+		psi_ix_pool_trim(cs->pool);
+		pthread_mutex_unlock(&cs->wlock);
+	}
 }
 
 psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
@@ -594,8 +609,8 @@ static size_t cow_held(struct ps_store *s)
 {
 	struct psi_store_cow *cs = to_cow(s);
 
-	return PSI_READ_ONCE(cs->nstalled) +
-	       PSI_READ_ONCE(cs->ix_bytes);
+	return PSI_READ_ONCE(cs->nstalled) + PSI_READ_ONCE(cs->ix_bytes) +
+	       psi_ix_pool_slack(cs->pool);
 }
 
 static struct psi_lstat *cow_lock_stat(struct ps_store *s)
