@@ -197,32 +197,42 @@ _PS_INL struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 }
 
 /*
- * _ps_inl_lookup_copy() and _ps_inl_lookup_node(), written once as the
- * library's are (src/sync/store_internal.h): -EINVAL for a NULL store or when
- * @bad (the check of @arg); else @answer, computed from what the walk
- * found (struct _ps_found f) inside the section, or the library's @op.
+ * -EINVAL for a NULL store or a bad @view; else what the walk found,
+ * copied out inside the section, or the library's lookup_copy.
  */
-#define _PS_INL_DEFINE_ANSWER(op, type, arg, bad, answer)                                          \
-	_PS_INL int _ps_inl_##op(struct ps_store *s, uint64_t idx, type arg)                       \
-	{                                                                                          \
-		struct _ps_found f;                                                                \
-		int token, ret;                                                                    \
-                                                                                                   \
-		if (__builtin_expect(!s || (bad), 0))                                              \
-			return -EINVAL;                                                            \
-		token = _ps_inl_enter_find(s, idx, &f);                                            \
-		if (__builtin_expect(token < 0, 0))                                                \
-			return _PS_INL_SLOW(op, s, idx, arg);                                      \
-		ret = (answer);                                                                    \
-		_ps_inl_exit(token);                                                               \
-		return ret;                                                                        \
-	}
+_PS_INL int _ps_inl_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
+{
+	struct _ps_found f;
+	int token, ret;
 
-_PS_INL_DEFINE_ANSWER(lookup_copy, struct ps_policy_view *, view, _ps_policy_view_check(view),
-		_ps_policy_view_fill(f.pol, view))
-/* A one-node policy's answer is in the range itself: no load from the policy. */
-_PS_INL_DEFINE_ANSWER(lookup_node, int, local_node, _ps_node_check(local_node),
-		_ps_policy_node_hinted(f.hint, f.pol, idx, local_node))
+	if (__builtin_expect(!s || _ps_policy_view_check(view), 0))
+		return -EINVAL;
+	token = _ps_inl_enter_find(s, idx, &f);
+	if (__builtin_expect(token < 0, 0))
+		return _PS_INL_SLOW(lookup_copy, s, idx, view);
+	ret = _ps_policy_view_fill(f.pol, view);
+	_ps_inl_exit(token);
+	return ret;
+}
+
+/*
+ * As _ps_inl_lookup_copy(), for the node: a one-node policy's answer is in
+ * the range itself, with no load from the policy.
+ */
+_PS_INL int _ps_inl_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
+{
+	struct _ps_found f;
+	int token, ret;
+
+	if (__builtin_expect(!s || _ps_node_check(local_node), 0))
+		return -EINVAL;
+	token = _ps_inl_enter_find(s, idx, &f);
+	if (__builtin_expect(token < 0, 0))
+		return _PS_INL_SLOW(lookup_node, s, idx, local_node);
+	ret = _ps_policy_node_hinted(f.hint, f.pol, idx, local_node);
+	_ps_inl_exit(token);
+	return ret;
+}
 
 _PS_INL int _ps_inl_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
 {
