@@ -207,10 +207,7 @@ static inline struct ps_ix_node *cow_ix_root(struct psi_store_cow *cs)
 
 static inline struct ps_policy *cow_lookup_pol(struct psi_store_cow *cs, uint64_t idx)
 {
-	const struct ps_ix_leaf *l = _ps_ix_leaf_of(cow_ix_root(cs), idx, NULL);
-	int i = l ? _ps_ix_find_in(l, idx) : -1;
-
-	return i >= 0 ? _PS_IX_POL(l)[i] : NULL;
+	return _ps_ix_lookup(cow_ix_root(cs), idx, NULL);
 }
 
 static struct ps_store *cow_create(void)

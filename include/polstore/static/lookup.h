@@ -100,12 +100,8 @@ _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 /* RCU, RCU_QSBR: what the read index holds at @idx (polstore/static/index.h). */
 _PS_INL void _ps_inl_ix_found(const struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
-	const struct ps_ix_leaf *l =
-		_ps_ix_leaf_of(__atomic_load_n(&s->rd.ix.node, __ATOMIC_ACQUIRE), idx, NULL);
-	int i = l ? _ps_ix_find_in(l, idx) : -1;
-
-	f->pol = i >= 0 ? _PS_IX_POL(l)[i] : NULL;
-	f->hint = i >= 0 ? _PS_IX_HINT(l)[i] : _PS_HINT_LOCAL;
+	f->hint = _PS_HINT_LOCAL;
+	f->pol = _ps_ix_lookup(__atomic_load_n(&s->rd.ix.node, __ATOMIC_ACQUIRE), idx, &f->hint);
 }
 
 /*
