@@ -45,6 +45,7 @@
 #include <polstore/export.h>
 #include <polstore/static/index.h>
 #include <polstore/static/layout.h>
+#include <polstore/static/locks.h>
 #include <polstore/static/policy.h>
 #include <polstore/static/store.h>
 #include <polstore/store.h>
@@ -52,13 +53,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/*
- * RCU_QSBR read-side sections that brought an offline thread online for
- * their length (sync_qsbr.c): while one is open, sections nest in the
- * library, which counts them.
- */
-PS_API extern __thread unsigned _ps_qsbr_auto_depth __attribute__((tls_model("initial-exec")));
 
 /* Always inlined: the point is one call or none, whatever the caller's optimiser thinks. */
 #define _PS_INL static inline __attribute__((always_inline))
