@@ -21,8 +21,10 @@ use strict;
 use warnings;
 # Most comment lines per code line: 3, or the limit given for the header.
 my $default = 3;
-# These still carry rationale in their kernel-docs that belongs in docs/.
-my %limit = ("charge.h" => 4.3, "idmap.h" => 4.4, "pcounter.h" => 4.9, "uffd.h" => 4.6);
+# Headers of many one-declaration-line calls: their summaries, @args,
+# Context: and Return: lines alone come to 3.05 (idmap.h) and 3.33
+# (pcounter.h) comment lines per code line.
+my %limit = ("idmap.h" => 3.7, "pcounter.h" => 4.1);
 my $bad = 0;
 for my $file (sort glob("$ARGV[0]/*.h")) {
 	(my $name = $file) =~ s{.*/}{};
