@@ -1,13 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Check that the public headers stay reference text, not essays: each
-# header named below has at most its limit of comment lines per code line
-# (long explanations belong in docs/, CONTRIBUTING.md "Code and
-# documentation").  store.h's limit is 4: with a kernel-doc of a summary,
-# its @args, one Context: and one Return: line per call and no description
-# at all it would have 3 comment lines per code line already; 4 leaves
-# each call a short paragraph.  A code line has code outside comments; a comment line
-# has a comment and no code; blank lines count for neither.  Prints, per
+# header has at most 3 comment lines per code line, or the limit %limit
+# names for it (long explanations belong in docs/, CONTRIBUTING.md "Code
+# and documentation").  A kernel-doc of a summary, its @args, one
+# Context: and one Return: line is about 2.5 lines per declaration line;
+# 3 leaves each call a one- or two-line paragraph.  A code line has code
+# outside comments; a comment line has a comment and no code; blank lines
+# count for neither.  Prints, per
 # public header, its comment and code lines, their ratio, the median length
 # in lines of its kernel-doc comments and the mean words per sentence of
 # their prose (summary and @arg lines left out); exits 1 when a header is
@@ -19,8 +19,12 @@ dir=${1:-$(dirname "$0")/../include/polstore}
 exec perl -e '
 use strict;
 use warnings;
-# Header => most comment lines per code line.
-my %limit = ("store.h" => 4);
+# Most comment lines per code line: 3, or the limit given for the header.
+my $default = 3;
+# Headers of many one-declaration-line calls: their summaries, @args,
+# Context: and Return: lines alone come to 3.05 (idmap.h) and 3.33
+# (pcounter.h) comment lines per code line.
+my %limit = ("idmap.h" => 3.7, "pcounter.h" => 4.1);
 my $bad = 0;
 for my $file (sort glob("$ARGV[0]/*.h")) {
 	(my $name = $file) =~ s{.*/}{};
@@ -62,10 +66,11 @@ for my $file (sort glob("$ARGV[0]/*.h")) {
 	my @s = sort { $a <=> $b } @doclen;
 	my $median = !@s ? 0 : @s % 2 ? $s[$#s / 2] : ($s[@s / 2 - 1] + $s[@s / 2]) / 2;
 	my $ratio = $code ? $com / $code : 0;
-	my $over = exists $limit{$name} && $ratio > $limit{$name};
+	my $max = exists $limit{$name} ? $limit{$name} : $default;
+	my $over = $ratio > $max;
 	printf "%-12s %4d comment / %3d code lines = %5.2f%s; kernel-doc median %4.1f lines, %4.1f words a sentence\n",
 		$name, $com, $code, $ratio,
-		exists $limit{$name} ? sprintf(" (at most %g%s)", $limit{$name}, $over ? ": TOO MANY" : "") : "",
+		sprintf(" (at most %g%s)", $max, $over ? ": TOO MANY" : ""),
 		$median, $sentences ? $words / $sentences : 0;
 	$bad++ if $over;
 }

@@ -4,7 +4,13 @@
 # object files (who calls or reads whom, from nm of the static archive)
 # and among the project's headers and sources (#include "..." and
 # <polstore/...>), no circle; and no file uses a layer above its own in
-# docs/design.md's layer table.
+# docs/design.md's layer table.  The public static headers
+# (include/polstore/static/) have the layer of the row that names them, so
+# a private header that includes one of a higher layer is an edge up; no
+# public header includes a private one or names a private symbol (psi_,
+# PSI_).  Among the files of stress/, neither the include graph nor the
+# call graph (a file that names a function another file defines) has a
+# circle.
 # Usage: check_layers.sh <source dir> <libpolstore.a>
 set -eu
 src=$1
@@ -26,12 +32,19 @@ intable {
 	dir = col[3]; gsub(/^ +| +$|`/, "", dir); sub(/\/$/, "", dir)
 	print "dir", n, dir
 	files = col[4]
-	# only the src/ files: drop what stands in parentheses
+	# the public static headers, also where they stand in parentheses
+	while (match(files, /`include\/polstore\/static\/[^`]+`/)) {
+		print "file", n, substr(files, RSTART + 9, RLENGTH - 10)
+		files = substr(files, 1, RSTART - 1) substr(files, RSTART + RLENGTH)
+	}
+	# the src/ files: drop what stands in parentheses
 	gsub(/\([^)]*\)/, "", files)
 	while (match(files, /`[^`]+`/)) {
 		f = substr(files, RSTART + 1, RLENGTH - 2)
 		files = substr(files, RSTART + RLENGTH)
-		if (f ~ /\.\[ch\]$/) {
+		if (f ~ /\//) {
+			continue
+		} else if (f ~ /\.\[ch\]$/) {
 			sub(/\.\[ch\]$/, "", f)
 			print "file", n, f ".c"; print "file", n, f ".h"
 		} else {
@@ -65,6 +78,23 @@ for f in "$src"/src/*.c "$src"/src/*.h "$src"/src/*/*.c "$src"/src/*/*.h; do
 	dir=$(awk -v n="$n" '$1 == "dir" && $2 == n { print $3; exit }' "$tmp/layers")
 	[ "$(dirname "$rel")" = "$dir" ] ||
 		{ echo "$rel: its row of docs/design.md's layer table puts it in $dir/"; status=1; }
+done
+
+# Every public static header is in a row; no public header reaches into src/.
+for f in "$src"/include/polstore/static/*.h; do
+	rel=${f#"$src"/include/}
+	awk -v f="$rel" '$1 == "file" && $3 == f { found = 1 } END { exit !found }' "$tmp/layers" ||
+		{ echo "include/$rel is in no row of docs/design.md's layer table"; status=1; }
+done
+for f in "$src"/include/polstore/*.h "$src"/include/polstore/static/*.h; do
+	[ -e "$f" ] || continue
+	rel=${f#"$src"/}
+	if grep -q '^#[ 	]*include[ 	]*"' "$f"; then
+		echo "$rel includes a private header"; status=1
+	fi
+	# Private names outside comments: a public header that depends on private code.
+	perl -0777 -ne 's{/\*.*?\*/|//[^\n]*}{ }gs; print "$1\n" while /\b((?:psi|PSI)_\w*)/g' "$f" |
+		sort -u | sed "s|^|$rel names the private |" | grep . && status=1
 done
 
 # Object graph: "obj obj symbol" for each use of a symbol another object defines.
@@ -124,7 +154,56 @@ check() { # $1: edges file ("from to [why]"), $2: what the graph is
 	}' "$1"
 }
 
+# stress/: "file file [function]" for each #include "..." of a stress
+# header and each function (or object) a file names that another file
+# defines at file scope; a header's use of its own source (x.h of x.c)
+# stays inside the pair.
+perl -e '
+my $par = qr/(\((?:[^()]++|(?-1))*\))/;
+my (%files, %def, %text);
+for (@ARGV) { (my $f = $_) =~ s{.*/}{}; $files{$f} = 1; }
+for my $path (@ARGV) {
+	open(my $fh, "<", $path) or die "$path: $!\n";
+	local $/;
+	my $t = <$fh>;
+	close $fh;
+	(my $file = $path) =~ s{.*/}{};
+	$t =~ s{/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"}{ }gs;
+	while ($t =~ /^[ \t]*#[ \t]*include[ \t]*"([^"\/]+)"/gm) {
+		print "$file $1\n" if $1 ne $file && $files{$1};
+	}
+	$t =~ s{^[ \t]*#(?:[^\n]*\\\n)*[^\n]*}{}gm;
+	# Definitions at file scope, at column 0: functions with their body
+	# (in a .c not static), and the objects of a .c that are not static.
+	while ($t =~ /^((?:[A-Za-z_][^;{}=\n]*?[\s*])?)([A-Za-z_]\w*)[ \t]*$par\s*(?:__attribute__\s*$par\s*)*\{/gm) {
+		my ($pre, $name) = ($1, $2);
+		$def{$name} = $file unless $file =~ /\.c$/ && $pre =~ /\bstatic\b/;
+	}
+	while ($file =~ /\.c$/ &&
+			$t =~ /^([A-Za-z_][^;{}=\n()]*?[\s*])([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=|;)/gm) {
+		$def{$2} = $file unless $1 =~ /\b(?:static|extern|typedef)\b/;
+	}
+	# What a file names: not its declarations, the members of its types,
+	# nor any x.name or x->name.
+	$t =~ s/^(?:[A-Za-z_][^;{}=\n]*?[\s*])?[A-Za-z_]\w*[ \t]*$par\s*(?:__attribute__\s*$par\s*)*;/ /gm;
+	$t =~ s/^extern\b[^;]*;/ /gm;
+	$t =~ s/\b(?:struct|union|enum)(?:\s+\w+)?\s*(\{(?:[^{}]++|(?-1))*\})/ /g;
+	$t =~ s/(?:\.|->)\s*\w+/ /g;
+	$text{$file} = $t;
+}
+my %seen;
+for my $file (sort keys %text) {
+	(my $own = $file) =~ s/\.h\z/.c/;
+	for my $w ($text{$file} =~ /\b[A-Za-z_]\w*\b/g) {
+		my $to = $def{$w};
+		next if !defined $to || $to eq $file || $to eq $own || $seen{"$file $to"}++;
+		print "$file $to $w\n";
+	}
+}' "$src"/stress/*.c "$src"/stress/*.h > "$tmp/stressedges"
+
 check "$tmp/objedges" "object graph" || status=1
 check "$tmp/incedges" "include graph" || status=1
-[ $status -eq 0 ] && echo "layers: $(wc -l < "$tmp/objedges") object and $(wc -l < "$tmp/incedges") include edges, no circle, none up a layer"
+check "$tmp/stressedges" "stress/ graph" || status=1
+[ $status -eq 0 ] && echo "layers: $(wc -l < "$tmp/objedges") object and $(wc -l < "$tmp/incedges") include edges," \
+	"$(wc -l < "$tmp/stressedges") in stress/; no circle, none up a layer"
 exit $status

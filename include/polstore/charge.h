@@ -1,33 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * polstore charge counters: hierarchical resource counters with limits, as
- * a memory controller charges pages to nested groups (the kernel's
- * res_counter, its seqlock RFC, and the lockless page_counter that replaced
- * both, fronted by a per-CPU pre-charged stock).
- *
- * A counter has a usage, a limit, a usage watermark (max_usage), a count of
- * refused charges (failcnt) and an optional parent.  A charge to a counter
- * is a charge to it and to every ancestor up to the root, or to none.
- *
- * Variants (enum ps_charge_kind), chosen per counter:
- *   PS_CHARGE_SPIN     a spinlock per counter around every update and read
- *                      (res_counter as it was).  Never exceeds the limit.
- *   PS_CHARGE_SEQLOCK  writers take the lock and bump a sequence count;
- *                      readers never lock, they retry (the kernel's
- *                      seqlock RFC for res_counter).
- *                      Never exceeds the limit.
- *   PS_CHARGE_ATOMIC   no lock: add speculatively, compare with the limit,
- *                      undo on failure (page_counter).  Usage may exceed the
- *                      limit transiently, by at most the charges in flight:
- *                      see ps_charge_overshoot_bound().
- *   PS_CHARGE_STOCK    ATOMIC with a per-thread stock in front: a thread
- *                      pre-charges a batch (PS_CHARGE_STOCK_BATCH pages by
- *                      default) and serves small charges from it.  Any
- *                      counter can get a stock with ps_charge_set_stock().
- *
- * Levels of one hierarchy may be of different kinds; each level is updated
- * the way its own kind says.  Quantities are in caller units ("pages"),
- * between 0 and PS_CHARGE_MAX.
+ * polstore charge counters: hierarchical resource counters with limits, as a memory controller
+ * charges pages to nested groups (res_counter, its seqlock RFC, page_counter with a per-CPU
+ * stock).  A charge goes to a counter and every ancestor, or to none; levels of one hierarchy may
+ * be of different kinds; quantities are caller units, 0 .. PS_CHARGE_MAX.  Variants, bounds and
+ * rules: docs/companions.md.
  */
 #ifndef POLSTORE_CHARGE_H
 #define POLSTORE_CHARGE_H
@@ -42,10 +19,10 @@ extern "C" {
 
 /** enum ps_charge_kind - how a counter synchronises its updates. */
 enum ps_charge_kind {
-	PS_CHARGE_SPIN,
-	PS_CHARGE_SEQLOCK,
-	PS_CHARGE_ATOMIC,
-	PS_CHARGE_STOCK,
+	PS_CHARGE_SPIN,	   /* a spinlock per counter; never exceeds the limit */
+	PS_CHARGE_SEQLOCK, /* writers lock and bump a count, readers retry; never exceeds it */
+	PS_CHARGE_ATOMIC,  /* add, compare, undo; may exceed it by ps_charge_overshoot_bound() */
+	PS_CHARGE_STOCK,   /* ATOMIC behind a per-thread stock of pre-charged pages */
 };
 
 /** Number of kinds; loop `for (k = 0; k < PS_CHARGE_KIND_COUNT; k++)`. */
@@ -57,11 +34,7 @@ enum ps_charge_kind {
 /** Default stock batch of PS_CHARGE_STOCK counters (the kernel's MEMCG_CHARGE_BATCH). */
 #define PS_CHARGE_STOCK_BATCH 32
 
-/**
- * Number of per-thread stock slots of a counter.  Threads beyond this many
- * share slots (correct, a little slower); the stock bounds below count
- * min(threads, PS_CHARGE_STOCK_SLOTS).
- */
+/** Per-thread stock slots of a counter; threads beyond this many share slots. */
 #define PS_CHARGE_STOCK_SLOTS 64
 
 /** enum ps_charge_field - what ps_charge_read() returns. */
@@ -83,8 +56,7 @@ enum ps_charge_field {
  * @max_overshoot: largest usage - limit ever reached (PS_CHARGE_MAX_OVERSHOOT)
  * @stocked: pages pre-charged here and held in thread stocks (PS_CHARGE_STOCKED)
  *
- * SPIN reads them under the lock and SEQLOCK in one retried section, so they
- * are mutually consistent; ATOMIC and STOCK read them one by one.
+ * Consistent for SPIN and SEQLOCK; ATOMIC and STOCK read them one by one.
  */
 struct ps_charge_stat {
 	long usage;
@@ -100,7 +72,6 @@ struct ps_charge;
 /**
  * ps_charge_kind_name() - the kind's name: "spin", "seqlock", "atomic", "stock"
  * @kind: the kind
- *
  * Context: any thread.
  * Return: a static string, or NULL for a value that is not a kind.
  */
@@ -109,7 +80,6 @@ PS_API const char *ps_charge_kind_name(enum ps_charge_kind kind);
 /**
  * ps_charge_kind_from_name() - parse a name as ps_charge_kind_name() prints it
  * @name: the name
- *
  * Context: any thread.
  * Return: the kind (>= 0), or -EINVAL for NULL or an unknown name.
  */
@@ -122,11 +92,9 @@ PS_API int ps_charge_kind_from_name(const char *name);
  * @limit: the limit, 0 to PS_CHARGE_MAX (PS_CHARGE_MAX means "unlimited")
  *
  * A PS_CHARGE_STOCK counter starts with a stock of PS_CHARGE_STOCK_BATCH.
- *
- * Context: any thread; allocates.  Concurrent creation and destruction of
- * counters in one hierarchy is allowed.
- * Return: the counter, or NULL with errno EINVAL (unknown @kind, @limit out
- * of range) or ENOMEM.
+ * Context: any thread; allocates.  Concurrent creation and destruction of counters in one
+ * hierarchy is allowed.
+ * Return: the counter, or NULL with errno EINVAL (unknown @kind, @limit out of range) or ENOMEM.
  */
 PS_API struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_charge *parent,
 		long limit);
@@ -136,17 +104,15 @@ PS_API struct ps_charge *ps_charge_create(enum ps_charge_kind kind, struct ps_ch
  * @c: the counter, or NULL (a no-op returning 0)
  *
  * The counter's stock is drained first; the counter must then be unused.
- *
  * Context: no other thread may use @c during or after a successful call.
- * Return: 0; -EBUSY when @c has children or usage remains after draining
- * its stock (the counter is kept, its stock drained).
+ * Return: 0; -EBUSY when @c has children or usage remains after draining its stock (the counter is
+ * kept, its stock drained).
  */
 PS_API int ps_charge_destroy(struct ps_charge *c);
 
 /**
  * ps_charge_kind() - the kind a counter was created with
  * @c: the counter
- *
  * Context: any thread.
  * Return: the kind, or -EINVAL when @c is NULL.
  */
@@ -155,7 +121,6 @@ PS_API int ps_charge_kind(const struct ps_charge *c);
 /**
  * ps_charge_parent() - the parent of a counter
  * @c: the counter
- *
  * Context: any thread.
  * Return: the parent, or NULL for a root or a NULL @c.
  */
@@ -167,20 +132,12 @@ PS_API struct ps_charge *ps_charge_parent(const struct ps_charge *c);
  * @nr: how much, 0 to PS_CHARGE_MAX
  * @fail: where to store the counter that refused, or NULL
  *
- * Levels are charged from @c up to the root.  When a level would exceed its
- * limit, the levels already charged are uncharged, the refusing level's
- * failcnt is incremented and it is stored in *@fail.  With a stock, small
- * charges (@nr <= batch) are served from the calling thread's stock and
- * refilled a batch at a time; when a batch refill is refused, the charge is
- * made for @nr alone, and so are the calling thread's next batch refills of
- * that stock (near the limit a pre-charged batch would only hold headroom
- * other charges need).  Before refusing, the stocks of every counter under
- * the refusing level are drained and the charge retried once.
- *
- * Context: any thread; never sleeps (spinning waiters yield).  Does not
- * allocate.
- * Return: 0; -ENOMEM when a level refused (*@fail set); -EINVAL when @c is
- * NULL or @nr is out of range (*@fail untouched).
+ * A level that would exceed its limit undoes the levels charged, counts a failure (failcnt)
+ * and is stored in *@fail, after one retry with the stocks under it drained.  With a stock,
+ * @nr <= batch comes from the calling thread's stock (docs/companions.md, "Stock and draining").
+ * Context: any thread; never sleeps (spinning waiters yield).  Does not allocate.
+ * Return: 0; -ENOMEM when a level refused (*@fail set); -EINVAL when @c is NULL or @nr is out of
+ * range (*@fail untouched).
  */
 PS_API int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail);
 
@@ -189,17 +146,12 @@ PS_API int ps_charge_try(struct ps_charge *c, long nr, struct ps_charge **fail);
  * @c: the counter @nr was charged to
  * @nr: how much, 0 to PS_CHARGE_MAX
  *
- * With a stock, @nr goes to the calling thread's stock; when the stock would
- * then hold more than one batch, it keeps half a batch and the rest is
- * uncharged from the hierarchy.  When that happens again before the stock
- * has served a charge (a run of uncharges: memory being given back), it
- * keeps nothing.
- *
+ * With a stock, @nr goes to the calling thread's stock, which keeps at most a batch
+ * (docs/companions.md, "Stock and draining rules").
  * Context: any thread; never sleeps.
- * Return: 0; -EINVAL when @c is NULL, @nr is out of range, or (without a
- * stock) @nr exceeds the usage of @c, which is left unchanged.  Returning
- * more than was charged through a stock is detected only when the stock is
- * drained (debug builds abort).
+ * Return: 0; -EINVAL when @c is NULL, @nr is out of range, or (without a stock) @nr exceeds the
+ * usage of @c, which is left unchanged.  Returning more than was charged through a stock is
+ * detected only when the stock is drained (debug builds abort).
  */
 PS_API int ps_charge_uncharge(struct ps_charge *c, long nr);
 
@@ -208,27 +160,20 @@ PS_API int ps_charge_uncharge(struct ps_charge *c, long nr);
  * @c: the counter
  * @limit: the new limit, 0 to PS_CHARGE_MAX
  *
- * Refused when the usage is above @limit.  With a stock under @c, the
- * stocks of @c and its descendants are drained and the check made again
- * before refusing.  For ATOMIC levels the new limit is installed, then the
- * usage checked and the old limit restored on failure: charges racing with
- * a refused call may see the new limit for that instant.
- *
+ * Refused when the usage is above @limit, after a retry with the stocks under @c drained.  An
+ * ATOMIC level installs @limit, then checks: charges racing a refused call may see it briefly.
  * Context: any thread; never sleeps.
- * Return: 0; -EBUSY when usage > @limit; -EINVAL for a NULL @c or an
- * @limit out of range.
+ * Return: 0; -EBUSY when usage > @limit; -EINVAL for a NULL @c or an @limit out of range.
  */
 PS_API int ps_charge_set_limit(struct ps_charge *c, long limit);
 
 /**
  * ps_charge_set_stock() - put a per-thread stock in front of a counter
  * @c: the counter, of any kind
- * @batch: pages a thread pre-charges at a time, 1 to PS_CHARGE_MAX, or 0
- *         to remove the stock
+ * @batch: pages a thread pre-charges at a time, 1 to PS_CHARGE_MAX, or 0 to remove the stock
  *
- * The current stock is drained first.  Charges racing with the change use
- * the old or the new batch.
- *
+ * The current stock is drained first.  Charges racing with the change use the old or the new
+ * batch.
  * Context: any thread; allocates the first time a counter gets a stock.
  * Return: 0; -EINVAL for a NULL @c or @batch out of range; -ENOMEM.
  */
@@ -237,7 +182,6 @@ PS_API int ps_charge_set_stock(struct ps_charge *c, long batch);
 /**
  * ps_charge_stock_batch() - the stock batch of a counter
  * @c: the counter
- *
  * Context: any thread.
  * Return: the batch, 0 without a stock, or -EINVAL when @c is NULL.
  */
@@ -248,12 +192,8 @@ PS_API long ps_charge_stock_batch(const struct ps_charge *c);
  * descendants hold
  * @c: the counter
  *
- * Afterwards the usage of every level equals what is charged below it
- * through ps_charge_try(), exactly, as long as no charge runs concurrently.
- * Counters without a stock are skipped.
- *
- * Context: any thread; never sleeps.  Serialised with creation and
- * destruction of counters.
+ * Afterwards, with no charge running, every level's usage is exact.
+ * Context: any thread; never sleeps.  Serialised with creation and destruction of counters.
  * Return: 0, or -EINVAL when @c is NULL.
  */
 PS_API int ps_charge_drain_stock(struct ps_charge *c);
@@ -262,9 +202,8 @@ PS_API int ps_charge_drain_stock(struct ps_charge *c);
  * ps_charge_read() - read one field
  * @c: the counter
  * @field: which field
- *
- * Context: any thread.  SPIN takes the counter's lock; SEQLOCK retries while
- * a writer is active; ATOMIC and STOCK only load.
+ * Context: any thread.  SPIN takes the counter's lock; SEQLOCK retries while a writer is active;
+ * ATOMIC and STOCK only load.
  * Return: the value (>= 0), or -EINVAL for a NULL @c or an unknown @field.
  */
 PS_API long ps_charge_read(const struct ps_charge *c, enum ps_charge_field field);
@@ -273,7 +212,6 @@ PS_API long ps_charge_read(const struct ps_charge *c, enum ps_charge_field field
  * ps_charge_stat() - read every field
  * @c: the counter
  * @st: where to store them
- *
  * Context: any thread (see struct ps_charge_stat for consistency).
  * Return: 0, or -EINVAL when @c or @st is NULL.
  */
@@ -284,7 +222,6 @@ PS_API int ps_charge_stat(const struct ps_charge *c, struct ps_charge_stat *st);
  * @c: the counter
  *
  * max_usage becomes the current usage; max_overshoot becomes 0.
- *
  * Context: any thread.
  * Return: 0, or -EINVAL when @c is NULL.
  */
@@ -293,7 +230,6 @@ PS_API int ps_charge_reset_max(struct ps_charge *c);
 /**
  * ps_charge_reset_failcnt() - set failcnt to 0
  * @c: the counter
- *
  * Context: any thread.
  * Return: 0, or -EINVAL when @c is NULL.
  */
@@ -306,16 +242,10 @@ PS_API int ps_charge_reset_failcnt(struct ps_charge *c);
  * @max_nr: the largest single charge they make
  * @batch: the stock batch in front of the counters they charge, or 0
  *
- * Usage at a level above its limit is never observable for SPIN and
- * SEQLOCK.  An ATOMIC level holds, beyond successful charges (which stay
- * within the limit), at most one speculative add per thread, each at most
- * max(@max_nr, @batch) when a stock refills a batch at a time.  The bound
- * assumes the limit does not change meanwhile.
- *
+ * One speculative add per thread, while the limit does not change (docs/companions.md).
  * Context: any thread.
- * Return: 0 for SPIN and SEQLOCK, @nthreads * max(@max_nr, @batch) for
- * ATOMIC and STOCK (STOCK with @batch 0 uses PS_CHARGE_STOCK_BATCH), or
- * -EINVAL for an unknown kind or negative arguments.
+ * Return: 0 for SPIN and SEQLOCK, @nthreads * max(@max_nr, @batch) for ATOMIC and STOCK (STOCK
+ * with @batch 0 uses PS_CHARGE_STOCK_BATCH), or -EINVAL for an unknown kind or negative arguments.
  */
 PS_API long ps_charge_overshoot_bound(enum ps_charge_kind kind, int nthreads, long max_nr,
 		long batch);

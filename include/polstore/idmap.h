@@ -1,17 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * polstore idmap: a map from small integer ids to objects, allocating the
- * lowest free id, as the kernel's idr for cgroup css ids.
- *
- * Variants (enum ps_idmap_sync), one radix tree of 64-way nodes under each:
- *   PS_IDMAP_SPIN    one spinlock; readers take it too.
- *   PS_IDMAP_RWLOCK  writer-preferring; a writer waits only for sections begun.
- *   PS_IDMAP_RCU     readers (liburcu memb) never block, retry or write shared.
- *
- * find() and get_next() are called inside ps_idmap_read_lock() ..
- * ps_idmap_read_unlock(); what they return stays valid until the section
- * ends.  Tree nodes are freed only by ps_idmap_destroy().  The rules and the
- * design: docs/companions.md.
+ * polstore idmap: a map from small integer ids to objects, allocating the lowest free id, as the
+ * kernel's idr for cgroup css ids; one radix tree of 64-way nodes, freed only by
+ * ps_idmap_destroy(), under three variants.  Rules and design: docs/companions.md.
  */
 #ifndef POLSTORE_IDMAP_H
 #define POLSTORE_IDMAP_H
@@ -26,9 +17,9 @@ extern "C" {
 
 /** enum ps_idmap_sync - how a map synchronises readers and writers. */
 enum ps_idmap_sync {
-	PS_IDMAP_SPIN,
-	PS_IDMAP_RWLOCK,
-	PS_IDMAP_RCU,
+	PS_IDMAP_SPIN,	 /* one spinlock; readers take it too */
+	PS_IDMAP_RWLOCK, /* writer-preferring; a writer waits only for sections begun */
+	PS_IDMAP_RCU,	 /* readers (liburcu memb) never block, retry or write shared */
 };
 
 /** Number of variants. */
@@ -59,9 +50,8 @@ PS_API int ps_idmap_sync_from_name(const char *name);
  * ps_idmap_create() - create an empty map
  * @sync: the variant
  * Context: any thread; allocates.
- * Return: the map, or NULL with errno EINVAL (unknown @sync) or ENOMEM, or
- * for RCU maps EAGAIN or ENOMEM when the keys that unregister its readers at
- * exit cannot be made (pthread_key_create() failed; a later call retries).
+ * Return: the map, or NULL with errno EINVAL (unknown @sync), ENOMEM, or EAGAIN (RCU: no
+ * thread-exit key, docs/context.md "Threads").
  */
 PS_API struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync);
 
@@ -69,10 +59,8 @@ PS_API struct ps_idmap *ps_idmap_create(enum ps_idmap_sync sync);
  * ps_idmap_destroy() - free a map
  * @map: the map, or NULL (a no-op)
  *
- * Runs the frees ps_idmap_free_rcu() still defers; objects still bound are
- * not touched.
- * Context: no other thread may use @map during or after the call; RCU maps:
- * as ps_idmap_synchronize().
+ * Runs the frees ps_idmap_free_rcu() still defers; objects still bound are not touched.
+ * Context: no other thread may use @map during or after it; RCU: as ps_idmap_synchronize().
  */
 PS_API void ps_idmap_destroy(struct ps_idmap *map);
 
@@ -91,11 +79,9 @@ PS_API int ps_idmap_sync_kind(const struct ps_idmap *map);
  * @min: lowest acceptable id, >= 0
  * @max: highest acceptable id, @min to PS_IDMAP_ID_MAX
  * @id: where to store the id
- * Context: any thread, not inside a section of a SPIN or RWLOCK @map;
- * allocates (a failure leaves the bindings unchanged).
- * Return: 0 (*@id set); -ENOSPC when every id in [@min, @max] is bound;
- * -ENOMEM; -EINVAL for a NULL argument or a bad range; -EDEADLK, nothing
- * changed, inside this thread's own section of a SPIN or RWLOCK @map.
+ * Context: any thread; allocates (a failure leaves the bindings unchanged).
+ * Return: 0 (*@id set); -ENOSPC when every id in [@min, @max] is bound; -ENOMEM; -EINVAL for a
+ * NULL argument or a bad range; -EDEADLK inside this thread's SPIN or RWLOCK section of @map.
  */
 PS_API int ps_idmap_alloc(struct ps_idmap *map, void *ptr, int min, int max, int *id);
 
@@ -106,11 +92,10 @@ PS_API int ps_idmap_alloc(struct ps_idmap *map, void *ptr, int min, int max, int
  * @ptr: the new object, not NULL
  * @old: where to store the previous object, or NULL
  *
- * Readers see the old or the new object; free the old one as after
- * ps_idmap_remove().
+ * Readers see the old or the new object; free the old one as after ps_idmap_remove().
  * Context: as ps_idmap_alloc(); does not allocate.
- * Return: 0; -ENOENT when @id is not bound; -EINVAL for a NULL @map or
- * @ptr or a negative @id; -EDEADLK as ps_idmap_alloc().
+ * Return: 0; -ENOENT when @id is not bound; -EINVAL for a NULL @map or @ptr or a negative @id;
+ * -EDEADLK as ps_idmap_alloc().
  */
 PS_API int ps_idmap_replace(struct ps_idmap *map, int id, void *ptr, void **old);
 
@@ -120,20 +105,18 @@ PS_API int ps_idmap_replace(struct ps_idmap *map, int id, void *ptr, void **old)
  * @id: the id
  * @old: where to store the object it was bound to, or NULL
  *
- * The id is free at once.  RCU readers may still hold the object: free it
- * with ps_idmap_free_rcu() or after ps_idmap_synchronize().
+ * The id is free at once; free the object with ps_idmap_free_rcu() (RCU readers may hold it).
  * Context: as ps_idmap_alloc(); does not allocate.
- * Return: 0; -ENOENT when @id is not bound; -EINVAL for a NULL @map or a
- * negative @id; -EDEADLK as ps_idmap_alloc().
+ * Return: 0; -ENOENT when @id is not bound; -EINVAL for a NULL @map or a negative @id; -EDEADLK as
+ * ps_idmap_alloc().
  */
 PS_API int ps_idmap_remove(struct ps_idmap *map, int id, void **old);
 
 /**
  * ps_idmap_read_lock() - enter a read-side section of @map
  * @map: the map
- * Context: any thread.  RWLOCK and RCU sections nest; a SPIN section inside
- * another of the same map aborts.  Inside a SPIN or RWLOCK section the map's
- * writers return -EDEADLK (docs/companions.md).
+ * Context: any thread; RWLOCK and RCU sections nest, a SPIN one in another of @map aborts
+ * (docs/companions.md).
  */
 PS_API void ps_idmap_read_lock(struct ps_idmap *map);
 
@@ -149,8 +132,7 @@ PS_API void ps_idmap_read_unlock(struct ps_idmap *map);
  * @map: the map
  * @id: the id
  * Context: inside ps_idmap_read_lock(@map); RCU readers never block.
- * Return: the object, valid until the section ends; NULL when @id is not
- * bound, @id is negative or @map is NULL.
+ * Return: the object, valid until the section ends; NULL when @id is not bound or invalid.
  */
 PS_API void *ps_idmap_find(const struct ps_idmap *map, int id);
 
@@ -159,11 +141,10 @@ PS_API void *ps_idmap_find(const struct ps_idmap *map, int id);
  * @map: the map
  * @id: in: where to start; out: the id found
  *
- * Walk with ps_idmap_for_each() in one section, or one section per step,
- * stopping at PS_IDMAP_ID_MAX (docs/companions.md has the loop).
+ * A walk of one section per step stops at PS_IDMAP_ID_MAX (docs/companions.md).
  * Context: inside ps_idmap_read_lock(@map).
- * Return: the object (*@id set to its id), or NULL (*@id unchanged) when no
- * id >= *@id is bound or an argument is invalid.
+ * Return: the object (*@id set to its id), or NULL (*@id unchanged) when no id >= *@id is bound or
+ * an argument is invalid.
  */
 PS_API void *ps_idmap_get_next(const struct ps_idmap *map, int *id);
 
@@ -173,8 +154,7 @@ PS_API void *ps_idmap_get_next(const struct ps_idmap *map, int *id);
  * @p: an object pointer lvalue (void * in C++): each object in turn
  * @id: an int lvalue: each object's id
  *
- * A loop header: `ps_idmap_for_each(map, p, id) { ... }`; @id is -1 after
- * the last id, a `break` leaves it at the id being visited.
+ * A loop header; @id is -1 after the last id, a `break` leaves it at the id being visited.
  * Context: inside ps_idmap_read_lock(@map), for the whole loop.
  */
 #define ps_idmap_for_each(map, p, id)                                                              \
@@ -194,9 +174,7 @@ PS_API int ps_idmap_count(const struct ps_idmap *map);
  * @map: the map
  *
  * RCU maps: waits for a grace period.  SPIN and RWLOCK maps: returns at once.
- * Context: SPIN and RWLOCK maps: any thread.  RCU maps: outside every memb
- * read-side section (RCU maps, RCU and SEQLOCK stores; docs/companions.md).
- * May block.
+ * Context: RCU maps: outside every memb section (RCU maps, RCU and SEQLOCK stores), may block.
  */
 PS_API void ps_idmap_synchronize(struct ps_idmap *map);
 
@@ -206,11 +184,10 @@ PS_API void ps_idmap_synchronize(struct ps_idmap *map);
  * @ptr: the object
  * @free_fn: called once with @ptr, from this or a later call on @map
  *
- * SPIN and RWLOCK maps call @free_fn at once; RCU maps queue @ptr, and a
- * later call on @map runs it after a grace period (docs/companions.md).
+ * SPIN and RWLOCK: @free_fn at once; RCU: after a grace period, by a later call on @map (or this
+ * one, waiting for the grace period, when queueing cannot allocate).
  * Context: where @free_fn may run; RCU maps also as ps_idmap_synchronize().
- * Return: 0, or -EINVAL for a NULL argument (nothing freed).  When queueing
- * cannot allocate, it waits for a grace period and frees @ptr at once.
+ * Return: 0, or -EINVAL for a NULL argument (nothing freed).
  */
 PS_API int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(void *));
 
@@ -221,8 +198,7 @@ PS_API int ps_idmap_free_rcu(struct ps_idmap *map, void *ptr, void (*free_fn)(vo
  * ps_idmap_barrier() - run every free ps_idmap_free_rcu() has queued
  * @map: the map
  *
- * Also waits for the frees another thread's call is running; returns at
- * once when nothing is queued.
+ * Also waits for the frees another thread's call is running.
  * Context: as ps_idmap_synchronize(); not inside a @free_fn of @map.
  */
 PS_API void ps_idmap_barrier(struct ps_idmap *map);

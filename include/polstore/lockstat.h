@@ -45,7 +45,6 @@ struct ps_lock_stat_row {
 
 /**
  * ps_lock_stat_enabled() - was the library built with POLSTORE_LOCK_STAT?
- *
  * Context: any thread.
  * Return: true when lock statistics are collected.
  */
@@ -87,7 +86,6 @@ PS_API int ps_store_lock_stat_print(struct ps_store *store, const char *name, bo
 /**
  * ps_store_lock_stat_reset() - zero a store's lock statistics
  * @store: the store
- *
  * Context: any thread; counts of acquisitions in progress may be lost.
  * Return: 0, -EINVAL for NULL, -EOPNOTSUPP when not built in.
  */

@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * polstore real placement: turn policies into page placement with mbind(2),
- * read placement back with get_mempolicy(2), and convert node masks to and
- * from libnuma's struct bitmask.  Nothing here caches placement; nodes are
- * checked before any system call (docs/placement.md, the HTML reference's
- * "Real placement" page).
+ * polstore real placement: policies to page placement with mbind(2) and back with
+ * get_mempolicy(2), node masks to and from libnuma's struct bitmask; nothing is cached, nodes
+ * are checked before any system call (docs/placement.md).
  */
 #ifndef POLSTORE_NUMA_H
 #define POLSTORE_NUMA_H
@@ -31,9 +29,7 @@ struct bitmask; /* libnuma's, from <numa.h> */
 
 /**
  * ps_numa_available() - can this process place memory with mbind(2)?
- *
- * Probes the kernel once (numa_available()) and remembers a positive answer.
- * Context: any thread; no allocation.
+ * Context: any thread; no allocation; the kernel is probed until it answers yes.
  * Return: 0 when placement works; -ENOSYS when the kernel has no NUMA
  * support; -EPERM when the system call is refused (seccomp, for example).
  */
@@ -47,9 +43,8 @@ PS_API int ps_numa_available(void);
  *            numa_distance(); 10 is local), NULL with @nr_nodes 0
  * @weights: @nr_nodes weighted-interleave weights, each 1-255; NULL: 1 each
  *
- * Decides which nodes a node lookup may return and how it chooses; the
- * system's (sysfs) by default.  Ranges already set follow it from the next
- * lookup on; the table is copied (docs/placement.md).
+ * The nodes a node lookup may return and how it chooses (default: sysfs), copied; ranges
+ * already set follow it from the next lookup on (docs/placement.md).
  * Context: any thread, at any time, also while other threads look up or
  * fork (they use the old table or the new one); no lock; allocates.
  * Return: 0; -EINVAL for a bad count, a missing distance table, a weight
@@ -60,15 +55,11 @@ PS_API int ps_numa_set_topology(int nr_nodes, const unsigned char *distance,
 
 /**
  * enum ps_fit_rule - what a node lookup does with a policy on the topology in force
- * @PS_FIT_EXACT: every node of the policy has memory there: the policy's
- *                own rule
- * @PS_FIT_NARROWED: some do: the policy's rule over those (BIND, INTERLEAVE,
- *                   PREFERRED_MANY, WEIGHTED_INTERLEAVE)
- * @PS_FIT_NEAREST: PREFERRED on a node the topology knows but without
- *                  memory: the nearest node with memory to it
- * @PS_FIT_LOCAL: none does (or PREFERRED on a node the topology does not
- *                know): the local node, or the nearest node with memory to
- *                it, as for no policy
+ * @PS_FIT_EXACT: every node of the policy has memory there: the policy's own rule
+ * @PS_FIT_NARROWED: some do: the policy's rule over those (the modes of several nodes)
+ * @PS_FIT_NEAREST: PREFERRED on a known node without memory: the nearest with memory
+ * @PS_FIT_LOCAL: none does (or PREFERRED on an unknown node): as for no policy, the
+ *                local node or the nearest with memory to it
  */
 enum ps_fit_rule {
 	PS_FIT_EXACT = 0,
@@ -80,8 +71,7 @@ enum ps_fit_rule {
 /**
  * struct ps_policy_fit - how a policy meets the topology in force
  * @rule: an enum ps_fit_rule
- * @first_missing: the lowest node of the policy without memory in the
- *                 topology (PREFERRED: its node, if so), -1 when there is none
+ * @first_missing: the lowest node of the policy without memory there, -1 when none
  * @missing: the nodes of the policy without memory there
  * @present: the nodes of the policy with memory there
  */
@@ -95,37 +85,32 @@ struct ps_policy_fit {
 /**
  * ps_numa_check_policy() - check a policy's nodes against the topology in force
  * @pol: the policy
- * @fit: if not NULL, receives which node failed and what a lookup does
- *       instead
+ * @fit: if not NULL, receives which node failed and what a lookup does instead
  *
  * Says beforehand where a node lookup would fall back (docs/placement.md);
  * the mask is taken as stored, and a policy without nodes always fits.
  * Context: any thread; takes no lock; reads sysfs on first use.
- * Return: 0 when every node of @pol has memory in the topology in force;
- * -ENOENT when one does not (@fit says which); -EINVAL when @pol is NULL
- * (@fit untouched).
+ * Return: 0 when every node of @pol has memory in the topology in force; -ENOENT when one
+ * does not (@fit says which); -EINVAL when @pol is NULL (@fit untouched).
  */
 PS_API int ps_numa_check_policy(const struct ps_policy *pol, struct ps_policy_fit *fit);
 
 /**
  * ps_policy_apply() - place the pages of [@addr, @addr + @len) by a policy
- * @pol: the policy; NULL applies the default policy (as for a range the
- *       store does not cover)
+ * @pol: the policy; NULL applies the default policy (as where no range is)
  * @addr: start of a mapping of the calling process; page aligned
- * @len: length in bytes (rounded up to whole pages by the kernel); 0 does
- *       nothing and succeeds
+ * @len: length in bytes (the kernel rounds it up to pages); 0 does nothing and succeeds
  * @flags: 0 or PS_APPLY_STRICT and/or PS_APPLY_MOVE
  *
  * One mbind(2) with the policy's mode, flags and nodes, after polstore's
  * node checks (docs/placement.md).
  * Context: any thread; may sleep (the mm's lock; PS_APPLY_MOVE migrates
  * pages); no allocation.
- * Return: 0; -EINVAL for a bad @flags, a misaligned @addr, a node that does
- * not exist or is not allowed, or a mode the kernel does not know;
- * -EFAULT or -ENOMEM when [@addr, @addr + @len) is not fully mapped;
- * -EIO when PS_APPLY_STRICT is given and pages could not be placed (the
- * policy may be applied all the same); -ENOSYS or -EPERM as
- * ps_numa_available().  On any other error nothing has changed.
+ * Return: 0; -EINVAL for a bad @flags, a misaligned @addr, a node that does not exist or is
+ * not allowed, or a mode the kernel does not know; -EFAULT or -ENOMEM when [@addr, @addr +
+ * @len) is not fully mapped; -EIO when PS_APPLY_STRICT is given and pages could not be placed
+ * (the policy may be applied all the same); -ENOSYS or -EPERM as ps_numa_available().  On any
+ * other error nothing has changed.
  */
 PS_API int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigned flags);
 
@@ -133,22 +118,18 @@ PS_API int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, 
  * ps_policy_from_addr() - read the policy of the page at @addr
  * @addr: an address in a mapping of the calling process
  *
- * get_mempolicy(2) with MPOL_F_ADDR; no policy reads back as
- * PS_MPOL_DEFAULT (docs/placement.md).
+ * get_mempolicy(2) with MPOL_F_ADDR; no policy reads back as PS_MPOL_DEFAULT.
  * Context: any thread; may sleep; allocates the new policy.
- * Return: a new policy with one reference for the caller, or NULL with
- * errno EFAULT (@addr not mapped), ENOMEM, ENOSYS or EPERM (as
- * ps_numa_available()), EOPNOTSUPP (the kernel reports a mode flag
- * polstore cannot hold, e.g. MPOL_F_NUMA_BALANCING) or EOVERFLOW (a node
- * >= PS_MAX_NUMNODES).
+ * Return: a new policy with one reference for the caller, or NULL with errno EFAULT (@addr
+ * not mapped), ENOMEM, ENOSYS or EPERM (as ps_numa_available()), EOPNOTSUPP (a mode flag
+ * polstore cannot hold, e.g. MPOL_F_NUMA_BALANCING) or EOVERFLOW (a node >= PS_MAX_NUMNODES).
  */
 PS_API struct ps_policy *ps_policy_from_addr(const void *addr);
 
 /**
  * ps_policy_to_bitmask() - copy a policy's nodes into a libnuma bitmask
  * @pol: the policy
- * @bmp: a bitmask from numa_allocate_nodemask() or numa_bitmask_alloc();
- *       every bit is written
+ * @bmp: a bitmask from numa_allocate_nodemask() or numa_bitmask_alloc(); every bit is written
  * Context: any thread; writes only @bmp.
  * Return: 0, or -EINVAL when @pol or @bmp is NULL, @bmp has no bits, or a
  * node of @pol does not fit in @bmp (then @bmp is untouched).
@@ -159,8 +140,7 @@ PS_API int ps_policy_to_bitmask(const struct ps_policy *pol, struct bitmask *bmp
  * ps_policy_from_bitmask() - create a policy from a libnuma bitmask
  * @mode: one of enum ps_mode
  * @flags: as for ps_policy_create()
- * @bmp: the nodes (numa_parse_nodestring(), numa_get_mems_allowed(), ...);
- *       NULL is an empty mask
+ * @bmp: the nodes (numa_parse_nodestring(), numa_get_mems_allowed(), ...); NULL: none
  *
  * Exactly ps_policy_create(@mode, @flags, @bmp->maskp, @bmp->size).
  * Context: any thread; allocates.
@@ -176,23 +156,18 @@ PS_API struct ps_policy *ps_policy_from_bitmask(
  * @base: address of page @first_page in the mapping; aligned to @page_size
  * @first_page: first store index of the window
  * @npages: number of pages in the window
- * @page_size: bytes per page: a multiple of the system page size (the
- *             system page size, or the huge page size of a hugetlb mapping)
+ * @page_size: bytes per page: the system page size, or a hugetlb mapping's huge page size
  * @flags: as for ps_policy_apply()
- * @done_pages: if not NULL, receives the number of pages, from @first_page
- *              on, whose placement was applied, on success and on error
+ * @done_pages: if not NULL, receives how many pages from @first_page on were placed
  *
- * One ps_policy_apply() per piece of the window cut at range edges (default
- * policy where no range is), in order, from one snapshot of the store,
- * outside every lock and section (docs/placement.md).
+ * One ps_policy_apply() per piece of the window cut at range edges, in order, from one
+ * snapshot of the store, outside every lock and section (docs/placement.md).
  * Context: any thread, not inside a read-side section of @store; may sleep;
  * allocates a temporary array of the collected ranges.
- * Return: 0; -EINVAL for a NULL @store, a @page_size that is not a multiple
- * of the system page size, a misaligned @base, a window that overflows, or
- * a bad @flags (nothing applied); -ENOMEM when the temporary array cannot
- * be allocated (nothing applied); otherwise the first ps_policy_apply()
- * error, with *@done_pages saying how far placement got: pages before it
- * are placed, pages from it on are untouched.
+ * Return: 0; -EINVAL for a NULL @store, a @page_size not a multiple of the system page size,
+ * a misaligned @base, a window that overflows or a bad @flags, and -ENOMEM (nothing applied,
+ * either); otherwise the first ps_policy_apply() error: pages before *@done_pages are
+ * placed, pages from it on are untouched.
  */
 PS_API int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page,
 		uint64_t npages, size_t page_size, unsigned flags, size_t *done_pages);

@@ -130,7 +130,6 @@ PS_API void ps_policy_put(struct ps_policy *pol);
 /**
  * ps_policy_mode() - the policy's mode
  * @pol: the policy
- *
  * Context: any thread; reads immutable data, writes nothing.
  * Return: an enum ps_mode value, or -EINVAL when @pol is NULL.
  */
@@ -139,7 +138,6 @@ PS_API int ps_policy_mode(const struct ps_policy *pol);
 /**
  * ps_policy_flags() - the policy's mode flags
  * @pol: the policy
- *
  * Context: any thread; reads immutable data, writes nothing.
  * Return: the PS_MPOL_F_* flags given at creation (always 0 for a DEFAULT
  * policy, which drops them); 0 when @pol is NULL.
@@ -152,7 +150,6 @@ PS_API unsigned ps_policy_flags(const struct ps_policy *pol);
  * @mask: room for @maxnode bits, rounded up to whole unsigned longs; every
  *        word is written (unused high bits cleared)
  * @maxnode: number of bits @mask can hold, at most PS_MAXNODE_LIMIT
- *
  * Context: any thread; reads immutable data, writes only @mask.
  * Return: 0, or -EINVAL when @pol or @mask is NULL, @maxnode is 0 or above
  * PS_MAXNODE_LIMIT, or a node of the policy does not fit in @maxnode bits
@@ -164,7 +161,6 @@ PS_API int ps_policy_nodemask(const struct ps_policy *pol, unsigned long *mask,
 /**
  * ps_policy_weight() - number of nodes in the policy's mask
  * @pol: the policy
- *
  * Context: any thread; writes nothing.
  * Return: the count, or -EINVAL when @pol is NULL.
  */
@@ -173,7 +169,6 @@ PS_API int ps_policy_weight(const struct ps_policy *pol);
 /**
  * ps_policy_first_node() - lowest node in the policy's mask
  * @pol: the policy
- *
  * Context: any thread; writes nothing.
  * Return: the node, -ENOENT when the mask is empty, -EINVAL when @pol is NULL.
  */
@@ -223,7 +218,6 @@ PS_API int ps_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_n
 /**
  * ps_mode_name() - the kernel's name of a mode, e.g. "bind"
  * @mode: an enum ps_mode value
- *
  * Context: any thread.
  * Return: a static string; "unknown" for an invalid mode.
  */

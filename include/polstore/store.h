@@ -1,16 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * polstore store: a map from half-open index ranges [start, end) to policies,
- * in the spirit of the kernel's struct shared_policy, with the
- * synchronisation chosen per store.  Ranges never overlap; equal neighbours
- * are not merged.  Variants (enum ps_sync), one semantics:
- *   PS_SYNC_SPIN      one spinlock around the tree (bounded spin, then yield)
- *   PS_SYNC_RWLOCK    writer-preferring; readers on per-thread cache lines
- *   PS_SYNC_SEQLOCK   readers retry when a writer intervened, then lock
- *   PS_SYNC_RCU       liburcu memb; readers never block, retry or write shared
- *   PS_SYNC_RCU_QSBR  liburcu qsbr; zero-cost sections for online threads
- * Calling contexts, threads, other stores, signal handlers and misuse:
- * docs/context.md (installed in share/doc/libpolstore-dev/).
+ * polstore store: a map from half-open index ranges [start, end) to policies, as the kernel's
+ * struct shared_policy, with one of five synchronisation variants (enum ps_sync) per store.
+ * Every lookup is linearizable with concurrent sets; a set or a batch is all or nothing and
+ * atomic to readers.  Lookups that take no reference write nothing shared under RCU, RCU_QSBR
+ * and, but for its lock fallback, SEQLOCK.  Guide: docs/store.md; calling contexts:
+ * docs/context.md (in share/doc/libpolstore-dev/).
  */
 #ifndef POLSTORE_STORE_H
 #define POLSTORE_STORE_H
@@ -28,11 +23,11 @@ extern "C" {
 
 /** enum ps_sync - how a store synchronises readers and writers. */
 enum ps_sync {
-	PS_SYNC_SPIN,
-	PS_SYNC_RWLOCK,
-	PS_SYNC_SEQLOCK,
-	PS_SYNC_RCU,
-	PS_SYNC_RCU_QSBR,
+	PS_SYNC_SPIN,	  /* one spinlock around the tree (bounded spin, then yield) */
+	PS_SYNC_RWLOCK,	  /* writer-preferring; readers on per-thread cache lines */
+	PS_SYNC_SEQLOCK,  /* readers retry when a writer intervened, then lock */
+	PS_SYNC_RCU,	  /* liburcu memb; readers never block, retry or write shared */
+	PS_SYNC_RCU_QSBR, /* liburcu qsbr; zero-cost sections for online threads */
 };
 
 /** Number of variants; loop `for (s = 0; s < PS_SYNC_COUNT; s++)`. */
@@ -57,16 +52,13 @@ PS_API const char *ps_sync_name(enum ps_sync sync);
 PS_API int ps_sync_from_name(const char *name);
 
 /* What a variant is, as ps_sync_caps() reports it. */
-#define PS_CAP_LOCK 0x1u /* writers take a lock readers or walks can wait for */
-#define PS_CAP_RCU 0x2u  /* readers use liburcu: a reading thread registers with it */
+#define PS_CAP_LOCK 0x1u /* writers take a lock readers or walks wait for (lock_stat) */
+#define PS_CAP_RCU 0x2u	 /* readers use liburcu: a reading thread registers (rcu.h) */
 #define PS_CAP_QSBR 0x4u /* liburcu's qsbr flavour: online threads read for free */
 
 /**
  * ps_sync_caps() - what a variant is, for programs that treat variants alike
  * @sync: the variant
- *
- * PS_CAP_LOCK's lock is the one ps_store_lock_stat_read() reports; RCU
- * flavours, and threads online by ps_qsbr_thread_online(): polstore/rcu.h.
  * Context: any thread.
  * Return: the PS_CAP_* bits of @sync; 0 for a value that is not a variant.
  */
@@ -76,34 +68,25 @@ PS_API unsigned ps_sync_caps(enum ps_sync sync);
  * ps_store_create() - create an empty store
  * @sync: the synchronisation variant
  * Context: any thread; allocates.
- * Return: the store, or NULL with errno EINVAL (unknown @sync) or ENOMEM;
- * SEQLOCK, RCU, RCU_QSBR: also EAGAIN or ENOMEM when the keys that unregister
- * reader threads from liburcu at exit cannot be made (pthread_key_create()
- * failed; a later call tries again).
+ * Return: the store, or NULL with errno EINVAL (unknown @sync), ENOMEM, or
+ * EAGAIN (SEQLOCK, RCU, RCU_QSBR: no thread-exit key, docs/context.md "Threads").
  */
 PS_API struct ps_store *ps_store_create(enum ps_sync sync);
 
 /**
  * ps_store_destroy() - free a store and drop its policy references
  * @store: the store, or NULL (a no-op)
- *
- * References that callers got from ps_store_lookup() stay valid until put.
- * Context: see docs/context.md.  No other thread may use @store during or after
- * the call (ps_store_destroy_deferred() is for a store readers may be in).
+ * Context: see docs/context.md; no other thread may use @store during or after
+ * the call (else: ps_store_destroy_deferred()).  References taken stay valid.
  */
 PS_API void ps_store_destroy(struct ps_store *store);
 
 /**
  * ps_store_destroy_deferred() - free a store once no reader can still use it, never waiting
  * @store: the store, which the caller has made unreachable for new readers
- *
- * Returns at once; the reclaim thread frees @store and drops its references
- * after a grace period.  The pattern, and what it covers per variant:
- * docs/context.md ("Retiring a store").
- * Context: see docs/context.md; inside sections of @store too.  No writer of
- * @store may run during or after the call, and no new reader may find it.
- * Return: 0; -EINVAL for NULL; -ENOMEM or -EAGAIN (no memory for the
- * hand-over, no reclaim thread) with @store as before, to retry or destroy.
+ * Context: see docs/context.md ("Retiring a store"); inside sections too.  No
+ * writer of @store may run during or after the call.
+ * Return: 0; -EINVAL for NULL; -ENOMEM or -EAGAIN (no memory, no reclaim thread), @store as before.
  */
 PS_API int ps_store_destroy_deferred(struct ps_store *store);
 
@@ -111,20 +94,17 @@ PS_API int ps_store_destroy_deferred(struct ps_store *store);
  * ps_sync_read_lock() - open a section in which stores of a variant are not freed
  * @sync: the variant of the stores the section finds
  *
- * A store loaded (acquire) in the section and then handed to
- * ps_store_destroy_deferred() is freed only after the section closes.
- * Context: any thread; docs/context.md ("Retiring a store").  Close it on
- * the same thread with the same @sync; thread exit closes it.
- * Return: 0; -EINVAL for a value that is not a variant; -EAGAIN or -ENOMEM
- * when the thread-exit key cannot be made (no section is open then).
+ * A store loaded (acquire) in the section outlives it, even when destroyed deferred.
+ * Context: any thread, which closes it with the same @sync (docs/context.md, "Retiring a store").
+ * Return: 0; -EINVAL (not a variant); -EAGAIN or -ENOMEM (no thread-exit key; nothing opened).
  */
 PS_API int ps_sync_read_lock(enum ps_sync sync);
 
 /**
  * ps_sync_read_unlock() - close a section that ps_sync_read_lock() opened
  * @sync: the variant given to ps_sync_read_lock()
- * Context: the thread that opened the section, with the same @sync; a value
- * that is not a variant is ignored, no open section aborts (docs/context.md).
+ * Context: the opening thread, with the same @sync (not a variant: ignored; no
+ * open section: abort, docs/context.md).
  */
 PS_API void ps_sync_read_unlock(enum ps_sync sync);
 
@@ -143,10 +123,7 @@ PS_API int ps_store_sync_kind(const struct ps_store *store);
  * @end: one past the last index; must be > @start
  * @pol: the policy; NULL or a PS_MPOL_DEFAULT policy removes what is there
  *
- * Removes, trims or splits what is there, as the kernel's
- * shared_policy_replace(), and inserts the range with a reference of its
- * own to @pol (the caller keeps its own).  All or nothing; readers see the
- * store before or after the set.
+ * Replaces what is there, as shared_policy_replace() does, with a reference of its own to @pol.
  * Context: see docs/context.md; allocates.
  * Return: 0; -EINVAL when @store is NULL or @start >= @end; -ENOMEM;
  * -EDEADLK (nothing changed) where docs/context.md says so.
@@ -155,14 +132,10 @@ PS_API int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end,
 		struct ps_policy *pol);
 
 /**
- * ps_store_synchronize() - free what earlier sets removed but still hold
+ * ps_store_synchronize() - wait until the store holds references only for its ranges
  * @store: the store
- *
- * Waits until every policy reference the store holds belongs to a range in
- * it; RCU and RCU_QSBR also give back spare nodes.  SPIN, RWLOCK: a no-op.
  * Context: see docs/context.md, note 5; an online RCU_QSBR thread goes offline.
- * Return: 0; -EINVAL when @store is NULL; -EDEADLK (nothing waited for)
- * inside a section it would wait for.
+ * Return: 0; -EINVAL for NULL; -EDEADLK (nothing waited for) inside a section it would wait for.
  */
 PS_API int ps_store_synchronize(struct ps_store *store);
 
@@ -170,23 +143,16 @@ PS_API int ps_store_synchronize(struct ps_store *store);
  * ps_store_lookup() - the policy covering @idx, with a new reference
  * @store: the store
  * @idx: the index
- *
- * Linearizable with concurrent sets, for every variant; the reference is one
- * atomic increment (ps_policy_get()).
  * Context: see docs/context.md; may allocate a hot policy's per-CPU stripes.
- * Return: the policy, which the caller must ps_policy_put(); NULL when no
- * range covers @idx (errno is then 0), @store is NULL (errno EINVAL), or
- * inside this thread's own section of a SPIN @store (errno EDEADLK).
+ * Return: the policy, which the caller must ps_policy_put(); NULL when no range covers @idx
+ * (errno 0), @store is NULL (errno EINVAL), or in this thread's SPIN section (errno EDEADLK).
  */
 PS_API struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx);
 
 /**
  * ps_store_read_lock() - open a read-side section for borrowed lookups
  * @store: the store
- *
- * Borrowed policies stay valid until ps_store_read_unlock().  Keep sections
- * short: SPIN and RWLOCK writers wait for them, and frees wait too.
- * Context: see docs/context.md; nests, but not in a SPIN section of @store.
+ * Context: see docs/context.md; short; nests, but not in a SPIN section of @store.
  */
 PS_API void ps_store_read_lock(struct ps_store *store);
 
@@ -202,12 +168,8 @@ PS_API void ps_store_read_unlock(struct ps_store *store);
  * ps_store_lookup_borrow() - the policy covering @idx, borrowed, no reference
  * @store: the store
  * @idx: the index
- *
- * Linearizable like ps_store_lookup(), with no shared write under RCU,
- * RCU_QSBR and (but for its lock fallback) SEQLOCK.
  * Context: inside ps_store_read_lock() on @store (docs/context.md).
- * Return: the policy, valid until ps_store_read_unlock() (ps_policy_get()
- * keeps it); NULL when no range covers @idx or @store is NULL.
+ * Return: the policy, valid until ps_store_read_unlock(); NULL for a miss or a NULL @store.
  */
 PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, uint64_t idx);
 
@@ -217,14 +179,9 @@ PS_API const struct ps_policy *ps_store_lookup_borrow(struct ps_store *store, ui
  * @idx: the index
  * @view: from PS_POLICY_VIEW_INIT() (size, mask words wanted); gets the mode,
  *        flags, weight and mask words, or PS_MPOL_DEFAULT and an empty mask
- *
- * Takes its own section: no shared write where ps_store_lookup_borrow() has
- * none.  Linearizable like ps_store_lookup().
- * Context: see docs/context.md.
- * Return: 1 when a policy covers @idx, 0 when none does; -EINVAL when
- * @store or @view is NULL, @view->size is not sizeof(struct
- * ps_policy_view) or @view->nwords exceeds PS_NODEMASK_WORDS (then @view
- * is untouched); -EDEADLK inside this thread's section of a SPIN @store.
+ * Context: see docs/context.md; a section of its own.
+ * Return: 1 when a policy covers @idx, 0 when none does; -EINVAL (@view untouched) when @store
+ * or @view is NULL or @view->size or @view->nwords is wrong; -EDEADLK in a SPIN section.
  */
 PS_API int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_policy_view *view);
 
@@ -233,20 +190,17 @@ PS_API int ps_store_lookup_copy(struct ps_store *store, uint64_t idx, struct ps_
  * @store: the store
  * @idx: the page index (the lookup key and the interleave index)
  * @local_node: the node of the allocating CPU, 0 .. PS_MAX_NUMNODES - 1
- *
- * ps_policy_node() of the covering policy, as ps_store_lookup_copy() reads.
- * Context: see docs/context.md.
- * Return: the node, always one with memory (polstore/numa.h; with no policy
- * @local_node or the nearest to it); -EINVAL when @store is NULL or
- * @local_node is out of range; -EDEADLK as ps_store_lookup_copy().
+ * Context: see docs/context.md; a section of its own.
+ * Return: ps_policy_node() of the covering policy, a node with memory; -EINVAL
+ * when @store is NULL or @local_node out of range; -EDEADLK as lookup_copy.
  */
 PS_API int ps_store_lookup_node(struct ps_store *store, uint64_t idx, int local_node);
 
 /**
  * typedef ps_foreach_fn - callback of ps_store_foreach() and ps_store_foreach_range()
  *
- * @pol is borrowed for the call; a non-zero return stops the walk.  It may
- * call what the "callback" column of docs/context.md allows.
+ * @pol is borrowed for the call; a non-zero return stops the walk.  It may call what the
+ * "callback" column of docs/context.md allows.
  */
 typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
 
@@ -258,9 +212,8 @@ typedef int (*ps_foreach_fn)(uint64_t start, uint64_t end, struct ps_policy *pol
  *
  * One consistent snapshot; SPIN, RWLOCK and SEQLOCK sets wait for the walk.
  * Context: see docs/context.md; @fn as ps_foreach_fn says.
- * Return: 0 after a full walk, @fn's non-zero return when it stopped the
- * walk, -EINVAL when @store or @fn is NULL, -EDEADLK where docs/context.md
- * says so.
+ * Return: 0 after a full walk, else @fn's non-zero return; -EINVAL when
+ * @store or @fn is NULL; -EDEADLK where docs/context.md says so.
  */
 PS_API int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg);
 
@@ -273,26 +226,19 @@ PS_API int ps_store_foreach(struct ps_store *store, ps_foreach_fn fn, void *arg)
 PS_API size_t ps_store_count(struct ps_store *store);
 
 /**
- * ps_store_check() - verify every invariant of the store's tree(s)
+ * ps_store_check() - verify every invariant of the store (docs/internals.md)
  * @store: the store
  * @why: if not NULL, receives a static description of the first violation
- *
- * Red-black properties, depth bound, ranges ascending, disjoint, non-empty
- * and counted, each with a referenced non-DEFAULT policy (docs/internals.md).
  * Context: see docs/context.md; it excludes sets while it runs.
  * Return: 0, -EINVAL for a NULL store, -EUCLEAN on a violation, or -EDEADLK.
  */
 PS_API int ps_store_check(struct ps_store *store, const char **why);
 
 /**
- * ps_store_memory() - bytes the store holds for its ranges
+ * ps_store_memory() - bytes the store and its nodes hold, not the policies
  * @store: the store
- *
- * The store and its nodes, not the policies; what else RCU sets hold:
- * docs/internals.md.
- * Context: see docs/context.md; also from an allocator hook (polstore/alloc.h)
- * inside a set of @store.  Approximate under concurrent sets.
- * Return: the byte count; 0 for NULL.
+ * Context: see docs/context.md; also from an allocator hook in a set of @store.
+ * Return: the byte count (RCU: docs/internals.md); 0 for NULL.
  */
 PS_API size_t ps_store_memory(struct ps_store *store);
 
@@ -319,12 +265,9 @@ struct ps_store_stats {
  * @store: the store
  * @stats: receives the figures
  * Context: see docs/context.md: RCU and RCU_QSBR wait for a set in progress.
- * Return: 0; -EINVAL when @store or @stats is NULL; -EOPNOTSUPP for SPIN,
- * RWLOCK and SEQLOCK, which change their tree in place and keep no figures.
+ * Return: 0; -EINVAL when @store or @stats is NULL; -EOPNOTSUPP for SPIN, RWLOCK and SEQLOCK.
  */
 PS_API int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats);
-
-/* ---- windows, walks by position, batches ---- */
 
 /**
  * ps_store_foreach_range() - call @fn on every range overlapping [@start, @end)
@@ -336,9 +279,8 @@ PS_API int ps_store_stats(struct ps_store *store, struct ps_store_stats *stats);
  *
  * As ps_store_foreach(), O(log n + k) for k ranges; ranges are NOT clipped.
  * Context: see docs/context.md; @fn as ps_foreach_fn says.
- * Return: 0 after a full walk (also when no range overlaps the window),
- * @fn's non-zero return when it stopped the walk, -EINVAL when @store or
- * @fn is NULL or @start >= @end, -EDEADLK as ps_store_foreach().
+ * Return: 0 after a full walk, else @fn's non-zero return; -EINVAL when @store or @fn is NULL
+ * or @start >= @end; -EDEADLK as ps_store_foreach().
  */
 PS_API int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64_t end,
 		ps_foreach_fn fn, void *arg);
@@ -351,14 +293,10 @@ PS_API int ps_store_foreach_range(struct ps_store *store, uint64_t start, uint64
  * @end: receives one past its last index
  * @pol: receives its policy, with a reference the caller must ps_policy_put()
  *
- * Linearizable, O(log n): start at @idx = 0, continue with @idx = *@end
- * until -ENOENT.  A loop of calls is NOT a snapshot (a window's:
- * ps_store_foreach_range()).
- * Context: see docs/context.md; in a section of a SPIN @store use
- * ps_store_next_borrow().
- * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
- * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
- * @pol is NULL; -EDEADLK inside this thread's section of a SPIN @store.
+ * Linearizable, O(log n); a loop from @idx 0 on *@end is NOT a snapshot.
+ * Context: see docs/context.md; in a SPIN section, ps_store_next_borrow().
+ * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range ends after @idx;
+ * -EINVAL when a pointer is NULL; -EDEADLK inside this thread's section of a SPIN @store.
  */
 PS_API int ps_store_next(struct ps_store *store, uint64_t idx, uint64_t *start, uint64_t *end,
 		struct ps_policy **pol);
@@ -371,12 +309,10 @@ PS_API int ps_store_next(struct ps_store *store, uint64_t idx, uint64_t *start, 
  * @end: receives one past its last index
  * @pol: receives its policy, borrowed until ps_store_read_unlock()
  *
- * No shared write where ps_store_lookup_borrow() has none.  A loop of calls
- * is a snapshot only under SPIN and RWLOCK.
+ * A loop of calls is a snapshot only under SPIN and RWLOCK.
  * Context: inside ps_store_read_lock() on @store (docs/context.md).
  * Return: 0 with *@start, *@end and *@pol written; -ENOENT when no range
- * ends after @idx (nothing written); -EINVAL when @store, @start, @end or
- * @pol is NULL.
+ * ends after @idx; -EINVAL when a pointer is NULL.
  */
 PS_API int ps_store_next_borrow(struct ps_store *store, uint64_t idx, uint64_t *start,
 		uint64_t *end, const struct ps_policy **pol);
@@ -394,13 +330,10 @@ struct ps_set_op {
 };
 
 /**
- * ps_store_set_many() - apply @n sets in order as one atomic update
+ * ps_store_set_many() - ps_store_set() of each of @n ops in order, as one atomic update
  * @store: the store
  * @ops: the sets, applied in array order; may be NULL when @n is 0
  * @n: how many (0: nothing to do)
- *
- * ps_store_set() of each op in turn (a later op wins where they overlap);
- * readers see all of the batch or none.  All or nothing.
  * Context: as ps_store_set() (docs/context.md); allocates.
  * Return: 0; -EINVAL when @store is NULL, @ops is NULL with @n > 0, or an
  * op has start >= end; -ENOMEM; -EDEADLK as ps_store_set().
@@ -409,11 +342,9 @@ PS_API int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops
 
 /**
  * ps_inline_layout() - the identity of the layouts this library's inline read side reads
- *
- * Under a library of another identity, a POLSTORE_INLINE program's
- * ps_store_create() fails with errno EPROTO (docs/runtime.md).
  * Context: any thread.
- * Return: the identity, a 32-bit value (printed as 8 hex digits).
+ * Return: the identity, a 32-bit value (8 hex digits); a POLSTORE_INLINE
+ * program runs only under its own (docs/runtime.md).
  */
 PS_API unsigned long ps_inline_layout(void);
 
@@ -421,10 +352,7 @@ PS_API unsigned long ps_inline_layout(void);
 }
 #endif
 
-/*
- * POLSTORE_INLINE, defined before any polstore header, inlines the read side
- * (polstore/static/lookup.h, docs/runtime.md).
- */
+/* POLSTORE_INLINE, defined before any polstore header, inlines the read side. */
 #if defined(POLSTORE_INLINE) && !defined(POLSTORE_BUILDING)
 #include <polstore/static/lookup.h>
 #define ps_store_create(sync) _ps_store_create_inline((sync), _PS_INLINE_ABI)

@@ -1,71 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * polstore fault plane: resolve the missing-page faults of memory regions
- * with userfaultfd(2), placing each page on the node a store names and
- * filling it with what a callback gives (zeros by default).
- *
- * This header is not part of <polstore/polstore.h>: its functions live in a
- * library of their own, libpolstore_uffd (pkg-config module
- * "polstore-uffd"; CMake: find_package(polstore COMPONENTS uffd), target
- * polstore::polstore_uffd), which links libpolstore and uses only its
- * public API; its own few allocations use malloc(), not the
- * ps_set_alloc_ops() hooks.  It is built on Linux when the userfaultfd
- * headers are found (CMake option POLSTORE_UFFD=AUTO, the default; ON
- * requires them, OFF never builds it).  docs/uffd.md explains the design
- * and its costs.
- *
- * A plane owns one userfaultfd and its resolver threads.  Regions of
- * anonymous or shared memory (MAP_ANONYMOUS, memfd, tmpfs) registered with
- * it fault into the plane instead of the kernel's fault handler: for each
- * fault a resolver thread reads the message, maps the address to a store
- * index (the page number inside the region, plus the region's first
- * index), asks the store where the page goes (ps_store_lookup_node(), with
- * the node of the resolver's CPU as the local node: a page no policy
- * covers goes there), sets its own memory policy to prefer that node when
- * it does not already, fills a buffer through the caller's callback and
- * places it with UFFDIO_COPY, which allocates the page under the
- * resolver's policy and wakes the faulting thread.  A plane without a
- * store places every page on one fixed node (or the local one).
- *
- * Which call may run where, in one place:
- *  - ps_uffd_available(), ps_uffd_create(): any thread.
- *  - ps_uffd_register(), ps_uffd_register_flags(), ps_uffd_unregister(),
- *    ps_uffd_stats(): any thread but the plane's resolvers (a fill
- *    callback must not call them: they wait for every resolver to finish
- *    the fault it is resolving).  ps_uffd_resolvers(): any thread.
- *  - ps_uffd_destroy(): any thread but the plane's resolvers, once no
- *    other thread calls the plane.
- *  - The fill callback runs on a resolver thread, with every signal
- *    blocked and cancellation disabled.  It may block (read a file), but
- *    must not touch a page of any region registered with its plane that
- *    has not been placed yet: that fault would wait for the plane.
- *  - With an RCU_QSBR store a resolver is online (polstore/rcu.h) while it
- *    resolves faults, fill callbacks included, and for up to a millisecond
- *    after the last, reporting a quiescent state after each fault: its
- *    lookups then cost no fence.  A fill that blocks delays the flavour's
- *    grace periods as long, so it must not wait for a thread that waits for
- *    one (ps_store_synchronize() of an RCU_QSBR store, for instance).
- *  - In a child of fork(), only ps_uffd_destroy() (which frees the child's
- *    copy and leaves the parent's plane alone) and ps_uffd_resolvers();
- *    every other call fails with -ESRCH, as the plane's resolvers are not
- *    in the child.
- *
- * Misuse fails loudly: a message on stderr that names polstore, the call
- * and the plane, then abort().  Always, for a call from one of the plane's
- * own resolver threads that would wait for that thread (from its fill
- * callback), and for a call on a plane already destroyed, as long as its
- * memory has not been allocated again (a second ps_uffd_destroy() just
- * after the first, for instance).  That check reads freed memory, so
- * AddressSanitizer and memcheck report such a call themselves, and a plane
- * whose block another allocation (a plane created since, often) has taken
- * again cannot be told from that one: the call acts on it.  The checking
- * mode (POLSTORE_CHECK=1 in the environment when the library is loaded, or
- * a library built with -DPOLSTORE_CHECKING=ON, as for stores in
- * polstore/store.h) covers the planes created while it is on beyond that:
- * a destroyed plane's memory is kept, poisoned, for the next 64 planes
- * destroyed, so that every call on it is reported; and a call in a child
- * of fork() other than those above is reported instead of failing with
- * -ESRCH.
+ * polstore fault plane: resolve the missing-page faults of memory regions with userfaultfd(2),
+ * placing each page on the node a store names (ps_store_lookup_node(), the resolver's node as the
+ * local one) and filling it with what a callback gives (zeros by default).  Not in
+ * <polstore/polstore.h>; the library is libpolstore_uffd (pkg-config polstore-uffd).  Design,
+ * calling contexts, fork and misuse (a message naming the call and the plane, then abort()):
+ * docs/uffd.md.
  */
 #ifndef POLSTORE_UFFD_H
 #define POLSTORE_UFFD_H
@@ -86,20 +26,18 @@ struct ps_uffd;
 /**
  * PS_UFFD_USER_MODE_ONLY - handle only faults from user mode (UFFD_USER_MODE_ONLY)
  *
- * Such a userfaultfd needs no privilege and no vm.unprivileged_userfaultfd,
- * but a kernel access to a page not yet placed (read(2) into it, O_DIRECT,
- * KVM reading guest memory) fails with EFAULT instead of faulting into the
- * plane.  Without it, creation needs CAP_SYS_PTRACE,
+ * Such a userfaultfd needs no privilege and no vm.unprivileged_userfaultfd, but a kernel access to
+ * a page not yet placed (read(2) into it, O_DIRECT, KVM reading guest memory) fails with EFAULT
+ * instead of faulting into the plane.  Without it, creation needs CAP_SYS_PTRACE,
  * vm.unprivileged_userfaultfd=1 or access to /dev/userfaultfd.
  */
 #define PS_UFFD_USER_MODE_ONLY (1U << 0)
 /**
  * PS_UFFD_READ_ZEROPAGE - read faults on zero content map the kernel's zero page
  *
- * UFFDIO_ZEROPAGE on a private anonymous region maps the shared zero page:
- * no memory, but the page then has no node, and the write that later
- * replaces it allocates by the writing thread's policy, not the store's.
- * Without this flag every page is placed, zero content included.
+ * UFFDIO_ZEROPAGE on a private anonymous region maps the shared zero page: no memory, but the page
+ * then has no node, and the write that later replaces it allocates by the writing thread's policy,
+ * not the store's.  Without this flag every page is placed, zero content included.
  */
 #define PS_UFFD_READ_ZEROPAGE (1U << 1)
 /** PS_UFFD_TIMING - sum the time spent in lookups and in each resolution (struct ps_uffd_stats). */
@@ -110,10 +48,9 @@ struct ps_uffd;
 /**
  * PS_UFFD_REGISTER_SPAN - the range may span several mappings (ps_uffd_register_flags())
  *
- * Without it a range that crosses from one mapping into another that
- * /proc/self/maps tells apart is refused; with it such a range is
- * registered whole.  Holes and the plane's own memory are refused either
- * way.
+ * Without it a range that crosses from one mapping into another that /proc/self/maps tells apart
+ * is refused; with it such a range is registered whole.  Holes and the plane's own memory are
+ * refused either way.
  */
 #define PS_UFFD_REGISTER_SPAN (1U << 0)
 
@@ -126,14 +63,12 @@ struct ps_uffd;
 /**
  * struct ps_uffd_fault - the fault a fill callback fills the page for
  * @addr: the first byte of the page (aligned to the plane's page size)
- * @page: the page's store index: the region's first index plus the page's
- *        number inside the region
- * @node: the node the page is allocated on (the resolver's preferred
- *        node); -1 when the kernel's default placement applies (the
- *        resolver could prefer neither the named node nor its local one)
- * @named_node: the node the store named (without a store: the plane's
- *              fixed node, or the local one); differs from @node when this
- *              process may not allocate there
+ * @page: the page's store index: the region's first index plus the page's number inside the region
+ * @node: the node the page is allocated on (the resolver's preferred node); -1 when the kernel's
+ *        default placement applies (the resolver could prefer neither the named node nor its local
+ *        one)
+ * @named_node: the node the store named (without a store: the plane's fixed node, or the local
+ *              one); differs from @node when this process may not allocate there
  * @resolver: index of the resolver thread, 0 .. ps_uffd_resolvers() - 1
  * @flags: PS_UFFD_FAULT_WRITE or 0
  * @tid: the thread that faulted, 0 when the kernel does not say
@@ -154,35 +89,30 @@ struct ps_uffd_fault {
 /**
  * typedef ps_uffd_fill_fn - the content of a page about to be placed
  *
- * Writes the page's content into @buf (the plane's page size, aligned to
- * it; what an earlier call left there is not cleared) and returns 0, or
- * returns PS_UFFD_FILL_ZERO for a zero page, or a negative errno when it
- * cannot give the content: then the page is poisoned where the kernel
- * allows it (UFFDIO_POISON, Linux 6.6: the access raises SIGBUS, a kernel
- * access fails with EFAULT), else the faulting thread is woken unresolved,
- * faults again and the callback is asked again.  Any other return counts
- * as an error.
+ * Writes the page's content into @buf (the plane's page size, aligned to it; what an earlier call
+ * left there is not cleared) and returns 0, or returns PS_UFFD_FILL_ZERO for a zero page, or a
+ * negative errno when it cannot give the content: then the page is poisoned where the kernel
+ * allows it (UFFDIO_POISON, Linux 6.6: the access raises SIGBUS, a kernel access fails with
+ * EFAULT), else the faulting thread is woken unresolved, faults again and the callback is asked
+ * again.  Any other return counts as an error.
  *
- * When several threads fault on one page at once the callback may be
- * called for each of them; one copy is placed, the others find the page
- * there (counted in @exists of struct ps_uffd_stats).
+ * When several threads fault on one page at once the callback may be called for each of them; one
+ * copy is placed, the others find the page there (counted in @exists of struct ps_uffd_stats).
  *
- * Context: a resolver thread (see the top of polstore/uffd.h).
+ * Context: a resolver thread (docs/uffd.md, "Calling contexts").
  */
 typedef int (*ps_uffd_fill_fn)(void *buf, const struct ps_uffd_fault *fault, void *arg);
 
 /**
  * struct ps_uffd_attr - how to create a plane (PS_UFFD_ATTR_INIT for the defaults)
- * @size: sizeof(struct ps_uffd_attr): the layout version (any other value
- *        is refused with EINVAL)
+ * @size: sizeof(struct ps_uffd_attr): the layout version (any other value is refused with EINVAL)
  * @flags: 0 or PS_UFFD_* flags
- * @resolvers: resolver threads, 1 .. PS_UFFD_MAX_RESOLVERS; 0: one per
- *             node this process may allocate on
- * @node: without a store, the node every page goes to; -1: the local node
- *        of the resolver.  Ignored with a store.
- * @page_size: bytes placed per fault: 0 for the system page size, or a
- *             power-of-two multiple of it (then regions and their store
- *             indices are in these units)
+ * @resolvers: resolver threads, 1 .. PS_UFFD_MAX_RESOLVERS; 0: one per node this process may
+ *             allocate on
+ * @node: without a store, the node every page goes to; -1: the local node of the resolver.
+ *        Ignored with a store.
+ * @page_size: bytes placed per fault: 0 for the system page size, or a power-of-two multiple of it
+ *             (then regions and their store indices are in these units)
  * @fill: the content callback; NULL: every page is zero-filled
  * @fill_arg: passed to @fill
  */
@@ -210,19 +140,18 @@ struct ps_uffd_attr {
  * @exists: faults whose page was already placed (EEXIST): woken, not placed again
  * @retries: resolving calls repeated after EAGAIN
  * @rebinds: set_mempolicy(2) calls: a resolver changed its preferred node
- * @fallbacks: faults whose named node this process may not allocate on:
- *             placed on the local node instead
+ * @fallbacks: faults whose named node this process may not allocate on: placed on the local node
+ *             instead
  * @fill_errors: fill callbacks that failed (the page poisoned, or retried)
- * @dropped: faults whose region was unregistered or unmapped before the
- *           page could be placed (woken: the kernel serves them)
- * @errors: other failures of the resolving call (ENOMEM, ...): the
- *          faulting thread is woken and faults again
+ * @dropped: faults whose region was unregistered or unmapped before the page could be placed
+ *           (woken: the kernel serves them)
+ * @errors: other failures of the resolving call (ENOMEM, ...): the faulting thread is woken and
+ *          faults again
  * @restarts: resolver threads replaced after exiting inside a callback
- * @lookup_ns: with PS_UFFD_TIMING, nanoseconds in the store lookup (a
- *             plane without a store times the same clock reads around no
- *             lookup: their own cost)
- * @resolve_ns: with PS_UFFD_TIMING, nanoseconds from reading each message
- *              to placing its page (lookup and fill included)
+ * @lookup_ns: with PS_UFFD_TIMING, nanoseconds in the store lookup (a plane without a store times
+ *             the same clock reads around no lookup: their own cost)
+ * @resolve_ns: with PS_UFFD_TIMING, nanoseconds from reading each message to placing its page
+ *              (lookup and fill included)
  */
 struct ps_uffd_stats {
 	uint64_t faults;
@@ -242,44 +171,40 @@ struct ps_uffd_stats {
 
 /**
  * ps_uffd_available() - may this process create a plane with these flags?
- * @flags: 0 or PS_UFFD_USER_MODE_ONLY (other PS_UFFD_* flags are accepted
- *         and ignored)
- * @why: if not NULL, receives on failure a sentence naming what refused
- *       the userfaultfd and what to change (truncated to @why_len)
+ * @flags: 0 or PS_UFFD_USER_MODE_ONLY (other PS_UFFD_* flags are accepted and ignored)
+ * @why: if not NULL, receives on failure a sentence naming what refused the userfaultfd and what
+ *       to change (truncated to @why_len)
  * @why_len: bytes @why holds
  *
- * Creates and closes a userfaultfd as ps_uffd_create() would: first with
- * userfaultfd(2), then through /dev/userfaultfd.
+ * Creates and closes a userfaultfd as ps_uffd_create() would: first with userfaultfd(2), then
+ * through /dev/userfaultfd.
  *
  * Context: any thread.
- * Return: 0; -EINVAL for unknown @flags; -EPERM when the kernel or a
- * seccomp filter refuses (unprivileged with vm.unprivileged_userfaultfd=0,
- * no access to /dev/userfaultfd, a filter); -ENOSYS when the kernel has no
- * userfaultfd; -EMFILE, -ENFILE, -ENOMEM as the kernel says.
+ * Return: 0; -EINVAL for unknown @flags; -EPERM when the kernel or a seccomp filter refuses
+ * (unprivileged with vm.unprivileged_userfaultfd=0, no access to /dev/userfaultfd, a filter);
+ * -ENOSYS when the kernel has no userfaultfd; -EMFILE, -ENFILE, -ENOMEM as the kernel says.
  */
 PS_API int ps_uffd_available(unsigned flags, char *why, size_t why_len);
 
 /**
  * ps_uffd_create() - create a plane: a userfaultfd and its resolver threads
- * @store: the store that names each page's node (its indices are page
- *         numbers as ps_uffd_register() gives them), or NULL for a plane
- *         that places every page on @attr->node; the plane keeps the
- *         pointer: destroy the plane first
+ * @store: the store that names each page's node (its indices are page numbers as
+ *         ps_uffd_register() gives them), or NULL for a plane that places every page on
+ *         @attr->node; the plane keeps the pointer: destroy the plane first
  * @attr: the attributes, or NULL for PS_UFFD_ATTR_INIT
- * @why: if not NULL, receives on failure a sentence saying what failed
- *       and, when the kernel refused the userfaultfd, what to change
+ * @why: if not NULL, receives on failure a sentence saying what failed and, when the kernel
+ *       refused the userfaultfd, what to change
  * @why_len: bytes @why holds
  *
- * The userfaultfd comes from userfaultfd(2) or, when that is refused, from
- * /dev/userfaultfd (Linux 6.1).  Resolver threads start at once, with
- * every signal blocked; they wait for faults without spinning.
+ * The userfaultfd comes from userfaultfd(2) or, when that is refused, from /dev/userfaultfd (Linux
+ * 6.1).  Resolver threads start at once, with every signal blocked; they wait for faults without
+ * spinning.
  *
  * Context: any thread; allocates, starts threads.
- * Return: the plane, or NULL with errno: EINVAL (a bad attribute: @why
- * names it, its value and the values it may take), EPERM
- * or ENOSYS as ps_uffd_available() says, ENOMEM, EMFILE, or EAGAIN (a
- * thread could not be started).  Nothing is left behind on failure: no
- * descriptor, no thread, no memory.
+ * Return: the plane, or NULL with errno: EINVAL (a bad attribute: @why names it, its value and the
+ * values it may take), EPERM or ENOSYS as ps_uffd_available() says, ENOMEM, EMFILE, or EAGAIN (a
+ * thread could not be started).  Nothing is left behind on failure: no descriptor, no thread, no
+ * memory.
  */
 PS_API struct ps_uffd *ps_uffd_create(
 		struct ps_store *store, const struct ps_uffd_attr *attr, char *why, size_t why_len);
@@ -288,68 +213,35 @@ PS_API struct ps_uffd *ps_uffd_create(
  * ps_uffd_destroy() - stop the resolvers, unregister every region, free the plane
  * @uf: the plane, or NULL (a no-op)
  *
- * Waits for each resolver to finish the fault it is resolving (fill
- * callbacks in progress return first), then unregisters the regions.
- * Faults still waiting, and later ones, are served by the kernel as if
- * the region had never been registered: anonymous pages come back zero
- * (or as the file holds them), placed by the faulting thread's own policy.
- * In a forked child it frees the child's copy only.
+ * Waits for each resolver to finish the fault it is resolving (fill callbacks in progress return
+ * first), then unregisters the regions.  Faults still waiting, and later ones, are served by the
+ * kernel as if the region had never been registered: anonymous pages come back zero (or as the
+ * file holds them), placed by the faulting thread's own policy.  In a forked child it frees the
+ * child's copy only.
  *
- * Context: see the top of polstore/uffd.h: not on a resolver thread, and
- * no other thread calls the plane during or after the call; a second
- * destroy is misuse (see "Misuse" there).
+ * Context: docs/uffd.md, "Calling contexts": not on a resolver thread, and no other thread calls
+ * the plane during or after the call; a second destroy is misuse (see "Misuse" there).
  */
 PS_API void ps_uffd_destroy(struct ps_uffd *uf);
 
 /**
  * ps_uffd_register() - have the plane resolve the missing pages of [@addr, @addr + @len)
  * @uf: the plane
- * @addr: start of a private or shared anonymous, memfd or tmpfs mapping;
- *        aligned to the plane's page size
+ * @addr: start of a private or shared anonymous, memfd or tmpfs mapping; aligned to the plane's
+ *        page size
  * @len: bytes, a non-zero multiple of the page size
- * @first_page: the store index of the page at @addr; page i of the region
- *              is index @first_page + i
+ * @first_page: the store index of the page at @addr; page i of the region is index @first_page + i
  *
- * Pages already present stay as they are; every missing page faults into
- * the plane on first touch.  A page dropped later (madvise(MADV_DONTNEED)
- * of a private mapping, fallocate(2) punching a hole in a file) is missing
- * again: its next touch faults and is placed afresh, by the store as it is
- * then.  A fault a resolver had read before the range was unregistered is
- * not resolved against a region registered there since: the kernel served
- * it, and the new region's pages fault into it when they are touched.
+ * Missing pages fault into the plane on first touch.  The range must lie in one mapping, as
+ * /proc/self/maps shows it: a hole, a crossing into other permissions or backing, or the plane's
+ * own memory is refused (docs/uffd.md, "Registering a region").
  *
- * The range must lie in one mapping: what it covers is read from
- * /proc/self/maps, where the kernel shows one mmap(2) split into several
- * lines wherever mprotect(2), mbind(2) or madvise(2) changed part of it,
- * and adjacent anonymous mappings merged into one line when their flags
- * allow.  Refused (-EINVAL), so that a miscounted length cannot put a
- * region's content into other memory of the program:
- *  - a range with a hole (a page not mapped);
- *  - a range that crosses from one line into the next where the two
- *    differ in permissions (a guard page, a read-only mapping: also one
- *    mapping that mprotect(2) changed in part), in backing (anonymous,
- *    another file or shared memory object, a named mapping such as
- *    [heap] or [stack]), or, for a file or shared memory, where the next
- *    line's file offset does not go on from the first's;
- *  - a range that meets memory of the plane's own: the plane's blocks,
- *    its resolver threads' stacks and their guard pages.
- * Not told apart, so accepted: two anonymous mappings, or two mappings of
- * one file at consecutive offsets, that lie side by side with the same
- * permissions (whether the kernel merged them or not), and whatever the
- * program keeps inside the mapping the range lies in (a range inside the
- * heap or a thread's stack is registered like any other, except for the
- * plane's own).  Without /proc mounted only holes are refused.  A range
- * meant to span mappings is registered with ps_uffd_register_flags() and
- * PS_UFFD_REGISTER_SPAN.
- *
- * Context: see the top of polstore/uffd.h; allocates, reads
- * /proc/self/maps.
- * Return: 0; -EINVAL for a NULL @uf, a misaligned @addr or @len, an index
- * range that overflows, a range refused above, or a mapping the kernel
- * cannot register (a private file mapping); -EBUSY when the range overlaps
- * a region of this plane or one another userfaultfd registered; -ENOMEM
- * when memory is short; -EOPNOTSUPP when the kernel cannot copy pages into
- * it (then it is left unregistered); -ESRCH in a forked child.
+ * Context: not on a resolver (docs/uffd.md); allocates, reads /proc/self/maps.
+ * Return: 0; -EINVAL for a NULL @uf, a misaligned @addr or @len, an index range that overflows, a
+ * range refused above, or a mapping the kernel cannot register (a private file mapping); -EBUSY
+ * when the range overlaps a region of this plane or one another userfaultfd registered; -ENOMEM
+ * when memory is short; -EOPNOTSUPP when the kernel cannot copy pages into it (then it is left
+ * unregistered); -ESRCH in a forked child.
  */
 PS_API int ps_uffd_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t first_page);
 
@@ -359,11 +251,9 @@ PS_API int ps_uffd_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t
  * @addr: as for ps_uffd_register()
  * @len: as for ps_uffd_register()
  * @first_page: as for ps_uffd_register()
- * @flags: 0 (then the call is ps_uffd_register()) or PS_UFFD_REGISTER_SPAN:
- *         a range that crosses from one mapping into another is
- *         registered whole (holes and the plane's own memory are still
- *         refused)
- *
+ * @flags: 0 (then the call is ps_uffd_register()) or PS_UFFD_REGISTER_SPAN: a range that crosses
+ *         from one mapping into another is registered whole (holes and the plane's own memory are
+ *         still refused)
  * Context: as for ps_uffd_register().
  * Return: as ps_uffd_register(); -EINVAL for unknown @flags too.
  */
@@ -376,15 +266,14 @@ PS_API int ps_uffd_register_flags(
  * @addr: the @addr ps_uffd_register() was given
  * @len: the @len it was given
  *
- * Faults waiting on the region are handed back to the kernel, which
- * serves them and later ones as ps_uffd_destroy() says.  When the call
- * returns no resolver is placing a page in the region any more, so the
- * range may be unmapped and reused.  A region already unmapped is
- * forgotten all the same.
+ * Faults waiting on the region are handed back to the kernel, which serves them and later ones as
+ * ps_uffd_destroy() says.  When the call returns no resolver is placing a page in the region any
+ * more, so the range may be unmapped and reused.  A region already unmapped is forgotten all the
+ * same.
  *
- * Context: see the top of polstore/uffd.h.
- * Return: 0; -EINVAL for a NULL @uf; -ENOENT when no region of the plane
- * starts at @addr with length @len; -ESRCH in a forked child.
+ * Context: docs/uffd.md, "Calling contexts".
+ * Return: 0; -EINVAL for a NULL @uf; -ENOENT when no region of the plane starts at @addr with
+ * length @len; -ESRCH in a forked child.
  */
 PS_API int ps_uffd_unregister(struct ps_uffd *uf, void *addr, size_t len);
 
@@ -394,19 +283,17 @@ PS_API int ps_uffd_unregister(struct ps_uffd *uf, void *addr, size_t len);
  * @resolver: the resolver's index, or -1 for the sum over all of them
  * @stats: receives the counts
  *
- * Each resolver's counts are read as they were between two faults; the
- * sum is not one instant of the whole plane.
+ * Each resolver's counts are read as they were between two faults; the sum is not one instant of
+ * the whole plane.
  *
- * Context: see the top of polstore/uffd.h.
- * Return: 0; -EINVAL for a NULL @uf or @stats or an index out of range;
- * -ESRCH in a forked child.
+ * Context: docs/uffd.md, "Calling contexts".
+ * Return: 0; -EINVAL for a NULL @uf or @stats or an index out of range; -ESRCH in a forked child.
  */
 PS_API int ps_uffd_stats(struct ps_uffd *uf, int resolver, struct ps_uffd_stats *stats);
 
 /**
  * ps_uffd_resolvers() - the number of resolver threads of a plane
  * @uf: the plane
- *
  * Context: any thread, a forked child's included.
  * Return: the count (>= 1), or -EINVAL for a NULL @uf.
  */

@@ -144,8 +144,15 @@ static const char *const charge_kind_names[PS_CHARGE_KIND_COUNT] = {
 	[PS_CHARGE_STOCK] = "stock",
 };
 
-PSI_NAME_FUNCS(enum ps_charge_kind, ps_charge_kind_name, ps_charge_kind_from_name,
-		charge_kind_names, PS_CHARGE_KIND_COUNT)
+const char *ps_charge_kind_name(enum ps_charge_kind value)
+{
+	return psi_name_of(charge_kind_names, PS_CHARGE_KIND_COUNT, (int)value);
+}
+
+int ps_charge_kind_from_name(const char *name)
+{
+	return psi_name_index(charge_kind_names, PS_CHARGE_KIND_COUNT, name);
+}
 
 static inline bool charge_is_atomic(const struct ps_charge *c)
 {

@@ -132,8 +132,15 @@ static void idmap_bug(const char *what)
 }
 #endif
 
-PSI_NAME_FUNCS(enum ps_idmap_sync, ps_idmap_sync_name, ps_idmap_sync_from_name, idmap_sync_names,
-		PS_IDMAP_SYNC_COUNT)
+const char *ps_idmap_sync_name(enum ps_idmap_sync value)
+{
+	return psi_name_of(idmap_sync_names, PS_IDMAP_SYNC_COUNT, (int)value);
+}
+
+int ps_idmap_sync_from_name(const char *name)
+{
+	return psi_name_index(idmap_sync_names, PS_IDMAP_SYNC_COUNT, name);
+}
 
 /*
  * Release-store @v into @word (map->root or a slot) for lockless readers.

@@ -268,8 +268,15 @@ static const char *const overcommit_names[PS_OVERCOMMIT_COUNT] = {
 	[PS_OVERCOMMIT_NEVER] = "never",
 };
 
-PSI_NAME_FUNCS(enum ps_overcommit, ps_overcommit_name, ps_overcommit_from_name, overcommit_names,
-		PS_OVERCOMMIT_COUNT)
+const char *ps_overcommit_name(enum ps_overcommit value)
+{
+	return psi_name_of(overcommit_names, PS_OVERCOMMIT_COUNT, (int)value);
+}
+
+int ps_overcommit_from_name(const char *name)
+{
+	return psi_name_index(overcommit_names, PS_OVERCOMMIT_COUNT, name);
+}
 
 struct ps_commit *ps_commit_create(enum ps_overcommit mode, uint64_t total_pages, int ncpus)
 {

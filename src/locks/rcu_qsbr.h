@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <urcu/urcu-qsbr.h>
 
-#include <polstore/static/lookup.h> /* _ps_qsbr_auto_depth */
+#include <polstore/static/locks.h> /* _ps_qsbr_auto_depth */
 
 #include "compiler.h"
 #include "rcu_flavour.h"

@@ -2,7 +2,7 @@
 /*
  * ps_seqcount: the writer makes the count odd, writes, makes it even;
  * readers retry when it was odd or changed.  The count itself is struct
- * ps_seqcount of polstore/static/store.h (SEQLOCK readers inline it); these
+ * ps_seqcount of polstore/static/locks.h (SEQLOCK readers inline it); these
  * are the library's accesses, annotated for the thread checkers.  Writers
  * are serialised by the caller.
  */
@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include <polstore/static/store.h>
+#include <polstore/static/locks.h>
 
 #include "annotate.h"
 #include "compiler.h"

@@ -134,29 +134,4 @@ static inline struct ps_policy *psi_rangetree_lookup_pol(const struct ps_rtree *
 	return r ? PSI_READ_ONCE(r->pol) : NULL;
 }
 
-/*
- * A variant's ps_store_lookup_copy() and ps_store_lookup_node(), written
- * once from its read side: BEGIN(s) opens a read-side section (or finds
- * the thread inside one) and yields a token for END(s, token), which
- * closes it; BORROW(s, idx) is the variant's borrowed lookup.
- */
-#define PSI_DEFINE_LOOKUP_COPY_NODE(pfx, BEGIN, BORROW, END)                                        \
-	static int pfx##_lookup_copy(struct ps_store *s, uint64_t idx,                             \
-			struct ps_policy_view *view)                                               \
-	{                                                                                          \
-		int token = BEGIN(s), ret;                                                         \
-                                                                                                   \
-		ret = _ps_policy_view_fill(BORROW(s, idx), view);                                  \
-		END(s, token);                                                                     \
-		return ret;                                                                        \
-	}                                                                                          \
-	static int pfx##_lookup_node(struct ps_store *s, uint64_t idx, int local_node)             \
-	{                                                                                          \
-		int token = BEGIN(s), node;                                                        \
-                                                                                                   \
-		node = _ps_policy_node(BORROW(s, idx), idx, local_node);                           \
-		END(s, token);                                                                     \
-		return node;                                                                       \
-	}
-
 #endif /* POLSTORE_SRC_STORE_INTERNAL_H */

@@ -208,10 +208,7 @@ static inline struct ps_ix_node *cow_ix_root(struct psi_store_cow *cs)
 
 static inline struct ps_policy *cow_lookup_pol(struct psi_store_cow *cs, uint64_t idx)
 {
-	const struct ps_ix_leaf *l = _ps_ix_leaf_of(cow_ix_root(cs), idx, NULL);
-	int i = l ? _ps_ix_find_in(l, idx) : -1;
-
-	return i >= 0 ? _PS_IX_POL(l)[i] : NULL;
+	return _ps_ix_lookup(cow_ix_root(cs), idx, NULL);
 }
 
 static struct ps_store *cow_create(void)
@@ -335,7 +332,23 @@ static inline void cow_section_end(struct ps_store *s, int entered)
 		PSI_COW_READ_EXIT();
 }
 
-PSI_DEFINE_LOOKUP_COPY_NODE(cow, cow_section_begin, cow_lookup_borrow, cow_section_end)
+static int cow_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
+{
+	int token = cow_section_begin(s), ret;
+
+	ret = _ps_policy_view_fill(cow_lookup_borrow(s, idx), view);
+	cow_section_end(s, token);
+	return ret;
+}
+
+static int cow_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
+{
+	int token = cow_section_begin(s), node;
+
+	node = _ps_policy_node(cow_lookup_borrow(s, idx), idx, local_node);
+	cow_section_end(s, token);
+	return node;
+}
 
 /*
  * Queue @r (what one set retired) for a grace period.  Outside every

@@ -162,7 +162,23 @@ static inline void seq_section_end(struct ps_store *s, int token)
 	seq_read_unlock(s);
 }
 
-PSI_DEFINE_LOOKUP_COPY_NODE(seq, seq_section_begin, seq_lookup_borrow, seq_section_end)
+static int seq_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
+{
+	int token = seq_section_begin(s), ret;
+
+	ret = _ps_policy_view_fill(seq_lookup_borrow(s, idx), view);
+	seq_section_end(s, token);
+	return ret;
+}
+
+static int seq_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
+{
+	int token = seq_section_begin(s), node;
+
+	node = _ps_policy_node(seq_lookup_borrow(s, idx), idx, local_node);
+	seq_section_end(s, token);
+	return node;
+}
 
 static struct ps_policy *seq_lookup(struct ps_store *s, uint64_t idx)
 {

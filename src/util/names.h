@@ -3,12 +3,13 @@
  * Name tables: the one home of every enum <-> name mapping of the public API
  * (ps_charge_kind_name(), ps_idmap_sync_name(), ps_overcommit_name() and
  * their *_from_name() inverses; ps_sync_name() reads the variants' rows,
- * variants.c, the same way).  Each module keeps
- * its table, `static const char *const names[COUNT]` indexed by the enum,
- * and defines the pair with PSI_NAME_FUNCS(), so every table is read the
- * same way: out-of-range values have no name, an unknown or NULL name is
- * -EINVAL.  ps_mode_name() (policy.c) reads its table with psi_name_of()
- * too; it has no inverse, and its API names an invalid mode "unknown".
+ * variants.c, the same way).  Each module keeps its table,
+ * `static const char *const names[COUNT]` indexed by the enum, and its
+ * pair of one-line calls to psi_name_of() and psi_name_index(), so every
+ * table is read the same way: out-of-range values have no name, an
+ * unknown or NULL name is -EINVAL.  ps_mode_name() (policy.c) reads its
+ * table with psi_name_of() too; it has no inverse, and its API names an
+ * invalid mode "unknown".
  */
 #ifndef POLSTORE_SRC_NAMES_H
 #define POLSTORE_SRC_NAMES_H
@@ -33,20 +34,5 @@ static inline int psi_name_index(const char *const *names, int count, const char
 				return i;
 	return -EINVAL;
 }
-
-/*
- * PSI_NAME_FUNCS(type, name_fn, from_name_fn, names, count): define the
- * public pair `const char *name_fn(type value)` (NULL out of range) and
- * `int from_name_fn(const char *name)` (the value, or -EINVAL) over @names.
- */
-#define PSI_NAME_FUNCS(type, name_fn, from_name_fn, names, count)                                   \
-	const char *name_fn(type value)                                                            \
-	{                                                                                          \
-		return psi_name_of(names, count, (int)value);                                      \
-	}                                                                                          \
-	int from_name_fn(const char *name)                                                         \
-	{                                                                                          \
-		return psi_name_index(names, count, name);                                         \
-	}
 
 #endif /* POLSTORE_SRC_NAMES_H */

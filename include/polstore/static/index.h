@@ -154,4 +154,21 @@ static inline __attribute__((always_inline)) int _ps_ix_find_in(const struct ps_
 	return (int)c - 1;
 }
 
+/*
+ * The policy of the range holding @idx in the index whose root node @h was
+ * loaded with an acquire load, and its node hint in *@hint when @hint is
+ * not NULL; NULL, with *@hint untouched, when @idx lies in a gap.  The step every lockless
+ * lookup of the RCU stores ends with, in the library and inline.
+ */
+static inline __attribute__((always_inline)) struct ps_policy *_ps_ix_lookup(
+		const struct ps_ix_node *h, uint64_t idx, int *hint)
+{
+	const struct ps_ix_leaf *l = _ps_ix_leaf_of(h, idx, NULL);
+	int i = l ? _ps_ix_find_in(l, idx) : -1;
+
+	if (hint && i >= 0)
+		*hint = _PS_IX_HINT(l)[i];
+	return i >= 0 ? _PS_IX_POL(l)[i] : NULL;
+}
+
 #endif /* POLSTORE_STATIC_INDEX_H */

@@ -46,6 +46,7 @@
 #include <polstore/static/atomic.h>
 #include <polstore/static/index.h>
 #include <polstore/static/layout.h>
+#include <polstore/static/locks.h>
 #include <polstore/static/policy.h>
 #include <polstore/static/store.h>
 #include <polstore/store.h>
@@ -53,13 +54,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/*
- * RCU_QSBR read-side sections that brought an offline thread online for
- * their length (sync_qsbr.c): while one is open, sections nest in the
- * library, which counts them.
- */
-PS_API extern __thread unsigned _ps_qsbr_auto_depth __attribute__((tls_model("initial-exec")));
 
 /* Always inlined: the point is one call or none, whatever the caller's optimiser thinks. */
 #define _PS_INL static inline __attribute__((always_inline))
@@ -101,12 +95,8 @@ _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 /* RCU, RCU_QSBR: what the read index holds at @idx (polstore/static/index.h). */
 _PS_INL void _ps_inl_ix_found(const struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
-	const struct ps_ix_leaf *l =
-		_ps_ix_leaf_of(_PS_LOAD_ACQUIRE(s->rd.ix.node), idx, NULL);
-	int i = l ? _ps_ix_find_in(l, idx) : -1;
-
-	f->pol = i >= 0 ? _PS_IX_POL(l)[i] : NULL;
-	f->hint = i >= 0 ? _PS_IX_HINT(l)[i] : _PS_HINT_LOCAL;
+	f->hint = _PS_HINT_LOCAL;
+	f->pol = _ps_ix_lookup(_PS_LOAD_ACQUIRE(s->rd.ix.node), idx, &f->hint);
 }
 
 /*
@@ -198,32 +188,42 @@ _PS_INL struct ps_policy *_ps_inl_lookup(struct ps_store *s, uint64_t idx)
 }
 
 /*
- * _ps_inl_lookup_copy() and _ps_inl_lookup_node(), written once as the
- * library's are (src/sync/store_internal.h): -EINVAL for a NULL store or when
- * @bad (the check of @arg); else @answer, computed from what the walk
- * found (struct _ps_found f) inside the section, or the library's @op.
+ * -EINVAL for a NULL store or a bad @view; else what the walk found,
+ * copied out inside the section, or the library's lookup_copy.
  */
-#define _PS_INL_DEFINE_ANSWER(op, type, arg, bad, answer)                                          \
-	_PS_INL int _ps_inl_##op(struct ps_store *s, uint64_t idx, type arg)                       \
-	{                                                                                          \
-		struct _ps_found f;                                                                \
-		int token, ret;                                                                    \
-                                                                                                   \
-		if (__builtin_expect(!s || (bad), 0))                                              \
-			return -EINVAL;                                                            \
-		token = _ps_inl_enter_find(s, idx, &f);                                            \
-		if (__builtin_expect(token < 0, 0))                                                \
-			return _PS_INL_SLOW(op, s, idx, arg);                                      \
-		ret = (answer);                                                                    \
-		_ps_inl_exit(token);                                                               \
-		return ret;                                                                        \
-	}
+_PS_INL int _ps_inl_lookup_copy(struct ps_store *s, uint64_t idx, struct ps_policy_view *view)
+{
+	struct _ps_found f;
+	int token, ret;
 
-_PS_INL_DEFINE_ANSWER(lookup_copy, struct ps_policy_view *, view, _ps_policy_view_check(view),
-		_ps_policy_view_fill(f.pol, view))
-/* A one-node policy's answer is in the range itself: no load from the policy. */
-_PS_INL_DEFINE_ANSWER(lookup_node, int, local_node, _ps_node_check(local_node),
-		_ps_policy_node_hinted(f.hint, f.pol, idx, local_node))
+	if (__builtin_expect(!s || _ps_policy_view_check(view), 0))
+		return -EINVAL;
+	token = _ps_inl_enter_find(s, idx, &f);
+	if (__builtin_expect(token < 0, 0))
+		return _PS_INL_SLOW(lookup_copy, s, idx, view);
+	ret = _ps_policy_view_fill(f.pol, view);
+	_ps_inl_exit(token);
+	return ret;
+}
+
+/*
+ * As _ps_inl_lookup_copy(), for the node: a one-node policy's answer is in
+ * the range itself, with no load from the policy.
+ */
+_PS_INL int _ps_inl_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
+{
+	struct _ps_found f;
+	int token, ret;
+
+	if (__builtin_expect(!s || _ps_node_check(local_node), 0))
+		return -EINVAL;
+	token = _ps_inl_enter_find(s, idx, &f);
+	if (__builtin_expect(token < 0, 0))
+		return _PS_INL_SLOW(lookup_node, s, idx, local_node);
+	ret = _ps_policy_node_hinted(f.hint, f.pol, idx, local_node);
+	_ps_inl_exit(token);
+	return ret;
+}
 
 _PS_INL int _ps_inl_policy_node(const struct ps_policy *pol, uint64_t ilx, int local_node)
 {

@@ -14,6 +14,7 @@
 #include <polstore/export.h>
 #include <polstore/policy.h>
 #include <polstore/static/index.h>
+#include <polstore/static/locks.h>
 #include <polstore/static/rtree.h>
 #include <polstore/store.h>
 
@@ -23,11 +24,6 @@ extern "C" {
 
 struct ps_sync_ops;
 struct ps_store;
-
-/* A sequence count: odd while a writer is inside, bumped twice per write section. */
-struct ps_seqcount {
-	unsigned seq;
-};
 
 struct ps_store {
 	/*
