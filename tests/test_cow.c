@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Adversarial review of the copy-on-write RCU stores (src/sync/sync_cow-impl.h,
- * src/range/rangetree.c, src/tree/rbtree.c, src/locks/rcu_reclaim.c) and of the in-place
- * variants after the parent-pointer removal and the victim reuse.
+ * The RCU stores (src/sync/sync_cow-impl.h, src/locks/rcu_reclaim.c) and the
+ * in-place variants' victim reuse, adversarially.
  *
  * Each test states the suspicion it checks.  A test that hangs is failed by
  * Criterion's timeout (or, in a forked child, by alarm()).
@@ -25,9 +24,6 @@
 #include <criterion/parameterized.h>
 
 #include "policy_internal.h"
-#include "rangepool.h"
-#include "rangetree.h"
-#include "rbtree.h"
 #include "rcu_reclaim.h"
 #include "store_internal.h"
 #include "testpoint.h"
@@ -223,182 +219,6 @@ RCU_TEST(destroy_from_other_thread, .timeout = 60)
 		cr_assert_eq(ps_policy_refcount(p), 1);
 	}
 	ps_policy_put(p);
-}
-
-/* ---- 2. reservations before each operation of the tree --------------------------- */
-
-struct need_stats {
-	size_t max_copies, max_reserved;
-};
-
-/*
- * One copy-on-write set on memory of its own (running out of what its
- * reservations promised aborts: a crash fails the test); the retired
- * ranges are freed at once (no readers).
- */
-static void cow_apply(struct ps_rtree *pub, uint64_t *gen, uint64_t a, uint64_t b,
-		struct ps_policy *pol, struct need_stats *st)
-{
-	struct psi_rangetree_cow_mem m;
-	struct psi_rangetree_cow c;
-	const char *why = NULL;
-
-	memset(&m, 0, sizeof(m));
-	psi_rangetree_cow_begin(&c, pub, ++*gen, &m);
-	cr_assert(psi_rangetree_cow_set(&c, a, b, pol));
-	/* Both ways to publish: every third set at the root, as during a walk. */
-	if (*gen % 3 == 0)
-		cr_assert_eq(psi_rangetree_cow_ready_publish(&c, true, 0), 0);
-	psi_rangetree_cow_publish(&c, pub, *gen % 3 == 0);
-	if (st) {
-		if (c.copies > st->max_copies)
-			st->max_copies = c.copies;
-		if (m.peak > st->max_reserved)
-			st->max_reserved = m.peak;
-	}
-	cr_assert_eq(psi_rangetree_check(pub, &why), 0, "[%llu, %llu): %s", (unsigned long long)a,
-			(unsigned long long)b, why);
-	psi_rangetree_cow_mem_free(&m);
-	psi_range_list_free_nopol(&c.replaced);
-	psi_range_list_free(&c.removed);
-}
-
-static void tree_free(struct ps_rtree *t)
-{
-	struct psi_range_list removed = { NULL, 0, NULL };
-
-	psi_rangetree_clear(t, &removed);
-	psi_range_list_free(&removed);
-}
-
-/*
- * Trees of 0 to 3 ranges built from edge points (0, 1, ..., 2^63,
- * UINT64_MAX - 1, UINT64_MAX), every set between two edge points, adding
- * and removing.  Sets equal to existing ranges, adjacent, covering all.
- */
-Test(cow, reserve_exhaustive_small_trees_at_edges)
-{
-	static const uint64_t P[] = { 0, 1, 2, 3, 5, 8, 1ULL << 63, UINT64_MAX - 1, UINT64_MAX };
-	enum { NP = sizeof(P) / sizeof(P[0]) };
-	struct ps_policy *pa = ps_test_bind(0), *pb = ps_test_bind(1);
-	struct need_stats st = { 0, 0 };
-	unsigned mask, i, j, sa, sb;
-	long cases = 0;
-
-	/* A tree: consecutive edge-point intervals chosen by @mask (up to 3 of them). */
-	for (mask = 0; mask < (1u << (NP - 1)); mask++) {
-		if (__builtin_popcount(mask) > 3)
-			continue;
-		for (sa = 0; sa < NP; sa++) {
-			for (sb = sa + 1; sb < NP; sb++) {
-				int k;
-
-				for (k = 0; k < 2; k++) {
-					struct ps_rtree t;
-					uint64_t gen = 0;
-
-					psi_rangetree_init(&t);
-					for (i = 0, j = 0; i < NP - 1; i++)
-						if (mask & (1u << i))
-							cow_apply(&t, &gen, P[i], P[i + 1], j++ & 1 ? pa : pb,
-									NULL);
-					cow_apply(&t, &gen, P[sa], P[sb], k ? pa : NULL, &st);
-					/* And a second set on the result: the same again. */
-					cow_apply(&t, &gen, P[sa], P[sb], pb, &st);
-					tree_free(&t);
-					cases++;
-				}
-			}
-		}
-	}
-	cr_log_info("%ld cases, max copies %zu, max reserved %zu", cases, st.max_copies,
-			st.max_reserved);
-	cr_assert_eq(ps_policy_refcount(pa), 1);
-	cr_assert_eq(ps_policy_refcount(pb), 1);
-	ps_policy_put(pa);
-	ps_policy_put(pb);
-}
-
-/*
- * Big trees, adversarial sets: a long run of adjacent one-page ranges, then
- * sets that cover many of them (huge spans, up to UINT64_MAX), split one,
- * trim both ends, equal an existing range; also trees shaped by many
- * removals (deletion-heavy rebalancing).
- */
-Test(cow, reserve_big_trees_adversarial, .timeout = 300)
-{
-	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
-	struct need_stats st = { 0, 0 };
-	uint64_t seed = 4242;
-	/* Under valgrind: trees up to 512 ranges, 300 sets each (natively 2048, 3000). */
-	bool slow = ps_test_scale() < 0.5;
-	int round, sizes = slow ? 4 : 6, ops = slow ? 300 : 3000;
-
-	for (round = 0; round < 12; round++) {
-		struct ps_rtree t;
-		uint64_t gen = 0, n = 64u << (round % sizes), i;
-		int op;
-
-		psi_rangetree_init(&t);
-		/* Adjacent ranges, inserted in an order that depends on the round. */
-		for (i = 0; i < n; i++) {
-			uint64_t x = round & 1 ? i : (round & 2 ? n - 1 - i : (i * 7919) % n);
-
-			cow_apply(&t, &gen, 10 * x, 10 * x + 10, pols[x & 1], &st);
-		}
-		/* Carve holes: a deletion-heavy shape. */
-		for (i = 0; i < n; i += 1 + ps_test_rand(&seed) % 3)
-			cow_apply(&t, &gen, 10 * i, 10 * i + 10, NULL, &st);
-		for (op = 0; op < ops; op++) {
-			uint64_t r = ps_test_rand(&seed), a, b;
-			struct ps_policy *p = r & 1 ? pols[(r >> 1) & 1] : NULL;
-
-			switch ((r >> 4) % 8) {
-			case 0: /* huge span to the end */
-				a = ps_test_rand(&seed) % (10 * n + 20);
-				b = UINT64_MAX;
-				break;
-			case 1: /* from 0 */
-				a = 0;
-				b = 1 + ps_test_rand(&seed) % (10 * n + 20);
-				break;
-			case 2: /* inside one range: split */
-				a = 10 * (ps_test_rand(&seed) % n) + 3;
-				b = a + 4;
-				break;
-			case 3: /* exactly one range */
-				a = 10 * (ps_test_rand(&seed) % n);
-				b = a + 10;
-				break;
-			case 4: /* many whole ranges, trimmed at both ends */
-				a = 10 * (ps_test_rand(&seed) % n) + 5;
-				b = a + 10 * (1 + ps_test_rand(&seed) % 64);
-				break;
-			case 5: /* the very top */
-				a = UINT64_MAX - 1 - ps_test_rand(&seed) % 4;
-				b = UINT64_MAX - ps_test_rand(&seed) % 2;
-				if (a >= b)
-					continue;
-				break;
-			default: /* small random */
-				a = ps_test_rand(&seed) % (10 * n);
-				b = a + 1 + ps_test_rand(&seed) % 30;
-				break;
-			}
-			cow_apply(&t, &gen, a, b, p, &st);
-			if (!t.count || op % (ops / 6) == ops / 6 - 1) {
-				/* Refill: many adjacent ranges again. */
-				for (i = 0; i < n; i += 1 + (ps_test_rand(&seed) & 1))
-					cow_apply(&t, &gen, 10 * i, 10 * i + 10, pols[i & 1], &st);
-			}
-		}
-		tree_free(&t);
-	}
-	cr_log_info("max copies %zu, max reserved %zu", st.max_copies, st.max_reserved);
-	cr_assert_eq(ps_policy_refcount(pols[0]), 1);
-	cr_assert_eq(ps_policy_refcount(pols[1]), 1);
-	ps_policy_put(pols[0]);
-	ps_policy_put(pols[1]);
 }
 
 /* ---- 3. readers holding an old version ------------------------------------------- */
