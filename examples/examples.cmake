@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # How each example is built and run, from the table below: shared by
 # both builds of the examples, in-tree (examples/CMakeLists.txt) and
-# against an installed polstore (tests/consumer/CMakeLists.txt, which
+# against an installed polstore (tests/tools/consumer/CMakeLists.txt, which
 # takes this file from beside the sources), so that both build the same
 # examples with the same modules.  Needs PkgConfig and Threads; the library is the target
 # POLSTORE_EXAMPLE_LIB (default polstore::polstore), the hwloc bridge (when
@@ -33,7 +33,7 @@ pkg_check_modules(JEMALLOC QUIET IMPORTED_TARGET jemalloc)
 #                  (test valgrind.example.<name>, label valgrind) when
 #                  POLSTORE_VALGRIND is on.
 # An example not in the table needs nothing and runs without arguments.
-# tests/consumer/run.sh reads the REQUIRES of each line with sed: keep one
+# tests/tools/consumer/run.sh reads the REQUIRES of each line with sed: keep one
 # line per example, REQUIRES first.
 function(polstore_example name)
 	cmake_parse_arguments(E "" "" "REQUIRES;ARGS;VALGRIND_ARGS" ${ARGN})

@@ -20,7 +20,7 @@
 #include <polstore/polstore.h>
 
 #define PS_TEST_NO_CRITERION
-#include "testutil.h" /* tests/: the model of ps_store_set() */
+#include "testutil.h" /* tests/common/: the model of ps_store_set() */
 
 #define NSLOTS 8
 #define LONGS (PS_MAXNODE_LIMIT / 64 + 1)

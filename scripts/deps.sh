@@ -6,7 +6,7 @@
 set -eu
 
 # libjemalloc-dev: examples/jemalloc_arena.c; libhwloc-dev: the hwloc bridge;
-# debhelper and lintian: the Debian package test (tests/package/run.sh);
+# debhelper and lintian: the Debian package test (tests/tools/package/run.sh);
 # groff-base and man-db: the manual pages' check (scripts/check-man.sh).
 PKGS="build-essential cmake pkg-config liburcu-dev libcriterion-dev libnuma-dev valgrind \
 clang libclang-rt-14-dev gnuplot-nox doxygen libjemalloc-dev libhwloc-dev debhelper lintian \

@@ -210,7 +210,7 @@ void psi_reclaim_atfork_parent(void);
 void psi_reclaim_atfork_child(void);
 
 /*
- * Test support only (tests/testutil.h: psi_test_set_release_hook()): when
+ * Test support only (tests/common/testutil.h: psi_test_set_release_hook()): when
  * set, the release of a store's retire batch (SEQLOCK) or record (RCU,
  * RCU_QSBR) calls it on the reclaim thread once the batch is released
  * and before the release's last access to anything of its store, the

@@ -3,22 +3,17 @@
  * The range tree's update algorithm, after the kernel's
  * shared_policy_replace(): remove what [start, end) covers, trim what it
  * overlaps, split what covers it, insert the new range.  Ranges are never
- * merged.  One algorithm (rtree_apply()) for both kinds of writer: it finds
- * every range it changes by key, through the tree core's path operations,
- * so it never holds a node across a change (copy on write, a change may
- * replace nodes by copies).
+ * merged.  psi_rangetree_set() finds every range it changes by key, through the
+ * tree core's path operations, and changes the tree in place.
  *
  * Invariants (psi_rangetree_check()): ranges are non-empty, ordered by start,
  * pairwise disjoint (so their ends are ordered too), each holds a non-NULL,
  * non-DEFAULT policy with a positive count, and @count is the node count.
  */
-#include <errno.h>
 #include <stdint.h>
-#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "annotate.h"
 #include "policy_internal.h"
 #include "rangetree.h"
 
@@ -35,14 +30,13 @@ void psi_rangetree_init(struct ps_rtree *t)
 
 /*
  * The leftmost range whose end is above @start (the first that can
- * overlap [start, ...)), with @path ending at it, in the tree as @tx sees
- * it.  Ranges are disjoint and ordered, so their ends are ordered like
- * their starts.
+ * overlap [start, ...)), with @path ending at it.  Ranges are disjoint and
+ * ordered, so their ends are ordered like their starts.
  */
-static struct ps_range *first_ending_after(const struct psi_rb_tx *tx, uint64_t start,
+static struct ps_range *first_ending_after(const struct ps_rtree *t, uint64_t start,
 		struct psi_rb_path *path)
 {
-	struct ps_rb_node *n = tx->root->node;
+	struct ps_rb_node *n = t->root.node;
 	int best_depth = 0;
 
 	path->depth = 0;
@@ -52,121 +46,61 @@ static struct ps_range *first_ending_after(const struct psi_rb_tx *tx, uint64_t 
 		psi_rb_path_push(path, n, right);
 		if (!right)
 			best_depth = path->depth;
-		n = psi_rb_child(tx, n, right);
+		n = n->child[right];
 	}
 	path->depth = best_depth;
 	return best_depth ? rb_range(path->node[best_depth - 1]) : NULL;
 }
 
 /* Link @nr (payload set) by its start; ranges never overlap, so starts are unique. */
-static void rtree_insert(struct psi_rb_tx *tx, size_t *count, struct ps_range *nr)
+static void rtree_insert(struct ps_rtree *t, struct ps_range *nr)
 {
 	struct psi_rb_path path = { .depth = 0 };
-	struct ps_rb_node *n = tx->root->node;
+	struct ps_rb_node *n = t->root.node;
 
 	while (n) {
 		int dir = nr->start >= rb_range(n)->start;
 
 		psi_rb_path_push(&path, n, dir);
-		n = psi_rb_child(tx, n, dir);
+		n = n->child[dir];
 	}
-	psi_rb_insert(tx, &path, &nr->rb);
-	PSI_WRITE_ONCE(*count, *count + 1);
+	psi_rb_insert(&t->root, &path, &nr->rb);
+	PSI_WRITE_ONCE(t->count, t->count + 1);
 }
 
-/*
- * Where a set takes its ranges: in place, a list of two the caller
- * allocated; copy on write, the update's memory (struct psi_rangetree_cow_mem),
- * topped up before each operation of the tree (cow_ready()), so that an
- * update that cannot get memory stops between two operations and is
- * thrown away whole.
- */
-struct spares {
-	struct psi_range_list *list;
-	struct psi_rangetree_cow *cow;
-};
-
-static struct ps_range *spare_take(struct spares *s)
+/* A range off the caller's list of spares (PSI_RANGETREE_SET_MAX_NEW suffice). */
+static struct ps_range *spare_take(struct psi_range_list *spares)
 {
-	struct psi_rangetree_cow_mem *m;
-	struct ps_range *r;
+	struct ps_range *r = psi_range_list_pop(spares);
 
-	if (!s->cow)
-		r = psi_range_list_pop(s->list);
-	else if ((m = s->cow->mem)->spares.n)
-		r = m->used.v[m->used.n++] = m->spares.v[--m->spares.n];
-	else
-		r = NULL;
 	if (!r) {
-		/* The reservation before the operation was short: a bug, not a state to go on in. */
+		/* The caller gave fewer spares than a set takes: a bug, not a state to go on in. */
 		fprintf(stderr, "polstore: range tree update ran out of preallocated ranges\n");
 		abort();
 	}
 	return r;
 }
 
-/* A store reference for a range the update builds, noted for an abort. */
-static void take_ref(struct spares *s, struct ps_policy *pol)
-{
-	if (!pol)
-		return;
-	psi_policy_store_get(pol);
-	if (s->cow)
-		s->cow->mem->refs[s->cow->mem->nrefs++] = pol;
-}
-
 /* Fill a spare range; the release store that links it publishes these fields. */
-static struct ps_range *new_range(struct spares *spares, uint64_t start, uint64_t end,
+static struct ps_range *new_range(struct psi_range_list *spares, uint64_t start, uint64_t end,
 		struct ps_policy *pol)
 {
 	struct ps_range *r = spare_take(spares);
 
 	PSI_WRITE_ONCE(r->start, start);
 	PSI_WRITE_ONCE(r->end, end);
-	take_ref(spares, pol);
+	if (pol)
+		psi_policy_store_get(pol);
 	PSI_WRITE_ONCE(r->pol, pol);
 	PSI_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
 	return r;
 }
 
-enum tree_op { OP_OWN, OP_ERASE, OP_INSERT };
-
-/*
- * Copy on write, before an operation of the tree: room for its worst case
- * (psi_rb_copies_*() of the height the tree can have by then, and no more
- * copies than published nodes), @extra new ranges and references, and
- * its undo entries.  In place nothing: the caller's two spares suffice.
- * Return: false when out of memory (the update must be thrown away).
- */
-static bool cow_ready(struct spares *s, enum tree_op op, size_t extra)
-{
-	struct psi_rangetree_cow *c = s->cow;
-	int h;
-	size_t copies;
-
-	if (!c)
-		return true;
-	/* The height a tree of that many ranges can have: no walk needed. */
-	h = psi_rb_height_max(c->published + (size_t)c->inserts + 1);
-	copies = op == OP_OWN ? psi_rb_copies_own(h) :
-		 op == OP_ERASE ? psi_rb_copies_erase(h) : psi_rb_copies_insert(h);
-	if (copies > c->published + 1)
-		copies = c->published + 1;
-	c->mem->nundo = c->tx.nundo;
-	if (psi_rangetree_cow_mem_reserve(c->mem, copies + extra, extra, psi_rb_paints(h)))
-		return false;
-	c->tx.undo = c->mem->undo;
-	c->tx.undo_cap = c->mem->undo_cap;
-	if (op == OP_INSERT)
-		c->inserts++;
-	return true;
-}
-
-/* The path to the range that starts at @key (it exists), in the tree as @tx sees it. */
-static struct ps_range *path_to_start(const struct psi_rb_tx *tx, uint64_t key,
+/* The path to the range that starts at @key (it exists). */
+static struct ps_range *path_to_start(const struct ps_rtree *t, uint64_t key,
 		struct psi_rb_path *path)
 {
-	struct ps_rb_node *n = tx->root->node;
+	struct ps_rb_node *n = t->root.node;
 
 	path->depth = 0;
 	for (;;) {
@@ -176,42 +110,41 @@ static struct ps_range *path_to_start(const struct psi_rb_tx *tx, uint64_t key,
 		psi_rb_path_push(path, n, dir);
 		if (key == r->start)
 			return r;
-		n = psi_rb_child(tx, n, dir);
+		n = n->child[dir];
 	}
 }
 
+/* The range @path ends at. */
+static inline struct ps_range *path_range(const struct psi_rb_path *path)
+{
+	return rb_range(path->node[path->depth - 1]);
+}
+
 /*
- * shared_policy_replace() on the tree @tx changes.  Each loop turn finds
- * the first range still overlapping [cursor, end) afresh (O(log n)): after
- * a left trim its end is @start, after a removal it is gone, so the search
- * moves on.  Copy on write, nodes found by earlier turns may have been
- * copied since: every search walks the tree as @tx sees it.
+ * shared_policy_replace() on @t.  Each loop turn finds the first range
+ * still overlapping [cursor, end) afresh (O(log n)): after a left trim its
+ * end is @start, after a removal it is gone, so the search moves on.
  *
  * When a new range goes in, the first range [start, end) covers whole (the
  * victim) is not removed but becomes the new range: its node keeps its
  * place in the tree (its predecessor ends at or before @start by then, its
  * successors start at or after @end), so the set changes one node instead
- * of erasing and inserting with two rebalancings; copy on write, a set
- * that gives one range a new policy copies that one node.  The victim's
- * old policy reference goes to @removed on the spare that the new range
- * would have taken, so it is dropped exactly when an erased range's would
- * be.  The path to the victim is kept from the search that found it: trims
- * change no link, so unless a range was erased after it, the path's
- * directions still lead there (psi_rb_own() follows them from the root).
- *
- * Copy on write, memory is reserved before each operation of the tree;
- * when it cannot be, the set stops there and returns false, and the
- * caller throws the whole update away (psi_rangetree_cow_abort()).
+ * of erasing and inserting with two rebalancings.  The victim's old policy
+ * reference goes to @removed on the spare that the new range would have
+ * taken, so it is dropped exactly when an erased range's would be.  The
+ * path to the victim is kept from the search that found it: trims change
+ * no link, so unless a range was erased after it, the path still leads
+ * there; after an erase it is searched again.
  */
-static bool rtree_apply(struct psi_rb_tx *tx, size_t *count, uint64_t start, uint64_t end,
-		struct ps_policy *pol, struct spares *spares, struct psi_range_list *removed)
+void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
+		struct psi_range_list *spares, struct psi_range_list *removed)
 {
 	bool add = pol && pol->mode != PS_MPOL_DEFAULT, have_victim = false, moved = false;
 	uint64_t cursor = start, victim = 0;
 	struct psi_rb_path path, vpath;
 	struct ps_range *r;
 
-	while ((r = first_ending_after(tx, cursor, &path)) && r->start < end) {
+	while ((r = first_ending_after(t, cursor, &path)) && r->start < end) {
 		if (r->start >= start) {
 			if (r->end <= end) {
 				if (add && !have_victim) {
@@ -225,231 +158,47 @@ static bool rtree_apply(struct psi_rb_tx *tx, size_t *count, uint64_t start, uin
 					continue;
 				}
 				/* Inside: drop it (its reference goes with it). */
-				if (!cow_ready(spares, OP_ERASE, 0))
-					return false;
-				r = rb_range(psi_rb_erase(tx, &path));
-				PSI_WRITE_ONCE(*count, *count - 1);
+				r = rb_range(psi_rb_erase(&t->root, &path));
+				PSI_WRITE_ONCE(t->count, t->count - 1);
 				psi_range_list_push(removed, r);
 				moved = true;
 				continue;
 			}
 			/* Sticks out on the right: keep [end, r->end). */
-			if (!cow_ready(spares, OP_OWN, 0))
-				return false;
-			r = rb_range(psi_rb_own(tx, &path));
 			PSI_WRITE_ONCE(r->start, end);
 			break;
 		}
 		if (r->end > end) {
 			/* Covers both edges: keep [r->start, start) here, re-add [end, r->end). */
-			struct ps_range *tail;
+			struct ps_range *tail = new_range(spares, end, r->end, r->pol);
 
-			if (!cow_ready(spares, OP_OWN, 0) || !cow_ready(spares, OP_INSERT, 1))
-				return false;
-			tail = new_range(spares, end, r->end, r->pol);
-			r = rb_range(psi_rb_own(tx, &path));
 			PSI_WRITE_ONCE(r->end, start);
-			rtree_insert(tx, count, tail);
+			rtree_insert(t, tail);
 			break;
 		}
 		/* Sticks out on the left: keep [r->start, start). */
-		if (!cow_ready(spares, OP_OWN, 0))
-			return false;
-		r = rb_range(psi_rb_own(tx, &path));
 		PSI_WRITE_ONCE(r->end, start);
 	}
 	if (!add)
-		return true;
+		return;
 	if (!have_victim) {
-		if (!cow_ready(spares, OP_INSERT, 1))
-			return false;
-		rtree_insert(tx, count, new_range(spares, start, end, pol));
-		return true;
+		rtree_insert(t, new_range(spares, start, end, pol));
+		return;
 	}
 	{
-		struct ps_range *old;
+		struct ps_range *old = new_range(spares, 0, 0, NULL);
 
-		if (!cow_ready(spares, OP_OWN, 1))
-			return false;
-		old = new_range(spares, 0, 0, NULL);
 		if (moved)
-			path_to_start(tx, victim, &vpath);
-		r = rb_range(psi_rb_own(tx, &vpath));
+			path_to_start(t, victim, &vpath);
+		r = path_range(&vpath);
 		old->pol = r->pol; /* the old reference, dropped like an erased range's */
 		psi_range_list_push(removed, old);
-		take_ref(spares, pol);
+		psi_policy_store_get(pol);
 		PSI_WRITE_ONCE(r->pol, pol);
 		PSI_WRITE_ONCE(r->node_hint, _ps_policy_hint(pol));
 		PSI_WRITE_ONCE(r->start, start);
 		PSI_WRITE_ONCE(r->end, end);
 	}
-	return true;
-}
-
-void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
-		struct psi_range_list *spares, struct psi_range_list *removed)
-{
-	struct psi_rb_tx tx;
-	struct spares s = { .list = spares, .cow = NULL };
-
-	psi_rb_tx_init(&tx, &t->root, 0, NULL);
-	rtree_apply(&tx, &t->count, start, end, pol, &s, removed);
-}
-
-/* ---- copy on write ---------------------------------------------------------- */
-
-/* The tree core's copy hook: a spare takes the published range's payload. */
-static struct ps_rb_node *cow_copy(struct psi_rb_tx *tx, const struct ps_rb_node *old)
-{
-	struct psi_rangetree_cow *c = psi_container_of(tx, struct psi_rangetree_cow, tx);
-	struct ps_range *o = psi_container_of(old, struct ps_range, rb);
-	struct spares s = { .list = NULL, .cow = c };
-	struct ps_range *r = spare_take(&s);
-
-	/* The reference moves to the copy (see struct psi_rangetree_cow). */
-	PSI_WRITE_ONCE(r->start, o->start);
-	PSI_WRITE_ONCE(r->end, o->end);
-	PSI_WRITE_ONCE(r->pol, o->pol);
-	PSI_WRITE_ONCE(r->node_hint, o->node_hint);
-	psi_range_list_push(&c->replaced, (struct ps_range *)o);
-	c->copies++;
-	return &r->rb;
-}
-
-int psi_rangetree_cow_mem_reserve(struct psi_rangetree_cow_mem *m, size_t ranges, size_t refs,
-		size_t paints)
-{
-	if (m->peak < ranges)
-		m->peak = ranges;
-	if (m->spares.n < ranges) {
-		/* The array first: a refill only fills the room there is. */
-		if (psi_range_vec_reserve(&m->spares, ranges + m->refill_batch))
-			return -ENOMEM;
-		if (m->refill)
-			m->refill(m, ranges);
-		if (psi_range_vec_fill(&m->spares, ranges))
-			return -ENOMEM;
-	}
-	if (psi_range_vec_reserve(&m->used, m->used.n + ranges))
-		return -ENOMEM;
-	if (m->refs_cap < m->nrefs + refs) {
-		size_t cap = m->refs_cap ? 2 * m->refs_cap : 16;
-		struct ps_policy **v;
-
-		while (cap < m->nrefs + refs)
-			cap *= 2;
-		v = psi_alloc(cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		if (m->nrefs)
-			memcpy(v, m->refs, m->nrefs * sizeof(*v));
-		psi_free(m->refs);
-		m->refs = v;
-		m->refs_cap = cap;
-	}
-	if (m->undo_cap < m->nundo + paints) {
-		size_t cap = m->undo_cap ? 2 * m->undo_cap : 32;
-		struct psi_rb_undo *u;
-
-		while (cap < m->nundo + paints)
-			cap *= 2;
-		u = psi_alloc(cap * sizeof(*u));
-		if (!u)
-			return -ENOMEM;
-		if (m->nundo)
-			memcpy(u, m->undo, m->nundo * sizeof(*u));
-		psi_free(m->undo);
-		m->undo = u;
-		m->undo_cap = cap;
-	}
-	return 0;
-}
-
-void psi_rangetree_cow_mem_trim(struct psi_rangetree_cow_mem *m, size_t keep)
-{
-	psi_range_vec_trim(&m->spares, keep);
-}
-
-void psi_rangetree_cow_mem_free(struct psi_rangetree_cow_mem *m)
-{
-	psi_range_vec_free(&m->spares);
-	psi_range_vec_free(&m->used);
-	psi_free(m->refs);
-	psi_free(m->undo);
-	m->refs = NULL;
-	m->undo = NULL;
-	m->refs_cap = m->undo_cap = m->nrefs = m->nundo = 0;
-}
-
-void psi_rangetree_cow_begin(struct psi_rangetree_cow *c, const struct ps_rtree *t, uint64_t gen,
-		struct psi_rangetree_cow_mem *mem)
-{
-	c->root.node = t->root.node;
-	c->count = t->count;
-	c->published = t->count;
-	psi_rb_tx_init(&c->tx, &c->root, gen, cow_copy);
-	c->inserts = 0;
-	c->mem = mem;
-	c->copies = 0;
-	c->replaced = (struct psi_range_list){ NULL, 0, NULL };
-	c->removed = (struct psi_range_list){ NULL, 0, NULL };
-}
-
-bool psi_rangetree_cow_set(struct psi_rangetree_cow *c, uint64_t start, uint64_t end, struct ps_policy *pol)
-{
-	struct spares s = { .list = NULL, .cow = c };
-	bool done;
-
-	done = rtree_apply(&c->tx, &c->count, start, end, pol, &s, &c->removed);
-	c->mem->nundo = c->tx.nundo;
-	return done;
-}
-
-void psi_rangetree_cow_abort(struct psi_rangetree_cow *c)
-{
-	struct psi_rangetree_cow_mem *m = c->mem;
-
-	psi_rb_abort(&c->tx);
-	m->nundo = 0;
-	/* Every range the update took is private: never published, no reference of its own. */
-	while (m->used.n)
-		psi_free(m->used.v[--m->used.n]);
-	while (m->nrefs)
-		psi_policy_store_put(m->refs[--m->nrefs]);
-	c->replaced = (struct psi_range_list){ NULL, 0, NULL };
-	c->removed = (struct psi_range_list){ NULL, 0, NULL };
-	c->copies = 0;
-}
-
-int psi_rangetree_cow_ready_publish(struct psi_rangetree_cow *c, bool at_root, size_t extra)
-{
-	c->mem->nundo = c->tx.nundo;
-	return psi_rangetree_cow_mem_reserve(c->mem, (at_root ? (size_t)c->tx.pdepth : 0) + extra, 0, 0);
-}
-
-bool psi_rangetree_cow_publish(struct psi_rangetree_cow *c, struct ps_rtree *t, bool at_root)
-{
-	struct psi_rangetree_cow_mem *m = c->mem;
-	bool root;
-
-	if (at_root)
-		psi_rb_raise_root(&c->tx);
-	/*
-	 * For the thread checkers: every copy is written (the raise's too);
-	 * pairs with the readers' annotation where they load the root.
-	 */
-	PSI_ANNOTATE_HAPPENS_BEFORE(t);
-	/* Ordered before the publication's release store: a forked child tells the two apart. */
-	PSI_WRITE_ONCE(m->publishing, true);
-	root = psi_rb_publish(&c->tx, &t->root);
-	PSI_WRITE_ONCE(t->count, c->count);
-	/* What the update took is the tree's or the retired lists' now. */
-	m->used.n = 0;
-	PSI_STORE_RELEASE(m->publishing, false);
-	m->nrefs = 0;
-	m->nundo = 0;
-	c->tx.nundo = 0;
-	return root;
 }
 
 int psi_rangetree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg)

@@ -37,7 +37,7 @@
  * speculative by design (a seqlock read section whose result is thrown away
  * when the count changed) and may race with a writer; they are not checked.
  * Helgrind has no such request (valgrind 3.19 marks it unimplemented): its
- * reports for these reads are suppressed by name in tests/helgrind.supp.
+ * reports for these reads are suppressed by name in tests/tools/helgrind.supp.
  */
 #if defined(POLSTORE_TSAN)
 void __tsan_acquire(void *addr);

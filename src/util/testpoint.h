@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Test points: named places where a test may hold a thread, to open a
- * window that is otherwise a few instructions wide (tests/testutil.h sets
+ * window that is otherwise a few instructions wide (tests/common/testutil.h sets
  * the hook).  Unset, a point costs one load and a branch that is never
  * taken; points sit on slow paths, or on walks of several nodes, never on
  * a point lookup.

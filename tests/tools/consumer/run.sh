@@ -14,16 +14,16 @@
 #    (share/doc/libpolstore-dev/examples), shared and static, with the hwloc
 #    component and from a prefix without the bridge; the static builds
 #    must not load libpolstore*.so;
-#  - find_package(polstore) itself (tests/consumer/CMakeLists.txt): no
+#  - find_package(polstore) itself (tests/tools/consumer/CMakeLists.txt): no
 #    variable set in the caller's scope, a clear message for an unknown or
 #    missing component, and a refused mix of static and shared targets.
 # quickstart runs from each build; shared_text's inline builds run too.
 #
-# Usage: tests/consumer/run.sh <polstore build dir> [<polstore source dir>]
+# Usage: tests/tools/consumer/run.sh <polstore build dir> [<polstore source dir>]
 set -eu
 
 builddir=$(cd "${1:?usage: run.sh <builddir> [<srcdir>]}" && pwd)
-srcdir=$(cd "${2:-$(dirname "$0")/../..}" && pwd)
+srcdir=$(cd "${2:-$(dirname "$0")/../../..}" && pwd)
 cc=${CC:-cc}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/polstore-consumer.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -230,12 +230,12 @@ for static in OFF ON; do
 done
 
 step "find_package(polstore): the caller's scope, components, static with shared"
-# consumer_cmake <dir> <prefix> <args...>: configure tests/consumer.
+# consumer_cmake <dir> <prefix> <args...>: configure tests/tools/consumer.
 consumer_cmake() {
 	d=$1
 	p=$2
 	shift 2
-	cmake -S "$srcdir/tests/consumer" -B "$d" -DCMAKE_PREFIX_PATH="$p" "$@" >"$d.log" 2>&1
+	cmake -S "$srcdir/tests/tools/consumer" -B "$d" -DCMAKE_PREFIX_PATH="$p" "$@" >"$d.log" 2>&1
 }
 consumer_cmake "$tmp/fp" "$prefix" || { cat "$tmp/fp.log" >&2; die "find_package(polstore) checks failed"; }
 grep -q 'no variable leaked' "$tmp/fp.log" || die "find_package(polstore) checks did not run"

@@ -5,7 +5,7 @@
  * build (CTest test tsan.stress, label tsan).  It is cheap enough to run as
  * unit.tsan_stress in ordinary builds too.
  *
- *   1. the linearizability oracle (stress/linearizability.h) on every store variant;
+ *   1. the linearizability oracle (tests/common/linearizability.h) on every store variant;
  *   2. a mix on every store variant: readers with references and borrowing
  *      readers (read_lock/lookup_borrow/read_unlock) in turn, writers, a
  *      foreach; then fresh policies per set under readers holding

@@ -10,7 +10,7 @@
 # of a valgrind suite's time (valgrind follows a process per test).  The
 # tests use no certificate.  The bind mount lives in the namespace only.
 #
-# Usage: tests/valgrind-run.sh valgrind --tool=... [options] program [args]
+# Usage: tests/tools/valgrind-run.sh valgrind --tool=... [options] program [args]
 # Exit status: the tool's.
 set -u
 bundle=/etc/ssl/certs/ca-certificates.crt

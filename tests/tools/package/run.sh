@@ -9,14 +9,14 @@
 # package of its layouts, which libpolstore0 provides; build the packaged
 # examples with their CMake project, then run lintian when it is installed.
 #
-# Usage: tests/package/run.sh [<polstore source dir>]
+# Usage: tests/tools/package/run.sh [<polstore source dir>]
 # Exit status 77 (skipped) when dpkg-buildpackage or a build dependency is
 # missing (scripts/deps.sh installs them).  Needs no root: the build uses
 # Rules-Requires-Root: no.  About 40 s on 2 cores (build 25 s, lintian 10 s).
 # POLSTORE_PACKAGE_KEEP=<dir> copies the .deb files and logs there.
 set -eu
 
-srcdir=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+srcdir=$(cd "${1:-$(dirname "$0")/../../..}" && pwd)
 cc=${CC:-cc}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/polstore-package.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM

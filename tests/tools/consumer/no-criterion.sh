@@ -7,7 +7,7 @@
 #  - POLSTORE_BUILD_TESTS=ON fails, naming Criterion;
 #  - a value other than AUTO, ON or OFF fails.
 #
-# Usage: tests/consumer/no-criterion.sh <polstore source dir>
+# Usage: tests/tools/consumer/no-criterion.sh <polstore source dir>
 set -eu
 srcdir=$(cd "${1:?usage: no-criterion.sh <srcdir>}" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/polstore-nocrit.XXXXXX")

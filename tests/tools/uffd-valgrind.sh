@@ -11,7 +11,7 @@
 #   ==pid==    See README_MISSING_SYSCALL_OR_IOCTL for guidance on writing a proper wrapper.
 # The ioctl only returns a descriptor: no memory goes unchecked.
 #
-# Usage: tests/uffd-valgrind.sh valgrind --tool=... [options] program [args]
+# Usage: tests/tools/uffd-valgrind.sh valgrind --tool=... [options] program [args]
 # Exit status: the tool's.
 set -u
 log=$(mktemp "${TMPDIR:-/tmp}/uffd-valgrind.XXXXXX") || exit 2

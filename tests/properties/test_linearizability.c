@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The linearizability oracle (stress/linearizability.h, also run by
+ * The linearizability oracle (tests/common/linearizability.h, also run by
  * polstore-stress --check) for every variant, with
  * fewer threads than cores and more threads than cores.  First the checker
  * itself is shown to catch each kind of illegal result on hand-made

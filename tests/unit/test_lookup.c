@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The one-call read paths (issue 11): ps_store_lookup_copy(),
+ * The one-call read paths: ps_store_lookup_copy(),
  * ps_store_lookup_node(), ps_policy_node() and the POLSTORE_INLINE read
  * side (through inline_shim.c), against the library's own lookups, a table
  * of nodes worked out by hand from the kernel's rules, and real placement.

@@ -41,8 +41,8 @@
 #include <polstore/polstore.h>
 
 #include "annotate.h" /* src/util/annotate.h */
-#include "clock.h" /* stress/clock.h */
-#include "xorshift.h" /* stress/xorshift.h */
+#include "clock.h"
+#include "xorshift.h"
 
 #define PS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -10,7 +10,11 @@
 # public header includes a private one or names a private symbol (psi_,
 # PSI_).  Among the files of stress/, neither the include graph nor the
 # call graph (a file that names a function another file defines) has a
-# circle.
+# circle.  Above the library, the same for the
+# includes of tests/, stress/ and fuzz/ (tests/README.md): tests/common/
+# uses only the library; the suites (tests/unit/, tests/properties/),
+# stress/ and fuzz/ use tests/common/ and the library, and none uses
+# another of them.
 # Usage: check_layers.sh <source dir> <libpolstore.a>
 set -eu
 src=$1
@@ -201,9 +205,52 @@ for my $file (sort keys %text) {
 	}
 }' "$src"/stress/*.c "$src"/stress/*.h > "$tmp/stressedges"
 
+# Above the library: "from to" with paths from the source dir for the
+# files of tests/, stress/ and fuzz/, and a library header by the name the
+# include graph above gives it.  A quoted include is looked up beside the
+# file, then in tests/common/ (the suites' and the stress program's
+# include path), then in src/.
+for f in "$src"/tests/*/*.c "$src"/tests/*/*.h "$src"/stress/*.c "$src"/stress/*.h \
+		"$src"/fuzz/*.c "$src"/fuzz/*.h; do
+	[ -e "$f" ] || continue
+	from=${f#"$src"/}
+	dir=$(dirname "$f")
+	sed -n -e 's/^#[ 	]*include[ 	]*"\([^"]*\)".*/q \1/p' \
+		-e 's/^#[ 	]*include[ 	]*<\(polstore\/[^>]*\)>.*/a \1/p' "$f" |
+		while read -r kind to; do
+			if [ "$kind" = a ]; then
+				echo "$from $to"
+			elif [ -e "$dir/$to" ]; then
+				echo "$from ${dir#"$src"/}/$to"
+			elif [ -e "$src/tests/common/$to" ]; then
+				echo "$from tests/common/$to"
+			else
+				echo "$from $to"
+			fi
+		done
+done > "$tmp/testedges"
+# Who may use whom: the folder of each end (a library header has none).
+awk '
+function group(f) {
+	if (f !~ /\//) return "lib"
+	if (f ~ /^polstore\//) return "lib"
+	if (f ~ /^tests\/common\//) return "common"
+	sub(/\/[^\/]*$/, "", f)
+	return f
+}
+{
+	a = group($1); b = group($2)
+	if (b == "lib" || a == b || b == "common" && a != "lib") next
+	printf "test include graph: %s includes %s (%s/ may use only itself, tests/common/ and the library)\n", $1, $2, a
+	bad = 1
+}
+END { exit bad }' "$tmp/testedges" || status=1
+
 check "$tmp/objedges" "object graph" || status=1
 check "$tmp/incedges" "include graph" || status=1
 check "$tmp/stressedges" "stress/ graph" || status=1
+check "$tmp/testedges" "test include graph" || status=1
 [ $status -eq 0 ] && echo "layers: $(wc -l < "$tmp/objedges") object and $(wc -l < "$tmp/incedges") include edges," \
-	"$(wc -l < "$tmp/stressedges") in stress/; no circle, none up a layer"
+	"$(wc -l < "$tmp/stressedges") in stress/, $(wc -l < "$tmp/testedges") in tests, stress and fuzz;" \
+	"no circle, none up a layer"
 exit $status

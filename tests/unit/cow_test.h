@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What the files of the RCU stores' suite share (test_cow.c): the includes,
+ * the constants of src/sync/sync_cow-impl.h, the test macros and helpers.
+ */
+#ifndef POLSTORE_TESTS_COW_TEST_H
+#define POLSTORE_TESTS_COW_TEST_H
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "policy_internal.h"
+#include "rcu_reclaim.h"
+#include "store_internal.h"
+#include "testpoint.h"
+#include "testutil.h"
+
+/* Constants of src/sync/sync_cow-impl.h (not exported): keep in step. */
+#define COW_PENDING_MAX (1 << 18)
+#define COW_DEPOT_MAX 16384
+#define COW_REFILL 256
+#define COW_RECS_MAX 64
+/* A retire record: its header and slots, at most the size of 40 pointers. */
+#define COW_REC_BYTES (40 * sizeof(void *))
+
+static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+
+#define RCU_TEST(name, ...) SYNCS_TEST(rcu_syncs, cow, name, ##__VA_ARGS__)
+#define ALL_TEST(name, ...) VARIANT_TEST(cow, name, ##__VA_ARGS__)
+
+double now_s(void);
+void churn(struct ps_store *s, struct ps_policy *p, int n);
+
+#endif /* POLSTORE_TESTS_COW_TEST_H */

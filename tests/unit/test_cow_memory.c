@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The RCU stores' memory: the bound under a flat-out writer, records no
+ * reclaim thread took, the victim reuse under lockless readers, synchronize
+ * from many threads, the reclaim threads at dlclose() (test_cow.c says
+ * how).
+ */
+#include "cow_test.h"
+
+/* ---- 7. memory bound under a flat-out writer -------------------------------------- */
+
+/* Reader threads on a store until @stop (sections 7 and 9); @reads: their lookups. */
+struct store_readers {
+	struct ps_store *s;
+	int stop;   /* atomic */
+	long reads; /* atomic */
+};
+
+/*
+ * ps_set_alloc_ops() after every store is destroyed and ps_rcu_barrier():
+ * nothing the old allocator gave is left for the new one to free.  A
+ * writer thread that stays alive keeps spare ranges between its sets, and
+ * released chunks wait in the flavour's depot; ps_set_alloc_ops() gives
+ * both back to the allocator they came from, taking the depot's lock
+ * (which the reclaim thread may hold, emptying it) rather than trying it.
+ */
+struct spares_writer {
+	struct ps_store *s;
+	struct ps_policy *p;
+	sem_t done, go;
+};
+
+static void *spares_writer(void *arg)
+{
+	struct spares_writer *w = arg;
+	int i;
+
+	for (i = 0; i < 2000; i++)
+		TCHECK(!ps_store_set(w->s, (uint64_t)(i % 97) * 3, (uint64_t)(i % 97) * 3 + 5,
+				       (i & 1) ? w->p : NULL),
+				"set");
+	sem_post(&w->done);
+	while (sem_wait(&w->go))
+		;
+	return NULL;
+}
+
+RCU_TEST(alloc_ops_switch_after_destroy_frees_with_old, .timeout = 60)
+{
+	struct spares_writer w;
+	pthread_t t;
+	long live;
+
+	w.p = ps_test_bind(1);
+	sem_init(&w.done, 0, 0);
+	sem_init(&w.go, 0, 0);
+	ps_test_alloc_install();
+	w.s = ps_store_create(*sync);
+	cr_assert_not_null(w.s);
+	cr_assert_eq(pthread_create(&t, NULL, spares_writer, &w), 0);
+	while (sem_wait(&w.done))
+		;
+	ps_store_destroy(w.s);
+	cr_assert_eq(ps_rcu_barrier(), 0);
+	ps_test_alloc_restore();
+	live = ps_test_alloc_live();
+	sem_post(&w.go);
+	pthread_join(t, NULL);
+	cr_expect_eq(live, 0, "%s: %ld blocks of the old allocator left for the new one to free",
+			ps_sync_name(*sync), live);
+	ps_policy_put(w.p);
+}
+
+/* Readers with long sections now and then: the reclaim thread's grace periods wait for them. */
+static void *mem_reader_fn(void *arg)
+{
+	struct store_readers *r = arg;
+	uint64_t seed = 77;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
+		int i;
+
+		ps_store_read_lock(r->s);
+		for (i = 0; i < 1000; i++)
+			(void)ps_store_lookup_borrow(r->s, ps_test_rand(&seed) % 20000);
+		if (ps_test_rand(&seed) % 8 == 0)
+			usleep(3000);
+		ps_store_read_unlock(r->s);
+		__atomic_fetch_add(&r->reads, 1000, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *pols[2] = { ps_test_bind(0), ps_test_bind(1) };
+	struct store_readers r = { .s = s };
+	size_t empty_mem = ps_store_memory(s);
+	uint64_t seed = 3;
+	size_t maxmem = 0, maxcount = 0, maxindex = 0, bound;
+	double t0, secs = ps_test_scale() < 1 ? 0.5 : 2.0;
+	long sets = 0;
+	pthread_t t;
+
+#if !defined(__SANITIZE_ADDRESS__)
+	size_t heap0 = mallinfo2().uordblks, maxheap = 0;
+#endif
+
+	cr_assert_eq(pthread_create(&t, NULL, mem_reader_fn, &r), 0);
+	t0 = now_s();
+	while (now_s() - t0 < secs) {
+		int i;
+
+		for (i = 0; i < 100; i++) {
+			uint64_t a = ps_test_rand(&seed) % 20000, len = 1 + ps_test_rand(&seed) % 16;
+
+			cr_assert_eq(ps_store_set(s, a, a + len, (i & 3) ? pols[i & 1] : NULL), 0);
+			sets++;
+		}
+		if (ps_store_count(s) > maxcount)
+			maxcount = ps_store_count(s);
+		/* The read index apart: bounded by itself below. */
+		if (ps_store_memory(s) - ps_test_index_bytes(s) > maxmem)
+			maxmem = ps_store_memory(s) - ps_test_index_bytes(s);
+		if (ps_test_index_bytes(s) > maxindex)
+			maxindex = ps_test_index_bytes(s);
+#if !defined(__SANITIZE_ADDRESS__)
+		if (mallinfo2().uordblks - heap0 > maxheap)
+			maxheap = mallinfo2().uordblks - heap0;
+#endif
+	}
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	/*
+	 * The store holds its live ranges and its read index, nothing else
+	 * (its spares are the writing thread's, what it retired is the
+	 * reclaim thread's).  The index in proportion: its leaves stay on
+	 * average at least a quarter full (a small leaf joins a neighbour).
+	 */
+	bound = empty_mem + maxcount * sizeof(struct ps_range);
+	cr_log_info("%s: %ld sets in %.1f s, %ld lookups, max %zu ranges, max memory %zu (bound %zu), "
+		    "max index %zu",
+			ps_sync_name(*sync), sets, secs, r.reads, maxcount, maxmem, bound, maxindex);
+	cr_assert_leq(maxmem, bound);
+	cr_assert_leq(maxindex, maxcount * (448 + 256) / 4 + 4096);
+#if !defined(__SANITIZE_ADDRESS__)
+	/*
+	 * The heap itself: live ranges; what is retired and not yet
+	 * released (at most COW_PENDING_MAX before a set waits, plus one
+	 * record); the depot; the writer's pool (the keep of its sets' need,
+	 * which stays below 1024 here, twice over before a trim, plus
+	 * COW_REFILL) and its records, each with its slots.
+	 */
+	bound = (maxcount + COW_PENDING_MAX + 64 + COW_DEPOT_MAX + 2 * (1024 + COW_REFILL)) *
+				(sizeof(struct ps_range) + 16) +
+		(COW_PENDING_MAX + COW_DEPOT_MAX + COW_RECS_MAX) * COW_REC_BYTES + 4096 * 8 +
+		/* the index, live and retired (each node with the aligned allocation's 80 bytes) */
+		2 * maxindex + (maxindex + COW_PENDING_MAX * sizeof(struct ps_range)) / 256 * 80;
+	cr_log_info("%s: heap growth max %zu (bound %zu)", ps_sync_name(*sync), maxheap, bound);
+	cr_assert_leq(maxheap, bound);
+#endif
+	ps_store_synchronize(s);
+	cr_assert_eq(ps_policy_refcount(pols[0]) + ps_policy_refcount(pols[1]),
+			2 + (long)ps_store_count(s));
+	/* After synchronize: the store, its ranges and its index, exactly. */
+	cr_assert_eq(ps_store_memory(s), empty_mem + ps_store_count(s) * sizeof(struct ps_range) +
+						 ps_test_index_bytes(s));
+	ps_store_destroy(s);
+	ps_policy_put(pols[0]);
+	ps_policy_put(pols[1]);
+}
+
+/* ---- 8. no reclaim thread: stalled records ---------------------------------------- */
+
+/*
+ * pthread_create() that fails on demand (the library is linked statically
+ * into this binary, so its calls come here): the reclaim thread cannot be
+ * started, and sets that may not wait keep their records "stalled".
+ */
+static int fail_thread_create;
+
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+	if (__atomic_load_n(&fail_thread_create, __ATOMIC_RELAXED))
+		return EAGAIN;
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+	return real(t, attr, fn, arg);
+}
+
+/*
+ * Sets inside a read-side section while no reclaim thread can start: their
+ * records stall on the store.  sync_cow-impl.h's cow_finish() releases them at
+ * the next set that may wait for a grace period: once the section is
+ * over, later sets must release them, and ps_store_memory() must count
+ * them meanwhile.
+ */
+RCU_TEST(stalled_records_released_by_later_sets, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
+	size_t mem_before, mem_stalled;
+	int i;
+
+	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	mem_before = ps_store_memory(s);
+	ps_store_read_lock(s);
+	churn(s, p, 3000); /* thousands of records, none can be handed over */
+	ps_store_read_unlock(s);
+	cr_assert_eq(ps_store_count(s), 0);
+	mem_stalled = ps_store_memory(s);
+	cr_log_info("%s: memory %zu before, %zu with stalled records, refcount %ld",
+			ps_sync_name(*sync), mem_before, mem_stalled, ps_policy_refcount(p));
+	/* Outside every section now: sets may wait for a grace period. */
+	churn(s, q, 600);
+	cr_assert_eq(ps_policy_refcount(p), 1,
+			"%s: %ld references to removed ranges still held after later sets "
+			"(stalled records never released but by synchronize/destroy)",
+			ps_sync_name(*sync), ps_policy_refcount(p) - 1);
+	ps_store_synchronize(s);
+	cr_assert_eq(ps_policy_refcount(p), 1);
+	cr_assert_eq(ps_policy_refcount(q), 1);
+	ps_store_destroy(s);
+	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	(void)i;
+	ps_policy_put(p);
+	ps_policy_put(q);
+}
+
+/* ps_store_memory() counts every range the store holds, stalled ones too. */
+RCU_TEST(memory_counts_stalled_records, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(1);
+	size_t mem;
+
+	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	ps_store_read_lock(s);
+	churn(s, p, 3000);
+	ps_store_read_unlock(s);
+	mem = ps_store_memory(s);
+	/* p's references beyond ours are removed ranges the store still holds. */
+	cr_assert_geq(mem, sizeof(struct ps_store) +
+			(size_t)(ps_policy_refcount(p) - 1) * sizeof(struct ps_range),
+			"%s: memory %zu does not count %ld held removed ranges", ps_sync_name(*sync),
+			mem, ps_policy_refcount(p) - 1);
+	ps_store_synchronize(s);
+	ps_store_destroy(s);
+	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	ps_policy_put(p);
+}
+
+/* Destroy and synchronize with stalled records: every reference dropped, nothing leaked. */
+RCU_TEST(destroy_with_stalled_records, .timeout = 60)
+{
+	struct ps_policy *p = ps_test_bind(1);
+	int k;
+
+	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	for (k = 0; k < 2; k++) {
+		struct ps_store *s = ps_store_create(*sync);
+
+		ps_store_read_lock(s);
+		churn(s, p, 2000);
+		ps_store_read_unlock(s);
+		if (k)
+			ps_store_synchronize(s);
+		ps_store_destroy(s);
+		cr_assert_eq(ps_policy_refcount(p), 1);
+	}
+	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	ps_policy_put(p);
+}
+
+/* ---- 9. in-place variants: victim reuse under lockless readers --------------------- */
+
+static void *flip_reader(void *arg)
+{
+	struct store_readers *f = arg;
+	uint64_t seed = (uint64_t)(uintptr_t)&seed;
+
+	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
+		uint64_t idx = ps_test_rand(&seed) % 120;
+		struct ps_policy *p = ps_store_lookup(f->s, idx);
+		const struct ps_policy *b;
+
+		if (p) {
+			TCHECK(ps_policy_mode(p) == PS_MPOL_BIND && ps_policy_refcount(p) > 0,
+					"counted lookup got a dead policy");
+			ps_policy_put(p);
+		}
+		ps_store_read_lock(f->s);
+		b = ps_store_lookup_borrow(f->s, idx);
+		if (b)
+			TCHECK(ps_policy_mode(b) == PS_MPOL_BIND && ps_policy_refcount(b) > 0,
+					"borrowed a dead policy");
+		ps_store_read_unlock(f->s);
+		__atomic_fetch_add(&f->reads, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+/*
+ * The writer gives [0, 100) a fresh policy again and again and drops its
+ * own reference at once: the covered range is the victim, changed in place
+ * by SEQLOCK under its readers (its policy pointer changes in place), copied
+ * by RCU.  The old policy's last reference must be dropped only after the
+ * readers that may have loaded it left (ASan: use after free; TCHECK: a
+ * freed policy's count).
+ */
+ALL_TEST(victim_policy_swap_under_readers, .timeout = 60)
+{
+	struct store_readers f = { .s = ps_store_create(*sync) };
+	pthread_t t[2];
+	long i, n = ps_test_iters(100000);
+
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, flip_reader, &f), 0);
+	for (i = 0; i < n; i++) {
+		struct ps_policy *p = ps_test_bind((int)(i % 4));
+
+		cr_assert_eq(ps_store_set(f.s, 0, 100, p), 0);
+		if (i % 16 == 0)
+			cr_assert_eq(ps_store_set(f.s, 10 + (uint64_t)i % 80, 12 + (uint64_t)i % 80, p), 0);
+		if (i % 64 == 0)
+			cr_assert_eq(ps_store_set(f.s, 100, 120, p), 0);
+		ps_policy_put(p);
+	}
+	__atomic_store_n(&f.stop, 1, __ATOMIC_RELAXED);
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(ps_store_check(f.s, NULL), 0);
+	ps_store_destroy(f.s);
+}
+
+/* ---- 10. synchronize and sets from many threads ------------------------------------ */
+
+struct many {
+	struct ps_store *s;
+	struct ps_policy *pols[3];
+	int id;
+};
+
+static void *many_fn(void *arg)
+{
+	struct many *m = arg;
+	uint64_t seed = 1 + (uint64_t)m->id;
+	int i;
+
+	if (m->id == 3 && ps_store_sync_kind(m->s) == PS_SYNC_RCU_QSBR)
+		TCHECK(ps_qsbr_thread_online() == 0, "online");
+	for (i = 0; i < 3000; i++) {
+		uint64_t a = ps_test_rand(&seed) % 2000, b = a + 1 + ps_test_rand(&seed) % 50;
+		struct ps_policy *got;
+
+		TCHECK(ps_store_set(m->s, a, b, i % 5 ? m->pols[i % 3] : NULL) == 0, "set");
+		got = ps_store_lookup(m->s, a);
+		ps_policy_put(got);
+		if (i % 300 == 0)
+			TCHECK(ps_store_synchronize(m->s) == 0, "synchronize");
+		if (m->id == 3)
+			ps_qsbr_quiescent();
+	}
+	if (m->id == 3)
+		ps_qsbr_thread_offline();
+	return NULL;
+}
+
+ALL_TEST(synchronize_from_many_threads, .timeout = 120)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct many m[4];
+	pthread_t t[4];
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		m[i].s = s;
+		m[i].id = i;
+		m[i].pols[0] = ps_test_bind(0);
+		m[i].pols[1] = ps_test_bind(1);
+		m[i].pols[2] = ps_test_bind(2);
+		cr_assert_eq(pthread_create(&t[i], NULL, many_fn, &m[i]), 0);
+	}
+	for (i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_assert_eq(ps_store_check(s, NULL), 0);
+	ps_store_destroy(s);
+	for (i = 0; i < 4; i++) {
+		int k;
+
+		for (k = 0; k < 3; k++) {
+			cr_assert_eq(ps_policy_refcount(m[i].pols[k]), 1);
+			ps_policy_put(m[i].pols[k]);
+		}
+	}
+}
+
+/* ---- 11. dlclose() and the reclaim threads ------------------------------------------ */
+
+#ifdef PS_TEST_SHARED_LIB
+#include <dirent.h>
+
+static int count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * The library is dlopen()ed, an RCU store used (its sets start the memb
+ * reclaim thread) and destroyed, and the library dlclose()d: test_lifecycle
+ * supports this.  The detached reclaim thread (rcu_reclaim.c) is never
+ * stopped: it stays, parked in pthread_cond_wait() with its return address
+ * in the unmapped library, and any wake-up of that futex word (a library
+ * later mapped at the same address) runs unmapped code.
+ */
+static int dl_child(void)
+{
+	void *h = dlopen(PS_TEST_SHARED_LIB, RTLD_NOW | RTLD_LOCAL);
+	struct ps_store *(*create)(enum ps_sync);
+	int (*set)(struct ps_store *, uint64_t, uint64_t, struct ps_policy *);
+	void (*destroy)(struct ps_store *);
+	struct ps_policy *(*bind)(int, unsigned, const unsigned long *, unsigned long);
+	void (*put)(struct ps_policy *);
+	struct ps_policy *p;
+	struct ps_store *s;
+	unsigned long node0 = 1;
+	int before, i;
+
+	alarm(10);
+	if (!h)
+		return 1;
+	before = count_threads();
+	*(void **)&create = dlsym(h, "ps_store_create");
+	*(void **)&set = dlsym(h, "ps_store_set");
+	*(void **)&destroy = dlsym(h, "ps_store_destroy");
+	*(void **)&bind = dlsym(h, "ps_policy_create");
+	*(void **)&put = dlsym(h, "ps_policy_put");
+	if (!create || !set || !destroy || !bind || !put)
+		return 2;
+	s = create(PS_SYNC_RCU);
+	p = bind(PS_MPOL_BIND, 0, &node0, 2);
+	if (!s || !p)
+		return 3;
+	for (i = 0; i < 400; i++)
+		if (set(s, (uint64_t)i, (uint64_t)i + 1, p) || set(s, (uint64_t)i, (uint64_t)i + 1, NULL))
+			return 4;
+	destroy(s);
+	put(p);
+	if (dlclose(h))
+		return 5;
+	if (dlopen(PS_TEST_SHARED_LIB, RTLD_NOW | RTLD_NOLOAD))
+		return 77;
+	usleep(20000);
+	return count_threads() == before ? 0 : 6;
+}
+
+Test(cow, dlclose_leaves_no_reclaim_thread, .timeout = 30)
+{
+	pid_t pid = fork();
+	int status;
+
+	cr_assert_neq(pid, -1);
+	if (pid == 0)
+		_exit(dl_child());
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "child killed by signal %d", WTERMSIG(status));
+	if (WEXITSTATUS(status) == 77)
+		cr_skip_test("dlclose() did not unmap the library");
+	cr_assert_eq(WEXITSTATUS(status), 0,
+			"child step %d (6: a reclaim thread outlives dlclose())", WEXITSTATUS(status));
+}
+
+#endif
