@@ -41,10 +41,8 @@ struct ps_alloc_ops {
  * moment, without any polstore call in progress: call ps_store_synchronize()
  * on every store (or destroy it) first, and ps_rcu_barrier() after stores
  * handed to ps_store_destroy_deferred(), so that nothing is left in flight.
- * The spare ranges polstore keeps for RCU and RCU_QSBR sets (those of every
- * thread that wrote such a store, and the pool of released ones) go back
- * to the allocator they came from during this call, which waits for the
- * reclaim thread if it is freeing some of them.
+ * No memory is kept between calls but what the objects hold (a large RCU
+ * store's index nodes come in chunks, which are the store's).
  *
  * Context: while no other thread is inside polstore, and after
  * ps_store_synchronize() on every store.

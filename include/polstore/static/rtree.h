@@ -25,11 +25,11 @@ struct ps_policy;
 /*
  * A red-black tree node without a parent pointer.  Readers load only
  * @child, with acquire loads pairing with the writers' release stores;
- * @meta (colour and generation) is the writers' alone.
+ * @meta (the colour) is the writers' alone.
  */
 struct ps_rb_node {
 	struct ps_rb_node *child[2]; /* [0] left (smaller), [1] right (larger) */
-	uint64_t meta; /* bit 0: colour (1 = black); bits 1-63: generation */
+	uint64_t meta; /* bit 0: colour (1 = black); bits 1-63: zero */
 };
 
 struct ps_rb_root {
