@@ -68,6 +68,7 @@ struct psi_ix_pool {
 	uint32_t nempty;      /* chunks with no node out */
 	bool serving;
 	size_t index_bytes;   /* of the index the pool serves, every node counted */
+	size_t pending;       /* slot bytes got since the index last grew (an update's) */
 	size_t bytes;         /* of the chunks; any thread reads it */
 	size_t live_bytes;    /* of the nodes out of them; any thread reads it */
 };
@@ -195,8 +196,10 @@ static void drain(struct psi_ix_pool *p)
 
 void psi_ix_pool_grew(struct psi_ix_pool *p, ptrdiff_t delta)
 {
-	if (p)
+	if (p) {
 		p->index_bytes = (size_t)((ptrdiff_t)p->index_bytes + delta);
+		p->pending = 0;
+	}
 }
 
 /* Every empty chunk back to the allocator. */
@@ -302,6 +305,15 @@ void *psi_ix_pool_get(struct psi_ix_pool *p, bool inner, uint32_t *tag)
 	}
 	if (!h) {
 		p->hint[inner] = p->nchunk;
+		/*
+		 * No chunk more while the nodes out of the pool, the update's
+		 * own aside, exceed the index by more than a sixteenth and a
+		 * chunk: the excess is nodes waiting for their grace period,
+		 * and a chunk made for them would stay once they are back.
+		 * The caller allocates this node by itself.
+		 */
+		if (p->live_bytes - p->pending > p->index_bytes + p->index_bytes / 16 + IXP_CHUNK)
+			return NULL;
 		c = free_entry(p);
 		if (!c || !chunk_new(p, c))
 			return NULL;
@@ -315,6 +327,7 @@ void *psi_ix_pool_get(struct psi_ix_pool *p, bool inner, uint32_t *tag)
 	if (!c->live++)
 		p->nempty--;
 	PSI_WRITE_ONCE(p->live_bytes, p->live_bytes + slot_bytes(inner));
+	p->pending += slot_bytes(inner);
 	*tag = i + 1;
 	return h;
 }

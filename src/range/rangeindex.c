@@ -592,6 +592,7 @@ void psi_ix_abort(struct psi_ix_tx *tx)
 	tx->bytes = 0;
 	tx->retired_bytes = 0;
 	tx->cur = tx->root->node;
+	psi_ix_pool_grew(tx->pool, 0); /* nothing grew: the update's nodes are back */
 }
 
 bool psi_ix_publish(struct psi_ix_tx *tx)
