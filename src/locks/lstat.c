@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "compiler.h"
 #include "lstat.h"
 
 #ifdef POLSTORE_LOCK_STAT
