@@ -108,6 +108,18 @@ extern enum ps_overcommit ps_test_all_overcommits[PS_OVERCOMMIT_COUNT];
 		cr_expect_eq(from_name_fn(bogus), -EINVAL);                                        \
 		cr_expect_eq(from_name_fn(NULL), -EINVAL);                                         \
 	} while (0)
+
+/* Eight nodes, each at 20 from the others: a BIND policy places on its own node. */
+static inline void ps_test_eight_nodes(void)
+{
+	unsigned char dist[64];
+	int i, j;
+
+	for (i = 0; i < 8; i++)
+		for (j = 0; j < 8; j++)
+			dist[i * 8 + j] = i == j ? 10 : 20;
+	cr_assert_eq(ps_numa_set_topology(8, dist, NULL), 0);
+}
 #endif /* !PS_TEST_NO_CRITERION */
 
 /*

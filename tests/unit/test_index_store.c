@@ -10,18 +10,6 @@ static enum ps_sync rcu_syncs[] = {PS_SYNC_RCU, PS_SYNC_RCU_QSBR};
 
 /* ---- 3. through the store API, at scale ------------------------------------------------ */
 
-/* Eight nodes, each at 20 from the others: a BIND policy places on its own node. */
-static void eight_nodes(void)
-{
-	unsigned char dist[64];
-	int i, j;
-
-	for (i = 0; i < 8; i++)
-		for (j = 0; j < 8; j++)
-			dist[i * 8 + j] = i == j ? 10 : 20;
-	cr_assert_eq(ps_numa_set_topology(8, dist, NULL), 0);
-}
-
 struct pair {
 	struct ps_store *s, *ref; /* the store under test, and SPIN */
 	struct ps_policy *pol[NPOLS];
@@ -158,7 +146,7 @@ SYNCS_TEST(rcu_syncs, index, store_at_scale_answers_as_spin, .timeout = 300)
 	struct pair p;
 
 	cr_assert_not_null(ops);
-	eight_nodes();
+	ps_test_eight_nodes();
 	pair_init(&p, *sync, 0x5ca1e + (uint64_t)*sync);
 	p.space = (uint64_t)nranges * 10;
 	for (i = 0; i < nranges; i++) {

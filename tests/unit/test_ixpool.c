@@ -211,17 +211,6 @@ static enum ps_sync pooled_syncs[] = {PS_SYNC_RCU, PS_SYNC_RCU_QSBR};
 
 #define NPOL 7 /* BIND to nodes 1 .. 7 */
 
-static void seven_nodes(void)
-{
-	unsigned char dist[64];
-	int i, j;
-
-	for (i = 0; i < 8; i++)
-		for (j = 0; j < 8; j++)
-			dist[i * 8 + j] = i == j ? 10 : 20;
-	cr_assert_eq(ps_numa_set_topology(8, dist, NULL), 0);
-}
-
 struct twin {
 	struct ps_store *s, *ref;
 	struct ps_policy *pol[NPOL];
@@ -232,7 +221,7 @@ static void twin_init(struct twin *t, enum ps_sync sync, uint64_t seed)
 {
 	int i;
 
-	seven_nodes();
+	ps_test_eight_nodes();
 	psi_ix_pool_threshold = 0;
 	t->s = ps_store_create(sync);
 	t->ref = ps_store_create(PS_SYNC_SPIN);
@@ -454,7 +443,7 @@ SYNCS_TEST(pooled_syncs, ixpool, readers_never_see_a_recycled_node, .timeout = 3
 	struct ps_store *s;
 	pthread_t t;
 
-	seven_nodes();
+	ps_test_eight_nodes();
 	psi_ix_pool_threshold = 0;
 	s = ps_store_create(*sync);
 	cr_assert_not_null(s);
