@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * The node pool of a large read index.  A chunk is one allocation of
- * about 4 MiB: full leaves are carved from its bottom up, inner nodes (256
+ * just under 2 MiB: full leaves are carved from its bottom up, inner nodes (256
  * bytes, so that each fills four whole lines) from its top down, and a
  * node given back goes on its chunk's free list of its kind.  An empty
  * chunk goes back to the allocator, except one kept while the pool serves
@@ -135,7 +135,7 @@ static bool chunk_new(struct psi_ix_pool *p, struct ixp_chunk *c)
 	/*
 	 * The pages the block covers; a page it leaves at most 64 bytes of is
 	 * counted in (the allocator's header or tail in a mapping of its own),
-	 * so that a 4 MiB mapping is advised whole, not split at its ends.
+	 * so that a 2 MiB mapping is advised whole, not split at its ends.
 	 */
 	start = (uintptr_t)b & ~(IXP_PAGE - 1);
 	if ((uintptr_t)b - start > 64)

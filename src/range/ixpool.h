@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The node pool of a large read index (ixpool.c): index nodes carved from
- * 4 MiB chunks advised for transparent huge pages, so that a lookup's 4-5
+ * 2 MiB chunks advised for transparent huge pages, so that a lookup's 4-5
  * nodes cost fewer TLB misses and an inner node fills whole cache lines.
  * A store's index takes its nodes from the pool only while it is large
  * (psi_ix_pool_tune()); small stores allocate each node and stay small.
