@@ -83,23 +83,30 @@ static struct ps_ix_inner *as_inner(const struct ps_ix_node *h)
 }
 
 /*
- * Append @p to a list of the transaction, growing it beyond its entries
- * in the transaction (@v0); -ENOMEM when it cannot.
+ * Room for one more entry on a list of the transaction, growing it beyond
+ * its entries in the transaction (@v0); -ENOMEM when it cannot.
  */
-static int list_push(void ***v, size_t *n, size_t *cap, void **v0, void *p)
+static int list_reserve(void ***v, size_t n, size_t *cap, void **v0)
 {
-	if (*n == *cap) {
+	if (n == *cap) {
 		size_t ncap = 2 * *cap;
 		void **nv = psi_alloc(ncap * sizeof(*nv));
 
 		if (!nv)
 			return -ENOMEM;
-		memcpy(nv, *v, *n * sizeof(*nv));
+		memcpy(nv, *v, n * sizeof(*nv));
 		if (*v != v0)
 			psi_free(*v);
 		*v = nv;
 		*cap = ncap;
 	}
+	return 0;
+}
+
+static int list_push(void ***v, size_t *n, size_t *cap, void **v0, void *p)
+{
+	if (list_reserve(v, *n, cap, v0))
+		return -ENOMEM;
 	(*v)[(*n)++] = p;
 	return 0;
 }
@@ -118,6 +125,12 @@ static void *new_node(struct psi_ix_tx *tx, size_t size)
 	struct ps_ix_node *h = NULL;
 	uint32_t tag = 0;
 
+	/*
+	 * The list's room first: a pooled node given back before its header
+	 * says what it is would go on the wrong free list.
+	 */
+	if (list_reserve(&tx->built, tx->nbuilt, &tx->capbuilt, tx->built0))
+		return NULL;
 	/* A large index's inner nodes and full leaves: from its pool (ixpool.h). */
 	if (tx->serve && (size == sizeof(struct ps_ix_inner) ||
 				 size == _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT)))
@@ -134,10 +147,7 @@ static void *new_node(struct psi_ix_tx *tx, size_t size)
 	/* The makers write every field but the header's. */
 	memset(h, 0, sizeof(*h));
 	h->wflags = IX_FRESH | tag << 16;
-	if (list_push(&tx->built, &tx->nbuilt, &tx->capbuilt, tx->built0, h)) {
-		free_now(tx->pool, h);
-		return NULL;
-	}
+	tx->built[tx->nbuilt++] = h;
 	return h;
 }
 

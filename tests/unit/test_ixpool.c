@@ -398,6 +398,65 @@ SYNCS_TEST(pooled_syncs, ixpool, allocation_failure_in_a_pooled_store_loses_noth
 }
 
 /*
+ * Batches of 16 sets in distinct leaves copy their paths whole: 48 nodes
+ * and more, so the update's list of built nodes grows past its inline
+ * entries.  Each allocation of a batch fails in turn; after a failure the
+ * store, synchronized, holds exactly what it held before (a pooled inner
+ * node given back as a leaf would leave 168 bytes of slack, and overwrite
+ * its neighbour when taken again).
+ */
+SYNCS_TEST(pooled_syncs, ixpool, a_failed_batch_gives_every_pooled_node_back, .timeout = 300)
+{
+	long b, injected = 0, nb = ps_test_scale() < 1 ? 4 : 24;
+	struct twin t;
+
+	ps_test_alloc_install();
+	twin_init(&t, *sync, 0xba7c + (uint64_t)*sync);
+	twin_churn(&t, ps_test_scale() < 1 ? 300 : 3000, 8);
+	for (b = 0; b < nb; b++) {
+		struct ps_set_op ops[16];
+		long k;
+		int i;
+
+		for (i = 0; i < 16; i++) {
+			uint64_t a = (uint64_t)i * (t.space / 16) + ps_test_rand(&t.seed) % (t.space / 32);
+
+			ops[i] = (struct ps_set_op){a, a + 1 + ps_test_rand(&t.seed) % 4, twin_pol(&t)};
+		}
+		for (k = 0;; k++) {
+			size_t before, after;
+			int ret;
+
+			ps_store_synchronize(t.s);
+			before = ps_store_memory(t.s);
+			ps_test_alloc_fail_once(k);
+			ret = ps_store_set_many(t.s, ops, 16);
+			if (!ps_test_alloc_disarm()) {
+				cr_assert_eq(ret, 0);
+				break;
+			}
+			cr_assert(ret == -ENOMEM || ret == 0, "%d", ret);
+			if (!ret)
+				break;
+			injected++;
+			ps_store_synchronize(t.s);
+			after = ps_store_memory(t.s);
+			cr_assert_eq(after, before, "failure %ld of batch %ld: %zu bytes before, %zu after",
+					k, b, before, after);
+			if (k % 8 == 0)
+				twin_expect_same(&t);
+		}
+		cr_assert_eq(ps_store_set_many(t.ref, ops, 16), 0);
+		twin_expect_same(&t);
+	}
+	cr_assert_gt(injected, nb * 16);
+	twin_fini(&t);
+	ps_rcu_barrier();
+	cr_assert_eq(ps_test_alloc_live(), 0, "%ld blocks leaked", ps_test_alloc_live());
+	ps_test_alloc_restore();
+}
+
+/*
  * Readers beside a flat-out writer: range [8 k, 8 k + 6) only ever holds
  * BIND to node 1 + k % 7 (or nothing), so a lookup of its page 8 k + 3
  * answers that node or 0 (no policy; the local node): another answer read
