@@ -352,10 +352,10 @@ void psi_ix_pool_put_chain(struct psi_ix_pool *p, struct psi_ix_pool_chain *c)
 	if (!c->first)
 		return;
 	old = PSI_READ_ONCE(p->returned);
-	PSI_ANNOTATE_HAPPENS_BEFORE(&p->returned);
-	do
+	do {
 		*link_of(c->last) = old;
-	while (!PSI_TRY_CMPXCHG_WEAK(p->returned, &old, c->first, RELEASE, RELAXED));
+		PSI_ANNOTATE_HAPPENS_BEFORE(&p->returned); /* the links, before the push */
+	} while (!PSI_TRY_CMPXCHG_WEAK(p->returned, &old, c->first, RELEASE, RELAXED));
 	c->first = c->last = NULL;
 }
 

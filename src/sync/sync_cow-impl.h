@@ -187,7 +187,10 @@ struct psi_store_cow {
 	struct cow_rec *stalled;
 	size_t nstalled;               /* bytes on @stalled (rec_bytes()); atomic */
 	size_t ix_bytes;               /* the read index's nodes; written under @wlock, atomic */
-	/* The nodes of a large index (ixpool.h), made when it first is; under @wlock. */
+	/*
+	 * The nodes of a large index (ixpool.h), made when it first is; set
+	 * once under @wlock (release), loaded (acquire) by those without it.
+	 */
 	struct psi_ix_pool *pool;
 };
 _Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
@@ -384,9 +387,9 @@ static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
 		/* A cancellation here would lose the record: acted on at the next point instead. */
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 		psi_cow_synchronize();
-		pthread_setcancelstate(cancel, NULL);
 		PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 		rec_release(r);
+		pthread_setcancelstate(cancel, NULL);
 		return;
 	}
 	{
@@ -414,12 +417,12 @@ static void cow_release_stalled(struct psi_store_cow *cs)
 	token = PSI_COW_FLAVOUR->wait_enter();
 	psi_cow_synchronize();
 	PSI_COW_FLAVOUR->wait_exit(token);
-	pthread_setcancelstate(cancel, NULL);
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	for (; r; r = next) {
 		next = r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
 		rec_release(r);
 	}
+	pthread_setcancelstate(cancel, NULL);
 }
 
 static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
@@ -482,6 +485,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	struct psi_store_cow *cs = to_cow(s);
 	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
 	struct cow_rec *r = NULL;
+	struct psi_ix_pool *pool;
 	struct psi_ix_tx ix;
 	size_t i;
 	bool walk, root;
@@ -493,9 +497,10 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	walk = cow_must_publish_at_root(cs);
 	/* No pool for a small store; none yet (no memory) is only slower. */
 	if (psi_unlikely(!cs->pool && cs->ix_bytes >= psi_ix_pool_threshold))
-		cs->pool = psi_ix_pool_new(cs->ix_bytes);
+		PSI_STORE_RELEASE(cs->pool, psi_ix_pool_new(cs->ix_bytes)); /* for cow_held() */
+	pool = cs->pool;
 	/* A batch publishes once: every set of it builds on the last, to the root. */
-	psi_ix_begin(&ix, &cs->base.rd.ix, cs->pool, walk || n > 1);
+	psi_ix_begin(&ix, &cs->base.rd.ix, pool, walk || n > 1);
 	for (i = 0; i < n; i++)
 		if (psi_ix_set(&ix, ops[i].start, ops[i].end, ops[i].pol))
 			goto nomem;
@@ -524,7 +529,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max,
 			ix.nretired + removed.n);
 	pthread_mutex_unlock(&cs->wlock);
-	r->pool = cs->pool;
+	r->pool = pool;
 	r->ix_bytes = ix.retired_bytes;
 	r->removed = removed;
 	r->nix = ix.nretired;
@@ -572,7 +577,7 @@ static void cow_synchronize(struct ps_store *s)
 	 * What the records gave back is free now: the pool's empty chunks
 	 * go (unless a set is running, which takes them back itself).
 	 */
-	if (cs->pool && !pthread_mutex_trylock(&cs->wlock)) {
+	if (PSI_LOAD_ACQUIRE(cs->pool) && !pthread_mutex_trylock(&cs->wlock)) {
 		psi_ix_pool_trim(cs->pool);
 		pthread_mutex_unlock(&cs->wlock);
 	}
@@ -623,7 +628,7 @@ static size_t cow_held(struct ps_store *s)
 	struct psi_store_cow *cs = to_cow(s);
 
 	return PSI_READ_ONCE(cs->nstalled) + PSI_READ_ONCE(cs->ix_bytes) +
-	       psi_ix_pool_slack(cs->pool);
+	       psi_ix_pool_slack(PSI_LOAD_ACQUIRE(cs->pool));
 }
 
 static struct psi_lstat *cow_lock_stat(struct ps_store *s)
