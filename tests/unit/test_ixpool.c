@@ -351,6 +351,25 @@ SYNCS_TEST(pooled_syncs, ixpool, pooled_store_answers_as_spin, .timeout = 300)
 	twin_fini(&t);
 }
 
+/*
+ * @ops applied to @t's store with its @k-th allocation failed.  Return:
+ * true when the update failed (-ENOMEM), false when it succeeded, the
+ * failure not reached or absorbed.
+ */
+static bool set_failing(struct twin *t, const struct ps_set_op *ops, size_t n, long k)
+{
+	int ret;
+
+	ps_test_alloc_fail_once(k);
+	ret = ps_store_set_many(t->s, ops, n);
+	if (!ps_test_alloc_disarm()) {
+		cr_assert_eq(ret, 0);
+		return false;
+	}
+	cr_assert(ret == -ENOMEM || ret == 0, "%d", ret);
+	return ret != 0;
+}
+
 SYNCS_TEST(pooled_syncs, ixpool, allocation_failure_in_a_pooled_store_loses_nothing,
 		.timeout = 300)
 {
@@ -369,18 +388,7 @@ SYNCS_TEST(pooled_syncs, ixpool, allocation_failure_in_a_pooled_store_loses_noth
 				twin_pol(&t)};
 		long k;
 
-		for (k = 0;; k++) {
-			int ret;
-
-			ps_test_alloc_fail_once(k);
-			ret = ps_store_set_many(t.s, &op, 1);
-			if (!ps_test_alloc_disarm()) {
-				cr_assert_eq(ret, 0);
-				break;
-			}
-			cr_assert(ret == -ENOMEM || ret == 0, "%d", ret);
-			if (!ret)
-				break;
+		for (k = 0; set_failing(&t, &op, 1, k); k++) {
 			injected++;
 			if (k % 3 == 0)
 				twin_expect_same(&t);
@@ -425,18 +433,10 @@ SYNCS_TEST(pooled_syncs, ixpool, a_failed_batch_gives_every_pooled_node_back, .t
 		}
 		for (k = 0;; k++) {
 			size_t before, after;
-			int ret;
 
 			ps_store_synchronize(t.s);
 			before = ps_store_memory(t.s);
-			ps_test_alloc_fail_once(k);
-			ret = ps_store_set_many(t.s, ops, 16);
-			if (!ps_test_alloc_disarm()) {
-				cr_assert_eq(ret, 0);
-				break;
-			}
-			cr_assert(ret == -ENOMEM || ret == 0, "%d", ret);
-			if (!ret)
+			if (!set_failing(&t, ops, 16, k))
 				break;
 			injected++;
 			ps_store_synchronize(t.s);
