@@ -496,9 +496,11 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	pthread_mutex_lock(&cs->wlock);
 	walk = cow_must_publish_at_root(cs);
 	/* No pool for a small store; none yet (no memory) is only slower. */
-	if (psi_unlikely(!cs->pool && cs->ix_bytes >= psi_ix_pool_threshold))
-		PSI_STORE_RELEASE(cs->pool, psi_ix_pool_new(cs->ix_bytes)); /* for cow_held() */
 	pool = cs->pool;
+	if (psi_unlikely(!pool && cs->ix_bytes >= psi_ix_pool_threshold)) {
+		pool = psi_ix_pool_new(cs->ix_bytes);
+		PSI_STORE_RELEASE(cs->pool, pool); /* for cow_held() */
+	}
 	/* A batch publishes once: every set of it builds on the last, to the root. */
 	psi_ix_begin(&ix, &cs->base.rd.ix, pool, walk || n > 1);
 	for (i = 0; i < n; i++)
