@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,6 +23,7 @@
 
 #include <polstore/rcu.h>
 
+#include "annotate.h"
 #include "rcu_qsbr.h"
 #include "rcu_stall.h"
 
@@ -45,6 +47,7 @@ static unsigned long stall_timeout_ms = PSI_QSBR_STALL_DEFAULT_MS; /* atomic rea
 static ps_qsbr_stall_fn stall_fn;
 static void *stall_arg;
 static bool stall_started, stall_stop;
+static bool stall_running; /* atomic: the watchdog runs its own code (psi_stall_atfork_prepare()) */
 static pthread_t stall_thread;
 
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -169,6 +172,8 @@ static void stall_report(const struct stall_wait *due, int ndue, ps_qsbr_stall_f
 static void *stall_watchdog(void *unused)
 {
 	(void)unused;
+	/* The thread's start-up (its stack, its TLS, a sanitizer's records) is done. */
+	PSI_STORE_RELEASE(stall_running, true);
 	pthread_mutex_lock(&stall_lock);
 	while (!stall_stop) {
 		unsigned long t = PSI_READ_ONCE(stall_timeout_ms);
@@ -225,6 +230,8 @@ static void stall_start(void)
 
 	if (stall_started || stall_stop)
 		return;
+	/* A word only ever accessed with atomics (helgrind and DRD see plain accesses). */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&stall_running, sizeof(stall_running));
 	/* The application's signals are not ours to take. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -271,10 +278,23 @@ int ps_qsbr_set_stall_warning(unsigned long timeout_ms, ps_qsbr_stall_fn fn, voi
 	return 0;
 }
 
+/*
+ * Before fork(): the watchdog out of its start-up.  A thread created but
+ * not yet running its own code may be inside the allocator (its stack,
+ * its TLS, AddressSanitizer's records of it), whose locks a child would
+ * inherit held with no thread to release them: the fork waits for it.
+ */
 void psi_stall_atfork_prepare(void)
 {
-	pthread_mutex_lock(&stall_lock);
-	pthread_mutex_lock(&watch_lock);
+	for (;;) {
+		pthread_mutex_lock(&stall_lock);
+		pthread_mutex_lock(&watch_lock);
+		if (!stall_started || PSI_LOAD_ACQUIRE(stall_running))
+			break;
+		pthread_mutex_unlock(&watch_lock);
+		pthread_mutex_unlock(&stall_lock);
+		sched_yield();
+	}
 }
 
 void psi_stall_atfork_parent(void)
@@ -287,6 +307,7 @@ void psi_stall_atfork_child(struct psi_qsbr_watch *self)
 {
 	/* Only the forking thread lives on, waiting for nothing; no watchdog runs. */
 	stall_started = false;
+	stall_running = false;
 	CDS_INIT_LIST_HEAD(&stall_waits);
 	CDS_INIT_LIST_HEAD(&watch_list);
 	if (self) {

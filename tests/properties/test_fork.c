@@ -293,6 +293,63 @@ VARIANT_TEST(fork, deferred_frees_work_in_the_child)
 	ps_policy_put(a);
 }
 
+/*
+ * A fork just after the first QSBR grace period of a process, which
+ * starts the stall watchdog: the watchdog may still be in its start-up
+ * (the allocator, under a sanitizer), whose locks the child would inherit
+ * held; the child's first new thread then waits for them for ever.  Each
+ * round is a fresh process (no watchdog yet) that forks at once after
+ * its first grace period; its child starts a thread.
+ */
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
+static int fork_after_first_grace_period(void)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
+	struct ps_policy *a = ps_test_bind(1);
+	int status;
+	pid_t pid;
+
+	if (!s || !a || ps_store_set(s, 10, 20, a) || ps_store_set(s, 10, 20, NULL) ||
+			ps_store_synchronize(s))
+		return 1;
+	pid = fork();
+	if (pid == -1)
+		return 2;
+	if (pid == 0) {
+		pthread_t t;
+
+		alarm(10);
+		if (pthread_create(&t, NULL, nothing, NULL) || pthread_join(t, NULL))
+			_exit(1);
+		_exit(0);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
+		return 3;
+	ps_store_destroy(s);
+	ps_policy_put(a);
+	return 0;
+}
+
+Test(fork, fork_as_the_stall_watchdog_starts, .timeout = 120)
+{
+	int round;
+
+	for (round = 0; round < 100; round++) {
+		pid_t pid = fork();
+
+		cr_assert_neq(pid, -1);
+		if (pid == 0) {
+			alarm(30);
+			_exit(fork_after_first_grace_period());
+		}
+		expect_child(pid);
+	}
+}
+
 /* ---- Threads in the child beside the parent's registered readers ---------------- */
 
 /*
