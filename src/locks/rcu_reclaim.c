@@ -48,6 +48,9 @@
 
 void (*psi_reclaim_test_hook)(void);
 
+/* The reclaimer whose release functions this thread runs now (under its @gp_lock). */
+static __thread struct psi_reclaimer *releasing;
+
 /* Every flavour's reclaimer, added at load time (psi_reclaim_add()). */
 static struct psi_reclaimer *reclaimers[PSI_RECLAIMERS_MAX];
 static size_t nreclaimers;
@@ -88,14 +91,17 @@ static struct psi_reclaim_item *take_all(struct psi_reclaimer *rc, size_t *weigh
 	return fifo;
 }
 
-static void release_all(struct psi_reclaim_item *batch)
+static void release_all(struct psi_reclaimer *rc, struct psi_reclaim_item *batch)
 {
+	struct psi_reclaimer *outer = releasing;
 	struct psi_reclaim_item *next;
 
+	releasing = rc;
 	for (; batch; batch = next) {
 		next = batch->next;
 		batch->release(batch);
 	}
+	releasing = outer;
 }
 
 /*
@@ -148,8 +154,7 @@ static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_p
 
 bool psi_reclaim_is_self(struct psi_reclaimer *rc)
 {
-	return PSI_LOAD_ACQUIRE(rc->started) &&
-	       pthread_equal(pthread_self(), rc->thread);
+	return releasing == rc;
 }
 
 void psi_reclaim_on_idle(struct psi_reclaimer *rc, void (*fn)(void))
@@ -160,16 +165,46 @@ void psi_reclaim_on_idle(struct psi_reclaimer *rc, void (*fn)(void))
 		PSI_STORE_RELEASE(rc->on_idle, fn);
 }
 
-/* Under @gp_lock: release again what asked for it (it may ask again). */
+/*
+ * Under @gp_lock: release again what asked for it (it may ask again).
+ * The items wait on @retrying, each taken off before its release, so
+ * that a release may cancel any other (psi_reclaim_retry_cancel()).
+ */
 static void retry_all(struct psi_reclaimer *rc)
 {
-	struct psi_reclaim_item *it = rc->retry, *next;
+	struct psi_reclaimer *outer = releasing;
+	struct psi_reclaim_item *it;
 
+	rc->retrying = rc->retry;
 	rc->retry = NULL;
-	for (; it; it = next) {
-		next = it->next;
+	releasing = rc;
+	while ((it = rc->retrying)) {
+		rc->retrying = it->next;
 		it->release(it);
 	}
+	releasing = outer;
+}
+
+static bool unlink_item(struct psi_reclaim_item **list, struct psi_reclaim_item *item)
+{
+	for (; *list; list = &(*list)->next)
+		if (*list == item) {
+			*list = item->next;
+			return true;
+		}
+	return false;
+}
+
+void psi_reclaim_retry_cancel(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
+{
+	bool locked = releasing != rc;
+
+	if (locked)
+		pthread_mutex_lock(&rc->gp_lock);
+	if (!unlink_item(&rc->retry, item))
+		(void)unlink_item(&rc->retrying, item);
+	if (locked)
+		pthread_mutex_unlock(&rc->gp_lock);
 }
 
 /*
@@ -244,7 +279,7 @@ static void grace_period(struct psi_reclaimer *rc)
 	before = PSI_FETCH_SUB(rc->pending, weight, RELAXED);
 	if (before > PSI_READ_ONCE(rc->peak))
 		PSI_WRITE_ONCE(rc->peak, before);
-	release_all(batch);
+	release_all(rc, batch);
 }
 
 static void *reclaim_thread(void *arg)

@@ -6,8 +6,8 @@
  * One reclaim thread per liburcu flavour (started on first use) takes what
  * writers queued, waits for one grace period of its flavour, and runs each
  * item's release function, in the order queued.  Every store of the
- * flavour, its spares' depot and the id maps share the thread, so one
- * grace period serves them all.
+ * flavour and the id maps share the thread, so one grace period serves
+ * them all.
  *
  * Grace periods follow the memory waiting for them, not the number of
  * sets: a memb grace period interrupts every CPU that runs a thread of the
@@ -81,6 +81,7 @@ struct psi_reclaimer {
 	pthread_mutex_t lock;          /* @work, @done, and the fields below */
 	pthread_mutex_t gp_lock;       /* held by the thread across a grace period and its releases */
 	struct psi_reclaim_item *retry; /* under @gp_lock: to release again (psi_reclaim_retry()) */
+	struct psi_reclaim_item *retrying; /* under @gp_lock: those being released again now */
 	pthread_cond_t work;           /* the thread waits here for items */
 	pthread_cond_t done;           /* barrier callers wait here */
 	int barriers;                  /* callers waiting in psi_reclaim_barrier() */
@@ -158,17 +159,28 @@ static inline size_t psi_reclaim_pending(const struct psi_reclaimer *rc)
 }
 
 /**
- * psi_reclaim_retry() - release @item again later, from its own release function
+ * psi_reclaim_retry() - release @item again later, from a release function
  *
  * For an item whose grace period has passed but whose memory something
- * else still holds (a store's lock): the thread calls @item->release again
- * every PSI_RECLAIM_RETRY_NS, without a grace period, until it stops asking.
- * A barrier does not wait for it.
+ * else still holds (a store's lock), or one that looks again later (a
+ * store's handed-back records): the thread calls @item->release again
+ * every PSI_RECLAIM_RETRY_NS, without a grace period, until it stops
+ * asking.  A barrier does not wait for it.  @item is not queued already.
  *
  * Context: a release function of @rc (the reclaim thread, or a barrier
  * caller doing its work, under @gp_lock); never waits.
  */
 void psi_reclaim_retry(struct psi_reclaimer *rc, struct psi_reclaim_item *item);
+
+/**
+ * psi_reclaim_retry_cancel() - take @item off @rc's items to release again,
+ * if it is there: its release is not called after this returns
+ *
+ * For the owner of an item about to be freed.
+ * Context: outside every read-side section, or in a release function of
+ * @rc; waits for a grace period the thread is in and its releases.
+ */
+void psi_reclaim_retry_cancel(struct psi_reclaimer *rc, struct psi_reclaim_item *item);
 
 /**
  * psi_reclaim_barrier() - wait until every item queued on @rc before the
@@ -181,9 +193,10 @@ void psi_reclaim_retry(struct psi_reclaimer *rc, struct psi_reclaim_item *item);
 void psi_reclaim_barrier(struct psi_reclaimer *rc);
 
 /**
- * psi_reclaim_is_self() - true on @rc's own thread (in a release function):
- * there a barrier would wait for itself, and every item queued before the
- * one being released has been released already
+ * psi_reclaim_is_self() - true in a release function of @rc (on its thread,
+ * or a barrier caller's doing its work): there a barrier would wait for
+ * itself, and every item queued before the one being released has been
+ * released already
  */
 bool psi_reclaim_is_self(struct psi_reclaimer *rc);
 

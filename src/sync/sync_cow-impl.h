@@ -57,6 +57,16 @@
  * policy references then: an old leaf a reader still holds names those
  * policies.  So a set never waits for readers.
  *
+ * Who frees a record's memory.  The reclaim thread drops its references
+ * and hands the record back to its store (@done); the writer frees up to
+ * two of them after each update, so that the leaves, ranges and records
+ * it allocates come back to its own thread's allocator cache instead of
+ * crossing CPUs twice.  A store whose writer stopped has its records
+ * freed by its sweep (cow_sweep(): the reclaim thread, once no set came
+ * for PSI_RECLAIM_RETRY_NS); synchronize and destroy free them at once.
+ * What waits there is at most what one grace period released, and it
+ * counts in ps_store_memory().
+ *
  * Allocation: an update builds its index nodes, takes its spare ranges
  * and allocates its record before it changes the tree; -ENOMEM there
  * throws it away and everything is as it was.  The tree's part cannot
@@ -123,6 +133,7 @@ static char cow_recs_done __attribute__((unused));
  */
 struct cow_rec {
 	struct psi_reclaim_item item; /* item.next links a store's stalled records too */
+	struct psi_store_cow *cs;     /* the store, which frees the record's memory */
 	struct psi_ix_pool *pool;     /* where pooled index nodes go back */
 	size_t ix_bytes;              /* of the index nodes on @ix, subtrees whole */
 	struct psi_range_list removed;
@@ -145,6 +156,8 @@ static void rec_release(struct cow_rec *r)
 	psi_free(r);
 }
 
+static void cow_hand_back(struct cow_rec *r);
+
 static void cow_rec_free(struct psi_reclaim_item *item)
 {
 	struct cow_rec *r = psi_container_of(item, struct cow_rec, item);
@@ -152,7 +165,8 @@ static void cow_rec_free(struct psi_reclaim_item *item)
 	PSI_ANNOTATE_HAPPENS_AFTER(r); /* the writer filled @r before queueing it */
 	/* A grace period has passed since they left the published index: readers let go. */
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
-	rec_release(r);
+	psi_range_list_put_policies(&r->removed);
+	cow_hand_back(r);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
 	if (psi_unlikely(psi_reclaim_test_hook))
 		psi_reclaim_test_hook();
@@ -192,8 +206,112 @@ struct psi_store_cow {
 	 * once under @wlock (release), loaded (acquire) by those without it.
 	 */
 	struct psi_ix_pool *pool;
+	/* Records past their grace period, references dropped, for the writer to free; atomic push. */
+	struct cow_rec *done;
+	size_t ndone;                  /* bytes on @done (rec_bytes()); atomic */
+	/* Under the reclaimer's gp_lock: the sweep of @done, queued to retry while @swept. */
+	struct psi_reclaim_item sweep;
+	bool swept;
+	uint64_t sweep_sets;           /* stats.sets the sweep last saw (and @wlock) */
 };
 _Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
+
+static void cow_sweep(struct psi_reclaim_item *item);
+
+/*
+ * A release function of the reclaimer (under its gp_lock): @r, its
+ * references dropped, onto its store's @done, whose sweep is queued.
+ * Lock-free against the writer taking records off (cow_take_done()).
+ */
+static void cow_hand_back(struct cow_rec *r)
+{
+	struct psi_store_cow *cs = r->cs;
+	struct cow_rec *old = PSI_READ_ONCE(cs->done);
+
+	PSI_FETCH_ADD(cs->ndone, rec_bytes(r), RELAXED);
+	do {
+		r->item.next = old ? &old->item : NULL;
+		PSI_ANNOTATE_HAPPENS_BEFORE(&cs->done); /* the record, before the push */
+	} while (!PSI_TRY_CMPXCHG_WEAK(cs->done, &old, r, RELEASE, RELAXED));
+	if (!cs->swept) {
+		PSI_WRITE_ONCE(cs->swept, true);
+		cs->sweep.release = cow_sweep;
+		psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, &cs->sweep);
+	}
+}
+
+static inline struct cow_rec *rec_next(const struct cow_rec *r)
+{
+	return r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
+}
+
+/*
+ * Under @wlock (the only taker: no record leaves @done beneath it): take
+ * up to @n records handed back, a chain linked by item.next, or all of
+ * them with @n 0.
+ */
+static struct cow_rec *cow_take_done(struct psi_store_cow *cs, int n)
+{
+	struct cow_rec *first = PSI_LOAD_ACQUIRE(cs->done), *last, *next;
+	size_t bytes;
+	int i;
+
+	if (!first)
+		return NULL;
+	if (!n) {
+		first = PSI_XCHG(cs->done, NULL, ACQUIRE);
+		PSI_ANNOTATE_HAPPENS_AFTER(&cs->done);
+		for (bytes = 0, last = first; last; last = rec_next(last))
+			bytes += rec_bytes(last);
+		PSI_FETCH_SUB(cs->ndone, bytes, RELAXED);
+		return first;
+	}
+	for (;;) {
+		PSI_ANNOTATE_HAPPENS_AFTER(&cs->done);
+		last = first;
+		bytes = rec_bytes(first);
+		for (i = 1; i < n && rec_next(last); i++) {
+			last = rec_next(last);
+			bytes += rec_bytes(last);
+		}
+		next = rec_next(last);
+		/* Fails only when the reclaim thread pushed meanwhile: then from its push. */
+		if (PSI_TRY_CMPXCHG_WEAK(cs->done, &first, next, ACQUIRE, ACQUIRE))
+			break;
+	}
+	last->item.next = NULL;
+	PSI_FETCH_SUB(cs->ndone, bytes, RELAXED);
+	return first;
+}
+
+/*
+ * The sweep, a retried release of the reclaimer: once the store's writer
+ * made no set since its last look (PSI_RECLAIM_RETRY_NS ago), it frees
+ * what was handed back and stops; while a set runs or the writer keeps
+ * setting (it frees them itself), it looks again later.  Never waits for
+ * @wlock (a writer frozen in a fork child holds it for ever).
+ */
+static void cow_sweep(struct psi_reclaim_item *item)
+{
+	struct psi_store_cow *cs = psi_container_of(item, struct psi_store_cow, sweep);
+	struct cow_rec *r;
+
+	if (pthread_mutex_trylock(&cs->wlock)) {
+		psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, item);
+		return;
+	}
+	if (cs->stats.sets != cs->sweep_sets) {
+		cs->sweep_sets = cs->stats.sets;
+		pthread_mutex_unlock(&cs->wlock);
+		psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, item);
+		return;
+	}
+	r = cow_take_done(cs, 0);
+	pthread_mutex_unlock(&cs->wlock);
+	/* The last touch of the store: a destroy that reads it false frees the store. */
+	PSI_STORE_RELEASE(cs->swept, false);
+	rec_chain_free_now(r);
+}
 
 static inline struct psi_store_cow *to_cow(struct ps_store *s)
 {
@@ -229,6 +347,9 @@ static struct ps_store *cow_create(void)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->queued, sizeof(cs->queued));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->stalled, sizeof(cs->stalled));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->nstalled, sizeof(cs->nstalled));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->done, sizeof(cs->done));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->ndone, sizeof(cs->ndone));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->swept, sizeof(cs->swept));
 	pthread_mutex_init(&cs->wlock, NULL);
 	return s;
 }
@@ -265,6 +386,18 @@ static void cow_destroy(struct ps_store *s)
 	if (PSI_READ_ONCE(cs->queued) &&
 			!psi_reclaim_is_self(PSI_COW_FLAVOUR->reclaimer))
 		cow_wait_records();
+	/*
+	 * Every record is handed back now and no sweep starts; one queued
+	 * (only a sweep clears @swept) is cancelled, and waited for if it runs.
+	 */
+	if (PSI_LOAD_ACQUIRE(cs->swept)) {
+		/* Waits for the reclaim thread's grace period: as a barrier does (QSBR: offline). */
+		bool token = PSI_COW_FLAVOUR->wait_enter();
+
+		psi_reclaim_retry_cancel(PSI_COW_FLAVOUR->reclaimer, &cs->sweep);
+		PSI_COW_FLAVOUR->wait_exit(token);
+	}
+	rec_chain_free_now(cow_take_done(cs, 0));
 	pthread_mutex_destroy(&cs->wlock);
 	psi_ix_pool_destroy(cs->pool);
 	psi_free_aligned(cs);
@@ -484,7 +617,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
 	struct psi_store_cow *cs = to_cow(s);
 	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
-	struct cow_rec *r = NULL;
+	struct cow_rec *r = NULL, *done;
 	struct psi_ix_pool *pool;
 	struct psi_ix_tx ix;
 	size_t i;
@@ -530,7 +663,11 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, ix.nkept);
 	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max,
 			ix.nretired + removed.n);
+	/* Two records handed back for each one queued: @done drains while sets go on. */
+	done = cow_take_done(cs, 2);
 	pthread_mutex_unlock(&cs->wlock);
+	rec_chain_free_now(done);
+	r->cs = cs;
 	r->pool = pool;
 	r->ix_bytes = ix.retired_bytes;
 	r->removed = removed;
@@ -576,10 +713,12 @@ static void cow_synchronize(struct ps_store *s)
 	cow_release_stalled(cs);
 	cow_wait_records();
 	/*
-	 * What the records gave back is free now: the pool's empty chunks
-	 * go (unless a set is running, which takes them back itself).
+	 * The records handed back are freed and the pool's empty chunks go
+	 * (unless a set is running, which frees them itself).
 	 */
-	if (PSI_LOAD_ACQUIRE(cs->pool) && !pthread_mutex_trylock(&cs->wlock)) {
+	if ((PSI_READ_ONCE(cs->done) || PSI_LOAD_ACQUIRE(cs->pool)) &&
+			!pthread_mutex_trylock(&cs->wlock)) {
+		rec_chain_free_now(cow_take_done(cs, 0));
 		psi_ix_pool_trim(cs->pool);
 		pthread_mutex_unlock(&cs->wlock);
 	}
@@ -629,7 +768,7 @@ static size_t cow_held(struct ps_store *s)
 {
 	struct psi_store_cow *cs = to_cow(s);
 
-	return PSI_READ_ONCE(cs->nstalled) + PSI_READ_ONCE(cs->ix_bytes) +
+	return PSI_READ_ONCE(cs->nstalled) + PSI_READ_ONCE(cs->ndone) + PSI_READ_ONCE(cs->ix_bytes) +
 	       psi_ix_pool_slack(PSI_LOAD_ACQUIRE(cs->pool));
 }
 
