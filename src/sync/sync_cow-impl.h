@@ -119,6 +119,8 @@ static inline void psi_cow_synchronize(void)
  * one of n ranges n at most).
  */
 #define PSI_COW_PENDING_MAX (((size_t)1 << 18) * 2 * sizeof(struct ps_range))
+/* Looks in a row (PSI_RECLAIM_RETRY_NS apart) that find the writer lock held before a sweep stops. */
+#define PSI_COW_SWEEP_TRIES 100
 /* Walks next() validates with the publication count before it announces one. */
 #define PSI_COW_NEXT_TRIES 4
 
@@ -213,6 +215,7 @@ struct psi_store_cow {
 	struct psi_reclaim_item sweep;
 	bool swept;
 	uint64_t sweep_sets;           /* stats.sets the sweep last saw (and @wlock) */
+	unsigned sweep_busy;           /* looks in a row that found @wlock held */
 };
 _Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
 
@@ -294,23 +297,36 @@ static struct cow_rec *cow_take_done(struct psi_store_cow *cs, int n)
 static void cow_sweep(struct psi_reclaim_item *item)
 {
 	struct psi_store_cow *cs = psi_container_of(item, struct psi_store_cow, sweep);
-	struct cow_rec *r;
 
 	if (pthread_mutex_trylock(&cs->wlock)) {
-		psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, item);
+		/*
+		 * Held at every look for a second (a writer frozen in a fork
+		 * child): the sweep stops, and the next record handed back
+		 * queues it again.
+		 */
+		if (++cs->sweep_busy < PSI_COW_SWEEP_TRIES) {
+			psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, item);
+			return;
+		}
+		cs->sweep_busy = 0;
+		PSI_STORE_RELEASE(cs->swept, false);
 		return;
 	}
+	cs->sweep_busy = 0;
 	if (cs->stats.sets != cs->sweep_sets) {
 		cs->sweep_sets = cs->stats.sets;
 		pthread_mutex_unlock(&cs->wlock);
 		psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, item);
 		return;
 	}
-	r = cow_take_done(cs, 0);
+	/*
+	 * Freed under @wlock: a synchronize that took it after us finds them
+	 * freed; the pooled nodes go back to the pool before destroy may free it.
+	 */
+	rec_chain_free_now(cow_take_done(cs, 0));
 	pthread_mutex_unlock(&cs->wlock);
 	/* The last touch of the store: a destroy that reads it false frees the store. */
 	PSI_STORE_RELEASE(cs->swept, false);
-	rec_chain_free_now(r);
 }
 
 static inline struct psi_store_cow *to_cow(struct ps_store *s)
@@ -713,12 +729,18 @@ static void cow_synchronize(struct ps_store *s)
 	cow_release_stalled(cs);
 	cow_wait_records();
 	/*
-	 * The records handed back are freed and the pool's empty chunks go
-	 * (unless a set is running, which frees them itself).
+	 * The records handed back are freed, all of them (a set frees only
+	 * two, and nothing may free them after this: ps_set_alloc_ops()), so
+	 * the writer lock is waited for, which no holder keeps across a
+	 * grace period; the pool's empty chunks go (unless a set is running,
+	 * which takes them back itself).
 	 */
-	if ((PSI_READ_ONCE(cs->done) || PSI_LOAD_ACQUIRE(cs->pool)) &&
-			!pthread_mutex_trylock(&cs->wlock)) {
+	if (PSI_READ_ONCE(cs->done)) {
+		pthread_mutex_lock(&cs->wlock);
 		rec_chain_free_now(cow_take_done(cs, 0));
+		psi_ix_pool_trim(cs->pool);
+		pthread_mutex_unlock(&cs->wlock);
+	} else if (PSI_LOAD_ACQUIRE(cs->pool) && !pthread_mutex_trylock(&cs->wlock)) {
 		psi_ix_pool_trim(cs->pool);
 		pthread_mutex_unlock(&cs->wlock);
 	}
