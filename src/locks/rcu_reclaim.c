@@ -395,6 +395,7 @@ __attribute__((destructor)) static void reclaim_unload(void)
 void psi_reclaim_atfork_prepare(void)
 {
 	size_t i;
+	int cancel;
 
 	for (i = 0; i < nreclaimers; i++) {
 		struct psi_reclaimer *rc = reclaimers[i];
@@ -407,7 +408,13 @@ void psi_reclaim_atfork_prepare(void)
 				break;
 			pthread_mutex_unlock(&rc->lock);
 			pthread_mutex_unlock(&rc->gp_lock);
-			sched_yield();
+			/*
+			 * Sleep, not yield: a forking thread of a real-time policy on
+			 * its CPU would starve it; not a cancellation point inside fork().
+			 */
+			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+			nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
+			pthread_setcancelstate(cancel, NULL);
 		}
 	}
 }

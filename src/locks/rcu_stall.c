@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -286,6 +285,8 @@ int ps_qsbr_set_stall_warning(unsigned long timeout_ms, ps_qsbr_stall_fn fn, voi
  */
 void psi_stall_atfork_prepare(void)
 {
+	int cancel;
+
 	for (;;) {
 		pthread_mutex_lock(&stall_lock);
 		pthread_mutex_lock(&watch_lock);
@@ -293,7 +294,13 @@ void psi_stall_atfork_prepare(void)
 			break;
 		pthread_mutex_unlock(&watch_lock);
 		pthread_mutex_unlock(&stall_lock);
-		sched_yield();
+		/*
+		 * Sleep, not yield: a forking thread of a real-time policy on
+		 * its CPU would starve it; not a cancellation point inside fork().
+		 */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+		nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
+		pthread_setcancelstate(cancel, NULL);
 	}
 }
 

@@ -647,8 +647,11 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	/* No pool for a small store; none yet (no memory) is only slower. */
 	pool = cs->pool;
 	if (psi_unlikely(!pool && cs->ix_bytes >= psi_ix_pool_threshold)) {
+		int err = errno; /* a set that succeeds without a pool leaves errno alone */
+
 		pool = psi_ix_pool_new(cs->ix_bytes);
 		PSI_STORE_RELEASE(cs->pool, pool); /* for cow_held() */
+		errno = err;
 	}
 	/* A batch publishes once: every set of it builds on the last, to the root. */
 	psi_ix_begin(&ix, &cs->base.rd.ix, pool, walk || n > 1);

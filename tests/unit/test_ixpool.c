@@ -205,6 +205,42 @@ Test(ixpool, a_chunk_that_cannot_be_allocated_changes_nothing)
 	ps_test_alloc_restore();
 }
 
+/*
+ * A set past the threshold makes the store's pool; when that allocation
+ * fails the set goes on without one (only slower) and succeeds: errno is
+ * as the caller left it, as after any call that succeeds.
+ */
+Test(ixpool, a_pool_that_cannot_be_made_leaves_errno_alone)
+{
+	size_t old = psi_ix_pool_threshold;
+	struct ps_policy *a = ps_test_bind(1);
+	bool set_without_pool = false;
+	long k;
+
+	ps_test_alloc_install();
+	psi_ix_pool_threshold = 0;
+	for (k = 0; k < 16; k++) {
+		struct ps_store *s = ps_store_create(PS_SYNC_RCU);
+		int ret;
+
+		cr_assert_not_null(s);
+		errno = 0;
+		ps_test_alloc_fail_once(k);
+		ret = ps_store_set(s, 10, 20, a);
+		if (ps_test_alloc_disarm() && !ret) {
+			set_without_pool = true;
+			cr_assert_eq(errno, 0, "failure %ld: a set that succeeded set errno %d", k,
+					errno);
+		}
+		cr_assert(!ret || ret == -ENOMEM, "failure %ld: %d", k, ret);
+		ps_store_destroy(s);
+	}
+	cr_assert(set_without_pool, "no failure fell on the pool");
+	psi_ix_pool_threshold = old;
+	ps_test_alloc_restore();
+	ps_policy_put(a);
+}
+
 /* ---- 2. stores whose every node is pooled ----------------------------------------- */
 
 static enum ps_sync pooled_syncs[] = {PS_SYNC_RCU, PS_SYNC_RCU_QSBR};
