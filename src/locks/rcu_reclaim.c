@@ -392,10 +392,19 @@ __attribute__((destructor)) static void reclaim_unload(void)
  * AddressSanitizer's records of it), whose locks a child would inherit
  * held with no thread to release them: the fork waits for it first.
  */
+void psi_reclaim_fork_nap(void)
+{
+	int cancel;
+
+	/* Sleep, not yield: a forking thread of a real-time policy on its CPU would starve it. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
+	pthread_setcancelstate(cancel, NULL);
+}
+
 void psi_reclaim_atfork_prepare(void)
 {
 	size_t i;
-	int cancel;
 
 	for (i = 0; i < nreclaimers; i++) {
 		struct psi_reclaimer *rc = reclaimers[i];
@@ -408,13 +417,7 @@ void psi_reclaim_atfork_prepare(void)
 				break;
 			pthread_mutex_unlock(&rc->lock);
 			pthread_mutex_unlock(&rc->gp_lock);
-			/*
-			 * Sleep, not yield: a forking thread of a real-time policy on
-			 * its CPU would starve it; not a cancellation point inside fork().
-			 */
-			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-			nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
-			pthread_setcancelstate(cancel, NULL);
+			psi_reclaim_fork_nap();
 		}
 	}
 }

@@ -192,6 +192,13 @@ void psi_reclaim_retry_cancel(struct psi_reclaimer *rc, struct psi_reclaim_item 
  */
 void psi_reclaim_barrier(struct psi_reclaimer *rc);
 
+/*
+ * psi_reclaim_fork_nap() - the wait of a fork prepare handler between two
+ * looks for a thread that has not finished its start-up: a short sleep,
+ * with cancellation off (fork() is not a cancellation point)
+ */
+void psi_reclaim_fork_nap(void);
+
 /**
  * psi_reclaim_is_self() - true in a release function of @rc (on its thread,
  * or a barrier caller's doing its work): there a barrier would wait for

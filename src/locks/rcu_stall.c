@@ -24,6 +24,7 @@
 
 #include "annotate.h"
 #include "rcu_qsbr.h"
+#include "rcu_reclaim.h"
 #include "rcu_stall.h"
 
 #define PSI_QSBR_STALL_DEFAULT_MS 10000UL
@@ -285,8 +286,6 @@ int ps_qsbr_set_stall_warning(unsigned long timeout_ms, ps_qsbr_stall_fn fn, voi
  */
 void psi_stall_atfork_prepare(void)
 {
-	int cancel;
-
 	for (;;) {
 		pthread_mutex_lock(&stall_lock);
 		pthread_mutex_lock(&watch_lock);
@@ -294,13 +293,7 @@ void psi_stall_atfork_prepare(void)
 			break;
 		pthread_mutex_unlock(&watch_lock);
 		pthread_mutex_unlock(&stall_lock);
-		/*
-		 * Sleep, not yield: a forking thread of a real-time policy on
-		 * its CPU would starve it; not a cancellation point inside fork().
-		 */
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-		nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
-		pthread_setcancelstate(cancel, NULL);
+		psi_reclaim_fork_nap();
 	}
 }
 

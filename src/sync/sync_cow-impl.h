@@ -174,13 +174,30 @@ static void cow_rec_free(struct psi_reclaim_item *item)
 		psi_reclaim_test_hook();
 }
 
+/* The record after @r on a chain linked by item.next, or NULL. */
+static inline struct cow_rec *rec_next(const struct cow_rec *r)
+{
+	return r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
+}
+
+/* Push @r on the chain at *@head (lock-free; release: @r's contents before it). */
+static void rec_push(struct cow_rec **head, struct cow_rec *r)
+{
+	struct cow_rec *old = PSI_READ_ONCE(*head);
+
+	do {
+		r->item.next = old ? &old->item : NULL;
+		PSI_ANNOTATE_HAPPENS_BEFORE(head); /* for the thread checkers, which see no atomics */
+	} while (!PSI_TRY_CMPXCHG_WEAK(*head, &old, r, RELEASE, RELAXED));
+}
+
 /* Free a chain of records (linked by item.next) at once: no reader can reach them. */
 static void rec_chain_free_now(struct cow_rec *r)
 {
 	struct cow_rec *next;
 
 	for (; r; r = next) {
-		next = r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
+		next = rec_next(r);
 		rec_release(r);
 	}
 }
@@ -219,8 +236,6 @@ struct psi_store_cow {
 };
 _Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
 
-static void cow_sweep(struct psi_reclaim_item *item);
-
 /*
  * A release function of the reclaimer (under its gp_lock): @r, its
  * references dropped, onto its store's @done, whose sweep is queued.
@@ -229,23 +244,13 @@ static void cow_sweep(struct psi_reclaim_item *item);
 static void cow_hand_back(struct cow_rec *r)
 {
 	struct psi_store_cow *cs = r->cs;
-	struct cow_rec *old = PSI_READ_ONCE(cs->done);
 
 	PSI_FETCH_ADD(cs->ndone, rec_bytes(r), RELAXED);
-	do {
-		r->item.next = old ? &old->item : NULL;
-		PSI_ANNOTATE_HAPPENS_BEFORE(&cs->done); /* the record, before the push */
-	} while (!PSI_TRY_CMPXCHG_WEAK(cs->done, &old, r, RELEASE, RELAXED));
+	rec_push(&cs->done, r);
 	if (!cs->swept) {
 		PSI_WRITE_ONCE(cs->swept, true);
-		cs->sweep.release = cow_sweep;
 		psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, &cs->sweep);
 	}
-}
-
-static inline struct cow_rec *rec_next(const struct cow_rec *r)
-{
-	return r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
 }
 
 /*
@@ -366,6 +371,7 @@ static struct ps_store *cow_create(void)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->done, sizeof(cs->done));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->ndone, sizeof(cs->ndone));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->swept, sizeof(cs->swept));
+	cs->sweep.release = cow_sweep;
 	pthread_mutex_init(&cs->wlock, NULL);
 	return s;
 }
@@ -541,13 +547,7 @@ static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
 		pthread_setcancelstate(cancel, NULL);
 		return;
 	}
-	{
-		struct cow_rec *old = PSI_READ_ONCE(cs->stalled);
-
-		do
-			r->item.next = old ? &old->item : NULL;
-		while (!PSI_TRY_CMPXCHG_WEAK(cs->stalled, &old, r, RELEASE, RELAXED));
-	}
+	rec_push(&cs->stalled, r);
 	PSI_FETCH_ADD(cs->nstalled, bytes, RELAXED);
 }
 
@@ -568,7 +568,7 @@ static void cow_release_stalled(struct psi_store_cow *cs)
 	PSI_COW_FLAVOUR->wait_exit(token);
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
 	for (; r; r = next) {
-		next = r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
+		next = rec_next(r);
 		rec_release(r);
 	}
 	pthread_setcancelstate(cancel, NULL);
@@ -738,12 +738,9 @@ static void cow_synchronize(struct ps_store *s)
 	 * grace period; the pool's empty chunks go (unless a set is running,
 	 * which takes them back itself).
 	 */
-	if (PSI_READ_ONCE(cs->done)) {
-		pthread_mutex_lock(&cs->wlock);
+	if (PSI_READ_ONCE(cs->done) ? !pthread_mutex_lock(&cs->wlock)
+				    : PSI_LOAD_ACQUIRE(cs->pool) && !pthread_mutex_trylock(&cs->wlock)) {
 		rec_chain_free_now(cow_take_done(cs, 0));
-		psi_ix_pool_trim(cs->pool);
-		pthread_mutex_unlock(&cs->wlock);
-	} else if (PSI_LOAD_ACQUIRE(cs->pool) && !pthread_mutex_trylock(&cs->wlock)) {
 		psi_ix_pool_trim(cs->pool);
 		pthread_mutex_unlock(&cs->wlock);
 	}
