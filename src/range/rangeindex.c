@@ -120,6 +120,26 @@ static void free_now(struct psi_ix_pool *pool, struct ps_ix_node *h)
 		psi_free(h);
 }
 
+/*
+ * A node of @size from the retired ones the update may reuse: a node the
+ * allocator gave (a pool's go back to it), of the same size.  NULL: none.
+ */
+static struct ps_ix_node *reuse_take(struct psi_ix_tx *tx, size_t size)
+{
+	size_t i;
+
+	for (i = 0; i < tx->nreuse; i++) {
+		uintptr_t p = (uintptr_t)tx->reuse[i];
+		struct ps_ix_node *h = (struct ps_ix_node *)p;
+
+		if (p && !(p & IX_SUBTREE) && !psi_ix_pool_tag_of(h) && node_bytes(h) == size) {
+			tx->reuse[i] = NULL;
+			return h;
+		}
+	}
+	return NULL;
+}
+
 static void *new_node(struct psi_ix_tx *tx, size_t size)
 {
 	struct ps_ix_node *h = NULL;
@@ -140,6 +160,8 @@ static void *new_node(struct psi_ix_tx *tx, size_t size)
 	 * cache-line aligned: an aligned block costs a line more than the
 	 * allocator's header, and a search reads the same lines in either.
 	 */
+	if (!h)
+		h = reuse_take(tx, size);
 	if (!h)
 		h = psi_alloc(size);
 	if (!h)
@@ -239,45 +261,87 @@ static struct ent leaf_ent(const struct ps_ix_leaf *l, int i)
 }
 
 /*
- * The entries of leaf @l (NULL: none) with [s, e) set to @pol (NULL:
- * removed), into @o.  Return: how many, or -1 when nothing changes.
+ * How [s, e) set to @pol (NULL: removed) changes leaf @l (NULL: none):
+ * its entries [*i0, *i1) go and @add[0, *na) take their place (what is
+ * left of the first and last of them, the new range between).  Return:
+ * the leaf's new count, or -1 when nothing changes.
  */
-static int leaf_apply(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct ps_policy *pol,
-		struct ent *o)
+static int leaf_edit(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct ps_policy *pol,
+		int *i0, int *i1, struct ent *add, int *na)
 {
-	int i, n = 0, ln = l ? l->h.n : 0;
-	bool placed = !pol, touched = false;
-	struct ent add = { s, e, pol, pol ? _ps_policy_hint(pol) : 0 };
+	int ln = l ? l->h.n : 0, a = 0, b, k = 0;
 
-	for (i = 0; i < ln; i++) {
-		struct ent x = leaf_ent(l, i);
+	while (a < ln && _PS_IX_END(l)[a] <= s)
+		a++;
+	for (b = a; b < ln && _PS_IX_START(l)[b] < e; b++)
+		;
+	if (!pol && a == b)
+		return -1;
+	if (a < b && _PS_IX_START(l)[a] < s)
+		add[k++] = (struct ent){ _PS_IX_START(l)[a], s, _PS_IX_POL(l)[a], _PS_IX_HINT(l)[a] };
+	if (pol)
+		add[k++] = (struct ent){ s, e, pol, _ps_policy_hint(pol) };
+	if (a < b && _PS_IX_END(l)[b - 1] > e)
+		add[k++] = (struct ent){ e, _PS_IX_END(l)[b - 1], _PS_IX_POL(l)[b - 1],
+			_PS_IX_HINT(l)[b - 1] };
+	*i0 = a;
+	*i1 = b;
+	*na = k;
+	return a + k + ln - b;
+}
 
-		if (x.end <= s) {
-			o[n++] = x;
-			continue;
-		}
-		if (!placed && x.start >= e) {
-			o[n++] = add;
-			placed = true;
-		}
-		if (x.start >= e) {
-			o[n++] = x;
-			continue;
-		}
-		/* x overlaps [s, e): keep what lies outside. */
-		touched = true;
-		if (x.start < s)
-			o[n++] = (struct ent){ x.start, s, x.pol, x.hint };
-		if (!placed) {
-			o[n++] = add;
-			placed = true;
-		}
-		if (x.end > e)
-			o[n++] = (struct ent){ e, x.end, x.pol, x.hint };
+/*
+ * Leaf @l with its entries [i0, i1) replaced by @add[0, na), as one new
+ * leaf of @l's capacity, which the result fits: the runs before and after
+ * copied whole, field by field (the runs after with the sentinels behind
+ * them, as far as they reach).
+ */
+static struct ps_ix_node *leaf_splice(struct psi_ix_tx *tx, const struct ps_ix_leaf *l, int i0,
+		int i1, const struct ent *add, int na)
+{
+	unsigned shift = l->h.shift;
+	int cap = 1 << shift, at = i0 + na, k = cap - i1 < cap - at ? cap - i1 : cap - at, i;
+	struct ps_ix_leaf *x = new_node(tx, _PS_IX_LEAF_BYTES(shift));
+	uint64_t *start, *end;
+	struct ps_policy **pol;
+	int16_t *hint;
+
+	if (!x)
+		return NULL;
+	x->h.n = (uint16_t)(at + l->h.n - i1);
+	x->h.shift = (uint8_t)shift;
+	tx->bytes += (ptrdiff_t)node_bytes(&x->h);
+	start = x->w;
+	end = x->w + cap;
+	pol = (struct ps_policy **)(void *)(x->w + 2 * cap);
+	hint = (int16_t *)(void *)(x->w + 3 * cap);
+	memcpy(start, _PS_IX_START(l), (size_t)i0 * sizeof(*start));
+	memcpy(end, _PS_IX_END(l), (size_t)i0 * sizeof(*end));
+	memcpy(pol, _PS_IX_POL(l), (size_t)i0 * sizeof(*pol));
+	memcpy(hint, _PS_IX_HINT(l), (size_t)i0 * sizeof(*hint));
+	for (i = 0; i < na; i++) {
+		start[i0 + i] = add[i].start;
+		end[i0 + i] = add[i].end;
+		pol[i0 + i] = add[i].pol;
+		hint[i0 + i] = (int16_t)add[i].hint;
 	}
-	if (!placed)
-		o[n++] = add;
-	return pol || touched ? n : -1;
+	memcpy(start + at, _PS_IX_START(l) + i1, (size_t)k * sizeof(*start));
+	memcpy(end + at, _PS_IX_END(l) + i1, (size_t)k * sizeof(*end));
+	memcpy(pol + at, _PS_IX_POL(l) + i1, (size_t)k * sizeof(*pol));
+	memcpy(hint + at, _PS_IX_HINT(l) + i1, (size_t)k * sizeof(*hint));
+	for (i = at + k; i < cap; i++) {
+		start[i] = PS_IX_NONE;
+		end[i] = 0;
+		pol[i] = NULL;
+		hint[i] = 0;
+	}
+	return &x->h;
+}
+
+/* The capacity (as a shift) leaves_out() gives a leaf of @n entries, @small: the root. */
+static unsigned leaf_shift(int n, bool small)
+{
+	return small && n <= (int)SMALL_CAP ? PS_IX_SMALL_SHIFT : PS_IX_LEAF_SHIFT;
 }
 
 /*
@@ -292,7 +356,7 @@ static int leaves_out(struct psi_ix_tx *tx, const struct ent *e, int n, uint64_t
 		bool append, struct out *o)
 {
 	int parts = (n + (int)LEAF_CAP - 1) / (int)LEAF_CAP, p, at = 0;
-	unsigned shift = small && n <= (int)SMALL_CAP ? PS_IX_SMALL_SHIFT : PS_IX_LEAF_SHIFT;
+	unsigned shift = leaf_shift(n, small);
 
 	o->n = 0;
 	for (p = 0; p < parts; p++) {
@@ -389,8 +453,9 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 	int ci, cj, err;
 
 	if (!height) {
-		struct ent ent[LEAF_CAP + 2];
-		int n = leaf_apply(h ? as_leaf(h) : NULL, s, e, pol, ent);
+		const struct ps_ix_leaf *l = h ? as_leaf(h) : NULL;
+		struct ent add[3], ent[LEAF_CAP + 2];
+		int i0, i1, na, n = leaf_edit(l, s, e, pol, &i0, &i1, add, &na), i, k = 0;
 		bool append = h && hi == UINT64_MAX && h->n &&
 			      s >= _PS_IX_END(as_leaf(h))[h->n - 1];
 
@@ -400,6 +465,21 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 		}
 		if (h && (err = retire(tx, h)))
 			return err;
+		/* Most sets: one leaf in place of one, of the same capacity. */
+		if (l && n > 0 && n <= (int)LEAF_CAP && leaf_shift(n, top) == l->h.shift) {
+			o->node[0] = leaf_splice(tx, l, i0, i1, add, na);
+			if (!o->node[0])
+				return -ENOMEM;
+			o->lo[0] = lo;
+			o->n = 1;
+			return 0;
+		}
+		for (i = 0; i < i0; i++)
+			ent[k++] = leaf_ent(l, i);
+		for (i = 0; i < na; i++)
+			ent[k++] = add[i];
+		for (i = i1; i < (l ? l->h.n : 0); i++)
+			ent[k++] = leaf_ent(l, i);
 		return leaves_out(tx, ent, n, lo, top, append, o);
 	}
 	ci = child_of(in, s);
@@ -548,6 +628,14 @@ void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_p
 	tx->bytes = 0;
 	tx->retired_bytes = 0;
 	tx->nkept = 0;
+	tx->reuse = NULL;
+	tx->nreuse = 0;
+}
+
+void psi_ix_reuse(struct psi_ix_tx *tx, void **entry, size_t n)
+{
+	tx->reuse = entry;
+	tx->nreuse = n;
 }
 
 int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_policy *pol)
@@ -666,6 +754,8 @@ void psi_ix_free_retired(struct psi_ix_pool *pool, void *const *entry, size_t n)
 		uintptr_t p = (uintptr_t)entry[i];
 		struct ps_ix_node *h = (struct ps_ix_node *)(p & ~IX_SUBTREE);
 
+		if (!h)
+			continue;
 		if (p & IX_SUBTREE)
 			free_tree(pool, &chain, h);
 		else if (psi_ix_pool_tag_of(h))

@@ -45,6 +45,8 @@ struct psi_ix_tx {
 	ptrdiff_t bytes;          /* index bytes the update adds (negative: frees) */
 	size_t retired_bytes;     /* bytes of the nodes on @retired, subtrees whole */
 	size_t nkept;             /* nodes it built that were published (psi_ix_publish()) */
+	void **reuse;             /* retired entries whose nodes new ones may be made of */
+	size_t nreuse;
 };
 
 /*
@@ -54,6 +56,14 @@ struct psi_ix_tx {
  */
 void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_pool *pool,
 		bool at_root);
+
+/*
+ * Let the update's new nodes reuse the nodes of @entry[0, n), retired
+ * entries of an earlier update (psi_ix_publish()) that no reader can reach
+ * any more.  An entry taken is set to NULL; the caller frees the rest with
+ * psi_ix_free_retired() once the update is published or aborted.
+ */
+void psi_ix_reuse(struct psi_ix_tx *tx, void **entry, size_t n);
 
 /*
  * psi_ix_set() - [start, end) set to @pol in the update (NULL: removed),
@@ -78,7 +88,8 @@ void psi_ix_end(struct psi_ix_tx *tx);
 
 /*
  * Free retired nodes and subtrees (entries of tx->retired of an update
- * that began with @pool), once no reader can reach them; any thread.
+ * that began with @pool; NULL entries are skipped), once no reader can
+ * reach them; any thread.
  */
 void psi_ix_free_retired(struct psi_ix_pool *pool, void *const *entry, size_t n);
 

@@ -58,13 +58,16 @@
  * policies.  So a set never waits for readers.
  *
  * Who frees a record's memory.  The reclaim thread drops its references
- * and hands the record back to its store (@done); the writer frees up to
- * two of them after each update, so that the leaves, ranges and records
- * it allocates come back to its own thread's allocator cache instead of
- * crossing CPUs twice.  A store whose writer stopped has its records
- * freed by its sweep (cow_sweep(): the reclaim thread, once no set came
- * for PSI_RECLAIM_RETRY_NS); synchronize and destroy free them at once.
- * What waits there is at most what one grace period released, and it
+ * and hands the record back to its store (@done), and the writer makes
+ * its next update of it: each update takes one record handed back and
+ * builds its index nodes, spare ranges and own record in that memory
+ * where it fits (cow_update()), keeping a few spare ranges for the next
+ * (@spare).  So a writer setting flat out allocates little once grace
+ * periods end, and what it allocates does not cross CPUs.  A store whose
+ * writer stopped has its records and spares freed by its sweep
+ * (cow_sweep(): the reclaim thread, once no set came for
+ * PSI_RECLAIM_RETRY_NS); synchronize and destroy free them at once.
+ * What waits there is about what one grace period released, and it
  * counts in ps_store_memory().
  *
  * Allocation: an update builds its index nodes, takes its spare ranges
@@ -121,6 +124,16 @@ static inline void psi_cow_synchronize(void)
 #define PSI_COW_PENDING_MAX (((size_t)1 << 18) * 2 * sizeof(struct ps_range))
 /* Looks in a row (PSI_RECLAIM_RETRY_NS apart) that find the writer lock held before a sweep stops. */
 #define PSI_COW_SWEEP_TRIES 100
+/* Index entries a record has room for at least, so that most updates can reuse one. */
+#define PSI_COW_REC_CAP 4
+/* Spare ranges a store keeps between updates. */
+#define PSI_COW_SPARES (2 * PSI_RANGETREE_SET_MAX_NEW)
+/*
+ * Bytes handed back past which an update frees a second record besides
+ * the one it reuses: while a writer keeps setting, @done holds about what
+ * one grace period released, for its next sets to reuse.
+ */
+#define PSI_COW_DONE_KEEP PSI_RECLAIM_BATCH_BYTES
 /* Walks next() validates with the publication count before it announces one. */
 #define PSI_COW_NEXT_TRIES 4
 
@@ -139,14 +152,15 @@ struct cow_rec {
 	struct psi_ix_pool *pool;     /* where pooled index nodes go back */
 	size_t ix_bytes;              /* of the index nodes on @ix, subtrees whole */
 	struct psi_range_list removed;
-	size_t nix;
+	size_t nix;                   /* entries on @ix */
+	size_t cap;                   /* room on @ix */
 	void *ix[];
 };
 
 /* The bytes a record holds, for the reclaim thread's batches and the in-flight bound. */
 static size_t rec_bytes(const struct cow_rec *r)
 {
-	return sizeof(*r) + r->nix * sizeof(void *) + r->ix_bytes +
+	return sizeof(*r) + r->cap * sizeof(void *) + r->ix_bytes +
 	       r->removed.n * sizeof(struct ps_range);
 }
 
@@ -233,6 +247,9 @@ struct psi_store_cow {
 	bool swept;
 	uint64_t sweep_sets;           /* stats.sets the sweep last saw (and @wlock) */
 	unsigned sweep_busy;           /* looks in a row that found @wlock held */
+	/* Under @wlock: spare ranges kept for the next update; @nspare (their count) atomic. */
+	struct psi_range_list spare;
+	size_t nspare;
 };
 _Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
 
@@ -292,6 +309,13 @@ static struct cow_rec *cow_take_done(struct psi_store_cow *cs, int n)
 	return first;
 }
 
+/* Under @wlock: free the spares the store keeps. */
+static void cow_free_spares(struct psi_store_cow *cs)
+{
+	psi_range_list_free(&cs->spare);
+	PSI_WRITE_ONCE(cs->nspare, 0);
+}
+
 /*
  * The sweep, a retried release of the reclaimer: once the store's writer
  * made no set since its last look (PSI_RECLAIM_RETRY_NS ago), it frees
@@ -329,6 +353,7 @@ static void cow_sweep(struct psi_reclaim_item *item)
 	 * freed; the pooled nodes go back to the pool before destroy may free it.
 	 */
 	rec_chain_free_now(cow_take_done(cs, 0));
+	cow_free_spares(cs);
 	pthread_mutex_unlock(&cs->wlock);
 	/* The last touch of the store: a destroy that reads it false frees the store. */
 	PSI_STORE_RELEASE(cs->swept, false);
@@ -371,6 +396,7 @@ static struct ps_store *cow_create(void)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->done, sizeof(cs->done));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->ndone, sizeof(cs->ndone));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->swept, sizeof(cs->swept));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->nspare, sizeof(cs->nspare));
 	cs->sweep.release = cow_sweep;
 	pthread_mutex_init(&cs->wlock, NULL);
 	return s;
@@ -420,6 +446,7 @@ static void cow_destroy(struct ps_store *s)
 		PSI_COW_FLAVOUR->wait_exit(token);
 	}
 	rec_chain_free_now(cow_take_done(cs, 0));
+	cow_free_spares(cs);
 	pthread_mutex_destroy(&cs->wlock);
 	psi_ix_pool_destroy(cs->pool);
 	psi_free_aligned(cs);
@@ -623,26 +650,101 @@ static void cow_finish(struct psi_store_cow *cs, struct cow_rec *r)
 }
 
 /*
+ * Under @wlock: the spares of an update, n * PSI_RANGETREE_SET_MAX_NEW
+ * ranges: first the store's stock, then the ranges of @old (a record
+ * handed back, whose references are gone), then new ones.  -ENOMEM: the
+ * caller frees what @spares holds.
+ */
+static int cow_spares(struct psi_store_cow *cs, struct cow_rec *old, struct psi_range_list *spares,
+		size_t n)
+{
+	struct ps_range *r;
+
+	psi_range_list_splice(spares, &cs->spare);
+	PSI_WRITE_ONCE(cs->nspare, 0);
+	while (old && (r = psi_range_list_pop(&old->removed))) {
+		memset(r, 0, sizeof(*r));
+		psi_range_list_push(spares, r);
+	}
+	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW)
+		return -ENOMEM;
+	return psi_range_list_fill(spares, (int)(n * PSI_RANGETREE_SET_MAX_NEW));
+}
+
+/*
+ * Under @wlock, after an update that retired something: keep up to
+ * PSI_COW_SPARES of the spares it left for the next one (its record's
+ * hand-back queues the sweep, which frees them once sets stop; a record
+ * released at once instead leaves them to the next set, synchronize or
+ * destroy); the rest go.
+ */
+static void cow_keep_spares(struct psi_store_cow *cs, struct psi_range_list *spares)
+{
+	struct ps_range *r;
+
+	while (cs->spare.n < PSI_COW_SPARES && (r = psi_range_list_pop(spares)))
+		psi_range_list_push(&cs->spare, r);
+	PSI_WRITE_ONCE(cs->nspare, cs->spare.n);
+}
+
+/*
+ * The record of an update that retired @nix index entries: @old's when it
+ * has the room (what is left of @old's own entries freed first), else a
+ * new one; NULL when none can be had.
+ */
+static struct cow_rec *cow_rec_get(struct cow_rec *old, size_t nix)
+{
+	size_t cap = nix > PSI_COW_REC_CAP ? nix : PSI_COW_REC_CAP;
+	struct cow_rec *r;
+
+	if (old && old->cap >= nix)
+		return old;
+	r = psi_alloc(sizeof(*r) + cap * sizeof(void *));
+	if (r)
+		r->cap = cap;
+	return r;
+}
+
+/* What is left of a record an update reused (its shell too, unless @keep_shell). */
+static void cow_rec_leftover(struct cow_rec *old, bool keep_shell)
+{
+	if (!old)
+		return;
+	psi_ix_free_retired(old->pool, old->ix, old->nix);
+	psi_range_list_free(&old->removed);
+	if (!keep_shell)
+		psi_free(old);
+}
+
+/*
  * One update: @n ops (a set is a batch of one).  Under @wlock: the index
  * is built for all of them and everything the update needs is allocated
  * first; then the tree changes in place (it cannot fail) and the index is
  * published with one store.  A reader loads the published slot before or
  * after it: all of the batch or none.
+ *
+ * Memory comes back to the writer: each update takes one record handed
+ * back (@done) and makes its index nodes, its spare ranges and its own
+ * record of that record's, where they fit; so a writer setting flat out
+ * allocates little once grace periods end.  What it cannot use is freed,
+ * and one more record when @done holds more than PSI_COW_DONE_KEEP.
  */
 static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
 	struct psi_store_cow *cs = to_cow(s);
 	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
-	struct cow_rec *r = NULL, *done;
+	struct cow_rec *r = NULL, *old, *done = NULL;
 	struct psi_ix_pool *pool;
 	struct psi_ix_tx ix;
 	size_t i;
 	bool walk, root;
 
-	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW ||
-			psi_range_list_fill(&spares, (int)(n * PSI_RANGETREE_SET_MAX_NEW)))
-		return -ENOMEM;
 	pthread_mutex_lock(&cs->wlock);
+	old = cow_take_done(cs, 1);
+	if (cow_spares(cs, old, &spares, n)) {
+		pthread_mutex_unlock(&cs->wlock);
+		goto nomem;
+	}
 	walk = cow_must_publish_at_root(cs);
 	/* No pool for a small store; none yet (no memory) is only slower. */
 	pool = cs->pool;
@@ -655,12 +757,14 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	}
 	/* A batch publishes once: every set of it builds on the last, to the root. */
 	psi_ix_begin(&ix, &cs->base.rd.ix, pool, walk || n > 1);
+	if (old)
+		psi_ix_reuse(&ix, old->ix, old->nix);
 	for (i = 0; i < n; i++)
 		if (psi_ix_set(&ix, ops[i].start, ops[i].end, ops[i].pol))
-			goto nomem;
-	r = psi_alloc(sizeof(*r) + ix.nretired * sizeof(void *));
+			goto abort;
+	r = cow_rec_get(old, ix.nretired);
 	if (!r)
-		goto nomem;
+		goto abort;
 	PSI_TEST_POINT(PSI_TP_COW_UPDATE_BUILT);
 	/* Nothing can fail from here on. */
 	for (i = 0; i < n; i++)
@@ -682,10 +786,13 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, ix.nkept);
 	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max,
 			ix.nretired + removed.n);
-	/* Two records handed back for each one queued: @done drains while sets go on. */
-	done = cow_take_done(cs, 2);
+	if (ix.nretired || removed.n)
+		cow_keep_spares(cs, &spares);
+	if (PSI_READ_ONCE(cs->ndone) > PSI_COW_DONE_KEEP)
+		done = cow_take_done(cs, 1);
 	pthread_mutex_unlock(&cs->wlock);
 	rec_chain_free_now(done);
+	cow_rec_leftover(old, r == old);
 	r->cs = cs;
 	r->pool = pool;
 	r->ix_bytes = ix.retired_bytes;
@@ -701,10 +808,12 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	}
 	cow_finish(cs, r);
 	return 0;
-nomem:
+abort:
 	psi_ix_abort(&ix);
 	psi_ix_end(&ix);
 	pthread_mutex_unlock(&cs->wlock);
+nomem:
+	cow_rec_leftover(old, false);
 	psi_range_list_free(&spares);
 	return -ENOMEM;
 }
@@ -738,9 +847,10 @@ static void cow_synchronize(struct ps_store *s)
 	 * grace period; the pool's empty chunks go (unless a set is running,
 	 * which takes them back itself).
 	 */
-	if (PSI_READ_ONCE(cs->done) ? !pthread_mutex_lock(&cs->wlock)
+	if (PSI_READ_ONCE(cs->done) || PSI_READ_ONCE(cs->nspare) ? !pthread_mutex_lock(&cs->wlock)
 				    : PSI_LOAD_ACQUIRE(cs->pool) && !pthread_mutex_trylock(&cs->wlock)) {
 		rec_chain_free_now(cow_take_done(cs, 0));
+		cow_free_spares(cs);
 		psi_ix_pool_trim(cs->pool);
 		pthread_mutex_unlock(&cs->wlock);
 	}
@@ -791,6 +901,7 @@ static size_t cow_held(struct ps_store *s)
 	struct psi_store_cow *cs = to_cow(s);
 
 	return PSI_READ_ONCE(cs->nstalled) + PSI_READ_ONCE(cs->ndone) + PSI_READ_ONCE(cs->ix_bytes) +
+	       PSI_READ_ONCE(cs->nspare) * sizeof(struct ps_range) +
 	       psi_ix_pool_slack(PSI_LOAD_ACQUIRE(cs->pool));
 }
 

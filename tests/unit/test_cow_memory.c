@@ -286,8 +286,9 @@ RCU_TEST(destroy_with_stalled_records, .timeout = 60)
 
 /*
  * After its grace period a record goes back to its store, whose writer
- * frees two a set.  A store whose sets stop has them freed by its sweep
- * on the reclaim thread: no set and no synchronize needed.
+ * makes its next sets of them.  A store whose sets stop has them freed by
+ * its sweep on the reclaim thread, with the spare ranges it kept: no set
+ * and no synchronize needed.
  */
 RCU_TEST(handed_back_records_freed_once_sets_stop, .timeout = 60)
 {
@@ -314,6 +315,70 @@ RCU_TEST(handed_back_records_freed_once_sets_stop, .timeout = 60)
 	cr_assert_eq(ps_policy_refcount(p), 1);
 	ps_store_destroy(s);
 	ps_policy_put(p);
+}
+
+/*
+ * A set makes what it needs of a record handed back (its index nodes, its
+ * ranges, the record itself) and of the spares the store kept.  With
+ * every record handed back before it (ps_rcu_barrier()), each allocation
+ * it still needs fails in turn and loses nothing: the store holds what it
+ * held, and nothing leaks.  Sets that found all they needed allocate
+ * nothing at all.
+ */
+RCU_TEST(a_set_reusing_handed_back_memory_fails_cleanly, .timeout = 120)
+{
+	struct ps_policy *p[2] = { ps_test_bind(0), ps_test_bind(1) };
+	uint64_t seed = 0x5e75 + (uint64_t)*sync;
+	long u, injected = 0, none = 0;
+	struct ps_model *m = malloc(sizeof(*m));
+	struct ps_store *s;
+	char why[256];
+	int i;
+
+	cr_assert_not_null(m);
+	ps_test_alloc_install();
+	s = ps_store_create(*sync);
+	cr_assert_not_null(s);
+	ps_model_init(m);
+	for (i = 0; i < 200; i++) {
+		cr_assert_eq(ps_store_set(s, 4 * (uint64_t)i, 4 * (uint64_t)i + 3, p[i & 1]), 0);
+		cr_assert_eq(ps_model_set(m, 4 * (uint64_t)i, 4 * (uint64_t)i + 3, p[i & 1]), 0);
+	}
+	for (u = 0; u < 300; u++) {
+		uint64_t a = ps_test_rand(&seed) % 800;
+		uint64_t e = a + 1 + ps_test_rand(&seed) % (u % 8 ? 4 : 64);
+		struct ps_policy *pol = u % 5 ? p[u & 1] : NULL;
+		long k;
+
+		cr_assert_eq(ps_rcu_barrier(), 0);
+		for (k = 0;; k++) {
+			int ret;
+
+			ps_test_alloc_fail_once(k);
+			ret = ps_store_set(s, a, e, pol);
+			if (!ps_test_alloc_disarm() || !ret) {
+				cr_assert_eq(ret, 0);
+				break;
+			}
+			cr_assert_eq(ret, -ENOMEM);
+			injected++;
+			cr_assert(ps_model_matches(s, m, why, sizeof(why)), "%s", why);
+		}
+		none += !k;
+		cr_assert_eq(ps_model_set(m, a, e, pol), 0);
+	}
+	cr_assert(ps_model_matches(s, m, why, sizeof(why)), "%s", why);
+	cr_log_info("%s: %ld of %ld sets allocated nothing, %ld failures injected",
+			ps_sync_name(*sync), none, u, injected);
+	cr_assert_gt(none, 0, "no set made its memory of what was handed back");
+	cr_assert_gt(injected, u);
+	ps_store_destroy(s);
+	cr_assert_eq(ps_rcu_barrier(), 0);
+	cr_assert_eq(ps_test_alloc_live(), 0, "%ld blocks leaked", ps_test_alloc_live());
+	ps_test_alloc_restore();
+	ps_policy_put(p[0]);
+	ps_policy_put(p[1]);
+	free(m);
 }
 
 /*
