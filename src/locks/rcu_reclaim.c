@@ -43,8 +43,6 @@
 
 /* No work for this long after some: the on-idle function runs. */
 #define PSI_RECLAIM_IDLE_NS 20000000L
-/* How often items that asked for it are released again (psi_reclaim_retry()). */
-#define PSI_RECLAIM_RETRY_NS 10000000L
 
 void (*psi_reclaim_test_hook)(void);
 
@@ -66,7 +64,7 @@ void psi_reclaim_add(struct psi_reclaimer *rc)
 		reclaimers[nreclaimers++] = rc;
 }
 
-static uint64_t now_ns(void)
+uint64_t psi_reclaim_now_ns(void)
 {
 	struct timespec ts;
 
@@ -104,6 +102,12 @@ static void release_all(struct psi_reclaimer *rc, struct psi_reclaim_item *batch
 	releasing = outer;
 }
 
+/* Items queued, or weight a poller reported: a grace period is wanted. */
+static bool has_work(struct psi_reclaimer *rc)
+{
+	return PSI_LOAD_SEQ_CST(rc->head) || PSI_LOAD_SEQ_CST(rc->polled);
+}
+
 /*
  * Under @lock: wait until there is work (true) or the thread must stop
  * (false).  After some work (@idle_due), the first wait is bounded: when it
@@ -117,12 +121,12 @@ static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_p
 		void (*on_idle)(void) = PSI_LOAD_ACQUIRE(rc->on_idle);
 		int timed_out = 0;
 
-		if (PSI_LOAD_SEQ_CST(rc->head))
+		if (has_work(rc))
 			return true;
 		if (rc->stop)
 			return false;
 		PSI_STORE_SEQ_CST(rc->idle, PSI_RECLAIM_WAITING);
-		if (!PSI_LOAD_SEQ_CST(rc->head)) {
+		if (!has_work(rc)) {
 			if (retry_pending || (*idle_due && on_idle)) {
 				struct timespec ts;
 
@@ -139,7 +143,7 @@ static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_p
 			}
 		}
 		PSI_WRITE_ONCE(rc->idle, 0);
-		if (timed_out && !PSI_LOAD_SEQ_CST(rc->head)) {
+		if (timed_out && !has_work(rc)) {
 			if (*idle_due && on_idle) {
 				*idle_due = false;
 				pthread_mutex_unlock(&rc->lock);
@@ -220,18 +224,21 @@ void psi_reclaim_retry_cancel(struct psi_reclaimer *rc, struct psi_reclaim_item 
  */
 static void wait_until_due(struct psi_reclaimer *rc, uint64_t last_gp)
 {
-	uint64_t first = now_ns(), quiet = first + PSI_RECLAIM_QUIET_NS;
+	uint64_t first = psi_reclaim_now_ns(), quiet = first + PSI_RECLAIM_QUIET_NS;
 	struct psi_reclaim_item *seen = PSI_READ_ONCE(rc->head);
+	size_t seen_polled = PSI_READ_ONCE(rc->polled);
 
 	for (;;) {
 		struct psi_reclaim_item *head = PSI_READ_ONCE(rc->head);
-		uint64_t now = now_ns(), due;
+		size_t polled = PSI_READ_ONCE(rc->polled);
+		uint64_t now = psi_reclaim_now_ns(), due;
 		bool full;
 
 		if (rc->barriers > 0 || rc->stop)
 			break;
-		if (head != seen) {
+		if (head != seen || polled != seen_polled) {
 			seen = head;
+			seen_polled = polled;
 			quiet = now + PSI_RECLAIM_QUIET_NS;
 		}
 		full = PSI_LOAD_SEQ_CST(rc->urgent) ||
@@ -267,13 +274,28 @@ static void wait_until_due(struct psi_reclaimer *rc, uint64_t last_gp)
  * Under @gp_lock: one grace period for everything queued, then its
  * releases.  The batch's weight leaves @pending before them, so that a
  * barrier, released with the batch, sees none of it queued.
+ *
+ * Pollers (psi_reclaim_poll_state()): @gp_begun is raised, and a full
+ * fence follows, before the grace period's own start.  A poller fenced
+ * after its unpublication and then read @gp_begun; if it read the old
+ * count, its fence came before ours in their single total order, so every
+ * reader that begins after our fence finds the memory unpublished, and
+ * the grace period waits for every reader begun before: the cookie (the
+ * old count + 1) names this grace period rightly.  @gp_ended is stored
+ * with release after the wait, which the poller's acquire pairs with.
  */
 static void grace_period(struct psi_reclaimer *rc)
 {
-	size_t weight, before;
+	size_t weight, polled, before;
 	struct psi_reclaim_item *batch = take_all(rc, &weight);
+	uint64_t gp = PSI_READ_ONCE(rc->gp_begun) + 1;
 
+	polled = PSI_XCHG(rc->polled, 0, RELAXED);
+	PSI_WRITE_ONCE(rc->gp_begun, gp);
+	PSI_FENCE(SEQ_CST);
 	rc->synchronize();
+	PSI_STORE_RELEASE(rc->gp_ended, gp);
+	weight += polled;
 	PSI_FETCH_ADD(rc->grace_periods, 1, RELAXED);
 	/* @pending only falls here: its value before each fall is a peak. */
 	before = PSI_FETCH_SUB(rc->pending, weight, RELAXED);
@@ -311,13 +333,13 @@ static void *reclaim_thread(void *arg)
 			pthread_mutex_unlock(&rc->lock);
 			return NULL;
 		}
-		if (PSI_LOAD_ACQUIRE(rc->head))
+		if (has_work(rc))
 			wait_until_due(rc, last_gp);
 		pthread_mutex_unlock(&rc->lock);
-		if (!PSI_LOAD_ACQUIRE(rc->head))
+		if (!has_work(rc))
 			continue; /* woken to retry only */
 		pthread_mutex_lock(&rc->gp_lock);
-		last_gp = now_ns();
+		last_gp = psi_reclaim_now_ns();
 		grace_period(rc);
 		pthread_mutex_unlock(&rc->gp_lock);
 		idle_due = true;
@@ -340,6 +362,9 @@ static bool reclaim_start(struct psi_reclaimer *rc)
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->pending, sizeof(rc->pending));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->peak, sizeof(rc->peak));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->grace_periods, sizeof(rc->grace_periods));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->gp_begun, sizeof(rc->gp_begun));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->gp_ended, sizeof(rc->gp_ended));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->polled, sizeof(rc->polled));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->urgent, sizeof(rc->urgent));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->started, sizeof(rc->started));
@@ -462,6 +487,11 @@ static void push(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
 	} while (!PSI_TRY_CMPXCHG_WEAK(rc->head, &old, item, SEQ_CST, RELAXED));
 }
 
+/*
+ * Queue @item (NULL: a poller's weight alone) of @weight bytes.  The
+ * weight, the push or @polled, and @urgent each come before the look at
+ * @idle (the file comment).
+ */
 static int defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item, size_t weight,
 		bool now)
 {
@@ -472,10 +502,15 @@ static int defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item, size_t
 		if (!reclaim_start(rc))
 			return -EAGAIN;
 	}
-	item->weight = weight;
 	/* Sequentially consistent: pairs with wait_until_due()'s look (the file comment). */
 	pending = PSI_ADD_FETCH(rc->pending, weight, SEQ_CST);
-	push(rc, item);
+	if (item) {
+		item->weight = weight;
+		push(rc, item);
+	} else {
+		/* Never 0 once reported: a report of nothing still asks for a grace period. */
+		PSI_FETCH_ADD(rc->polled, weight, SEQ_CST);
+	}
 	if (now)
 		PSI_STORE_SEQ_CST(rc->urgent, 1);
 	idle = PSI_LOAD_SEQ_CST(rc->idle);
@@ -502,6 +537,11 @@ int psi_reclaim_defer_now(struct psi_reclaimer *rc, struct psi_reclaim_item *ite
 int psi_reclaim_defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
 {
 	return defer(rc, item, 0, false);
+}
+
+int psi_reclaim_poll_weigh(struct psi_reclaimer *rc, size_t weight)
+{
+	return defer(rc, NULL, weight ? weight : 1, false);
 }
 
 void psi_reclaim_stats(struct psi_reclaimer *rc, struct psi_reclaim_stats *st, bool reset)

@@ -22,6 +22,15 @@
  * period; a grace period that does not end is bounded by the caller
  * (sync_cow-impl.h, PSI_COW_PENDING_MAX).  docs/internals.md has the figures.
  *
+ * A writer that keeps what it retired itself (the RCU stores) polls
+ * instead of queueing: it notes the grace period that frees what it
+ * unpublished (psi_reclaim_poll_state()), reports the weight so that one
+ * starts (psi_reclaim_poll_weigh()), and reuses the memory on its own
+ * thread once that grace period has ended (psi_reclaim_poll_done()), as
+ * the kernel's get_state_synchronize_rcu() and poll_state_synchronize_rcu()
+ * do.  Nothing of it crosses to the reclaim thread, which only runs the
+ * grace period.
+ *
  * It also keeps polstore off liburcu's call_rcu machinery altogether: no
  * registration is required of the queueing thread (liburcu requires a
  * registered caller for call_rcu()), and there are no liburcu fork hooks
@@ -49,6 +58,8 @@
 #define PSI_RECLAIM_LATENCY_NS 40000000L
 /* Nothing queued for this long: the writers stopped, and the grace period starts. */
 #define PSI_RECLAIM_QUIET_NS 10000000L
+/* The longest time between two releases of an item that asked for more (psi_reclaim_retry()). */
+#define PSI_RECLAIM_RETRY_NS 10000000L
 
 struct psi_reclaim_item {
 	struct psi_reclaim_item *next;
@@ -58,7 +69,7 @@ struct psi_reclaim_item {
 	 * caller's.  Never waits for a lock a writer of the item's store may
 	 * hold: a forked child inherits the queue, with the items of stores
 	 * whose writers are frozen there holding their locks (sync_cow-impl.h,
-	 * cow_recycle()).
+	 * cow_sweep()).
 	 */
 	void (*release)(struct psi_reclaim_item *item);
 };
@@ -76,6 +87,9 @@ struct psi_reclaimer {
 	size_t pending;                /* atomic: the weight queued and not past its grace period */
 	size_t peak;                   /* atomic: the highest @pending before a grace period's end */
 	uint64_t grace_periods;        /* atomic: grace periods the thread (or a barrier) waited for */
+	uint64_t gp_begun;             /* atomic: grace periods begun (under @gp_lock), for pollers */
+	uint64_t gp_ended;             /* atomic: of those, ended (release: after the wait) */
+	size_t polled;                 /* atomic: weight pollers reported since a grace period began */
 	int urgent;                    /* atomic: a defer asked for a grace period at once */
 	int idle;                      /* atomic: PSI_RECLAIM_WAITING or _GATHERING (set under @lock) */
 	pthread_mutex_t lock;          /* @work, @done, and the fields below */
@@ -136,6 +150,47 @@ int psi_reclaim_defer_weighed(struct psi_reclaimer *rc, struct psi_reclaim_item 
 int psi_reclaim_defer_now(struct psi_reclaimer *rc, struct psi_reclaim_item *item,
 		size_t weight);
 
+/**
+ * psi_reclaim_poll_state() - the grace period of @rc that frees what the
+ * caller unpublished before its last full fence
+ *
+ * Call after a sequentially consistent fence that follows the release
+ * stores which unpublished the memory: a grace period that begins after
+ * that fence waits for every reader that could still reach it, and one
+ * that began before does not count.
+ * Context: any thread; a load.
+ * Return: a cookie for psi_reclaim_poll_done().
+ */
+static inline uint64_t psi_reclaim_poll_state(const struct psi_reclaimer *rc)
+{
+	return PSI_READ_ONCE(rc->gp_begun) + 1;
+}
+
+/**
+ * psi_reclaim_poll_done() - whether grace period @cookie of @rc has ended
+ *
+ * Context: any thread; an acquire load, so that what the caller frees
+ * after a true return is ordered after the grace period.
+ * Return: true when no reader can still reach what the cookie was taken for.
+ */
+static inline bool psi_reclaim_poll_done(const struct psi_reclaimer *rc, uint64_t cookie)
+{
+	return (int64_t)(PSI_LOAD_ACQUIRE(rc->gp_ended) - cookie) >= 0;
+}
+
+/**
+ * psi_reclaim_poll_weigh() - ask @rc for a grace period for @weight bytes
+ * a poller retired and keeps
+ *
+ * The weight counts in psi_reclaim_pending() until a grace period begun
+ * after the call ends, and brings one on as items of that weight would.
+ * Context: any thread, registered or not, inside a read-side section too;
+ * lock-free, never waits (but for the first call, which starts the thread).
+ * Return: 0, or -EAGAIN when no reclaim thread could be started: then no
+ * grace period comes unless the caller waits for one itself.
+ */
+int psi_reclaim_poll_weigh(struct psi_reclaimer *rc, size_t weight);
+
 /*
  * What a reclaimer has done (test support and polstore-stress): its grace
  * periods since the process started, the weight queued now, and the
@@ -158,14 +213,18 @@ static inline size_t psi_reclaim_pending(const struct psi_reclaimer *rc)
 	return PSI_READ_ONCE(rc->pending);
 }
 
+/* CLOCK_MONOTONIC in nanoseconds, the clock of the times above. */
+uint64_t psi_reclaim_now_ns(void);
+
 /**
  * psi_reclaim_retry() - release @item again later, from a release function
  *
  * For an item whose grace period has passed but whose memory something
  * else still holds (a store's lock), or one that looks again later (a
- * store's handed-back records): the thread calls @item->release again
- * every PSI_RECLAIM_RETRY_NS, without a grace period, until it stops
- * asking.  A barrier does not wait for it.  @item is not queued already.
+ * store's sweep): the thread calls @item->release again after its next
+ * grace period or wake-up, and at least every PSI_RECLAIM_RETRY_NS,
+ * without a grace period of its own, until it stops asking.  A barrier
+ * does not wait for it.  @item is not queued already.
  *
  * Context: a release function of @rc (the reclaim thread, or a barrier
  * caller doing its work, under @gp_lock); never waits.
@@ -231,12 +290,12 @@ void psi_reclaim_atfork_child(void);
 
 /*
  * Test support only (tests/common/testutil.h: psi_test_set_release_hook()): when
- * set, the release of a store's retire batch (SEQLOCK) or record (RCU,
- * RCU_QSBR) calls it on the reclaim thread once the batch is released
- * and before the release's last access to anything of its store, the
- * window in which a destroy must not free the store.
- * Unset (NULL) it costs a load and a branch per batch, on no reader's or
- * writer's path.
+ * set, the release of a store's retire batch (SEQLOCK) or every look of
+ * its sweep (RCU, RCU_QSBR) calls it on the reclaim thread, before the
+ * release's last access to anything of its store, the window in which a
+ * destroy must not free the store.
+ * Unset (NULL) it costs a load and a branch per release, on no reader's
+ * or writer's path.
  */
 extern void (*psi_reclaim_test_hook)(void);
 
