@@ -113,7 +113,7 @@ void psi_ix_pool_destroy(struct psi_ix_pool *p)
 	if (!p)
 		return;
 	drain(p);
-	/* A node still out is in a record not yet released: the pool stays for it (leaked). */
+	/* A node still out (an update that never ended: a writer lost in a fork child) keeps the pool. */
 	for (i = 0; i < p->nchunk; i++)
 		if (p->chunk[i].base && p->chunk[i].live)
 			return;

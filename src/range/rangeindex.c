@@ -120,26 +120,6 @@ static void free_now(struct psi_ix_pool *pool, struct ps_ix_node *h)
 		psi_free(h);
 }
 
-/*
- * A node of @size from the retired ones the update may reuse: a node the
- * allocator gave (a pool's go back to it), of the same size.  NULL: none.
- */
-static struct ps_ix_node *reuse_take(struct psi_ix_tx *tx, size_t size)
-{
-	size_t i;
-
-	for (i = 0; i < tx->nreuse; i++) {
-		uintptr_t p = (uintptr_t)tx->reuse[i];
-		struct ps_ix_node *h = (struct ps_ix_node *)p;
-
-		if (p && !(p & IX_SUBTREE) && !psi_ix_pool_tag_of(h) && node_bytes(h) == size) {
-			tx->reuse[i] = NULL;
-			return h;
-		}
-	}
-	return NULL;
-}
-
 static void *new_node(struct psi_ix_tx *tx, size_t size)
 {
 	struct ps_ix_node *h = NULL;
@@ -160,8 +140,8 @@ static void *new_node(struct psi_ix_tx *tx, size_t size)
 	 * cache-line aligned: an aligned block costs a line more than the
 	 * allocator's header, and a search reads the same lines in either.
 	 */
-	if (!h)
-		h = reuse_take(tx, size);
+	if (!h && tx->reuse)
+		h = tx->reuse(tx->reuse_ctx, size);
 	if (!h)
 		h = psi_alloc(size);
 	if (!h)
@@ -629,13 +609,13 @@ void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_p
 	tx->retired_bytes = 0;
 	tx->nkept = 0;
 	tx->reuse = NULL;
-	tx->nreuse = 0;
+	tx->reuse_ctx = NULL;
 }
 
-void psi_ix_reuse(struct psi_ix_tx *tx, void **entry, size_t n)
+void psi_ix_reuse(struct psi_ix_tx *tx, void *(*fn)(void *ctx, size_t size), void *ctx)
 {
-	tx->reuse = entry;
-	tx->nreuse = n;
+	tx->reuse = fn;
+	tx->reuse_ctx = ctx;
 }
 
 int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_policy *pol)
@@ -764,6 +744,14 @@ void psi_ix_free_retired(struct psi_ix_pool *pool, void *const *entry, size_t n)
 			psi_free(h);
 	}
 	psi_ix_pool_put_chain(pool, &chain);
+}
+
+size_t psi_ix_retired_bytes(const void *e)
+{
+	uintptr_t p = (uintptr_t)e;
+	const struct ps_ix_node *h = (const struct ps_ix_node *)(p & ~IX_SUBTREE);
+
+	return p & IX_SUBTREE ? psi_ix_bytes(h) : node_bytes(h);
 }
 
 void psi_ix_clear(struct ps_ix_root *root, struct psi_ix_pool *pool)

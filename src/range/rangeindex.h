@@ -45,8 +45,9 @@ struct psi_ix_tx {
 	ptrdiff_t bytes;          /* index bytes the update adds (negative: frees) */
 	size_t retired_bytes;     /* bytes of the nodes on @retired, subtrees whole */
 	size_t nkept;             /* nodes it built that were published (psi_ix_publish()) */
-	void **reuse;             /* retired entries whose nodes new ones may be made of */
-	size_t nreuse;
+	/* Where nodes past their grace period come from (psi_ix_reuse()), or NULL. */
+	void *(*reuse)(void *ctx, size_t size);
+	void *reuse_ctx;
 };
 
 /*
@@ -58,12 +59,16 @@ void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_p
 		bool at_root);
 
 /*
- * Let the update's new nodes reuse the nodes of @entry[0, n), retired
- * entries of an earlier update (psi_ix_publish()) that no reader can reach
- * any more.  An entry taken is set to NULL; the caller frees the rest with
- * psi_ix_free_retired() once the update is published or aborted.
+ * Let the update make its new nodes of memory @fn(@ctx, size) gives: a
+ * node of that many bytes that an earlier update retired, that no reader
+ * can reach any more and that came from the allocator (not from a pool),
+ * or NULL when it has none.  Nodes it gave and the update did not keep go
+ * back to the allocator when the update is aborted.
  */
-void psi_ix_reuse(struct psi_ix_tx *tx, void **entry, size_t n);
+void psi_ix_reuse(struct psi_ix_tx *tx, void *(*fn)(void *ctx, size_t size), void *ctx);
+
+/* Bytes of retired entry @e (psi_ix_publish()): its node, or its whole subtree. */
+size_t psi_ix_retired_bytes(const void *e);
 
 /*
  * psi_ix_set() - [start, end) set to @pol in the update (NULL: removed),

@@ -44,34 +44,36 @@
  *    themselves in @walkers; while one is announced, updates publish at
  *    the root, so the walk, which loaded the root once, sees no later
  *    set.  The walk's increment and an update's read of @walkers each
- *    follow a full fence (cow_must_publish_at_root()).  A callback may
+ *    follow a full fence (cow_begin()).  A callback may
  *    end its thread (polstore/rcu.h): a cleanup handler withdraws the
  *    announcement then, inside the section, before the thread-exit hook
  *    closes it (rcu_thread.c).
  *
  * Why nothing is freed under a reader.  The index nodes an update
- * replaced and the ranges it unlinked from the tree go into one retire
- * record, queued on the flavour's reclaim thread (rcu_reclaim.h), which
- * releases it after a grace period, i.e. after every reader that could
- * have reached them has left its section.  The unlinked ranges drop their
- * policy references then: an old leaf a reader still holds names those
- * policies.  So a set never waits for readers.
+ * replaced and the policy references of the ranges it unlinked from the
+ * tree go onto the store's retire log (retire_log.h), with the grace
+ * period of the flavour that frees them: one that begins after a full
+ * fence that follows the update's publication (cow_ripen(): the next
+ * update's fence, or the sweep's).  Until that grace period has ended,
+ * which waits for every reader that could have reached them, nothing on
+ * the log is reused, freed or put.  So a set never waits for readers.
+ * The unlinked ranges themselves go back to the spares at once: no
+ * lockless reader reads the tree (a set that unlinks many logs them as
+ * one list instead).
  *
- * Who frees a record's memory.  The reclaim thread drops its references
- * and hands the record back to its store (@done), and the writer makes
- * its next update of it: each update takes one record handed back and
- * builds its index nodes, spare ranges and own record in that memory
- * where it fits (cow_update()), keeping a few spare ranges for the next
- * (@spare).  So a writer setting flat out allocates little once grace
- * periods end, and what it allocates does not cross CPUs.  A store whose
- * writer stopped has its records and spares freed by its sweep
- * (cow_sweep(): the reclaim thread, once no set came for
- * PSI_RECLAIM_RETRY_NS); synchronize and destroy free them at once.
- * What waits there is about what one grace period released, and it
- * counts in ps_store_memory().
+ * Who takes memory back.  The writer itself: each update makes its new
+ * index nodes of ripe nodes at the head of the log and takes off as many
+ * entries as it adds (cow_update()), so a writer setting flat out
+ * allocates little once grace periods end, and no memory crosses to
+ * another thread.  The reclaim thread only runs grace periods: the store
+ * asks for them by weight (psi_reclaim_poll_weigh()) and polls for their
+ * end (psi_reclaim_poll_done()).  A store whose writer stopped has its log
+ * emptied by its sweep (cow_sweep(): on the reclaim thread, once no set
+ * came for PSI_RECLAIM_RETRY_NS); synchronize and destroy empty it at
+ * once.  What is ripe and waits there counts in ps_store_memory().
  *
  * Allocation: an update builds its index nodes, takes its spare ranges
- * and allocates its record before it changes the tree; -ENOMEM there
+ * and makes room on the log before it changes the tree; -ENOMEM there
  * throws it away and everything is as it was.  The tree's part cannot
  * fail.
  */
@@ -85,6 +87,7 @@
 #include "ixpool.h"
 #include "rangeindex.h"
 #include "rcu_reclaim.h"
+#include "retire_log.h"
 #include "seqcount.h"
 #include "store_internal.h"
 #include "testpoint.h"
@@ -116,109 +119,40 @@ static inline void psi_cow_synchronize(void)
 #endif
 
 /*
- * Retired bytes in flight past which a set that may wait releases its own
- * record: the bound while a grace period does not end.  32 MiB: 262,144
- * ranges with a record chunk each (a record of one range takes one chunk,
- * one of n ranges n at most).
+ * Retired bytes waiting for grace periods past which a set that may wait
+ * waits for one itself: the bound while a grace period does not end (a
+ * QSBR thread online without quiescent states).  32 MiB.
  */
 #define PSI_COW_PENDING_MAX (((size_t)1 << 18) * 2 * sizeof(struct ps_range))
-/* Looks in a row (PSI_RECLAIM_RETRY_NS apart) that find the writer lock held before a sweep stops. */
-#define PSI_COW_SWEEP_TRIES 100
-/* Index entries a record has room for at least, so that most updates can reuse one. */
-#define PSI_COW_REC_CAP 4
+/* How long the sweep finds the writer lock held at every look before it stops. */
+#define PSI_COW_SWEEP_BUSY_NS 1000000000L
 /* Spare ranges a store keeps between updates. */
 #define PSI_COW_SPARES (2 * PSI_RANGETREE_SET_MAX_NEW)
-/*
- * Bytes handed back past which an update frees a second record besides
- * the one it reuses: while a writer keeps setting, @done holds about what
- * one grace period released, for its next sets to reuse.
- */
-#define PSI_COW_DONE_KEEP PSI_RECLAIM_BATCH_BYTES
+/* Ranges an update unlinks, at most, that go back to the spares at once (more wait as one list). */
+#define PSI_COW_RANGES_NOW 4
+/* Bytes logged between two reports to the reclaim thread (psi_reclaim_poll_weigh()). */
+#define PSI_COW_REPORT_BYTES ((size_t)16 << 10)
+/* Log entries an update looks through for nodes to reuse, at most. */
+#define PSI_COW_PULL_MAX 16
 /* Walks next() validates with the publication count before it announces one. */
 #define PSI_COW_NEXT_TRIES 4
 
-/* Annotation key: every record released happens before the flavour's barrier returns. */
+/*
+ * The log's entries (retire_log.h): a node of the read index or a whole
+ * subtree (rangeindex.h: bit 0 set), a policy reference of a range the
+ * tree unlinked (COW_E_POL), or a list of such ranges, each with its
+ * reference, through next_free (COW_E_LIST).
+ */
+#define COW_E_POL ((uintptr_t)2)
+#define COW_E_LIST ((uintptr_t)3)
+#define COW_E_MASK ((uintptr_t)3)
+
+/* Annotation key: every read-side section ends before a grace period after it does. */
 static char cow_recs_done __attribute__((unused));
 
 /*
- * What one update retired, queued for a grace period: the ranges it
- * unlinked from the tree (each holding its policy reference; one that is
- * empty only carries the reference a reused range had: rangetree.c), and
- * the index nodes and subtrees it replaced.
- */
-struct cow_rec {
-	struct psi_reclaim_item item; /* item.next links a store's stalled records too */
-	struct psi_store_cow *cs;     /* the store, which frees the record's memory */
-	struct psi_ix_pool *pool;     /* where pooled index nodes go back */
-	size_t ix_bytes;              /* of the index nodes on @ix, subtrees whole */
-	struct psi_range_list removed;
-	size_t nix;                   /* entries on @ix */
-	size_t cap;                   /* room on @ix */
-	void *ix[];
-};
-
-/* The bytes a record holds, for the reclaim thread's batches and the in-flight bound. */
-static size_t rec_bytes(const struct cow_rec *r)
-{
-	return sizeof(*r) + r->cap * sizeof(void *) + r->ix_bytes +
-	       r->removed.n * sizeof(struct ps_range);
-}
-
-/* Free a record and what it holds, dropping the references (no reader can reach them). */
-static void rec_release(struct cow_rec *r)
-{
-	psi_ix_free_retired(r->pool, r->ix, r->nix);
-	psi_range_list_free(&r->removed);
-	psi_free(r);
-}
-
-static void cow_hand_back(struct cow_rec *r);
-
-static void cow_rec_free(struct psi_reclaim_item *item)
-{
-	struct cow_rec *r = psi_container_of(item, struct cow_rec, item);
-
-	PSI_ANNOTATE_HAPPENS_AFTER(r); /* the writer filled @r before queueing it */
-	/* A grace period has passed since they left the published index: readers let go. */
-	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
-	psi_range_list_put_policies(&r->removed);
-	cow_hand_back(r);
-	PSI_ANNOTATE_HAPPENS_BEFORE(&cow_recs_done);
-	if (psi_unlikely(psi_reclaim_test_hook))
-		psi_reclaim_test_hook();
-}
-
-/* The record after @r on a chain linked by item.next, or NULL. */
-static inline struct cow_rec *rec_next(const struct cow_rec *r)
-{
-	return r->item.next ? psi_container_of(r->item.next, struct cow_rec, item) : NULL;
-}
-
-/* Push @r on the chain at *@head (lock-free; release: @r's contents before it). */
-static void rec_push(struct cow_rec **head, struct cow_rec *r)
-{
-	struct cow_rec *old = PSI_READ_ONCE(*head);
-
-	do {
-		r->item.next = old ? &old->item : NULL;
-		PSI_ANNOTATE_HAPPENS_BEFORE(head); /* for the thread checkers, which see no atomics */
-	} while (!PSI_TRY_CMPXCHG_WEAK(*head, &old, r, RELEASE, RELAXED));
-}
-
-/* Free a chain of records (linked by item.next) at once: no reader can reach them. */
-static void rec_chain_free_now(struct cow_rec *r)
-{
-	struct cow_rec *next;
-
-	for (; r; r = next) {
-		next = rec_next(r);
-		rec_release(r);
-	}
-}
-
-/*
  * base.rd.seq, on the line of the root, is the publication count: odd
- * while a set publishes (cow_commit()), which next() validates its walk
+ * while a set publishes (cow_update()), which next() validates its walk
  * with (cow_next_find()).
  */
 struct psi_store_cow {
@@ -226,114 +160,266 @@ struct psi_store_cow {
 	pthread_mutex_t wlock __ps_cacheline_aligned;
 	/* Under @wlock: */
 	struct ps_store_stats stats;
+	struct psi_rlog *log;          /* what sets retired, until taken back (NULL: nothing) */
+	uint64_t logs;                 /* logs freed (cow_trim()): a log's positions are its own */
+	struct psi_range_list spare;   /* spare ranges kept for the next update */
+	size_t unreported;             /* bytes logged and not yet reported (psi_reclaim_poll_weigh()) */
+	uint64_t ripened;              /* bytes the last grace period made ripe */
+	unsigned pull;                 /* log entries the update in progress may still look through */
 	/* Atomic: walks that must see one version (see the file comment). */
 	unsigned walkers;
-	/* Atomic: a set queued a record since the store last waited for them all. */
-	bool queued;
-	/* Records no reclaim thread took (a set in a section without one); atomic push. */
-	struct cow_rec *stalled;
-	size_t nstalled;               /* bytes on @stalled (rec_bytes()); atomic */
-	size_t ix_bytes;               /* the read index's nodes; written under @wlock, atomic */
+	/* Written under @wlock, read without it: */
+	size_t held;                   /* bytes of @log and @spare, for ps_store_memory() */
+	size_t ix_bytes;               /* the read index's nodes */
+	bool nothread;                 /* entries logged while no reclaim thread could start */
 	/*
 	 * The nodes of a large index (ixpool.h), made when it first is; set
 	 * once under @wlock (release), loaded (acquire) by those without it.
 	 */
 	struct psi_ix_pool *pool;
-	/* Records past their grace period, references dropped, for the writer to free; atomic push. */
-	struct cow_rec *done;
-	size_t ndone;                  /* bytes on @done (rec_bytes()); atomic */
-	/* Under the reclaimer's gp_lock: the sweep of @done, queued to retry while @swept. */
+	/*
+	 * The sweep (cow_sweep()): queued once on the reclaimer after a
+	 * grace period (@kicked), then again every PSI_RECLAIM_RETRY_NS until
+	 * it stops; @swept from its queueing until it stops (under @wlock
+	 * both), atomic.  The rest is the sweep's own.
+	 */
 	struct psi_reclaim_item sweep;
-	bool swept;
-	uint64_t sweep_sets;           /* stats.sets the sweep last saw (and @wlock) */
-	unsigned sweep_busy;           /* looks in a row that found @wlock held */
-	/* Under @wlock: spare ranges kept for the next update; @nspare (their count) atomic. */
-	struct psi_range_list spare;
-	size_t nspare;
+	bool swept, kicked;
+	uint64_t sweep_sets;           /* stats.sets the sweep last saw */
+	uint64_t sweep_ns;             /* when it first saw them (psi_reclaim_now_ns()) */
+	uint64_t sweep_busy;           /* since when its looks found @wlock held (0: not) */
 };
 _Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
 
-/*
- * A release function of the reclaimer (under its gp_lock): @r, its
- * references dropped, onto its store's @done, whose sweep is queued.
- * Lock-free against the writer taking records off (cow_take_done()).
- */
-static void cow_hand_back(struct cow_rec *r)
+static inline struct psi_store_cow *to_cow(struct ps_store *s)
 {
-	struct psi_store_cow *cs = r->cs;
-
-	PSI_FETCH_ADD(cs->ndone, rec_bytes(r), RELAXED);
-	rec_push(&cs->done, r);
-	if (!cs->swept) {
-		PSI_WRITE_ONCE(cs->swept, true);
-		psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, &cs->sweep);
-	}
+	return psi_container_of(s, struct psi_store_cow, base);
 }
 
 /*
- * Under @wlock (the only taker: no record leaves @done beneath it): take
- * up to @n records handed back, a chain linked by item.next, or all of
- * them with @n 0.
+ * Under @wlock, after the log or the spares changed: ps_store_memory()'s
+ * count of them.  What waits for its grace period counts once it has
+ * passed (until then it is in flight: psi_reclaim_pending()), or at once
+ * while no reclaim thread could be asked for one.
  */
-static struct cow_rec *cow_take_done(struct psi_store_cow *cs, int n)
+static void cow_account(struct psi_store_cow *cs)
 {
-	struct cow_rec *first = PSI_LOAD_ACQUIRE(cs->done), *last, *next;
-	size_t bytes;
-	int i;
+	size_t log = cs->nothread ? psi_rlog_bytes(cs->log) : psi_rlog_kept_bytes(cs->log);
 
-	if (!first)
-		return NULL;
-	if (!n) {
-		first = PSI_XCHG(cs->done, NULL, ACQUIRE);
-		PSI_ANNOTATE_HAPPENS_AFTER(&cs->done);
-		for (bytes = 0, last = first; last; last = rec_next(last))
-			bytes += rec_bytes(last);
-		PSI_FETCH_SUB(cs->ndone, bytes, RELAXED);
-		return first;
+	PSI_WRITE_ONCE(cs->held, log + cs->spare.n * sizeof(struct ps_range));
+}
+
+/* Under @wlock: @r, unlinked from the tree, which no reader reads: a spare now, or freed. */
+static void cow_spare_put(struct psi_store_cow *cs, struct ps_range *r)
+{
+	if (cs->spare.n >= PSI_COW_SPARES) {
+		psi_free(r);
+		return;
 	}
-	for (;;) {
-		PSI_ANNOTATE_HAPPENS_AFTER(&cs->done);
-		last = first;
-		bytes = rec_bytes(first);
-		for (i = 1; i < n && rec_next(last); i++) {
-			last = rec_next(last);
-			bytes += rec_bytes(last);
-		}
-		next = rec_next(last);
-		/* Fails only when the reclaim thread pushed meanwhile: then from its push. */
-		if (PSI_TRY_CMPXCHG_WEAK(cs->done, &first, next, ACQUIRE, ACQUIRE))
-			break;
+	memset(r, 0, sizeof(*r));
+	psi_range_list_push(&cs->spare, r);
+}
+
+/* Under @wlock: free the log if it is empty. */
+static void cow_trim(struct psi_store_cow *cs)
+{
+	if (cs->log && !psi_rlog_count(cs->log)) {
+		psi_rlog_trim(&cs->log);
+		cs->logs++;
 	}
-	last->item.next = NULL;
-	PSI_FETCH_SUB(cs->ndone, bytes, RELAXED);
-	return first;
 }
 
 /* Under @wlock: free the spares the store keeps. */
 static void cow_free_spares(struct psi_store_cow *cs)
 {
 	psi_range_list_free(&cs->spare);
-	PSI_WRITE_ONCE(cs->nspare, 0);
+}
+
+/* The bytes log entry @e holds (as cow_update() counted them in). */
+static size_t cow_entry_bytes(const void *e)
+{
+	uintptr_t p = (uintptr_t)e;
+	const struct ps_range *r;
+	size_t n = 0;
+
+	switch (p & COW_E_MASK) {
+	case COW_E_POL:
+		return 0;
+	case COW_E_LIST:
+		for (r = (const struct ps_range *)(p & ~COW_E_MASK); r; r = r->next_free)
+			n++;
+		return n * sizeof(struct ps_range);
+	default:
+		return psi_ix_retired_bytes(e);
+	}
+}
+
+/* Under @wlock: the next ripe entry, taken off the log, or NULL. */
+static void *cow_take(struct psi_store_cow *cs)
+{
+	void *e = psi_rlog_take(cs->log);
+
+	if (e)
+		psi_rlog_taken(cs->log, cow_entry_bytes(e));
+	return e;
 }
 
 /*
- * The sweep, a retried release of the reclaimer: once the store's writer
- * made no set since its last look (PSI_RECLAIM_RETRY_NS ago), it frees
- * what was handed back and stops; while a set runs or the writer keeps
- * setting (it frees them itself), it looks again later.  Never waits for
- * @wlock (a writer frozen in a fork child holds it for ever).
+ * Under @wlock: what ripe entry @e holds, which no reader can reach any
+ * more, goes: a reference is put, a node freed (a pooled one back to its
+ * pool), a range kept as a spare or freed.
+ */
+static void cow_release(struct psi_store_cow *cs, void *e)
+{
+	uintptr_t p = (uintptr_t)e;
+	struct ps_range *r, *next;
+
+	switch (p & COW_E_MASK) {
+	case COW_E_POL:
+		psi_policy_store_put((struct ps_policy *)(p & ~COW_E_MASK));
+		return;
+	case COW_E_LIST:
+		for (r = (struct ps_range *)(p & ~COW_E_MASK); r; r = next) {
+			next = r->next_free;
+			psi_policy_store_put(r->pol);
+			cow_spare_put(cs, r);
+		}
+		return;
+	default:
+		psi_ix_free_retired(cs->pool, &e, 1);
+	}
+}
+
+/* Under @wlock: take off the log and release every ripe entry. */
+static void cow_release_ripe(struct psi_store_cow *cs)
+{
+	void *e;
+
+	while ((e = cow_take(cs)))
+		cow_release(cs, e);
+}
+
+/*
+ * Under @wlock, after a full fence that follows every earlier update's
+ * publication: what they logged waits for the grace period that begins
+ * next (psi_reclaim_poll_state()); what waited for one that ended is ripe.
+ */
+static void cow_ripen(struct psi_store_cow *cs)
+{
+	struct psi_rlog *log = cs->log;
+	uint64_t before;
+
+	if (!log)
+		return;
+	before = log->ripe_bytes;
+	psi_rlog_mark(log, psi_reclaim_poll_state(PSI_COW_FLAVOUR->reclaimer));
+	if (psi_rlog_ripen(log, PSI_COW_FLAVOUR->reclaimer)) {
+		PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done); /* readers' sections ended before */
+		cs->ripened = log->ripe_bytes - before;
+	}
+}
+
+/*
+ * A node of @size for the update in progress (psi_ix_reuse()): the first
+ * such node among the next ripe entries of the log, which this looks
+ * through (at most PSI_COW_PULL_MAX an update), releasing the others.
+ */
+static void *cow_reuse(void *ctx, size_t size)
+{
+	struct psi_store_cow *cs = ctx;
+
+	while (cs->pull) {
+		void *e = cow_take(cs);
+
+		if (!e) {
+			cs->pull = 0;
+			break;
+		}
+		cs->pull--;
+		if (!((uintptr_t)e & COW_E_MASK) && !psi_ix_pool_tag_of(e) &&
+				psi_ix_retired_bytes(e) == size)
+			return e;
+		cow_release(cs, e);
+	}
+	return NULL;
+}
+
+/*
+ * Under @wlock: ask for the lines of the node the next update will likely
+ * reuse (a grace period ago, it is in no cache near), so that they come
+ * in while the writer does other things.
+ */
+static inline void cow_prefetch(struct psi_store_cow *cs)
+{
+	const char *e = psi_rlog_peek(cs->log);
+	size_t i;
+
+	if (!e || ((uintptr_t)e & COW_E_MASK))
+		return;
+	for (i = 0; i < _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT); i += 64)
+		__builtin_prefetch(e + i, 1, 3);
+}
+
+/*
+ * Under @wlock: wait for a grace period here, outside every read-side
+ * section, and release everything logged before (the lock is dropped for
+ * the wait).  With @barrier, the reclaim thread's (which releases what it
+ * was asked for, the sweep's first look among it, and does the work here
+ * when it has no thread); else one of our own, which a reclaim thread
+ * stuck in a grace period that does not end shares.
+ */
+static void cow_wait_drain(struct psi_store_cow *cs, bool barrier)
+{
+	uint64_t pos = cs->log->added, bytes = cs->log->added_bytes, logs = cs->logs;
+	bool token;
+	int cancel;
+
+	pthread_mutex_unlock(&cs->wlock);
+	/* Not a cancellation point: the lock is taken again after. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	token = PSI_COW_FLAVOUR->wait_enter();
+	if (barrier)
+		psi_reclaim_barrier(PSI_COW_FLAVOUR->reclaimer);
+	else
+		psi_cow_synchronize();
+	PSI_COW_FLAVOUR->wait_exit(token);
+	pthread_mutex_lock(&cs->wlock);
+	pthread_setcancelstate(cancel, NULL);
+	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
+	/* Unless the log went meanwhile, with every entry before @pos. */
+	if (cs->logs == logs)
+		psi_rlog_ripen_upto(cs->log, pos, bytes);
+	cow_release_ripe(cs);
+	if (!psi_rlog_count(cs->log))
+		PSI_WRITE_ONCE(cs->nothread, false);
+}
+
+/*
+ * The sweep, a release function of the reclaimer: first after the grace
+ * period of the update that queued it, then again and again
+ * (psi_reclaim_retry()).  While the writer keeps setting it only looks
+ * (the writer takes back what it logged); once no set came for
+ * PSI_RECLAIM_RETRY_NS, it releases what is ripe, asks for a grace period
+ * for the rest and looks again, and stops when the log is empty.  Never
+ * waits for @wlock (a writer frozen in a fork child holds it for ever).
  */
 static void cow_sweep(struct psi_reclaim_item *item)
 {
 	struct psi_store_cow *cs = psi_container_of(item, struct psi_store_cow, sweep);
+	uint64_t now;
 
+	PSI_WRITE_ONCE(cs->kicked, false);
+	if (psi_unlikely(psi_reclaim_test_hook))
+		psi_reclaim_test_hook();
+	now = psi_reclaim_now_ns();
 	if (pthread_mutex_trylock(&cs->wlock)) {
 		/*
 		 * Held at every look for a second (a writer frozen in a fork
-		 * child): the sweep stops, and the next record handed back
-		 * queues it again.
+		 * child): the sweep stops, and the next set queues it again.
 		 */
-		if (++cs->sweep_busy < PSI_COW_SWEEP_TRIES) {
+		if (!cs->sweep_busy)
+			cs->sweep_busy = now;
+		if (now - cs->sweep_busy < PSI_COW_SWEEP_BUSY_NS) {
 			psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, item);
 			return;
 		}
@@ -344,24 +430,63 @@ static void cow_sweep(struct psi_reclaim_item *item)
 	cs->sweep_busy = 0;
 	if (cs->stats.sets != cs->sweep_sets) {
 		cs->sweep_sets = cs->stats.sets;
-		pthread_mutex_unlock(&cs->wlock);
-		psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, item);
-		return;
+		cs->sweep_ns = now;
+	} else if (now - cs->sweep_ns >= PSI_RECLAIM_RETRY_NS) {
+		/* The writer is idle: its log is the sweep's to empty. */
+		PSI_FENCE(SEQ_CST); /* after the writer's publications, before the grace period is read */
+		cow_ripen(cs);
+		cow_release_ripe(cs);
+		if (!psi_rlog_count(cs->log)) {
+			cow_trim(cs);
+			cow_free_spares(cs);
+			cow_account(cs);
+			/* Under @wlock: a set after this one finds the sweep stopped and queues it. */
+			PSI_STORE_RELEASE(cs->swept, false);
+			pthread_mutex_unlock(&cs->wlock);
+			return;
+		}
+		/* What is not ripe waits for a grace period that may not be asked for yet. */
+		if (psi_reclaim_poll_weigh(PSI_COW_FLAVOUR->reclaimer, cs->unreported))
+			PSI_WRITE_ONCE(cs->nothread, true);
+		cs->unreported = 0;
+		cow_account(cs);
 	}
-	/*
-	 * Freed under @wlock: a synchronize that took it after us finds them
-	 * freed; the pooled nodes go back to the pool before destroy may free it.
-	 */
-	rec_chain_free_now(cow_take_done(cs, 0));
-	cow_free_spares(cs);
 	pthread_mutex_unlock(&cs->wlock);
-	/* The last touch of the store: a destroy that reads it false frees the store. */
-	PSI_STORE_RELEASE(cs->swept, false);
+	psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, item);
 }
 
-static inline struct psi_store_cow *to_cow(struct ps_store *s)
+/*
+ * Under @wlock, after an update logged @bytes: ask for the grace period
+ * that frees them.  The first update after the sweep stopped queues it
+ * (psi_reclaim_defer(): a grace period follows) after marking its
+ * entries, so that this grace period frees them; later ones report what
+ * they logged now and then (psi_reclaim_poll_weigh()), and the next
+ * update marks them.
+ */
+static void cow_ask(struct psi_store_cow *cs, size_t bytes)
 {
-	return psi_container_of(s, struct psi_store_cow, base);
+	struct psi_reclaimer *rc = PSI_COW_FLAVOUR->reclaimer;
+	int err;
+
+	cs->unreported += bytes;
+	if (!PSI_READ_ONCE(cs->swept)) {
+		PSI_FENCE(SEQ_CST); /* after our publication, before the grace period is read */
+		psi_rlog_mark(cs->log, psi_reclaim_poll_state(rc));
+		PSI_WRITE_ONCE(cs->swept, true);
+		PSI_WRITE_ONCE(cs->kicked, true);
+		err = psi_reclaim_defer_weighed(rc, &cs->sweep, cs->unreported);
+		if (err) {
+			PSI_WRITE_ONCE(cs->kicked, false);
+			PSI_WRITE_ONCE(cs->swept, false);
+		}
+	} else if (cs->unreported >= PSI_COW_REPORT_BYTES) {
+		err = psi_reclaim_poll_weigh(rc, cs->unreported);
+	} else {
+		return;
+	}
+	cs->unreported = 0;
+	if (err)
+		PSI_WRITE_ONCE(cs->nothread, true);
 }
 
 /* The published root of the read index: loaded first, then declared to the thread checkers. */
@@ -369,7 +494,7 @@ static inline struct ps_ix_node *cow_ix_root(struct psi_store_cow *cs)
 {
 	struct ps_ix_node *root = PSI_LOAD_ACQUIRE(cs->base.rd.ix.node);
 
-	PSI_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_commit() */
+	PSI_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_update() */
 	return root;
 }
 
@@ -390,13 +515,10 @@ static struct ps_store *cow_create(void)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.ix, sizeof(cs->base.rd.ix)); /* atomics only */
 	psi_seq_init(&cs->base.rd.seq);
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->queued, sizeof(cs->queued));
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->stalled, sizeof(cs->stalled));
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->nstalled, sizeof(cs->nstalled));
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->done, sizeof(cs->done));
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->ndone, sizeof(cs->ndone));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->held, sizeof(cs->held));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->nothread, sizeof(cs->nothread));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->swept, sizeof(cs->swept));
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->nspare, sizeof(cs->nspare));
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->kicked, sizeof(cs->kicked));
 	cs->sweep.release = cow_sweep;
 	pthread_mutex_init(&cs->wlock, NULL);
 	return s;
@@ -404,49 +526,39 @@ static struct ps_store *cow_create(void)
 
 /* ---- stores ------------------------------------------------------------------- */
 
-/* Wait until every record queued before has been released (outside every section). */
-static void cow_wait_records(void)
-{
-	bool token = PSI_COW_FLAVOUR->wait_enter();
-
-	psi_reclaim_barrier(PSI_COW_FLAVOUR->reclaimer);
-	PSI_COW_FLAVOUR->wait_exit(token);
-	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
-}
-
 static void cow_destroy(struct ps_store *s)
 {
 	struct psi_store_cow *cs = to_cow(s);
+	struct psi_reclaimer *rc = PSI_COW_FLAVOUR->reclaimer;
 
 	/*
-	 * No reader may run during destroy (store.h): everything can go at
-	 * once.  Records in flight hold what the store retired, never the
-	 * store, so the reclaim thread needs nothing of it; destroy waits for
-	 * them only so that the policy references they hold are dropped when
-	 * it returns, as the other variants' are.
+	 * No reader may run during destroy (store.h), nor a set: everything
+	 * can go at once, the log too.  Only the sweep may still run, on the
+	 * reclaim thread, and it touches the store: the lock keeps it out
+	 * (it only tries the lock), and a sweep queued is waited for
+	 * (queued after its grace period: a barrier) and cancelled.  On the
+	 * reclaim thread (a release that destroys a store) a queued sweep
+	 * went first.
 	 */
-	/* Every section that reached the index has ended (a deferred destroy: a grace period ago). */
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
-	psi_store_free_ranges(s);
-	psi_ix_clear(&s->rd.ix, cs->pool);
-	rec_chain_free_now(PSI_XCHG(cs->stalled, NULL, ACQUIRE));
-	/* On the reclaim thread (a release that destroys a store) its records went first. */
-	if (PSI_READ_ONCE(cs->queued) &&
-			!psi_reclaim_is_self(PSI_COW_FLAVOUR->reclaimer))
-		cow_wait_records();
-	/*
-	 * Every record is handed back now and no sweep starts; one queued
-	 * (only a sweep clears @swept) is cancelled, and waited for if it runs.
-	 */
+	pthread_mutex_lock(&cs->wlock);
 	if (PSI_LOAD_ACQUIRE(cs->swept)) {
 		/* Waits for the reclaim thread's grace period: as a barrier does (QSBR: offline). */
 		bool token = PSI_COW_FLAVOUR->wait_enter();
 
-		psi_reclaim_retry_cancel(PSI_COW_FLAVOUR->reclaimer, &cs->sweep);
+		if (PSI_LOAD_ACQUIRE(cs->kicked) && !psi_reclaim_is_self(rc))
+			psi_reclaim_barrier(rc);
+		psi_reclaim_retry_cancel(rc, &cs->sweep);
 		PSI_COW_FLAVOUR->wait_exit(token);
 	}
-	rec_chain_free_now(cow_take_done(cs, 0));
+	psi_store_free_ranges(s);
+	psi_ix_clear(&s->rd.ix, cs->pool);
+	if (cs->log)
+		psi_rlog_ripen_upto(cs->log, cs->log->added, cs->log->added_bytes);
+	cow_release_ripe(cs);
+	cow_trim(cs);
 	cow_free_spares(cs);
+	pthread_mutex_unlock(&cs->wlock);
 	pthread_mutex_destroy(&cs->wlock);
 	psi_ix_pool_destroy(cs->pool);
 	psi_free_aligned(cs);
@@ -535,72 +647,6 @@ static int cow_lookup_node(struct ps_store *s, uint64_t idx, int local_node)
 	return node;
 }
 
-/*
- * Queue @r (what one set retired) for a grace period.  Outside every
- * read-side section, with the reclaim thread far behind or missing, wait
- * for the grace period here and release it; inside one without a thread,
- * keep it on the store for a later set, synchronize or destroy.
- *
- * The memory bound: what the records queued hold and no release gave back
- * yet (psi_reclaim_pending(), in bytes, with every other user of the
- * flavour's thread).  The thread starts a grace period once that reaches
- * PSI_RECLAIM_BATCH_BYTES, so it stays near that bound while grace periods
- * end.  Past PSI_COW_PENDING_MAX (a grace period that does not end: a QSBR
- * thread online without quiescent states), a set outside every section
- * (the flavour's can_wait()) waits for a grace period and releases its
- * record itself; a set inside a section queues it anyway: a set never
- * waits there.
- */
-static void cow_retire(struct psi_store_cow *cs, struct cow_rec *r)
-{
-	bool can_wait = PSI_COW_FLAVOUR->can_wait();
-	size_t bytes = rec_bytes(r);
-
-	r->item.release = cow_rec_free;
-	PSI_ANNOTATE_HAPPENS_BEFORE(r); /* our last touch of the record: pairs with the release */
-	if (!PSI_READ_ONCE(cs->queued))
-		PSI_WRITE_ONCE(cs->queued, true);
-	if (!(can_wait && psi_reclaim_pending(PSI_COW_FLAVOUR->reclaimer) > PSI_COW_PENDING_MAX) &&
-			!psi_reclaim_defer_weighed(PSI_COW_FLAVOUR->reclaimer, &r->item, bytes))
-		return;
-	if (can_wait) {
-		int cancel;
-
-		/* A cancellation here would lose the record: acted on at the next point instead. */
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-		psi_cow_synchronize();
-		PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
-		rec_release(r);
-		pthread_setcancelstate(cancel, NULL);
-		return;
-	}
-	rec_push(&cs->stalled, r);
-	PSI_FETCH_ADD(cs->nstalled, bytes, RELAXED);
-}
-
-/* Release the records no reclaim thread took, after a grace period (outside every section). */
-static void cow_release_stalled(struct psi_store_cow *cs)
-{
-	struct cow_rec *r = PSI_XCHG(cs->stalled, NULL, ACQUIRE), *next;
-	bool token;
-	int cancel;
-
-	if (!r)
-		return;
-	PSI_WRITE_ONCE(cs->nstalled, 0);
-	/* As in cow_retire(): not a cancellation point, nothing taken is lost. */
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	token = PSI_COW_FLAVOUR->wait_enter();
-	psi_cow_synchronize();
-	PSI_COW_FLAVOUR->wait_exit(token);
-	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
-	for (; r; r = next) {
-		next = rec_next(r);
-		rec_release(r);
-	}
-	pthread_setcancelstate(cancel, NULL);
-}
-
 static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
 {
 	*sum += v;
@@ -609,23 +655,29 @@ static inline void stats_add(uint64_t *sum, uint64_t *max, uint64_t v)
 }
 
 /*
- * Under @wlock, before an update builds anything: whether it must publish
- * at the root.  Pairs with the walk's fence in cow_walk_begin(): either
+ * Under @wlock, before an update builds anything: one full fence, then
+ * whether it must publish at the root, and what earlier updates logged
+ * is marked.  The fence pairs with the walk's in cow_walk_begin(): either
  * the walk sees this update's store, or this load sees the walk (and the
  * update goes to the root).  A walk is announced before it loads the
  * root, so it sees every update whose load missed it whole, and no later
- * one.
+ * one.  The fence also follows every earlier update's publication, which
+ * cow_ripen() counts on.
  */
-static bool cow_must_publish_at_root(struct psi_store_cow *cs)
+static bool cow_begin(struct psi_store_cow *cs)
 {
+	bool walk;
+
 	PSI_FENCE(SEQ_CST);
-	return PSI_READ_ONCE(cs->walkers) != 0 || PSI_COW_CHECKER_ROOT();
+	walk = PSI_READ_ONCE(cs->walkers) != 0 || PSI_COW_CHECKER_ROOT();
+	cow_ripen(cs);
+	return walk;
 }
 
 static void cow_walk_begin(struct psi_store_cow *cs)
 {
 	PSI_FETCH_ADD(cs->walkers, 1, RELAXED);
-	/* Pairs with the fence in cow_commit(): see the file comment. */
+	/* Pairs with the fence in cow_begin(): see the file comment. */
 	PSI_FENCE(SEQ_CST);
 }
 
@@ -640,80 +692,52 @@ static void cow_walk_cleanup(void *cs)
 	cow_walk_end(cs);
 }
 
-/* The end of every update: queue what it retired, release what stalled. */
-static void cow_finish(struct psi_store_cow *cs, struct cow_rec *r)
-{
-	if (r)
-		cow_retire(cs, r);
-	if (psi_unlikely(PSI_READ_ONCE(cs->stalled)) && PSI_COW_FLAVOUR->can_wait())
-		cow_release_stalled(cs);
-}
-
 /*
- * Under @wlock: the spares of an update, n * PSI_RANGETREE_SET_MAX_NEW
- * ranges: first the store's stock, then the ranges of @old (a record
- * handed back, whose references are gone), then new ones.  -ENOMEM: the
- * caller frees what @spares holds.
+ * Under @wlock: the spares of an update of @n ops, n *
+ * PSI_RANGETREE_SET_MAX_NEW ranges, the store's stock first.  -ENOMEM:
+ * the caller gives back what @spares holds (cow_keep_spares()).
  */
-static int cow_spares(struct psi_store_cow *cs, struct cow_rec *old, struct psi_range_list *spares,
-		size_t n)
+static int cow_spares(struct psi_store_cow *cs, struct psi_range_list *spares, size_t n)
 {
-	struct ps_range *r;
-
 	psi_range_list_splice(spares, &cs->spare);
-	PSI_WRITE_ONCE(cs->nspare, 0);
-	while (old && (r = psi_range_list_pop(&old->removed))) {
-		memset(r, 0, sizeof(*r));
-		psi_range_list_push(spares, r);
-	}
 	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW)
 		return -ENOMEM;
 	return psi_range_list_fill(spares, (int)(n * PSI_RANGETREE_SET_MAX_NEW));
 }
 
-/*
- * Under @wlock, after an update that retired something: keep up to
- * PSI_COW_SPARES of the spares it left for the next one (its record's
- * hand-back queues the sweep, which frees them once sets stop; a record
- * released at once instead leaves them to the next set, synchronize or
- * destroy); the rest go.
- */
+/* Under @wlock: keep up to PSI_COW_SPARES of the spares an update left, free the rest. */
 static void cow_keep_spares(struct psi_store_cow *cs, struct psi_range_list *spares)
 {
 	struct ps_range *r;
 
 	while (cs->spare.n < PSI_COW_SPARES && (r = psi_range_list_pop(spares)))
 		psi_range_list_push(&cs->spare, r);
-	PSI_WRITE_ONCE(cs->nspare, cs->spare.n);
+	psi_range_list_free(spares);
 }
 
 /*
- * The record of an update that retired @nix index entries: @old's when it
- * has the room (what is left of @old's own entries freed first), else a
- * new one; NULL when none can be had.
+ * Under @wlock: log the ranges an update unlinked from the tree.  Few go
+ * back to the spares at once (no reader reads the tree) and their
+ * references onto the log one by one; more wait on the log as one list.
+ * Return: the bytes logged.
  */
-static struct cow_rec *cow_rec_get(struct cow_rec *old, size_t nix)
+static size_t cow_log_removed(struct psi_store_cow *cs, struct psi_range_list *removed)
 {
-	size_t cap = nix > PSI_COW_REC_CAP ? nix : PSI_COW_REC_CAP;
-	struct cow_rec *r;
+	struct ps_range *r;
 
-	if (old && old->cap >= nix)
-		return old;
-	r = psi_alloc(sizeof(*r) + cap * sizeof(void *));
-	if (r)
-		r->cap = cap;
-	return r;
-}
+	if (removed->n > PSI_COW_RANGES_NOW) {
+		size_t bytes = removed->n * sizeof(struct ps_range);
 
-/* What is left of a record an update reused (its shell too, unless @keep_shell). */
-static void cow_rec_leftover(struct cow_rec *old, bool keep_shell)
-{
-	if (!old)
-		return;
-	psi_ix_free_retired(old->pool, old->ix, old->nix);
-	psi_range_list_free(&old->removed);
-	if (!keep_shell)
-		psi_free(old);
+		psi_rlog_add(cs->log, (void *)((uintptr_t)removed->head | COW_E_LIST));
+		*removed = (struct psi_range_list){ NULL, 0, NULL };
+		return bytes;
+	}
+	while ((r = psi_range_list_pop(removed))) {
+		if (r->pol)
+			psi_rlog_add(cs->log, (void *)((uintptr_t)r->pol | COW_E_POL));
+		cow_spare_put(cs, r);
+	}
+	return 0;
 }
 
 /*
@@ -723,29 +747,28 @@ static void cow_rec_leftover(struct cow_rec *old, bool keep_shell)
  * published with one store.  A reader loads the published slot before or
  * after it: all of the batch or none.
  *
- * Memory comes back to the writer: each update takes one record handed
- * back (@done) and makes its index nodes, its spare ranges and its own
- * record of that record's, where they fit; so a writer setting flat out
- * allocates little once grace periods end.  What it cannot use is freed,
- * and one more record when @done holds more than PSI_COW_DONE_KEEP.
+ * What it replaced goes onto the store's log (file comment).  Its new
+ * nodes are made of the ripe nodes at the log's head where they fit, and
+ * it takes off the log at least as many entries as it adds (twice as many
+ * while more is ripe than the last grace period made so), so a writer
+ * setting flat out allocates little once grace periods end and the log
+ * holds about what two grace periods cover.
  */
 static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
 	struct psi_store_cow *cs = to_cow(s);
 	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
-	struct cow_rec *r = NULL, *old, *done = NULL;
 	struct psi_ix_pool *pool;
 	struct psi_ix_tx ix;
-	size_t i;
+	uint64_t added, taken;
+	size_t i, bytes;
 	bool walk, root;
 
 	pthread_mutex_lock(&cs->wlock);
-	old = cow_take_done(cs, 1);
-	if (cow_spares(cs, old, &spares, n)) {
-		pthread_mutex_unlock(&cs->wlock);
-		goto nomem;
-	}
-	walk = cow_must_publish_at_root(cs);
+	walk = cow_begin(cs);
+	added = cs->log ? cs->log->added : 0;
+	taken = cs->log ? cs->log->taken : 0;
+	cs->pull = PSI_COW_PULL_MAX;
 	/* No pool for a small store; none yet (no memory) is only slower. */
 	pool = cs->pool;
 	if (psi_unlikely(!pool && cs->ix_bytes >= psi_ix_pool_threshold)) {
@@ -757,13 +780,12 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	}
 	/* A batch publishes once: every set of it builds on the last, to the root. */
 	psi_ix_begin(&ix, &cs->base.rd.ix, pool, walk || n > 1);
-	if (old)
-		psi_ix_reuse(&ix, old->ix, old->nix);
+	psi_ix_reuse(&ix, cow_reuse, cs);
 	for (i = 0; i < n; i++)
 		if (psi_ix_set(&ix, ops[i].start, ops[i].end, ops[i].pol))
 			goto abort;
-	r = cow_rec_get(old, ix.nretired);
-	if (!r)
+	if (cow_spares(cs, &spares, n) ||
+			psi_rlog_reserve(&cs->log, ix.nretired + PSI_COW_RANGES_NOW))
 		goto abort;
 	PSI_TEST_POINT(PSI_TP_COW_UPDATE_BUILT);
 	/* Nothing can fail from here on. */
@@ -786,44 +808,60 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, ix.nkept);
 	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max,
 			ix.nretired + removed.n);
-	if (ix.nretired || removed.n)
-		cow_keep_spares(cs, &spares);
-	if (PSI_READ_ONCE(cs->ndone) > PSI_COW_DONE_KEEP)
-		done = cow_take_done(cs, 1);
-	pthread_mutex_unlock(&cs->wlock);
-	rec_chain_free_now(done);
-	cow_rec_leftover(old, r == old);
-	r->cs = cs;
-	r->pool = pool;
-	r->ix_bytes = ix.retired_bytes;
-	r->removed = removed;
-	r->nix = ix.nretired;
-	if (r->nix)
-		memcpy(r->ix, ix.retired, r->nix * sizeof(void *));
+	/* What left the index and the tree, onto the log until its grace period ends. */
+	for (i = 0; i < ix.nretired; i++)
+		psi_rlog_add(cs->log, ix.retired[i]);
+	bytes = ix.retired_bytes + cow_log_removed(cs, &removed);
+	psi_rlog_added_bytes(cs->log, bytes);
 	psi_ix_end(&ix);
-	psi_range_list_free(&spares);
-	if (!r->nix && !r->removed.n) {
-		psi_free(r);
-		r = NULL;
+	cow_keep_spares(cs, &spares);
+	/*
+	 * As many entries off the log as came on: what a grace period made
+	 * ripe lasts the sets until the next one ends.  Twice as many while
+	 * more is ripe than the last one made so (what the one before left).
+	 */
+	added = cs->log->added - added;
+	if (psi_rlog_ripe_bytes(cs->log) > cs->ripened)
+		added *= 2;
+	while (cs->log->taken - taken < added) {
+		void *e = cow_take(cs);
+
+		if (!e)
+			break;
+		cow_release(cs, e);
 	}
-	cow_finish(cs, r);
+	if (added)
+		cow_ask(cs, bytes);
+	cow_prefetch(cs);
+	/*
+	 * Past PSI_COW_PENDING_MAX waiting (a grace period that does not
+	 * end), or with no reclaim thread to ask, a set that may wait waits
+	 * for a grace period itself; one that may not keeps logging.
+	 */
+	if (psi_unlikely(cs->nothread ||
+			    psi_reclaim_pending(PSI_COW_FLAVOUR->reclaimer) > PSI_COW_PENDING_MAX) &&
+			PSI_COW_FLAVOUR->can_wait())
+		cow_wait_drain(cs, cs->nothread);
+	cow_trim(cs);
+	cow_account(cs);
+	pthread_mutex_unlock(&cs->wlock);
 	return 0;
 abort:
 	psi_ix_abort(&ix);
 	psi_ix_end(&ix);
+	cow_trim(cs);
+	cow_keep_spares(cs, &spares);
+	cow_account(cs);
 	pthread_mutex_unlock(&cs->wlock);
-nomem:
-	cow_rec_leftover(old, false);
-	psi_range_list_free(&spares);
 	return -ENOMEM;
 }
 
-/* What cow_retire() and cow_finish() wait for a grace period on, read before the set. */
+/* Whether cow_update() may wait for a grace period, read before the set. */
 static bool cow_set_may_wait(struct ps_store *s)
 {
 	return PSI_COW_FLAVOUR->can_wait() &&
 	       (psi_reclaim_pending(PSI_COW_FLAVOUR->reclaimer) > PSI_COW_PENDING_MAX ||
-		       PSI_READ_ONCE(to_cow(s)->stalled));
+		       PSI_READ_ONCE(to_cow(s)->nothread));
 }
 
 static int cow_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_policy *pol)
@@ -837,23 +875,20 @@ static void cow_synchronize(struct ps_store *s)
 {
 	struct psi_store_cow *cs = to_cow(s);
 
-	/* Documented: never inside a read-side section; a QSBR thread goes offline here. */
-	cow_release_stalled(cs);
-	cow_wait_records();
 	/*
-	 * The records handed back are freed, all of them (a set frees only
-	 * two, and nothing may free them after this: ps_set_alloc_ops()), so
-	 * the writer lock is waited for, which no holder keeps across a
-	 * grace period; the pool's empty chunks go (unless a set is running,
-	 * which takes them back itself).
+	 * Documented: never inside a read-side section; a QSBR thread goes
+	 * offline here.  Everything logged before the call is released after
+	 * a grace period of our own; then the store holds its ranges and its
+	 * index only (nothing else may free it later: ps_set_alloc_ops()).
 	 */
-	if (PSI_READ_ONCE(cs->done) || PSI_READ_ONCE(cs->nspare) ? !pthread_mutex_lock(&cs->wlock)
-				    : PSI_LOAD_ACQUIRE(cs->pool) && !pthread_mutex_trylock(&cs->wlock)) {
-		rec_chain_free_now(cow_take_done(cs, 0));
-		cow_free_spares(cs);
-		psi_ix_pool_trim(cs->pool);
-		pthread_mutex_unlock(&cs->wlock);
-	}
+	pthread_mutex_lock(&cs->wlock);
+	if (psi_rlog_count(cs->log))
+		cow_wait_drain(cs, true);
+	cow_trim(cs);
+	cow_free_spares(cs);
+	psi_ix_pool_trim(cs->pool);
+	cow_account(cs);
+	pthread_mutex_unlock(&cs->wlock);
 }
 
 psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn, void *arg)
@@ -891,17 +926,20 @@ static int cow_check(struct ps_store *s, const char **why)
 		*why = "publication count odd outside a publication";
 		ret = -EUCLEAN;
 	}
+	if (!ret && !psi_rlog_sane(cs->log)) {
+		*why = "retire log counts disagree";
+		ret = -EUCLEAN;
+	}
 	pthread_mutex_unlock(&cs->wlock);
 	return ret;
 }
 
-/* Bytes besides the live ranges: what no reclaim thread took yet.  Lock-free. */
+/* Bytes besides the live ranges: the index, what the log holds, the spares.  Lock-free. */
 static size_t cow_held(struct ps_store *s)
 {
 	struct psi_store_cow *cs = to_cow(s);
 
-	return PSI_READ_ONCE(cs->nstalled) + PSI_READ_ONCE(cs->ndone) + PSI_READ_ONCE(cs->ix_bytes) +
-	       PSI_READ_ONCE(cs->nspare) * sizeof(struct ps_range) +
+	return PSI_READ_ONCE(cs->held) + PSI_READ_ONCE(cs->ix_bytes) +
 	       psi_ix_pool_slack(PSI_LOAD_ACQUIRE(cs->pool));
 }
 
@@ -963,7 +1001,7 @@ static __attribute__((noinline, cold)) bool cow_next_announced(struct psi_store_
  *
  * Why a walk the count validated read one version.  A set makes the count
  * odd, publishes with release stores, and makes it even with a release
- * store (cow_commit(); sets are serialised by @wlock).  An attempt whose
+ * store (cow_update(); sets are serialised by @wlock).  An attempt whose
  * first read (acquire) found the even count 2k is ordered after the k-th
  * publication: every slot it loads holds that publication's value or a
  * later one.  A slot or node it loaded from a later publication was

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The RCU stores' memory: the bound under a flat-out writer, records no
- * reclaim thread took, the victim reuse under lockless readers, synchronize
- * from many threads, the reclaim threads at dlclose() (test_cow.c says
- * how).
+ * The RCU stores' memory: the bound under a flat-out writer, what is
+ * retired while no reclaim thread can start, what the writer takes back
+ * of its log, the victim reuse under lockless readers, synchronize from
+ * many threads, the reclaim threads at dlclose() (test_cow.c says how).
  */
 #include "cow_test.h"
 
@@ -136,13 +136,12 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 	pthread_join(t, NULL);
 	cr_assert_eq(ps_test_reclaim_stats(*sync, &gps, &pending, &peak, false), 0);
 	/*
-	 * The store holds its live ranges, its read index and the records
-	 * the reclaim thread handed back, which its writer frees two a set:
-	 * about what one grace period released, so at most twice the most
-	 * that waited for one (its spares are the writing thread's, what it
-	 * retired the reclaim thread's).  The index in proportion: its leaves
-	 * stay on average at least a quarter full (a small leaf joins a
-	 * neighbour).
+	 * The store holds its live ranges, its read index and what on its
+	 * log is past its grace period, which its writer takes back as it
+	 * sets: about what one grace period made ripe, so at most twice the
+	 * most that waited for one (what waits is in flight, not counted).
+	 * The index in proportion: its leaves stay on average at least a
+	 * quarter full (a small leaf joins a neighbour).
 	 */
 	bound = empty_mem + maxcount * sizeof(struct ps_range) + 2 * peak;
 	cr_log_info("%s: %ld sets in %.1f s, %ld lookups, max %zu ranges, max memory %zu (bound %zu), "
@@ -178,12 +177,13 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 	ps_policy_put(pols[1]);
 }
 
-/* ---- 8. no reclaim thread: stalled records ---------------------------------------- */
+/* ---- 8. no reclaim thread: what is retired stalls on the log ----------------------- */
 
 /*
  * pthread_create() that fails on demand (the library is linked statically
  * into this binary, so its calls come here): the reclaim thread cannot be
- * started, and sets that may not wait keep their records "stalled".
+ * started, and sets that may not wait keep what they retired on the log,
+ * with no grace period asked for it ("stalled").
  */
 static int fail_thread_create;
 
@@ -199,11 +199,11 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
 }
 
 /*
- * Sets inside a read-side section while no reclaim thread can start: their
- * records stall on the store.  sync_cow-impl.h's cow_finish() releases them at
- * the next set that may wait for a grace period: once the section is
- * over, later sets must release them, and ps_store_memory() must count
- * them meanwhile.
+ * Sets inside a read-side section while no reclaim thread can start: what
+ * they retire stalls on the store's log.  The next set that may wait for a
+ * grace period waits for one and empties the log (sync_cow-impl.h,
+ * cow_update()): once the section is over, later sets must release it,
+ * and ps_store_memory() must count it meanwhile.
  */
 RCU_TEST(stalled_records_released_by_later_sets, .timeout = 60)
 {
@@ -215,17 +215,17 @@ RCU_TEST(stalled_records_released_by_later_sets, .timeout = 60)
 	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
 	mem_before = ps_store_memory(s);
 	ps_store_read_lock(s);
-	churn(s, p, 3000); /* thousands of records, none can be handed over */
+	churn(s, p, 3000); /* thousands of sets, no grace period for any of them */
 	ps_store_read_unlock(s);
 	cr_assert_eq(ps_store_count(s), 0);
 	mem_stalled = ps_store_memory(s);
-	cr_log_info("%s: memory %zu before, %zu with stalled records, refcount %ld",
+	cr_log_info("%s: memory %zu before, %zu with the log stalled, refcount %ld",
 			ps_sync_name(*sync), mem_before, mem_stalled, ps_policy_refcount(p));
 	/* Outside every section now: sets may wait for a grace period. */
 	churn(s, q, 600);
 	cr_assert_eq(ps_policy_refcount(p), 1,
 			"%s: %ld references to removed ranges still held after later sets "
-			"(stalled records never released but by synchronize/destroy)",
+			"(a stalled log emptied only by synchronize/destroy)",
 			ps_sync_name(*sync), ps_policy_refcount(p) - 1);
 	ps_store_synchronize(s);
 	cr_assert_eq(ps_policy_refcount(p), 1);
@@ -282,15 +282,15 @@ RCU_TEST(destroy_with_stalled_records, .timeout = 60)
 	ps_policy_put(p);
 }
 
-/* ---- 8b. records handed back to their store ------------------------------------- */
+/* ---- 8b. what the writer takes back of its log ------------------------------------ */
 
 /*
- * After its grace period a record goes back to its store, whose writer
- * makes its next sets of them.  A store whose sets stop has them freed by
- * its sweep on the reclaim thread, with the spare ranges it kept: no set
- * and no synchronize needed.
+ * What a store retired waits on its log until its grace period ends; its
+ * writer makes its next sets of it.  A store whose sets stop has its log
+ * emptied by its sweep on the reclaim thread, with the spare ranges it
+ * kept: no set and no synchronize needed.
  */
-RCU_TEST(handed_back_records_freed_once_sets_stop, .timeout = 60)
+RCU_TEST(retired_memory_freed_once_sets_stop, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *p = ps_test_bind(1);
@@ -318,14 +318,14 @@ RCU_TEST(handed_back_records_freed_once_sets_stop, .timeout = 60)
 }
 
 /*
- * A set makes what it needs of a record handed back (its index nodes, its
- * ranges, the record itself) and of the spares the store kept.  With
- * every record handed back before it (ps_rcu_barrier()), each allocation
- * it still needs fails in turn and loses nothing: the store holds what it
- * held, and nothing leaks.  Sets that found all they needed allocate
- * nothing at all.
+ * A set makes what it needs of what is ripe on its log (its index nodes)
+ * and of the spares the store kept.  With a grace period before each set
+ * (ps_rcu_barrier()), what the set before the last one retired is ripe;
+ * each allocation the set still needs fails in turn and loses nothing:
+ * the store holds what it held, and nothing leaks.  Sets that found all
+ * they needed allocate nothing at all.
  */
-RCU_TEST(a_set_reusing_handed_back_memory_fails_cleanly, .timeout = 120)
+RCU_TEST(a_set_reusing_retired_memory_fails_cleanly, .timeout = 120)
 {
 	struct ps_policy *p[2] = { ps_test_bind(0), ps_test_bind(1) };
 	uint64_t seed = 0x5e75 + (uint64_t)*sync;
@@ -370,7 +370,7 @@ RCU_TEST(a_set_reusing_handed_back_memory_fails_cleanly, .timeout = 120)
 	cr_assert(ps_model_matches(s, m, why, sizeof(why)), "%s", why);
 	cr_log_info("%s: %ld of %ld sets allocated nothing, %ld failures injected",
 			ps_sync_name(*sync), none, u, injected);
-	cr_assert_gt(none, 0, "no set made its memory of what was handed back");
+	cr_assert_gt(none, 0, "no set made its memory of what it retired");
 	cr_assert_gt(injected, u);
 	ps_store_destroy(s);
 	cr_assert_eq(ps_rcu_barrier(), 0);
