@@ -96,30 +96,6 @@ static struct ps_range *new_range(struct psi_range_list *spares, uint64_t start,
 	return r;
 }
 
-/* The path to the range that starts at @key (it exists). */
-static struct ps_range *path_to_start(const struct ps_rtree *t, uint64_t key,
-		struct psi_rb_path *path)
-{
-	struct ps_rb_node *n = t->root.node;
-
-	path->depth = 0;
-	for (;;) {
-		struct ps_range *r = rb_range(n);
-		int dir = key > r->start;
-
-		psi_rb_path_push(path, n, dir);
-		if (key == r->start)
-			return r;
-		n = n->child[dir];
-	}
-}
-
-/* The range @path ends at. */
-static inline struct ps_range *path_range(const struct psi_rb_path *path)
-{
-	return rb_range(path->node[path->depth - 1]);
-}
-
 /*
  * shared_policy_replace() on @t.  Each loop turn finds the first range
  * still overlapping [cursor, end) afresh (O(log n)): after a left trim its
@@ -132,26 +108,23 @@ static inline struct ps_range *path_range(const struct psi_rb_path *path)
  * of erasing and inserting with two rebalancings.  The victim's old policy
  * reference goes to @removed on the spare that the new range would have
  * taken, so it is dropped exactly when an erased range's would be.  The
- * path to the victim is kept from the search that found it: trims change
- * no link, so unless a range was erased after it, the path still leads
- * there; after an erase it is searched again.
+ * victim is kept by pointer: an erase after it relinks nodes (the victim
+ * may take an erased node's place) but never moves a range.
  */
 void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
 		struct psi_range_list *spares, struct psi_range_list *removed)
 {
-	bool add = pol && pol->mode != PS_MPOL_DEFAULT, have_victim = false, moved = false;
-	uint64_t cursor = start, victim = 0;
-	struct psi_rb_path path, vpath;
-	struct ps_range *r;
+	bool add = pol && pol->mode != PS_MPOL_DEFAULT;
+	struct ps_range *r, *victim = NULL;
+	uint64_t cursor = start;
+	struct psi_rb_path path;
 
 	while ((r = first_ending_after(t, cursor, &path)) && r->start < end) {
 		if (r->start >= start) {
 			if (r->end <= end) {
-				if (add && !have_victim) {
+				if (add && !victim) {
 					/* Kept for the new range; the search goes on past it. */
-					have_victim = true;
-					victim = r->start;
-					vpath = path;
+					victim = r;
 					cursor = r->end;
 					if (cursor >= end)
 						break;
@@ -161,7 +134,6 @@ void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct 
 				r = rb_range(psi_rb_erase(&t->root, &path));
 				PSI_WRITE_ONCE(t->count, t->count - 1);
 				psi_range_list_push(removed, r);
-				moved = true;
 				continue;
 			}
 			/* Sticks out on the right: keep [end, r->end). */
@@ -181,16 +153,14 @@ void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct 
 	}
 	if (!add)
 		return;
-	if (!have_victim) {
+	if (!victim) {
 		rtree_insert(t, new_range(spares, start, end, pol));
 		return;
 	}
 	{
 		struct ps_range *old = new_range(spares, 0, 0, NULL);
 
-		if (moved)
-			path_to_start(t, victim, &vpath);
-		r = path_range(&vpath);
+		r = victim;
 		old->pol = r->pol; /* the old reference, dropped like an erased range's */
 		psi_range_list_push(removed, old);
 		psi_policy_store_get(pol);
