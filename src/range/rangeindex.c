@@ -23,6 +23,19 @@
  * builds are marked fresh until published: a later set of the same batch
  * that replaces one frees it at publication instead of retiring it.
  *
+ * A published node is never written, but in one case: a set that gives
+ * exactly one range a new policy (same bounds), alone in its update and
+ * with no walk announced, stores the new node hint and then, with
+ * release, the new policy into that range's entry of its published leaf.
+ * A reader reads each word once, so it may pair either hint with either
+ * policy; every answer it gives comes from one of the two (a node lookup
+ * takes the hint when it names a node, else the policy, and a hint is a
+ * function of its policy), so it is the answer before or after the set.
+ * The old policy's reference is kept for a grace period, as a retired
+ * range's is.  next() validates its walk with the publication count,
+ * which the set makes odd around the stores, and walks that must see one
+ * version are announced, which makes every set copy.
+ *
  * Memory.  Every node an update needs is allocated before it publishes;
  * on failure the update frees what it built and the index is as it was.
  * Retired nodes, and whole subtrees a set removed, are freed by the
@@ -233,11 +246,11 @@ static struct ps_ix_node *inner_make(struct psi_ix_tx *tx, int height, struct ps
 	return &in->h;
 }
 
-/* Entry @i of leaf @l. */
+/* Entry @i of leaf @l (its policy and hint may change in place: see the file comment). */
 static struct ent leaf_ent(const struct ps_ix_leaf *l, int i)
 {
-	return (struct ent){ _PS_IX_START(l)[i], _PS_IX_END(l)[i], _PS_IX_POL(l)[i],
-		_PS_IX_HINT(l)[i] };
+	return (struct ent){ _PS_IX_START(l)[i], _PS_IX_END(l)[i],
+		_PS_LOAD_ACQUIRE(_PS_IX_POL(l)[i]), _PS_READ_ONCE(_PS_IX_HINT(l)[i]) };
 }
 
 /*
@@ -598,6 +611,7 @@ void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_p
 	tx->pool = pool;
 	tx->serve = psi_ix_pool_tune(pool);
 	tx->cur = root->node;
+	tx->inplace = NULL;
 	tx->at_root = at_root;
 	tx->slot = NULL;
 	tx->val = NULL;
@@ -628,6 +642,19 @@ int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_pol
 		pol = NULL;
 	if (!root && !pol)
 		return 0;
+	/* A range that takes a new policy, the first set of an update that may: in place. */
+	if (pol && root && !tx->at_root && root == tx->root->node && !tx->inplace) {
+		struct ps_ix_leaf *l = (struct ps_ix_leaf *)_ps_ix_leaf_of(root, start, NULL);
+		int i = _ps_ix_find_in(l, start);
+
+		if (i >= 0 && _PS_IX_START(l)[i] == start && _PS_IX_END(l)[i] == end) {
+			tx->inplace = l;
+			tx->inplace_at = i;
+			tx->inplace_pol = pol;
+			tx->inplace_hint = (int16_t)_ps_policy_hint(pol);
+			return 0;
+		}
+	}
 	height = root ? root->height : 0;
 	err = update(tx, root, height, 0, UINT64_MAX, start, end, pol, tx->at_root, true, &o);
 	if (err)
@@ -667,6 +694,7 @@ void psi_ix_abort(struct psi_ix_tx *tx)
 		free_now(tx->pool, tx->built[i]);
 	tx->nbuilt = tx->nretired = 0;
 	tx->slot = NULL;
+	tx->inplace = NULL;
 	tx->bytes = 0;
 	tx->retired_bytes = 0;
 	tx->cur = tx->root->node;
@@ -677,6 +705,16 @@ bool psi_ix_publish(struct psi_ix_tx *tx)
 {
 	size_t i;
 
+	if (tx->inplace) {
+		struct ps_ix_leaf *l = tx->inplace;
+		int16_t *hint = (int16_t *)(void *)(l->w + ((size_t)3 << l->h.shift));
+		struct ps_policy **pol = (struct ps_policy **)(void *)(l->w + ((size_t)2 << l->h.shift));
+
+		PSI_WRITE_ONCE(hint[tx->inplace_at], tx->inplace_hint);
+		/* Pairs with the readers' acquire load of the policy. */
+		PSI_STORE_RELEASE(pol[tx->inplace_at], tx->inplace_pol);
+		return false;
+	}
 	if (!tx->slot)
 		return false;
 	/* Pairs with the readers' acquire loads of the root and the child slots. */
@@ -844,7 +882,7 @@ bool psi_ix_next_from(const struct ps_ix_node *n, uint64_t idx, struct psi_ix_hi
 		if (c < l->h.n) {
 			hit->start = _PS_IX_START(l)[c];
 			hit->end = _PS_IX_END(l)[c];
-			hit->pol = _PS_IX_POL(l)[c];
+			hit->pol = _PS_LOAD_ACQUIRE(_PS_IX_POL(l)[c]);
 			return true;
 		}
 		/* None in this leaf: the first of the next, whose interval begins at @hi. */

@@ -34,6 +34,10 @@ struct psi_ix_tx {
 	struct psi_ix_pool *pool; /* nodes come from it (when @serve) and go back to it */
 	bool serve;
 	struct ps_ix_node *cur;   /* the update's root so far */
+	struct ps_ix_leaf *inplace; /* a published leaf whose entry @inplace_at takes a new policy */
+	int inplace_at;
+	struct ps_policy *inplace_pol;
+	int16_t inplace_hint;
 	bool at_root;             /* publish by a store of the root */
 	struct ps_ix_node **slot; /* the publication: *slot = val */
 	struct ps_ix_node *val;
@@ -82,9 +86,11 @@ int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_pol
 void psi_ix_abort(struct psi_ix_tx *tx);
 
 /*
- * Publish the update with one release store.  Return: true when it stored
- * the root.  Afterwards tx->retired[0, nretired) is what left the index,
- * each for psi_ix_free_retired() after a grace period; psi_ix_end() then.
+ * Publish the update with one release store (or, for a set that only
+ * gives one range a new policy, two single-word stores into its published
+ * leaf: rangeindex.c).  Return: true when it stored the root.  Afterwards
+ * tx->retired[0, nretired) is what left the index, each for
+ * psi_ix_free_retired() after a grace period; psi_ix_end() then.
  */
 bool psi_ix_publish(struct psi_ix_tx *tx);
 

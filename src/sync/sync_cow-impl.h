@@ -19,13 +19,16 @@
  * Two structures.  The red-black range tree (rangetree.h) is the store's
  * structure of record, the writer's alone: sets change it in place under
  * @wlock, as the locked variants' writers do.  Readers read the read
- * index (rangeindex.h, polstore/static/index.h): a B+-tree of immutable
- * wide nodes holding the same ranges, to which every update applies the
- * same sets by copying the nodes they change, published with one release
+ * index (rangeindex.h, polstore/static/index.h): a B+-tree of wide
+ * nodes holding the same ranges, to which every update applies the same
+ * sets by copying the nodes they change, published with one release
  * store into one child slot of a published node, or into the root.  No
  * lockless reader touches the tree.
  *
- * Why readers are safe.  A published index node is never written.  A
+ * Why readers are safe.  A published index node is never written, but
+ * for the policy and hint of a range a set gives a new policy, alone in
+ * its update and with no walk announced (two single-word stores:
+ * rangeindex.c says why each answer is one of before or after).  A
  * lookup loads one root-to-leaf path (acquire loads), never retries,
  * never blocks, and writes nothing but its own liburcu per-thread counter
  * (nothing at all under QSBR).  An update linearizes at its publication.
@@ -1012,7 +1015,8 @@ static __attribute__((noinline, cold)) bool cow_next_announced(struct psi_store_
  * every load of the walk returned version k's value: the walk is one of
  * version k, which was current at the first read (it stops being current
  * only at the next publication, after the count went odd), and the
- * answer linearizes there.  A published node is never written.
+ * answer linearizes there.  (A policy a set stores in place is a
+ * publication too, inside the odd count.)
  *
  * A failed attempt is harmless: every node it reaches was in a published
  * index during our section, and none is freed before a grace period

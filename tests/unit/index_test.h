@@ -59,7 +59,7 @@ struct hx {
 	bool deep;	/* node-level checks of every update */
 	struct rv a, b; /* scratch */
 	/* What the updates did. */
-	long updates, slot_pubs, root_pubs, noop_copies, joins_seen;
+	long updates, slot_pubs, root_pubs, inplace, noop_copies, joins_seen;
 	int max_height;
 };
 

@@ -8,28 +8,29 @@
 /* ---- 12. next(): an answer from one version ---------------------------------------- */
 
 /*
- * A tree whose root is [123, 125) (p0), with ranges at 15 .. 105 on its
- * left and 150 .. 450 on its right, inserted level by level so that no
- * rotation moves the root.  Then `set [123, 129)` copies the root and
- * publishes at the root, and `set [130, 131)` inserts below [150, 151),
- * publishing into a child slot of the right subtree, which the old root
- * and the new one share.  next(125) is [150, 151) before the first set and
- * [123, 129) after it: [130, 131) is the answer of no version.
+ * An index of two levels: 40 ranges [8 i, 8 i + 1) set in ascending order
+ * (policy q), so that its leaves are full: [0, 1) .. [120, 121) in the
+ * first, [128, 129) first in the second.  next(125) is [128, 129): no
+ * range after 125 in the first leaf, so the walk takes the second's first.
+ * Then `set [126, 127)` overflows the first leaf, which splits: the root is
+ * copied and published; and `set [128, 129)` to a new policy stores it in
+ * place in the second leaf, which the old root and the new one share.
+ * next(125) is [128, 129) (q) before the first set and [126, 127) after it:
+ * [128, 129) with the new policy is the answer of no version.
  */
-static const uint64_t next_tree[] = { 123, 60, 300, 30, 90, 200, 400, 15, 45, 75, 105, 150, 250,
-	350, 450 };
+#define NEXT_RANGES 40
 
-static void next_tree_build(struct ps_store *s, struct ps_policy *p0, struct ps_policy *q)
+static void next_tree_build(struct ps_store *s, struct ps_policy *q)
 {
-	struct ps_range *root;
-	size_t i;
+	const struct ps_ix_node *root;
+	uint64_t i;
 
-	cr_assert_eq(ps_store_set(s, 123, 125, p0), 0);
-	for (i = 1; i < sizeof(next_tree) / sizeof(next_tree[0]); i++)
-		cr_assert_eq(ps_store_set(s, next_tree[i], next_tree[i] + 1, q), 0);
-	root = (struct ps_range *)(void *)s->rd.tree.root.node;
-	cr_assert(root && root->start == 123 && root->end == 125,
-			"the test needs [123, 125) at the root");
+	for (i = 0; i < NEXT_RANGES; i++)
+		cr_assert_eq(ps_store_set(s, 8 * i, 8 * i + 1, q), 0);
+	root = s->rd.ix.node;
+	cr_assert(root && root->height == 1 && root->n >= 2 &&
+					((const struct ps_ix_inner *)(const void *)root)->piv[0] == 128,
+			"the test needs two levels with the second leaf at [128, 129)");
 }
 
 /* The test holds one thread (next_holder) at PSI_TP_COW_NEXT_WALK, up to @max times. */
@@ -139,7 +140,7 @@ static void skip_unless_child_publications(enum ps_sync sync)
 	cr_assert_eq(ps_store_set(s, 5, 6, p), 0);
 	cr_assert_eq(ps_store_set(s, 15, 16, p), 0);
 	roots = root_publications(s);
-	cr_assert_eq(ps_store_set(s, 5, 6, q), 0); /* a leaf's new policy: one copy */
+	cr_assert_eq(ps_store_set(s, 5, 6, q), 0); /* a new policy: in place, or a copy at the root */
 	below = root_publications(s) == roots;
 	ps_store_destroy(s);
 	ps_policy_put(p);
@@ -150,12 +151,12 @@ static void skip_unless_child_publications(enum ps_sync sync)
 
 /*
  * A next() that loaded the root holds it while the two sets of next_tree
- * publish: its answer must be that of one version, [150, 151) or
- * [123, 129), never [130, 131).  Counted and borrowed.
+ * publish: its answer must be that of one version, [128, 129) with q or
+ * [126, 127), never [128, 129) with the new policy.  Counted and borrowed.
  */
 RCU_TEST(next_beside_two_sets_is_one_version, .timeout = 60)
 {
-	struct ps_policy *p0 = ps_test_bind(0), *p1 = ps_test_bind(1), *p2 = ps_test_bind(2);
+	struct ps_policy *p1 = ps_test_bind(1), *p2 = ps_test_bind(2);
 	struct ps_policy *q = ps_test_bind(3);
 	int borrow;
 
@@ -168,14 +169,16 @@ RCU_TEST(next_beside_two_sets_is_one_version, .timeout = 60)
 
 		r.s = ps_store_create(*sync);
 		cr_assert_not_null(r.s);
-		next_tree_build(r.s, p0, q);
+		next_tree_build(r.s, q);
 		next_hold_now = &h;
 		__atomic_store_n(&psi_test_hook, next_hook, __ATOMIC_RELEASE);
 		cr_assert_eq(pthread_create(&t, NULL, next_reader_fn, &r), 0);
 		cr_assert(next_wait_paused(&h, 1), "the reader never reached its walk");
 		roots = root_publications(r.s);
-		cr_assert_eq(ps_store_set(r.s, 123, 129, p1), 0);
-		cr_assert_eq(ps_store_set(r.s, 130, 131, p2), 0);
+		cr_assert_eq(ps_store_set(r.s, 126, 127, p1), 0);
+		cr_assert_eq(root_publications(r.s), roots + 1,
+				"the test needs the first set at the root");
+		cr_assert_eq(ps_store_set(r.s, 128, 129, p2), 0);
 		cr_assert_eq(root_publications(r.s), roots + 1,
 				"the test needs the second set below the root");
 		next_release(&h);
@@ -183,16 +186,15 @@ RCU_TEST(next_beside_two_sets_is_one_version, .timeout = 60)
 		__atomic_store_n(&psi_test_hook, NULL, __ATOMIC_RELEASE);
 		next_hold_now = NULL;
 		cr_assert_eq(r.ret, 0);
-		cr_assert(r.start == 123 && r.end == 129 && r.pol == p1,
+		cr_assert(r.start == 126 && r.end == 127 && r.pol == p1,
 				"%s, %s: next(125) returned [%" PRIu64 ", %" PRIu64
-				"), the answer of no version ([123, 129) after the sets)",
+				"), the answer of no version ([126, 127) after the sets)",
 				ps_sync_name(*sync), borrow ? "borrowed" : "counted", r.start,
 				r.end);
 		ps_store_destroy(r.s);
 	}
 	cr_assert_eq(ps_policy_refcount(p1), 1);
 	cr_assert_eq(ps_policy_refcount(p2), 1);
-	ps_policy_put(p0);
 	ps_policy_put(p1);
 	ps_policy_put(p2);
 	ps_policy_put(q);
@@ -206,7 +208,7 @@ RCU_TEST(next_beside_two_sets_is_one_version, .timeout = 60)
  */
 RCU_TEST(next_beside_flat_out_writer_ends_announced, .timeout = 60)
 {
-	struct ps_policy *p0 = ps_test_bind(0), *p1 = ps_test_bind(1), *p2 = ps_test_bind(2);
+	struct ps_policy *p1 = ps_test_bind(1), *p2 = ps_test_bind(2);
 	struct ps_policy *q = ps_test_bind(3);
 	struct next_hold h = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 64, 0, 0 };
 	struct next_reader r = { .borrow = false };
@@ -217,7 +219,7 @@ RCU_TEST(next_beside_flat_out_writer_ends_announced, .timeout = 60)
 	skip_unless_child_publications(*sync);
 	r.s = ps_store_create(*sync);
 	cr_assert_not_null(r.s);
-	next_tree_build(r.s, p0, q);
+	next_tree_build(r.s, q);
 	next_hold_now = &h;
 	__atomic_store_n(&psi_test_hook, next_hook, __ATOMIC_RELEASE);
 	cr_assert_eq(pthread_create(&t, NULL, next_reader_fn, &r), 0);
@@ -226,12 +228,12 @@ RCU_TEST(next_beside_flat_out_writer_ends_announced, .timeout = 60)
 
 		cr_assert(next_wait_paused(&h, n), "attempt %d never came", n);
 		roots = root_publications(r.s);
-		/* A new policy for a leaf: one copy, published below the root unless announced. */
-		cr_assert_eq(ps_store_set(r.s, 15, 16, (n & 1) ? p2 : q), 0);
+		/* A new policy for a range: in place, unless announced (a copy at the root). */
+		cr_assert_eq(ps_store_set(r.s, 16, 17, (n & 1) ? p2 : q), 0);
 		announced = root_publications(r.s) != roots;
 		if (announced) {
-			cr_assert_eq(ps_store_set(r.s, 123, 129, p1), 0);
-			cr_assert_eq(ps_store_set(r.s, 130, 131, p2), 0);
+			cr_assert_eq(ps_store_set(r.s, 126, 127, p1), 0);
+			cr_assert_eq(ps_store_set(r.s, 128, 129, p2), 0);
 			cr_assert_eq(root_publications(r.s), roots + 3,
 					"sets beside an announced walk publish at the root");
 		}
@@ -243,11 +245,10 @@ RCU_TEST(next_beside_flat_out_writer_ends_announced, .timeout = 60)
 	cr_assert(announced, "the reader retried %d times without announcing its walk", h.max);
 	cr_assert_gt(n, 3, "the reader announced its walk before it retried");
 	cr_assert_eq(r.ret, 0);
-	cr_assert(r.start == 150 && r.end == 151 && r.pol == q,
+	cr_assert(r.start == 128 && r.end == 129 && r.pol == q,
 			"next(125) returned [%" PRIu64 ", %" PRIu64 "), not the version its walk loaded",
 			r.start, r.end);
 	ps_store_destroy(r.s);
-	ps_policy_put(p0);
 	ps_policy_put(p1);
 	ps_policy_put(p2);
 	ps_policy_put(q);

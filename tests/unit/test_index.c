@@ -306,8 +306,21 @@ void hx_update(struct hx *h, const struct op *ops, int n, bool at_root)
 				"update %ld: a removal over a gap built %zu and retired %zu nodes",
 				h->updates, tx.nbuilt, tx.nretired);
 	} else {
-		cr_assert_not_null(
-				slot, "update %ld: a change with nothing to publish", h->updates);
+		cr_assert(slot || tx.inplace, "update %ld: a change with nothing to publish",
+				h->updates);
+	}
+	if (tx.inplace) {
+		/* A new policy for one range, stored into its published leaf: nothing built. */
+		cr_assert(!at_root && n == 1 && !slot,
+				"update %ld: a policy stored in place in a batch or at the root's request",
+				h->updates);
+		cr_assert(tx.nbuilt == 0 && tx.nretired == 0 && tx.bytes == 0,
+				"update %ld: a policy stored in place built %zu and retired %zu nodes",
+				h->updates, tx.nbuilt, tx.nretired);
+		cr_assert(_PS_IX_START(tx.inplace)[tx.inplace_at] == ops[0].s &&
+						_PS_IX_END(tx.inplace)[tx.inplace_at] == ops[0].e,
+				"update %ld: a policy stored in place into another range", h->updates);
+		h->inplace++;
 	}
 	if (h->deep) {
 		for (i = 0; i < tx.nbuilt; i++) {
@@ -690,8 +703,9 @@ void hx_churn(struct hx *h, long nops, size_t target)
 
 void hx_report(struct hx *h, const char *what)
 {
-	cr_log_info("%s: %ld updates, %ld slot and %ld root publications, %ld copies for a "
-		    "removal over a gap, height up to %d, %zu ranges at the end",
-			what, h->updates, h->slot_pubs, h->root_pubs, h->noop_copies, h->max_height,
-			h->tree.count);
+	cr_log_info("%s: %ld updates, %ld slot and %ld root publications, %ld policies stored "
+		    "in place, %ld copies for a removal over a gap, height up to %d, %zu ranges "
+		    "at the end",
+			what, h->updates, h->slot_pubs, h->root_pubs, h->inplace, h->noop_copies,
+			h->max_height, h->tree.count);
 }

@@ -88,7 +88,8 @@ Test(index, fill_and_empty_in_order, .timeout = 120)
  * splits nor shrinks it below a quarter keeps the leaf's interval: one
  * store of the new leaf into its parent's slot, the root pointer as it
  * was, one node built and one retired.  The same set at the root's
- * request stores the root.
+ * request stores the root.  (The set trims a range: one that only gives
+ * a range a new policy stores it in place, index::new_policy_in_place.)
  */
 Test(index, single_set_publishes_at_the_lowest_unchanged_node)
 {
@@ -107,14 +108,20 @@ Test(index, single_set_publishes_at_the_lowest_unchanged_node)
 	hx_verify(&h, NULL, 0);
 	cr_assert_geq(h.root.node->height, 2);
 	for (i = 0; i < 400; i++) {
-		uint64_t k = 1 + (uint64_t)(ps_test_rand(&h.seed) % 998);
-		/* A new policy for one range: the same bounds, the leaf's count unchanged. */
-		struct op o = {10 * k, 10 * k + 5, h.pol[(k + 1 + (uint64_t)i) % NBIND]};
 		struct ps_ix_node *root = h.root.node;
-		bool at_root = i % 2;
+		const struct ps_ix_leaf *l;
+		uint64_t k, end, hi;
 		struct psi_ix_tx tx;
-		uint64_t hi;
-		const struct ps_ix_leaf *l = _ps_ix_leaf_of(root, o.s, &hi);
+		bool at_root = i % 2;
+		struct op o;
+
+		/* One range grown into the gap after it, a new policy: the leaf's count unchanged. */
+		do {
+			k = 1 + (uint64_t)(ps_test_rand(&h.seed) % 998);
+			l = _ps_ix_leaf_of(root, 10 * k, &hi);
+			end = _PS_IX_END(l)[_ps_ix_find_in(l, 10 * k)];
+		} while (end >= 10 * k + 9);
+		o = (struct op){10 * k, end + 1, h.pol[(k + 1 + (uint64_t)i) % NBIND]};
 
 		psi_ix_begin(&tx, &h.root, h.pool, at_root);
 		cr_assert_eq(psi_ix_set(&tx, o.s, o.e, o.pol), 0);
@@ -143,6 +150,70 @@ Test(index, single_set_publishes_at_the_lowest_unchanged_node)
 	}
 	cr_assert_eq(slots, 200);
 	hx_report(&h, "lowest node");
+	hx_fini(&h);
+	cr_assert_eq(ps_test_alloc_live(), 0);
+	ps_test_alloc_restore();
+}
+
+/*
+ * A set that only gives one range a new policy (the same bounds) builds
+ * and retires nothing: it stores the policy and hint into the range's
+ * entry of its published leaf, the root and every slot as they were.  In
+ * a batch, or at the root's request (a walk is announced), it copies.
+ */
+Test(index, new_policy_in_place)
+{
+	struct hx h;
+	long i, inplace = 0;
+
+	ps_test_alloc_install();
+	hx_init(&h, 6);
+	h.space = 20000;
+	for (i = 0; i < 1000; i++) {
+		struct op o = {10 * (uint64_t)i, 10 * (uint64_t)i + 5, h.pol[i % NBIND]};
+
+		hx_update(&h, &o, 1, false);
+	}
+	for (i = 0; i < 400; i++) {
+		uint64_t k = (uint64_t)(ps_test_rand(&h.seed) % 1000);
+		struct op o = {10 * k, 10 * k + 5, h.pol[(k + 1 + (uint64_t)i) % NBIND]};
+		struct ps_ix_node *root = h.root.node;
+		const struct ps_ix_leaf *l = _ps_ix_leaf_of(root, o.s, NULL);
+		bool at_root = i % 2;
+		struct psi_ix_tx tx;
+		int at = _ps_ix_find_in(l, o.s);
+		struct ps_policy *was = _PS_IX_POL(l)[at];
+
+		psi_ix_begin(&tx, &h.root, h.pool, at_root);
+		cr_assert_eq(psi_ix_set(&tx, o.s, o.e, o.pol), 0);
+		if (at_root) {
+			cr_assert_null(tx.inplace, "set %ld: in place at the root's request", i);
+			cr_assert_gt(tx.nbuilt, 0);
+		} else {
+			cr_assert_eq(tx.inplace, l, "set %ld: not in place in its leaf", i);
+			cr_assert_eq(tx.inplace_at, at);
+			cr_assert(tx.nbuilt == 0 && tx.nretired == 0 && !tx.slot);
+			inplace++;
+		}
+		psi_ix_abort(&tx);
+		psi_ix_end(&tx);
+		cr_assert_eq(_PS_IX_POL(l)[at], was, "an aborted set changed the leaf");
+		hx_update(&h, &o, 1, at_root);
+		if (!at_root) {
+			cr_assert_eq(h.root.node, root, "a policy stored in place moved the root");
+			cr_assert_eq(_PS_IX_POL(l)[at], o.pol);
+		}
+		hx_verify(&h, &o, 1);
+	}
+	cr_assert_eq(inplace, 200);
+	/* A batch of two new policies copies. */
+	{
+		struct op two[2] = {{0, 5, h.pol[1]}, {10, 15, h.pol[2]}};
+
+		hx_update(&h, two, 2, true);
+		hx_verify(&h, two, 2);
+	}
+	hx_report(&h, "in place");
 	hx_fini(&h);
 	cr_assert_eq(ps_test_alloc_live(), 0);
 	ps_test_alloc_restore();

@@ -7,9 +7,12 @@
  * only leaf).  A lookup reads one root-to-leaf path of 4-5 nodes at 10^6
  * ranges where the tree's walk reads about 20.
  *
- * Nodes are immutable once published: a set builds new ones and publishes
- * them with one release store into a child slot or the root, and retires
- * the ones they replace through a grace period (src/range/rangeindex.c).
+ * Nodes are immutable once published, but for the policy and hint of an
+ * entry that a set gives a new policy (each read once: a reader pairs
+ * either with either, and answers as before or after the set): a set
+ * builds new nodes and publishes them with one release store into a child
+ * slot or the root, and retires the ones they replace through a grace
+ * period (src/range/rangeindex.c).
  *
  * Not an API: see polstore/static/rtree.h.  Every field the descent reads
  * is in the identity of polstore/static/layout.h.
@@ -167,8 +170,8 @@ static inline __attribute__((always_inline)) struct ps_policy *_ps_ix_lookup(
 	int i = l ? _ps_ix_find_in(l, idx) : -1;
 
 	if (hint && i >= 0)
-		*hint = _PS_IX_HINT(l)[i];
-	return i >= 0 ? _PS_IX_POL(l)[i] : NULL;
+		*hint = _PS_READ_ONCE(_PS_IX_HINT(l)[i]);
+	return i >= 0 ? _PS_LOAD_ACQUIRE(_PS_IX_POL(l)[i]) : NULL;
 }
 
 #endif /* POLSTORE_STATIC_INDEX_H */

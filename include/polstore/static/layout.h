@@ -28,7 +28,7 @@
 #include <polstore/static/store.h>
 
 /* Revision of the inline read protocol beyond what the layouts show. */
-#define _PS_INLINE_PROTOCOL 2
+#define _PS_INLINE_PROTOCOL 3
 
 /* One step of FNV-1a over 64-bit words: an integer constant expression. */
 #define _PS_LAYOUT_MIX(h, v) ((((h) ^ (unsigned long long)(v)) * 0x100000001b3ULL))
