@@ -99,10 +99,11 @@ PS_API int ps_qsbr_set_stall_warning(unsigned long timeout_ms, ps_qsbr_stall_fn 
 /**
  * ps_rcu_barrier() - wait for every deferred free polstore has queued
  *
- * Releases what was queued before the call: retired ranges (their policy
- * references dropped) and deferred-destroyed stores, but for one whose lock
- * a reader still holds (docs/context.md).  Call it before
- * ps_set_alloc_ops() or dlclose(), for instance.
+ * Releases what was queued before the call: SEQLOCK stores' batches of
+ * retired ranges (their policy references dropped) and deferred-destroyed
+ * stores, but for one whose lock a reader still holds; RCU stores keep
+ * what they retire (ps_store_synchronize(): docs/context.md).  Call it
+ * before ps_set_alloc_ops() or dlclose(), for instance.
  * Context: outside every read-side section of an RCU, SEQLOCK or RCU_QSBR
  * store or RCU id map; an online QSBR thread goes offline.  May sleep.
  * Return: 0, or -EDEADLK (nothing waited for) inside a memb read-side

@@ -364,26 +364,33 @@ static inline void cow_prefetch(struct psi_store_cow *cs)
 }
 
 /*
- * Under @wlock: wait for a grace period here, outside every read-side
- * section, and release everything logged before (the lock is dropped for
- * the wait).  With @barrier, the reclaim thread's (which releases what it
- * was asked for, the sweep's first look among it, and does the work here
- * when it has no thread); else one of our own, which a reclaim thread
- * stuck in a grace period that does not end shares.
+ * Under @wlock: wait here, outside every read-side section, for a grace
+ * period that begins after everything logged so far was unpublished, and
+ * release all of it (the lock is dropped for the wait).  With @barrier,
+ * first the reclaim thread's barrier (which releases what it was asked
+ * for, the sweep's look among it); then, unless a grace period of the
+ * reclaim thread covered the log (the barrier returns at once where
+ * nothing was ever queued, and a child of fork() has no thread yet), one
+ * of our own, which a reclaim thread stuck in a grace period that does
+ * not end shares.
  */
 static void cow_wait_drain(struct psi_store_cow *cs, bool barrier)
 {
-	uint64_t pos = cs->log->added, bytes = cs->log->added_bytes, logs = cs->logs;
+	struct psi_reclaimer *rc = PSI_COW_FLAVOUR->reclaimer;
+	uint64_t pos = cs->log->added, bytes = cs->log->added_bytes, logs = cs->logs, cookie;
 	bool token;
 	int cancel;
 
+	PSI_FENCE(SEQ_CST); /* after every publication of what is logged, before the cookie */
+	cookie = psi_reclaim_poll_state(rc);
+	cs->unreported = 0; /* this wait covers it: nothing to ask for */
 	pthread_mutex_unlock(&cs->wlock);
 	/* Not a cancellation point: the lock is taken again after. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	token = PSI_COW_FLAVOUR->wait_enter();
 	if (barrier)
-		psi_reclaim_barrier(PSI_COW_FLAVOUR->reclaimer);
-	else
+		psi_reclaim_barrier(rc);
+	if (!psi_reclaim_poll_done(rc, cookie))
 		psi_cow_synchronize();
 	PSI_COW_FLAVOUR->wait_exit(token);
 	pthread_mutex_lock(&cs->wlock);
@@ -426,14 +433,30 @@ static void cow_sweep(struct psi_reclaim_item *item)
 			psi_reclaim_retry(PSI_COW_FLAVOUR->reclaimer, item);
 			return;
 		}
+		/*
+		 * Stopped without the lock: a set that read @swept true under
+		 * the lock and ends after this looks again after its unlock,
+		 * and queues the sweep (cow_kick()).
+		 */
 		cs->sweep_busy = 0;
 		PSI_STORE_RELEASE(cs->swept, false);
 		return;
 	}
 	cs->sweep_busy = 0;
 	if (cs->stats.sets != cs->sweep_sets) {
+		/*
+		 * The writer takes back what it logged; what it logged since
+		 * its last report is reported now, so that however little
+		 * each set logs, a grace period for it comes within this look
+		 * and the reclaim thread's timers.
+		 */
 		cs->sweep_sets = cs->stats.sets;
 		cs->sweep_ns = now;
+		if (cs->unreported) {
+			if (psi_reclaim_poll_weigh(PSI_COW_FLAVOUR->reclaimer, cs->unreported))
+				PSI_WRITE_ONCE(cs->nothread, true);
+			cs->unreported = 0;
+		}
 	} else if (now - cs->sweep_ns >= PSI_RECLAIM_RETRY_NS) {
 		/* The writer is idle: its log is the sweep's to empty. */
 		PSI_FENCE(SEQ_CST); /* after the writer's publications, before the grace period is read */
@@ -459,29 +482,42 @@ static void cow_sweep(struct psi_reclaim_item *item)
 }
 
 /*
- * Under @wlock, after an update logged @bytes: ask for the grace period
- * that frees them.  The first update after the sweep stopped queues it
- * (psi_reclaim_defer(): a grace period follows) after marking its
- * entries, so that this grace period frees them; later ones report what
- * they logged now and then (psi_reclaim_poll_weigh()), and the next
+ * Queue the sweep unless it is (@swept, claimed with one compare-and-swap:
+ * a set under @wlock and one after it may both try), behind a grace
+ * period.  Return: 0, or -EAGAIN when no reclaim thread could start.
+ */
+static int cow_kick(struct psi_store_cow *cs, size_t weight)
+{
+	bool no = false;
+
+	if (!PSI_TRY_CMPXCHG(cs->swept, &no, true, ACQ_REL, RELAXED))
+		return 0;
+	PSI_WRITE_ONCE(cs->kicked, true);
+	if (!psi_reclaim_defer_weighed(PSI_COW_FLAVOUR->reclaimer, &cs->sweep, weight))
+		return 0;
+	PSI_WRITE_ONCE(cs->kicked, false);
+	PSI_STORE_RELEASE(cs->swept, false);
+	return -EAGAIN;
+}
+
+/*
+ * Under @wlock, after an update logged what weighs @weight: ask for the
+ * grace period that frees it.  The first update after the sweep stopped
+ * queues it (a grace period follows) after marking its entries, so that
+ * this grace period frees them; later ones report what they logged now
+ * and then (psi_reclaim_poll_weigh()), the sweep the rest, and the next
  * update marks them.
  */
-static void cow_ask(struct psi_store_cow *cs, size_t bytes)
+static void cow_ask(struct psi_store_cow *cs, size_t weight)
 {
 	struct psi_reclaimer *rc = PSI_COW_FLAVOUR->reclaimer;
 	int err;
 
-	cs->unreported += bytes;
-	if (!PSI_READ_ONCE(cs->swept)) {
+	cs->unreported += weight;
+	if (!PSI_LOAD_ACQUIRE(cs->swept)) {
 		PSI_FENCE(SEQ_CST); /* after our publication, before the grace period is read */
 		psi_rlog_mark(cs->log, psi_reclaim_poll_state(rc));
-		PSI_WRITE_ONCE(cs->swept, true);
-		PSI_WRITE_ONCE(cs->kicked, true);
-		err = psi_reclaim_defer_weighed(rc, &cs->sweep, cs->unreported);
-		if (err) {
-			PSI_WRITE_ONCE(cs->kicked, false);
-			PSI_WRITE_ONCE(cs->swept, false);
-		}
+		err = cow_kick(cs, cs->unreported);
 	} else if (cs->unreported >= PSI_COW_REPORT_BYTES) {
 		err = psi_reclaim_poll_weigh(rc, cs->unreported);
 	} else {
@@ -833,8 +869,9 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 			break;
 		cow_release(cs, e);
 	}
+	/* The log's own entries weigh too: a new policy stored in place logs only one. */
 	if (added)
-		cow_ask(cs, bytes);
+		cow_ask(cs, bytes + added * sizeof(void *));
 	cow_prefetch(cs);
 	/*
 	 * Past PSI_COW_PENDING_MAX waiting (a grace period that does not
@@ -848,6 +885,12 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	cow_trim(cs);
 	cow_account(cs);
 	pthread_mutex_unlock(&cs->wlock);
+	/*
+	 * The sweep may have stopped on a busy lock after cow_ask() saw it
+	 * queued (cow_sweep()): what this set logged needs it then.
+	 */
+	if (psi_unlikely(!PSI_LOAD_ACQUIRE(cs->swept)) && added)
+		(void)cow_kick(cs, 0);
 	return 0;
 abort:
 	psi_ix_abort(&ix);

@@ -282,6 +282,77 @@ RCU_TEST(destroy_with_stalled_records, .timeout = 60)
 	ps_policy_put(p);
 }
 
+/*
+ * No reclaim thread, and a reader inside its section holding a borrowed
+ * policy that a set replaces: the set may wait for a grace period itself,
+ * and then that grace period must wait for the reader; so must
+ * ps_store_synchronize() after another such set.  Neither may return, and
+ * free the policy, while the reader is still inside.
+ */
+struct nothread_reader {
+	struct ps_store *s;
+	sem_t inside;
+	int left; /* atomic */
+	uint64_t page;
+};
+
+static void *nothread_reader_fn(void *arg)
+{
+	struct nothread_reader *r = arg;
+	const struct ps_policy *p;
+
+	ps_store_read_lock(r->s);
+	p = ps_store_lookup_borrow(r->s, r->page);
+	sem_post(&r->inside);
+	usleep(300000);
+	TCHECK(p && ps_policy_refcount((struct ps_policy *)p) >= 1, "the borrowed policy");
+	__atomic_store_n(&r->left, 1, __ATOMIC_SEQ_CST);
+	ps_store_read_unlock(r->s);
+	return NULL;
+}
+
+static void nothread_wait_for(struct nothread_reader *r, int k, enum ps_sync sync)
+{
+	struct ps_policy *q = ps_test_bind(2);
+	pthread_t t;
+
+	__atomic_store_n(&r->left, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	cr_assert_eq(pthread_create(&t, NULL, nothread_reader_fn, r), 0);
+	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	while (sem_wait(&r->inside))
+		;
+	cr_assert_eq(ps_store_set(r->s, 0x1000, 0x2000, q), 0); /* the reader's policy goes */
+	if (k)
+		cr_assert_eq(ps_store_synchronize(r->s), 0);
+	cr_assert(__atomic_load_n(&r->left, __ATOMIC_SEQ_CST),
+			"%s: %s returned while a reader was inside since before the set",
+			ps_sync_name(sync), k ? "synchronize" : "the set");
+	pthread_join(t, NULL);
+	ps_policy_put(q);
+}
+
+RCU_TEST(no_thread_waits_for_readers_inside, .timeout = 60)
+{
+	struct nothread_reader r = { .page = 0x1500 };
+	int k;
+
+	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	r.s = ps_store_create(*sync);
+	cr_assert_not_null(r.s);
+	sem_init(&r.inside, 0, 0);
+	for (k = 0; k < 2; k++) {
+		struct ps_policy *p = ps_test_bind(1);
+
+		cr_assert_eq(ps_store_set(r.s, 0x1000, 0x2000, p), 0);
+		ps_policy_put(p); /* the store holds the only reference */
+		nothread_wait_for(&r, k, *sync);
+	}
+	ps_store_destroy(r.s);
+	sem_destroy(&r.inside);
+	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+}
+
 /* ---- 8b. what the writer takes back of its log ------------------------------------ */
 
 /*
@@ -315,6 +386,93 @@ RCU_TEST(retired_memory_freed_once_sets_stop, .timeout = 60)
 	cr_assert_eq(ps_policy_refcount(p), 1);
 	ps_store_destroy(s);
 	ps_policy_put(p);
+}
+
+/*
+ * Sets that give one range a new policy store it in place and log only
+ * the old policy's reference, weighing nothing of the index: grace
+ * periods must still come while they go on, so that the references (and
+ * the policies they keep alive) go back, not only once the sets stop.
+ */
+RCU_TEST(policies_stored_in_place_get_grace_periods, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
+	uint64_t gp0, gp1;
+	double t0;
+	long i = 0;
+
+	cr_assert_not_null(s);
+	cr_assert_eq(ps_store_set(s, 0x1000, 0x2000, p), 0);
+	cr_assert_eq(ps_test_reclaim_stats(*sync, &gp0, NULL, NULL, false), 0);
+	t0 = now_s();
+	while (now_s() - t0 < 0.5)
+		for (int k = 0; k < 100; k++, i++)
+			cr_assert_eq(ps_store_set(s, 0x1000, 0x2000, i & 1 ? p : q), 0);
+	cr_assert_eq(ps_test_reclaim_stats(*sync, &gp1, NULL, NULL, false), 0);
+	cr_log_info("%s: %ld sets in place, %llu grace periods meanwhile", ps_sync_name(*sync), i,
+			(unsigned long long)(gp1 - gp0));
+	cr_assert_geq(gp1 - gp0, 4, "%s: %llu grace periods in 0.5 s of %ld sets",
+			ps_sync_name(*sync), (unsigned long long)(gp1 - gp0), i);
+	ps_store_destroy(s);
+	cr_assert_eq(ps_policy_refcount(p), 1);
+	cr_assert_eq(ps_policy_refcount(q), 1);
+	ps_policy_put(p);
+	ps_policy_put(q);
+}
+
+/*
+ * The sweep stops when it finds the writer lock held at every look for a
+ * second.  A set that saw it queued while it still ran, and that ends
+ * after it stopped, must queue it again: else what that set logged waits
+ * until a later call on the store.  The last set holds its lock 1.2 s
+ * (pthread_mutex_unlock() below sleeps first).
+ */
+static __thread int sleep_before_unlock_us;
+
+int pthread_mutex_unlock(pthread_mutex_t *m)
+{
+	static int (*real)(pthread_mutex_t *);
+	int us = sleep_before_unlock_us;
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "pthread_mutex_unlock");
+	if (us) {
+		sleep_before_unlock_us = 0;
+		usleep((useconds_t)us);
+	}
+	return real(m);
+}
+
+RCU_TEST(a_sweep_stopped_on_a_busy_lock_is_queued_again, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
+	size_t empty = ps_store_memory(s) + sizeof(struct ps_range); /* and its one range */
+	int i;
+
+	cr_assert_not_null(s);
+	for (i = 0; i < 40; i++) {
+		cr_assert_eq(ps_store_set(s, 0x1000, 0x2000, (i & 1) ? p : q), 0);
+		usleep(5000);
+	}
+	sleep_before_unlock_us = 1200000;
+	cr_assert_eq(ps_store_set(s, 0x1000, 0x2000, q), 0);
+	for (i = 0; i < 500; i++) {
+		if (ps_store_memory(s) == empty + ps_test_index_bytes(s) &&
+				ps_policy_refcount(p) == 1)
+			break;
+		usleep(10000);
+	}
+	cr_assert_eq(ps_policy_refcount(p), 1,
+			"%s: %ld references still held 5 s after the last set", ps_sync_name(*sync),
+			ps_policy_refcount(p) - 1);
+	cr_assert_eq(ps_store_memory(s), empty + ps_test_index_bytes(s),
+			"%s: %zu bytes held 5 s after the last set (empty %zu, index %zu)",
+			ps_sync_name(*sync), ps_store_memory(s), empty, ps_test_index_bytes(s));
+	ps_store_destroy(s);
+	ps_policy_put(p);
+	ps_policy_put(q);
 }
 
 /*
