@@ -154,9 +154,10 @@ static inline void psi_cow_synchronize(void)
 static char cow_recs_done __attribute__((unused));
 
 /*
- * base.rd.seq, on the line of the root, is the publication count: odd
- * while a set publishes (cow_update()), which next() validates its walk
- * with (cow_next_find()).
+ * base.rd.seq is the publication count: odd while a set publishes
+ * (cow_update()), which next() validates its walk with (cow_next_find()).
+ * It shares the tree's line, which sets write anyway; lookups read only
+ * the line of base.ix, which sets write only when they replace the root.
  */
 struct psi_store_cow {
 	struct ps_store base;
@@ -193,6 +194,8 @@ struct psi_store_cow {
 	uint64_t sweep_busy;           /* since when its looks found @wlock held (0: not) */
 };
 _Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
+_Static_assert(offsetof(struct ps_store, ix) + sizeof(struct ps_ix_root) <= 64,
+		"the read index's root shares the first line with the entry points");
 
 static inline struct psi_store_cow *to_cow(struct ps_store *s)
 {
@@ -531,7 +534,7 @@ static void cow_ask(struct psi_store_cow *cs, size_t weight)
 /* The published root of the read index: loaded first, then declared to the thread checkers. */
 static inline struct ps_ix_node *cow_ix_root(struct psi_store_cow *cs)
 {
-	struct ps_ix_node *root = PSI_LOAD_ACQUIRE(cs->base.rd.ix.node);
+	struct ps_ix_node *root = PSI_LOAD_ACQUIRE(cs->base.ix.node);
 
 	PSI_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* pairs with the publication in cow_update() */
 	return root;
@@ -551,7 +554,7 @@ static struct ps_store *cow_create(void)
 		return NULL;
 	cs = to_cow(s);
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.ix, sizeof(cs->base.rd.ix)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.ix, sizeof(cs->base.ix)); /* atomics only */
 	psi_seq_init(&cs->base.rd.seq);
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->held, sizeof(cs->held));
@@ -591,7 +594,7 @@ static void cow_destroy(struct ps_store *s)
 		PSI_COW_FLAVOUR->wait_exit(token);
 	}
 	psi_store_free_ranges(s);
-	psi_ix_clear(&s->rd.ix, cs->pool);
+	psi_ix_clear(&s->ix, cs->pool);
 	if (cs->log)
 		psi_rlog_ripen_upto(cs->log, cs->log->added, cs->log->added_bytes);
 	cow_release_ripe(cs);
@@ -799,7 +802,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
 	struct psi_ix_pool *pool;
 	struct psi_ix_tx ix;
-	uint64_t added, taken;
+	uint64_t added, taken, logged, quota;
 	size_t i, bytes;
 	bool walk, root;
 
@@ -818,7 +821,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 		errno = err;
 	}
 	/* A batch publishes once: every set of it builds on the last, to the root. */
-	psi_ix_begin(&ix, &cs->base.rd.ix, pool, walk || n > 1);
+	psi_ix_begin(&ix, &cs->base.ix, pool, walk || n > 1);
 	psi_ix_reuse(&ix, cow_reuse, cs);
 	for (i = 0; i < n; i++)
 		if (psi_ix_set(&ix, ops[i].start, ops[i].end, ops[i].pol))
@@ -859,10 +862,9 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	 * ripe lasts the sets until the next one ends.  Twice as many while
 	 * more is ripe than the last one made so (what the one before left).
 	 */
-	added = cs->log->added - added;
-	if (psi_rlog_ripe_bytes(cs->log) > cs->ripened)
-		added *= 2;
-	while (cs->log->taken - taken < added) {
+	logged = cs->log->added - added;
+	quota = psi_rlog_ripe_bytes(cs->log) > cs->ripened ? 2 * logged : logged;
+	while (cs->log->taken - taken < quota) {
 		void *e = cow_take(cs);
 
 		if (!e)
@@ -870,8 +872,8 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 		cow_release(cs, e);
 	}
 	/* The log's own entries weigh too: a new policy stored in place logs only one. */
-	if (added)
-		cow_ask(cs, bytes + added * sizeof(void *));
+	if (logged)
+		cow_ask(cs, bytes + logged * sizeof(void *));
 	cow_prefetch(cs);
 	/*
 	 * Past PSI_COW_PENDING_MAX waiting (a grace period that does not
@@ -889,7 +891,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	 * The sweep may have stopped on a busy lock after cow_ask() saw it
 	 * queued (cow_sweep()): what this set logged needs it then.
 	 */
-	if (psi_unlikely(!PSI_LOAD_ACQUIRE(cs->swept)) && added)
+	if (psi_unlikely(!PSI_LOAD_ACQUIRE(cs->swept)) && logged)
 		(void)cow_kick(cs, 0);
 	return 0;
 abort:
@@ -963,8 +965,8 @@ static int cow_check(struct ps_store *s, const char **why)
 	pthread_mutex_lock(&cs->wlock);
 	ret = psi_rangetree_check(&cs->base.rd.tree, why);
 	if (!ret)
-		ret = psi_ix_check(&cs->base.rd.ix, &cs->base.rd.tree, why);
-	if (!ret && psi_ix_bytes(cs->base.rd.ix.node) != cs->ix_bytes) {
+		ret = psi_ix_check(&cs->base.ix, &cs->base.rd.tree, why);
+	if (!ret && psi_ix_bytes(cs->base.ix.node) != cs->ix_bytes) {
 		*why = "index bytes differ from the count kept";
 		ret = -EUCLEAN;
 	}

@@ -258,7 +258,7 @@ void psi_test_set_release_hook(void (*fn)(void))
 
 size_t ps_test_index_bytes(struct ps_store *s)
 {
-	return psi_ix_bytes(__atomic_load_n(&s->rd.ix.node, __ATOMIC_ACQUIRE));
+	return psi_ix_bytes(__atomic_load_n(&s->ix.node, __ATOMIC_ACQUIRE));
 }
 
 int ps_test_reclaim_stats(enum ps_sync sync, uint64_t *grace_periods, size_t *pending,

@@ -27,7 +27,7 @@ static void next_tree_build(struct ps_store *s, struct ps_policy *q)
 
 	for (i = 0; i < NEXT_RANGES; i++)
 		cr_assert_eq(ps_store_set(s, 8 * i, 8 * i + 1, q), 0);
-	root = s->rd.ix.node;
+	root = s->ix.node;
 	cr_assert(root && root->height == 1 && root->n >= 2 &&
 					((const struct ps_ix_inner *)(const void *)root)->piv[0] == 128,
 			"the test needs two levels with the second leaf at [128, 129)");

@@ -76,7 +76,7 @@
 #define _PS_LAYOUT_H27 _PS_LAYOUT_FIELD(_PS_LAYOUT_H26, struct ps_policy, nodes)
 #define _PS_LAYOUT_H28 _PS_LAYOUT_FIELD(_PS_LAYOUT_H27, struct _ps_numa_fast, dense)
 /* The read index, in a chain of its own (compilers bound the nesting of one expression). */
-#define _PS_LAYOUT_X0 _PS_LAYOUT_FIELD(0xcbf29ce484222325ULL, struct ps_store, rd.ix.node)
+#define _PS_LAYOUT_X0 _PS_LAYOUT_FIELD(0xcbf29ce484222325ULL, struct ps_store, ix.node)
 #define _PS_LAYOUT_X1 _PS_LAYOUT_FIELD(_PS_LAYOUT_X0, struct ps_ix_node, n)
 #define _PS_LAYOUT_X2 _PS_LAYOUT_FIELD(_PS_LAYOUT_X1, struct ps_ix_node, height)
 #define _PS_LAYOUT_X3 _PS_LAYOUT_FIELD(_PS_LAYOUT_X2, struct ps_ix_node, shift)

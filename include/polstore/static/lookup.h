@@ -96,7 +96,7 @@ _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 _PS_INL void _ps_inl_ix_found(const struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
 	f->hint = _PS_HINT_LOCAL;
-	f->pol = _ps_ix_lookup(_PS_LOAD_ACQUIRE(s->rd.ix.node), idx, &f->hint);
+	f->pol = _ps_ix_lookup(_PS_LOAD_ACQUIRE(s->ix.node), idx, &f->hint);
 }
 
 /*

@@ -44,21 +44,25 @@ struct ps_store {
 	void (*read_unlock)(struct ps_store *store);
 	int (*lookup_copy)(struct ps_store *store, uint64_t idx, struct ps_policy_view *view);
 	int (*lookup_node)(struct ps_store *store, uint64_t idx, int local_node);
+	/*
+	 * The read index of RCU and RCU_QSBR (polstore/static/index.h), on
+	 * the line of the entry points, which no set writes: a lookup reads
+	 * this one line of the store, and misses it only after a set that
+	 * replaced the root.
+	 */
+	struct ps_ix_root ix;
 	int sync; /* enum ps_sync */
 	const struct ps_sync_ops *ops;
 	size_t size; /* bytes of the variant's store object, for ps_store_memory() */
 	/*
-	 * What readers walk, on a line of its own: the tree (SPIN, RWLOCK,
-	 * SEQLOCK: the one tree, changed in place; RCU, RCU_QSBR: the
-	 * writer's, which readers do not walk), SEQLOCK's count (RCU,
-	 * RCU_QSBR: the publication count) and the read index of RCU and
-	 * RCU_QSBR (polstore/static/index.h), so a reader takes one miss for
-	 * what it needs.
+	 * What the locked variants' readers walk, on a line of its own: the
+	 * tree (SPIN, RWLOCK, SEQLOCK: the one tree, changed in place; RCU,
+	 * RCU_QSBR: the writer's, which readers do not walk) and SEQLOCK's
+	 * count (RCU, RCU_QSBR: the publication count of next()).
 	 */
 	struct {
 		struct ps_seqcount seq;
 		struct ps_rtree tree;
-		struct ps_ix_root ix;
 	} rd __attribute__((aligned(64)));
 };
 
