@@ -191,6 +191,7 @@ struct psi_store_cow {
 	bool swept, kicked;
 	uint64_t sweep_sets;           /* stats.sets the sweep last saw */
 	uint64_t sweep_ns;             /* when it first saw them (psi_reclaim_now_ns()) */
+	uint64_t unreported_ns;        /* when it first saw @unreported waiting (0: not) */
 	uint64_t sweep_busy;           /* since when its looks found @wlock held (0: not) */
 };
 _Static_assert(offsetof(struct psi_store_cow, base) == 0, "psi_store_zalloc(): base first");
@@ -448,17 +449,25 @@ static void cow_sweep(struct psi_reclaim_item *item)
 	cs->sweep_busy = 0;
 	if (cs->stats.sets != cs->sweep_sets) {
 		/*
-		 * The writer takes back what it logged; what it logged since
-		 * its last report is reported now, so that however little
-		 * each set logs, a grace period for it comes within this look
-		 * and the reclaim thread's timers.
+		 * The writer takes back what it logged, and reports it every
+		 * PSI_COW_REPORT_BYTES.  What a slow writer logged without a
+		 * report yet is reported here once it has waited
+		 * PSI_RECLAIM_LATENCY_NS, so that however little each set
+		 * logs a grace period for it comes, and no sooner: a report
+		 * made at every look would have the reclaim thread find the
+		 * writers quiet between two and start a grace period each time.
 		 */
 		cs->sweep_sets = cs->stats.sets;
 		cs->sweep_ns = now;
-		if (cs->unreported) {
+		if (!cs->unreported) {
+			cs->unreported_ns = 0;
+		} else if (!cs->unreported_ns) {
+			cs->unreported_ns = now;
+		} else if (now - cs->unreported_ns >= PSI_RECLAIM_LATENCY_NS) {
 			if (psi_reclaim_poll_weigh(PSI_COW_FLAVOUR->reclaimer, cs->unreported))
 				PSI_WRITE_ONCE(cs->nothread, true);
 			cs->unreported = 0;
+			cs->unreported_ns = 0;
 		}
 	} else if (now - cs->sweep_ns >= PSI_RECLAIM_RETRY_NS) {
 		/* The writer is idle: its log is the sweep's to empty. */
