@@ -1,7 +1,7 @@
 # Lookup cost against the number of ranges: bench/plots/lookup-cost.dat
 set terminal svg size 720,460 dynamic font "sans,11"
 set output "bench/plots/lookup-cost.svg"
-set title "lookup-cost: one rank, no writer, counted lookups (median of 3, bars: fastest-slowest)"
+set title "lookup-cost: one rank, no writer, counted lookups (median of 5, bars: fastest-slowest)"
 set xlabel "ranges in the store"
 set ylabel "ns per lookup"
 set logscale xy
