@@ -83,13 +83,26 @@ Test(index, fill_and_empty_in_order, .timeout = 120)
 	ps_test_alloc_restore();
 }
 
+/* 1000 ranges [10 k, 10 k + 5) of @h, set one by one: leaves 3/4 full, three levels. */
+static void hx_build_spaced(struct hx *h)
+{
+	long i;
+
+	h->space = 20000;
+	for (i = 0; i < 1000; i++) {
+		struct op o = {10 * (uint64_t)i, 10 * (uint64_t)i + 5, h->pol[i % NBIND]};
+
+		hx_update(h, &o, 1, false);
+	}
+}
+
 /*
  * Where a single set publishes.  A set inside one leaf that neither
  * splits nor shrinks it below a quarter keeps the leaf's interval: one
  * store of the new leaf into its parent's slot, the root pointer as it
  * was, one node built and one retired.  The same set at the root's
- * request stores the root.  (The set trims a range: one that only gives
- * a range a new policy stores it in place, index::new_policy_in_place.)
+ * request stores the root.  (The set moves a range's end: one that only
+ * gives a range a new policy stores it in place, index::new_policy_in_place.)
  */
 Test(index, single_set_publishes_at_the_lowest_unchanged_node)
 {
@@ -98,13 +111,7 @@ Test(index, single_set_publishes_at_the_lowest_unchanged_node)
 
 	ps_test_alloc_install();
 	hx_init(&h, 5);
-	h.space = 20000;
-	/* 1000 ranges [10 k, 10 k + 5): leaves 3/4 full, three levels. */
-	for (i = 0; i < 1000; i++) {
-		struct op o = {10 * (uint64_t)i, 10 * (uint64_t)i + 5, h.pol[i % NBIND]};
-
-		hx_update(&h, &o, 1, false);
-	}
+	hx_build_spaced(&h);
 	hx_verify(&h, NULL, 0);
 	cr_assert_geq(h.root.node->height, 2);
 	for (i = 0; i < 400; i++) {
@@ -168,12 +175,7 @@ Test(index, new_policy_in_place)
 
 	ps_test_alloc_install();
 	hx_init(&h, 6);
-	h.space = 20000;
-	for (i = 0; i < 1000; i++) {
-		struct op o = {10 * (uint64_t)i, 10 * (uint64_t)i + 5, h.pol[i % NBIND]};
-
-		hx_update(&h, &o, 1, false);
-	}
+	hx_build_spaced(&h);
 	for (i = 0; i < 400; i++) {
 		uint64_t k = (uint64_t)(ps_test_rand(&h.seed) % 1000);
 		struct op o = {10 * k, 10 * k + 5, h.pol[(k + 1 + (uint64_t)i) % NBIND]};
