@@ -182,10 +182,11 @@ struct psi_store_cow {
 	 */
 	struct psi_ix_pool *pool;
 	/*
-	 * The sweep (cow_sweep()): queued once on the reclaimer after a
-	 * grace period (@kicked), then again every PSI_RECLAIM_RETRY_NS until
-	 * it stops; @swept from its queueing until it stops (under @wlock
-	 * both), atomic.  The rest is the sweep's own.
+	 * The sweep (cow_sweep()): queued once on the reclaimer behind a
+	 * grace period (@kicked), then released again and again until it
+	 * stops.  @swept is true from its queueing (cow_kick(), one
+	 * compare-and-swap) until it stops; both atomic.  The rest is the
+	 * sweep's own.
 	 */
 	struct psi_reclaim_item sweep;
 	bool swept, kicked;
