@@ -586,14 +586,15 @@ static void cow_destroy(struct ps_store *s)
 	/*
 	 * No reader may run during destroy (store.h), nor a set: everything
 	 * can go at once, the log too.  Only the sweep may still run, on the
-	 * reclaim thread, and it touches the store: the lock keeps it out
-	 * (it only tries the lock), and a sweep queued is waited for
-	 * (queued after its grace period: a barrier) and cancelled.  On the
+	 * reclaim thread, and it touches the store: a sweep queued is waited
+	 * for (queued behind its grace period: a barrier) and cancelled,
+	 * which waits for one running; one that stopped just before may
+	 * still be letting the lock go, which taking it waits for.  On the
 	 * reclaim thread (a release that destroys a store) a queued sweep
-	 * went first.
+	 * went first.  The lock is taken after the reclaimer's, never held
+	 * around it: the sweep tries it under the reclaimer's.
 	 */
 	PSI_ANNOTATE_HAPPENS_AFTER(&cow_recs_done);
-	pthread_mutex_lock(&cs->wlock);
 	if (PSI_LOAD_ACQUIRE(cs->swept)) {
 		/* Waits for the reclaim thread's grace period: as a barrier does (QSBR: offline). */
 		bool token = PSI_COW_FLAVOUR->wait_enter();
@@ -603,6 +604,7 @@ static void cow_destroy(struct ps_store *s)
 		psi_reclaim_retry_cancel(rc, &cs->sweep);
 		PSI_COW_FLAVOUR->wait_exit(token);
 	}
+	pthread_mutex_lock(&cs->wlock);
 	psi_store_free_ranges(s);
 	psi_ix_clear(&s->ix, cs->pool);
 	if (cs->log)
