@@ -391,31 +391,34 @@ RCU_TEST(retired_memory_freed_once_sets_stop, .timeout = 60)
 /*
  * Sets that give one range a new policy store it in place and log only
  * the old policy's reference, weighing nothing of the index: grace
- * periods must still come while they go on, so that the references (and
- * the policies they keep alive) go back, not only once the sets stop.
+ * periods must still be asked for while they go on, so that the
+ * references (and the policies they keep alive) go back, not only once
+ * the sets stop.  Four grace periods come, or, where the reclaim thread
+ * runs seldom (valgrind), what was asked for weighs four reports.
  */
 RCU_TEST(policies_stored_in_place_get_grace_periods, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
 	uint64_t gp0, gp1;
+	size_t peak = 0;
 	double t0;
 	long i = 0;
 
 	cr_assert_not_null(s);
 	cr_assert_eq(ps_store_set(s, 0x1000, 0x2000, p), 0);
-	cr_assert_eq(ps_test_reclaim_stats(*sync, &gp0, NULL, NULL, false), 0);
-	/* Until four grace periods came, or 10 s (valgrind runs the reclaim thread seldom). */
+	cr_assert_eq(ps_test_reclaim_stats(*sync, &gp0, NULL, NULL, true), 0);
 	t0 = now_s();
 	do {
 		for (int k = 0; k < 100; k++, i++)
 			cr_assert_eq(ps_store_set(s, 0x1000, 0x2000, i & 1 ? p : q), 0);
-		cr_assert_eq(ps_test_reclaim_stats(*sync, &gp1, NULL, NULL, false), 0);
-	} while (gp1 - gp0 < 4 && now_s() - t0 < 10);
-	cr_log_info("%s: %ld sets in place, %llu grace periods in %.2f s", ps_sync_name(*sync), i,
-			(unsigned long long)(gp1 - gp0), now_s() - t0);
-	cr_assert_geq(gp1 - gp0, 4, "%s: %llu grace periods in %.1f s of %ld sets",
-			ps_sync_name(*sync), (unsigned long long)(gp1 - gp0), now_s() - t0, i);
+		cr_assert_eq(ps_test_reclaim_stats(*sync, &gp1, NULL, &peak, false), 0);
+	} while (gp1 - gp0 < 4 && peak < 4 * (16 << 10) && now_s() - t0 < 10);
+	cr_log_info("%s: %ld sets in place, %llu grace periods and %zu bytes asked for in %.2f s",
+			ps_sync_name(*sync), i, (unsigned long long)(gp1 - gp0), peak, now_s() - t0);
+	cr_assert(gp1 - gp0 >= 4 || peak >= 4 * (16 << 10),
+			"%s: %llu grace periods and %zu bytes asked for in %.1f s of %ld sets",
+			ps_sync_name(*sync), (unsigned long long)(gp1 - gp0), peak, now_s() - t0, i);
 	ps_store_destroy(s);
 	cr_assert_eq(ps_policy_refcount(p), 1);
 	cr_assert_eq(ps_policy_refcount(q), 1);
