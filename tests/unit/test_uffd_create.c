@@ -486,7 +486,8 @@ Test(uffd, read_zeropage, .timeout = 60)
 	toucher_close(&t);
 	st = stats(uf, -1);
 	cr_expect_eq(st.zeros, 2);
-	cr_expect_eq(st.faults, 2);
+	/* The kernel may report a fault again (a retried wait): found placed. */
+	cr_expect_eq(st.faults, st.zeros + st.exists);
 	ps_uffd_destroy(uf);
 	munmap(base, n * psz);
 }
