@@ -271,8 +271,9 @@ static void table_write_cost(void)
 	}
 	if (last)
 		printf("  (copied: read index nodes a set built in place of published ones; retired:\n"
-		       "   index nodes and ranges it took out, freed after a grace period; at the root:\n"
-		       "   sets published by a store of the root rather than of a lower child slot)\n");
+		       "   index nodes it took out, freed after a grace period, and ranges it unlinked\n"
+		       "   from the tree; at the root: sets published by a store of the root rather\n"
+		       "   than of a lower child slot)\n");
 }
 
 /* ---- summary: one short answer per question, with the spread of the repetitions ---- */

@@ -111,13 +111,14 @@ static struct ps_range *new_range(struct psi_range_list *spares, uint64_t start,
  * victim is kept by pointer: an erase after it relinks nodes (the victim
  * may take an erased node's place) but never moves a range.
  */
-void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
+size_t psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
 		struct psi_range_list *spares, struct psi_range_list *removed)
 {
 	bool add = pol && pol->mode != PS_MPOL_DEFAULT;
 	struct ps_range *r, *victim = NULL;
 	uint64_t cursor = start;
 	struct psi_rb_path path;
+	size_t unlinked = 0;
 
 	while ((r = first_ending_after(t, cursor, &path)) && r->start < end) {
 		if (r->start >= start) {
@@ -134,6 +135,7 @@ void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct 
 				r = rb_range(psi_rb_erase(&t->root, &path));
 				PSI_WRITE_ONCE(t->count, t->count - 1);
 				psi_range_list_push(removed, r);
+				unlinked++;
 				continue;
 			}
 			/* Sticks out on the right: keep [end, r->end). */
@@ -152,10 +154,10 @@ void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct 
 		PSI_WRITE_ONCE(r->end, start);
 	}
 	if (!add)
-		return;
+		return unlinked;
 	if (!victim) {
 		rtree_insert(t, new_range(spares, start, end, pol));
-		return;
+		return unlinked;
 	}
 	{
 		struct ps_range *old = new_range(spares, 0, 0, NULL);
@@ -169,6 +171,7 @@ void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct 
 		PSI_WRITE_ONCE(r->start, start);
 		PSI_WRITE_ONCE(r->end, end);
 	}
+	return unlinked;
 }
 
 int psi_rangetree_foreach(const struct ps_rtree *t, ps_foreach_fn fn, void *arg)

@@ -50,12 +50,15 @@ void psi_rangetree_init(struct ps_rtree *t);
  * @spares: at least PSI_RANGETREE_SET_MAX_NEW preallocated ranges; those used
  *          are taken off the list
  * @removed: receives the ranges unlinked from the tree, each with its
- *           policy reference; the caller frees them with
+ *           policy reference, and a spare that carries the old reference of
+ *           a range the set reused in place; the caller frees them with
  *           psi_range_list_free() once no reader can reach them
  *
- * Cannot fail.  @pol NULL or DEFAULT only removes.
+ * Cannot fail.  @pol NULL or DEFAULT only removes.  Return: the ranges
+ * unlinked from the tree (the carrier of a reused range's reference is
+ * not one).
  */
-void psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
+size_t psi_rangetree_set(struct ps_rtree *t, uint64_t start, uint64_t end, struct ps_policy *pol,
 		struct psi_range_list *spares, struct psi_range_list *removed);
 
 /** psi_rangetree_foreach() - in-order walk of a tree no writer is changing. */

@@ -815,7 +815,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	struct psi_ix_pool *pool;
 	struct psi_ix_tx ix;
 	uint64_t added, taken, logged, quota;
-	size_t i, bytes;
+	size_t i, bytes, unlinked = 0;
 	bool walk, root;
 
 	pthread_mutex_lock(&cs->wlock);
@@ -844,8 +844,8 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	PSI_TEST_POINT(PSI_TP_COW_UPDATE_BUILT);
 	/* Nothing can fail from here on. */
 	for (i = 0; i < n; i++)
-		psi_rangetree_set(&cs->base.rd.tree, ops[i].start, ops[i].end, ops[i].pol, &spares,
-				&removed);
+		unlinked += psi_rangetree_set(&cs->base.rd.tree, ops[i].start, ops[i].end,
+				ops[i].pol, &spares, &removed);
 	/*
 	 * For the thread checkers: every node is written; pairs with the
 	 * readers' annotation where they load the root (cow_ix_root()).  The
@@ -860,8 +860,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	cs->stats.sets++;
 	cs->stats.root_publications += root;
 	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, ix.nkept);
-	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max,
-			ix.nretired + removed.n);
+	stats_add(&cs->stats.nodes_retired, &cs->stats.nodes_retired_max, ix.nretired + unlinked);
 	/* What left the index and the tree, onto the log until its grace period ends. */
 	for (i = 0; i < ix.nretired; i++)
 		psi_rlog_add(cs->log, ix.retired[i]);

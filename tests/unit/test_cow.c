@@ -408,3 +408,48 @@ Test(cow, qsbr_online_thread_sets, .timeout = 60)
 	pthread_join(t, NULL);
 	ps_store_destroy(s);
 }
+
+/* One set on @s: the index nodes it built and what it retired (ps_store_stats()). */
+static void set_counted(struct ps_store *s, uint64_t a, uint64_t b, struct ps_policy *pol,
+		uint64_t *copied, uint64_t *retired)
+{
+	struct ps_store_stats st0, st1;
+
+	cr_assert_eq(ps_store_stats(s, &st0), 0);
+	cr_assert_eq(ps_store_set(s, a, b, pol), 0);
+	cr_assert_eq(ps_store_stats(s, &st1), 0);
+	*copied = st1.nodes_copied - st0.nodes_copied;
+	*retired = st1.nodes_retired - st0.nodes_retired;
+}
+
+/*
+ * Suspicion: the stats count as retired the spare that carries the old
+ * policy reference of a range given a new one in place, which no set
+ * took out of the tree.  Each index node a set built here replaces one,
+ * so what it retired beyond what it built is the ranges it unlinked: none
+ * for a new policy, one for a removal, two for a range set over three.
+ */
+RCU_TEST(stats_count_what_sets_take_out, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2);
+	uint64_t copied, retired;
+	int i;
+
+	cr_assert_not_null(s);
+	/* Filled front to back: full leaves of 16 ranges. */
+	for (i = 0; i < 64; i++)
+		cr_assert_eq(ps_store_set(s, 1000 + 10 * (uint64_t)i, 1005 + 10 * (uint64_t)i, a), 0);
+	set_counted(s, 1000, 1005, b, &copied, &retired);
+	cr_expect_eq(retired, copied, "a new policy: %" PRIu64 " retired, %" PRIu64 " built",
+			retired, copied);
+	set_counted(s, 1200, 1205, NULL, &copied, &retired);
+	cr_expect_eq(retired, copied + 1, "a removal: %" PRIu64 " retired, %" PRIu64 " built",
+			retired, copied);
+	set_counted(s, 1400, 1425, b, &copied, &retired);
+	cr_expect_eq(retired, copied + 2, "three ranges in one: %" PRIu64 " retired, %" PRIu64
+			" built", retired, copied);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+	ps_policy_put(b);
+}

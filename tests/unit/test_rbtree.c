@@ -232,9 +232,26 @@ static int walk_cmp(uint64_t start, uint64_t end, struct ps_policy *pol, void *a
 	return 0;
 }
 
+/* The ranges of a tree wholly inside [a, b). */
+struct inside {
+	uint64_t a, b;
+	size_t n;
+};
+
+static int count_inside(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct inside *in = arg;
+
+	(void)pol;
+	in->n += start >= in->a && end <= in->b;
+	return 0;
+}
+
 /*
  * In-place sets with exactly PSI_RANGETREE_SET_MAX_NEW spares each (running
- * out aborts), against a page model; the tree is checked after each.
+ * out aborts), against a page model; the tree is checked after each.  A
+ * set unlinks the ranges it covers whole, but for the one a new range
+ * takes the place of, and says how many.
  */
 Test(rbtree, range_sets_against_page_model)
 {
@@ -251,11 +268,16 @@ Test(rbtree, range_sets_against_page_model)
 		uint64_t b = a + len > 4096 ? 4096 : a + len;
 		struct ps_policy *pol = pols[ps_test_rand(&seed) % 3];
 		struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
+		struct inside in = { a, b, 0 };
 		const char *why = NULL;
+		size_t unlinked;
 		uint64_t x;
 
+		psi_rangetree_foreach(&t, count_inside, &in);
 		cr_assert_eq(psi_range_list_fill(&spares, PSI_RANGETREE_SET_MAX_NEW), 0);
-		psi_rangetree_set(&t, a, b, pol, &spares, &removed);
+		unlinked = psi_rangetree_set(&t, a, b, pol, &spares, &removed);
+		cr_assert_eq(unlinked, in.n - (pol && in.n), "op %d: %zu unlinked of %zu inside", op,
+				unlinked, in.n);
 		psi_range_list_free(&spares);
 		psi_range_list_free(&removed);
 		cr_assert_eq(psi_rangetree_check(&t, &why), 0, "op %d: %s", op, why);
