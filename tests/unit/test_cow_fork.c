@@ -405,3 +405,84 @@ ALL_TEST(alloc_failure_every_allocation, .timeout = 300)
 		ps_policy_put(pols[pi]);
 	}
 }
+
+/*
+ * Suspicion: in a child of fork(), which has no reclaim thread yet (the
+ * reclaimer's barrier returns at once there), ps_store_synchronize()
+ * releases what a set retired while a reader of the child is still
+ * inside the section that found it.  The parent forks just after a set,
+ * with its store's sweep queued; the child's reader borrows the store's
+ * only reference to a policy and stays inside for 300 ms while the child
+ * gives the range a new policy and synchronizes.
+ */
+struct child_reader {
+	struct ps_store *s;
+	sem_t inside;
+	int left; /* atomic: 1 left with the policy alive, 2 with it freed */
+};
+
+static void *child_reader_fn(void *arg)
+{
+	struct child_reader *r = arg;
+	const struct ps_policy *p;
+	bool alive;
+
+	ps_store_read_lock(r->s);
+	p = ps_store_lookup_borrow(r->s, 0x1500);
+	sem_post(&r->inside);
+	usleep(300000);
+	alive = p && ps_policy_refcount((struct ps_policy *)p) >= 1;
+	__atomic_store_n(&r->left, alive ? 1 : 2, __ATOMIC_SEQ_CST);
+	ps_store_read_unlock(r->s);
+	return NULL;
+}
+
+/* The child: a reader inside, a set and synchronize beside it; a hang is killed by alarm(). */
+static int child_synchronize_beside_reader(struct ps_store *s, struct ps_policy *q)
+{
+	struct child_reader r = { .s = s };
+	pthread_t t;
+	int left;
+
+	alarm(10);
+	if (sem_init(&r.inside, 0, 0) || pthread_create(&t, NULL, child_reader_fn, &r))
+		return 6; /* 1 is the sanitizers' exit status */
+	while (sem_wait(&r.inside))
+		;
+	if (ps_store_set(s, 0x1000, 0x2000, q))
+		return 2;
+	if (ps_store_synchronize(s))
+		return 3;
+	left = __atomic_load_n(&r.left, __ATOMIC_SEQ_CST);
+	pthread_join(t, NULL);
+	if (left != 1)
+		return left ? 5 : 4; /* 4: synchronize returned with the reader inside */
+	return 0;
+}
+
+RCU_TEST(fork_child_synchronize_waits_for_its_readers, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
+	pid_t pid;
+	int i;
+
+	cr_assert_not_null(s);
+	/*
+	 * A set every millisecond for 100 ms: the store's sweep has run and
+	 * waits to look again, queued on no list the child inherits.
+	 */
+	for (i = 0; i < 100; i++) {
+		cr_assert_eq(ps_store_set(s, 0x3000, 0x3001, (i & 1) ? q : NULL), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(ps_store_set(s, 0x1000, 0x2000, p), 0);
+	ps_policy_put(p); /* the store holds the only reference */
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid)
+		_exit(child_synchronize_beside_reader(s, q));
+	expect_child_ok(pid, "synchronize in the child beside its reader");
+	ps_store_destroy(s);
+	ps_policy_put(q);
+}
