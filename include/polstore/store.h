@@ -247,8 +247,7 @@ PS_API size_t ps_store_memory(struct ps_store *store);
  * @sets: ps_store_set() calls and ps_store_set_many() batches that succeeded
  * @nodes_copied: index nodes the sets built (RCU, RCU_QSBR: docs/internals.md)
  * @nodes_copied_max: the most one set built
- * @nodes_retired: index nodes the sets took out (freed after a grace period) and ranges they
- *                 unlinked from the tree
+ * @nodes_retired: index nodes the sets took out and ranges they unlinked from the tree
  * @nodes_retired_max: the most one set retired
  * @root_publications: sets published by a store of the root, not of a child
  */
