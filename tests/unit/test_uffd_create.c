@@ -6,6 +6,8 @@
  */
 #include "uffd_test.h"
 
+#include <inttypes.h>
+
 /* ---- creation: refused, failing, bad input ------------------------------------------------ */
 
 /* Run @fn in a child; its exit status (0: every check passed). */
@@ -487,7 +489,10 @@ Test(uffd, read_zeropage, .timeout = 60)
 	st = stats(uf, -1);
 	cr_expect_eq(st.zeros, 2);
 	/* The kernel may report a fault again (a retried wait): found placed. */
-	cr_expect_eq(st.faults, st.zeros + st.exists);
+	cr_expect_eq(st.faults, st.zeros + st.exists,
+			"faults %" PRIu64 ", zeros %" PRIu64 ", exists %" PRIu64 ", dropped %" PRIu64
+			", errors %" PRIu64,
+			st.faults, st.zeros, st.exists, st.dropped, st.errors);
 	ps_uffd_destroy(uf);
 	munmap(base, n * psz);
 }
@@ -613,9 +618,9 @@ Test(uffd, read_zeropage_partly_present, .timeout = 60)
 	cr_assert(served, "the read of the dropped half was not served in 3 s");
 	cr_expect_eq(v, 0);
 	st = stats(uf, -1);
+	/* Both halves placed as zero pages (one fault may come twice: found placed). */
 	cr_expect_eq(st.zeros, 2);
-	cr_expect_eq(st.faults, 2);
-	cr_expect_eq(st.exists, 0);
+	cr_expect_eq(st.faults, st.zeros + st.exists);
 	ps_uffd_destroy(uf);
 	munmap(raw, 3 * psz);
 }
