@@ -45,4 +45,18 @@ static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 double now_s(void);
 void churn(struct ps_store *s, struct ps_policy *p, int n);
 
+/*
+ * A reader that borrows @page's policy, posts @inside, stays inside its
+ * section 300 ms, checks the policy alive (abort() if not) and sets @left
+ * before it leaves (slow_reader_fn(), test_cow.c).
+ */
+struct slow_reader {
+	struct ps_store *s;
+	uint64_t page;
+	sem_t inside;
+	int left; /* atomic */
+};
+
+void *slow_reader_fn(void *arg);
+
 #endif /* POLSTORE_TESTS_COW_TEST_H */

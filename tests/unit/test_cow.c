@@ -24,6 +24,21 @@ void churn(struct ps_store *s, struct ps_policy *p, int n)
 	}
 }
 
+void *slow_reader_fn(void *arg)
+{
+	struct slow_reader *r = arg;
+	const struct ps_policy *p;
+
+	ps_store_read_lock(r->s);
+	p = ps_store_lookup_borrow(r->s, r->page);
+	sem_post(&r->inside);
+	usleep(300000);
+	TCHECK(p && ps_policy_refcount((struct ps_policy *)p) >= 1, "the borrowed policy");
+	__atomic_store_n(&r->left, 1, __ATOMIC_SEQ_CST);
+	ps_store_read_unlock(r->s);
+	return NULL;
+}
+
 /* ---- the store against the model of testutil.h, on pages [0, MODEL_PAGES) ---- */
 
 #define MODEL_PAGES 512

@@ -8,15 +8,21 @@
 
 /* ---- 5. fork ------------------------------------------------------------------------ */
 
+/* A child's wait status: it exited, with 0 (else the step it failed at). */
+static void expect_status_ok(int status, const char *what)
+{
+	cr_assert(WIFEXITED(status), "%s: child killed by signal %d (hang: alarm, or crash)", what,
+			WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	cr_assert_eq(WEXITSTATUS(status), 0, "%s: child failed at step %d", what,
+			WEXITSTATUS(status));
+}
+
 static void expect_child_ok(pid_t pid, const char *what)
 {
 	int status;
 
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert(WIFEXITED(status), "%s: child killed by signal %d (hang: alarm, or crash)", what,
-			WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-	cr_assert_eq(WEXITSTATUS(status), 0, "%s: child failed at step %d", what,
-			WEXITSTATUS(status));
+	expect_status_ok(status, what);
 }
 
 /* The child: sets, synchronize, destroy on a store of its own; a hang is killed by alarm(). */
@@ -417,32 +423,10 @@ ALL_TEST(alloc_failure_every_allocation, .timeout = 300)
  * checks that nothing is queued and no thread runs, before and after its
  * set (else the parent forks again).  The child's reader borrows the
  * store's only reference to a policy and stays inside for 300 ms while
- * the child gives the range a new policy and synchronizes.
+ * the child gives the range a new policy and synchronizes (a policy freed
+ * under it aborts the reader, so the child).
  */
 #define CHILD_NOT_STAGED 7
-
-struct child_reader {
-	struct ps_store *s;
-	sem_t inside;
-	int left; /* atomic: 1 left with the policy alive, 2 with it freed */
-};
-
-static void *child_reader_fn(void *arg)
-{
-	struct child_reader *r = arg;
-	const struct ps_policy *p;
-	bool alive;
-
-	ps_store_read_lock(r->s);
-	p = ps_store_lookup_borrow(r->s, 0x1500);
-	sem_post(&r->inside);
-	usleep(300000);
-	/* Freed memory when the bug is there: ASan says so; else exit status 4 does. */
-	alive = p && ps_policy_refcount((struct ps_policy *)p) >= 1;
-	__atomic_store_n(&r->left, alive ? 1 : 2, __ATOMIC_SEQ_CST);
-	ps_store_read_unlock(r->s);
-	return NULL;
-}
 
 /* Nothing queued on the child's reclaimer and no thread: its barrier returns at once. */
 static bool child_barrier_is_empty(struct psi_reclaimer *rc)
@@ -454,14 +438,14 @@ static bool child_barrier_is_empty(struct psi_reclaimer *rc)
 static int child_synchronize_beside_reader(struct ps_store *s, struct ps_policy *q,
 		struct psi_reclaimer *rc)
 {
-	struct child_reader r = { .s = s };
+	struct slow_reader r = { .s = s, .page = 0x1500 };
 	pthread_t t;
 	int left;
 
 	alarm(10);
 	if (!child_barrier_is_empty(rc))
 		return CHILD_NOT_STAGED;
-	if (sem_init(&r.inside, 0, 0) || pthread_create(&t, NULL, child_reader_fn, &r))
+	if (sem_init(&r.inside, 0, 0) || pthread_create(&t, NULL, slow_reader_fn, &r))
 		return 6; /* 1 is the sanitizers' exit status */
 	while (sem_wait(&r.inside))
 		;
@@ -473,8 +457,8 @@ static int child_synchronize_beside_reader(struct ps_store *s, struct ps_policy 
 		return 3;
 	left = __atomic_load_n(&r.left, __ATOMIC_SEQ_CST);
 	pthread_join(t, NULL);
-	if (left != 1)
-		return left ? 5 : 4; /* 4: synchronize returned with the reader inside */
+	if (!left)
+		return 4; /* synchronize returned with the reader inside */
 	return 0;
 }
 
@@ -504,9 +488,7 @@ RCU_TEST(fork_child_synchronize_waits_for_its_readers, .timeout = 60)
 			break;
 	}
 	cr_assert_lt(tries, 50, "no child found its reclaimer's queue empty in 50 forks");
-	cr_assert(WIFEXITED(status), "child killed by signal %d (hang: alarm, or crash)",
-			WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-	cr_assert_eq(WEXITSTATUS(status), 0, "child failed at step %d", WEXITSTATUS(status));
+	expect_status_ok(status, "synchronize in the child beside its reader");
 	ps_store_destroy(s);
 	ps_policy_put(q);
 }

@@ -289,36 +289,14 @@ RCU_TEST(destroy_with_stalled_records, .timeout = 60)
  * ps_store_synchronize() after another such set.  Neither may return, and
  * free the policy, while the reader is still inside.
  */
-struct nothread_reader {
-	struct ps_store *s;
-	sem_t inside;
-	int left; /* atomic */
-	uint64_t page;
-};
-
-static void *nothread_reader_fn(void *arg)
-{
-	struct nothread_reader *r = arg;
-	const struct ps_policy *p;
-
-	ps_store_read_lock(r->s);
-	p = ps_store_lookup_borrow(r->s, r->page);
-	sem_post(&r->inside);
-	usleep(300000);
-	TCHECK(p && ps_policy_refcount((struct ps_policy *)p) >= 1, "the borrowed policy");
-	__atomic_store_n(&r->left, 1, __ATOMIC_SEQ_CST);
-	ps_store_read_unlock(r->s);
-	return NULL;
-}
-
-static void nothread_wait_for(struct nothread_reader *r, int k, enum ps_sync sync)
+static void nothread_wait_for(struct slow_reader *r, int k, enum ps_sync sync)
 {
 	struct ps_policy *q = ps_test_bind(2);
 	pthread_t t;
 
 	__atomic_store_n(&r->left, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
-	cr_assert_eq(pthread_create(&t, NULL, nothread_reader_fn, r), 0);
+	cr_assert_eq(pthread_create(&t, NULL, slow_reader_fn, r), 0);
 	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
 	while (sem_wait(&r->inside))
 		;
@@ -334,7 +312,7 @@ static void nothread_wait_for(struct nothread_reader *r, int k, enum ps_sync syn
 
 RCU_TEST(no_thread_waits_for_readers_inside, .timeout = 60)
 {
-	struct nothread_reader r = { .page = 0x1500 };
+	struct slow_reader r = { .page = 0x1500 };
 	int k;
 
 	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
