@@ -285,48 +285,49 @@ static int leaf_edit(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct 
 
 /*
  * Leaf @l with its entries [i0, i1) replaced by @add[0, na), as one new
- * leaf of @l's capacity, which the result fits: the runs before and after
- * copied whole, field by field (the runs after with the sentinels behind
- * them, as far as they reach).
+ * leaf of @l's capacity, which the result fits: @l copied whole, then in
+ * each field the run after the entries replaced moved to follow the new
+ * ones (with the sentinels behind it, as far as it reaches), sentinels
+ * where the leaf shrank, and @add written.
  */
 static struct ps_ix_node *leaf_splice(struct psi_ix_tx *tx, const struct ps_ix_leaf *l, int i0,
 		int i1, const struct ent *add, int na)
 {
 	unsigned shift = l->h.shift;
-	int cap = 1 << shift, at = i0 + na, k = cap - i1 < cap - at ? cap - i1 : cap - at, i;
-	struct ps_ix_leaf *x = new_node(tx, _PS_IX_LEAF_BYTES(shift));
+	size_t bytes = _PS_IX_LEAF_BYTES(shift);
+	int cap = 1 << shift, at = i0 + na, k = cap - (i1 > at ? i1 : at), i;
+	struct ps_ix_leaf *x = new_node(tx, bytes);
 	uint64_t *start, *end;
 	struct ps_policy **pol;
 	int16_t *hint;
 
 	if (!x)
 		return NULL;
+	memcpy(x->w, l->w, bytes - sizeof(x->h));
 	x->h.n = (uint16_t)(at + l->h.n - i1);
 	x->h.shift = (uint8_t)shift;
-	tx->bytes += (ptrdiff_t)node_bytes(&x->h);
+	tx->bytes += (ptrdiff_t)bytes;
 	start = x->w;
 	end = x->w + cap;
 	pol = (struct ps_policy **)(void *)(x->w + 2 * cap);
 	hint = (int16_t *)(void *)(x->w + 3 * cap);
-	memcpy(start, _PS_IX_START(l), (size_t)i0 * sizeof(*start));
-	memcpy(end, _PS_IX_END(l), (size_t)i0 * sizeof(*end));
-	memcpy(pol, _PS_IX_POL(l), (size_t)i0 * sizeof(*pol));
-	memcpy(hint, _PS_IX_HINT(l), (size_t)i0 * sizeof(*hint));
+	if (at != i1) {
+		memmove(start + at, start + i1, (size_t)k * sizeof(*start));
+		memmove(end + at, end + i1, (size_t)k * sizeof(*end));
+		memmove(pol + at, pol + i1, (size_t)k * sizeof(*pol));
+		memmove(hint + at, hint + i1, (size_t)k * sizeof(*hint));
+		for (i = at + k; i < cap; i++) {
+			start[i] = PS_IX_NONE;
+			end[i] = 0;
+			pol[i] = NULL;
+			hint[i] = 0;
+		}
+	}
 	for (i = 0; i < na; i++) {
 		start[i0 + i] = add[i].start;
 		end[i0 + i] = add[i].end;
 		pol[i0 + i] = add[i].pol;
 		hint[i0 + i] = (int16_t)add[i].hint;
-	}
-	memcpy(start + at, _PS_IX_START(l) + i1, (size_t)k * sizeof(*start));
-	memcpy(end + at, _PS_IX_END(l) + i1, (size_t)k * sizeof(*end));
-	memcpy(pol + at, _PS_IX_POL(l) + i1, (size_t)k * sizeof(*pol));
-	memcpy(hint + at, _PS_IX_HINT(l) + i1, (size_t)k * sizeof(*hint));
-	for (i = at + k; i < cap; i++) {
-		start[i] = PS_IX_NONE;
-		end[i] = 0;
-		pol[i] = NULL;
-		hint[i] = 0;
 	}
 	return &x->h;
 }
@@ -467,11 +468,11 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 			o->n = 1;
 			return 0;
 		}
-		for (i = 0; i < i0; i++)
+		for (i = 0; l && i < i0; i++)
 			ent[k++] = leaf_ent(l, i);
 		for (i = 0; i < na; i++)
 			ent[k++] = add[i];
-		for (i = i1; i < (l ? l->h.n : 0); i++)
+		for (i = i1; l && i < l->h.n; i++)
 			ent[k++] = leaf_ent(l, i);
 		return leaves_out(tx, ent, n, lo, top, append, o);
 	}
@@ -632,6 +633,66 @@ void psi_ix_reuse(struct psi_ix_tx *tx, void *(*fn)(void *ctx, size_t size), voi
 	tx->reuse_ctx = ctx;
 }
 
+/*
+ * The first set of an update that may store a slot, [s, e) set to @pol in
+ * an index of more than one leaf: when it gives one range a new policy,
+ * in place; when it changes one leaf into one that keeps its interval and
+ * joins no neighbour, that leaf is copied and its parent's slot noted,
+ * without the general walk of update() (which would end the same way).
+ * Return: 1 when done, 0 when update() must do it (nothing built), or
+ * -ENOMEM.
+ */
+static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, uint64_t e,
+		struct ps_policy *pol)
+{
+	struct ps_ix_inner *in = NULL;
+	struct ps_ix_leaf *l;
+	struct ps_ix_node *x;
+	struct ent add[3];
+	uint64_t hi = UINT64_MAX;
+	int c = 0, i0, i1, na, n;
+
+	while (h->height) {
+		in = as_inner(h);
+		c = child_of(in, s);
+		if (c + 1 < in->h.n)
+			hi = in->piv[c];
+		h = in->child[c];
+		/* As the readers' descent does (polstore/static/index.h). */
+		__builtin_prefetch((const char *)h + 64);
+		__builtin_prefetch((const char *)h + 128);
+	}
+	l = as_leaf(h);
+	if (pol) {
+		int i = _ps_ix_find_in(l, s);
+
+		if (i >= 0 && _PS_IX_START(l)[i] == s && _PS_IX_END(l)[i] == e) {
+			tx->inplace = l;
+			tx->inplace_at = i;
+			tx->inplace_pol = pol;
+			tx->inplace_hint = (int16_t)_ps_policy_hint(pol);
+			return 1;
+		}
+	}
+	/* Past the leaf's interval, or the root is the leaf: update() moves pivots or the root. */
+	if (!in || e > hi)
+		return 0;
+	n = leaf_edit(l, s, e, pol, &i0, &i1, add, &na);
+	if (n < 0)
+		return 1;
+	if (!n || n > (int)LEAF_CAP || (n < (int)LEAF_LOW && in->h.n > 1) ||
+			l->h.shift != PS_IX_LEAF_SHIFT)
+		return 0;
+	if (retire(tx, &l->h))
+		return -ENOMEM;
+	x = leaf_splice(tx, l, i0, i1, add, na);
+	if (!x)
+		return -ENOMEM;
+	tx->slot = &in->child[c];
+	tx->val = x;
+	return 1;
+}
+
 int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_policy *pol)
 {
 	struct ps_ix_node *root = tx->cur, *nr;
@@ -642,18 +703,10 @@ int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_pol
 		pol = NULL;
 	if (!root && !pol)
 		return 0;
-	/* A range that takes a new policy, the first set of an update that may: in place. */
-	if (pol && root && !tx->at_root && root == tx->root->node && !tx->inplace) {
-		struct ps_ix_leaf *l = (struct ps_ix_leaf *)_ps_ix_leaf_of(root, start, NULL);
-		int i = _ps_ix_find_in(l, start);
-
-		if (i >= 0 && _PS_IX_START(l)[i] == start && _PS_IX_END(l)[i] == end) {
-			tx->inplace = l;
-			tx->inplace_at = i;
-			tx->inplace_pol = pol;
-			tx->inplace_hint = (int16_t)_ps_policy_hint(pol);
-			return 0;
-		}
+	if (root && !tx->at_root && root == tx->root->node && !tx->slot && !tx->inplace) {
+		err = set_one_leaf(tx, root, start, end, pol);
+		if (err)
+			return err < 0 ? err : 0;
 	}
 	height = root ? root->height : 0;
 	err = update(tx, root, height, 0, UINT64_MAX, start, end, pol, tx->at_root, true, &o);

@@ -100,6 +100,12 @@ static inline uint64_t psi_rlog_count(const struct psi_rlog *log)
 	return log ? log->added - log->taken : 0;
 }
 
+/* Ripe entries on @log (NULL: none). */
+static inline uint64_t psi_rlog_ripe_count(const struct psi_rlog *log)
+{
+	return log ? log->ripe - log->taken : 0;
+}
+
 /* Bytes the ripe entries on @log hold. */
 static inline uint64_t psi_rlog_ripe_bytes(const struct psi_rlog *log)
 {

@@ -336,6 +336,8 @@ static void *cow_reuse(void *ctx, size_t size)
 {
 	struct psi_store_cow *cs = ctx;
 
+	if (!psi_rlog_ripe_count(cs->log))
+		cs->pull = 0;
 	while (cs->pull) {
 		void *e = cow_take(cs);
 

@@ -163,6 +163,73 @@ Test(index, single_set_publishes_at_the_lowest_unchanged_node)
 }
 
 /*
+ * The sets a writer makes most: a range split by a set inside it (two
+ * entries more) and a range removed (one fewer), each inside one leaf that
+ * neither overflows nor falls under a quarter.  Each copies that one leaf
+ * and stores it into its parent's slot; the leaf's neighbours, its parent
+ * and the root stay.  The sets that put the range back are checked the
+ * same way.
+ */
+Test(index, splits_and_removals_inside_a_leaf_copy_one_leaf)
+{
+	struct hx h;
+	long i, copied = 0;
+
+	ps_test_alloc_install();
+	hx_init(&h, 8);
+	hx_build_spaced(&h);
+	/* Every fourth range out: room in every leaf for a split. */
+	for (i = 3; i < 1000; i += 4) {
+		struct op o = {10 * (uint64_t)i, 10 * (uint64_t)i + 5, NULL};
+
+		hx_update(&h, &o, 1, false);
+	}
+	hx_verify(&h, NULL, 0);
+	for (i = 0; i < 400; i++) {
+		uint64_t r = ps_test_rand(&h.seed), k = 4 * (r % 250) + (r >> 32) % 3, s = 10 * k;
+		struct ps_ix_node *root = h.root.node;
+		const struct ps_ix_leaf *l = _ps_ix_leaf_of(root, s, NULL);
+		int at = _ps_ix_find_in(l, s), grow = i % 2 ? 2 : -1, step;
+		struct ps_policy *was;
+		struct op o[2];
+
+		if (at < 0 || l->h.n + grow > 16 || l->h.n + grow < 4)
+			continue;
+		was = _PS_IX_POL(l)[at];
+		/* The change, then the set that undoes it. */
+		o[0] = i % 2 ? (struct op){s + 1, s + 4, h.pol[(k + 1) % NBIND]}
+			     : (struct op){s, s + 5, NULL};
+		o[1] = (struct op){s, s + 5, was};
+		for (step = 0; step < 2; step++) {
+			const struct ps_ix_leaf *cur = _ps_ix_leaf_of(h.root.node, s, NULL);
+			struct psi_ix_tx tx;
+
+			root = h.root.node;
+			psi_ix_begin(&tx, &h.root, h.pool, false);
+			cr_assert_eq(psi_ix_set(&tx, o[step].s, o[step].e, o[step].pol), 0);
+			cr_assert(tx.nbuilt == 1 && tx.nretired == 1,
+					"set %ld step %d: built %zu nodes and retired %zu", i, step,
+					tx.nbuilt, tx.nretired);
+			cr_assert_eq(tx.retired[0], (void *)cur);
+			cr_assert_neq(tx.slot, &h.root.node);
+			cr_assert_eq(*tx.slot, (struct ps_ix_node *)cur, "the slot is the leaf's");
+			cr_assert_eq(tx.val->height, 0);
+			psi_ix_abort(&tx);
+			psi_ix_end(&tx);
+			hx_update(&h, &o[step], 1, false);
+			cr_assert_eq(h.root.node, root, "a set inside one leaf moved the root");
+			hx_verify(&h, &o[step], 1);
+		}
+		copied++;
+	}
+	cr_assert_gt(copied, 350, "only %ld of 400 sets inside one leaf", copied);
+	hx_report(&h, "inside a leaf");
+	hx_fini(&h);
+	cr_assert_eq(ps_test_alloc_live(), 0);
+	ps_test_alloc_restore();
+}
+
+/*
  * A set that only gives one range a new policy (the same bounds) builds
  * and retires nothing: it stores the policy and hint into the range's
  * entry of its published leaf, the root and every slot as they were.  In
