@@ -749,26 +749,26 @@ static void cow_walk_cleanup(void *cs)
 }
 
 /*
- * Under @wlock: the spares of an update of @n ops, n *
- * PSI_RANGETREE_SET_MAX_NEW ranges, the store's stock first.  -ENOMEM:
- * the caller gives back what @spares holds (cow_keep_spares()).
+ * Under @wlock: the store's spares made up to what an update of @n ops
+ * may take, n * PSI_RANGETREE_SET_MAX_NEW ranges.  Return: 0, or -ENOMEM
+ * with the spares as they were.
  */
-static int cow_spares(struct psi_store_cow *cs, struct psi_range_list *spares, size_t n)
+static int cow_spares(struct psi_store_cow *cs, size_t n)
 {
-	psi_range_list_splice(spares, &cs->spare);
 	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW)
 		return -ENOMEM;
-	return psi_range_list_fill(spares, (int)(n * PSI_RANGETREE_SET_MAX_NEW));
+	return psi_range_list_fill(&cs->spare, (int)(n * PSI_RANGETREE_SET_MAX_NEW));
 }
 
-/* Under @wlock: keep up to PSI_COW_SPARES of the spares an update left, free the rest. */
-static void cow_keep_spares(struct psi_store_cow *cs, struct psi_range_list *spares)
+/* Under @wlock: keep up to PSI_COW_SPARES spares (a batch may leave more), free the rest. */
+static void cow_keep_spares(struct psi_store_cow *cs)
 {
-	struct ps_range *r;
+	struct psi_range_list extra = { NULL, 0, NULL };
 
-	while (cs->spare.n < PSI_COW_SPARES && (r = psi_range_list_pop(spares)))
-		psi_range_list_push(&cs->spare, r);
-	psi_range_list_free(spares);
+	if (cs->spare.n > PSI_COW_SPARES) {
+		psi_range_list_move(&extra, &cs->spare, cs->spare.n - PSI_COW_SPARES);
+		psi_range_list_free(&extra);
+	}
 }
 
 /*
@@ -813,7 +813,7 @@ static size_t cow_log_removed(struct psi_store_cow *cs, struct psi_range_list *r
 static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 {
 	struct psi_store_cow *cs = to_cow(s);
-	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
+	struct psi_range_list removed = { NULL, 0, NULL };
 	struct psi_ix_pool *pool;
 	struct psi_ix_tx ix;
 	uint64_t added, taken, logged, quota;
@@ -840,14 +840,14 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	for (i = 0; i < n; i++)
 		if (psi_ix_set(&ix, ops[i].start, ops[i].end, ops[i].pol))
 			goto abort;
-	if (cow_spares(cs, &spares, n) ||
+	if (cow_spares(cs, n) ||
 			psi_rlog_reserve(&cs->log, ix.nretired + PSI_COW_RANGES_NOW))
 		goto abort;
 	PSI_TEST_POINT(PSI_TP_COW_UPDATE_BUILT);
 	/* Nothing can fail from here on. */
 	for (i = 0; i < n; i++)
 		unlinked += psi_rangetree_set(&cs->base.rd.tree, ops[i].start, ops[i].end,
-				ops[i].pol, &spares, &removed);
+				ops[i].pol, &cs->spare, &removed);
 	/*
 	 * For the thread checkers: every node is written; pairs with the
 	 * readers' annotation where they load the root (cow_ix_root()).  The
@@ -869,7 +869,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	bytes = ix.retired_bytes + cow_log_removed(cs, &removed);
 	psi_rlog_added_bytes(cs->log, bytes);
 	psi_ix_end(&ix);
-	cow_keep_spares(cs, &spares);
+	cow_keep_spares(cs);
 	/*
 	 * As many entries off the log as came on: what a grace period made
 	 * ripe lasts the sets until the next one ends.  Twice as many while
@@ -911,7 +911,7 @@ abort:
 	psi_ix_abort(&ix);
 	psi_ix_end(&ix);
 	cow_trim(cs);
-	cow_keep_spares(cs, &spares);
+	cow_keep_spares(cs);
 	cow_account(cs);
 	pthread_mutex_unlock(&cs->wlock);
 	return -ENOMEM;
