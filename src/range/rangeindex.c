@@ -290,10 +290,10 @@ static int leaf_edit(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct 
  * ones (with the sentinels behind it, as far as it reaches), sentinels
  * where the leaf shrank, and @add written.
  */
-static struct ps_ix_node *leaf_splice(struct psi_ix_tx *tx, const struct ps_ix_leaf *l, int i0,
-		int i1, const struct ent *add, int na)
+static inline __attribute__((always_inline)) struct ps_ix_node *leaf_splice_of(
+		struct psi_ix_tx *tx, const struct ps_ix_leaf *l, int i0, int i1,
+		const struct ent *add, int na, unsigned shift)
 {
-	unsigned shift = l->h.shift;
 	size_t bytes = _PS_IX_LEAF_BYTES(shift);
 	int cap = 1 << shift, at = i0 + na, k = cap - (i1 > at ? i1 : at), i;
 	struct ps_ix_leaf *x = new_node(tx, bytes);
@@ -330,6 +330,15 @@ static struct ps_ix_node *leaf_splice(struct psi_ix_tx *tx, const struct ps_ix_l
 		hint[i0 + i] = (int16_t)add[i].hint;
 	}
 	return &x->h;
+}
+
+static struct ps_ix_node *leaf_splice(struct psi_ix_tx *tx, const struct ps_ix_leaf *l, int i0,
+		int i1, const struct ent *add, int na)
+{
+	/* A full leaf's offsets and sizes known to the compiler: most copies. */
+	if (l->h.shift == PS_IX_LEAF_SHIFT)
+		return leaf_splice_of(tx, l, i0, i1, add, na, PS_IX_LEAF_SHIFT);
+	return leaf_splice_of(tx, l, i0, i1, add, na, l->h.shift);
 }
 
 /* The capacity (as a shift) leaves_out() gives a leaf of @n entries, @small: the root. */
