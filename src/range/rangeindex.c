@@ -262,12 +262,22 @@ static struct ent leaf_ent(const struct ps_ix_leaf *l, int i)
 static int leaf_edit(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct ps_policy *pol,
 		int *i0, int *i1, struct ent *add, int *na)
 {
-	int ln = l ? l->h.n : 0, a = 0, b, k = 0;
+	int ln = 0, a = 0, b = 0, k = 0;
 
-	while (a < ln && _PS_IX_END(l)[a] <= s)
-		a++;
-	for (b = a; b < ln && _PS_IX_START(l)[b] < e; b++)
-		;
+	if (l) {
+		/*
+		 * Branchless, as a lookup (the scans they replace mispredict
+		 * their exit): the entries ending by @s are those starting by
+		 * it but the last of them when it reaches past @s; those
+		 * starting before @e follow (sentinels start above any key).
+		 */
+		unsigned cap = 1u << l->h.shift;
+
+		ln = l->h.n;
+		a = (int)_ps_ix_count_le(_PS_IX_START(l), cap, s);
+		a -= a && _PS_IX_END(l)[a - 1] > s;
+		b = (int)_ps_ix_count_le(_PS_IX_START(l), cap, e - 1);
+	}
 	if (!pol && a == b)
 		return -1;
 	if (a < b && _PS_IX_START(l)[a] < s)
