@@ -654,10 +654,11 @@ void psi_ix_reuse(struct psi_ix_tx *tx, void *(*fn)(void *ctx, size_t size), voi
 
 /*
  * The first set of an update that may store a slot, [s, e) set to @pol in
- * an index of more than one leaf: when it gives one range a new policy,
- * in place; when it changes one leaf into one that keeps its interval and
- * joins no neighbour, that leaf is copied and its parent's slot noted,
- * without the general walk of update() (which would end the same way).
+ * the index at @h: when it gives one range a new policy, in place; when,
+ * below an inner node, it changes one leaf into one that keeps its
+ * interval and joins no neighbour, that leaf is copied and its parent's
+ * slot noted, without the general walk of update() (which would end the
+ * same way).
  * Return: 1 when done, 0 when update() must do it (nothing built), or
  * -ENOMEM.
  */
