@@ -17,8 +17,10 @@
  * and one that shrinks under a quarter joins a neighbour.  Either copies
  * the parent, and so on up.  When one leaf changes and keeps its
  * interval, a store of the new leaf into its parent's slot publishes the
- * set; otherwise the lowest node left unchanged has a slot stored, or the
- * root.  In a batch, or while a walk must see one version, every set
+ * set (the leaf is allocated as the set is planned and written just
+ * before the store, so that its lines, a grace period cold, come in for
+ * writing while the caller updates its tree); otherwise the lowest node
+ * left unchanged has a slot stored, or the root.  In a batch, or while a walk must see one version, every set
  * copies its whole path and publishes at the root.  Nodes the update
  * builds are marked fresh until published: a later set of the same batch
  * that replaces one frees it at publication instead of retiring it.
@@ -65,12 +67,6 @@
 _Static_assert(sizeof(struct ps_ix_node) == 8, "a node's header is one word");
 _Static_assert(sizeof(struct ps_ix_inner) == 256, "an inner node is four lines");
 
-/* One range while an update assembles a leaf. */
-struct ent {
-	uint64_t start, end;
-	struct ps_policy *pol;
-	int hint;
-};
 
 /* The nodes replacing one node of a level (0, 1 or 2), and the lower bound of each. */
 struct out {
@@ -199,7 +195,8 @@ static int retire_all(struct psi_ix_tx *tx, struct ps_ix_node *h)
 	return retire(tx, h);
 }
 
-static struct ps_ix_node *leaf_make(struct psi_ix_tx *tx, const struct ent *e, int n, unsigned shift)
+static struct ps_ix_node *leaf_make(struct psi_ix_tx *tx, const struct psi_ix_ent *e, int n,
+		unsigned shift)
 {
 	struct ps_ix_leaf *l = new_node(tx, _PS_IX_LEAF_BYTES(shift));
 	unsigned i, cap = 1u << shift;
@@ -247,9 +244,9 @@ static struct ps_ix_node *inner_make(struct psi_ix_tx *tx, int height, struct ps
 }
 
 /* Entry @i of leaf @l (its policy and hint may change in place: see the file comment). */
-static struct ent leaf_ent(const struct ps_ix_leaf *l, int i)
+static struct psi_ix_ent leaf_ent(const struct ps_ix_leaf *l, int i)
 {
-	return (struct ent){ _PS_IX_START(l)[i], _PS_IX_END(l)[i],
+	return (struct psi_ix_ent){ _PS_IX_START(l)[i], _PS_IX_END(l)[i],
 		_PS_LOAD_ACQUIRE(_PS_IX_POL(l)[i]), _PS_READ_ONCE(_PS_IX_HINT(l)[i]) };
 }
 
@@ -260,7 +257,7 @@ static struct ent leaf_ent(const struct ps_ix_leaf *l, int i)
  * the leaf's new count, or -1 when nothing changes.
  */
 static int leaf_edit(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct ps_policy *pol,
-		int *i0, int *i1, struct ent *add, int *na)
+		int cnt, int *i0, int *i1, struct psi_ix_ent *add, int *na)
 {
 	int ln = 0, a = 0, b = 0, k = 0;
 
@@ -274,18 +271,19 @@ static int leaf_edit(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct 
 		unsigned cap = 1u << l->h.shift;
 
 		ln = l->h.n;
-		a = (int)_ps_ix_count_le(_PS_IX_START(l), cap, s);
+		a = cnt >= 0 ? cnt : (int)_ps_ix_count_le(_PS_IX_START(l), cap, s);
 		a -= a && _PS_IX_END(l)[a - 1] > s;
 		b = (int)_ps_ix_count_le(_PS_IX_START(l), cap, e - 1);
 	}
 	if (!pol && a == b)
 		return -1;
 	if (a < b && _PS_IX_START(l)[a] < s)
-		add[k++] = (struct ent){ _PS_IX_START(l)[a], s, _PS_IX_POL(l)[a], _PS_IX_HINT(l)[a] };
+		add[k++] = (struct psi_ix_ent){ _PS_IX_START(l)[a], s, _PS_IX_POL(l)[a],
+			_PS_IX_HINT(l)[a] };
 	if (pol)
-		add[k++] = (struct ent){ s, e, pol, _ps_policy_hint(pol) };
+		add[k++] = (struct psi_ix_ent){ s, e, pol, _ps_policy_hint(pol) };
 	if (a < b && _PS_IX_END(l)[b - 1] > e)
-		add[k++] = (struct ent){ e, _PS_IX_END(l)[b - 1], _PS_IX_POL(l)[b - 1],
+		add[k++] = (struct psi_ix_ent){ e, _PS_IX_END(l)[b - 1], _PS_IX_POL(l)[b - 1],
 			_PS_IX_HINT(l)[b - 1] };
 	*i0 = a;
 	*i1 = b;
@@ -294,29 +292,25 @@ static int leaf_edit(const struct ps_ix_leaf *l, uint64_t s, uint64_t e, struct 
 }
 
 /*
- * Leaf @l with its entries [i0, i1) replaced by @add[0, na), as one new
- * leaf of @l's capacity, which the result fits: @l copied whole, then in
- * each field the run after the entries replaced moved to follow the new
- * ones (with the sentinels behind it, as far as it reaches), sentinels
- * where the leaf shrank, and @add written.
+ * Fill @x, a new leaf of @l's capacity, with @l's entries [i0, i1)
+ * replaced by @add[0, na), which it fits: @l copied whole, then in each
+ * field the run after the entries replaced moved to follow the new ones
+ * (with the sentinels behind it, as far as it reaches), sentinels where
+ * the leaf shrank, and @add written.
  */
-static inline __attribute__((always_inline)) struct ps_ix_node *leaf_splice_of(
-		struct psi_ix_tx *tx, const struct ps_ix_leaf *l, int i0, int i1,
-		const struct ent *add, int na, unsigned shift)
+static inline __attribute__((always_inline)) void leaf_fill_of(struct ps_ix_leaf *x,
+		const struct ps_ix_leaf *l, int i0, int i1, const struct psi_ix_ent *add, int na,
+		unsigned shift)
 {
 	size_t bytes = _PS_IX_LEAF_BYTES(shift);
 	int cap = 1 << shift, at = i0 + na, k = cap - (i1 > at ? i1 : at), i;
-	struct ps_ix_leaf *x = new_node(tx, bytes);
 	uint64_t *start, *end;
 	struct ps_policy **pol;
 	int16_t *hint;
 
-	if (!x)
-		return NULL;
 	memcpy(x->w, l->w, bytes - sizeof(x->h));
 	x->h.n = (uint16_t)(at + l->h.n - i1);
 	x->h.shift = (uint8_t)shift;
-	tx->bytes += (ptrdiff_t)bytes;
 	start = x->w;
 	end = x->w + cap;
 	pol = (struct ps_policy **)(void *)(x->w + 2 * cap);
@@ -339,16 +333,32 @@ static inline __attribute__((always_inline)) struct ps_ix_node *leaf_splice_of(
 		pol[i0 + i] = add[i].pol;
 		hint[i0 + i] = (int16_t)add[i].hint;
 	}
+}
+
+/* Leaf @l with its entries [i0, i1) replaced by @add[0, na), as one new leaf of its capacity. */
+static struct ps_ix_node *leaf_splice(struct psi_ix_tx *tx, const struct ps_ix_leaf *l, int i0,
+		int i1, const struct psi_ix_ent *add, int na)
+{
+	size_t bytes = _PS_IX_LEAF_BYTES(l->h.shift);
+	struct ps_ix_leaf *x = new_node(tx, bytes);
+
+	if (!x)
+		return NULL;
+	tx->bytes += (ptrdiff_t)bytes;
+	/* A full leaf's offsets and sizes known to the compiler: most copies. */
+	if (l->h.shift == PS_IX_LEAF_SHIFT)
+		leaf_fill_of(x, l, i0, i1, add, na, PS_IX_LEAF_SHIFT);
+	else
+		leaf_fill_of(x, l, i0, i1, add, na, l->h.shift);
 	return &x->h;
 }
 
-static struct ps_ix_node *leaf_splice(struct psi_ix_tx *tx, const struct ps_ix_leaf *l, int i0,
-		int i1, const struct ent *add, int na)
+/* The copy set_one_leaf() left to the publication, made now. */
+static void copy_now(struct psi_ix_tx *tx)
 {
-	/* A full leaf's offsets and sizes known to the compiler: most copies. */
-	if (l->h.shift == PS_IX_LEAF_SHIFT)
-		return leaf_splice_of(tx, l, i0, i1, add, na, PS_IX_LEAF_SHIFT);
-	return leaf_splice_of(tx, l, i0, i1, add, na, l->h.shift);
+	leaf_fill_of(as_leaf(tx->copy), tx->copy_from, tx->copy_i0, tx->copy_i1, tx->copy_add,
+			tx->copy_na, PS_IX_LEAF_SHIFT);
+	tx->copy = NULL;
 }
 
 /* The capacity (as a shift) leaves_out() gives a leaf of @n entries, @small: the root. */
@@ -365,8 +375,8 @@ static unsigned leaf_shift(int n, bool small)
  * store filled front to back), keeps every old range: leaves stay full.
  * More entries (a leaf and its neighbour) are shared evenly.
  */
-static int leaves_out(struct psi_ix_tx *tx, const struct ent *e, int n, uint64_t lo, bool small,
-		bool append, struct out *o)
+static int leaves_out(struct psi_ix_tx *tx, const struct psi_ix_ent *e, int n, uint64_t lo,
+		bool small, bool append, struct out *o)
 {
 	int parts = (n + (int)LEAF_CAP - 1) / (int)LEAF_CAP, p, at = 0;
 	unsigned shift = leaf_shift(n, small);
@@ -467,8 +477,8 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 
 	if (!height) {
 		const struct ps_ix_leaf *l = h ? as_leaf(h) : NULL;
-		struct ent add[3], ent[LEAF_CAP + 2];
-		int i0, i1, na, n = leaf_edit(l, s, e, pol, &i0, &i1, add, &na), i, k = 0;
+		struct psi_ix_ent add[3], ent[LEAF_CAP + 2];
+		int i0, i1, na, n = leaf_edit(l, s, e, pol, -1, &i0, &i1, add, &na), i, k = 0;
 		bool append = h && hi == UINT64_MAX && h->n &&
 			      s >= _PS_IX_END(as_leaf(h))[h->n - 1];
 
@@ -527,7 +537,7 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 				/* The small leaf joins its neighbour: one leaf for both slots. */
 				const struct ps_ix_leaf *x = as_leaf(subs[0].node[0]), *y = as_leaf(nb);
 				const struct ps_ix_leaf *f = k > ci ? x : y, *g = k > ci ? y : x;
-				struct ent ent[LEAF_CAP];
+				struct psi_ix_ent ent[LEAF_CAP];
 				int n = 0, i, a = k < ci ? k : ci;
 
 				for (i = 0; i < f->h.n; i++)
@@ -555,7 +565,7 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 			if (subs[0].node[0]->n + subs[0].node[1]->n + in->child[k]->n <=
 					2 * (int)LEAF_CAP - (int)LEAF_LOW) {
 				struct ps_ix_node *part[3];
-				struct ent ent[2 * LEAF_CAP];
+				struct psi_ix_ent ent[2 * LEAF_CAP];
 
 				part[k < ci ? 0 : 2] = in->child[k];
 				part[k < ci ? 1 : 0] = subs[0].node[0];
@@ -632,6 +642,7 @@ void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_p
 	tx->serve = psi_ix_pool_tune(pool);
 	tx->cur = root->node;
 	tx->inplace = NULL;
+	tx->copy = NULL;
 	tx->at_root = at_root;
 	tx->slot = NULL;
 	tx->val = NULL;
@@ -656,9 +667,9 @@ void psi_ix_reuse(struct psi_ix_tx *tx, void *(*fn)(void *ctx, size_t size), voi
  * The first set of an update that may store a slot, [s, e) set to @pol in
  * the index at @h: when it gives one range a new policy, in place; when,
  * below an inner node, it changes one leaf into one that keeps its
- * interval and joins no neighbour, that leaf is copied and its parent's
- * slot noted, without the general walk of update() (which would end the
- * same way).
+ * interval and joins no neighbour, the new leaf is allocated, its copy
+ * left to psi_ix_publish() and its parent's slot noted, without the
+ * general walk of update() (which would end the same way).
  * Return: 1 when done, 0 when update() must do it (nothing built), or
  * -ENOMEM.
  */
@@ -668,9 +679,9 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 	struct ps_ix_inner *in = NULL;
 	struct ps_ix_leaf *l;
 	struct ps_ix_node *x;
-	struct ent add[3];
 	uint64_t hi = UINT64_MAX;
-	int c = 0, i0, i1, na, n;
+	size_t off;
+	int c = 0, cnt, i0, i1, na, n;
 
 	while (h->height) {
 		in = as_inner(h);
@@ -683,10 +694,19 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 		__builtin_prefetch((const char *)h + 128);
 	}
 	l = as_leaf(h);
-	if (pol) {
-		int i = _ps_ix_find_in(l, s);
+	/* The rest of a full leaf, which a copy reads whole, while its starts are searched. */
+	if (in) {
+		__builtin_prefetch((const char *)l + 192);
+		__builtin_prefetch((const char *)l + 256);
+		__builtin_prefetch((const char *)l + 320);
+		__builtin_prefetch((const char *)l + 384);
+	}
+	/* How many entries start by @s: the in-place test's and leaf_edit()'s. */
+	cnt = (int)_ps_ix_count_le(_PS_IX_START(l), 1u << l->h.shift, s);
+	if (pol && cnt) {
+		int i = cnt - 1;
 
-		if (i >= 0 && _PS_IX_START(l)[i] == s && _PS_IX_END(l)[i] == e) {
+		if (_PS_IX_START(l)[i] == s && _PS_IX_END(l)[i] == e) {
 			tx->inplace = l;
 			tx->inplace_at = i;
 			tx->inplace_pol = pol;
@@ -697,7 +717,7 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 	/* Past the leaf's interval, or the root is the leaf: update() moves pivots or the root. */
 	if (!in || e > hi)
 		return 0;
-	n = leaf_edit(l, s, e, pol, &i0, &i1, add, &na);
+	n = leaf_edit(l, s, e, pol, cnt, &i0, &i1, tx->copy_add, &na);
 	if (n < 0)
 		return 1;
 	if (!n || n > (int)LEAF_CAP || (n < (int)LEAF_LOW && in->h.n > 1) ||
@@ -705,9 +725,22 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 		return 0;
 	if (retire(tx, &l->h))
 		return -ENOMEM;
-	x = leaf_splice(tx, l, i0, i1, add, na);
+	/*
+	 * The new leaf now, its contents at publication: its lines (memory a
+	 * grace period old is in no cache near) come in for writing while
+	 * the caller updates its tree.
+	 */
+	x = new_node(tx, _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT));
 	if (!x)
 		return -ENOMEM;
+	tx->bytes += (ptrdiff_t)_PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT);
+	for (off = 0; off < _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT); off += 64)
+		__builtin_prefetch((char *)x + off, 1, 3);
+	tx->copy = x;
+	tx->copy_from = l;
+	tx->copy_i0 = i0;
+	tx->copy_i1 = i1;
+	tx->copy_na = na;
 	tx->slot = &in->child[c];
 	tx->val = x;
 	return 1;
@@ -719,6 +752,8 @@ int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_pol
 	struct out o;
 	int err, height;
 
+	if (tx->copy)
+		copy_now(tx);
 	if (pol && pol->mode == PS_MPOL_DEFAULT)
 		pol = NULL;
 	if (!root && !pol)
@@ -768,6 +803,7 @@ void psi_ix_abort(struct psi_ix_tx *tx)
 	tx->nbuilt = tx->nretired = 0;
 	tx->slot = NULL;
 	tx->inplace = NULL;
+	tx->copy = NULL;
 	tx->bytes = 0;
 	tx->retired_bytes = 0;
 	tx->cur = tx->root->node;
@@ -790,6 +826,8 @@ bool psi_ix_publish(struct psi_ix_tx *tx)
 	}
 	if (!tx->slot)
 		return false;
+	if (tx->copy)
+		copy_now(tx);
 	/* Pairs with the readers' acquire loads of the root and the child slots. */
 	PSI_STORE_RELEASE(*tx->slot, tx->val);
 	psi_ix_pool_grew(tx->pool, tx->bytes);
@@ -899,7 +937,7 @@ static int foreach_node(const struct ps_ix_node *h, uint64_t hi, uint64_t start,
 		const struct ps_ix_leaf *l = as_leaf(h);
 
 		for (i = 0; i < h->n; i++) {
-			struct ent x = leaf_ent(l, i);
+			struct psi_ix_ent x = leaf_ent(l, i);
 
 			if (x.end <= start)
 				continue;
@@ -1004,7 +1042,7 @@ static bool check_node(const struct ps_ix_node *h, int depth, uint64_t lo, uint6
 		else if (k->leaf_depth != depth)
 			return check_fail(k, "index leaves at different depths");
 		for (i = 0; i < (int)cap; i++) {
-			struct ent x = leaf_ent(l, i);
+			struct psi_ix_ent x = leaf_ent(l, i);
 			struct ps_range *r;
 
 			if (i >= h->n) {

@@ -26,6 +26,13 @@
 struct ps_rtree;
 struct psi_ix_pool;
 
+/* One range while an update assembles a leaf. */
+struct psi_ix_ent {
+	uint64_t start, end;
+	struct ps_policy *pol;
+	int hint;
+};
+
 /* Entries of a transaction's lists held in the transaction itself: a set's nodes need no more. */
 #define PSI_IX_TX_INLINE 16
 
@@ -38,6 +45,11 @@ struct psi_ix_tx {
 	int inplace_at;
 	struct ps_policy *inplace_pol;
 	int16_t inplace_hint;
+	/* A new leaf publication fills: @copy_from, [copy_i0, copy_i1) replaced by @copy_add. */
+	struct ps_ix_node *copy;
+	const struct ps_ix_leaf *copy_from;
+	int copy_i0, copy_i1, copy_na;
+	struct psi_ix_ent copy_add[3];
 	bool at_root;             /* publish by a store of the root */
 	struct ps_ix_node **slot; /* the publication: *slot = val */
 	struct ps_ix_node *val;
@@ -88,7 +100,8 @@ void psi_ix_abort(struct psi_ix_tx *tx);
 /*
  * Publish the update with one release store (or, for a set that only
  * gives one range a new policy, two single-word stores into its published
- * leaf: rangeindex.c).  Return: true when it stored the root.  Afterwards
+ * leaf: rangeindex.c), after writing a new leaf whose copy psi_ix_set()
+ * left to it.  Return: true when it stored the root.  Afterwards
  * tx->retired[0, nretired) is what left the index, each for
  * psi_ix_free_retired() after a grace period; psi_ix_end() then.
  */
