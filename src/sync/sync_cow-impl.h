@@ -849,10 +849,13 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 		unlinked += psi_rangetree_set(&cs->base.rd.tree, ops[i].start, ops[i].end,
 				ops[i].pol, &cs->spare, &removed);
 	/*
-	 * For the thread checkers: every node is written; pairs with the
-	 * readers' annotation where they load the root (cow_ix_root()).  The
-	 * count is odd around the store that publishes: a next() whose walk
-	 * loaded a slot of it sees the count move (cow_next_find()).
+	 * For the thread checkers: every node is written (but a leaf that
+	 * psi_ix_publish() fills, which needs a slot store: under valgrind
+	 * every set publishes at the root, PSI_COW_CHECKER_ROOT()); pairs
+	 * with the readers' annotation where they load the root
+	 * (cow_ix_root()).  The count is odd around the store that
+	 * publishes: a next() whose walk loaded a slot of it sees the count
+	 * move (cow_next_find()).
 	 */
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cs->base.rd.tree);
 	psi_seq_write_begin(&cs->base.rd.seq);
