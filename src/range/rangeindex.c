@@ -18,13 +18,14 @@
  * the parent, and so on up.  When one leaf changes and keeps its
  * interval, a store of the new leaf into its parent's slot publishes the
  * set (the leaf is allocated as the set is planned and written just
- * before the store, so that its lines, a grace period cold, come in for
- * writing while the caller updates its tree); otherwise the lowest node
- * left unchanged has a slot stored, or the root.  In a batch, or while
- * a walk must see one version, every set copies its whole path and
- * publishes at the root.  Nodes the update builds are marked fresh until
- * published: a later set of the same batch that replaces one frees it at
- * publication instead of retiring it.
+ * before that store: its lines are a grace period cold, and the stores
+ * that miss on them come after the caller's update of its tree instead
+ * of holding it up); otherwise the lowest node left unchanged has a slot
+ * stored, or the root.  In a batch, or while a walk must see one
+ * version, every set copies its whole path and publishes at the root.
+ * Nodes the update builds are marked fresh until published: a later set
+ * of the same batch that replaces one frees it at publication instead of
+ * retiring it.
  *
  * A published node is never written, but in one case: a set that gives
  * exactly one range a new policy (same bounds), alone in its update and
@@ -681,7 +682,6 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 	struct ps_ix_leaf *l;
 	struct ps_ix_node *x;
 	uint64_t hi = UINT64_MAX;
-	size_t off;
 	int c = 0, cnt, i0, i1, na, n;
 
 	while (h->height) {
@@ -727,16 +727,15 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 	if (retire(tx, &l->h))
 		return -ENOMEM;
 	/*
-	 * The new leaf now, its contents at publication: its lines (memory a
-	 * grace period old is in no cache near) come in for writing while
-	 * the caller updates its tree.
+	 * The new leaf now, its contents at publication: its lines are
+	 * memory a grace period old, in no cache near, and the stores that
+	 * miss on them, made last, do not hold up the caller's update of its
+	 * tree.
 	 */
 	x = new_node(tx, _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT));
 	if (!x)
 		return -ENOMEM;
 	tx->bytes += (ptrdiff_t)_PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT);
-	for (off = 0; off < _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT); off += 64)
-		__builtin_prefetch((char *)x + off, 1, 3);
 	tx->copy = x;
 	tx->copy_from = l;
 	tx->copy_i0 = i0;
