@@ -757,6 +757,8 @@ static int cow_spares(struct psi_store_cow *cs, size_t n)
 {
 	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW)
 		return -ENOMEM;
+	if (cs->spare.n >= n * PSI_RANGETREE_SET_MAX_NEW)
+		return 0;
 	return psi_range_list_fill(&cs->spare, (int)(n * PSI_RANGETREE_SET_MAX_NEW));
 }
 
@@ -836,7 +838,9 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	}
 	/* A batch publishes once: every set of it builds on the last, to the root. */
 	psi_ix_begin(&ix, &cs->base.ix, pool, walk || n > 1);
-	psi_ix_reuse(&ix, cow_reuse, cs);
+	/* Nothing ripe: no node to look for (cow_reuse() would find none). */
+	if (psi_rlog_ripe_count(cs->log))
+		psi_ix_reuse(&ix, cow_reuse, cs);
 	for (i = 0; i < n; i++)
 		if (psi_ix_set(&ix, ops[i].start, ops[i].end, ops[i].pol))
 			goto abort;
@@ -869,7 +873,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	/* What left the index and the tree, onto the log until its grace period ends. */
 	for (i = 0; i < ix.nretired; i++)
 		psi_rlog_add(cs->log, ix.retired[i]);
-	bytes = ix.retired_bytes + cow_log_removed(cs, &removed);
+	bytes = ix.retired_bytes + (removed.n ? cow_log_removed(cs, &removed) : 0);
 	psi_rlog_added_bytes(cs->log, bytes);
 	psi_ix_end(&ix);
 	cow_keep_spares(cs);
