@@ -23,7 +23,7 @@ struct ps_range *psi_range_list_pop(struct psi_range_list *l)
 	return r;
 }
 
-int psi_range_list_fill(struct psi_range_list *list, int n)
+int psi_range_list_grow(struct psi_range_list *list, int n)
 {
 	struct psi_range_list fresh = { NULL, 0, NULL };
 	struct ps_range *r;

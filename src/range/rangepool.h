@@ -26,8 +26,14 @@ static inline void psi_range_list_push(struct psi_range_list *l, struct ps_range
 		l->tail = r;
 }
 
+/* psi_range_list_fill()'s allocation, for a list short of @n. */
+int psi_range_list_grow(struct psi_range_list *list, int n);
+
 /** psi_range_list_fill() - allocate ranges until @list holds @n; -ENOMEM leaves it as it was. */
-int psi_range_list_fill(struct psi_range_list *list, int n);
+static inline int psi_range_list_fill(struct psi_range_list *list, int n)
+{
+	return list->n >= (size_t)n ? 0 : psi_range_list_grow(list, n);
+}
 
 /** psi_range_list_free() - put each range's policy (if any) and free it. */
 void psi_range_list_free(struct psi_range_list *list);

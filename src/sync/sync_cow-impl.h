@@ -336,8 +336,6 @@ static void *cow_reuse(void *ctx, size_t size)
 {
 	struct psi_store_cow *cs = ctx;
 
-	if (!psi_rlog_ripe_count(cs->log))
-		cs->pull = 0;
 	while (cs->pull) {
 		void *e = cow_take(cs);
 
@@ -757,8 +755,6 @@ static int cow_spares(struct psi_store_cow *cs, size_t n)
 {
 	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW)
 		return -ENOMEM;
-	if (cs->spare.n >= n * PSI_RANGETREE_SET_MAX_NEW)
-		return 0;
 	return psi_range_list_fill(&cs->spare, (int)(n * PSI_RANGETREE_SET_MAX_NEW));
 }
 
@@ -783,6 +779,8 @@ static size_t cow_log_removed(struct psi_store_cow *cs, struct psi_range_list *r
 {
 	struct ps_range *r;
 
+	if (!removed->n)
+		return 0;
 	if (removed->n > PSI_COW_RANGES_NOW) {
 		size_t bytes = removed->n * sizeof(struct ps_range);
 
@@ -873,7 +871,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	/* What left the index and the tree, onto the log until its grace period ends. */
 	for (i = 0; i < ix.nretired; i++)
 		psi_rlog_add(cs->log, ix.retired[i]);
-	bytes = ix.retired_bytes + (removed.n ? cow_log_removed(cs, &removed) : 0);
+	bytes = ix.retired_bytes + cow_log_removed(cs, &removed);
 	psi_rlog_added_bytes(cs->log, bytes);
 	psi_ix_end(&ix);
 	cow_keep_spares(cs);
