@@ -280,7 +280,7 @@ int settled_threads(int want)
 {
 	int n = nthreads();
 
-	for (int i = 0; i < 200 && n != want; i++) {
+	for (long i = 0; i < wait_polls(200) && n != want; i++) {
 		usleep(1000);
 		n = nthreads();
 	}

@@ -613,9 +613,10 @@ Test(uffd, read_zeropage_partly_present, .timeout = 60)
 	cr_expect_eq(v, 0);
 	toucher_close(&t);
 	cr_assert_eq(madvise(base + sys, sys, MADV_DONTNEED), 0);
-	served = read_within(base + sys, 3000, &v, destroy_plane, uf);
+	served = read_within(base + sys, wait_polls(3000), &v, destroy_plane, uf);
 	/* Not served: the plane is destroyed, the kernel served it. */
-	cr_assert(served, "the read of the dropped half was not served in 3 s");
+	cr_assert(served, "the read of the dropped half was not served in %ld ms",
+			wait_polls(3000));
 	cr_expect_eq(v, 0);
 	st = stats(uf, -1);
 	/* Both halves placed as zero pages (one fault may come twice: found placed). */

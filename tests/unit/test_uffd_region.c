@@ -295,7 +295,7 @@ Test(uffd, stale_fault_after_register_again, .timeout = 60)
 	pthread_cond_broadcast(&read_hold.cond);
 	pthread_mutex_unlock(&read_hold.lock);
 	/* The resolver has handled the message once stats() gets its lock. */
-	for (int i = 0; i < 2000; i++) {
+	for (long i = 0; i < wait_polls(2000); i++) {
 		st = stats(uf, -1);
 		if (st.faults)
 			break;

@@ -131,6 +131,15 @@ void need_uffd(void);
 int nthreads(void);
 int nfds(void);
 int settled_threads(int want);
+/*
+ * @ms, the polls of a wait for another thread that a quiet machine ends
+ * within a few: ten times as many under valgrind, which runs one thread
+ * at a time, slowly, on a machine other tests share.
+ */
+static inline long wait_polls(long ms)
+{
+	return RUNNING_ON_VALGRIND ? 10 * ms : ms;
+}
 char *region(size_t bytes, int flags);
 int node_of(const void *p);
 void flat_topology(void);
