@@ -36,6 +36,7 @@ struct index_load {
 	struct ixl_ver hist[IXL_HIST];
 	uint64_t updates; /* atomic: published so far (release) */
 	atomic_long lookups, nexts, windows, unchecked;
+	atomic_int started; /* readers about to make their first look */
 };
 
 static void ixl_ver_load(struct index_load *il, uint64_t k, struct ixl_ver *v)
@@ -267,6 +268,7 @@ static void *ixl_reader(void *arg)
 	a[0].il = a[1].il = il;
 	if (online)
 		TCHECK(ps_qsbr_thread_online() == 0, "online");
+	atomic_fetch_add(&il->started, 1);
 	while (!load_stopped(&il->ld)) {
 		uint64_t k0 = __atomic_load_n(&il->updates, __ATOMIC_ACQUIRE), k1, r;
 		struct ps_policy *pol = NULL;
@@ -447,6 +449,14 @@ int ps_test_index_run(struct ps_test_index_load *l)
 	ixl_describe(il, &seed, &cur);
 	ixl_ver_store(il, 1, &cur);
 	ps_test_spawn(rd, nreaders, ixl_reader, il, 0);
+	/*
+	 * The run's time counts from when every reader looks: the set-up can
+	 * take all of it under valgrind, where a writer making its least
+	 * updates in one time slice would leave the readers none.
+	 */
+	while (atomic_load(&il->started) < nreaders)
+		sched_yield();
+	il->ld.deadline = ps_test_now_ns() + l->run.duration_ns;
 	/* Update u makes version u + 1; version u + 2 is described before u + 1 is announced. */
 	for (u = 0; (u & 1) || load_go_on(&il->ld, (long)u, il->ld.deadline); u++) {
 		if (!(u & 1)) {
