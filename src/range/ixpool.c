@@ -240,6 +240,11 @@ bool psi_ix_pool_tune(struct psi_ix_pool *p)
 	return p->serving;
 }
 
+bool psi_ix_pool_serving(const struct psi_ix_pool *p)
+{
+	return p && p->serving;
+}
+
 /* A node of chunk @c, or NULL when it has no room for one of that kind. */
 static void *take(struct ixp_chunk *c, bool inner)
 {

@@ -41,6 +41,9 @@ void psi_ix_pool_destroy(struct psi_ix_pool *p);
  */
 bool psi_ix_pool_tune(struct psi_ix_pool *p);
 
+/* Whether @p (NULL: no pool) served the last update that asked (psi_ix_pool_tune()); the writer. */
+bool psi_ix_pool_serving(const struct psi_ix_pool *p);
+
 /* Take back what was given back and free every empty chunk; the writer, when sets settle. */
 void psi_ix_pool_trim(struct psi_ix_pool *p);
 

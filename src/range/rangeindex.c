@@ -18,9 +18,9 @@
  * the parent, and so on up.  When one leaf changes and keeps its
  * interval, a store of the new leaf into its parent's slot publishes the
  * set (the leaf is allocated as the set is planned and written just
- * before that store: its lines are a grace period cold, and the stores
- * that miss on them come after the caller's update of its tree instead
- * of holding it up); otherwise the lowest node left unchanged has a slot
+ * before that store: its lines may be a grace period cold, and the
+ * stores that miss on them come after the caller's update of its tree
+ * instead of holding it up); otherwise the lowest node left unchanged has a slot
  * stored, or the root.  In a batch, or while a walk must see one
  * version, every set copies its whole path and publishes at the root.
  * Nodes the update builds are marked fresh until published: a later set
@@ -727,7 +727,7 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 	if (retire(tx, &l->h))
 		return -ENOMEM;
 	/*
-	 * The new leaf now, its contents at publication: its lines are
+	 * The new leaf now, its contents at publication: its lines may be
 	 * memory a grace period old, in no cache near, and the stores that
 	 * miss on them, made last, do not hold up the caller's update of its
 	 * tree.

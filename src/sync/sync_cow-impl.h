@@ -65,7 +65,8 @@
  * one list instead).
  *
  * Who takes memory back.  The writer itself: each update makes its new
- * index nodes of ripe nodes at the head of the log and takes off as many
+ * index nodes of ripe nodes, the full leaves it kept (cow_stash_put())
+ * first, then those at the head of the log, and takes off as many
  * entries as it adds (cow_update()), so a writer setting flat out
  * allocates little once grace periods end, and no memory crosses to
  * another thread.  The reclaim thread only runs grace periods: the store
@@ -137,6 +138,10 @@ static inline void psi_cow_synchronize(void)
 #define PSI_COW_REPORT_BYTES ((size_t)16 << 10)
 /* Log entries an update looks through for nodes to reuse, at most. */
 #define PSI_COW_PULL_MAX 16
+/* Ripe full leaves a store keeps for its next sets, at most (cow_stash_put()). */
+#define PSI_COW_STASH_MAX 64
+/* The size of a full leaf, of which most sets make one. */
+#define PSI_COW_LEAF_BYTES _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT)
 /* Walks next() validates with the publication count before it announces one. */
 #define PSI_COW_NEXT_TRIES 4
 
@@ -172,8 +177,10 @@ struct psi_store_cow {
 	unsigned pull;                 /* log entries the update in progress may still look through */
 	/* Atomic: walks that must see one version (see the file comment). */
 	unsigned walkers;
+	/* Under @wlock: ripe full leaves kept for the next sets (cow_stash_put()). */
+	struct ps_ix_node *stash;
 	/* Written under @wlock, read without it: */
-	size_t held;                   /* bytes of @log and @spare, for ps_store_memory() */
+	size_t held;                   /* bytes of @log, @spare and @stash, for ps_store_memory() */
 	size_t ix_bytes;               /* the read index's nodes */
 	bool nothread;                 /* entries logged while no reclaim thread could start */
 	/*
@@ -205,16 +212,38 @@ static inline struct psi_store_cow *to_cow(struct ps_store *s)
 }
 
 /*
- * Under @wlock, after the log or the spares changed: ps_store_memory()'s
- * count of them.  What waits for its grace period counts once it has
- * passed (until then it is in flight: psi_reclaim_pending()), or at once
- * while no reclaim thread could be asked for one.
+ * What a stashed leaf holds after its header (which stays as it was): the
+ * next leaf on the stash, and how many are on it from this one on.
+ */
+struct cow_stashed {
+	struct ps_ix_node *next;
+	unsigned count;
+};
+
+static inline struct cow_stashed *cow_stashed(struct ps_ix_node *h)
+{
+	return (struct cow_stashed *)(void *)(h + 1);
+}
+
+/* Under @wlock: the leaves on the stash. */
+static inline unsigned cow_stash_count(struct psi_store_cow *cs)
+{
+	return cs->stash ? cow_stashed(cs->stash)->count : 0;
+}
+
+/*
+ * Under @wlock, after the log, the spares or the stash changed:
+ * ps_store_memory()'s count of them.  What waits for its grace period
+ * counts once it has passed (until then it is in flight:
+ * psi_reclaim_pending()), or at once while no reclaim thread could be
+ * asked for one.
  */
 static void cow_account(struct psi_store_cow *cs)
 {
 	size_t log = cs->nothread ? psi_rlog_bytes(cs->log) : psi_rlog_kept_bytes(cs->log);
 
-	PSI_WRITE_ONCE(cs->held, log + cs->spare.n * sizeof(struct ps_range));
+	PSI_WRITE_ONCE(cs->held, log + cs->spare.n * sizeof(struct ps_range) +
+			cow_stash_count(cs) * PSI_COW_LEAF_BYTES);
 }
 
 /* Under @wlock: @r, unlinked from the tree, which no reader reads: a spare now, or freed. */
@@ -237,10 +266,63 @@ static void cow_trim(struct psi_store_cow *cs)
 	}
 }
 
-/* Under @wlock: free the spares the store keeps. */
+/* Under @wlock: whether the stash may hold @n leaves (the pool, when it serves, makes them). */
+static bool cow_stash_fits(struct psi_store_cow *cs, unsigned n)
+{
+	return n <= PSI_COW_STASH_MAX && n * PSI_COW_LEAF_BYTES <= cs->ix_bytes / 8 &&
+	       !psi_ix_pool_serving(cs->pool);
+}
+
+/*
+ * Under @wlock: keep log entry @e, ripe (no reader reaches it), on the
+ * stash for the next sets when it is a full leaf of the allocator's and
+ * the stash has room: at most PSI_COW_STASH_MAX leaves, their bytes at
+ * most an eighth of the index's, none while the index's pool serves.
+ * The next set that makes a full leaf makes it of the leaf kept last,
+ * whose lines cow_prefetch() asks for meanwhile: the allocator would hand
+ * out memory freed longer ago, further from the writer's caches, and a
+ * set writes every line of its new leaf.  Return: whether @e was kept.
+ */
+static bool cow_stash_put(struct psi_store_cow *cs, void *e)
+{
+	struct ps_ix_node *h = e;
+	unsigned n = cow_stash_count(cs);
+
+	if (((uintptr_t)e & COW_E_MASK) || psi_ix_pool_tag_of(h) ||
+			psi_ix_retired_bytes(e) != PSI_COW_LEAF_BYTES)
+		return false;
+	if (!cow_stash_fits(cs, n + 1))
+		return false;
+	*cow_stashed(h) = (struct cow_stashed){ cs->stash, n + 1 };
+	cs->stash = h;
+	return true;
+}
+
+/* Under @wlock: a full leaf off the stash, or NULL when it is empty. */
+static void *cow_stash_take(struct psi_store_cow *cs)
+{
+	struct ps_ix_node *h = cs->stash;
+
+	if (h)
+		cs->stash = cow_stashed(h)->next;
+	return h;
+}
+
+/* Under @wlock: free stashed leaves until the stash is within its bounds again (the index shrank). */
+static void cow_stash_trim(struct psi_store_cow *cs)
+{
+	while (cs->stash && !cow_stash_fits(cs, cow_stash_count(cs)))
+		psi_free(cow_stash_take(cs));
+}
+
+/* Under @wlock: free the spare ranges and the stashed leaves the store keeps. */
 static void cow_free_spares(struct psi_store_cow *cs)
 {
+	void *h;
+
 	psi_range_list_free(&cs->spare);
+	while ((h = cow_stash_take(cs)))
+		psi_free(h);
 }
 
 /* The bytes log entry @e holds (as cow_update() counted them in). */
@@ -294,7 +376,8 @@ static void cow_release(struct psi_store_cow *cs, void *e)
 		}
 		return;
 	default:
-		psi_ix_free_retired(cs->pool, &e, 1);
+		if (!cow_stash_put(cs, e))
+			psi_ix_free_retired(cs->pool, &e, 1);
 	}
 }
 
@@ -328,14 +411,17 @@ static void cow_ripen(struct psi_store_cow *cs)
 }
 
 /*
- * A node of @size for the update in progress (psi_ix_reuse()): the first
- * such node among the next ripe entries of the log, which this looks
- * through (at most PSI_COW_PULL_MAX an update), releasing the others.
+ * A node of @size for the update in progress (psi_ix_reuse()): a full
+ * leaf off the stash, or else the first such node among the next ripe
+ * entries of the log, which this looks through (at most PSI_COW_PULL_MAX
+ * an update), releasing the others.
  */
 static void *cow_reuse(void *ctx, size_t size)
 {
 	struct psi_store_cow *cs = ctx;
 
+	if (size == PSI_COW_LEAF_BYTES && cs->stash)
+		return cow_stash_take(cs);
 	while (cs->pull) {
 		void *e = cow_take(cs);
 
@@ -354,17 +440,18 @@ static void *cow_reuse(void *ctx, size_t size)
 
 /*
  * Under @wlock: ask for the lines of the node the next update will likely
- * reuse (a grace period ago, it is in no cache near), so that they come
- * in while the writer does other things.
+ * reuse, the stash's first or the log's (retired a grace period ago, it
+ * may be in no cache near), so that they come in while the writer does
+ * other things.
  */
 static inline void cow_prefetch(struct psi_store_cow *cs)
 {
-	const char *e = psi_rlog_peek(cs->log);
+	const char *e = cs->stash ? (const char *)cs->stash : psi_rlog_peek(cs->log);
 	size_t i;
 
 	if (!e || ((uintptr_t)e & COW_E_MASK))
 		return;
-	for (i = 0; i < _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT); i += 64)
+	for (i = 0; i < PSI_COW_LEAF_BYTES; i += 64)
 		__builtin_prefetch(e + i, 1, 3);
 }
 
@@ -836,8 +923,8 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	}
 	/* A batch publishes once: every set of it builds on the last, to the root. */
 	psi_ix_begin(&ix, &cs->base.ix, pool, walk || n > 1);
-	/* Nothing ripe: no node to look for (cow_reuse() would find none). */
-	if (psi_rlog_ripe_count(cs->log))
+	/* Nothing ripe or stashed: no node to look for (cow_reuse() would find none). */
+	if (cs->stash || psi_rlog_ripe_count(cs->log))
 		psi_ix_reuse(&ix, cow_reuse, cs);
 	for (i = 0; i < n; i++)
 		if (psi_ix_set(&ix, ops[i].start, ops[i].end, ops[i].pol))
@@ -864,6 +951,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	root = psi_ix_publish(&ix);
 	psi_seq_write_end(&cs->base.rd.seq);
 	PSI_WRITE_ONCE(cs->ix_bytes, (size_t)((ptrdiff_t)cs->ix_bytes + ix.bytes));
+	cow_stash_trim(cs);
 	cs->stats.sets++;
 	cs->stats.root_publications += root;
 	stats_add(&cs->stats.nodes_copied, &cs->stats.nodes_copied_max, ix.nkept);
@@ -974,6 +1062,21 @@ psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn,
 	return ret;
 }
 
+/* Under @wlock: the stash holds full leaves, each counting those from it on, at most its bound. */
+static bool cow_stash_sane(struct psi_store_cow *cs)
+{
+	unsigned n = cow_stash_count(cs);
+	struct ps_ix_node *h;
+
+	if (n > PSI_COW_STASH_MAX)
+		return false;
+	for (h = cs->stash; h; h = cow_stashed(h)->next, n--)
+		if (!n || cow_stashed(h)->count != n ||
+				psi_ix_retired_bytes(h) != PSI_COW_LEAF_BYTES)
+			return false;
+	return !n;
+}
+
 static int cow_check(struct ps_store *s, const char **why)
 {
 	struct psi_store_cow *cs = to_cow(s);
@@ -994,6 +1097,10 @@ static int cow_check(struct ps_store *s, const char **why)
 	}
 	if (!ret && !psi_rlog_sane(cs->log)) {
 		*why = "retire log counts disagree";
+		ret = -EUCLEAN;
+	}
+	if (!ret && !cow_stash_sane(cs)) {
+		*why = "stash of leaves disagrees with its count";
 		ret = -EUCLEAN;
 	}
 	pthread_mutex_unlock(&cs->wlock);

@@ -139,11 +139,12 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 	 * The store holds its live ranges, its read index and what on its
 	 * log is past its grace period, which its writer takes back as it
 	 * sets: about what one grace period made ripe, so at most twice the
-	 * most that waited for one (what waits is in flight, not counted).
-	 * The index in proportion: its leaves stay on average at least a
-	 * quarter full (a small leaf joins a neighbour).
+	 * most that waited for one (what waits is in flight, not counted),
+	 * and the full leaves it keeps for its next sets (at most an eighth
+	 * of the index's bytes).  The index in proportion: its leaves stay
+	 * on average at least a quarter full (a small leaf joins a neighbour).
 	 */
-	bound = empty_mem + maxcount * sizeof(struct ps_range) + 2 * peak;
+	bound = empty_mem + maxcount * sizeof(struct ps_range) + 2 * peak + maxindex / 8;
 	cr_log_info("%s: %ld sets in %.1f s, %ld lookups, max %zu ranges, max memory %zu (bound %zu), "
 		    "max index %zu, most in flight %zu",
 			ps_sync_name(*sync), sets, secs, r.reads, maxcount, maxmem, bound, maxindex,
@@ -162,7 +163,9 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 				(sizeof(struct ps_range) + 16) +
 		(COW_PENDING_MAX + COW_DEPOT_MAX + COW_RECS_MAX) * COW_REC_BYTES + 4096 * 8 +
 		/* the index, live and retired (each node with the aligned allocation's 80 bytes) */
-		2 * maxindex + (maxindex + COW_PENDING_MAX * sizeof(struct ps_range)) / 256 * 80;
+		2 * maxindex + (maxindex + COW_PENDING_MAX * sizeof(struct ps_range)) / 256 * 80 +
+		/* the full leaves kept for the next sets */
+		maxindex / 8;
 	cr_log_info("%s: heap growth max %zu (bound %zu)", ps_sync_name(*sync), maxheap, bound);
 	cr_assert_leq(maxheap, bound);
 #endif
@@ -601,6 +604,73 @@ Test(cow, online_qsbr_destroy_with_a_sweep_queued, .timeout = 60)
 	cr_assert_eq(ps_rcu_barrier(), 0);
 	cr_assert_eq(ps_policy_refcount(c.p), 1);
 	ps_policy_put(c.p);
+}
+
+/* The exact memory of @s at rest: @empty, its ranges and its index. */
+static size_t at_rest(struct ps_store *s, size_t empty)
+{
+	return empty + ps_store_count(s) * sizeof(struct ps_range) + ps_test_index_bytes(s);
+}
+
+/*
+ * A store of a few thousand ranges (600 under valgrind) keeps full
+ * leaves taken off its log for its next sets (up to 64, an eighth of its
+ * index's bytes): they pass ps_store_check() and go back, to the
+ * allocator they came from, at synchronize, once sets stop (the sweep)
+ * and at destroy.  Each round splits ranges and makes them whole again
+ * (a new leaf a set), with a grace period now and then so that retired
+ * leaves ripen.
+ */
+RCU_TEST(kept_leaves_given_back, .timeout = 120)
+{
+	struct ps_policy *p[2] = { ps_test_bind(0), ps_test_bind(1) };
+	uint64_t seed = 0x1eaf + (uint64_t)*sync;
+	int n = ps_test_scale() < 1 ? 600 : 3000, i, round, tries;
+	struct ps_store *s;
+	const char *why = "";
+	size_t empty;
+
+	ps_test_alloc_install();
+	s = ps_store_create(*sync);
+	cr_assert_not_null(s);
+	empty = ps_store_memory(s);
+	for (i = 0; i < n; i++)
+		cr_assert_eq(ps_store_set(s, 4 * (uint64_t)i, 4 * (uint64_t)i + 4, p[i & 1]), 0);
+	for (round = 0; round < 3; round++) {
+		for (i = 0; i < n; i++) {
+			uint64_t r = ps_test_rand(&seed) % (uint64_t)n;
+
+			cr_assert_eq(ps_store_set(s, 4 * r + 1, 4 * r + 3, p[!(r & 1)]), 0);
+			cr_assert_eq(ps_store_set(s, 4 * r, 4 * r + 4, p[r & 1]), 0);
+			if (i % 64 == 63)
+				cr_assert_eq(ps_rcu_barrier(), 0);
+			if (i % 200 == 199)
+				cr_assert_eq(ps_store_check(s, &why), 0, "%s", why);
+		}
+		cr_assert_eq(ps_store_count(s), (size_t)n);
+		if (round == 0) {
+			ps_store_synchronize(s);
+			cr_assert_eq(ps_store_memory(s), at_rest(s, empty),
+					"%s: %zu bytes besides ranges and index after synchronize",
+					ps_sync_name(*sync), ps_store_memory(s) - at_rest(s, empty));
+		} else if (round == 1) {
+			for (tries = 0; tries < 2000; tries++) {
+				if (ps_store_memory(s) == at_rest(s, empty))
+					break;
+				usleep(10000);
+			}
+			cr_assert_eq(ps_store_memory(s), at_rest(s, empty),
+					"%s: %zu bytes besides ranges and index 20 s after the sets",
+					ps_sync_name(*sync), ps_store_memory(s) - at_rest(s, empty));
+		}
+	}
+	ps_store_destroy(s);
+	cr_assert_eq(ps_rcu_barrier(), 0);
+	ps_test_alloc_restore();
+	cr_assert_eq(ps_test_alloc_live(), 0, "%s: %ld blocks of the store's allocator left",
+			ps_sync_name(*sync), ps_test_alloc_live());
+	ps_policy_put(p[0]);
+	ps_policy_put(p[1]);
 }
 
 /* ---- 9. in-place variants: victim reuse under lockless readers --------------------- */
