@@ -20,12 +20,12 @@
  * set (the leaf is allocated as the set is planned and written just
  * before that store: its lines may be a grace period cold, and the
  * stores that miss on them come after the caller's update of its tree
- * instead of holding it up); otherwise the lowest node left unchanged has a slot
- * stored, or the root.  In a batch, or while a walk must see one
- * version, every set copies its whole path and publishes at the root.
- * Nodes the update builds are marked fresh until published: a later set
- * of the same batch that replaces one frees it at publication instead of
- * retiring it.
+ * instead of holding it up); otherwise the lowest node left unchanged
+ * has a slot stored, or the root.  In a batch, or while a walk must see
+ * one version, every set copies its whole path and publishes at the
+ * root.  Nodes the update builds are marked fresh until published: a
+ * later set of the same batch that replaces one frees it at publication
+ * instead of retiring it.
  *
  * A published node is never written, but in one case: a set that gives
  * exactly one range a new policy (same bounds), alone in its update and

@@ -266,6 +266,13 @@ static void cow_trim(struct psi_store_cow *cs)
 	}
 }
 
+/* Whether log entry @e is one index node of @size from the allocator (not from the pool). */
+static inline bool cow_node_of(const void *e, size_t size)
+{
+	return !((uintptr_t)e & COW_E_MASK) && !psi_ix_pool_tag_of(e) &&
+	       psi_ix_retired_bytes(e) == size;
+}
+
 /* Under @wlock: whether the stash may hold @n leaves (the pool, when it serves, makes them). */
 static bool cow_stash_fits(struct psi_store_cow *cs, unsigned n)
 {
@@ -288,10 +295,7 @@ static bool cow_stash_put(struct psi_store_cow *cs, void *e)
 	struct ps_ix_node *h = e;
 	unsigned n = cow_stash_count(cs);
 
-	if (((uintptr_t)e & COW_E_MASK) || psi_ix_pool_tag_of(h) ||
-			psi_ix_retired_bytes(e) != PSI_COW_LEAF_BYTES)
-		return false;
-	if (!cow_stash_fits(cs, n + 1))
+	if (!cow_node_of(e, PSI_COW_LEAF_BYTES) || !cow_stash_fits(cs, n + 1))
 		return false;
 	*cow_stashed(h) = (struct cow_stashed){ cs->stash, n + 1 };
 	cs->stash = h;
@@ -430,8 +434,7 @@ static void *cow_reuse(void *ctx, size_t size)
 			break;
 		}
 		cs->pull--;
-		if (!((uintptr_t)e & COW_E_MASK) && !psi_ix_pool_tag_of(e) &&
-				psi_ix_retired_bytes(e) == size)
+		if (cow_node_of(e, size))
 			return e;
 		cow_release(cs, e);
 	}

@@ -7,6 +7,12 @@
  */
 #include "cow_test.h"
 
+/* The exact memory of @s at rest: @empty (the store's when empty), its ranges and its index. */
+static size_t at_rest(struct ps_store *s, size_t empty)
+{
+	return empty + ps_store_count(s) * sizeof(struct ps_range) + ps_test_index_bytes(s);
+}
+
 /* ---- 7. memory bound under a flat-out writer -------------------------------------- */
 
 /* Reader threads on a store until @stop (sections 7 and 9); @reads: their lookups. */
@@ -173,8 +179,7 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 	cr_assert_eq(ps_policy_refcount(pols[0]) + ps_policy_refcount(pols[1]),
 			2 + (long)ps_store_count(s));
 	/* After synchronize: the store, its ranges and its index, exactly. */
-	cr_assert_eq(ps_store_memory(s), empty_mem + ps_store_count(s) * sizeof(struct ps_range) +
-						 ps_test_index_bytes(s));
+	cr_assert_eq(ps_store_memory(s), at_rest(s, empty_mem));
 	ps_store_destroy(s);
 	ps_policy_put(pols[0]);
 	ps_policy_put(pols[1]);
@@ -355,13 +360,13 @@ RCU_TEST(retired_memory_freed_once_sets_stop, .timeout = 60)
 		mem = ps_store_memory(s);
 		if (mem > most)
 			most = mem;
-		if (mem == empty + ps_test_index_bytes(s) && ps_policy_refcount(p) == 1)
+		if (mem == at_rest(s, empty) && ps_policy_refcount(p) == 1)
 			break;
 		usleep(10000);
 	}
 	cr_log_info("%s: memory %zu empty, at most %zu after the sets, %zu after %d ms",
 			ps_sync_name(*sync), empty, most, mem, 10 * tries);
-	cr_assert_eq(mem, empty + ps_test_index_bytes(s),
+	cr_assert_eq(mem, at_rest(s, empty),
 			"%s: %zu bytes still held 20 s after the last set", ps_sync_name(*sync),
 			mem - empty);
 	cr_assert_eq(ps_policy_refcount(p), 1);
@@ -604,12 +609,6 @@ Test(cow, online_qsbr_destroy_with_a_sweep_queued, .timeout = 60)
 	cr_assert_eq(ps_rcu_barrier(), 0);
 	cr_assert_eq(ps_policy_refcount(c.p), 1);
 	ps_policy_put(c.p);
-}
-
-/* The exact memory of @s at rest: @empty, its ranges and its index. */
-static size_t at_rest(struct ps_store *s, size_t empty)
-{
-	return empty + ps_store_count(s) * sizeof(struct ps_range) + ps_test_index_bytes(s);
 }
 
 /*
