@@ -1065,13 +1065,16 @@ psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn,
 	return ret;
 }
 
-/* Under @wlock: the stash holds full leaves, each counting those from it on, at most its bound. */
+/*
+ * Under @wlock: the stash holds full leaves, each counting those from it
+ * on, within its bounds for the index as it is now (cow_stash_fits()).
+ */
 static bool cow_stash_sane(struct psi_store_cow *cs)
 {
 	unsigned n = cow_stash_count(cs);
 	struct ps_ix_node *h;
 
-	if (n > PSI_COW_STASH_MAX)
+	if (n && !cow_stash_fits(cs, n))
 		return false;
 	for (h = cs->stash; h; h = cow_stashed(h)->next, n--)
 		if (!n || cow_stashed(h)->count != n ||
@@ -1103,7 +1106,7 @@ static int cow_check(struct ps_store *s, const char **why)
 		ret = -EUCLEAN;
 	}
 	if (!ret && !cow_stash_sane(cs)) {
-		*why = "stash of leaves disagrees with its count";
+		*why = "stash of leaves miscounted or past its bound";
 		ret = -EUCLEAN;
 	}
 	pthread_mutex_unlock(&cs->wlock);

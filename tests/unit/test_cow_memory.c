@@ -672,6 +672,48 @@ RCU_TEST(kept_leaves_given_back, .timeout = 120)
 	ps_policy_put(p[1]);
 }
 
+/*
+ * A store that keeps leaves from a large index and then shrinks to one
+ * range keeps no more than its smaller index allows: ps_store_check()
+ * checks the bound after the set that shrinks it, and synchronize gives
+ * back everything besides the range and the index.
+ */
+RCU_TEST(kept_leaves_follow_a_shrinking_index, .timeout = 120)
+{
+	struct ps_policy *p[2] = { ps_test_bind(0), ps_test_bind(1) };
+	uint64_t seed = 0x5a11 + (uint64_t)*sync;
+	int n = ps_test_scale() < 1 ? 600 : 3000, i;
+	struct ps_store *s;
+	const char *why = "";
+	size_t empty;
+
+	s = ps_store_create(*sync);
+	cr_assert_not_null(s);
+	empty = ps_store_memory(s);
+	for (i = 0; i < n; i++)
+		cr_assert_eq(ps_store_set(s, 4 * (uint64_t)i, 4 * (uint64_t)i + 4, p[i & 1]), 0);
+	for (i = 0; i < 2 * n; i++) {
+		uint64_t r = ps_test_rand(&seed) % (uint64_t)n;
+
+		cr_assert_eq(ps_store_set(s, 4 * r + 1, 4 * r + 3, p[!(r & 1)]), 0);
+		cr_assert_eq(ps_store_set(s, 4 * r, 4 * r + 4, p[r & 1]), 0);
+		if (i % 64 == 63)
+			cr_assert_eq(ps_rcu_barrier(), 0);
+	}
+	cr_assert_eq(ps_store_check(s, &why), 0, "%s: %s", ps_sync_name(*sync), why);
+	cr_assert_eq(ps_store_set(s, 0, 4 * (uint64_t)n, p[0]), 0);
+	cr_assert_eq(ps_store_count(s), 1);
+	cr_assert_eq(ps_store_check(s, &why), 0, "%s after the store shrank: %s",
+			ps_sync_name(*sync), why);
+	ps_store_synchronize(s);
+	cr_assert_eq(ps_store_memory(s), at_rest(s, empty),
+			"%s: %zu bytes besides the range and the index after synchronize",
+			ps_sync_name(*sync), ps_store_memory(s) - at_rest(s, empty));
+	ps_store_destroy(s);
+	ps_policy_put(p[0]);
+	ps_policy_put(p[1]);
+}
+
 /* ---- 9. in-place variants: victim reuse under lockless readers --------------------- */
 
 static void *flip_reader(void *arg)
