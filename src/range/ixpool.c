@@ -14,7 +14,11 @@
  * advised for transparent huge pages where the block starts at its own
  * page: glibc maps such a block with mmap(), and the kernel places a
  * mapping of a multiple of 2 MiB on a 2 MiB boundary.  Elsewhere the
- * advice is only not given; the pool works the same.
+ * advice is only not given; the pool works the same.  With glibc the
+ * advice seldom takes: its header is in the mapping's first page before
+ * the advice (that 2 MiB keeps small pages until khugepaged collapses
+ * it), and after the process frees a block this large, glibc's mmap
+ * threshold rises past it and chunks come from its heaps.
  */
 #include <errno.h>
 #include <stdint.h>
