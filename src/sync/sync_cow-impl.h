@@ -1066,8 +1066,9 @@ psi_unwound_through static int cow_foreach(struct ps_store *s, ps_foreach_fn fn,
 }
 
 /*
- * Under @wlock: the stash holds full leaves, each counting those from it
- * on, within its bounds for the index as it is now (cow_stash_fits()).
+ * Under @wlock: the stash holds full leaves of the allocator's (as
+ * cow_stash_put() took them), each counting those from it on, within its
+ * bounds for the index as it is now (cow_stash_fits()).
  */
 static bool cow_stash_sane(struct psi_store_cow *cs)
 {
@@ -1077,8 +1078,7 @@ static bool cow_stash_sane(struct psi_store_cow *cs)
 	if (n && !cow_stash_fits(cs, n))
 		return false;
 	for (h = cs->stash; h; h = cow_stashed(h)->next, n--)
-		if (!n || cow_stashed(h)->count != n ||
-				psi_ix_retired_bytes(h) != PSI_COW_LEAF_BYTES)
+		if (!n || cow_stashed(h)->count != n || !cow_node_of(h, PSI_COW_LEAF_BYTES))
 			return false;
 	return !n;
 }
