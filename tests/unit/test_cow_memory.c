@@ -611,42 +611,68 @@ Test(cow, online_qsbr_destroy_with_a_sweep_queued, .timeout = 60)
 	ps_policy_put(c.p);
 }
 
+/* Ranges of the kept-leaves tests: 3000, or 600 under valgrind. */
+static int leaves_ranges(void)
+{
+	return ps_test_scale() < 1 ? 600 : 3000;
+}
+
+/* @n ranges of 4 pages, [4i, 4i + 4), side by side, policies @p[0] and @p[1] in turn. */
+static void leaves_fill(struct ps_store *s, struct ps_policy **p, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		cr_assert_eq(ps_store_set(s, 4 * (uint64_t)i, 4 * (uint64_t)i + 4, p[i & 1]), 0);
+}
+
+/*
+ * @sets times, a random range of leaves_fill()'s split and made whole
+ * again (a new leaf a set), with a grace period every 64 so that retired
+ * leaves ripen, and ps_store_check() every 200.
+ */
+static void leaves_split_and_mend(struct ps_store *s, struct ps_policy **p, int n, int sets,
+		uint64_t *seed)
+{
+	const char *why = "";
+	int i;
+
+	for (i = 0; i < sets; i++) {
+		uint64_t r = ps_test_rand(seed) % (uint64_t)n;
+
+		cr_assert_eq(ps_store_set(s, 4 * r + 1, 4 * r + 3, p[!(r & 1)]), 0);
+		cr_assert_eq(ps_store_set(s, 4 * r, 4 * r + 4, p[r & 1]), 0);
+		if (i % 64 == 63)
+			cr_assert_eq(ps_rcu_barrier(), 0);
+		if (i % 200 == 199)
+			cr_assert_eq(ps_store_check(s, &why), 0, "%s", why);
+	}
+	cr_assert_eq(ps_store_count(s), (size_t)n);
+}
+
 /*
  * A store of a few thousand ranges (600 under valgrind) keeps full
  * leaves taken off its log for its next sets (up to 64, an eighth of its
  * index's bytes): they pass ps_store_check() and go back, to the
  * allocator they came from, at synchronize, once sets stop (the sweep)
  * and at destroy.  Each round splits ranges and makes them whole again
- * (a new leaf a set), with a grace period now and then so that retired
- * leaves ripen.
+ * (leaves_split_and_mend()).
  */
 RCU_TEST(kept_leaves_given_back, .timeout = 120)
 {
 	struct ps_policy *p[2] = { ps_test_bind(0), ps_test_bind(1) };
 	uint64_t seed = 0x1eaf + (uint64_t)*sync;
-	int n = ps_test_scale() < 1 ? 600 : 3000, i, round, tries;
+	int n = leaves_ranges(), round, tries;
 	struct ps_store *s;
-	const char *why = "";
 	size_t empty;
 
 	ps_test_alloc_install();
 	s = ps_store_create(*sync);
 	cr_assert_not_null(s);
 	empty = ps_store_memory(s);
-	for (i = 0; i < n; i++)
-		cr_assert_eq(ps_store_set(s, 4 * (uint64_t)i, 4 * (uint64_t)i + 4, p[i & 1]), 0);
+	leaves_fill(s, p, n);
 	for (round = 0; round < 3; round++) {
-		for (i = 0; i < n; i++) {
-			uint64_t r = ps_test_rand(&seed) % (uint64_t)n;
-
-			cr_assert_eq(ps_store_set(s, 4 * r + 1, 4 * r + 3, p[!(r & 1)]), 0);
-			cr_assert_eq(ps_store_set(s, 4 * r, 4 * r + 4, p[r & 1]), 0);
-			if (i % 64 == 63)
-				cr_assert_eq(ps_rcu_barrier(), 0);
-			if (i % 200 == 199)
-				cr_assert_eq(ps_store_check(s, &why), 0, "%s", why);
-		}
-		cr_assert_eq(ps_store_count(s), (size_t)n);
+		leaves_split_and_mend(s, p, n, n, &seed);
 		if (round == 0) {
 			ps_store_synchronize(s);
 			cr_assert_eq(ps_store_memory(s), at_rest(s, empty),
@@ -682,7 +708,7 @@ RCU_TEST(kept_leaves_follow_a_shrinking_index, .timeout = 120)
 {
 	struct ps_policy *p[2] = { ps_test_bind(0), ps_test_bind(1) };
 	uint64_t seed = 0x5a11 + (uint64_t)*sync;
-	int n = ps_test_scale() < 1 ? 600 : 3000, i;
+	int n = leaves_ranges();
 	struct ps_store *s;
 	const char *why = "";
 	size_t empty;
@@ -690,16 +716,8 @@ RCU_TEST(kept_leaves_follow_a_shrinking_index, .timeout = 120)
 	s = ps_store_create(*sync);
 	cr_assert_not_null(s);
 	empty = ps_store_memory(s);
-	for (i = 0; i < n; i++)
-		cr_assert_eq(ps_store_set(s, 4 * (uint64_t)i, 4 * (uint64_t)i + 4, p[i & 1]), 0);
-	for (i = 0; i < 2 * n; i++) {
-		uint64_t r = ps_test_rand(&seed) % (uint64_t)n;
-
-		cr_assert_eq(ps_store_set(s, 4 * r + 1, 4 * r + 3, p[!(r & 1)]), 0);
-		cr_assert_eq(ps_store_set(s, 4 * r, 4 * r + 4, p[r & 1]), 0);
-		if (i % 64 == 63)
-			cr_assert_eq(ps_rcu_barrier(), 0);
-	}
+	leaves_fill(s, p, n);
+	leaves_split_and_mend(s, p, n, 2 * n, &seed);
 	cr_assert_eq(ps_store_check(s, &why), 0, "%s: %s", ps_sync_name(*sync), why);
 	cr_assert_eq(ps_store_set(s, 0, 4 * (uint64_t)n, p[0]), 0);
 	cr_assert_eq(ps_store_count(s), 1);
