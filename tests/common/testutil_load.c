@@ -40,9 +40,15 @@ void load_init(struct load *ld, struct ps_test_run *run)
 	run->why[0] = '\0';
 	pthread_mutex_init(&ld->lock, NULL);
 	atomic_init(&ld->stop, false);
-	ld->deadline = ps_test_now_ns() + run->duration_ns;
+	load_start_clock(ld);
 	/* Only atomics touch it; what the threads found reaches the caller by pthread_join(). */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&ld->stop, sizeof(ld->stop));
+}
+
+/* The run's time counts from now: the workers' deadline is its duration from here. */
+void load_start_clock(struct load *ld)
+{
+	ld->deadline = ps_test_now_ns() + ld->run->duration_ns;
 }
 
 /* Worker round @i may run: below @iters, and below @min_iters or before @deadline. */

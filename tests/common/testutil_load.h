@@ -34,6 +34,7 @@ struct load {
 	} while (0)
 
 void load_init(struct load *ld, struct ps_test_run *run);
+void load_start_clock(struct load *ld);
 bool load_go_on(const struct load *ld, long i, uint64_t deadline);
 bool load_stopped(struct load *ld);
 void load_fail(struct load *ld, int line, const char *cond, const char *fmt, ...);

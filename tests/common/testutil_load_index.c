@@ -456,7 +456,7 @@ int ps_test_index_run(struct ps_test_index_load *l)
 	 */
 	while (atomic_load(&il->started) < nreaders)
 		sched_yield();
-	il->ld.deadline = ps_test_now_ns() + l->run.duration_ns;
+	load_start_clock(&il->ld);
 	/* Update u makes version u + 1; version u + 2 is described before u + 1 is announced. */
 	for (u = 0; (u & 1) || load_go_on(&il->ld, (long)u, il->ld.deadline); u++) {
 		if (!(u & 1)) {
