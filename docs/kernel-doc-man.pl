@@ -19,9 +19,12 @@
 # fault plane; scripts/check-man.sh checks the pages against nm -D).
 # Section 3polstore keeps the pages beside the system's without a clash of
 # names (man ps_store_set, man 3 ps_store_set).
+# --docdir DIR: where the guides are installed (/usr/share/doc/libpolstore-dev
+# by default); a comment's docs/NAME.md reads DIR/NAME.md in the pages, and
+# polstore.7.in's @DOCDIR@ becomes DIR.
 #
 # Usage: kernel-doc-man.pl --out DIR --version V --date YYYY-MM-DD
-#                          [--template polstore.7.in]
+#                          [--template polstore.7.in] [--docdir DIR]
 #                          [--library HEADER=LIB:MODULE:TITLE]... header.h...
 use strict;
 use warnings;
@@ -30,12 +33,13 @@ use File::Basename qw(basename);
 use File::Path qw(make_path);
 use Getopt::Long;
 
-my ($out, $version, $date, $template, @library) = ('', '', '', '');
+my ($out, $version, $date, $template, $docdir, @library) =
+	('', '', '', '', '/usr/share/doc/libpolstore-dev');
 GetOptions('out=s' => \$out, 'version=s' => \$version, 'date=s' => \$date,
-	'template=s' => \$template, 'library=s' => \@library)
+	'template=s' => \$template, 'docdir=s' => \$docdir, 'library=s' => \@library)
 	or die "kernel-doc-man: bad arguments\n";
 die "usage: kernel-doc-man.pl --out DIR --version V --date D [--template T] " .
-	"[--library HEADER=LIB:MODULE:TITLE]... header...\n"
+	"[--docdir DIR] [--library HEADER=LIB:MODULE:TITLE]... header...\n"
 	unless $out && $version && $date && @ARGV;
 
 # The library of each header: { lib => "polstore_uffd", module => "polstore-uffd",
@@ -288,6 +292,15 @@ sub roff {
 	$s =~ s/\b([A-Za-z_][\w.-]*)\((\d[a-z]*)\)/\\fB$1\\fP($2)/g;
 	$s =~ s/(?<![\\\w])([A-Za-z_]\w*)\(\)/\\fB$1\\fP()/g;
 	$s =~ s/^([.'])/\\&$1/;
+	return installed_docs($s);
+}
+
+# A guide the comments cite as docs/NAME.md, named where the packages
+# install it (--docdir) so that a reader of the page can open it.
+my $docdir_roff = $docdir =~ s/-/\\-/gr;
+sub installed_docs {
+	my ($s) = @_;
+	$s =~ s{(^|[^\w/.]|\\fB)docs/([\w-]+\.md)}{$1$docdir_roff/$2}g;
 	return $s;
 }
 
@@ -703,6 +716,7 @@ if ($template) {
 	close $fh;
 	$t =~ s/\@VERSION\@/$version/g;
 	$t =~ s/\@DATE\@/$date/g;
+	$t =~ s/\@DOCDIR\@/$docdir_roff/g;
 	my $list = function_list();
 	$t =~ s/^\.\\" \@FUNCTIONS\@\n/$list/m or problem("$template: no line '.\\\" \@FUNCTIONS\@'");
 	write_file("$out/man7/polstore.7", $t);

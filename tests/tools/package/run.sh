@@ -101,7 +101,8 @@ has libpolstore-dev /usr/include/polstore/polstore.h /usr/include/polstore/versi
 	"$lib/cmake/polstore/polstoreDependencies\.cmake" \
 	'/usr/share/man/man7/polstore\.7\.gz' '/usr/share/man/man3/polstore-store\.3polstore\.gz' \
 	'/usr/share/man/man3/ps_store_set\.3polstore\.gz' \
-	"$ex/quickstart\.c" "$ex/shared_text\.c" "$ex/CMakeLists\.txt" "$ex/examples\.cmake"
+	"$ex/quickstart\.c" "$ex/shared_text\.c" "$ex/CMakeLists\.txt" "$ex/examples\.cmake" \
+	'/usr/share/doc/libpolstore-dev/context\.md' '/usr/share/doc/libpolstore-dev/uffd\.md'
 has libpolstore-hwloc0 "$lib/libpolstore_hwloc\.so\.0"
 has libpolstore-hwloc-dev /usr/include/polstore/hwloc.h "$lib/libpolstore_hwloc\.so" \
 	"$lib/libpolstore_hwloc\.a" "$lib/pkgconfig/polstore-hwloc\.pc" \
@@ -115,12 +116,29 @@ has libpolstore-uffd-dev /usr/include/polstore/uffd.h "$lib/libpolstore_uffd\.so
 	'/usr/share/man/man3/polstore-uffd\.3polstore\.gz' \
 	'/usr/share/man/man3/ps_uffd_create\.3polstore\.gz'
 has polstore-tools /usr/bin/polstore-stress '/usr/share/man/man1/polstore-stress\.1\.gz'
+# Every guide a manual page or polstore(7) cites is in a package.
+for p in $pkgs; do
+	dpkg-deb -c "$(deb "$p")" | awk '{ print $6 }' | sed 's|^\./|/|'
+done >"$tmp/all"
+mkdir -p "$tmp/pages"
+for p in $pkgs; do
+	dpkg-deb -x "$(deb "$p")" "$tmp/pages"
+done
+cited=$(find "$tmp/pages/usr/share/man" -name '*.gz' -exec zcat {} + | sed 's/\\-/-/g' |
+	grep -oE '/usr/share/doc/[a-z0-9.+-]+/[A-Za-z0-9_-]+\.md' | sort -u)
+[ -n "$cited" ] || die "no manual page cites a guide by its installed path"
+for f in $cited; do
+	grep -qx "$f" "$tmp/all" || die "a manual page cites $f, which no package installs"
+done
+echo "   the pages cite $(echo "$cited" | wc -l) guides, every one installed"
 # The hwloc bridge's files are in its own packages (the examples, which
-# skip hwloc_policy without the bridge, all stay in libpolstore-dev).
-if dpkg-deb -c "$(deb libpolstore-dev)" | awk '{ print $6 }' | grep -v "^\.$ex/" | grep -q 'hwloc'; then
+# skip hwloc_policy without the bridge, and the guides, one set, all stay
+# in libpolstore-dev).
+docs=/usr/share/doc/libpolstore-dev/
+if dpkg-deb -c "$(deb libpolstore-dev)" | awk '{ print $6 }' | grep -v "^\.$docs" | grep -q 'hwloc'; then
 	die "libpolstore-dev holds hwloc files"
 fi
-if dpkg-deb -c "$(deb libpolstore-dev)" | awk '{ print $6 }' | grep -v "^\.$ex/" | grep -q 'uffd'; then
+if dpkg-deb -c "$(deb libpolstore-dev)" | awk '{ print $6 }' | grep -v "^\.$docs" | grep -q 'uffd'; then
 	die "libpolstore-dev holds fault plane files"
 fi
 # libpolstore0 and its -dev never need hwloc.
