@@ -15,5 +15,5 @@ void psi_stray_read_unlock(const char *variant, const struct ps_store *s)
 {
 	psi_misuse("ps_store_read_unlock()", "%s store %p: this thread holds no read-side "
 			"section of it (never locked, unlocked twice, or locked by another "
-			"thread): the unlock is refused", variant, (const void *)s);
+			"thread)", variant, (const void *)s);
 }
