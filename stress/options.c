@@ -509,8 +509,12 @@ static void set_warn(const char *o, const char *v)
 		x = strtod(eq + 1, &end);
 		if (end == eq + 1 || *end || !(x >= 0) || isinf(x))
 			bad(o, v);
-		if (!strcmp(tok, "cpu"))
+		if (!strcmp(tok, "cpu")) {
+			/* A share of the CPU time the threads could use: at most all of it. */
+			if (x > 1)
+				bad("--warn cpu (a share, 0 to 1)", eq + 1);
 			stress_opts.warn_cpu = x;
+		}
 		else if (!strcmp(tok, "events"))
 			stress_opts.warn_events = x;
 		else if (!strcmp(tok, "slack"))
@@ -622,6 +626,11 @@ static void check_combinations(const char *const given[])
 		bad("option without --check", given[FOR_CHECK]);
 	if (given[FOR_CHURN] && (stress_opts.check || !stress_list_has(stress_opts.scenarios, "churn")))
 		bad("option without --scenario churn", given[FOR_CHURN]);
+	/* The plot draws the two store scenarios against ranks and nothing else. */
+	if (stress_opts.plot && !stress_list_has(stress_opts.scenarios, "shared-text") &&
+			!stress_list_has(stress_opts.scenarios, "hot-policy"))
+		bad("--plot without --scenario shared-text or hot-policy (what it draws)",
+				stress_opts.scenarios);
 	if (!stress_opts.check)
 		return;
 	if (scenario_given)

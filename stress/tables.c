@@ -536,9 +536,13 @@ static bool in_path(const char *prog)
 /*
  * --plot FILE.svg (or .png): FILE.dat (one block per scenario and
  * variant: ranks, lookups/s, efficiency, longest writer wait in us, p99
- * lookup latency in ns), FILE.gp (the gnuplot script) and, when gnuplot is
- * installed, the image: per store scenario one row of four panels.
+ * lookup latency in ns; then, per scenario, one block of the points --warn
+ * flagged, drawn as red circles over the lines), FILE.gp (the gnuplot
+ * script) and, when gnuplot is installed, the image: per store scenario one
+ * row of four panels.
  */
+#define PLOT_MAX_BLOCKS 32
+
 static void plot(const char *file)
 {
 	static const char *const scn[] = {"shared-text", "hot-policy"};
@@ -558,10 +562,14 @@ static void plot(const char *file)
 	const char *ext = strrchr(file, '.'), *slash = strrchr(file, '/');
 	bool png = ext && !strcasecmp(ext, ".png");
 	FILE *d, *g;
-	int s, first, k, rows = 0;
+	int s, first, k, b, rows = 0;
+	const char *sep;
 	size_t i, j;
 	char titles[2][2048] = {"", ""};
 	int nblocks[2] = {0, 0};
+	bool flagged[2] = {false, false};
+	/* Per block, the panels it has a point for: a block with none is left out of the panel. */
+	unsigned drawn[2][PLOT_MAX_BLOCKS] = {{0}}, fdrawn[2] = {0, 0};
 
 	/* FILE.svg -> FILE.dat and FILE.gp, as --help says. */
 	snprintf(base, sizeof(base), "%.*s",
@@ -588,18 +596,39 @@ static void plot(const char *file)
 				   "p99_ns\n",
 					scn[s], p->variant);
 			for (j = i; (q = next_point(scn[s], &j)); j++) {
+				double v[4] = {q->ops_per_sec, q->efficiency,
+					       q->writer_max_wait_ns / 1e3, q->p99_ns};
+
 				if (strcmp(q->variant, p->variant))
 					continue;
 				/* gnuplot skips "NaN" points: no writer, no wait. */
-				fprintf(d, "%d %.0f %.4f %.3f %.0f\n", q->ranks, q->ops_per_sec,
-						q->efficiency, q->writer_max_wait_ns / 1e3,
-						q->p99_ns);
+				fprintf(d, "%d %.0f %.4f %.3f %.0f\n", q->ranks, v[0], v[1], v[2],
+						v[3]);
+				for (k = 0; k < 4 && nblocks[s] < PLOT_MAX_BLOCKS; k++)
+					if (!isnan(v[k]))
+						drawn[s][nblocks[s]] |= 1u << k;
 			}
 			fprintf(d, "\n\n");
 			strncat(titles[s], p->variant, sizeof(titles[s]) - strlen(titles[s]) - 2);
 			strcat(titles[s], " ");
 			nblocks[s]++;
 		}
+		/* The points --warn flagged, all variants, in a block of their own drawn on top. */
+		for (i = 0; (p = next_point(scn[s], &i)); i++) {
+			if (!p->warn)
+				continue;
+			if (!flagged[s])
+				fprintf(d, "# %s flagged (--warn)\n", scn[s]);
+			fprintf(d, "%d %.0f %.4f %.3f %.0f\n", p->ranks, p->ops_per_sec,
+					p->efficiency, p->writer_max_wait_ns / 1e3, p->p99_ns);
+			flagged[s] = true;
+			fdrawn[s] |= (unsigned)!isnan(p->ops_per_sec) |
+				     (unsigned)!isnan(p->efficiency) << 1 |
+				     (unsigned)!isnan(p->writer_max_wait_ns) << 2 |
+				     (unsigned)!isnan(p->p99_ns) << 3;
+		}
+		if (flagged[s])
+			fprintf(d, "\n\n");
 		rows += nblocks[s] > 0;
 	}
 	fclose(d);
@@ -630,11 +659,26 @@ static void plot(const char *file)
 					scn[s], panel[k].title, panel[k].ylabel, panel[k].format);
 			fprintf(g, panel[k].logy ? "set logscale y\n"
 						 : "unset logscale y\nset yrange [0:*]\n");
-			fprintf(g, "plot for [i=0:%d] '%s' index (i+%d) using 1:%d with linespoints "
-				   "title word(titles, i+1)\nset autoscale y\n",
-					nblocks[s] - 1, dat, first, panel[k].col);
+			/* A fixed line type per variant keeps its colour in every panel. */
+			sep = "plot";
+			for (b = 0; b < nblocks[s]; b++) {
+				if (b < PLOT_MAX_BLOCKS && !(drawn[s][b] & 1u << k))
+					continue;
+				fprintf(g, "%s '%s' index %d using 1:%d with linespoints lt %d "
+					   "title word(titles, %d)",
+						sep, dat, first + b, panel[k].col, b + 1, b + 1);
+				sep = ",";
+			}
+			if (fdrawn[s] & 1u << k)
+				fprintf(g, "%s '%s' index %d using 1:%d with points pt 6 ps 2.5 "
+					   "lc rgb 'red' title 'flagged (--warn): not meaningful'",
+						sep, dat, first + nblocks[s], panel[k].col);
+			else if (!strcmp(sep, "plot")) /* no variant has a point here (no writer) */
+				fprintf(g, "set label 1 'no points' at graph 0.5,0.5 center\n"
+					   "set yrange [1:10]\nplot 1/0 notitle\nunset label 1");
+			fprintf(g, "\nset autoscale y\n");
 		}
-		first += nblocks[s];
+		first += nblocks[s] + flagged[s];
 	}
 	fprintf(g, "unset multiplot\n");
 	fclose(g);
