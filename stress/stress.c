@@ -413,8 +413,10 @@ void stress_warn_footnote(unsigned seen)
 	if (seen & STRESS_WARN_NOISE)
 		printf("   noise: the ratio is above %.2f or below 1 - (the lookup's share) - %.2f,"
 		       "\n   more than the lookup, the only difference between the planes, can "
-		       "explain;\n",
-				1 + stress_opts.warn_slack, stress_opts.warn_slack);
+		       "explain\n   (write-cost: a store's set below %.2fx the bare set whose "
+		       "work it includes);\n",
+				1 + stress_opts.warn_slack, stress_opts.warn_slack,
+				1 - stress_opts.warn_slack);
 	printf("   limits: --warn cpu=%g,events=%g,slack=%g)\n", stress_opts.warn_cpu,
 			stress_opts.warn_events, stress_opts.warn_slack);
 }

@@ -210,7 +210,10 @@ void stress_point_init(
  *   noise  a ratio between two runs that differ only in a part taking a share
  *          s of the work (uffd-fault: the lookup's share of a fault) lies above
  *          1 + STRESS_WARN_SLACK or below 1 - s - STRESS_WARN_SLACK: more than
- *          that part can explain.
+ *          that part can explain; write-cost: a store's set, which does the
+ *          bare set's work and more, below 1 - STRESS_WARN_SLACK of it.
+ *          write-cost flags cpu when over 1 % of a kind's sets were slow
+ *          (preempted).
  */
 #define STRESS_WARN_CPU_SHARE 0.5
 #define STRESS_WARN_MIN_EVENTS 100

@@ -205,8 +205,10 @@ static void table_write_cost(void)
 	const char *last_kind = "";
 	size_t i;
 
+	unsigned warned = 0;
+
 	for (i = 0; (p = next_point("write-cost", &i)); i++) {
-		char a[32], b[32], c[48], d[32], e[32], f[32], g[32], h[32];
+		char a[32], b[32], c[48], d[32], e[32], f[32], g[32], h[32], w[32];
 
 		if (p->ranges != last) {
 			printf("\nwrite-cost: one thread, no readers; %llu ranges over %llu pages; "
@@ -214,10 +216,10 @@ static void table_write_cost(void)
 			       "%d repetition(s) of %.2f s per kind and variant\n",
 					(unsigned long long)p->ranges, (unsigned long long)p->pages,
 					p->overhead_ns, p->reps, p->duration_s);
-			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %9s %5s\n",
+			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %9s %5s %s\n",
 					"kind", "variant", "set", "x unsync", "(min..max)",
 					"restore", "restore", "x unsync", "sync", "retired",
-					"in flight", "sets", "slow");
+					"in flight", "sets", "slow", "warn");
 			printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %9s %5s\n",
 					"", "", "(ns)", "", "(ns)", "", "(ns)", "", "(ns/set)",
 					"(B)", "(B)", "", "");
@@ -235,12 +237,15 @@ static void table_write_cost(void)
 		fmt_num(f, sizeof(f), "%.1f", p->sync_ns_per_set);
 		fmt_num(g, sizeof(g), "%.0f", p->retired_bytes_max);
 		fmt_num(h, sizeof(h), "%.0f", p->inflight_peak_bytes);
-		printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %9llu %5llu\n",
+		printf("  %-8s %-9s %9s %8s %-17s %-9s %9s %8s %9s %9s %9s %9llu %5llu %s\n",
 				strcmp(p->kind, last_kind) ? p->kind : "", p->variant, a, b, c,
 				p->restore_kind[0] ? p->restore_kind : "-", d, e, f, g, h,
-				(unsigned long long)p->ops, (unsigned long long)p->slow_sets);
+				(unsigned long long)p->ops, (unsigned long long)p->slow_sets,
+				stress_warn_names(p->warn, w, sizeof(w)));
 		last_kind = p->kind;
+		warned |= p->warn;
 	}
+	stress_warn_footnote(warned);
 	if (last)
 		printf("  (restore: the set(s) that put the tree back after each timed set, "
 		       "timed apart;\n   sync: ps_store_synchronize() time per timed set, "
@@ -464,6 +469,7 @@ static void summary_write(void)
 		}
 		summary_warned(warned);
 	}
+	warned = false;
 	for (i = 0; (p = next_point("write-cost", &i)); i++) {
 		if (strcmp(p->kind, "replace"))
 			continue;
@@ -475,9 +481,12 @@ static void summary_write(void)
 		if (p->ranges != last)
 			printf("  %llu ranges:\n", (unsigned long long)p->ranges);
 		last = p->ranges;
-		printf("    %-13s %9.1f ns (%.1f-%.1f) %6.2fx\n", p->variant, p->set_ns,
-				p->set_ns_min, p->set_ns_max, p->cost_ratio);
+		printf("    %-13s %9.1f ns (%.1f-%.1f) %6.2fx%s\n", p->variant, p->set_ns,
+				p->set_ns_min, p->set_ns_max, p->cost_ratio, p->warn ? " !" : "");
+		warned = warned || p->warn;
 	}
+	if (last)
+		summary_warned(warned);
 }
 
 static void summary_memory(void)
