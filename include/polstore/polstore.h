@@ -10,6 +10,7 @@
 #include <polstore/alloc.h>
 #include <polstore/policy.h>
 #include <polstore/store.h>
+#include <polstore/attach.h>
 #include <polstore/rcu.h>
 #include <polstore/lockstat.h>
 #include <polstore/charge.h>

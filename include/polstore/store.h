@@ -76,17 +76,17 @@ PS_API struct ps_store *ps_store_create(enum ps_sync sync);
 /**
  * ps_store_destroy() - free a store and drop its policy references
  * @store: the store, or NULL (a no-op)
- * Context: see docs/context.md; no other thread may use @store during or after
- * the call (else: ps_store_destroy_deferred()).  References taken stay valid.
+ * Context: see docs/context.md; no other thread may use @store during or after the call (else:
+ * ps_store_destroy_deferred()); references taken stay valid; an object attached: abort (attach.h).
  */
 PS_API void ps_store_destroy(struct ps_store *store);
 
 /**
  * ps_store_destroy_deferred() - free a store once no reader can still use it, never waiting
  * @store: the store, which the caller has made unreachable for new readers
- * Context: see docs/context.md ("Retiring a store"); inside sections too.  No
- * writer of @store may run during or after the call.
- * Return: 0; -EINVAL for NULL; -ENOMEM or -EAGAIN (no memory, no reclaim thread), @store as before.
+ * Context: see docs/context.md, "Retiring a store": in sections too, no writer during or after.
+ * Return: 0; -EINVAL for NULL; -EBUSY with an object attached (polstore/attach.h); -ENOMEM or
+ * -EAGAIN (no memory, no reclaim thread).  On error @store is as before.
  */
 PS_API int ps_store_destroy_deferred(struct ps_store *store);
 

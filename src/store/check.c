@@ -506,8 +506,7 @@ int psi_check_store(struct ps_store *s)
 	s->read_unlock = chk_read_unlock;
 	s->lookup_copy = chk_lookup_copy;
 	s->lookup_node = chk_lookup_node;
-	/* A variant byte no inlined reader knows: every read reaches the wrappers. */
-	s->tag |= 0x80;
+	s->tag |= PSI_STORE_TAG_CHECKED;
 	(void)psi_chk_self();
 	return 0;
 }

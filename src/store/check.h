@@ -28,6 +28,9 @@ extern bool psi_checking;
  */
 int psi_check_store(struct ps_store *s);
 
+/* In a checked store's tag: a variant byte no inlined reader knows, so every read reaches the wrappers. */
+#define PSI_STORE_TAG_CHECKED 0x80u
+
 /* The first word of a checked store once it is destroyed (store.c checks it where no op runs). */
 #define PSI_STORE_TAG_DEAD 0xdead57feu
 

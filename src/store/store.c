@@ -14,6 +14,7 @@
 #include <polstore/static/lookup.h>
 
 #include "annotate.h"
+#include "attach_internal.h"
 #include "check.h"
 #include "held.h"
 #include "rcu_reclaim.h"
@@ -117,6 +118,7 @@ void ps_store_destroy(struct ps_store *store)
 				"of its RCU flavour: it may wait for a grace period, which waits for "
 				"this thread (ps_store_destroy_deferred() never waits)",
 				ps_sync_name(store->sync), (void *)store);
+	psi_attach_check_destroy(store, "ps_store_destroy()", false);
 	store->ops->destroy(store);
 }
 
@@ -165,6 +167,9 @@ int ps_store_destroy_deferred(struct ps_store *store)
 
 	if (!store)
 		return -EINVAL;
+	err = psi_attach_check_destroy(store, "ps_store_destroy_deferred()", true);
+	if (err)
+		return err;
 	r = psi_alloc(sizeof(*r));
 	if (!r)
 		return -ENOMEM;

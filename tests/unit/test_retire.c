@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * Retiring a store: ps_store_destroy() beside the reclaim thread, which
- * may still be releasing the store's last batch.
+ * may still be releasing the store's last batch; deferred destroys; the
+ * destroys of a store an object is attached to (ps_store_attach()).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -715,4 +716,141 @@ SYNCS_TEST(rcu_syncs, retire, memory_in_flight_bounded, .timeout = 120)
 	ps_test_alloc_restore();
 	for (i = 0; i < 4; i++)
 		ps_policy_put(pol[i]);
+}
+
+/* ---- objects attached to a store ---- */
+
+/* Two objects that read a store: their addresses name them. */
+static char pools[2];
+
+/* What a child attaches before it destroys the store. */
+struct attach_child {
+	struct ps_store *s;
+	int users;
+	bool deferred;
+};
+
+static void destroy_attached(void *arg)
+{
+	struct attach_child *c = arg;
+
+	for (int i = 0; i < c->users; i++)
+		if (ps_store_attach(c->s, &pools[i], "reader pool", "pool_stop()"))
+			_exit(3);
+	if (c->deferred)
+		(void)ps_store_destroy_deferred(c->s);
+	else
+		ps_store_destroy(c->s);
+}
+
+/*
+ * ps_store_destroy() of a store an object is attached to, in and out of
+ * the checking mode, and ps_store_destroy_deferred() in it (out of it:
+ * -EBUSY, attached_store_refused): one line naming the call, the store,
+ * the object and the call that ends it, then abort().
+ */
+VARIANT_TEST(retire, attached_store_destroy_aborts, .timeout = 60)
+{
+	for (int k = 0; k < 6; k++) {
+		bool checking = k >= 2, deferred = k >= 4;
+		struct attach_child c = {.users = 1 + k % 2, .deferred = deferred};
+		const char *call = deferred ? "ps_store_destroy_deferred()" : "ps_store_destroy()";
+		char buf[2048], store[64], user[64];
+		int sig;
+
+		ps_test_set_checking(checking);
+		c.s = ps_store_create(*sync);
+		ps_test_set_checking(false);
+		cr_assert_not_null(c.s);
+		sig = ps_test_run_child(destroy_attached, &c, 10, buf, sizeof(buf), NULL);
+		snprintf(store, sizeof(store), "%s store %p", ps_sync_name(*sync), (void *)c.s);
+		snprintf(user, sizeof(user), "reader pool %p", (void *)&pools[c.users - 1]);
+		cr_expect_eq(sig, SIGABRT, "%s, %d object(s), checking %d: the child %s: %s", call,
+				c.users, checking,
+				sig == SIGALRM ? "hung"
+				: sig	       ? "died of another signal"
+					       : "returned",
+				buf);
+		cr_expect(strstr(buf, "polstore: ") && strstr(buf, call) && strstr(buf, store) &&
+						strstr(buf, user) && strstr(buf, "pool_stop()") &&
+						(c.users < 2 || strstr(buf, "1 other attached "
+									    "object")) &&
+						(!checking || strstr(buf, "checking mode")),
+				"%s, %d object(s), checking %d: message \"%s\" does not name %s "
+				"and %s",
+				call, c.users, checking, buf, store, user);
+		ps_store_destroy(c.s);
+	}
+}
+
+static void destroy_inherited(void *arg)
+{
+	struct ps_store *s = arg;
+
+	ps_store_destroy(s);
+	/* Dropped with the store: the child's copy is not the parent's attachment. */
+	if (ps_store_detach(s, &pools[0]) != -ENOENT)
+		_exit(4);
+}
+
+/*
+ * Attached, a store is refused by ps_store_destroy_deferred() with -EBUSY
+ * and stays as it was; attach and detach are refused for what they cannot
+ * do, work inside a read-side section of the store, and leave nothing
+ * attached when memory runs out; a child of fork() may destroy its copy
+ * of a store the parent attached to; detached, the store goes.
+ */
+VARIANT_TEST(retire, attached_store_refused, .timeout = 60)
+{
+	struct ps_policy *p = ps_test_bind(1);
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *got;
+	char buf[2048] = "";
+
+	cr_assert_not_null(s);
+	cr_assert_eq(ps_store_set(s, 0, 8, p), 0);
+	cr_expect_eq(ps_store_attach(NULL, &pools[0], "reader pool", "pool_stop()"), -EINVAL);
+	cr_expect_eq(ps_store_attach(s, NULL, "reader pool", "pool_stop()"), -EINVAL);
+	cr_expect_eq(ps_store_attach(s, &pools[0], NULL, "pool_stop()"), -EINVAL);
+	cr_expect_eq(ps_store_attach(s, &pools[0], "reader pool", NULL), -EINVAL);
+	cr_expect_eq(ps_store_detach(NULL, &pools[0]), -EINVAL);
+	cr_expect_eq(ps_store_detach(s, NULL), -EINVAL);
+	cr_expect_eq(ps_store_detach(s, &pools[0]), -ENOENT);
+
+	ps_test_alloc_install();
+	ps_test_alloc_fail_once(0);
+	cr_expect_eq(ps_store_attach(s, &pools[0], "reader pool", "pool_stop()"), -ENOMEM);
+	cr_expect(ps_test_alloc_disarm());
+	ps_test_alloc_restore();
+	cr_expect_eq(ps_store_detach(s, &pools[0]), -ENOENT, "attached without memory");
+
+	ps_store_read_lock(s);
+	cr_expect_eq(ps_store_attach(s, &pools[0], "reader pool", "pool_stop()"), 0);
+	ps_store_read_unlock(s);
+	cr_expect_eq(ps_store_attach(s, &pools[0], "reader pool", "pool_stop()"), -EEXIST);
+	cr_expect_eq(ps_store_attach(s, &pools[1], "reader pool", "pool_stop()"), 0);
+	cr_expect_eq(ps_store_destroy_deferred(s), -EBUSY);
+	cr_expect_eq(ps_store_detach(s, &pools[1]), 0);
+	cr_expect_eq(ps_store_destroy_deferred(s), -EBUSY);
+	got = ps_store_lookup(s, 3);
+	cr_expect_eq(got, p, "refused, the store changed");
+	ps_policy_put(got);
+	cr_expect_eq(ps_store_count(s), 1);
+
+	cr_expect_eq(ps_test_run_child(destroy_inherited, s, 10, buf, sizeof(buf), NULL), 0,
+			"the child did not return: %s", buf);
+	cr_expect_eq(ps_store_destroy_deferred(s), -EBUSY,
+			"the child's destroy detached the parent");
+
+	ps_store_read_lock(s);
+	cr_expect_eq(ps_store_detach(s, &pools[0]), 0);
+	ps_store_read_unlock(s);
+	cr_expect_eq(ps_store_detach(s, &pools[0]), -ENOENT);
+	if (*sync % 2) {
+		ps_store_destroy(s);
+	} else {
+		cr_expect_eq(ps_store_destroy_deferred(s), 0);
+		ps_rcu_barrier();
+	}
+	ps_policy_put(p);
 }
