@@ -190,7 +190,7 @@ PS_API int ps_uffd_available(unsigned flags, char *why, size_t why_len);
  * ps_uffd_create() - create a plane: a userfaultfd and its resolver threads
  * @store: the store that names each page's node (its indices are page numbers as
  *         ps_uffd_register() gives them), or NULL for a plane that places every page on
- *         @attr->node; the plane keeps the pointer: destroy the plane first
+ *         @attr->node; the plane attaches to it (ps_store_attach()) until ps_uffd_destroy()
  * @attr: the attributes, or NULL for PS_UFFD_ATTR_INIT
  * @why: if not NULL, receives on failure a sentence saying what failed and, when the kernel
  *       refused the userfaultfd, what to change
@@ -198,7 +198,8 @@ PS_API int ps_uffd_available(unsigned flags, char *why, size_t why_len);
  *
  * The userfaultfd comes from userfaultfd(2) or, when that is refused, from /dev/userfaultfd (Linux
  * 6.1).  Resolver threads start at once, with every signal blocked; they wait for faults without
- * spinning.
+ * spinning.  Destroy the plane before @store: ps_store_destroy() of a store a plane reads prints
+ * a line naming the plane and aborts, ps_store_destroy_deferred() fails with -EBUSY.
  *
  * Context: any thread; allocates, starts threads.
  * Return: the plane, or NULL with errno: EINVAL (a bad attribute: @why names it, its value and the
@@ -216,8 +217,9 @@ PS_API struct ps_uffd *ps_uffd_create(
  * Waits for each resolver to finish the fault it is resolving (fill callbacks in progress return
  * first), then unregisters the regions.  Faults still waiting, and later ones, are served by the
  * kernel as if the region had never been registered: anonymous pages come back zero (or as the
- * file holds them), placed by the faulting thread's own policy.  In a forked child it frees the
- * child's copy only.
+ * file holds them), placed by the faulting thread's own policy.  Last, it detaches from the
+ * plane's store, which may be destroyed from then on.  In a forked child it frees the child's
+ * copy only.
  *
  * Context: docs/uffd.md, "Calling contexts": not on a resolver thread, and no other thread calls
  * the plane during or after the call; a second destroy is misuse (see "Misuse" there).

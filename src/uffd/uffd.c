@@ -2,8 +2,9 @@
 /*
  * The fault plane (libpolstore_uffd): a userfaultfd, its resolver threads
  * and the table of registered regions.  It uses only polstore's public API
- * (ps_store_lookup_node()); docs/uffd.md explains the placement mechanism,
- * its cost per fault and the lifecycle rules.
+ * (ps_store_lookup_node(), and ps_store_attach() for the store's lifetime);
+ * docs/uffd.md explains the placement mechanism, its cost per fault and the
+ * lifecycle rules.
  *
  *
  * This file opens the userfaultfd and explains a refusal, and creates,
@@ -24,6 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <polstore/attach.h>
 #include <polstore/uffd.h>
 
 #include "uffd_private.h"
@@ -321,6 +323,9 @@ static void uf_free(struct ps_uffd *uf, bool destroy_locks)
 	free(uf->res);
 	free(uf->zero);
 	free(uf->regions);
+	/* Last: the store may go once no resolver can read it (in a child, none ever could). */
+	if (uf->attached)
+		(void)ps_store_detach(uf->store, uf);
 }
 
 struct ps_uffd *ps_uffd_create(
@@ -352,6 +357,13 @@ struct ps_uffd *ps_uffd_create(
 	uf->fixed_node = attr->node;
 	uf->fill = attr->fill;
 	uf->fill_arg = attr->fill_arg;
+	/* Before any resolver exists: from now on a destroy of the store is refused, by name. */
+	if (store) {
+		/* Its one failure here is -ENOMEM: @uf is new, no argument is NULL. */
+		if (ps_store_attach(store, uf, "fault plane", "ps_uffd_destroy()"))
+			goto nomem;
+		uf->attached = true;
+	}
 	nres = attr->resolvers ? attr->resolvers : uf_allowed_nodes();
 	if (nres > PS_UFFD_MAX_RESOLVERS)
 		nres = PS_UFFD_MAX_RESOLVERS;

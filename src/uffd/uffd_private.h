@@ -137,7 +137,8 @@ struct uf_resolver {
 
 struct ps_uffd {
 	struct ps_store *store;
-	bool qsbr; /* the store is RCU_QSBR: resolvers go online */
+	bool attached; /* to @store (ps_store_attach()): its destroy is refused until uf_free() */
+	bool qsbr;     /* the store is RCU_QSBR: resolvers go online */
 	int uffd, stopfd;
 	struct uf_tag tag; /* past the bytes malloc() reuses once the block is free */
 	unsigned flags;

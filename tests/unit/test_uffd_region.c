@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * What a fault plane's region may cover, a fault read before unregister,
- * misuse and attributes (test_uffd.c says how).
+ * misuse, the store a plane reads and attributes (test_uffd.c says how).
  */
 #include "uffd_test.h"
 
@@ -463,6 +463,184 @@ Test(uffd, misuse_fails_loudly, .timeout = 120)
 	}
 	expect_misuse(register_after_destroy, NULL, true, true, "ps_uffd_register()", "destroyed");
 	expect_misuse(stats_in_child, NULL, true, false, "ps_uffd_stats()", "fork");
+}
+
+/* ---- the store a plane reads -------------------------------------------------------------- */
+
+/*
+ * What a child that destroys a store under its planes made, on a page it
+ * shares with the test: the addresses its message must name.
+ */
+struct store_child {
+	enum ps_sync sync;
+	int planes;    /* planes made on the store; all but the last are destroyed first */
+	bool deferred; /* ps_store_destroy_deferred() instead of ps_store_destroy() */
+	const void *store, *plane;
+};
+
+/* One page of @uf's, touched through the kernel (valgrind holds its lock through a direct touch).
+ */
+static bool touch_through_kernel(char *r)
+{
+	int fd[2];
+	bool ok;
+
+	if (pipe(fd))
+		return false;
+	ok = write(fd[1], r, 1) == 1;
+	close(fd[0]);
+	close(fd[1]);
+	return ok;
+}
+
+/*
+ * A store destroyed while a plane still reads it: the resolver of the next
+ * fault would look up freed memory.  The destroy must abort, naming the
+ * plane; what follows it is what happens when it returns.
+ */
+static void store_destroyed_under_plane(void *arg)
+{
+	struct store_child *m = arg;
+	struct ps_uffd_attr a = PS_UFFD_ATTR_INIT;
+	struct ps_store *s = ps_store_create(m->sync);
+	struct ps_uffd *uf = NULL;
+	char *r = mmap(NULL, page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			0);
+
+	a.resolvers = 1;
+	if (!s || r == MAP_FAILED)
+		_exit(3);
+	for (int i = 0; i < m->planes; i++) {
+		if (uf)
+			ps_uffd_destroy(uf);
+		uf = ps_uffd_create(s, &a, NULL, 0);
+		if (!uf)
+			_exit(4);
+	}
+	if (ps_uffd_register(uf, r, page_size(), 0))
+		_exit(5);
+	m->store = s;
+	m->plane = uf;
+	if (m->deferred)
+		(void)ps_store_destroy_deferred(s);
+	else
+		ps_store_destroy(s);
+	touch_through_kernel(r);
+	ps_uffd_destroy(uf);
+}
+
+/*
+ * ps_store_destroy() of a store a plane reads, one plane or two (the
+ * first destroyed already), in and out of the checking mode, and
+ * ps_store_destroy_deferred() in the checking mode (out of it, it fails
+ * with -EBUSY: store_outlives_its_planes): the child aborts with one line
+ * that names the call, the store, the plane left and ps_uffd_destroy().
+ */
+Test(uffd, store_destroyed_under_plane_aborts, .timeout = 120)
+{
+	struct store_child *m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	need_uffd();
+	/* Children that abort, one at a time, minutes under valgrind (misuse_fails_loudly). */
+	if (RUNNING_ON_VALGRIND)
+		cr_skip_test("under valgrind: its aborting children take minutes");
+	cr_assert_neq(m, MAP_FAILED);
+	for (int k = 0; k < 3 * PS_SYNC_COUNT * 2; k++) {
+		int checking = k / (PS_SYNC_COUNT * 2) > 0, deferred = k / (PS_SYNC_COUNT * 2) > 1;
+		const char *call = deferred ? "ps_store_destroy_deferred()" : "ps_store_destroy()";
+		char buf[16384], store[64], plane[64];
+		int sig;
+
+		*m = (struct store_child){.sync = ps_test_all_syncs[k / 2 % PS_SYNC_COUNT],
+				.planes = 1 + k % 2,
+				.deferred = deferred};
+		ps_test_set_checking(checking);
+		sig = ps_test_run_child(store_destroyed_under_plane, m, MISUSE_LIMIT_S, buf,
+				sizeof(buf), NULL);
+		ps_test_set_checking(false);
+		snprintf(store, sizeof(store), "%s store %p", ps_sync_name(m->sync), m->store);
+		snprintf(plane, sizeof(plane), "fault plane %p", m->plane);
+		cr_expect_eq(sig, SIGABRT, "%s, %s, %d plane(s), checking %d: the child %s: %s",
+				call, store, m->planes, checking,
+				sig == SIGALRM ? "hung"
+				: sig	       ? "died of another signal"
+					       : "returned",
+				buf);
+		cr_expect(strstr(buf, "polstore: ") && strstr(buf, call) && strstr(buf, store) &&
+						strstr(buf, plane) &&
+						strstr(buf, "ps_uffd_destroy()") &&
+						(!checking || strstr(buf, "checking mode")),
+				"%s, %d plane(s), checking %d: message \"%s\" does not name the "
+				"call, "
+				"%s and %s",
+				call, m->planes, checking, buf, store, plane);
+	}
+	munmap(m, sizeof(*m));
+}
+
+/* In a child of fork(): the parent's store, then its plane. */
+static void destroy_store_then_plane(void *arg)
+{
+	void **sp = arg;
+
+	ps_store_destroy(sp[0]);
+	ps_uffd_destroy(sp[1]);
+}
+
+/*
+ * Destroyed after its planes, the store goes as any other; destroyed
+ * deferred while a plane reads it, it is refused with -EBUSY and left as
+ * it was (the plane goes on placing pages by it); in a child of fork(),
+ * whose copy of the plane has no resolver, the store may go first.
+ */
+Test(uffd, store_outlives_its_planes, .timeout = 120)
+{
+	const size_t psz = page_size();
+	struct toucher t;
+
+	need_uffd();
+	toucher_open(&t);
+	for (int i = 0; i < PS_SYNC_COUNT; i++) {
+		enum ps_sync sync = ps_test_all_syncs[i];
+		struct ps_store *s;
+		struct ps_policy *p;
+		struct ps_uffd *uf, *other;
+		uint64_t v = 1;
+		char buf[4096], *r;
+
+		/* Under valgrind: a locking variant and RCU_QSBR (test_uffd_resolve.c). */
+		if (RUNNING_ON_VALGRIND && sync != PS_SYNC_SPIN && sync != PS_SYNC_RCU_QSBR)
+			continue;
+		s = ps_store_create(sync);
+		p = ps_test_bind(0);
+		r = region(2 * psz, MAP_PRIVATE);
+		cr_assert_not_null(s);
+		uf = plane(s, 1, NULL, 0);
+		other = plane(s, 1, NULL, 0);
+		cr_assert_eq(ps_uffd_register(uf, r, 2 * psz, 0), 0);
+		cr_expect_eq(ps_store_destroy_deferred(s), -EBUSY, "%s", ps_sync_name(sync));
+		ps_uffd_destroy(other);
+		cr_expect_eq(ps_store_destroy_deferred(s), -EBUSY, "%s", ps_sync_name(sync));
+		cr_expect_eq(ps_store_set(s, 0, 2, p), 0);
+		cr_expect(kernel_peek(&t, r, &v));
+		cr_expect_eq(v, 0);
+		cr_expect_eq(stats(uf, -1).zeros, 1);
+		/* The child's store and plane are copies: neither is the parent's. */
+		cr_expect_eq(ps_test_run_child(destroy_store_then_plane, (void *[]){s, uf},
+					     MISUSE_LIMIT_S, buf, sizeof(buf), NULL),
+				0, "%s: the child did not return: %s", ps_sync_name(sync), buf);
+		cr_expect(kernel_peek(&t, r + psz, &v));
+		cr_expect_eq(stats(uf, -1).zeros, 2);
+		ps_uffd_destroy(uf);
+		if (i % 2)
+			ps_store_destroy(s);
+		else
+			cr_expect_eq(ps_store_destroy_deferred(s), 0);
+		ps_policy_put(p);
+		munmap(r, 2 * psz);
+	}
+	toucher_close(&t);
 }
 
 /* ---- attributes ---------------------------------------------------------------------------- */
