@@ -198,8 +198,7 @@ PS_API int ps_uffd_available(unsigned flags, char *why, size_t why_len);
  *
  * The userfaultfd comes from userfaultfd(2) or, when that is refused, from /dev/userfaultfd (Linux
  * 6.1).  Resolver threads start at once, with every signal blocked; they wait for faults without
- * spinning.  Destroy the plane before @store: ps_store_destroy() of a store a plane reads prints
- * a line naming the plane and aborts, ps_store_destroy_deferred() fails with -EBUSY.
+ * spinning.  Destroy it before @store: until then ps_store_destroy() aborts, naming the plane.
  *
  * Context: any thread; allocates, starts threads.
  * Return: the plane, or NULL with errno: EINVAL (a bad attribute: @why names it, its value and the
@@ -217,9 +216,8 @@ PS_API struct ps_uffd *ps_uffd_create(
  * Waits for each resolver to finish the fault it is resolving (fill callbacks in progress return
  * first), then unregisters the regions.  Faults still waiting, and later ones, are served by the
  * kernel as if the region had never been registered: anonymous pages come back zero (or as the
- * file holds them), placed by the faulting thread's own policy.  Last, it detaches from the
- * plane's store, which may be destroyed from then on.  In a forked child it frees the child's
- * copy only.
+ * file holds them), placed by the faulting thread's own policy.  In a forked child it frees the
+ * child's copy only.  Either way it detaches the plane from its store last (ps_store_detach()).
  *
  * Context: docs/uffd.md, "Calling contexts": not on a resolver thread, and no other thread calls
  * the plane during or after the call; a second destroy is misuse (see "Misuse" there).
@@ -235,8 +233,10 @@ PS_API void ps_uffd_destroy(struct ps_uffd *uf);
  * @first_page: the store index of the page at @addr; page i of the region is index @first_page + i
  *
  * Missing pages fault into the plane on first touch.  The range must lie in one mapping, as
- * /proc/self/maps shows it: a hole, a crossing into other permissions or backing, or the plane's
- * own memory is refused (docs/uffd.md, "Registering a region").
+ * /proc/self/maps shows it: a hole, a crossing into other permissions (a PROT_NONE guard page) or
+ * backing, or the plane's own memory is refused.  Not so a range too long for its anonymous
+ * mapping that runs on into a neighbour with the same permissions, which /proc/self/maps does not
+ * tell apart: the neighbour's missing pages fault into the plane too (docs/uffd.md).
  *
  * Context: not on a resolver (docs/uffd.md); allocates, reads /proc/self/maps.
  * Return: 0; -EINVAL for a NULL @uf, a misaligned @addr or @len, an index range that overflows, a

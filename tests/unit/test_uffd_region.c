@@ -181,6 +181,62 @@ Test(uffd, register_refuses_neighbours, .timeout = 60)
 	fill_fini(&c);
 }
 
+/*
+ * A length one page too long, past the end of a 4-page RAM block: into a
+ * guard page (PROT_NONE) or an unmapped page, it is refused with -EINVAL
+ * and registers nothing (the exact length registers after it); into an
+ * anonymous neighbour with the same permissions, which /proc/self/maps
+ * does not tell from the block, it is registered whole, as
+ * ps_uffd_register(3) says, and the neighbour's missing page is filled
+ * with the content of store index 4.
+ */
+Test(uffd, register_overlong, .timeout = 60)
+{
+	const size_t psz = page_size();
+	struct toucher t;
+	struct fillctx c;
+	struct ps_uffd *uf;
+	uint64_t v;
+	char *r;
+
+	need_uffd();
+	fill_init(&c, 8, psz);
+	uf = plane(NULL, 1, &c, 0);
+	toucher_open(&t);
+	for (int next = 0; next < 3; next++) {
+		const char *what = next == 0 ? "guard page" : next == 1 ? "hole" : "same permissions";
+
+		r = reserve(8);
+		map_at(r, 4, PROT_READ | PROT_WRITE, MAP_PRIVATE);
+		if (next == 1)
+			cr_assert_eq(munmap(r + 4 * psz, psz), 0);
+		if (next == 2)
+			map_at(r + 4 * psz, 1, PROT_READ | PROT_WRITE, MAP_PRIVATE);
+		if (next == 1 && page_mapped(r + 4 * psz)) {
+			/* The process's own allocator took the hole (register_refuses_holes). */
+			munmap(r, 8 * psz);
+			continue;
+		}
+		if (next < 2) {
+			cr_expect_eq(ps_uffd_register(uf, r, 5 * psz, 0), -EINVAL, "%s", what);
+			cr_expect_eq(ps_uffd_unregister(uf, r, 5 * psz), -ENOENT, "%s", what);
+			cr_expect_eq(ps_uffd_register(uf, r, 4 * psz, 0), 0, "%s", what);
+			cr_expect(kernel_peek(&t, r + 3 * psz, &v));
+			cr_expect_eq(v, first_word(3), "%s", what);
+			cr_expect_eq(ps_uffd_unregister(uf, r, 4 * psz), 0, "%s", what);
+		} else {
+			cr_expect_eq(ps_uffd_register(uf, r, 5 * psz, 0), 0, "%s", what);
+			cr_expect(kernel_peek(&t, r + 4 * psz, &v));
+			cr_expect_eq(v, first_word(4), "%s: the neighbour's page", what);
+			cr_expect_eq(ps_uffd_unregister(uf, r, 5 * psz), 0, "%s", what);
+		}
+		munmap(r, 8 * psz);
+	}
+	toucher_close(&t);
+	ps_uffd_destroy(uf);
+	fill_fini(&c);
+}
+
 /* Where the resolver's stack is: its fill records it. */
 static struct {
 	pthread_mutex_t lock;
