@@ -860,3 +860,59 @@ Test(fork, charge_topology_lock_across_fork, .timeout = 60)
 	ps_test_join(t, 2);
 	cr_assert_eq(ps_charge_destroy(root), 0);
 }
+
+/*
+ * The objects attached to stores (ps_store_attach()) are one list under
+ * one lock.  A child forked while other threads attach and detach must
+ * attach and destroy stores of its own, and destroy its copy of a store
+ * the parent's objects are attached to: the lock is taken across fork()
+ * and the parent's attachments do not count in the child.
+ */
+static int attach_churn_stop;
+static char attach_users[3];
+
+static void *attach_churn(void *arg)
+{
+	struct ps_store *s = ((void **)arg)[0];
+	const void *user = ((void **)arg)[1];
+
+	while (!__atomic_load_n(&attach_churn_stop, __ATOMIC_RELAXED))
+		if (!ps_store_attach(s, user, "churning object", "its detach"))
+			ps_store_detach(s, user);
+	return NULL;
+}
+
+Test(fork, attach_list_across_fork, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(PS_SYNC_RCU);
+	void *args[2][2] = {{s, &attach_users[0]}, {s, &attach_users[1]}};
+	pthread_t t[2];
+	int i;
+
+	cr_assert_not_null(s);
+	cr_assert_eq(pthread_create(&t[0], NULL, attach_churn, args[0]), 0);
+	cr_assert_eq(pthread_create(&t[1], NULL, attach_churn, args[1]), 0);
+	for (i = 0; i < 20; i++) {
+		pid_t pid = fork();
+
+		cr_assert_neq(pid, -1);
+		if (pid == 0) {
+			struct ps_store *own = ps_store_create(PS_SYNC_SPIN);
+
+			alarm(5); /* a lock left held in the child is a hang */
+			if (!own || ps_store_attach(own, &attach_users[2], "object", "its end"))
+				_exit(1);
+			if (ps_store_destroy_deferred(own) != -EBUSY ||
+					ps_store_detach(own, &attach_users[2]))
+				_exit(2);
+			ps_store_destroy(own);
+			ps_store_destroy(s); /* the parent's objects may be attached: not the child's */
+			_exit(0);
+		}
+		expect_child(pid);
+	}
+	__atomic_store_n(&attach_churn_stop, 1, __ATOMIC_RELAXED);
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	ps_store_destroy(s);
+}
