@@ -13,14 +13,17 @@
  *
  * An update.  A set rebuilds the leaf it falls in (entries wholly covered
  * go, ones overlapping an edge are trimmed, one covering both edges is
- * split, the new range goes between); a leaf that overflows splits in two
- * and one that shrinks under a quarter joins a neighbour.  Either copies
- * the parent, and so on up.  When one leaf changes and keeps its
- * interval, a store of the new leaf into its parent's slot publishes the
- * set (the leaf is allocated as the set is planned and written just
- * before that store: its lines may be a grace period cold, and the
- * stores that miss on them come after the caller's update of its tree
- * instead of holding it up); otherwise the lowest node left unchanged
+ * split, the new range goes between); a leaf that overflows splits in two,
+ * and a node left under a quarter full (a leaf a set shrinks, the two
+ * leaves at the edges of a set across children, an inner node that lost
+ * children) joins a neighbour or shares with it (rangeindex_join.c).
+ * Either copies the parent, and so on up; a root of one child gives way
+ * to it, one of a few that fit in one node to that node.  When one leaf
+ * changes and keeps its interval, a store of the new leaf into its
+ * parent's slot publishes the set (the leaf is allocated as the set is
+ * planned and written just before that store: its lines may be a grace
+ * period cold, and the stores that miss on them come after the caller's
+ * update of its tree instead of holding it up); otherwise the lowest node left unchanged
  * has a slot stored, or the root.  In a batch, or while a walk must see
  * one version, every set copies its whole path and publishes at the
  * root.  Nodes the update builds are marked fresh until published: a
@@ -53,22 +56,9 @@
 #include "compiler.h"
 #include "ixpool.h"
 #include "rangeindex.h"
+#include "rangeindex_join.h"
+#include "rangeindex_node.h"
 #include "rangetree.h"
-
-#define IX_FRESH 1u /* built by the update in progress: not published */
-#define IX_DEAD 2u  /* built and replaced again before publication */
-#define IX_WMASK 0xffffu /* the update's flags; above them, the node's pool tag (ixpool.h) */
-#define IX_SUBTREE ((uintptr_t)1)
-
-#define LEAF_CAP (1u << PS_IX_LEAF_SHIFT)
-#define SMALL_CAP (1u << PS_IX_SMALL_SHIFT)
-/* A leaf under this many ranges joins a neighbour when both fit in 3/4 of one. */
-#define LEAF_LOW (LEAF_CAP / 4)
-#define LEAF_JOIN (LEAF_CAP * 3 / 4)
-
-_Static_assert(sizeof(struct ps_ix_node) == 8, "a node's header is one word");
-_Static_assert(sizeof(struct ps_ix_inner) == 256, "an inner node is four lines");
-
 
 /* The nodes replacing one node of a level (0, 1 or 2), and the lower bound of each. */
 struct out {
@@ -77,51 +67,6 @@ struct out {
 	uint64_t lo[PS_IX_FAN + 2];
 };
 
-/* What a node holds (the allocator's own header aside). */
-static size_t node_bytes(const struct ps_ix_node *h)
-{
-	return h->height ? sizeof(struct ps_ix_inner) : _PS_IX_LEAF_BYTES(h->shift);
-}
-
-static struct ps_ix_leaf *as_leaf(const struct ps_ix_node *h)
-{
-	return (struct ps_ix_leaf *)(void *)h;
-}
-
-static struct ps_ix_inner *as_inner(const struct ps_ix_node *h)
-{
-	return (struct ps_ix_inner *)(void *)h;
-}
-
-/*
- * Room for one more entry on a list of the transaction, growing it beyond
- * its entries in the transaction (@v0); -ENOMEM when it cannot.
- */
-static int list_reserve(void ***v, size_t n, size_t *cap, void **v0)
-{
-	if (n == *cap) {
-		size_t ncap = 2 * *cap;
-		void **nv = psi_alloc(ncap * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		memcpy(nv, *v, n * sizeof(*nv));
-		if (*v != v0)
-			psi_free(*v);
-		*v = nv;
-		*cap = ncap;
-	}
-	return 0;
-}
-
-static int list_push(void ***v, size_t *n, size_t *cap, void **v0, void *p)
-{
-	if (list_reserve(v, *n, cap, v0))
-		return -ENOMEM;
-	(*v)[(*n)++] = p;
-	return 0;
-}
-
 /* Free @h, which no reader can reach, now: the writer. */
 static void free_now(struct psi_ix_pool *pool, struct ps_ix_node *h)
 {
@@ -129,52 +74,6 @@ static void free_now(struct psi_ix_pool *pool, struct ps_ix_node *h)
 		psi_ix_pool_put_now(pool, h);
 	else
 		psi_free(h);
-}
-
-static void *new_node(struct psi_ix_tx *tx, size_t size)
-{
-	struct ps_ix_node *h = NULL;
-	uint32_t tag = 0;
-
-	/*
-	 * The list's room first: a pooled node given back before its header
-	 * says what it is would go on the wrong free list.
-	 */
-	if (list_reserve(&tx->built, tx->nbuilt, &tx->capbuilt, tx->built0))
-		return NULL;
-	/* A large index's inner nodes and full leaves: from its pool (ixpool.h). */
-	if (tx->serve && (size == sizeof(struct ps_ix_inner) ||
-				 size == _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT)))
-		h = psi_ix_pool_get(tx->pool, size == sizeof(struct ps_ix_inner), &tag);
-	/*
-	 * Otherwise, or when no chunk can be had, from the allocator; not
-	 * cache-line aligned: an aligned block costs a line more than the
-	 * allocator's header, and a search reads the same lines in either.
-	 */
-	if (!h && tx->reuse)
-		h = tx->reuse(tx->reuse_ctx, size);
-	if (!h)
-		h = psi_alloc(size);
-	if (!h)
-		return NULL;
-	/* The makers write every field but the header's. */
-	memset(h, 0, sizeof(*h));
-	h->wflags = IX_FRESH | tag << 16;
-	tx->built[tx->nbuilt++] = h;
-	return h;
-}
-
-/* @h leaves the index with this update. */
-static int retire(struct psi_ix_tx *tx, struct ps_ix_node *h)
-{
-	if (h->wflags & IX_FRESH) {
-		h->wflags |= IX_DEAD;
-		tx->bytes -= (ptrdiff_t)node_bytes(h);
-		return 0;
-	}
-	tx->bytes -= (ptrdiff_t)node_bytes(h);
-	tx->retired_bytes += node_bytes(h);
-	return list_push(&tx->retired, &tx->nretired, &tx->capretired, tx->retired0, h);
 }
 
 /* @h and everything below it leave the index: no range of it survives. */
@@ -195,61 +94,6 @@ static int retire_all(struct psi_ix_tx *tx, struct ps_ix_node *h)
 			if ((err = retire_all(tx, as_inner(h)->child[i])))
 				return err;
 	return retire(tx, h);
-}
-
-static struct ps_ix_node *leaf_make(struct psi_ix_tx *tx, const struct psi_ix_ent *e, int n,
-		unsigned shift)
-{
-	struct ps_ix_leaf *l = new_node(tx, _PS_IX_LEAF_BYTES(shift));
-	unsigned i, cap = 1u << shift;
-	uint64_t *start, *end;
-	struct ps_policy **pol;
-	int16_t *hint;
-
-	if (!l)
-		return NULL;
-	l->h.n = (uint16_t)n;
-	l->h.shift = (uint8_t)shift;
-	tx->bytes += (ptrdiff_t)node_bytes(&l->h);
-	start = l->w;
-	end = l->w + cap;
-	pol = (struct ps_policy **)(void *)(l->w + 2 * cap);
-	hint = (int16_t *)(void *)(l->w + 3 * cap);
-	for (i = 0; i < cap; i++) {
-		bool used = i < (unsigned)n;
-
-		start[i] = used ? e[i].start : PS_IX_NONE;
-		end[i] = used ? e[i].end : 0;
-		pol[i] = used ? e[i].pol : NULL;
-		hint[i] = (int16_t)(used ? e[i].hint : 0);
-	}
-	return &l->h;
-}
-
-static struct ps_ix_node *inner_make(struct psi_ix_tx *tx, int height, struct ps_ix_node *const *child,
-		const uint64_t *lo, int n)
-{
-	struct ps_ix_inner *in = new_node(tx, sizeof(*in));
-	int i;
-
-	if (!in)
-		return NULL;
-	tx->bytes += (ptrdiff_t)sizeof(*in);
-	in->h.n = (uint16_t)n;
-	in->h.height = (uint8_t)height;
-	for (i = 0; i < PS_IX_FAN; i++) {
-		if (i < PS_IX_FAN - 1)
-			in->piv[i] = i + 1 < n ? lo[i + 1] : PS_IX_NONE;
-		in->child[i] = i < n ? child[i] : NULL;
-	}
-	return &in->h;
-}
-
-/* Entry @i of leaf @l (its policy and hint may change in place: see the file comment). */
-static struct psi_ix_ent leaf_ent(const struct ps_ix_leaf *l, int i)
-{
-	return (struct psi_ix_ent){ _PS_IX_START(l)[i], _PS_IX_END(l)[i],
-		_PS_LOAD_ACQUIRE(_PS_IX_POL(l)[i]), _PS_READ_ONCE(_PS_IX_HINT(l)[i]) };
 }
 
 /*
@@ -426,13 +270,17 @@ static int inners_out(struct psi_ix_tx *tx, int height, struct ps_ix_node **ch, 
 	return 0;
 }
 
-/* @in (lower bound @lo) with its slots [a, b] replaced by what @sub[0, nsub) holds, into @o. */
-static int inner_out(struct psi_ix_tx *tx, const struct ps_ix_inner *in, uint64_t lo, int a, int b,
-		struct out *const *sub, int nsub, struct out *o)
+/*
+ * @in (interval [lo, hi)) with its slots [a, b] replaced by what
+ * @sub[0, nsub) holds, into @o; the children it made that are short of
+ * their occupancy join or share with a neighbour first (psi_ix_join()).
+ */
+static int inner_out(struct psi_ix_tx *tx, const struct ps_ix_inner *in, uint64_t lo, uint64_t hi,
+		int a, int b, struct out *const *sub, int nsub, struct out *o)
 {
 	struct ps_ix_node *ch[2 * PS_IX_FAN + 4];
 	uint64_t clo[2 * PS_IX_FAN + 4];
-	int n = 0, i, j;
+	int n = 0, i, j, err;
 
 	for (i = 0; i < a; i++) {
 		ch[n] = in->child[i];
@@ -443,6 +291,7 @@ static int inner_out(struct psi_ix_tx *tx, const struct ps_ix_inner *in, uint64_
 			ch[n] = sub[j]->node[i];
 			clo[n++] = sub[j]->lo[i];
 		}
+	j = n;
 	for (i = b + 1; i < in->h.n; i++) {
 		ch[n] = in->child[i];
 		clo[n++] = in->piv[i - 1];
@@ -452,6 +301,8 @@ static int inner_out(struct psi_ix_tx *tx, const struct ps_ix_inner *in, uint64_
 		return 0;
 	/* The first child's interval begins where the node's does. */
 	clo[0] = lo;
+	if ((err = psi_ix_join(tx, ch, clo, &n, a, j, hi == UINT64_MAX)))
+		return err;
 	return inners_out(tx, in->h.height, ch, clo, n, o);
 }
 
@@ -518,41 +369,18 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 			o->n = -1;
 			return err;
 		}
-		if (subs[0].n == 1) {
-			struct ps_ix_node *nb = NULL;
-			int k = ci;
-
-			if (height == 1 && subs[0].node[0]->n < LEAF_LOW && in->h.n > 1) {
-				k = ci + 1 < in->h.n ? ci + 1 : ci - 1;
-				nb = in->child[k];
-				if (subs[0].node[0]->n + nb->n > (int)LEAF_JOIN)
-					nb = NULL;
-			}
-			if (!nb && !copy) {
-				/* One slot store publishes the update; this node stays. */
-				tx->slot = &in->child[ci];
-				tx->val = subs[0].node[0];
-				o->n = -1;
-				return 0;
-			}
-			if (nb) {
-				/* The small leaf joins its neighbour: one leaf for both slots. */
-				const struct ps_ix_leaf *x = as_leaf(subs[0].node[0]), *y = as_leaf(nb);
-				const struct ps_ix_leaf *f = k > ci ? x : y, *g = k > ci ? y : x;
-				struct psi_ix_ent ent[LEAF_CAP];
-				int n = 0, i, a = k < ci ? k : ci;
-
-				for (i = 0; i < f->h.n; i++)
-					ent[n++] = leaf_ent(f, i);
-				for (i = 0; i < g->h.n; i++)
-					ent[n++] = leaf_ent(g, i);
-				if ((err = retire(tx, nb)) || (err = retire(tx, subs[0].node[0])))
-					return err;
-				err = leaves_out(tx, ent, n, a ? in->piv[a - 1] : lo, false, false, &subs[0]);
-				if (err || (err = retire(tx, h)))
-					return err;
-				return inner_out(tx, in, lo, a, a + 1, sp, 1, o);
-			}
+		/*
+		 * One node for one, at its occupancy: one slot store publishes
+		 * the update and this node stays.  A short one joins a
+		 * neighbour as this node is copied (inner_out()).
+		 */
+		if (subs[0].n == 1 && !copy &&
+				!node_under(subs[0].node[0], ci == in->h.n - 1 && hi == UINT64_MAX) &&
+				!(top && psi_ix_root_fits(in, ci, subs[0].node[0]))) {
+			tx->slot = &in->child[ci];
+			tx->val = subs[0].node[0];
+			o->n = -1;
+			return 0;
 		}
 		if (height == 1 && subs[0].n == 2 && in->h.n > 1) {
 			/*
@@ -582,12 +410,12 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 				err = leaves_out(tx, ent, n, a ? in->piv[a - 1] : lo, false, false, &subs[0]);
 				if (err || (err = retire(tx, h)))
 					return err;
-				return inner_out(tx, in, lo, a, a + 1, sp, 1, o);
+				return inner_out(tx, in, lo, hi, a, a + 1, sp, 1, o);
 			}
 		}
 		if ((err = retire(tx, h)))
 			return err;
-		return inner_out(tx, in, lo, ci, ci, sp, 1, o);
+		return inner_out(tx, in, lo, hi, ci, ci, sp, 1, o);
 	}
 	/*
 	 * [s, e) crosses children ci .. cj: those between go whole, ci takes
@@ -632,7 +460,7 @@ static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64
 			subs[1].lo[0] = e;
 		if ((err = retire(tx, h)))
 			return err;
-		return inner_out(tx, in, lo, ci, cj, sp, 2, o);
+		return inner_out(tx, in, lo, hi, ci, cj, sp, 2, o);
 	}
 }
 
@@ -678,9 +506,9 @@ void psi_ix_reuse(struct psi_ix_tx *tx, void *(*fn)(void *ctx, size_t size), voi
 static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, uint64_t e,
 		struct ps_policy *pol)
 {
+	struct ps_ix_node *x, *root = h;
 	struct ps_ix_inner *in = NULL;
 	struct ps_ix_leaf *l;
-	struct ps_ix_node *x;
 	uint64_t hi = UINT64_MAX;
 	int c = 0, cnt, i0, i1, na, n;
 
@@ -721,8 +549,10 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 	n = leaf_edit(l, s, e, pol, cnt, &i0, &i1, tx->copy_add, &na);
 	if (n < 0)
 		return 1;
+	/* A leaf that splits or goes short, or shrinks under a root it may let go: update(). */
 	if (!n || n > (int)LEAF_CAP || (n < (int)LEAF_LOW && in->h.n > 1) ||
-			l->h.shift != PS_IX_LEAF_SHIFT)
+			l->h.shift != PS_IX_LEAF_SHIFT ||
+			(n < l->h.n && &in->h == root && in->h.n <= INNER_LOW))
 		return 0;
 	if (retire(tx, &l->h))
 		return -ENOMEM;
@@ -779,7 +609,7 @@ int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_pol
 		o = up;
 	}
 	nr = o.n ? o.node[0] : NULL;
-	/* An inner root of one child gives way to the child. */
+	/* An inner root of one child gives way to the child; one of a few, to them joined. */
 	while (nr && nr->height && nr->n == 1) {
 		struct ps_ix_node *c = as_inner(nr)->child[0];
 
@@ -787,6 +617,8 @@ int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_pol
 			return err;
 		nr = c;
 	}
+	if ((err = psi_ix_join_root(tx, &nr)))
+		return err;
 	tx->slot = &tx->root->node;
 	tx->val = nr;
 	tx->cur = nr;
@@ -1037,6 +869,9 @@ static bool check_node(const struct ps_ix_node *h, int depth, uint64_t lo, uint6
 		if ((h->shift != PS_IX_LEAF_SHIFT && !(root && h->shift == PS_IX_SMALL_SHIFT)) ||
 				h->n > cap)
 			return check_fail(k, "index leaf of a wrong capacity or count");
+		/* The occupancy (rangeindex_join.c): all but the root and the last leaf. */
+		if (!root && hi != UINT64_MAX && node_under(h, false))
+			return check_fail(k, "index leaf under a quarter full");
 		if (k->leaf_depth < 0)
 			k->leaf_depth = depth;
 		else if (k->leaf_depth != depth)
@@ -1070,6 +905,8 @@ static bool check_node(const struct ps_ix_node *h, int depth, uint64_t lo, uint6
 
 		if (h->n > PS_IX_FAN || (h->n < 2 && root))
 			return check_fail(k, "index inner node of a wrong count");
+		if (!root && node_under(h, false))
+			return check_fail(k, "index inner node under a quarter full");
 		for (i = 0; i < PS_IX_FAN; i++) {
 			uint64_t clo = i ? in->piv[i - 1] : lo;
 			uint64_t chi = i + 1 < h->n ? in->piv[i] : hi;

@@ -4,8 +4,10 @@
  * the descent.  A B+-tree of wide nodes over the store's ranges, which the
  * writer keeps equal to its red-black tree: inner nodes of up to 16
  * children and 15 pivots, leaves of up to 16 ranges (4 in a small store's
- * only leaf).  A lookup reads one root-to-leaf path of 4-5 nodes at 10^6
- * ranges where the tree's walk reads about 20.
+ * only leaf).  Below the root every node is at least a quarter full (the
+ * last leaf excepted), so removals keep the depth of a fresh index's (or
+ * one level more).  A lookup reads one root-to-leaf path of 4-5 nodes at
+ * 10^6 ranges where the tree's walk reads about 20.
  *
  * Nodes are immutable once published, but for the policy and hint of an
  * entry that a set gives a new policy (each read once: a reader pairs

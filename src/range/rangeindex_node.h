@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The read index's nodes as an update makes them (rangeindex.c,
+ * rangeindex_join.c): the writer's flags, the occupancy bounds, and the
+ * makers, inline in both files.  Every node an update makes is allocated
+ * with new_node() and marked fresh until the update publishes; every node
+ * that leaves the index goes through retire(), which counts its bytes out
+ * and lists it for the grace period (or, fresh, marks it dead).
+ */
+#ifndef POLSTORE_SRC_RANGEINDEX_NODE_H
+#define POLSTORE_SRC_RANGEINDEX_NODE_H
+
+#include <errno.h>
+#include <string.h>
+
+#include <polstore/static/index.h>
+
+#include "compiler.h"
+#include "ixpool.h"
+#include "rangeindex.h"
+
+#define IX_FRESH 1u /* built by the update in progress: not published */
+#define IX_DEAD 2u  /* built and replaced again before publication */
+#define IX_WMASK 0xffffu /* the update's flags; above them, the node's pool tag (ixpool.h) */
+#define IX_SUBTREE ((uintptr_t)1)
+
+#define LEAF_CAP (1u << PS_IX_LEAF_SHIFT)
+#define SMALL_CAP (1u << PS_IX_SMALL_SHIFT)
+/*
+ * Occupancy (rangeindex_join.c): a leaf holds at least LEAF_LOW ranges
+ * and an inner node at least INNER_LOW children, a quarter, but the root
+ * and the last leaf of the index (whose interval ends at UINT64_MAX).
+ */
+#define LEAF_LOW (LEAF_CAP / 4)
+#define INNER_LOW (PS_IX_FAN / 4)
+/* The left part of a leaf that splits: 3/4 of one (leaves_out()). */
+#define LEAF_JOIN (LEAF_CAP * 3 / 4)
+
+_Static_assert(sizeof(struct ps_ix_node) == 8, "a node's header is one word");
+_Static_assert(sizeof(struct ps_ix_inner) == 256, "an inner node is four lines");
+
+/* What a node holds (the allocator's own header aside). */
+static inline size_t node_bytes(const struct ps_ix_node *h)
+{
+	return h->height ? sizeof(struct ps_ix_inner) : _PS_IX_LEAF_BYTES(h->shift);
+}
+
+static inline struct ps_ix_leaf *as_leaf(const struct ps_ix_node *h)
+{
+	return (struct ps_ix_leaf *)(void *)h;
+}
+
+static inline struct ps_ix_inner *as_inner(const struct ps_ix_node *h)
+{
+	return (struct ps_ix_inner *)(void *)h;
+}
+
+/*
+ * Room for one more entry on a list of the transaction, growing it beyond
+ * its entries in the transaction (@v0); -ENOMEM when it cannot.
+ */
+static inline int list_reserve(void ***v, size_t n, size_t *cap, void **v0)
+{
+	if (n == *cap) {
+		size_t ncap = 2 * *cap;
+		void **nv = psi_alloc(ncap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		memcpy(nv, *v, n * sizeof(*nv));
+		if (*v != v0)
+			psi_free(*v);
+		*v = nv;
+		*cap = ncap;
+	}
+	return 0;
+}
+
+static inline int list_push(void ***v, size_t *n, size_t *cap, void **v0, void *p)
+{
+	if (list_reserve(v, *n, cap, v0))
+		return -ENOMEM;
+	(*v)[(*n)++] = p;
+	return 0;
+}
+
+/* A node of @size bytes for the update (its header cleared, marked fresh), or NULL. */
+static inline void *new_node(struct psi_ix_tx *tx, size_t size)
+{
+	struct ps_ix_node *h = NULL;
+	uint32_t tag = 0;
+
+	/*
+	 * The list's room first: a pooled node given back before its header
+	 * says what it is would go on the wrong free list.
+	 */
+	if (list_reserve(&tx->built, tx->nbuilt, &tx->capbuilt, tx->built0))
+		return NULL;
+	/* A large index's inner nodes and full leaves: from its pool (ixpool.h). */
+	if (tx->serve && (size == sizeof(struct ps_ix_inner) ||
+				 size == _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT)))
+		h = psi_ix_pool_get(tx->pool, size == sizeof(struct ps_ix_inner), &tag);
+	/*
+	 * Otherwise, or when no chunk can be had, from the allocator; not
+	 * cache-line aligned: an aligned block costs a line more than the
+	 * allocator's header, and a search reads the same lines in either.
+	 */
+	if (!h && tx->reuse)
+		h = tx->reuse(tx->reuse_ctx, size);
+	if (!h)
+		h = psi_alloc(size);
+	if (!h)
+		return NULL;
+	/* The makers write every field but the header's. */
+	memset(h, 0, sizeof(*h));
+	h->wflags = IX_FRESH | tag << 16;
+	tx->built[tx->nbuilt++] = h;
+	return h;
+}
+
+/* @h leaves the index with this update. */
+static inline int retire(struct psi_ix_tx *tx, struct ps_ix_node *h)
+{
+	if (h->wflags & IX_FRESH) {
+		h->wflags |= IX_DEAD;
+		tx->bytes -= (ptrdiff_t)node_bytes(h);
+		return 0;
+	}
+	tx->bytes -= (ptrdiff_t)node_bytes(h);
+	tx->retired_bytes += node_bytes(h);
+	return list_push(&tx->retired, &tx->nretired, &tx->capretired, tx->retired0, h);
+}
+
+/* A leaf of capacity 1 << @shift holding @e[0, n). */
+static inline struct ps_ix_node *leaf_make(struct psi_ix_tx *tx, const struct psi_ix_ent *e, int n,
+		unsigned shift)
+{
+	struct ps_ix_leaf *l = new_node(tx, _PS_IX_LEAF_BYTES(shift));
+	unsigned i, cap = 1u << shift;
+	uint64_t *start, *end;
+	struct ps_policy **pol;
+	int16_t *hint;
+
+	if (!l)
+		return NULL;
+	l->h.n = (uint16_t)n;
+	l->h.shift = (uint8_t)shift;
+	tx->bytes += (ptrdiff_t)node_bytes(&l->h);
+	start = l->w;
+	end = l->w + cap;
+	pol = (struct ps_policy **)(void *)(l->w + 2 * cap);
+	hint = (int16_t *)(void *)(l->w + 3 * cap);
+	for (i = 0; i < cap; i++) {
+		bool used = i < (unsigned)n;
+
+		start[i] = used ? e[i].start : PS_IX_NONE;
+		end[i] = used ? e[i].end : 0;
+		pol[i] = used ? e[i].pol : NULL;
+		hint[i] = (int16_t)(used ? e[i].hint : 0);
+	}
+	return &l->h;
+}
+
+/* An inner node of @height over @child[0, n), whose lower bounds are @lo (lo[0] unread). */
+static inline struct ps_ix_node *inner_make(struct psi_ix_tx *tx, int height,
+		struct ps_ix_node *const *child, const uint64_t *lo, int n)
+{
+	struct ps_ix_inner *in = new_node(tx, sizeof(*in));
+	int i;
+
+	if (!in)
+		return NULL;
+	tx->bytes += (ptrdiff_t)sizeof(*in);
+	in->h.n = (uint16_t)n;
+	in->h.height = (uint8_t)height;
+	for (i = 0; i < PS_IX_FAN; i++) {
+		if (i < PS_IX_FAN - 1)
+			in->piv[i] = i + 1 < n ? lo[i + 1] : PS_IX_NONE;
+		in->child[i] = i < n ? child[i] : NULL;
+	}
+	return &in->h;
+}
+
+/* Entry @i of leaf @l (its policy and hint may change in place: see the file comment). */
+static inline struct psi_ix_ent leaf_ent(const struct ps_ix_leaf *l, int i)
+{
+	return (struct psi_ix_ent){ _PS_IX_START(l)[i], _PS_IX_END(l)[i],
+		_PS_LOAD_ACQUIRE(_PS_IX_POL(l)[i]), _PS_READ_ONCE(_PS_IX_HINT(l)[i]) };
+}
+
+/*
+ * Whether @h, a child of an inner node, is under its occupancy: @last, it
+ * is the last leaf of the index (exempt: a store filled front to back
+ * keeps its other leaves full, and its last one grows from one range).
+ */
+static inline bool node_under(const struct ps_ix_node *h, bool last)
+{
+	return h->height ? h->n < INNER_LOW : !last && h->n < LEAF_LOW;
+}
+
+#endif /* POLSTORE_SRC_RANGEINDEX_NODE_H */
