@@ -21,6 +21,10 @@
  *     answer as a SPIN store given the same sets; memory in proportion.
  *  4. Readers beside a flat-out writer (testutil_load.c, also run by
  *     tsan_stress): every answer is one some version gave.
+ *  5. Occupancy: removals across leaves (munmap() of most of each
+ *     mapping) leave every node below the root at least a quarter full,
+ *     and an index of about the bytes and depth of one filled anew;
+ *     psi_ix_check() fails a node under its quarter.
  */
 #include "index_test.h"
 

@@ -2,7 +2,7 @@
 /*
  * The read index, white box, beside an in-place range tree: the
  * differential test, where updates publish, allocation failure at every
- * allocation of an update (test_index.c says what is checked).
+ * allocation of an update, occupancy (test_index.c says what is checked).
  */
 #include "index_test.h"
 
@@ -487,5 +487,139 @@ Test(index, removal_over_a_gap_across_a_pivot_changes_nothing)
 	cr_assert_gt(tried, 0);
 	hx_fini(&h);
 	cr_assert_eq(ps_test_alloc_live(), 0);
+	ps_test_alloc_restore();
+}
+
+/* ---- 5. occupancy -------------------------------------------------------------------- */
+
+/*
+ * @n ranges [2 k, 2 k + 1) of @h set in order; then in each block of 256
+ * every range but the one at its middle removed with two sets across the
+ * leaves between (munmap() of most of each mapping), checked, with an
+ * allocation failure at every step of each when @fail.
+ */
+static void hx_punch(struct hx *h, long n, bool at_root, bool fail)
+{
+	uint64_t b;
+	long i;
+	int k;
+
+	h->space = 2 * (uint64_t)n;
+	for (i = 0; i < n; i++) {
+		struct op o = {2 * (uint64_t)i, 2 * (uint64_t)i + 1, h->pol[i % NBIND]};
+
+		hx_update(h, &o, 1, at_root);
+	}
+	for (b = 0; b < 2 * (uint64_t)n; b += 256) {
+		struct op o[2] = {{b, b + 128, NULL}, {b + 129, b + 256, NULL}};
+
+		for (k = 0; k < 2; k++) {
+			if (fail) {
+				fail_each(h, &o[k], 1, at_root);
+				continue;
+			}
+			hx_update(h, &o[k], 1, at_root);
+			hx_verify(h, &o[k], 1);
+		}
+	}
+}
+
+/* The ranges of @h set in order into @fresh, which is empty. */
+static void hx_refill(struct hx *h, struct hx *fresh)
+{
+	size_t i;
+
+	ix_walk(h->root.node, &h->b);
+	for (i = 0; i < h->b.n; i++) {
+		struct op o = {h->b.v[i].start, h->b.v[i].end, h->b.v[i].pol};
+
+		hx_update(fresh, &o, 1, false);
+	}
+}
+
+/*
+ * Removals across leaves leave no node under its occupancy (hx_check()
+ * after each), and an index of at most 1.5x the bytes and one level more
+ * than one filled anew with the ranges left; single sets and at the
+ * root's request, an allocation failure at every step of the smaller.
+ */
+Test(index, removals_across_leaves_shrink_it, .timeout = 120)
+{
+	static const long sizes[] = {600, 4000};
+	int z, at_root;
+
+	ps_test_alloc_install();
+	for (z = 0; z < (int)PS_ARRAY_SIZE(sizes); z++)
+		for (at_root = 0; at_root < 2; at_root++) {
+			struct hx h, fresh;
+			size_t bh, bf;
+
+			hx_init(&h, 0x9a7 + (uint64_t)z);
+			hx_init(&fresh, 1);
+			h.deep = sizes[z] <= 1000;
+			fresh.deep = false;
+			hx_punch(&h, sizes[z], at_root, sizes[z] <= 1000);
+			hx_refill(&h, &fresh);
+			hx_check(&fresh);
+			bh = psi_ix_bytes(h.root.node);
+			bf = psi_ix_bytes(fresh.root.node);
+			cr_log_info("%ld ranges punched%s: %zu left, index %zu bytes, %d levels; "
+				    "filled anew %zu bytes, %d levels",
+					sizes[z], at_root ? " at the root" : "", h.tree.count, bh,
+					h.root.node->height + 1, bf, fresh.root.node->height + 1);
+			cr_expect_leq(bh, bf + bf / 2, "%ld ranges punched: index %zu bytes, anew %zu",
+					sizes[z], bh, bf);
+			cr_expect_leq(h.root.node->height, fresh.root.node->height + 1,
+					"%ld ranges punched: %d levels, anew %d", sizes[z],
+					h.root.node->height + 1, fresh.root.node->height + 1);
+			hx_fini(&fresh);
+			hx_fini(&h);
+		}
+	cr_assert_eq(ps_test_alloc_live(), 0, "%ld blocks leaked", ps_test_alloc_live());
+	ps_test_alloc_restore();
+}
+
+/*
+ * psi_ix_check() (ps_store_check() of an RCU store) fails an index with a
+ * leaf under a quarter full that is neither the root nor the last leaf:
+ * the first leaf of a three-level index cut down to one range in place,
+ * those ranges out of the tree too, so that only the occupancy is wrong.
+ */
+Test(index, check_fails_a_leaf_under_its_occupancy)
+{
+	struct psi_range_list spares = {NULL, 0, NULL}, removed = {NULL, 0, NULL};
+	const struct ps_ix_node *n;
+	struct ps_ix_leaf *l;
+	const char *why = NULL;
+	struct hx h;
+	unsigned cap, i;
+
+	ps_test_alloc_install();
+	hx_init(&h, 11);
+	hx_build_spaced(&h);
+	hx_check(&h);
+	for (n = h.root.node; n->height; n = as_inner(n)->child[0])
+		;
+	l = (struct ps_ix_leaf *)(void *)n;
+	cap = 1u << l->h.shift;
+	cr_assert_geq(l->h.n, 4);
+	for (i = 1; i < l->h.n; i++) {
+		cr_assert_eq(psi_range_list_fill(&spares, PSI_RANGETREE_SET_MAX_NEW), 0);
+		psi_rangetree_set(&h.tree, _PS_IX_START(l)[i], _PS_IX_END(l)[i], NULL, &spares,
+				&removed);
+	}
+	for (i = 1; i < cap; i++) {
+		_PS_IX_START(l)[i] = PS_IX_NONE;
+		_PS_IX_END(l)[i] = 0;
+		((struct ps_policy **)(void *)_PS_IX_POL(l))[i] = NULL;
+		((int16_t *)(void *)_PS_IX_HINT(l))[i] = 0;
+	}
+	l->h.n = 1;
+	cr_assert_eq(psi_ix_check(&h.root, &h.tree, &why), -EUCLEAN);
+	cr_assert_str_eq(why, "index leaf under a quarter full");
+	psi_range_list_free(&spares);
+	psi_range_list_free(&removed);
+	hx_fini(&h);
+	cr_assert_eq(ps_test_alloc_live(), 0, "%ld blocks leaked", ps_test_alloc_live());
 	ps_test_alloc_restore();
 }

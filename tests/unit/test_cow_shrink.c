@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The RCU stores as they shrink: ranges removed by sets that cross many
+ * leaves of the read index (munmap() of most of each mapping) leave a
+ * store of about the bytes and the index depth of one filled anew with
+ * the ranges left.
+ */
+#include "cow_test.h"
+#include "rangetree.h"
+
+/* Pages of a block of the pattern: all but one range of each removed. */
+#define BLOCK 256
+
+struct kept {
+	struct ps_set_op *v;
+	size_t n;
+};
+
+static int keep(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct kept *k = arg;
+
+	k->v[k->n++] = (struct ps_set_op){ start, end, pol };
+	return 0;
+}
+
+/* @ops[0, n) set in order, by batches (one check each where every set checks the store). */
+static void set_in_order(struct ps_store *s, const struct ps_set_op *ops, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i += 4096)
+		cr_assert_eq(ps_store_set_many(s, ops + i, n - i < 4096 ? n - i : 4096), 0);
+	cr_assert_eq(ps_store_synchronize(s), 0);
+}
+
+static int ix_height(struct ps_store *s)
+{
+	const struct ps_ix_node *r = __atomic_load_n(&s->ix.node, __ATOMIC_ACQUIRE);
+
+	return r ? r->height : -1;
+}
+
+/*
+ * A @sync store of @n one-page ranges [2 k, 2 k + 1), set in order; then
+ * in each block of BLOCK pages every range but the one at its middle
+ * removed with two sets, each across the leaves between (one at a time;
+ * by batches where every set checks the store, past 2 10^4 ranges).  Once
+ * synchronized, against a store given the ranges left in order: the same
+ * ranges, at most 1.5x its bytes, an index at most one level deeper.
+ */
+static void punch(enum ps_sync sync, long n)
+{
+	struct ps_store *s = ps_store_create(sync), *f = ps_store_create(sync);
+	struct ps_policy *pol = ps_test_bind(1);
+	struct kept k = { malloc((size_t)n * sizeof(*k.v)), 0 };
+	size_t ms, mf, expect = 0;
+	const char *why = NULL;
+	bool batch = false;
+	uint64_t b;
+	long i;
+
+#ifdef POLSTORE_DEBUG_CHECKS
+	batch = n > 20000;
+#endif
+	cr_assert(s && f && k.v);
+	for (i = 0; i < n; i++)
+		k.v[i] = (struct ps_set_op){ 2 * (uint64_t)i, 2 * (uint64_t)i + 1, pol };
+	set_in_order(s, k.v, (size_t)n);
+	k.n = 0;
+	for (b = 0; b < 2 * (uint64_t)n; b += BLOCK) {
+		struct ps_set_op o[2] = { { b, b + BLOCK / 2, NULL },
+			{ b + BLOCK / 2 + 1, b + BLOCK, NULL } };
+
+		expect += b + BLOCK / 2 < 2 * (uint64_t)n;
+		if (batch) {
+			/* One batch per 64 blocks: the ops of the blocks before, kept in k.v. */
+			k.v[k.n++] = o[0];
+			k.v[k.n++] = o[1];
+			if (k.n == 128 || b + BLOCK >= 2 * (uint64_t)n) {
+				cr_assert_eq(ps_store_set_many(s, k.v, k.n), 0);
+				k.n = 0;
+			}
+			continue;
+		}
+		cr_assert_eq(ps_store_set(s, o[0].start, o[0].end, NULL), 0);
+		cr_assert_eq(ps_store_set(s, o[1].start, o[1].end, NULL), 0);
+	}
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_assert_eq(ps_store_check(s, &why), 0, "%s", why);
+	k.n = 0;
+	cr_assert_eq(ps_store_foreach(s, keep, &k), 0);
+	cr_assert_eq(k.n, expect, "%zu ranges left, expected %zu", k.n, expect);
+	for (i = 0; i < (long)k.n; i++) {
+		struct ps_policy *p = ps_store_lookup(s, k.v[i].start);
+
+		cr_assert(k.v[i].start % BLOCK == BLOCK / 2 && p == pol,
+				"range %ld: [%" PRIu64 ", %" PRIu64 ") %p", i, k.v[i].start,
+				k.v[i].end, (void *)p);
+		ps_policy_put(p);
+		cr_assert_null(ps_store_lookup(s, k.v[i].start + 2));
+	}
+	set_in_order(f, k.v, k.n);
+	ms = ps_store_memory(s);
+	mf = ps_store_memory(f);
+	cr_log_info("%s, %ld ranges, %zu left: %zu bytes (index %zu, %d levels), filled anew %zu "
+		    "(index %zu, %d levels): %.2fx",
+			ps_sync_name(sync), n, k.n, ms, ps_test_index_bytes(s), ix_height(s) + 1, mf,
+			ps_test_index_bytes(f), ix_height(f) + 1, (double)ms / (double)mf);
+	cr_expect_leq(ms, mf + mf / 2, "%s, %ld ranges: %zu bytes, %.2fx a store filled anew (%zu)",
+			ps_sync_name(sync), n, ms, (double)ms / (double)mf, mf);
+	cr_expect_leq(ix_height(s), ix_height(f) + 1,
+			"%s, %ld ranges: an index of %d levels where one filled anew has %d",
+			ps_sync_name(sync), n, ix_height(s) + 1, ix_height(f) + 1);
+	ps_store_destroy(s);
+	ps_store_destroy(f);
+	ps_policy_put(pol);
+	free(k.v);
+}
+
+RCU_TEST(removals_across_leaves_shrink_the_index, .timeout = 60)
+{
+	punch(*sync, 20000);
+}
+
+RCU_TEST(removals_across_leaves_shrink_the_index_at_1e5, .timeout = 120)
+{
+	punch(*sync, ps_test_scale() < 1 ? 20000 : 100000);
+}
+
+/*
+ * ps_store_check() fails a store whose index has a leaf under a quarter
+ * full that is neither the root nor the last leaf: the first leaf of a
+ * store of 1000 ranges, set one by one, cut down to one range in place
+ * (no reader, no set runs), its other ranges taken out of the tree too,
+ * so that only the occupancy is wrong.
+ */
+RCU_TEST(check_fails_a_leaf_under_its_occupancy)
+{
+	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_policy *pol = ps_test_bind(1);
+	const struct ps_ix_node *h;
+	struct ps_ix_leaf *l;
+	const char *why = NULL;
+	unsigned cap, i;
+
+	cr_assert_not_null(s);
+	for (i = 0; i < 1000; i++)
+		cr_assert_eq(ps_store_set(s, 10 * (uint64_t)i, 10 * (uint64_t)i + 5, pol), 0);
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_assert_eq(ps_store_check(s, &why), 0, "%s", why);
+	for (h = s->ix.node; h->height; h = ((const struct ps_ix_inner *)(const void *)h)->child[0])
+		;
+	l = (struct ps_ix_leaf *)(void *)h;
+	cap = 1u << l->h.shift;
+	cr_assert_geq(l->h.n, 4);
+	for (i = 1; i < l->h.n; i++) {
+		cr_assert_eq(psi_range_list_fill(&spares, PSI_RANGETREE_SET_MAX_NEW), 0);
+		psi_rangetree_set(&s->rd.tree, _PS_IX_START(l)[i], _PS_IX_END(l)[i], NULL, &spares,
+				&removed);
+	}
+	for (i = 1; i < cap; i++) {
+		_PS_IX_START(l)[i] = PS_IX_NONE;
+		_PS_IX_END(l)[i] = 0;
+		((struct ps_policy **)(void *)_PS_IX_POL(l))[i] = NULL;
+		((int16_t *)(void *)_PS_IX_HINT(l))[i] = 0;
+	}
+	l->h.n = 1;
+	cr_assert_eq(ps_store_check(s, &why), -EUCLEAN);
+	cr_assert_str_eq(why, "index leaf under a quarter full");
+	psi_range_list_free(&spares);
+	psi_range_list_free(&removed);
+	ps_store_destroy(s);
+	ps_policy_put(pol);
+}
