@@ -49,6 +49,13 @@ void (*psi_reclaim_test_hook)(void);
 /* The reclaimer whose release functions this thread runs now (under its @gp_lock). */
 static __thread struct psi_reclaimer *releasing;
 
+/*
+ * This process is a child of fork(): set by the child handler before any
+ * thread of the child starts.  A thread a child starts may never run
+ * (psi_reclaim_barrier()).
+ */
+static bool in_fork_child;
+
 /* Every flavour's reclaimer, added at load time (psi_reclaim_add()). */
 static struct psi_reclaimer *reclaimers[PSI_RECLAIMERS_MAX];
 static size_t nreclaimers;
@@ -368,6 +375,7 @@ static bool reclaim_start(struct psi_reclaimer *rc)
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->urgent, sizeof(rc->urgent));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->started, sizeof(rc->started));
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->running, sizeof(rc->running));
 		/* The application's signals are not ours to take. */
 		sigfillset(&all);
 		pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -461,6 +469,7 @@ void psi_reclaim_atfork_child(void)
 {
 	size_t i;
 
+	in_fork_child = true;
 	for (i = nreclaimers; i-- > 0;) {
 		struct psi_reclaimer *rc = reclaimers[i];
 
@@ -594,13 +603,6 @@ void psi_reclaim_barrier(struct psi_reclaimer *rc)
 	if (!PSI_LOAD_ACQUIRE(rc->head) &&
 			!PSI_LOAD_ACQUIRE(rc->started))
 		return; /* nothing was ever queued here (in this process) */
-	if (!reclaim_start(rc)) {
-		/* No thread (a forked child that cannot start one): do its work here. */
-		pthread_mutex_lock(&rc->gp_lock);
-		grace_period(rc);
-		pthread_mutex_unlock(&rc->gp_lock);
-		return;
-	}
 	/*
 	 * Not a cancellation point: pthread_cond_wait() is one, and a waiter
 	 * cancelled there would leave @lock held (the thread, and every later
@@ -609,6 +611,25 @@ void psi_reclaim_barrier(struct psi_reclaimer *rc)
 	 * cancellation point.
 	 */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+	if (!reclaim_start(rc) || (in_fork_child && !PSI_LOAD_ACQUIRE(rc->running))) {
+		/*
+		 * No thread (a forked child that cannot start one), or, in
+		 * a forked child, one that has not yet reached its own code:
+		 * do its work here.  A thread a forked child starts may never
+		 * reach it: when another thread of the parent was inside an
+		 * allocator without fork handlers (a sanitizer's), that
+		 * allocator's locks stay held in the child, and the new
+		 * thread's start-up waits for them for ever.  Both take
+		 * @gp_lock for a grace period and its releases, so they take
+		 * turns.  (Elsewhere the thread's start-up ends, and what the
+		 * thread frees stays off the caller's thread.)
+		 */
+		pthread_mutex_lock(&rc->gp_lock);
+		grace_period(rc);
+		pthread_mutex_unlock(&rc->gp_lock);
+		pthread_setcancelstate(cancel_state, NULL);
+		return;
+	}
 	pthread_mutex_lock(&rc->lock);
 	rc->barriers++;
 	push(rc, &b.item);

@@ -245,6 +245,10 @@ void psi_reclaim_retry_cancel(struct psi_reclaimer *rc, struct psi_reclaim_item 
  * psi_reclaim_barrier() - wait until every item queued on @rc before the
  * call has been released
  *
+ * The caller runs the grace period and the releases itself while @rc has
+ * no thread, or, in a forked child, one that has not yet reached its own
+ * code (there it may never: see psi_reclaim_barrier()'s body); it waits
+ * for the thread only once the thread has shown it runs.
  * Context: outside every read-side section of the flavour (QSBR: offline);
  * may sleep; not a cancellation point (a cancellation arriving meanwhile
  * is acted on at the caller's next one).
