@@ -379,6 +379,7 @@ static bool reclaim_start(struct psi_reclaimer *rc)
 		/* The application's signals are not ours to take. */
 		sigfillset(&all);
 		pthread_sigmask(SIG_BLOCK, &all, &old);
+		rc->created_ns = psi_reclaim_now_ns();
 		ret = pthread_create(&rc->thread, NULL, reclaim_thread, rc);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		PSI_STORE_RELEASE(rc->started, !ret);
@@ -423,7 +424,9 @@ __attribute__((destructor)) static void reclaim_unload(void)
  * hold @gp_lock) and out of its start-up.  A thread created but not yet
  * running its own code may be inside the allocator (its stack, its TLS,
  * AddressSanitizer's records of it), whose locks a child would inherit
- * held with no thread to release them: the fork waits for it first.
+ * held with no thread to release them: the fork waits for it first, but
+ * not for ever (psi_reclaim_start_overdue(): a forked child's thread may
+ * never run, and that child may fork in turn).
  */
 void psi_reclaim_fork_nap(void)
 {
@@ -433,6 +436,12 @@ void psi_reclaim_fork_nap(void)
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
 	pthread_setcancelstate(cancel, NULL);
+}
+
+bool psi_reclaim_start_overdue(uint64_t created_ns)
+{
+	return in_fork_child &&
+	       psi_reclaim_now_ns() - created_ns >= (uint64_t)PSI_RECLAIM_START_WAIT_NS;
 }
 
 void psi_reclaim_atfork_prepare(void)
@@ -446,7 +455,8 @@ void psi_reclaim_atfork_prepare(void)
 			pthread_mutex_lock(&rc->gp_lock);
 			pthread_mutex_lock(&rc->lock);
 			if (!PSI_LOAD_ACQUIRE(rc->started) ||
-					PSI_LOAD_ACQUIRE(rc->running))
+					PSI_LOAD_ACQUIRE(rc->running) ||
+					psi_reclaim_start_overdue(rc->created_ns))
 				break;
 			pthread_mutex_unlock(&rc->lock);
 			pthread_mutex_unlock(&rc->gp_lock);

@@ -101,6 +101,7 @@ struct psi_reclaimer {
 	int barriers;                  /* callers waiting in psi_reclaim_barrier() */
 	bool started;                  /* a thread runs (in this process); atomic reads */
 	bool running;                  /* atomic: the thread reached its own code (see fork) */
+	uint64_t created_ns;           /* when the thread was created (psi_reclaim_now_ns()) */
 	bool stop;                     /* the library is being unloaded: the thread exits */
 	void (*on_idle)(void);         /* atomic: see psi_reclaim_on_idle() */
 	pthread_t thread;
@@ -261,6 +262,20 @@ void psi_reclaim_barrier(struct psi_reclaimer *rc);
  * with cancellation off (fork() is not a cancellation point)
  */
 void psi_reclaim_fork_nap(void);
+
+/* The longest a fork waits for a thread to finish its start-up, from the thread's creation. */
+#define PSI_RECLAIM_START_WAIT_NS 1000000000L
+
+/*
+ * psi_reclaim_start_overdue() - in a forked child, whether a thread
+ * created at @created_ns (psi_reclaim_now_ns()) and not yet running its
+ * own code has been so for PSI_RECLAIM_START_WAIT_NS: it waits for
+ * something that nothing will release (an allocator lock another thread
+ * of the parent held at the fork), and a fork prepare handler stops
+ * waiting for it.  Its start-up holds none of the allocator's locks then:
+ * it waits for one.  Elsewhere the start-up ends: always false.
+ */
+bool psi_reclaim_start_overdue(uint64_t created_ns);
 
 /**
  * psi_reclaim_is_self() - true in a release function of @rc (on its thread,

@@ -48,6 +48,7 @@ static ps_qsbr_stall_fn stall_fn;
 static void *stall_arg;
 static bool stall_started, stall_stop;
 static bool stall_running; /* atomic: the watchdog runs its own code (psi_stall_atfork_prepare()) */
+static uint64_t stall_created_ns; /* under @stall_lock: when the watchdog was created */
 static pthread_t stall_thread;
 
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -235,6 +236,7 @@ static void stall_start(void)
 	/* The application's signals are not ours to take. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
+	stall_created_ns = psi_reclaim_now_ns();
 	stall_started = !pthread_create(&stall_thread, NULL, stall_watchdog, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -282,14 +284,16 @@ int ps_qsbr_set_stall_warning(unsigned long timeout_ms, ps_qsbr_stall_fn fn, voi
  * Before fork(): the watchdog out of its start-up.  A thread created but
  * not yet running its own code may be inside the allocator (its stack,
  * its TLS, AddressSanitizer's records of it), whose locks a child would
- * inherit held with no thread to release them: the fork waits for it.
+ * inherit held with no thread to release them: the fork waits for it,
+ * but not for ever (psi_reclaim_start_overdue()).
  */
 void psi_stall_atfork_prepare(void)
 {
 	for (;;) {
 		pthread_mutex_lock(&stall_lock);
 		pthread_mutex_lock(&watch_lock);
-		if (!stall_started || PSI_LOAD_ACQUIRE(stall_running))
+		if (!stall_started || PSI_LOAD_ACQUIRE(stall_running) ||
+				psi_reclaim_start_overdue(stall_created_ns))
 			break;
 		pthread_mutex_unlock(&watch_lock);
 		pthread_mutex_unlock(&stall_lock);
