@@ -482,6 +482,9 @@ int psi_check_store(struct ps_store *s)
 	c->real = s->ops;
 	c->s = s;
 	c->sections = 0;
+	c->fork_call = NULL;
+	c->fork_tid = 0;
+	c->fork_section = false;
 	c->ops = *s->ops;
 	c->ops.destroy = chk_destroy;
 	c->ops.lookup = chk_lookup;

@@ -33,6 +33,15 @@ struct chk_store {
 	const struct ps_sync_ops *real;  /* the variant's */
 	struct ps_store *s;
 	long sections;                   /* atomic: sections and walks open, every thread */
+	/*
+	 * In a forked child: the call in which a thread of the parent held
+	 * the store's lock at the fork (a SPIN or RWLOCK store), that thread
+	 * and whether it held it in a section; NULL: none.  Set by the fork
+	 * handler, before any other thread of the child runs.
+	 */
+	const char *fork_call;
+	pid_t fork_tid;
+	bool fork_section;
 };
 
 /*

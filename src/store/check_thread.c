@@ -18,8 +18,10 @@
 
 #include <urcu/list.h>
 
+#include "check.h"
 #include "check_internal.h"
 #include "held.h"
+#include "variants.h"
 
 #define PSI_CHK_SCAN_MS 100     /* the watchdog's period */
 #define PSI_CHK_STUCK_MS 300    /* a wait this old may be part of a deadlock */
@@ -127,10 +129,25 @@ struct chk_thread *psi_chk_self(void)
 	return t;
 }
 
+/* A call of a forked child on a store whose lock a thread of the parent held (chk_fork_mark()). */
+static __attribute__((noreturn, cold)) void chk_fork_die(const struct ps_store *s,
+		const char *call)
+{
+	const struct chk_store *c = psi_chk_of(s);
+
+	psi_chk_die(call, "%s store %p: its lock was held at fork() by thread %d (%s %s), "
+			"which this child of the fork does not have: the lock stays held for good; "
+			"fork outside read-side sections, or use an RCU/SEQLOCK store",
+			ps_sync_name(s->sync), (const void *)s, (int)c->fork_tid,
+			c->fork_section ? "in a section opened by" : "inside", c->fork_call);
+}
+
 /* The call @t now waits in goes to *@saved, and @s, @call, @mask replace it. */
 void psi_chk_wait_begin(struct chk_thread *t, struct ps_store *s, const char *call, int mask,
 		struct chk_wait *saved)
 {
+	if (psi_unlikely(PSI_READ_ONCE(psi_chk_of(s)->fork_call) != NULL))
+		chk_fork_die(s, call);
 	saved->s = PSI_READ_ONCE(t->wait.s);
 	saved->call = PSI_READ_ONCE(t->wait.call);
 	saved->mask = PSI_READ_ONCE(t->wait.mask);
@@ -432,7 +449,31 @@ static void chk_thread_exit(void *arg)
  * fork(): only this thread lives on in the child.  The others' sections
  * protect nothing there (those of a lock stay held: docs/fork.md), and
  * no watchdog runs until the next thread record.
+ *
+ * A SPIN or RWLOCK store that another thread of the parent held a
+ * section or walk of, or was inside a call of, has its lock held for good
+ * in the child when the lock is taken now (only this thread runs: by that
+ * thread, unless this one holds a section of the store itself, when only
+ * a section's record counts).  Marked here, the store's next call that
+ * takes its lock aborts (chk_fork_die()) instead of waiting for ever.
  */
+static void chk_fork_mark(const struct chk_thread *t, struct ps_store *s, const char *call,
+		bool section)
+{
+	struct chk_store *c;
+
+	if (!s || s->tag == PSI_STORE_TAG_DEAD || !psi_variant_has(s, PSI_V_SECTION_LOCK))
+		return;
+	c = psi_chk_of(s);
+	if (c->fork_call)
+		return;
+	if (psi_chk_holds(&chk_me, s) ? !section : !c->real->idle || c->real->idle(s))
+		return;
+	c->fork_tid = t->tid;
+	c->fork_section = section;
+	c->fork_call = call ? call : "a call";
+}
+
 static void chk_fork_prepare(void)
 {
 	/* Signals stay as they are: a fork that hangs in a later handler stays killable. */
@@ -452,10 +493,14 @@ static void chk_fork_child(void)
 	cds_list_for_each_entry_safe(t, next, &chk_threads, link) {
 		if (t == &chk_me)
 			continue;
-		for (i = 0; i < t->n; i++)
-			if (t->sec[i].count)
-				PSI_FETCH_SUB(psi_chk_of(t->sec[i].s)->sections, t->sec[i].count,
-						RELAXED);
+		for (i = 0; i < t->n; i++) {
+			if (!t->sec[i].count)
+				continue;
+			if (t->sec[i].kind & (CHK_EXCL | CHK_SHARED))
+				chk_fork_mark(t, t->sec[i].s, t->sec[i].call, true);
+			PSI_FETCH_SUB(psi_chk_of(t->sec[i].s)->sections, t->sec[i].count, RELAXED);
+		}
+		chk_fork_mark(t, t->wait.s, t->wait.call, false);
 		cds_list_del(&t->link);
 	}
 	if (chk_me.listed)

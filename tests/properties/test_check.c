@@ -256,6 +256,66 @@ static void thread_exit_inside_lock_section_one(enum ps_sync *sync)
 	expect_check_abort(thread_exits_in_section, sync, "thread exit", "lock stays held");
 }
 
+/* ---- fork while another thread holds a lock-based section ---- */
+
+static atomic_int fork_reader_in, fork_reader_out;
+
+static void *read_across_fork(void *arg)
+{
+	ps_store_read_lock(arg);
+	atomic_store(&fork_reader_in, 1);
+	while (!atomic_load(&fork_reader_out))
+		sleep_ms(1);
+	ps_store_read_unlock(arg);
+	return NULL;
+}
+
+/* The child's calls: a lookup (which an RWLOCK store lets through) and a set. */
+static void child_uses_held_store(void *arg)
+{
+	struct ps_store *s = arg;
+	struct ps_policy *a = ps_test_bind(1);
+
+	ps_policy_put(ps_store_lookup(s, 15));
+	(void)ps_store_set(s, 30, 40, a);
+}
+
+static void fork_inside_lock_section_one(enum ps_sync *sync)
+{
+	struct ps_store *s = checked(*sync);
+	struct ps_policy *a = ps_test_bind(1);
+	char buf[4096];
+	pthread_t t;
+	int sig;
+
+	cr_assert_eq(ps_store_set(s, 10, 20, a), 0);
+	atomic_store(&fork_reader_in, 0);
+	atomic_store(&fork_reader_out, 0);
+	cr_assert_eq(pthread_create(&t, NULL, read_across_fork, s), 0);
+	while (!atomic_load(&fork_reader_in))
+		sleep_ms(1);
+	/* The child has this thread only: the reader's section holds the lock there for good. */
+	sig = ps_test_run_child(child_uses_held_store, s, 10, buf, sizeof(buf), NULL);
+	atomic_store(&fork_reader_out, 1);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_expect_eq(sig, SIGABRT, "%s: the child %s; stderr: %s", ps_sync_name(*sync),
+			sig == SIGALRM ? "hung" : sig ? "died of another signal" : "returned", buf);
+	cr_expect(strstr(buf, "ps_store_lookup()") && strstr(buf, "fork()") &&
+					strstr(buf, ps_sync_name(*sync)) &&
+					strstr(buf, "fork outside read-side sections, or use an "
+						    "RCU/SEQLOCK store") &&
+					strchr(buf, '\n') == strrchr(buf, '\n'),
+			"%s: message \"%s\"", ps_sync_name(*sync), buf);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+	ps_test_set_checking(false);
+}
+
+Test(check, fork_inside_lock_section, .timeout = 120)
+{
+	for_syncs(fork_inside_lock_section_one, lock_syncs, PS_ARRAY_SIZE(lock_syncs));
+}
+
 /* ---- deadlocks: each thread inside one store, waiting for the other's ---- */
 
 struct cross {
