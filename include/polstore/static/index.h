@@ -7,7 +7,9 @@
  * only leaf).  Below the root every node is at least a quarter full (the
  * last leaf excepted), so removals keep the depth of a fresh index's (or
  * one level more).  A lookup reads one root-to-leaf path of 4-5 nodes at
- * 10^6 ranges where the tree's walk reads about 20.
+ * 10^6 ranges where the tree's walk reads about 20.  A small index (a
+ * leaf, or an inner node over leaves) is searched by comparing every key
+ * at once.
  *
  * Nodes are immutable once published, but for the policy and hint of an
  * entry that a set gives a new policy (each read once: a reader pairs
@@ -146,17 +148,64 @@ static inline __attribute__((always_inline)) const struct ps_ix_leaf *_ps_ix_lea
 }
 
 /*
+ * The entry of leaf @l holding @idx, given @c, how many of its starts are
+ * <= @idx: its position, or -1 when @idx lies in a gap.
+ */
+static inline __attribute__((always_inline)) int _ps_ix_entry_of(const struct ps_ix_leaf *l,
+		unsigned c, uint64_t idx)
+{
+	if (!c || idx >= _PS_READ_ONCE(_PS_IX_END(l)[c - 1]))
+		return -1;
+	return (int)c - 1;
+}
+
+/*
  * The entry of leaf @l holding @idx: its position, or -1 when @idx lies in
  * a gap.
  */
 static inline __attribute__((always_inline)) int _ps_ix_find_in(const struct ps_ix_leaf *l,
 		uint64_t idx)
 {
-	unsigned c = _ps_ix_count_le(_PS_IX_START(l), 1u << l->h.shift, idx);
+	return _ps_ix_entry_of(l, _ps_ix_count_le(_PS_IX_START(l), 1u << l->h.shift, idx), idx);
+}
 
-	if (!c || idx >= _PS_READ_ONCE(_PS_IX_END(l)[c - 1]))
-		return -1;
-	return (int)c - 1;
+/*
+ * How many of the keys @k[0, @n) are <= @key, each compared on its own:
+ * the loads do not wait for one another's compares, where the halving
+ * search's each wait for the last.  In a small index, whose lines stay in
+ * the L1, that is the shorter chain, most of all for a key asked for again
+ * and again.
+ */
+static inline __attribute__((always_inline)) unsigned _ps_ix_count_le_each(const uint64_t *k,
+		unsigned n, uint64_t key)
+{
+	unsigned c = 0, i;
+
+	for (i = 0; i < n; i++)
+		c += _PS_READ_ONCE(k[i]) <= key;
+	return c;
+}
+
+/*
+ * The entry holding @idx in a small index, whose root @h is a leaf or an
+ * inner node of leaves (256 ranges at most), in *@l: its position, or -1.
+ */
+static inline __attribute__((always_inline)) int _ps_ix_small_find(const struct ps_ix_node *h,
+		uint64_t idx, const struct ps_ix_leaf **l)
+{
+	/* As _ps_ix_leaf_of(): UINT64_MAX is searched as UINT64_MAX - 1. */
+	uint64_t key = idx < UINT64_MAX ? idx : UINT64_MAX - 1;
+	unsigned c;
+
+	if (h->height) {
+		const struct ps_ix_inner *in = (const struct ps_ix_inner *)(const void *)h;
+
+		/* Its n - 1 pivots part its n children; the rest are PS_IX_NONE. */
+		h = _PS_LOAD_ACQUIRE(in->child[_ps_ix_count_le_each(in->piv, h->n - 1u, key)]);
+	}
+	*l = (const struct ps_ix_leaf *)(const void *)h;
+	c = _ps_ix_count_le_each(_PS_IX_START(*l), 1u << (*l)->h.shift, idx);
+	return _ps_ix_entry_of(*l, c, idx);
 }
 
 /*
@@ -168,8 +217,17 @@ static inline __attribute__((always_inline)) int _ps_ix_find_in(const struct ps_
 static inline __attribute__((always_inline)) struct ps_policy *_ps_ix_lookup(
 		const struct ps_ix_node *h, uint64_t idx, int *hint)
 {
-	const struct ps_ix_leaf *l = _ps_ix_leaf_of(h, idx, NULL);
-	int i = l ? _ps_ix_find_in(l, idx) : -1;
+	const struct ps_ix_leaf *l;
+	int i;
+
+	if (!h)
+		return NULL;
+	if (h->height <= 1) {
+		i = _ps_ix_small_find(h, idx, &l);
+	} else {
+		l = _ps_ix_leaf_of(h, idx, NULL);
+		i = _ps_ix_find_in(l, idx);
+	}
 
 	if (hint && i >= 0)
 		*hint = _PS_READ_ONCE(_PS_IX_HINT(l)[i]);
