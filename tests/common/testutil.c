@@ -73,6 +73,17 @@ struct ps_policy *ps_test_bind(int node)
 	return pol;
 }
 
+int ps_test_churn(struct ps_store *s, struct ps_policy *a, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (ps_store_set(s, 1000 + (uint64_t)i, 1001 + (uint64_t)i, a) ||
+				ps_store_set(s, 1000 + (uint64_t)i, 1001 + (uint64_t)i, NULL))
+			return -1;
+	return ps_store_synchronize(s);
+}
+
 int ps_test_count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
 {
 	(void)start;

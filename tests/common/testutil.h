@@ -292,6 +292,13 @@ bool ps_model_matches_refs(struct ps_store *s, const struct ps_model *m,
  */
 int ps_model_read(struct ps_model *m, struct ps_store *s);
 
+/*
+ * @n one-page ranges set to @a at pages 1000.. and each removed again (a
+ * removal frees after a grace period), then ps_store_synchronize(): 0, or
+ * -1 / the synchronize's error.
+ */
+int ps_test_churn(struct ps_store *s, struct ps_policy *a, int n);
+
 /* A ps_foreach_fn that counts the ranges it is called for in the int at @arg. */
 int ps_test_count_ranges(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg);
 

@@ -254,32 +254,20 @@ Test(fork, qsbr_online_thread_child_reads_and_writes, .timeout = 60)
 	ps_policy_put(a);
 }
 
-/* Removed ranges through the reclaim threads in the parent and in the child. */
-static int churn(struct ps_store *s, struct ps_policy *a, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (ps_store_set(s, 1000 + (uint64_t)i, 1001 + (uint64_t)i, a) ||
-				ps_store_set(s, 1000 + (uint64_t)i, 1001 + (uint64_t)i, NULL))
-			return -1;
-	return ps_store_synchronize(s);
-}
-
 VARIANT_TEST(fork, deferred_frees_work_in_the_child)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *a = ps_test_bind(1);
 	pid_t pid;
 
-	cr_assert_eq(churn(s, a, 300), 0, "parent churn");
+	cr_assert_eq(ps_test_churn(s, a, 300), 0, "parent churn");
 	cr_assert_eq(ps_policy_refcount(a), 1);
 	pid = fork();
 	cr_assert_neq(pid, -1);
 	if (pid == 0) {
 		alarm(20);
 		/* The child's reclaim thread (started on its first use there) frees its batches. */
-		if (churn(s, a, 300))
+		if (ps_test_churn(s, a, 300))
 			_exit(1);
 		if (ps_policy_refcount(a) != 1)
 			_exit(2);
@@ -287,7 +275,7 @@ VARIANT_TEST(fork, deferred_frees_work_in_the_child)
 		_exit(0);
 	}
 	expect_child(pid);
-	cr_assert_eq(churn(s, a, 100), 0, "parent churn after the fork");
+	cr_assert_eq(ps_test_churn(s, a, 100), 0, "parent churn after the fork");
 	cr_assert_eq(ps_policy_refcount(a), 1);
 	ps_store_destroy(s);
 	ps_policy_put(a);
@@ -525,7 +513,7 @@ static void fork_child_with_threads(enum ps_sync sync, enum reader_state state)
 	cr_assert_not_null(r.s);
 	cr_assert_eq(ps_store_set(r.s, 10, 20, a), 0);
 	/* Removed ranges in flight (SEQLOCK and RCU batches), then none. */
-	cr_assert_eq(churn(r.s, a, 300), 0);
+	cr_assert_eq(ps_test_churn(r.s, a, 300), 0);
 	readers_start(&r);
 	pid = fork();
 	cr_assert_neq(pid, -1);
@@ -598,7 +586,7 @@ Test(fork, app_call_rcu_fork_hooks, .timeout = 60)
 	cr_assert_eq(app_call_rcu_round(1), 0);
 	cr_assert_eq(ps_store_set(r.s, 10, 20, a), 0);
 	cr_assert_eq(ps_store_set(seq, 10, 20, a), 0);
-	cr_assert_eq(churn(seq, a, 300), 0);
+	cr_assert_eq(ps_test_churn(seq, a, 300), 0);
 	readers_start(&r);
 	pid = fork();
 	cr_assert_neq(pid, -1);

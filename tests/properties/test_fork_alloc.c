@@ -83,18 +83,6 @@ static int fork_rounds(void)
 	return getenv("POLSTORE_LONG") ? 300 : 100;
 }
 
-/* Sets and removals, each removal freed after a grace period; then a synchronize. */
-static int churn(struct ps_store *s, struct ps_policy *a, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (ps_store_set(s, 1000 + (uint64_t)i, 1001 + (uint64_t)i, a) ||
-				ps_store_set(s, 1000 + (uint64_t)i, 1001 + (uint64_t)i, NULL))
-			return -1;
-	return ps_store_synchronize(s);
-}
-
 /* The child's steps.  Exit status: 0, or the step that failed. */
 static int child_steps(enum ps_sync sync, struct ps_store *s, struct ps_policy *a, int round)
 {
@@ -103,7 +91,7 @@ static int child_steps(enum ps_sync sync, struct ps_store *s, struct ps_policy *
 	pid_t pid;
 
 	alarm(10); /* a hang is a failure (SIGALRM) */
-	if (churn(s, a, 20))
+	if (ps_test_churn(s, a, 20))
 		return 1;
 	t = ps_store_create(sync);
 	if (!t || ps_store_set(t, 10, 20, a) || ps_store_set(t, 30, 40, a))
@@ -113,7 +101,7 @@ static int child_steps(enum ps_sync sync, struct ps_store *s, struct ps_policy *
 	/* The deferred destroy drops the references t held. */
 	if (ps_rcu_barrier() || ps_policy_refcount(a) != 2)
 		return 4;
-	if (churn(s, a, 20) || ps_policy_refcount(a) != 2)
+	if (ps_test_churn(s, a, 20) || ps_policy_refcount(a) != 2)
 		return 5;
 	/*
 	 * Every fourth round, the child forks in turn, its reclaim thread
@@ -128,7 +116,7 @@ static int child_steps(enum ps_sync sync, struct ps_store *s, struct ps_policy *
 	if (pid == -1)
 		return 6;
 	if (pid == 0)
-		_exit(churn(s, a, 20) || ps_policy_refcount(a) != 2 ? 1 : 0);
+		_exit(ps_test_churn(s, a, 20) || ps_policy_refcount(a) != 2 ? 1 : 0);
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
 		return 7;
 	ps_store_destroy(s);
@@ -144,7 +132,7 @@ SYNCS_TEST(reclaim_syncs, fork, child_waits_beside_allocating_thread, .timeout =
 
 	cr_assert_not_null(s);
 	cr_assert_eq(ps_store_set(s, 1, 2, a), 0);
-	cr_assert_eq(churn(s, a, 20), 0);
+	cr_assert_eq(ps_test_churn(s, a, 20), 0);
 	/*
 	 * Not under valgrind: its allocator is its own, safe across fork(),
 	 * and a block the helper has just been handed is in no variable yet:
