@@ -136,7 +136,7 @@ int ps_store_detach(struct ps_store *store, const void *user)
 
 int psi_attach_check_destroy(struct ps_store *store, const char *call, bool may_refuse)
 {
-	struct attach **pp, *a, *mine = NULL;
+	struct attach **pp, *a, *mine = NULL, shown;
 	bool checked = store->tag & PSI_STORE_TAG_CHECKED;
 	pid_t pid = getpid();
 	unsigned others = 0;
@@ -159,6 +159,9 @@ int psi_attach_check_destroy(struct ps_store *store, const char *call, bool may_
 			psi_free(a);
 		}
 	}
+	/* What the message names, read under the lock: a detach may free @mine after it. */
+	if (mine)
+		shown = *mine;
 	pthread_mutex_unlock(&attach_lock);
 	if (psi_likely(!mine))
 		return 0;
@@ -167,10 +170,9 @@ int psi_attach_check_destroy(struct ps_store *store, const char *call, bool may_
 	if (others)
 		snprintf(more, sizeof(more), " (and %u other attached object%s)", others,
 				others > 1 ? "s" : "");
-	/* @mine stays listed: its strings are the caller's, live while it is attached. */
 	psi_misuse(call,
 			"%s store %p: %s %p still reads it%s: call %s on it first, then destroy "
 			"the store%s",
-			ps_sync_name(store->sync), (void *)store, mine->what, mine->user, more,
-			mine->until, checked ? " (checking mode)" : "");
+			ps_sync_name(store->sync), (void *)store, shown.what, shown.user, more,
+			shown.until, checked ? " (checking mode)" : "");
 }
