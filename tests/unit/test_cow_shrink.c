@@ -120,12 +120,12 @@ static void punch(enum ps_sync sync, long n)
 
 RCU_TEST(removals_across_leaves_shrink_the_index, .timeout = 60)
 {
-	punch(*sync, 20000);
+	punch(*sync, ps_test_scale() < 1 ? 4000 : 20000);
 }
 
 RCU_TEST(removals_across_leaves_shrink_the_index_at_1e5, .timeout = 120)
 {
-	punch(*sync, ps_test_scale() < 1 ? 20000 : 100000);
+	punch(*sync, ps_test_scale() < 1 ? 8000 : 100000);
 }
 
 /*
