@@ -509,12 +509,8 @@ static void set_warn(const char *o, const char *v)
 		x = strtod(eq + 1, &end);
 		if (end == eq + 1 || *end || !(x >= 0) || isinf(x))
 			bad(o, v);
-		if (!strcmp(tok, "cpu")) {
-			/* A share of the CPU time the threads could use: at most all of it. */
-			if (x > 1)
-				bad("--warn cpu (a share, 0 to 1)", eq + 1);
+		if (!strcmp(tok, "cpu"))
 			stress_opts.warn_cpu = x;
-		}
 		else if (!strcmp(tok, "events"))
 			stress_opts.warn_events = x;
 		else if (!strcmp(tok, "slack"))
