@@ -304,6 +304,11 @@ uint64_t ps_test_reclaim_latency_ns(void)
 	return PSI_RECLAIM_LATENCY_NS;
 }
 
+uint64_t ps_test_reclaim_quiet_ns(void)
+{
+	return PSI_RECLAIM_QUIET_NS;
+}
+
 size_t ps_test_reclaim_batch_bytes(void)
 {
 	return PSI_RECLAIM_BATCH_BYTES;

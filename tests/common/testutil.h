@@ -220,9 +220,11 @@ int ps_test_reclaim_stats(enum ps_sync sync, uint64_t *grace_periods, size_t *pe
 /*
  * The reclaim thread's batching (src/locks/rcu_reclaim.h): the longest
  * queued memory waits for its grace period to start when nothing asks for
- * one, and the bytes queued at which one starts at once.
+ * one, the pause in queueing after which one starts, and the bytes queued
+ * at which one starts at once.
  */
 uint64_t ps_test_reclaim_latency_ns(void);
+uint64_t ps_test_reclaim_quiet_ns(void);
 size_t ps_test_reclaim_batch_bytes(void);
 
 /*
