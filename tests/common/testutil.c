@@ -13,6 +13,15 @@
 
 #include <polstore/static/store.h>
 
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 #define PS_TEST_NO_CRITERION
 #include "rangeindex.h"
 #include "rcu_flavour.h"
@@ -297,6 +306,11 @@ int ps_test_reclaim_stats(enum ps_sync sync, uint64_t *grace_periods, size_t *pe
 	if (peak)
 		*peak = st.peak;
 	return 0;
+}
+
+bool ps_test_on_valgrind(void)
+{
+	return RUNNING_ON_VALGRIND != 0;
 }
 
 uint64_t ps_test_reclaim_latency_ns(void)

@@ -143,6 +143,9 @@ static inline void ps_test_eight_nodes(void)
 double ps_test_scale(void);
 long ps_test_iters(long normal);
 
+/* True when the suite runs under valgrind (any of its tools). */
+bool ps_test_on_valgrind(void);
+
 /* A BIND policy on node @node (0 <= node < PS_MAX_NUMNODES); aborts on failure. */
 struct ps_policy *ps_test_bind(int node);
 

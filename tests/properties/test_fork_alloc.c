@@ -30,14 +30,6 @@
 
 #include "testutil.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 
 static enum ps_sync reclaim_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR, PS_SYNC_SEQLOCK };
 
@@ -78,7 +70,7 @@ static int fork_rounds(void)
 	if (env && atoi(env) > 0)
 		return atoi(env);
 	/* Under valgrind (no helper: below), a round of each kind: seconds each. */
-	if (RUNNING_ON_VALGRIND)
+	if (ps_test_on_valgrind())
 		return 2;
 	return getenv("POLSTORE_LONG") ? 300 : 100;
 }
@@ -138,7 +130,7 @@ SYNCS_TEST(reclaim_syncs, fork, child_waits_beside_allocating_thread, .timeout =
 	 * and a block the helper has just been handed is in no variable yet:
 	 * the child's leak check would report it.
 	 */
-	if (!RUNNING_ON_VALGRIND)
+	if (!ps_test_on_valgrind())
 		cr_assert_eq(pthread_create(&helper, NULL, allocate, (void *)(uintptr_t)*sync), 0);
 	for (round = 0; round < rounds; round++) {
 		int status;
@@ -155,7 +147,7 @@ SYNCS_TEST(reclaim_syncs, fork, child_waits_beside_allocating_thread, .timeout =
 				WEXITSTATUS(status));
 	}
 	__atomic_store_n(&alloc_stop, 1, __ATOMIC_RELAXED);
-	if (!RUNNING_ON_VALGRIND)
+	if (!ps_test_on_valgrind())
 		cr_assert_eq(pthread_join(helper, NULL), 0);
 	cr_assert_eq(ps_policy_refcount(a), 2);
 	ps_store_destroy(s);

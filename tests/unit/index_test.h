@@ -18,14 +18,10 @@
 #include "ixpool.h"
 #include "policy_internal.h"
 #include "rangeindex.h"
+#include "rangeindex_node.h"
 #include "inline_shim.h"
 #include "rangetree.h"
 #include "testutil.h"
-
-/* Constants of src/range/rangeindex.c (not exported): keep in step. */
-#define IX_FRESH 1u
-#define IX_DEAD 2u
-#define IX_SUBTREE ((uintptr_t)1)
 
 struct nodeset {
 	const void **v;
@@ -74,7 +70,6 @@ struct ps_policy *interleave(int n0, int n1);
 void hx_init(struct hx *h, uint64_t seed);
 void hx_fini(struct hx *h);
 void ix_walk(const struct ps_ix_node *n, struct rv *r);
-const struct ps_ix_inner *as_inner(const struct ps_ix_node *h);
 void hx_update(struct hx *h, const struct op *ops, int n, bool at_root);
 void hx_check(struct hx *h);
 void hx_verify(struct hx *h, const struct op *ops, int n);

@@ -6,7 +6,7 @@
  * the ranges left.
  */
 #include "cow_test.h"
-#include "rangetree.h"
+#include "leaf_cut.h"
 
 /* Pages of a block of the pattern: all but one range of each removed. */
 #define BLOCK 256
@@ -137,40 +137,19 @@ RCU_TEST(removals_across_leaves_shrink_the_index_at_1e5, .timeout = 120)
  */
 RCU_TEST(check_fails_a_leaf_under_its_occupancy)
 {
-	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *pol = ps_test_bind(1);
-	const struct ps_ix_node *h;
-	struct ps_ix_leaf *l;
 	const char *why = NULL;
-	unsigned cap, i;
+	unsigned i;
 
 	cr_assert_not_null(s);
 	for (i = 0; i < 1000; i++)
 		cr_assert_eq(ps_store_set(s, 10 * (uint64_t)i, 10 * (uint64_t)i + 5, pol), 0);
 	cr_assert_eq(ps_store_synchronize(s), 0);
 	cr_assert_eq(ps_store_check(s, &why), 0, "%s", why);
-	for (h = s->ix.node; h->height; h = ((const struct ps_ix_inner *)(const void *)h)->child[0])
-		;
-	l = (struct ps_ix_leaf *)(void *)h;
-	cap = 1u << l->h.shift;
-	cr_assert_geq(l->h.n, 4);
-	for (i = 1; i < l->h.n; i++) {
-		cr_assert_eq(psi_range_list_fill(&spares, PSI_RANGETREE_SET_MAX_NEW), 0);
-		psi_rangetree_set(&s->rd.tree, _PS_IX_START(l)[i], _PS_IX_END(l)[i], NULL, &spares,
-				&removed);
-	}
-	for (i = 1; i < cap; i++) {
-		_PS_IX_START(l)[i] = PS_IX_NONE;
-		_PS_IX_END(l)[i] = 0;
-		((struct ps_policy **)(void *)_PS_IX_POL(l))[i] = NULL;
-		((int16_t *)(void *)_PS_IX_HINT(l))[i] = 0;
-	}
-	l->h.n = 1;
+	leaf_cut_first(s->ix.node, &s->rd.tree);
 	cr_assert_eq(ps_store_check(s, &why), -EUCLEAN);
 	cr_assert_str_eq(why, "index leaf under a quarter full");
-	psi_range_list_free(&spares);
-	psi_range_list_free(&removed);
 	ps_store_destroy(s);
 	ps_policy_put(pol);
 }

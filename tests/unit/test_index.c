@@ -211,11 +211,6 @@ static void tree_walk(struct hx *h, struct rv *r)
 	cr_assert_eq(psi_rangetree_foreach(&h->tree, rv_add, r), 0);
 }
 
-const struct ps_ix_inner *as_inner(const struct ps_ix_node *h)
-{
-	return (const struct ps_ix_inner *)(const void *)h;
-}
-
 /* The inner node of the set @ns that holds the slot @slot, or NULL. */
 static const struct ps_ix_inner *slot_owner(
 		const struct nodeset *ns, struct ps_ix_node *const *slot, int *ci)

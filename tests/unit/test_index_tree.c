@@ -5,6 +5,7 @@
  * allocation of an update, occupancy (test_index.c says what is checked).
  */
 #include "index_test.h"
+#include "leaf_cut.h"
 
 /* ---- 1. the differential test ------------------------------------------------------- */
 
@@ -587,38 +588,16 @@ Test(index, removals_across_leaves_shrink_it, .timeout = 120)
  */
 Test(index, check_fails_a_leaf_under_its_occupancy)
 {
-	struct psi_range_list spares = {NULL, 0, NULL}, removed = {NULL, 0, NULL};
-	const struct ps_ix_node *n;
-	struct ps_ix_leaf *l;
 	const char *why = NULL;
 	struct hx h;
-	unsigned cap, i;
 
 	ps_test_alloc_install();
 	hx_init(&h, 11);
 	hx_build_spaced(&h);
 	hx_check(&h);
-	for (n = h.root.node; n->height; n = as_inner(n)->child[0])
-		;
-	l = (struct ps_ix_leaf *)(void *)n;
-	cap = 1u << l->h.shift;
-	cr_assert_geq(l->h.n, 4);
-	for (i = 1; i < l->h.n; i++) {
-		cr_assert_eq(psi_range_list_fill(&spares, PSI_RANGETREE_SET_MAX_NEW), 0);
-		psi_rangetree_set(&h.tree, _PS_IX_START(l)[i], _PS_IX_END(l)[i], NULL, &spares,
-				&removed);
-	}
-	for (i = 1; i < cap; i++) {
-		_PS_IX_START(l)[i] = PS_IX_NONE;
-		_PS_IX_END(l)[i] = 0;
-		((struct ps_policy **)(void *)_PS_IX_POL(l))[i] = NULL;
-		((int16_t *)(void *)_PS_IX_HINT(l))[i] = 0;
-	}
-	l->h.n = 1;
+	leaf_cut_first(h.root.node, &h.tree);
 	cr_assert_eq(psi_ix_check(&h.root, &h.tree, &why), -EUCLEAN);
 	cr_assert_str_eq(why, "index leaf under a quarter full");
-	psi_range_list_free(&spares);
-	psi_range_list_free(&removed);
 	hx_fini(&h);
 	cr_assert_eq(ps_test_alloc_live(), 0, "%ld blocks leaked", ps_test_alloc_live());
 	ps_test_alloc_restore();

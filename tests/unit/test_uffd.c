@@ -341,7 +341,7 @@ void toucher_close(struct toucher *t)
 /* The word at @p, read by a load or by the kernel; false when the kernel says EFAULT. */
 bool peek(struct toucher *t, const void *p, uint64_t *v)
 {
-	if (!RUNNING_ON_VALGRIND) {
+	if (!ps_test_on_valgrind()) {
 		*v = *(const volatile uint64_t *)p;
 		return true;
 	}

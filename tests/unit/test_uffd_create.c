@@ -92,9 +92,9 @@ static int as_nobody(void)
 		return 30;
 	/* The reason names the sysctl when the system call refused (valgrind has none). */
 	rc = refused_cleanly(
-			RUNNING_ON_VALGRIND ? "/dev/userfaultfd" : "vm.unprivileged_userfaultfd",
+			ps_test_on_valgrind() ? "/dev/userfaultfd" : "vm.unprivileged_userfaultfd",
 			EPERM);
-	if (rc || RUNNING_ON_VALGRIND)
+	if (rc || ps_test_on_valgrind())
 		return rc;
 	a.flags = PS_UFFD_USER_MODE_ONLY;
 	uf = ps_uffd_create(NULL, &a, NULL, 0);

@@ -95,7 +95,7 @@ Test(uffd, register_refuses_holes, .timeout = 60)
 			 * the hole, which memcheck reports as an unaddressable
 			 * argument).
 			 */
-			if (!RUNNING_ON_VALGRIND) {
+			if (!ps_test_on_valgrind()) {
 				inject(INJ_OPEN, 0, 0, 1, EACCES, false);
 				nomaps = ps_uffd_register(uf, r, 4 * psz, 0);
 				hits = inject_off();
@@ -387,7 +387,7 @@ static void expect_misuse(void (*fn)(void *), void *arg, bool checking, bool fre
 	char buf[16384];
 	int sig;
 
-	if (freed && !checking && RUNNING_ON_VALGRIND)
+	if (freed && !checking && ps_test_on_valgrind())
 		return;
 	ps_test_set_checking(checking);
 	sig = ps_test_run_child(fn, arg, MISUSE_LIMIT_S, buf, sizeof(buf), NULL);
@@ -507,7 +507,7 @@ Test(uffd, misuse_fails_loudly, .timeout = 120)
 {
 	need_uffd();
 	/* Children that abort, one at a time, minutes under valgrind: the checks read no memory it watches. */
-	if (RUNNING_ON_VALGRIND)
+	if (ps_test_on_valgrind())
 		cr_skip_test("under valgrind: its aborting children take minutes");
 	for (int checking = 0; checking < 2; checking++) {
 		expect_misuse(destroy_twice, NULL, checking, true, "ps_uffd_destroy()",
@@ -599,7 +599,7 @@ Test(uffd, store_destroyed_under_plane_aborts, .timeout = 120)
 
 	need_uffd();
 	/* Children that abort, one at a time, minutes under valgrind (misuse_fails_loudly). */
-	if (RUNNING_ON_VALGRIND)
+	if (ps_test_on_valgrind())
 		cr_skip_test("under valgrind: its aborting children take minutes");
 	cr_assert_neq(m, MAP_FAILED);
 	for (int k = 0; k < 3 * PS_SYNC_COUNT * 2; k++) {
@@ -666,7 +666,7 @@ Test(uffd, store_outlives_its_planes, .timeout = 120)
 		char buf[4096], *r;
 
 		/* Under valgrind: a locking variant and RCU_QSBR (test_uffd_resolve.c). */
-		if (RUNNING_ON_VALGRIND && sync != PS_SYNC_SPIN && sync != PS_SYNC_RCU_QSBR)
+		if (ps_test_on_valgrind() && sync != PS_SYNC_SPIN && sync != PS_SYNC_RCU_QSBR)
 			continue;
 		s = ps_store_create(sync);
 		p = ps_test_bind(0);

@@ -14,7 +14,7 @@
  */
 static void need_variant(enum ps_sync sync)
 {
-	if (RUNNING_ON_VALGRIND && sync != PS_SYNC_SPIN && sync != PS_SYNC_RCU_QSBR)
+	if (ps_test_on_valgrind() && sync != PS_SYNC_SPIN && sync != PS_SYNC_RCU_QSBR)
 		cr_skip_test("under valgrind: spin and rcu-qsbr only");
 }
 static void fill_wait(struct fillctx *c, bool *flag)
@@ -86,7 +86,7 @@ VARIANT_TEST(uffd, zero_pages_placed, .timeout = 60)
 VARIANT_TEST(uffd, fill_from_many_threads, .timeout = 120)
 {
 	const size_t n = scaled(128, 32), psz = page_size();
-	const int nt = RUNNING_ON_VALGRIND ? 4 : 8;
+	const int nt = ps_test_on_valgrind() ? 4 : 8;
 	struct fillctx c;
 	struct ps_store *s;
 	struct ps_uffd *uf;
@@ -310,7 +310,7 @@ Test(uffd, fill_error, .timeout = 60)
 	if (poison) {
 		cr_expect_not(kernel_peek(&t, base + psz, &v), "a poisoned page reads");
 		cr_expect_eq(stats(uf, -1).fill_errors, 1);
-		if (!RUNNING_ON_VALGRIND) {
+		if (!ps_test_on_valgrind()) {
 			pid = fork();
 			cr_assert_geq(pid, 0);
 			if (!pid) {

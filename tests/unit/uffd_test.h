@@ -28,14 +28,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define UNDER_ASAN 1
@@ -138,7 +130,7 @@ int settled_threads(int want);
  */
 static inline long wait_polls(long ms)
 {
-	return RUNNING_ON_VALGRIND ? 10 * ms : ms;
+	return ps_test_on_valgrind() ? 10 * ms : ms;
 }
 char *region(size_t bytes, int flags);
 int node_of(const void *p);
