@@ -31,14 +31,16 @@
 #include <polstore/subscribe.h>
 
 #include "compiler.h"
+#include "spinlock.h"
 #include "store_internal.h"
 #include "subscribe_internal.h"
 
 #define SUB_CAPACITY_MAX 65536u
 #define SUB_BATCH 64
+#define SUB_LINGER_MS 1
 
 struct _ps_subs {
-	pthread_mutex_t lock;
+	struct psi_spinlock lock;
 	struct ps_sub *head; /* under @lock */
 	struct ps_store *store;
 	struct _ps_subs *next; /* the process's lists, under subs_lock */
@@ -68,7 +70,13 @@ struct ps_sub {
 
 static pthread_mutex_t subs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct _ps_subs *subs_all; /* under subs_lock */
-static bool subs_atfork_ok;	  /* under subs_lock */
+/*
+ * The fork handlers are installed.  Under subs_atfork_lock, which no fork
+ * handler takes: glibc before 2.35 runs pthread_atfork() under the lock
+ * that fork() holds across the prepare handlers, which take subs_lock.
+ */
+static bool subs_atfork_ok;
+static pthread_mutex_t subs_atfork_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void subs_fork_prepare(void)
 {
@@ -76,7 +84,7 @@ static void subs_fork_prepare(void)
 
 	pthread_mutex_lock(&subs_lock);
 	for (l = subs_all; l; l = l->next)
-		pthread_mutex_lock(&l->lock);
+		psi_spin_acquire(&l->lock);
 }
 
 static void subs_fork_parent(void)
@@ -84,7 +92,7 @@ static void subs_fork_parent(void)
 	struct _ps_subs *l;
 
 	for (l = subs_all; l; l = l->next)
-		pthread_mutex_unlock(&l->lock);
+		psi_spin_release(&l->lock);
 	pthread_mutex_unlock(&subs_lock);
 }
 
@@ -98,14 +106,28 @@ static void subs_fork_child(void)
 			sub->store = NULL;
 		l->head = NULL;
 		PSI_WRITE_ONCE(l->store->rd.nsub, 0);
-		pthread_mutex_unlock(&l->lock);
+		psi_spin_release(&l->lock);
 	}
 	pthread_mutex_unlock(&subs_lock);
 }
 
+static bool subs_atfork_install(void)
+{
+	bool ok;
+
+	pthread_mutex_lock(&subs_atfork_lock);
+	if (!PSI_READ_ONCE(subs_atfork_ok))
+		PSI_WRITE_ONCE(subs_atfork_ok,
+				!pthread_atfork(subs_fork_prepare, subs_fork_parent,
+						subs_fork_child));
+	ok = PSI_READ_ONCE(subs_atfork_ok);
+	pthread_mutex_unlock(&subs_atfork_lock);
+	return ok;
+}
+
 __attribute__((constructor)) static void subs_init(void)
 {
-	subs_atfork_ok = !pthread_atfork(subs_fork_prepare, subs_fork_parent, subs_fork_child);
+	(void)subs_atfork_install();
 }
 
 uint64_t ps_store_generation(const struct ps_store *store)
@@ -153,7 +175,7 @@ void psi_subs_notify(struct ps_store *s, uint64_t start, uint64_t end, const str
 
 	if (!l)
 		return;
-	pthread_mutex_lock(&l->lock);
+	psi_spin_acquire(&l->lock);
 	for (sub = l->head; sub; sub = sub->next) {
 		if (ops)
 			for (i = 0, queued = false; i < n; i++)
@@ -163,7 +185,7 @@ void psi_subs_notify(struct ps_store *s, uint64_t start, uint64_t end, const str
 		if (queued)
 			sub_wake(sub);
 	}
-	pthread_mutex_unlock(&l->lock);
+	psi_spin_release(&l->lock);
 }
 
 void psi_subs_end(struct ps_store *s)
@@ -175,7 +197,7 @@ void psi_subs_end(struct ps_store *s)
 		return;
 	pthread_mutex_lock(&subs_lock);
 	l = s->rd.subs;
-	pthread_mutex_lock(&l->lock);
+	psi_spin_acquire(&l->lock);
 	for (sub = l->head; sub; sub = sub->next) {
 		sub->store = NULL;
 		PSI_STORE_RELEASE(sub->closed, 1);
@@ -184,12 +206,11 @@ void psi_subs_end(struct ps_store *s)
 	l->head = NULL;
 	PSI_WRITE_ONCE(s->rd.nsub, 0);
 	PSI_WRITE_ONCE(s->rd.subs, NULL);
-	pthread_mutex_unlock(&l->lock);
+	psi_spin_release(&l->lock);
 	for (pp = &subs_all; *pp != l; pp = &(*pp)->next)
 		;
 	*pp = l->next;
 	pthread_mutex_unlock(&subs_lock);
-	pthread_mutex_destroy(&l->lock);
 	psi_free(l);
 }
 
@@ -232,34 +253,59 @@ static bool sub_pending(struct ps_sub *sub)
 	       PSI_READ_ONCE(sub->closed) == 1;
 }
 
-static size_t sub_read(struct ps_sub *sub, struct ps_sub_event *ev, size_t n)
+/* Clear the descriptor, arm it, and write it again if something came meanwhile. */
+static void sub_arm(struct ps_sub *sub)
 {
-	size_t k = sub_take(sub, ev, n);
 	eventfd_t junk;
 
-	if (k == n)
-		return k; /* more may wait: the descriptor stays readable */
 	(void)eventfd_read(sub->efd, &junk);
 	PSI_WRITE_ONCE(sub->armed, 1);
 	/* Pairs with the producers' fence in sub_wake(). */
 	PSI_FENCE(SEQ_CST);
 	if (sub_pending(sub) && PSI_XCHG(sub->armed, 0, RELAXED))
 		(void)eventfd_write(sub->efd, 1);
+}
+
+static size_t sub_read(struct ps_sub *sub, struct ps_sub_event *ev, size_t n)
+{
+	size_t k = sub_take(sub, ev, n);
+
+	/* Fewer than @n: nothing left; else more may wait, the descriptor stays readable. */
+	if (k < n)
+		sub_arm(sub);
 	return k;
 }
 
+/*
+ * A callback subscription's thread.  After a batch it lingers
+ * SUB_LINGER_MS unarmed, so that the sets meanwhile queue without writing
+ * the eventfd: while changes flow it wakes about once a linger, not once
+ * a set.  It arms only when a take finds nothing.
+ */
 static void *sub_thread(void *arg)
 {
 	struct ps_sub *sub = arg;
 	struct ps_sub_event ev[SUB_BATCH];
 	struct pollfd p = { .fd = sub->efd, .events = POLLIN };
+	eventfd_t junk;
 	size_t i, k;
 
 	while (!PSI_LOAD_ACQUIRE(sub->stop)) {
-		k = sub_read(sub, ev, SUB_BATCH);
+		k = sub_take(sub, ev, SUB_BATCH);
 		for (i = 0; i < k && !PSI_LOAD_ACQUIRE(sub->stop); i++)
 			sub->fn(sub, &ev[i], sub->arg);
-		if (k < SUB_BATCH)
+		if (k == SUB_BATCH)
+			continue;
+		if (k) {
+			/* A cancel's write wakes the linger: @stop was set before it. */
+			(void)eventfd_read(sub->efd, &junk);
+			if (!PSI_LOAD_ACQUIRE(sub->stop))
+				(void)poll(&p, 1, SUB_LINGER_MS);
+			continue;
+		}
+		sub_arm(sub);
+		/* sub_arm() may have consumed the write of a cancel that set @stop before it. */
+		if (!PSI_LOAD_ACQUIRE(sub->stop))
 			(void)poll(&p, 1, -1);
 	}
 	return NULL;
@@ -317,20 +363,17 @@ struct ps_sub *ps_store_subscribe(struct ps_store *store, uint64_t start, uint64
 	*sub = (struct ps_sub){ .start = start, .end = end, .ring = sub->ring, .mask = cap - 1,
 		.armed = 1, .efd = sub->efd, .store = store, .pid = getpid(), .fn = fn,
 		.arg = arg };
+	/* Without the handlers a child could find a lock held for good. */
+	if (psi_unlikely(!PSI_READ_ONCE(subs_atfork_ok)) && !subs_atfork_install()) {
+		err = -ENOMEM;
+		goto fail;
+	}
 	err = fn ? sub_start(sub) : 0;
 	if (err)
 		goto fail;
 	pthread_mutex_lock(&subs_lock);
-	if (!subs_atfork_ok)
-		subs_atfork_ok = !pthread_atfork(subs_fork_prepare, subs_fork_parent,
-				subs_fork_child);
-	if (!subs_atfork_ok) {
-		pthread_mutex_unlock(&subs_lock);
-		err = -ENOMEM;
-		goto stop;
-	}
 	if (!store->rd.subs) {
-		pthread_mutex_init(&l->lock, NULL);
+		psi_spin_init(&l->lock);
 		l->store = store;
 		l->next = subs_all;
 		subs_all = l;
@@ -338,21 +381,15 @@ struct ps_sub *ps_store_subscribe(struct ps_store *store, uint64_t start, uint64
 		PSI_STORE_RELEASE(store->rd.subs, l);
 		l = NULL;
 	}
-	pthread_mutex_lock(&store->rd.subs->lock);
+	psi_spin_acquire(&store->rd.subs->lock);
 	sub->next = store->rd.subs->head;
 	store->rd.subs->head = sub;
 	/* Pairs with the sets' acquire of @nsub: a set that counts @sub finds it linked. */
 	PSI_STORE_RELEASE(store->rd.nsub, store->rd.nsub + 1);
-	pthread_mutex_unlock(&store->rd.subs->lock);
+	psi_spin_release(&store->rd.subs->lock);
 	pthread_mutex_unlock(&subs_lock);
 	psi_free(l);
 	return sub;
-stop:
-	if (fn) {
-		PSI_STORE_RELEASE(sub->stop, 1);
-		(void)eventfd_write(sub->efd, 1);
-		pthread_join(sub->thread, NULL);
-	}
 fail:
 	psi_free(l);
 	sub_free(sub);
@@ -389,12 +426,12 @@ int ps_sub_cancel(struct ps_sub *sub)
 	pthread_mutex_lock(&subs_lock);
 	if (sub->store) {
 		l = sub->store->rd.subs;
-		pthread_mutex_lock(&l->lock);
+		psi_spin_acquire(&l->lock);
 		for (pp = &l->head; *pp != sub; pp = &(*pp)->next)
 			;
 		*pp = sub->next;
 		PSI_WRITE_ONCE(sub->store->rd.nsub, sub->store->rd.nsub - 1);
-		pthread_mutex_unlock(&l->lock);
+		psi_spin_release(&l->lock);
 		sub->store = NULL;
 	}
 	pthread_mutex_unlock(&subs_lock);

@@ -394,8 +394,9 @@ VARIANT_TEST(subscribe, cancel_in_callback)
 	struct ps_policy *a = ps_test_bind(0);
 	struct self_cancel c = { 0 };
 	struct ps_sub *sub;
+	int closed = 0;
 
-	c.other = ps_store_subscribe(s, 0, 10, 4, flow_count, &(struct flow){ 0 });
+	c.other = ps_store_subscribe(s, 0, 10, 4, note_closed, &closed);
 	sub = ps_store_subscribe(s, 100, 110, 4, cancel_in_callback, &c);
 	cr_assert(sub && c.other);
 	cr_assert_eq(ps_store_set(s, 100, 101, a), 0);
@@ -506,14 +507,14 @@ static void subscribe_fails_cleanly(struct ps_store *s, struct ps_policy *a)
 	uint64_t gen = ps_store_generation(s);
 	struct ps_sub_event ev[2];
 	struct ps_sub *sub = NULL;
+	int closed = 0;
 	long k, live;
 
 	ps_test_alloc_install();
 	for (k = 0; !sub; k++) {
 		live = ps_test_alloc_live();
 		ps_test_alloc_fail_after(k);
-		sub = ps_store_subscribe(s, 0, 100, 16, (k & 1) ? flow_count : NULL,
-				&(struct flow){ 0 });
+		sub = ps_store_subscribe(s, 0, 100, 16, (k & 1) ? note_closed : NULL, &closed);
 		cr_assert_eq(ps_test_alloc_disarm(), !sub);
 		if (sub)
 			break;
