@@ -51,7 +51,7 @@ typedef void (*ps_sub_fn)(struct ps_sub *sub, const struct ps_sub_event *ev, voi
  * @store: the store
  *
  * A count that grows after each ps_store_set() or ps_store_set_many()
- * that changed the store, once readers see the change.  A cache loads it
+ * that succeeds, once readers see its change.  A cache loads it
  * before its lookup and keeps the answer while the count stays the same.
  * Context: any thread, inside read-side sections too; one acquire load.
  * Return: the generation (0 for a new store and for a NULL @store).
@@ -70,7 +70,7 @@ PS_API uint64_t ps_store_generation(const struct ps_store *store);
  *
  * Each set that changes pages of the window queues the part it changed
  * after readers see it; a full queue marks an overflow instead.  No set
- * waits for a subscriber.  ps_store_destroy() ends the subscription with
+ * waits for a subscriber.  A destroy of @store ends the subscription with
  * a PS_SUB_CLOSED event; the handle lives until ps_sub_cancel().
  * Context: any thread outside read-side sections; allocates; opens an
  * eventfd and, with @fn, starts a thread.
@@ -102,7 +102,8 @@ PS_API int ps_sub_fd(const struct ps_sub *sub);
  * filled.  One thread at a time reads a subscription.
  * Context: any thread; never blocks.
  * Return: the number of events written, 0 when none is queued; -EINVAL
- * for a NULL argument, @n of 0 or a subscription with a callback.
+ * for a NULL argument, @n of 0 or a subscription with a callback; -ECHILD
+ * for a subscription a fork() child inherited.
  */
 PS_API int ps_sub_read(struct ps_sub *sub, struct ps_sub_event *ev, size_t n);
 
@@ -110,9 +111,8 @@ PS_API int ps_sub_read(struct ps_sub *sub, struct ps_sub_event *ev, size_t n);
  * ps_sub_cancel() - end a subscription and free it
  * @sub: the subscription, or NULL (a no-op)
  *
- * After it returns no event of @sub is queued or called back.  A child of
- * fork() has no subscription of its parent's: cancel its copies to free
- * them (their threads stayed in the parent).
+ * After it returns no event of @sub is queued or called back; in a fork()
+ * child, it frees the child's copy of a parent's subscription.
  * Context: any thread outside read-side sections but @sub's own callback;
  * waits for a callback in progress.
  * Return: 0; -EDEADLK from @sub's callback (nothing changed).
