@@ -103,6 +103,31 @@ PS_API struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsign
 		unsigned long maxnode);
 
 /**
+ * ps_policy_create_weighted() - a weighted interleave with weights of its own
+ * @flags: 0 or one of PS_MPOL_F_STATIC_NODES, PS_MPOL_F_RELATIVE_NODES
+ * @weights: @nr_nodes weights, @weights[i] node i's share (0: not one of its nodes)
+ * @nr_nodes: 1 .. PS_MAX_NUMNODES
+ *
+ * PS_MPOL_WEIGHTED_INTERLEAVE by @weights, not the topology's (docs/placement.md).
+ * Context: any thread; allocates memory through the polstore allocator.
+ * Return: the new policy, or NULL with errno EINVAL (bad arguments, no weight) or ENOMEM.
+ */
+PS_API struct ps_policy *ps_policy_create_weighted(unsigned flags, const unsigned char *weights,
+		int nr_nodes);
+
+/**
+ * ps_policy_node_weights() - the weights a policy carries
+ * @pol: the policy
+ * @weights: room for @nr_nodes weights (may be NULL when @nr_nodes is 0)
+ * @nr_nodes: how many to write: node i's weight, 0 for a node not weighed
+ * Context: any thread; reads immutable data, writes nothing shared.
+ * Return: its last weighed node + 1; 0 without weights of its own (the topology's apply);
+ * -EINVAL for a NULL @pol, a negative @nr_nodes or a NULL @weights with @nr_nodes > 0.
+ */
+PS_API int ps_policy_node_weights(const struct ps_policy *pol, unsigned char *weights,
+		int nr_nodes);
+
+/**
  * ps_policy_get() - take one more reference to a policy
  * @pol: a policy the caller holds a reference to (or a borrowed pointer
  *       inside the read-side section that lent it); NULL is allowed

@@ -17,5 +17,6 @@
 #include <polstore/pcounter.h>
 #include <polstore/idmap.h>
 #include <polstore/numa.h>
+#include <polstore/subscribe.h>
 
 #endif /* POLSTORE_POLSTORE_H */

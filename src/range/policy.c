@@ -19,6 +19,7 @@
 #include "policy_internal.h"
 
 static unsigned psi_ref_mask(void);
+static int psi_policy_last_node(const struct ps_policy *pol);
 
 static bool psi_mode_needs_nodes(int mode)
 {
@@ -116,6 +117,7 @@ struct ps_policy *ps_policy_create(int mode, unsigned flags, const unsigned long
 	pol->mode = mode;
 	pol->flags = flags;
 	pol->weight = weight;
+	pol->wts = NULL;
 	return pol;
 inval:
 	psi_free(pol);
@@ -170,6 +172,7 @@ void _ps_policy_release(struct ps_policy *pol, long old)
 	assert(PSI_READ_ONCE(pol->refmode) == PS_REF_ATOMIC);
 	assert(PSI_READ_ONCE(pol->stores) == 0);
 	psi_free(pol->stripes);
+	psi_free((void *)pol->wts);
 	psi_free(pol);
 }
 
@@ -381,7 +384,68 @@ bool ps_policy_equal(const struct ps_policy *a, const struct ps_policy *b)
 		return false;
 	if (a->mode == PS_MPOL_LOCAL)
 		return true;
-	return memcmp(a->nodes, b->nodes, sizeof(a->nodes)) == 0;
+	if (memcmp(a->nodes, b->nodes, sizeof(a->nodes)))
+		return false;
+	/* Equal masks: equal last nodes, so equal lengths of weights. */
+	if (!a->wts || !b->wts)
+		return a->wts == b->wts;
+	return !memcmp(a->wts, b->wts, (size_t)psi_policy_last_node(a) + 1);
+}
+
+/* The last node of @pol's mask (not empty). */
+static int psi_policy_last_node(const struct ps_policy *pol)
+{
+	int i;
+
+	for (i = PSI_NODEMASK_LONGS - 1; !pol->nodes[i]; i--)
+		;
+	return i * (int)PSI_BITS_PER_LONG + (int)PSI_BITS_PER_LONG - 1 -
+	       __builtin_clzl(pol->nodes[i]);
+}
+
+struct ps_policy *ps_policy_create_weighted(unsigned flags, const unsigned char *weights,
+		int nr_nodes)
+{
+	unsigned long mask[PSI_NODEMASK_LONGS] = { 0 };
+	struct ps_policy *pol;
+	unsigned char *wts;
+	int i, last = -1;
+
+	if (!weights || nr_nodes <= 0 || nr_nodes > PS_MAX_NUMNODES)
+		return psi_err_null(EINVAL);
+	for (i = 0; i < nr_nodes; i++)
+		if (weights[i]) {
+			mask[i / PSI_BITS_PER_LONG] |= 1UL << (i % PSI_BITS_PER_LONG);
+			last = i;
+		}
+	if (last < 0)
+		return psi_err_null(EINVAL);
+	wts = psi_alloc((size_t)last + 1);
+	if (!wts)
+		return psi_err_null(ENOMEM);
+	pol = ps_policy_create(PS_MPOL_WEIGHTED_INTERLEAVE, flags, mask, (unsigned long)last + 1);
+	if (!pol) {
+		psi_free(wts);
+		return NULL;
+	}
+	memcpy(wts, weights, (size_t)last + 1);
+	/* Written before the policy is returned, as every field from @mode on. */
+	pol->wts = wts;
+	return pol;
+}
+
+int ps_policy_node_weights(const struct ps_policy *pol, unsigned char *weights, int nr_nodes)
+{
+	int last, i;
+
+	if (!pol || nr_nodes < 0 || (nr_nodes && !weights))
+		return -EINVAL;
+	if (!pol->wts)
+		return 0;
+	last = psi_policy_last_node(pol);
+	for (i = 0; i < nr_nodes; i++)
+		weights[i] = i <= last ? pol->wts[i] : 0;
+	return last + 1;
 }
 
 /*

@@ -314,17 +314,22 @@ static int psi_topo_usable(const struct psi_topology *t, const unsigned long *no
 	return n;
 }
 
-/* WEIGHTED_INTERLEAVE over @nodes (not empty): slot @ilx mod the weights' sum. */
-static int psi_topo_weighted(const struct psi_topology *t, const unsigned long *nodes, uint64_t ilx)
+/*
+ * WEIGHTED_INTERLEAVE over @nodes (not empty): slot @ilx mod the weights'
+ * sum, by @wts (a policy's own, covering every node of @nodes) or, NULL,
+ * by the table's.
+ */
+static int psi_topo_weighted(const struct psi_topology *t, const unsigned long *nodes,
+		const unsigned char *wts, uint64_t ilx)
 {
 	uint64_t total = 0, target;
 	int n, last = -1;
 
 	for_each_node_in(n, nodes)
-		total += (uint64_t)psi_topo_weight(t, n);
+		total += wts ? wts[n] : (uint64_t)psi_topo_weight(t, n);
 	target = ilx % total;
 	for_each_node_in(n, nodes) {
-		uint64_t w = (uint64_t)psi_topo_weight(t, n);
+		uint64_t w = wts ? wts[n] : (uint64_t)psi_topo_weight(t, n);
 
 		if (target < w)
 			return n;
@@ -365,7 +370,7 @@ static int psi_topo_node(const struct psi_topology *t, const struct ps_policy *p
 	case PS_MPOL_INTERLEAVE:
 		return _ps_nodes_nth(usable, (unsigned long)(ilx % (unsigned)n));
 	default: /* PS_MPOL_WEIGHTED_INTERLEAVE */
-		return psi_topo_weighted(t, usable, ilx);
+		return psi_topo_weighted(t, usable, pol->wts, ilx);
 	}
 }
 
@@ -398,7 +403,7 @@ int _ps_numa_weighted(const unsigned long *nodes, uint64_t ilx)
 
 	if (!psi_topo_usable(t, nodes, usable))
 		return _ps_nodes_nth(t->mem, 0);
-	return psi_topo_weighted(t, usable, ilx);
+	return psi_topo_weighted(t, usable, NULL, ilx);
 }
 
 int ps_numa_set_topology(int nr_nodes, const unsigned char *distance, const unsigned char *weights)

@@ -112,6 +112,9 @@ static int psi_check_nodes(const struct ps_policy *pol)
 	return 0;
 }
 
+static int psi_apply_weighted(const struct ps_policy *pol, char *addr, uint64_t npages,
+		size_t page_size, uint64_t ilx, unsigned flags, uint64_t *done);
+
 int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigned flags)
 {
 	unsigned mf = 0;
@@ -132,6 +135,14 @@ int ps_policy_apply(const struct ps_policy *pol, void *addr, size_t len, unsigne
 		ret = psi_check_nodes(pol);
 		if (ret)
 			return ret;
+		/* Weights of its own: by the virtual page number, the kernel's index for anonymous memory. */
+		if (pol->wts) {
+			uint64_t done;
+
+			return psi_apply_weighted(pol, addr, len / psi_sys_page_size(),
+					psi_sys_page_size(),
+					(uintptr_t)addr / psi_sys_page_size(), flags, &done);
+		}
 		mode = pol->mode;
 		if (pol->weight) {
 			mask = pol->nodes;
@@ -242,11 +253,59 @@ static int psi_apply_collect_fn(uint64_t start, uint64_t end, struct ps_policy *
 	return 0;
 }
 
-static int psi_apply_pages(const struct ps_policy *pol, char *base, uint64_t first, uint64_t from,
-		uint64_t to, size_t page_size, unsigned flags)
+/*
+ * A policy with weights of its own, over @npages pages of @page_size from
+ * @addr whose first has interleave index @ilx: the kernel keeps no weights
+ * per range, so each run of pages that go to one node is mbind()'s
+ * PREFERRED on that node (an interleaved page, too, falls back to other
+ * nodes when its own is full).  *@done: the pages placed.
+ */
+static int psi_apply_weighted(const struct ps_policy *pol, char *addr, uint64_t npages,
+		size_t page_size, uint64_t ilx, unsigned flags, uint64_t *done)
 {
-	return ps_policy_apply(
-			pol, base + (from - first) * page_size, (to - from) * page_size, flags);
+	struct ps_policy one;
+	uint64_t i, run;
+	int node, ret;
+
+	for (i = 0; i < npages; i = run) {
+		node = ps_policy_node(pol, ilx + i, 0);
+		for (run = i + 1; run < npages && ps_policy_node(pol, ilx + run, 0) == node; run++)
+			;
+		memset(&one, 0, sizeof(one));
+		one.mode = PS_MPOL_PREFERRED;
+		one.flags = pol->flags;
+		one.weight = 1;
+		one.nodes[(unsigned)node / PSI_BITS_PER_LONG] = 1UL << ((unsigned)node % PSI_BITS_PER_LONG);
+		ret = ps_policy_apply(&one, addr + i * page_size, (run - i) * page_size, flags);
+		if (ret) {
+			*done = i;
+			return ret;
+		}
+	}
+	*done = npages;
+	return 0;
+}
+
+/* Pages [@from, @to) of the window by @pol; *@pos: the page after the last placed. */
+static int psi_apply_pages(const struct ps_policy *pol, char *base, uint64_t first, uint64_t from,
+		uint64_t to, size_t page_size, unsigned flags, uint64_t *pos)
+{
+	char *addr = base + (from - first) * page_size;
+	uint64_t done;
+	int ret;
+
+	if (pol && pol->wts) {
+		done = 0;
+		ret = psi_check_nodes(pol);
+		if (!ret)
+			ret = psi_apply_weighted(pol, addr, to - from, page_size, from, flags, &done);
+		*pos = from + done;
+		return ret;
+	}
+	ret = ps_policy_apply(pol, addr, (to - from) * page_size, flags);
+	if (!ret)
+		*pos = to;
+	return ret;
 }
 
 int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page, uint64_t npages,
@@ -289,17 +348,14 @@ int ps_store_apply_range(struct ps_store *store, void *base, uint64_t first_page
 		uint64_t next = i < c.n ? c.v[i].start : c.end;
 
 		if (pos < next) {
-			ret = psi_apply_pages(NULL, base, first_page, pos, next, page_size, flags);
+			ret = psi_apply_pages(NULL, base, first_page, pos, next, page_size, flags,
+					&pos);
 			if (ret)
 				break;
-			pos = next;
 		}
-		if (i < c.n) {
+		if (i < c.n)
 			ret = psi_apply_pages(c.v[i].pol, base, first_page, pos, c.v[i].end,
-					page_size, flags);
-			if (!ret)
-				pos = c.v[i].end;
-		}
+					page_size, flags, &pos);
 	}
 	if (done_pages)
 		*done_pages = (size_t)(pos - first_page);

@@ -20,6 +20,7 @@
 #include "rcu_reclaim.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
+#include "subscribe_internal.h"
 #include "variants.h"
 
 const char *ps_version(void)
@@ -119,6 +120,7 @@ void ps_store_destroy(struct ps_store *store)
 				"this thread (ps_store_destroy_deferred() never waits)",
 				ps_sync_name(store->sync), (void *)store);
 	psi_attach_check_destroy(store, "ps_store_destroy()", false);
+	psi_subs_end(store);
 	store->ops->destroy(store);
 }
 
@@ -156,6 +158,7 @@ static void psi_store_retire_release(struct psi_reclaim_item *item)
 	}
 	/* A grace period has passed: readers that left their sections let go (their read_unlock). */
 	PSI_ANNOTATE_HAPPENS_AFTER(s);
+	psi_subs_end(s);
 	s->ops->destroy(s);
 	psi_free(r);
 }
@@ -252,9 +255,11 @@ int ps_store_set(struct ps_store *store, uint64_t start, uint64_t end, struct ps
 		return -EDEADLK;
 	/* The variant allocates every node the update can need before anything changes. */
 	ret = store->ops->set(store, start, end, pol);
-	if (!ret)
-		psi_store_debug_check(store);
-	return ret;
+	if (psi_unlikely(ret))
+		return ret;
+	psi_store_debug_check(store);
+	psi_store_changed(store, start, end, NULL, 0);
+	return 0;
 }
 
 int ps_store_synchronize(struct ps_store *store)
@@ -438,7 +443,9 @@ int ps_store_set_many(struct ps_store *store, const struct ps_set_op *ops, size_
 	if (psi_unlikely(psi_held(store)))
 		return -EDEADLK;
 	ret = store->ops->set_many(store, ops, n);
-	if (!ret)
-		psi_store_debug_check(store);
-	return ret;
+	if (psi_unlikely(ret))
+		return ret;
+	psi_store_debug_check(store);
+	psi_store_changed(store, 0, 0, ops, n);
+	return 0;
 }

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <numa.h>
+#include <numaif.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -475,4 +476,65 @@ Test(numa, store_apply_range_empty_store)
 	ps_policy_put(bind);
 	ps_policy_put(def);
 	munmap(p, NPAGES * page);
+}
+
+/*
+ * A policy with weights of its own, 3:1 over nodes 0 and 1: apply_range
+ * makes runs of pages preferred on the node the lookup names (read back
+ * with get_mempolicy(2)), and where the machine has both nodes the pages,
+ * touched, sit 3:1 within 2% (move_pages(2)).  A machine with one node
+ * places a one-node weighted policy by the same runs, then skips the rest.
+ */
+#define WPAGES 4000
+
+VARIANT_TEST(numa, store_apply_range_weighted)
+{
+	static const unsigned char w31[2] = { 3, 1 }, w0[1] = { 2 };
+	struct ps_store *st = ps_store_create(*sync);
+	struct ps_policy *pol, *want;
+	char *p = map_pages(WPAGES);
+	void **addr = calloc(WPAGES, sizeof(*addr));
+	int *status = calloc(WPAGES, sizeof(*status));
+	long n[2] = { 0, 0 };
+	size_t done = 0, i;
+	int ret, node;
+	bool two;
+
+	skip_unless_numa();
+	two = numa_max_node() >= 1 && numa_bitmask_isbitset(numa_nodes_ptr, 1);
+	pol = two ? ps_policy_create_weighted(0, w31, 2) : ps_policy_create_weighted(0, w0, 1);
+	cr_assert(pol && addr && status);
+	cr_assert_eq(ps_store_set(st, 100, 100 + WPAGES, pol), 0);
+	ret = ps_store_apply_range(st, p, 100, WPAGES, page, 0, &done);
+	if (ret == -EPERM || ret == -ENOSYS)
+		cr_skip_test("mbind not permitted here (%s)", strerror(-ret));
+	cr_assert_eq(ret, 0, "apply_range: %d", ret);
+	cr_assert_eq(done, WPAGES);
+	for (i = 0; i < WPAGES; i += 97) {
+		node = ps_store_lookup_node(st, 100 + i, 0);
+		want = node_policy(PS_MPOL_PREFERRED, 0, node);
+		cr_log_info("page %zu", i);
+		expect_policy_at(p + i * page, want);
+		ps_policy_put(want);
+	}
+	if (two) {
+		for (i = 0; i < WPAGES; i++) {
+			p[i * page] = 1;
+			addr[i] = p + i * page;
+		}
+		cr_assert_eq(move_pages(0, WPAGES, addr, NULL, status, 0), 0, "move_pages: %s",
+				strerror(errno));
+		for (i = 0; i < WPAGES; i++)
+			if (status[i] == 0 || status[i] == 1)
+				n[status[i]]++;
+		cr_expect(n[0] + n[1] == WPAGES && labs(n[0] - 3 * n[1]) <= WPAGES * 8 / 100,
+				"nodes 0 and 1 hold %ld and %ld pages", n[0], n[1]);
+	}
+	ps_store_destroy(st);
+	ps_policy_put(pol);
+	free(addr);
+	free(status);
+	munmap(p, WPAGES * page);
+	if (!two)
+		cr_skip_test("one node here: the 3:1 placement needs nodes 0 and 1");
 }

@@ -285,3 +285,65 @@ Test(policy, references)
 	cr_assert_str_eq(ps_mode_name(PS_MPOL_BIND), "bind");
 	cr_assert_str_eq(ps_mode_name(99), "unknown");
 }
+
+/* Weights in the policy: what creation accepts, what it keeps, what is equal. */
+Test(policy, create_weighted)
+{
+	static const unsigned char w31[3] = { 3, 0, 1 }, w62[3] = { 6, 0, 2 }, zero[2] = { 0, 0 };
+	unsigned char out[4] = { 9, 9, 9, 9 };
+	unsigned long mask[PS_NODEMASK_WORDS] = { 0 };
+	struct ps_policy *a, *b, *c, *plain;
+
+	cr_assert_null(ps_policy_create_weighted(0, NULL, 2));
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_null(ps_policy_create_weighted(0, w31, 0));
+	cr_assert_null(ps_policy_create_weighted(0, w31, PS_MAX_NUMNODES + 1));
+	cr_assert_null(ps_policy_create_weighted(0, zero, 2));
+	cr_assert_null(ps_policy_create_weighted(PS_MPOL_F_ALL, w31, 3));
+	a = ps_policy_create_weighted(0, w31, 3);
+	b = ps_policy_create_weighted(0, w31, 3);
+	c = ps_policy_create_weighted(0, w62, 3);
+	cr_assert(a && b && c);
+	cr_assert_eq(ps_policy_mode(a), PS_MPOL_WEIGHTED_INTERLEAVE);
+	cr_assert_eq(ps_policy_weight(a), 2);
+	cr_assert_eq(ps_policy_nodemask(a, mask, PS_MAX_NUMNODES), 0);
+	cr_assert_eq(mask[0], 0x5);
+	cr_assert_eq(ps_policy_node_weights(a, out, 4), 3);
+	cr_assert(out[0] == 3 && out[1] == 0 && out[2] == 1 && out[3] == 0);
+	cr_assert_eq(ps_policy_node_weights(a, NULL, 0), 3);
+	cr_assert_eq(ps_policy_node_weights(a, NULL, 1), -EINVAL);
+	cr_assert_eq(ps_policy_node_weights(NULL, out, 1), -EINVAL);
+	cr_assert(ps_policy_equal(a, b));
+	cr_assert(!ps_policy_equal(a, c), "3:1 and 6:2 place the same, but are other weights");
+	plain = ps_policy_create(PS_MPOL_WEIGHTED_INTERLEAVE, 0, mask, 3);
+	cr_assert_not_null(plain);
+	cr_assert_eq(ps_policy_node_weights(plain, out, 4), 0);
+	cr_assert(!ps_policy_equal(a, plain) && !ps_policy_equal(plain, a));
+	ps_policy_put(a);
+	ps_policy_put(b);
+	ps_policy_put(c);
+	ps_policy_put(plain);
+}
+
+/* Each allocation of a weighted creation fails in turn: NULL, ENOMEM, nothing held. */
+Test(policy, create_weighted_alloc_failure)
+{
+	static const unsigned char w[2] = { 3, 1 };
+	struct ps_policy *pol = NULL;
+	long k, live;
+
+	ps_test_alloc_install();
+	for (k = 0; !pol; k++) {
+		live = ps_test_alloc_live();
+		ps_test_alloc_fail_after(k);
+		pol = ps_policy_create_weighted(0, w, 2);
+		cr_assert_eq(ps_test_alloc_disarm(), !pol);
+		if (!pol) {
+			cr_assert_eq(errno, ENOMEM);
+			cr_assert_eq(ps_test_alloc_live(), live);
+		}
+	}
+	cr_assert_eq(k, 3);
+	ps_policy_put(pol);
+	ps_test_alloc_restore();
+}

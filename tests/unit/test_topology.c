@@ -400,3 +400,45 @@ PS_PARAM_TEST(enum ps_sync, sync, ps_test_all_syncs, PS_SYNC_COUNT, topology, fl
 	ps_policy_put(a.b3);
 	ps_policy_put(a.il123);
 }
+
+/*
+ * Weights in the policy: on a two-node guest topology whose own weights
+ * are 1:5, a policy weighted 3:1 places pages 3:1 by lookup_node (every
+ * variant), each page's node a function of its index alone; a weighted
+ * interleave without weights of its own follows the topology's 1:5.
+ */
+VARIANT_TEST(topology, weights_in_the_policy)
+{
+	static const unsigned char two[4] = { 10, 20, 20, 10 }, tw[2] = { 1, 5 }, w31[2] = { 3, 1 };
+	unsigned long mask = 0x3;
+	struct ps_policy *own = ps_policy_create_weighted(0, w31, 2);
+	struct ps_policy *topo = ps_policy_create(PS_MPOL_WEIGHTED_INTERLEAVE, 0, &mask, 2);
+	struct ps_store *s = ps_store_create(*sync);
+	long n[2][2] = { { 0, 0 }, { 0, 0 } };
+	uint64_t i, len = 10000;
+	int node;
+
+	cr_assert(own && topo && s);
+	cr_assert_eq(ps_numa_set_topology(2, two, tw), 0);
+	cr_assert_eq(ps_store_set(s, 1000, 1000 + len, own), 0);
+	cr_assert_eq(ps_store_set(s, 50000, 50000 + len, topo), 0);
+	for (i = 0; i < len; i++) {
+		node = ps_store_lookup_node(s, 1000 + i, 1);
+		cr_assert(node == 0 || node == 1, "page %lu: node %d", 1000 + i, node);
+		cr_assert_eq(node, ps_policy_node(own, 1000 + i, 0), "page %lu", 1000 + i);
+		cr_assert_eq(node, (1000 + i) % 4 < 3 ? 0 : 1, "page %lu", 1000 + i);
+		n[0][node]++;
+		node = ps_store_lookup_node(s, 50000 + i, 0);
+		cr_assert(node == 0 || node == 1, "page %lu: node %d", 50000 + i, node);
+		n[1][node]++;
+	}
+	/* 3:1 within 2%: node 0's share is 0.75 +- 0.02. */
+	cr_expect(labs(4 * n[0][0] - 3 * (long)len) <= (long)len * 8 / 100, "3:1 placed %ld:%ld",
+			n[0][0], n[0][1]);
+	cr_expect(labs(6 * n[1][0] - (long)len) <= (long)len * 12 / 100, "1:5 placed %ld:%ld",
+			n[1][0], n[1][1]);
+	cr_assert_eq(ps_numa_set_topology(0, NULL, NULL), 0);
+	ps_store_destroy(s);
+	ps_policy_put(own);
+	ps_policy_put(topo);
+}

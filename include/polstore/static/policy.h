@@ -108,6 +108,12 @@ struct ps_policy {
 	unsigned flags;
 	int weight; /* nodes set in @nodes */
 	unsigned long nodes[PS_NODEMASK_WORDS];
+	/*
+	 * A weighted interleave's own weights, one a node up to its last
+	 * node (ps_policy_create_weighted()); NULL: the topology's.  Read
+	 * only out of line (_ps_numa_node()), never by inlined readers.
+	 */
+	const unsigned char *wts;
 };
 
 /* Out-of-line halves of _ps_policy_get() (exported: the inline may live in programs). */

@@ -24,6 +24,7 @@ extern "C" {
 
 struct ps_sync_ops;
 struct ps_store;
+struct _ps_subs;
 
 struct ps_store {
 	/*
@@ -63,6 +64,17 @@ struct ps_store {
 	struct {
 		struct ps_seqcount seq;
 		struct ps_rtree tree;
+		/*
+		 * The store's change generation (ps_store_generation()),
+		 * bumped by every variant's sets once readers see the change,
+		 * on the line those sets write anyway; a variant's own count of
+		 * publications may take its place.  Then the subscriptions
+		 * (src/store/subscribe.c): a set looks further only when @nsub
+		 * is not 0.
+		 */
+		uint64_t gen;
+		unsigned nsub;
+		struct _ps_subs *subs;
 	} rd __attribute__((aligned(64)));
 };
 

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What a set of store.c does once its change is visible to readers: bump
+ * the store's generation and, only when something subscribed, queue the
+ * change for the subscriptions (subscribe.c).
+ */
+#ifndef POLSTORE_SRC_SUBSCRIBE_INTERNAL_H
+#define POLSTORE_SRC_SUBSCRIBE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <polstore/store.h>
+#include <polstore/static/store.h>
+
+#include "compiler.h"
+
+/* Queue [@start, @end), or each of @ops[0 .. @n) when @ops, for @s's subscriptions. */
+void psi_subs_notify(struct ps_store *s, uint64_t start, uint64_t end, const struct ps_set_op *ops,
+		size_t n, uint64_t gen);
+
+/* Before a destroy frees @s: end its subscriptions (each gets PS_SUB_CLOSED). */
+void psi_subs_end(struct ps_store *s);
+
+static inline void psi_store_changed(struct ps_store *s, uint64_t start, uint64_t end,
+		const struct ps_set_op *ops, size_t n)
+{
+	/* Release: a cache that loads the new generation (acquire) sees the change. */
+	uint64_t gen = PSI_ADD_FETCH(s->rd.gen, 1, RELEASE);
+
+	/* Acquire: pairs with the release that counted a subscription after linking it. */
+	if (psi_unlikely(PSI_LOAD_ACQUIRE(s->rd.nsub)))
+		psi_subs_notify(s, start, end, ops, n, gen);
+}
+
+#endif /* POLSTORE_SRC_SUBSCRIBE_INTERNAL_H */
