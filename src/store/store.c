@@ -54,6 +54,9 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	s->read_unlock = s->ops->read_unlock;
 	s->lookup_copy = s->ops->lookup_copy;
 	s->lookup_node = s->ops->lookup_node;
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->rd.gen, sizeof(s->rd.gen)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->rd.nsub, sizeof(s->rd.nsub)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->rd.subs, sizeof(s->rd.subs)); /* atomics only */
 	if (psi_unlikely(psi_checking) && psi_check_store(s)) {
 		s->ops->destroy(s);
 		return psi_err_null(ENOMEM);

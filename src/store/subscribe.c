@@ -30,6 +30,7 @@
 
 #include <polstore/subscribe.h>
 
+#include "annotate.h"
 #include "compiler.h"
 #include "spinlock.h"
 #include "store_internal.h"
@@ -155,12 +156,14 @@ static bool sub_push(struct ps_sub *sub, uint64_t start, uint64_t end, uint64_t 
 		PSI_STORE_RELEASE(sub->overflow, 1);
 		return true;
 	}
+	PSI_ANNOTATE_HAPPENS_AFTER(&sub->head); /* the consumer read the slot: sub_take() */
 	sub->ring[t & sub->mask] = (struct ps_sub_event){
 		.start = start > sub->start ? start : sub->start,
 		.end = end < sub->end ? end : sub->end,
 		.gen = gen,
 	};
 	/* Pairs with the consumer's acquire of @tail: the slot is written. */
+	PSI_ANNOTATE_HAPPENS_BEFORE(&sub->tail);
 	PSI_STORE_RELEASE(sub->tail, t + 1);
 	return true;
 }
@@ -175,6 +178,7 @@ void psi_subs_notify(struct ps_store *s, uint64_t start, uint64_t end, const str
 
 	if (!l)
 		return;
+	PSI_ANNOTATE_HAPPENS_AFTER(&s->rd.subs); /* the list is initialised: subscribe */
 	psi_spin_acquire(&l->lock);
 	for (sub = l->head; sub; sub = sub->next) {
 		if (ops)
@@ -220,6 +224,8 @@ static size_t sub_take(struct ps_sub *sub, struct ps_sub_event *ev, size_t n)
 	uint64_t h = sub->head, t = PSI_LOAD_ACQUIRE(sub->tail);
 	size_t k = 0;
 
+	PSI_ANNOTATE_HAPPENS_AFTER(&sub->tail); /* the slots are written: sub_push() */
+
 	for (; h != t; h++) {
 		const struct ps_sub_event *e = &sub->ring[h & sub->mask];
 		struct ps_sub_event *last = k ? &ev[k - 1] : NULL;
@@ -235,6 +241,7 @@ static size_t sub_take(struct ps_sub *sub, struct ps_sub_event *ev, size_t n)
 		ev[k++] = *e;
 	}
 	/* Pairs with the producers' acquire of @head: the slots are read. */
+	PSI_ANNOTATE_HAPPENS_BEFORE(&sub->head);
 	PSI_STORE_RELEASE(sub->head, h);
 	if (h != t)
 		return k;
@@ -363,6 +370,12 @@ struct ps_sub *ps_store_subscribe(struct ps_store *store, uint64_t start, uint64
 	*sub = (struct ps_sub){ .start = start, .end = end, .ring = sub->ring, .mask = cap - 1,
 		.armed = 1, .efd = sub->efd, .store = store, .pid = getpid(), .fn = fn,
 		.arg = arg };
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&sub->tail, sizeof(sub->tail)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&sub->head, sizeof(sub->head)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&sub->overflow, sizeof(sub->overflow)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&sub->closed, sizeof(sub->closed)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&sub->armed, sizeof(sub->armed)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&sub->stop, sizeof(sub->stop)); /* atomics only */
 	/* Without the handlers a child could find a lock held for good. */
 	if (psi_unlikely(!PSI_READ_ONCE(subs_atfork_ok)) && !subs_atfork_install()) {
 		err = -ENOMEM;
@@ -378,6 +391,7 @@ struct ps_sub *ps_store_subscribe(struct ps_store *store, uint64_t start, uint64
 		l->next = subs_all;
 		subs_all = l;
 		/* Pairs with the producers' acquire: the list is initialised. */
+		PSI_ANNOTATE_HAPPENS_BEFORE(&store->rd.subs);
 		PSI_STORE_RELEASE(store->rd.subs, l);
 		l = NULL;
 	}

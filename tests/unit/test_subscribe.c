@@ -269,6 +269,7 @@ VARIANT_TEST(subscribe, flat_out_writer_against_model, .timeout = 120)
 	qsort(o->index, (size_t)o->n, sizeof(*o->index), pol_cmp);
 	ps_model_init(&o->model);
 	o->gen0 = ps_store_generation(o->s);
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&o->last_gen, sizeof(o->last_gen)); /* atomics only */
 	sub = ps_store_subscribe(o->s, WIN_START, WIN_END, 65536, oracle_event, o);
 	cr_assert_not_null(sub);
 	for (k = 0; k < o->n; k++) {
@@ -351,6 +352,9 @@ VARIANT_TEST(subscribe, cancel_while_changes_flow, .timeout = 120)
 	int closed = 0;
 	pthread_t w;
 
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&f.stop, sizeof(f.stop)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&f.events, sizeof(f.events)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&closed, sizeof(closed)); /* atomics only */
 	ps_test_spawn(&w, 1, flow_writer, &f, 0);
 	for (i = 0; i < rounds; i++) {
 		sub[0] = ps_store_subscribe(f.s, WIN_START, WIN_END, 8, flow_count, &f);
@@ -385,6 +389,7 @@ static void cancel_in_callback(struct ps_sub *sub, const struct ps_sub_event *ev
 		return;
 	c->own = ps_sub_cancel(sub);
 	c->other_ret = ps_sub_cancel(c->other);
+	PSI_ANNOTATE_HAPPENS_BEFORE(&c->calls); /* @own and @other_ret: pairs with the test */
 	__atomic_store_n(&c->calls, 1, __ATOMIC_RELEASE);
 }
 
@@ -396,12 +401,15 @@ VARIANT_TEST(subscribe, cancel_in_callback)
 	struct ps_sub *sub;
 	int closed = 0;
 
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&c.calls, sizeof(c.calls)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&closed, sizeof(closed)); /* atomics only */
 	c.other = ps_store_subscribe(s, 0, 10, 4, note_closed, &closed);
 	sub = ps_store_subscribe(s, 100, 110, 4, cancel_in_callback, &c);
 	cr_assert(sub && c.other);
 	cr_assert_eq(ps_store_set(s, 100, 101, a), 0);
 	while (!__atomic_load_n(&c.calls, __ATOMIC_ACQUIRE))
 		usleep(1000);
+	PSI_ANNOTATE_HAPPENS_AFTER(&c.calls);
 	cr_assert_eq(c.own, -EDEADLK);
 	cr_assert_eq(c.other_ret, 0);
 	cr_assert_eq(ps_store_set(s, 0, 200, a), 0);
@@ -418,6 +426,7 @@ static void destroy_ends(enum ps_sync sync, bool deferred)
 	struct ps_sub *polled, *called;
 	int closed = 0;
 
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&closed, sizeof(closed)); /* atomics only */
 	polled = ps_store_subscribe(s, 0, 100, 4, NULL, NULL);
 	called = ps_store_subscribe(s, 0, 100, 4, note_closed, &closed);
 	cr_assert(polled && called);
