@@ -26,7 +26,6 @@ Environment:
                   is named maple.so it becomes the churn reference
   NICE            the niceness to run at [0]
   POLSTORE_BENCH_BUILD  the build directory [build-release]
-  POLSTORE_BENCH_BUILD  the build directory [build-release]
 
 Run it on an otherwise idle machine where you can: other processes'
 time lands in the figures, and the points flag it (warn: cpu).
@@ -63,7 +62,7 @@ done
 benchmarks() {
 	cat <<EOF
 lookup --scenario lookup-cost --ranges 64,1000,10000,100000,1000000 --variants unsync,unsync:node,spin,spin:node,rwlock,rwlock:node,seqlock,seqlock:node,rcu,rcu:node,rcu-qsbr,rcu-qsbr:node --repeat 3 --duration 0.2 --seed 1
-write --scenario write-cost --ranges 100,10000,1000000 --repeat 3 --duration 0.1 --seed 1
+write --scenario write-cost --ranges 100,10000,1000000 --repeat 5 --duration 0.1 --seed 1
 scale --scenario shared-text,hot-policy --ranks 1,2 --variants unsync,pthread_rwlock,spin,rwlock,seqlock,rcu,rcu:node,rcu-qsbr,rcu-qsbr:node --repeat 3 --duration 0.3 --seed 1
 flatout --scenario shared-text --write-interval 0 --ranks 1 --variants seqlock,rwlock,rcu,rcu-qsbr --repeat 3 --duration 0.3 --seed 1
 oversub --scenario shared-text --sweep 1,2,16,256 --variants spin,rwlock:node,seqlock:node,rcu:node,rcu-qsbr:node --duration 0.3 --seed 1
