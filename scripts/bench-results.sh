@@ -64,7 +64,7 @@ benchmarks() {
 lookup --scenario lookup-cost --ranges 64,1000,10000,100000,1000000 --variants unsync,unsync:node,spin,spin:node,rwlock,rwlock:node,seqlock,seqlock:node,rcu,rcu:node,rcu-qsbr,rcu-qsbr:node --repeat 3 --duration 0.2 --seed 1
 write --scenario write-cost --ranges 100,10000,1000000 --repeat 5 --duration 0.1 --seed 1
 scale --scenario shared-text,hot-policy --ranks 1,2 --variants unsync,pthread_rwlock,spin,rwlock,seqlock,rcu,rcu:node,rcu-qsbr,rcu-qsbr:node --repeat 3 --duration 0.3 --seed 1
-flatout --scenario shared-text --write-interval 0 --ranks 1 --variants seqlock,rwlock,rcu,rcu-qsbr --repeat 3 --duration 0.3 --seed 1
+flatout --scenario shared-text --write-interval 0 --ranks 1 --variants spin,rwlock,seqlock,rcu,rcu-qsbr --repeat 3 --duration 0.3 --seed 1
 oversub --scenario shared-text --sweep 1,2,16,256 --variants spin,rwlock:node,seqlock:node,rcu:node,rcu-qsbr:node --duration 0.3 --seed 1
 churn --scenario churn --ranges 64,100000 $peers --reference $reference --repeat 3 --duration 0.5 --seed 1
 faults --scenario uffd-fault --ranks 1,2 --pages 4096 --repeat 3 --duration 0.3 --seed 1
