@@ -250,13 +250,17 @@ sub gen_write {
 				my $p = pt($r, variant => $v, ranges => $n, kind => $k);
 				push @c, $p ? ratio($p->{cost_ratio}) . flag($p) : '-';
 			}
+			my $c = pt($r, variant => 'rcu', ranges => $n, kind => $k);
+			push @c, $c && defined $c->{copied_mean} ? sprintf('%.2f', $c->{copied_mean}) : '-';
 			push @rows, \@c;
 		}
 	}
-	return source('write') . table(['ranges', 'set', 'unsynchronised', @variants], @rows) .
+	return source('write') . table(['ranges', 'set', 'unsynchronised', @variants,
+		'rcu: nodes copied'], @rows) .
 		"\nOne thread, no reader: median ns of the unsynchronised in-place set, and each variant's set as\n" .
 		"x that.  `replace` gives a range a new policy, `split` cuts one in two, `remove` clears one,\n" .
-		"`span16` replaces 16 ranges with one.\n" . footnote();
+		"`span16` replaces 16 ranges with one.  `rcu: nodes copied`: the read index's nodes an RCU set\n" .
+		"copied, on average (a count, which the load does not disturb).\n" . footnote();
 }
 
 sub gen_scale {
