@@ -523,6 +523,8 @@ set style data histogram
 set style histogram cluster gap 1
 set style fill solid 0.8
 set xtics rotate by -40
+set rmargin 12
+set key outside top right
 set ylabel 'x maple'
 set grid y
 EOF
