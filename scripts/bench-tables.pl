@@ -9,12 +9,21 @@
 # Each table sits between "<!-- generated: NAME -->" and "<!-- end -->" in
 # the Markdown files; everything between them is this script's.  Every
 # table begins with the line naming its result file, the commit, the
-# machine and the command.
+# machine and the command, and ends with the spread of its repetitions.
+# A figure quoted in prose sits between "<!-- figure: NAME -->" and
+# "<!-- /figure -->" on one line, and is this script's too.
+#
+# Every other figure of a measured kind (a time in ns or us, a ratio such
+# as 1.2x, a size in B) in README.md, BENCHMARKS.md and docs/*.md must
+# stand in a paragraph that names the commit it was measured at
+# (docs/benchmark-history.md, the record of earlier runs, does so
+# throughout): --check fails on one that does not.
 #
 # Usage: scripts/bench-tables.pl [--check] [--plots] [--root DIR]
-#   (none)    rewrite the generated tables in place
-#   --check   change nothing; exit 1 naming each table that differs from
-#             what the result files give (CI: the docs label)
+#   (none)    rewrite the generated tables and figures in place
+#   --check   change nothing; exit 1 naming each table or figure that
+#             differs from what the result files give, and each figure in
+#             prose that names no commit (CI: the docs label)
 #   --plots   also draw bench/results/*.svg with gnuplot (the .dat and .gp
 #             files stay beside them)
 use strict;
@@ -35,7 +44,8 @@ unless (defined $root) {
 }
 chdir $root or die "bench-tables.pl: $root: $!\n";
 my $results = 'bench/results';
-my @files = ('BENCHMARKS.md', 'README.md');
+my @files = ('BENCHMARKS.md', 'README.md', sort glob('docs/*.md'));
+my $history = 'docs/benchmark-history.md';
 
 # ---- reading the result files ------------------------------------------------------------
 
@@ -164,6 +174,32 @@ Commands: `scripts/bench-results.sh --list`.
 	return $s;
 }
 
+# How far apart the repetitions of the table's points lay: @r holds
+# [slowest over fastest, the point's name] per point.
+sub spread {
+	my ($what, @r) = @_;
+	@r = sort { $a->[0] <=> $b->[0] } grep { defined $_->[0] && $_->[0] >= 1 } @r;
+	return '' unless @r;
+	my $w = $r[-1];
+	return sprintf("\nSpread: %s; over the table's %d points, %s at the median point, %s at the " .
+		"widest (%s).\n", $what, scalar @r, ratio($r[$#r / 2][0]), ratio($w->[0]), $w->[1]);
+}
+
+# The slowest over the fastest repetition of a point, from its extremes.
+sub rep_ratio {
+	my ($p, $lo, $hi, $inverse) = @_;
+	my ($a, $b) = ($p->{$lo}, $p->{$hi});
+	return undef unless defined $a && defined $b && $a > 0 && $b > 0;
+	return $inverse ? $a / $b : $b / $a;
+}
+
+sub reps {
+	my ($r) = @_;
+	my %n;
+	$n{$_->{reps}} = 1 for grep { $_->{reps} } @{$r->{points}};
+	return join(' or ', sort { $a <=> $b } keys %n) || '?';
+}
+
 sub footnote {
 	return '' unless %seen_warn;
 	my $s = "\n`!`: polstore-stress flagged the point (" .
@@ -184,12 +220,13 @@ sub gen_variants {
 	my $sc = run('scale');
 	my $fo = run('flatout');
 	my $me = run('memory');
-	my @rows;
+	my (@rows, @sp);
 	for my $v (@variants) {
 		my @c = ("`$v`");
 		for my $n (64, 100000, 1000000) {
 			my $p = pt($lk, variant => "$v:node", ranges => $n);
 			push @c, $p ? ns($p->{lookup_ns}) . ', ' . ratio($p->{cost_ratio}) . flag($p) : '-';
+			push @sp, [rep_ratio($p, 'lookup_ns', 'lookup_ns_max'), "`$v`, " . pow10($n)] if $p;
 		}
 		my $w = pt($wr, variant => $v, ranges => 10000, kind => 'split');
 		push @c, $w ? ratio($w->{cost_ratio}) . flag($w) : '-';
@@ -208,7 +245,9 @@ sub gen_variants {
 		"\nLookups: `ps_store_lookup_node()`, ns (the fastest repetition, the least disturbed)\n" .
 		"and x the bare red-black walk of the same form (`unsync:node`);\n" .
 		"a set: x the unsynchronised set; cpueff: lookups per CPU-second over the 1-rank bare walk's;\n" .
-		"small store: 1 to 16 ranges, 100 ms after 100 sets each.\n" . footnote();
+		"small store: 1 to 16 ranges, 100 ms after 100 sets each.\n" .
+		spread('the slowest of a lookup\'s ' . reps($lk) . ' repetitions over its fastest', @sp) .
+		footnote();
 }
 
 # ns per lookup against ranges: the walk, each variant's counted and node forms.
@@ -217,7 +256,7 @@ sub gen_lookup {
 	my %n;
 	$n{$_->{ranges}} = 1 for @{$r->{points}};
 	my @sizes = sort { $a <=> $b } keys %n;
-	my @rows;
+	my (@rows, @sp);
 	for my $form ('', ':node') {
 		for my $n (@sizes) {
 			my $base = pt($r, variant => "unsync$form", ranges => $n);
@@ -226,6 +265,8 @@ sub gen_lookup {
 			for my $v (@variants) {
 				my $p = pt($r, variant => "$v$form", ranges => $n);
 				push @c, $p ? ns($p->{lookup_ns}) . ', ' . ratio($p->{cost_ratio}) . flag($p) : '-';
+				push @sp, [rep_ratio($p, 'lookup_ns', 'lookup_ns_max'),
+					"`$v$form`, " . pow10($n)] if $p;
 			}
 			push @rows, \@c;
 		}
@@ -234,20 +275,25 @@ sub gen_lookup {
 		"\nThe fastest repetition (the least disturbed; `lookup_ns_median` and `lookup_ns_max` in the result\n" .
 		"file give the spread), ns per lookup (the loop's own cost subtracted) and x the bare walk of\n" .
 		"the same form in the same run: `counted` is `ps_store_lookup()` + `ps_policy_put()` against a\n" .
-		"walk with an atomic get and put, `node` is `ps_store_lookup_node()` against the bare walk.\n" . footnote();
+		"walk with an atomic get and put, `node` is `ps_store_lookup_node()` against the bare walk.\n" .
+		spread('the slowest of a point\'s ' . reps($r) . ' repetitions over its fastest', @sp) .
+		footnote();
 }
 
 sub gen_write {
 	my $r = run('write');
 	my %n;
 	$n{$_->{ranges}} = 1 for @{$r->{points}};
-	my @rows;
+	my (@rows, @sp);
 	for my $n (sort { $a <=> $b } keys %n) {
 		for my $k (qw(replace split remove span16)) {
 			my $b = pt($r, variant => 'unsync', ranges => $n, kind => $k) or next;
 			my @c = (pow10($n), $k, ns($b->{set_ns}) . flag($b));
-			for my $v (@variants) {
+			for my $v ('unsync', @variants) {
 				my $p = pt($r, variant => $v, ranges => $n, kind => $k);
+				push @sp, [rep_ratio($p, 'set_ns_min', 'set_ns_max'),
+					"`$v`, $k, " . pow10($n)] if $p;
+				next if $v eq 'unsync';
 				push @c, $p ? ratio($p->{cost_ratio}) . flag($p) : '-';
 			}
 			my $c = pt($r, variant => 'rcu', ranges => $n, kind => $k);
@@ -260,15 +306,18 @@ sub gen_write {
 		"\nOne thread, no reader: median ns of the unsynchronised in-place set, and each variant's set as\n" .
 		"x that.  `replace` gives a range a new policy, `split` cuts one in two, `remove` clears one,\n" .
 		"`span16` replaces 16 ranges with one.  `rcu: nodes copied`: the read index's nodes an RCU set\n" .
-		"copied, on average (a count, which the load does not disturb).\n" . footnote();
+		"copied, on average (a count, which the load does not disturb).\n" .
+		spread('the slowest of a set\'s ' . reps($r) . ' repetitions over its fastest', @sp) .
+		footnote();
 }
 
 sub gen_scale {
 	my $r = run('scale');
-	my @rows;
+	my (@rows, @sp);
 	for my $sc ('shared-text', 'hot-policy') {
 		for my $p (pts($r, scenario => $sc, ranks => 2)) {
 			next if $p->{variant} =~ /^unsync/;
+			push @sp, [rep_ratio($p, 'ops_per_sec_min', 'ops_per_sec_max'), "$sc, `$p->{variant}`"];
 			push @rows, [$sc, "`$p->{variant}`", num($p->{efficiency}) . flag($p),
 				num($p->{cpu_efficiency}) . flag($p), ns($p->{p99_ns}),
 				ns($p->{writer_max_wait_ns}), num($p->{writer_ops_per_sec})];
@@ -278,19 +327,23 @@ sub gen_scale {
 		'longest set', 'sets/s'], @rows) .
 		"\n2 reader ranks and a writer setting every 1 ms; efficiency: throughput over 2 x the 1-rank\n" .
 		"baseline's; cpueff: the same per CPU-second the ranks got.  shared-text: each rank looks up\n" .
-		"random pages of 64 ranges; hot-policy: all look up one page.\n" . footnote();
+		"random pages of 64 ranges; hot-policy: all look up one page.\n" .
+		spread('the fastest of a point\'s ' . reps($r) . ' repetitions\' throughput over its slowest', @sp) .
+		footnote();
 }
 
 sub gen_flatout {
 	my $r = run('flatout');
-	my @rows;
+	my (@rows, @sp);
 	for my $p (pts($r, ranks => 1)) {
 		next if $p->{variant} =~ /^unsync/;
+		push @sp, [rep_ratio($p, 'ops_per_sec_min', 'ops_per_sec_max'), "`$p->{variant}`"];
 		push @rows, ["`$p->{variant}`", num($p->{cpu_efficiency}) . flag($p),
 			rate($p->{writer_ops_per_sec}) . flag($p), ns($p->{writer_max_wait_ns})];
 	}
 	return source('flatout') . table(['variant', 'reader cpueff', 'writer sets/s', 'longest set'],
-		@rows) . footnote();
+		@rows) . spread('the fastest of the reader\'s ' . reps($r) .
+		' repetitions\' throughput over its slowest', @sp) . footnote();
 }
 
 sub gen_oversub {
@@ -332,7 +385,7 @@ sub gen_churn {
 		push @rowkeys, $k unless $rk{$k}++;
 	}
 	my $ref = $r->{points}[0]{reference} || '?';
-	my @rows;
+	my (@rows, @sp);
 	for my $size (sort { $a <=> $b } keys %n) {
 		for my $k (@rowkeys) {
 			my ($rd, $wr) = split /:/, $k;
@@ -340,6 +393,8 @@ sub gen_churn {
 			my @c = (pow10($size), churn_row($first));
 			for my $map (@maps) {
 				my $p = pt($r, ranges => $size, ranks => $rd, writers => $wr, variant => $map);
+				push @sp, [rep_ratio($p, 'ops_per_sec_min', 'ops_per_sec_max'),
+					"`$map`, " . pow10($size) . ', ' . churn_row($p)] if $p && $rd;
 				my @x;
 				push @x, rate($p->{ops_per_sec}) . ' (' . ratio($p->{reader_ratio}) . ')'
 					if $p && $rd;
@@ -352,13 +407,17 @@ sub gen_churn {
 	}
 	return source('churn') . table(['ranges', 'row', map { "`$_`" } @maps], @rows) .
 		"\nLookups per second of all readers, `w`: the writer's operations per second (remove a range,\n" .
-		"insert one), each x `$ref`'s in the same row.\n" . footnote();
+		"insert one), each x `$ref`'s in the same row.\n" .
+		spread('the fastest of the readers\' ' . reps($r) . ' repetitions over their slowest', @sp) .
+		footnote();
 }
 
 sub gen_faults {
 	my $r = run('faults');
-	my @rows;
+	my (@rows, @sp);
 	for my $p (@{$r->{points}}) {
+		push @sp, [rep_ratio($p, 'ops_per_sec_min', 'ops_per_sec_max'),
+			"`$p->{variant}`, $p->{ranks} rank" . ($p->{ranks} > 1 ? 's' : '')];
 		push @rows, ["`$p->{variant}`", $p->{ranks}, rate($p->{ops_per_sec}) . flag($p),
 			defined $p->{fixed_ratio} ? ratio($p->{fixed_ratio}) : '-',
 			defined $p->{lookup_ns} ? ns($p->{lookup_ns}) : '-',
@@ -369,7 +428,9 @@ sub gen_faults {
 	return source('faults') . table(['plane', 'ranks', 'faults/s', 'x fixed', 'lookup',
 		'lookup share', 'fault p50', 'fault p99'], @rows) .
 		"\n`fixed`: the fault plane with no lookup (every page to one node); the others look the page\n" .
-		"up in a store of that variant while a writer sets.\n" . footnote();
+		"up in a store of that variant while a writer sets.\n" .
+		spread('the fastest of a point\'s ' . reps($r) . ' repetitions over its slowest', @sp) .
+		footnote();
 }
 
 sub gen_memory {
@@ -389,6 +450,33 @@ sub gen_memory {
 		"\nHeap per store of 10^4 stores of 1 to 16 ranges (many-stores), and bytes the library\n" .
 		"allocated per range of one store of 10^6 ranges filled in order (lookup-cost).\n" . footnote();
 }
+
+# ---- the figures quoted in prose ---------------------------------------------------------
+
+sub commit_of {
+	my ($name) = @_;
+	return 'commit `' . run($name)->{header}{commit} . '`';
+}
+
+# The node lookup at 64 ranges, from the cheapest variant to the dearest.
+sub fig_lookup64 {
+	my $r = run('lookup');
+	my @v = sort { $a <=> $b } map { $_->{lookup_ns} }
+		grep { $_ } map { pt($r, variant => "$_:node", ranges => 64) } @variants;
+	return sprintf('%s-%s at 64 ranges (%s)', ns($v[0]) =~ s/ ns$//r, ns($v[-1]), commit_of('lookup'));
+}
+
+# What the read index adds to a range of a store filled in order: the
+# RCU stores' bytes a range over SPIN's.
+sub fig_index_bytes {
+	my $r = run('lookup');
+	my $base = pt($r, variant => 'spin', ranges => 1000000) or return '?';
+	my @v = sort { $a <=> $b } map { $_->{bytes_per_range} - $base->{bytes_per_range} }
+		grep { $_ } map { pt($r, variant => $_, ranges => 1000000) } qw(rcu rcu-qsbr);
+	return sprintf('%.0f-%.0f bytes', $v[0], $v[-1]);
+}
+
+my %fig = ('lookup-64' => \&fig_lookup64, 'index-bytes' => \&fig_index_bytes);
 
 my %gen = (
 	variants => \&gen_variants, lookup => \&gen_lookup, write => \&gen_write,
@@ -533,6 +621,38 @@ EOF
 
 # ---- the Markdown files ------------------------------------------------------------------
 
+# A figure of a measured kind in prose: a time, a ratio, a size in bytes.
+my $measured = qr{(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?(?:\s?(?:ns|us)\b|x\b|\sB\b)};
+
+# Print each figure of $text outside the generated tables and figures, and
+# outside code, whose paragraph names no commit; return how many.
+sub unnamed_figures {
+	my ($f, $text) = @_;
+	return 0 if $f eq $history;
+	# Blank what is not prose, keeping the line numbers.
+	my $blank = sub { $_[0] =~ s/[^\n]//gr };
+	$text =~ s{(<!-- generated: [\w-]+ -->\n.*?<!-- end -->)}{$blank->($1)}gse;
+	$text =~ s{<!-- figure: [\w-]+ -->[^\n]*?<!-- /figure -->}{}g;
+	$text =~ s{(^```.*?^```)}{$blank->($1)}gsme;
+	$text =~ s{`[^`\n]*`}{ my $c = $&; $c =~ /^`[0-9a-f]{7,}`$/ ? $c : '``' }ge;
+	my ($n, $line) = (0, 1);
+	for my $para (split /(\n\s*\n)/, $text) {
+		if ($para =~ /\S/ && $para !~ /\bcommits?\s+`?[0-9a-f]{7,}/) {
+			my $l = $line;
+			for my $s (split /\n/, $para, -1) {
+				while ($s =~ /$measured/g) {
+					print STDERR "bench-tables.pl: $f:$l: \"$&\" is no result file's and names " .
+						"no commit: generate it (<!-- figure: NAME -->) or name its commit\n";
+					$n++;
+				}
+				$l++;
+			}
+		}
+		$line += ($para =~ tr/\n//);
+	}
+	return $n;
+}
+
 my $bad = 0;
 for my $f (@files) {
 	open my $fh, '<', $f or die "bench-tables.pl: $f: $!\n";
@@ -544,13 +664,20 @@ for my $f (@files) {
 		die "bench-tables.pl: $f: no table named $name\n" unless $gen{$name};
 		$open . $gen{$name}->() . $close
 	}gse;
+	$new =~ s{(<!-- figure: ([\w-]+) -->)([^\n]*?)(<!-- /figure -->)}{
+		my ($open, $name, $close) = ($1, $2, $4);
+		die "bench-tables.pl: $f: no figure named $name\n" unless $fig{$name};
+		$open . $fig{$name}->() . $close
+	}ge;
+	$bad = 1 if $check && unnamed_figures($f, $old);
 	next if $new eq $old;
 	if ($check) {
-		my @o = $old =~ /<!-- generated: ([\w-]+) -->\n(.*?)<!-- end -->/gs;
-		my @n = $new =~ /<!-- generated: ([\w-]+) -->\n(.*?)<!-- end -->/gs;
+		my @o = $old =~ /<!-- (?:generated|figure): ([\w-]+) -->\n?(.*?)<!-- (?:end|\/figure) -->/gs;
+		my @n = $new =~ /<!-- (?:generated|figure): ([\w-]+) -->\n?(.*?)<!-- (?:end|\/figure) -->/gs;
 		for (my $i = 0; $i < @o; $i += 2) {
 			next if $o[$i + 1] eq $n[$i + 1];
-			print STDERR "bench-tables.pl: $f: the table \"$o[$i]\" differs from what " .
+			my $what = $o[$i + 1] =~ /\n/ ? 'table' : 'figure';
+			print STDERR "bench-tables.pl: $f: the $what \"$o[$i]\" differs from what " .
 				"bench/results/ gives (scripts/bench-tables.pl rewrites it)\n";
 		}
 		$bad = 1;

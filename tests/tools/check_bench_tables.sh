@@ -1,10 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# The benchmark tables of BENCHMARKS.md and README.md are what
+# The benchmark tables of BENCHMARKS.md and README.md, and the figures
+# quoted in their prose and in docs/*.md, are what
 # scripts/bench-tables.pl makes of the result files in bench/results/,
-# and each names the commit its results come from.  Then, on a copy of
-# the tree, the check must catch a table edited by hand, a result file
-# changed under its table, and a result file that names no commit.
+# each table names the commit its results come from, and no other
+# measured figure stands in a paragraph that names no commit.  Then, on a
+# copy of the tree, the check must catch a table or a quoted figure
+# edited by hand, a figure typed into prose, a result file changed under
+# its table, and a result file that names no commit.
 # Usage: check_bench_tables.sh SOURCE_DIR
 set -eu
 src=$1
@@ -26,8 +29,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 copy() {
 	rm -rf "$tmp/t"
-	mkdir -p "$tmp/t/scripts" "$tmp/t/bench"
+	mkdir -p "$tmp/t/scripts" "$tmp/t/bench" "$tmp/t/docs"
 	cp "$src/BENCHMARKS.md" "$src/README.md" "$tmp/t/"
+	cp "$src"/docs/*.md "$tmp/t/docs/"
 	cp "$src/scripts/bench-tables.pl" "$tmp/t/scripts/"
 	cp -r "$src/bench/results" "$tmp/t/bench/"
 }
@@ -40,6 +44,29 @@ if perl "$tmp/t/scripts/bench-tables.pl" --check --root "$tmp/t" 2>"$tmp/err"; t
 	fail "a table edited by hand passed the check"
 fi
 grep -q 'the table "lookup" differs' "$tmp/err" || fail "the message names no table: $(cat "$tmp/err")"
+# A figure quoted in prose, edited by hand.
+copy
+grep -q '<!-- figure: lookup-64 -->' "$tmp/t/docs/uffd.md" || fail "docs/uffd.md quotes no lookup-64 figure"
+sed -i 's/\(<!-- figure: lookup-64 -->[0-9.]*\)-[0-9.]*/\1-99.9/' "$tmp/t/docs/uffd.md"
+cmp -s "$src/docs/uffd.md" "$tmp/t/docs/uffd.md" && fail "the test's edit of a figure did nothing"
+if perl "$tmp/t/scripts/bench-tables.pl" --check --root "$tmp/t" 2>"$tmp/err"; then
+	fail "a quoted figure edited by hand passed the check"
+fi
+grep -q 'docs/uffd.md: the figure "lookup-64" differs' "$tmp/err" ||
+	fail "the message names no figure: $(cat "$tmp/err")"
+# A figure typed into prose, with no commit, and the same naming one.
+copy
+printf '\nA lookup costs 12.5 ns, 0.42x the walk.\n' >>"$tmp/t/README.md"
+if perl "$tmp/t/scripts/bench-tables.pl" --check --root "$tmp/t" 2>"$tmp/err"; then
+	fail "a figure typed into README.md passed the check"
+fi
+grep -q 'README.md:[0-9]*: "12.5 ns" is no result file' "$tmp/err" ||
+	fail "the message names no typed figure: $(cat "$tmp/err")"
+grep -q '"0.42x" is no result file' "$tmp/err" || fail "a typed ratio passed: $(cat "$tmp/err")"
+copy
+printf '\nAt commit `abcdef0` a lookup cost 12.5 ns on a quiet machine.\n' >>"$tmp/t/docs/store.md"
+perl "$tmp/t/scripts/bench-tables.pl" --check --root "$tmp/t" ||
+	fail "a figure in a paragraph naming its commit failed the check"
 # A result file rerun under its table: another commit in its header.
 copy
 sed -i '1s/"commit":"[^"]*"/"commit":"0000000"/' "$tmp/t/bench/results/lookup.jsonl"
