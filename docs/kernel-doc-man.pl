@@ -19,9 +19,10 @@
 # fault plane; scripts/check-man.sh checks the pages against nm -D).
 # Section 3polstore keeps the pages beside the system's without a clash of
 # names (man ps_store_set, man 3 ps_store_set).
-# --docdir DIR: where the guides are installed (/usr/share/doc/libpolstore-dev
-# by default); a comment's docs/NAME.md reads DIR/NAME.md in the pages, and
-# polstore.7.in's @DOCDIR@ becomes DIR.
+# --docdir DIR: where the documentation is installed, laid out as in the
+# sources (/usr/share/doc/libpolstore-dev by default); a comment's
+# docs/NAME.md reads DIR/docs/NAME.md in the pages, and polstore.7.in's
+# @DOCDIR@ becomes DIR.
 #
 # Usage: kernel-doc-man.pl --out DIR --version V --date YYYY-MM-DD
 #                          [--template polstore.7.in] [--docdir DIR]
@@ -300,7 +301,7 @@ sub roff {
 my $docdir_roff = $docdir =~ s/-/\\-/gr;
 sub installed_docs {
 	my ($s) = @_;
-	$s =~ s{(^|[^\w/.]|\\fB)docs/([\w-]+\.md)}{$1$docdir_roff/$2}g;
+	$s =~ s{(^|[^\w/.]|\\fB)docs/([\w-]+\.md)}{$1$docdir_roff/docs/$2}g;
 	return $s;
 }
 

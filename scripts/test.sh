@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Usage: scripts/test.sh [--quick | --help]
 #
-# With no option, the whole suite (what CI runs, about 25 minutes on 2
-# cores): install dependencies, then build and test polstore in four
+# With no option, the whole suite (what CI runs, about 24 minutes on 2
+# idle cores): install dependencies, then build and test polstore in four
 # configurations:
 #   build-test   Debug, invariant checks after every set, lock_stat on,
 #                thread-checker annotations (POLSTORE_ANNOTATE),
@@ -21,8 +21,9 @@
 # on 2 cores.
 # POLSTORE_TEST_CONFIGS="test asan" runs a subset of the configurations.
 #
-# --quick: the short tier to run before a commit (a few minutes on 2
-# cores, the build included): install dependencies, then one build,
+# --quick: the short tier to run before a commit (about 4 minutes on 2
+# idle cores, the build included; 16 on cores shared with other builds):
+# install dependencies, then one build,
 #   build-quick  Debug, AddressSanitizer + UndefinedBehaviorSanitizer,
 #                invariant checks after every set, -Werror, no stress
 #                program and no examples; label unit (every Criterion suite)

@@ -2,10 +2,12 @@
 /*
  * Grace periods and memory in flight of the library's reclaim threads
  * (src/locks/rcu_reclaim.h), read around a measured interval: every
- * flavour's summed, since a point runs one variant at a time.
+ * flavour's summed, since a point runs one variant at a time; and the
+ * bound on them past which an RCU set waits (cow_bound.h).
  */
 #include <stdbool.h>
 
+#include "cow_bound.h"
 #include "rcu_flavour.h"
 #include "rcu_reclaim.h"
 #include "stress.h"
@@ -42,4 +44,9 @@ void stress_gp_read(const struct stress_gp_mark *m, double *gp_per_sec, double *
 	*gp_per_sec = (double)(gps - m->grace_periods) /
 		      ((double)(stress_now_ns() - m->t_ns) / 1e9);
 	*peak_bytes = (double)peak;
+}
+
+size_t stress_gp_bound(void)
+{
+	return PSI_COW_PENDING_MAX;
 }

@@ -181,7 +181,11 @@ void stress_usage(FILE *out)
 			"                       CPU time they could use; events=N: a ratio's\n"
 			"                       reference counted under N events; slack=F:\n"
 			"                       uffd-fault's x fixed above 1 + F or below\n"
-			"                       1 - lookup share - F [cpu=%g,events=%g,slack=%g]\n",
+			"                       1 - lookup share - F; inflight=BYTES: churn's\n"
+			"                       reclaim threads held over BYTES waiting for a\n"
+			"                       grace period with a writer running (flag bound)\n"
+			"                       [cpu=%g,events=%g,slack=%g,inflight=the RCU\n"
+			"                       stores' bound, 32 MiB]\n",
 			STRESS_WARN_CPU_SHARE, (double)STRESS_WARN_MIN_EVENTS, STRESS_WARN_SLACK);
 	fprintf(out, "  --quiet              no progress lines on stderr\n"
 		     "  --help               this text\n"
@@ -493,7 +497,7 @@ static void set_plot(const char *o, const char *v)
 	stress_opts.plot = v;
 }
 
-/* --warn cpu=SHARE,events=N,slack=F: any of the three, the others keep their value. */
+/* --warn cpu=SHARE,events=N,slack=F,inflight=BYTES: any of them, the others keep their value. */
 static void set_warn(const char *o, const char *v)
 {
 	char buf[256], *tok, *save, *end;
@@ -515,6 +519,8 @@ static void set_warn(const char *o, const char *v)
 			stress_opts.warn_events = x;
 		else if (!strcmp(tok, "slack"))
 			stress_opts.warn_slack = x;
+		else if (!strcmp(tok, "inflight"))
+			stress_opts.warn_inflight = x;
 		else
 			bad(o, tok);
 	}
@@ -609,6 +615,7 @@ static void defaults(void)
 	stress_opts.warn_cpu = STRESS_WARN_CPU_SHARE;
 	stress_opts.warn_events = STRESS_WARN_MIN_EVENTS;
 	stress_opts.warn_slack = STRESS_WARN_SLACK;
+	stress_opts.warn_inflight = NAN;
 }
 
 /* Options that do not combine, and --check's own limits. */

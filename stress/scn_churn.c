@@ -753,6 +753,13 @@ static void run_size(uint64_t n, const struct row *rows, int nrows)
 			if (!churn_maps[m].path) {
 				p->gp_per_sec = x[mid].gp_per_sec;
 				p->inflight_peak_bytes = x[mid].inflight_peak;
+				/*
+				 * Past the bound an RCU set waits for a grace period:
+				 * in any repetition, the writer's figures measure it.
+				 */
+				for (i = 0; i < reps && rows[r].writers; i++)
+					if (x[i].inflight_peak > stress_opts.warn_inflight)
+						p->warn |= STRESS_WARN_BOUND;
 			}
 			if (!strcmp(churn_maps[m].ops->name, churn_reference))
 				ref = p;
@@ -781,6 +788,8 @@ void stress_run_churn(void)
 	struct row rows[2 * STRESS_MAX_LIST + 1];
 	int nrows = 0, k, w;
 
+	if (isnan(stress_opts.warn_inflight))
+		stress_opts.warn_inflight = (double)stress_gp_bound();
 	churn_select_maps();
 	for (w = 0; w < 2; w++)
 		for (k = 0; k < stress_opts.nranks; k++)

@@ -380,7 +380,7 @@ void stress_warn_explained(struct stress_point *p, double ratio, double share)
 		p->warn |= STRESS_WARN_NOISE;
 }
 
-static const char *const warn_name[] = {"cpu", "ref", "noise"};
+static const char *const warn_name[] = {"cpu", "ref", "noise", "bound"};
 #define NWARN (sizeof(warn_name) / sizeof(warn_name[0]))
 
 const char *stress_warn_names(unsigned warn, char *buf, size_t n)
@@ -417,8 +417,16 @@ void stress_warn_footnote(unsigned seen)
 		       "work it includes);\n",
 				1 + stress_opts.warn_slack, stress_opts.warn_slack,
 				1 - stress_opts.warn_slack);
-	printf("   limits: --warn cpu=%g,events=%g,slack=%g)\n", stress_opts.warn_cpu,
+	if (seen & STRESS_WARN_BOUND)
+		printf("   bound: the reclaim threads held over %.0f bytes waiting for a grace period\n"
+		       "   beside the writer, past which an RCU set waits for one itself: the\n"
+		       "   writer was throttled, and its sets/s measure the wait;\n",
+				stress_opts.warn_inflight);
+	printf("   limits: --warn cpu=%g,events=%g,slack=%g", stress_opts.warn_cpu,
 			stress_opts.warn_events, stress_opts.warn_slack);
+	if (!isnan(stress_opts.warn_inflight))
+		printf(",inflight=%.0f", stress_opts.warn_inflight);
+	printf(")\n");
 }
 
 void stress_fmt_ns(char *buf, size_t n, double ns)

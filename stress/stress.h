@@ -73,8 +73,11 @@ struct stress_opts {
 	double limits[STRESS_MAX_LIST];
 	int nlimits;
 	int resolvers; /* uffd-fault's resolver threads; 0: one per node, -1: as many as ranks */
-	/* --warn: the limits below which a point is flagged (STRESS_WARN_* by default) */
-	double warn_cpu, warn_events, warn_slack;
+	/*
+	 * --warn: the limits below which a point is flagged (STRESS_WARN_* by
+	 * default); warn_inflight NaN: stress_gp_bound(), churn resolves it.
+	 */
+	double warn_cpu, warn_events, warn_slack, warn_inflight;
 };
 
 /*
@@ -214,6 +217,10 @@ void stress_point_init(
  *          bare set's work and more, below 1 - STRESS_WARN_SLACK of it.
  *          write-cost flags cpu when over 1 % of a kind's sets were slow
  *          (preempted).
+ *   bound  churn: the reclaim threads held more than the in-flight bound (the
+ *          RCU stores' PSI_COW_PENDING_MAX, 32 MiB; stress_gp_bound()) waiting
+ *          for a grace period in a repetition with a writer, past which an RCU
+ *          set waits for a grace period itself: the writer was throttled.
  */
 #define STRESS_WARN_CPU_SHARE 0.5
 #define STRESS_WARN_MIN_EVENTS 100
@@ -222,6 +229,7 @@ enum {
 	STRESS_WARN_CPU = 1u << 0,
 	STRESS_WARN_REF = 1u << 1,
 	STRESS_WARN_NOISE = 1u << 2,
+	STRESS_WARN_BOUND = 1u << 3,
 };
 
 /* @cpu_s of CPU time over (@wall_s x min(@threads, CPUs online)); NaN if unknown. */
@@ -265,6 +273,8 @@ struct stress_gp_mark {
 };
 void stress_gp_mark(struct stress_gp_mark *m);
 void stress_gp_read(const struct stress_gp_mark *m, double *gp_per_sec, double *peak_bytes);
+/* The bytes in flight past which an RCU set waits for a grace period (32 MiB). */
+size_t stress_gp_bound(void);
 
 extern struct stress_opts stress_opts;
 extern double stress_ns_per_tick;

@@ -6,7 +6,7 @@
  * policy in no store (the atomic count), three times, interleaved.  Prints
  * thread-CPU nanoseconds per pair and the CPU the threads got (2 s when
  * they ran side by side the whole time: only then is the line shared).
- * The measurement behind BENCHMARKS.md's "Two threads, one policy"; not
+ * The measurement behind docs/benchmark-history.md's "Two threads, one policy"; not
  * built by CMake:
  *
  *   cc -O2 -Iinclude -Ibuild-rel/include bench/programs/refcount-pair.c \

@@ -20,7 +20,7 @@
  * at once for a barrier.  The bound on memory in flight: about
  * PSI_RECLAIM_BATCH_BYTES, plus what writers retire during one grace
  * period; a grace period that does not end is bounded by the caller
- * (sync_cow-impl.h, PSI_COW_PENDING_MAX).  docs/internals.md has the figures.
+ * (cow_bound.h, PSI_COW_PENDING_MAX).  docs/internals.md has the figures.
  *
  * A writer that keeps what it retired itself (the RCU stores) polls
  * instead of queueing: it notes the grace period that frees what it

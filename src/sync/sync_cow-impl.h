@@ -88,6 +88,7 @@
 #include <string.h>
 
 #include "annotate.h"
+#include "cow_bound.h"
 #include "ixpool.h"
 #include "rangeindex.h"
 #include "rcu_reclaim.h"
@@ -122,12 +123,6 @@ static inline void psi_cow_synchronize(void)
 #define PSI_COW_CHECKER_ROOT() false
 #endif
 
-/*
- * Retired bytes waiting for grace periods past which a set that may wait
- * waits for one itself: the bound while a grace period does not end (a
- * QSBR thread online without quiescent states).  32 MiB.
- */
-#define PSI_COW_PENDING_MAX (((size_t)1 << 18) * 2 * sizeof(struct ps_range))
 /* How long the sweep finds the writer lock held at every look before it stops. */
 #define PSI_COW_SWEEP_BUSY_NS 1000000000L
 /* Spare ranges a store keeps between updates. */

@@ -86,6 +86,13 @@ exdir=$prefix/share/doc/libpolstore-dev/examples
 for f in "$srcdir"/examples/*.c "$srcdir/examples/CMakeLists.txt" "$srcdir/examples/examples.cmake"; do
 	[ -f "$exdir/$(basename "$f")" ] || die "examples: $(basename "$f") not installed in $exdir"
 done
+# The documentation, laid out as in the sources: README, the benchmark
+# page and every guide (the manual pages cite them by that path).
+docdir=$prefix/share/doc/libpolstore-dev
+for f in README.md BENCHMARKS.md "$srcdir"/docs/*.md; do
+	f=${f#"$srcdir/"}
+	[ -f "$docdir/$f" ] || die "documentation: $f not installed in $docdir"
+done
 if [ -d "$builddir/docs/man" ]; then
 	for f in man7/polstore.7 man3/ps_store_set.3polstore man3/polstore-store.3polstore; do
 		[ -f "$prefix/share/man/$f" ] || die "manual page $f not installed"

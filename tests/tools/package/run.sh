@@ -102,7 +102,10 @@ has libpolstore-dev /usr/include/polstore/polstore.h /usr/include/polstore/versi
 	'/usr/share/man/man7/polstore\.7\.gz' '/usr/share/man/man3/polstore-store\.3polstore\.gz' \
 	'/usr/share/man/man3/ps_store_set\.3polstore\.gz' \
 	"$ex/quickstart\.c" "$ex/shared_text\.c" "$ex/CMakeLists\.txt" "$ex/examples\.cmake" \
-	'/usr/share/doc/libpolstore-dev/context\.md' '/usr/share/doc/libpolstore-dev/uffd\.md'
+	'/usr/share/doc/libpolstore-dev/README\.md' '/usr/share/doc/libpolstore-dev/BENCHMARKS\.md' \
+	'/usr/share/doc/libpolstore-dev/bench/results/lookup-cost\.svg' \
+	'/usr/share/doc/libpolstore-dev/docs/context\.md' '/usr/share/doc/libpolstore-dev/docs/uffd\.md' \
+	'/usr/share/doc/libpolstore-dev/docs/peers\.md'
 has libpolstore-hwloc0 "$lib/libpolstore_hwloc\.so\.0"
 has libpolstore-hwloc-dev /usr/include/polstore/hwloc.h "$lib/libpolstore_hwloc\.so" \
 	"$lib/libpolstore_hwloc\.a" "$lib/pkgconfig/polstore-hwloc\.pc" \
@@ -125,12 +128,23 @@ for p in $pkgs; do
 	dpkg-deb -x "$(deb "$p")" "$tmp/pages"
 done
 cited=$(find "$tmp/pages/usr/share/man" -name '*.gz' -exec zcat {} + | sed 's/\\-/-/g' |
-	grep -oE '/usr/share/doc/[a-z0-9.+-]+/[A-Za-z0-9_-]+\.md' | sort -u)
+	grep -oE '/usr/share/doc/[a-z0-9.+-]+/([a-z]+/)?[A-Za-z0-9_-]+\.md' | sort -u)
 [ -n "$cited" ] || die "no manual page cites a guide by its installed path"
 for f in $cited; do
 	grep -qx "$f" "$tmp/all" || die "a manual page cites $f, which no package installs"
 done
 echo "   the pages cite $(echo "$cited" | wc -l) guides, every one installed"
+# Every relative link of an installed Markdown file leads to an installed
+# file: the documentation keeps the source tree's layout.  CONTRIBUTING.md,
+# for who changes the sources, stays in them.
+for md in $(cd "$tmp/pages" && find usr/share/doc -name '*.md'); do
+	d=$(dirname "$tmp/pages/$md")
+	for l in $(grep -oE '\]\([^)#[:space:]]+' "$tmp/pages/$md" | sed 's/^](//' |
+		grep -v -e '^[a-z]*:' -e '^CONTRIBUTING\.md$'); do
+		[ -e "$d/$l" ] || die "/$md links to $l, which no package installs"
+	done
+done
+echo "   every link between the installed documents holds"
 # The hwloc bridge's files are in its own packages (the examples, which
 # skip hwloc_policy without the bridge, and the guides, one set, all stay
 # in libpolstore-dev).
