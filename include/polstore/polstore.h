@@ -17,6 +17,7 @@
 #include <polstore/pcounter.h>
 #include <polstore/idmap.h>
 #include <polstore/numa.h>
+#include <polstore/counts.h>
 #include <polstore/subscribe.h>
 
 #endif /* POLSTORE_POLSTORE_H */

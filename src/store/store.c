@@ -16,6 +16,7 @@
 #include "annotate.h"
 #include "attach_internal.h"
 #include "check.h"
+#include "counts_internal.h"
 #include "held.h"
 #include "rcu_reclaim.h"
 #include "rcu_thread.h"
@@ -57,6 +58,7 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->rd.gen, sizeof(s->rd.gen)); /* atomics only */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->rd.nsub, sizeof(s->rd.nsub)); /* atomics only */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->rd.subs, sizeof(s->rd.subs)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->counts, sizeof(s->counts)); /* atomics only */
 	if (psi_unlikely(psi_checking) && psi_check_store(s)) {
 		s->ops->destroy(s);
 		return psi_err_null(ENOMEM);
@@ -124,6 +126,7 @@ void ps_store_destroy(struct ps_store *store)
 				ps_sync_name(store->sync), (void *)store);
 	psi_attach_check_destroy(store, "ps_store_destroy()", false);
 	psi_subs_end(store);
+	psi_counts_end(store);
 	store->ops->destroy(store);
 }
 
@@ -162,6 +165,7 @@ static void psi_store_retire_release(struct psi_reclaim_item *item)
 	/* A grace period has passed: readers that left their sections let go (their read_unlock). */
 	PSI_ANNOTATE_HAPPENS_AFTER(s);
 	psi_subs_end(s);
+	psi_counts_end(s);
 	s->ops->destroy(s);
 	psi_free(r);
 }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <polstore/counts.h>
 #include <polstore/rcu.h>
 #include <polstore/uffd.h>
 
@@ -265,7 +266,7 @@ static void uf_resolve(struct uf_resolver *r, const struct uffd_msg *m, uint64_t
 	if (uf->flags & PS_UFFD_TIMING)
 		t0 = uf_now_ns();
 	if (uf->store)
-		named = ps_store_lookup_node(uf->store, f.page, (int)local);
+		named = ps_store_lookup_node_count(uf->store, f.page, (int)local);
 	else
 		named = uf->fixed_node >= 0 ? uf->fixed_node : (int)local;
 	if (uf->flags & PS_UFFD_TIMING)

@@ -672,3 +672,45 @@ Test(uffd, weighted_policy_names_nodes, .timeout = 60)
 	ps_policy_put(pol);
 	cr_assert_eq(ps_numa_set_topology(0, NULL, NULL), 0);
 }
+
+/* A store that counts: each fault the plane resolves is counted to its page's range. */
+Test(uffd, faults_are_counted, .timeout = 60)
+{
+	const size_t n = 64, psz = page_size();
+	struct ps_policy *pol = ps_test_bind(0);
+	struct ps_range_counts top[3];
+	struct ps_counts_sum sum;
+	struct fillctx c;
+	struct ps_uffd *uf;
+	struct ps_store *s;
+	struct toucher t;
+	char *base;
+	uint64_t v;
+
+	need_uffd();
+	s = ps_store_create(PS_SYNC_RCU);
+	cr_assert_not_null(s);
+	cr_assert_eq(ps_store_set(s, 1000, 1016, pol), 0); /* 16 pages */
+	cr_assert_eq(ps_store_set(s, 1020, 1060, pol), 0); /* 40; 1016-1020 and 1060-1064: gaps */
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	fill_init(&c, 1000 + n, psz);
+	uf = plane(s, 1, &c, 0);
+	base = region(n * psz, MAP_PRIVATE);
+	cr_assert_eq(ps_uffd_register(uf, base, n * psz, 1000), 0);
+	toucher_open(&t);
+	for (size_t p = 0; p < n; p++)
+		cr_expect(peek(&t, base + p * psz, &v));
+	toucher_close(&t);
+	ps_uffd_destroy(uf);
+	cr_assert_eq(ps_store_counts_top(s, 0, 2000, PS_COUNTS_BY_COUNT, top, 3), 2);
+	cr_assert(top[0].start == 1020 && top[0].count == 40, "%lu: %lu",
+			(unsigned long)top[0].start, (unsigned long)top[0].count);
+	cr_assert(top[1].start == 1000 && top[1].count == 16);
+	cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
+	cr_assert_eq(sum.counted, n);
+	cr_assert_eq(sum.gaps, 8);
+	munmap(base, n * psz);
+	ps_store_destroy(s);
+	fill_fini(&c);
+	ps_policy_put(pol);
+}

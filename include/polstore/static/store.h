@@ -25,6 +25,7 @@ extern "C" {
 struct ps_sync_ops;
 struct ps_store;
 struct _ps_subs;
+struct _ps_counts;
 
 struct ps_store {
 	/*
@@ -55,6 +56,7 @@ struct ps_store {
 	int sync; /* enum ps_sync */
 	const struct ps_sync_ops *ops;
 	size_t size; /* bytes of the variant's store object, for ps_store_memory() */
+	struct _ps_counts *counts; /* access counts (polstore/counts.h): NULL until asked for */
 	/*
 	 * What the locked variants' readers walk, on a line of its own: the
 	 * tree (SPIN, RWLOCK, SEQLOCK: the one tree, changed in place; RCU,

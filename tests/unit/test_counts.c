@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Access counts, every variant: off costs and counts nothing; counts
+ * exact at quiescence from several threads (the sum over ranges, gaps and
+ * gone is the accesses made), and after their threads exit; what a set
+ * that trims, splits, replaces or removes a range does to its figures;
+ * epochs, rates and the top-N order; a set between two counts of a page
+ * (the thread's cache); a store at a freed store's address; counting
+ * beside a writer and a reader of the counts; fork; allocation failures.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define NR 8	    /* ranges [100 k, 100 k + 50) */
+#define SPACE (100 * NR) /* pages drawn from */
+
+static struct ps_store *store_of_ranges(enum ps_sync sync, struct ps_policy *pol)
+{
+	struct ps_store *s = ps_store_create(sync);
+	int k;
+
+	cr_assert_not_null(s);
+	for (k = 0; k < NR; k++)
+		cr_assert_eq(ps_store_set(s, 100 * (uint64_t)k, 100 * (uint64_t)k + 50, pol), 0);
+	return s;
+}
+
+/* The counts of the range starting at @start, found by a window of one page. */
+static int one_fn(const struct ps_range_counts *c, void *arg)
+{
+	*(struct ps_range_counts *)arg = *c;
+	return 0;
+}
+
+static struct ps_range_counts counts_at(struct ps_store *s, uint64_t page)
+{
+	struct ps_range_counts c = { 0 };
+
+	cr_assert_eq(ps_store_counts_foreach(s, page, page + 1, one_fn, &c), 0);
+	cr_assert(c.start <= page && page < c.end, "no range at %lu", (unsigned long)page);
+	return c;
+}
+
+VARIANT_TEST(counts, off_counts_nothing)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *s = store_of_ranges(*sync, a);
+	struct ps_counts_sum sum;
+	struct ps_range_counts top[2];
+	uint64_t p;
+
+	for (p = 0; p < SPACE; p++)
+		cr_assert_eq(ps_store_lookup_node_count(s, p, 0), ps_store_lookup_node(s, p, 0));
+	cr_assert_eq(ps_store_count_access(s, 10), 0);
+	cr_assert_eq(ps_store_counts_sum(s, &sum), -ENODATA);
+	cr_assert_eq(ps_store_counts_top(s, 0, SPACE, PS_COUNTS_BY_COUNT, top, 2), -ENODATA);
+	cr_assert_eq(ps_store_counts_tick(s), 0);
+	/* Bad arguments. */
+	cr_assert_eq(ps_store_counts_enable(NULL, true), -EINVAL);
+	cr_assert_eq(ps_store_count_access(NULL, 1), -EINVAL);
+	cr_assert_eq(ps_store_lookup_node_count(NULL, 1, 0), -EINVAL);
+	cr_assert_eq(ps_store_counts_sum(s, NULL), -EINVAL);
+	cr_assert_eq(ps_store_counts_foreach(s, 5, 5, one_fn, NULL), -EINVAL);
+	cr_assert_eq(ps_store_counts_foreach(s, 0, 5, NULL, NULL), -EINVAL);
+	cr_assert_eq(ps_store_counts_top(s, 0, 5, 7, top, 2), -EINVAL);
+	/* Off again after on: what was counted stays, nothing more is. */
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	cr_assert_eq(ps_store_lookup_node_count(s, 10, 0), ps_store_lookup_node(s, 10, 0));
+	cr_assert_eq(ps_store_counts_enable(s, false), 0);
+	cr_assert_eq(ps_store_lookup_node_count(s, 10, 0), ps_store_lookup_node(s, 10, 0));
+	cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
+	cr_assert_eq(sum.counted, 1);
+	cr_assert_eq(sum.in_ranges, 1);
+	cr_assert_eq(sum.epoch, 1);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
+/* Counting threads: each keeps its own tally of where its accesses fell. */
+struct counter {
+	struct ps_store *s;
+	uint64_t seed;
+	long n;
+	long per_range[NR], gaps;
+	bool exit_early; /* counts, then exits while the others go on */
+};
+
+static void *count_thread(void *arg)
+{
+	struct counter *ct = arg;
+	long i;
+
+	for (i = 0; i < ct->n; i++) {
+		uint64_t p = ps_test_rand(&ct->seed) % SPACE;
+
+		if (i & 1)
+			TCHECK(ps_store_lookup_node_count(ct->s, p, 0) >= 0, "lookup");
+		else
+			TCHECK(ps_store_count_access(ct->s, p) == 0, "count");
+		if (p % 100 < 50)
+			ct->per_range[p / 100]++;
+		else
+			ct->gaps++;
+	}
+	ps_rcu_unregister_thread();
+	return NULL;
+}
+
+static int exact_fn(const struct ps_range_counts *c, void *arg)
+{
+	long *want = arg;
+
+	cr_assert_eq(c->end - c->start, 50);
+	cr_assert_eq((long)c->count, want[c->start / 100], "range %lu: %lu counted, %ld made",
+			(unsigned long)c->start, (unsigned long)c->count, want[c->start / 100]);
+	return 0;
+}
+
+VARIANT_TEST(counts, exact_at_quiescence, .timeout = 120)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *s = store_of_ranges(*sync, a);
+	struct counter ct[3];
+	long want[NR] = { 0 }, gaps = 0, total = 0;
+	struct ps_counts_sum sum;
+	pthread_t t[3];
+	int i, k, round;
+
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	/* Twice: threads that exited left their counts behind, and new ones add to them. */
+	for (round = 0; round < 2; round++) {
+		for (i = 0; i < 3; i++) {
+			ct[i] = (struct counter){ .s = s, .seed = ps_test_seed(7 + round, i),
+				.n = ps_test_iters(20000) };
+			cr_assert_eq(pthread_create(&t[i], NULL, count_thread, &ct[i]), 0);
+		}
+		for (i = 0; i < 3; i++) {
+			cr_assert_eq(pthread_join(t[i], NULL), 0);
+			for (k = 0; k < NR; k++)
+				want[k] += ct[i].per_range[k];
+			gaps += ct[i].gaps;
+			total += ct[i].n;
+		}
+		cr_assert_eq(ps_store_counts_foreach(s, 0, SPACE, exact_fn, want), 0);
+		cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
+		cr_assert_eq((long)sum.counted, total);
+		cr_assert_eq((long)sum.gaps, gaps);
+		cr_assert_eq((long)sum.in_ranges, total - gaps);
+		cr_assert_eq(sum.gone, 0);
+	}
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
+VARIANT_TEST(counts, sets_move_figures_as_documented)
+{
+	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2);
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_counts_sum sum;
+	struct ps_range_counts c;
+	int i;
+
+	cr_assert_eq(ps_store_set(s, 10, 20, a), 0);
+	cr_assert_eq(ps_store_set(s, 30, 40, a), 0);
+	cr_assert_eq(ps_store_set(s, 40, 50, b), 0);
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	for (i = 0; i < 5; i++)
+		cr_assert_eq(ps_store_count_access(s, 15), 0);
+	for (i = 0; i < 3; i++)
+		cr_assert_eq(ps_store_count_access(s, 35), 0);
+	for (i = 0; i < 4; i++)
+		cr_assert_eq(ps_store_count_access(s, 45), 0);
+	/* Trimmed at its end: the range keeps them. */
+	cr_assert_eq(ps_store_set(s, 18, 20, NULL), 0);
+	c = counts_at(s, 10);
+	cr_assert(c.start == 10 && c.end == 18 && c.count == 5);
+	/* Split: the part holding the first page keeps them. */
+	cr_assert_eq(ps_store_set(s, 12, 13, b), 0);
+	cr_assert_eq(counts_at(s, 10).count, 5);
+	cr_assert_eq(counts_at(s, 12).count, 0);
+	cr_assert_eq(counts_at(s, 13).count, 0);
+	/* Trimmed at its start: the first range that overlaps it takes them. */
+	cr_assert_eq(ps_store_set(s, 10, 11, NULL), 0);
+	c = counts_at(s, 11);
+	cr_assert(c.start == 11 && c.end == 12 && c.count == 5);
+	/* Two replaced by one: they add up. */
+	cr_assert_eq(ps_store_set(s, 30, 50, b), 0);
+	c = counts_at(s, 30);
+	cr_assert(c.start == 30 && c.end == 50 && c.count == 7, "[%lu, %lu): %lu",
+			(unsigned long)c.start, (unsigned long)c.end, (unsigned long)c.count);
+	/* Removed: gone. */
+	cr_assert_eq(ps_store_set(s, 0, 20, NULL), 0);
+	cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
+	cr_assert_eq(sum.counted, 12);
+	cr_assert_eq(sum.gone, 5);
+	cr_assert_eq(sum.in_ranges, 7);
+	/* A page counted after a set that changed its range: the new range (the cache refills). */
+	cr_assert_eq(ps_store_count_access(s, 45), 0);
+	cr_assert_eq(ps_store_set(s, 44, 46, a), 0);
+	cr_assert_eq(ps_store_count_access(s, 45), 0);
+	cr_assert_eq(counts_at(s, 44).count, 1);
+	cr_assert_eq(counts_at(s, 30).count, 8);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+	ps_policy_put(b);
+}
+
+VARIANT_TEST(counts, epochs_rates_and_top)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *s = store_of_ranges(*sync, a);
+	struct ps_range_counts top[3];
+	int i;
+
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	for (i = 0; i < 16; i++)
+		cr_assert_eq(ps_store_count_access(s, 5), 0); /* range 0: 16 in epoch 1 */
+	cr_assert_eq(ps_store_counts_tick(s), 2);
+	cr_assert_eq(ps_store_counts_tick(s), 3);
+	cr_assert_eq(ps_store_counts_tick(s), 4);
+	for (i = 0; i < 3; i++)
+		cr_assert_eq(ps_store_count_access(s, 205), 0); /* range 2: 3 in epoch 4 */
+	cr_assert_eq(ps_store_count_access(s, 705), 0);	      /* range 7: 1 in epoch 4 */
+	cr_assert_eq(ps_store_counts_top(s, 0, SPACE, PS_COUNTS_BY_COUNT, top, 3), 3);
+	cr_assert(top[0].start == 0 && top[0].count == 16 && top[0].last_epoch == 1);
+	cr_assert(top[1].start == 200 && top[1].count == 3 && top[1].last_epoch == 4);
+	cr_assert(top[2].start == 700 && top[2].count == 1);
+	cr_assert_float_eq(top[0].rate, 2.0, 1e-9); /* 16 halved three times */
+	cr_assert_float_eq(top[1].rate, 3.0, 1e-9);
+	cr_assert_eq(ps_store_counts_top(s, 0, SPACE, PS_COUNTS_BY_RATE, top, 2), 2);
+	cr_assert(top[0].start == 200 && top[1].start == 0);
+	/* A window, and room for fewer than there are. */
+	cr_assert_eq(ps_store_counts_top(s, 150, 800, PS_COUNTS_BY_COUNT, top, 3), 2);
+	cr_assert(top[0].start == 200 && top[1].start == 700);
+	cr_assert_eq(ps_store_counts_top(s, 0, SPACE, PS_COUNTS_BY_COUNT, top, 1), 1);
+	cr_assert_eq(top[0].start, 0);
+	cr_assert_eq(ps_store_counts_top(s, 0, SPACE, PS_COUNTS_BY_COUNT, top, 0), 0);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
+/* A new store where a destroyed one was: nothing of the old one's counts, in any thread. */
+VARIANT_TEST(counts, a_store_at_a_freed_address_starts_at_zero)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_counts_sum sum;
+	int round;
+
+	for (round = 0; round < 8; round++) {
+		struct ps_store *s = store_of_ranges(*sync, a);
+
+		cr_assert_eq(ps_store_counts_enable(s, true), 0);
+		cr_assert_eq(ps_store_count_access(s, 5), 0);
+		cr_assert_eq(ps_store_count_access(s, 5), 0);
+		cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
+		cr_assert_eq(sum.counted, 2);
+		cr_assert_eq(counts_at(s, 5).count, 2);
+		ps_store_destroy(s);
+	}
+	ps_policy_put(a);
+}
+
+/* Counters, a writer and a reader of the counts at once; exact once they stop. */
+struct busy {
+	struct ps_store *s;
+	struct ps_policy *a;
+	int stop;
+};
+
+static void *busy_writer(void *arg)
+{
+	struct busy *b = arg;
+	uint64_t seed = 3, k;
+
+	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
+		k = ps_test_rand(&seed) % NR;
+		/* A range's second half: its first half, where the counters count, stays. */
+		TCHECK(ps_store_set(b->s, 100 * k + 25, 100 * k + 50,
+				(seed & 1) ? b->a : NULL) == 0, "set");
+	}
+	return NULL;
+}
+
+static int sum_fn(const struct ps_range_counts *c, void *arg)
+{
+	*(uint64_t *)arg += c->count;
+	return 0;
+}
+
+static void *busy_reader(void *arg)
+{
+	struct busy *b = arg;
+	struct ps_range_counts top[4];
+	uint64_t n;
+	int ret;
+
+	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
+		n = 0;
+		TCHECK(ps_store_counts_foreach(b->s, 0, SPACE, sum_fn, &n) == 0, "foreach");
+		ret = ps_store_counts_top(b->s, 0, SPACE, PS_COUNTS_BY_RATE, top, 4);
+		TCHECK(ret >= 0, "top: %d", ret);
+		(void)ps_store_counts_tick(b->s);
+	}
+	ps_rcu_unregister_thread();
+	return NULL;
+}
+
+static void *first_halves(void *arg)
+{
+	struct counter *ct = arg;
+	long i;
+
+	for (i = 0; i < ct->n; i++) {
+		uint64_t k = ps_test_rand(&ct->seed) % NR;
+
+		TCHECK(ps_store_count_access(ct->s, 100 * k + ps_test_rand(&ct->seed) % 25) == 0,
+				"count");
+	}
+	ps_rcu_unregister_thread();
+	return NULL;
+}
+
+VARIANT_TEST(counts, beside_a_writer_and_a_reader, .timeout = 120)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct busy b = { .s = store_of_ranges(*sync, a), .a = a };
+	struct ps_counts_sum sum;
+	struct counter ct[2];
+	pthread_t w[2], t[2];
+	int i;
+
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&b.stop, sizeof(b.stop)); /* atomics only */
+	cr_assert_eq(ps_store_counts_enable(b.s, true), 0);
+	cr_assert_eq(pthread_create(&w[0], NULL, busy_writer, &b), 0);
+	cr_assert_eq(pthread_create(&w[1], NULL, busy_reader, &b), 0);
+	for (i = 0; i < 2; i++) {
+		ct[i] = (struct counter){ .s = b.s, .seed = ps_test_seed(11, i),
+			.n = ps_test_iters(30000) };
+		cr_assert_eq(pthread_create(&t[i], NULL, first_halves, &ct[i]), 0);
+	}
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(pthread_join(t[i], NULL), 0);
+	__atomic_store_n(&b.stop, 1, __ATOMIC_RELEASE);
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(pthread_join(w[i], NULL), 0);
+	/* Each counted access fell in a first half, which no set touched: all are in ranges. */
+	cr_assert_eq(ps_store_counts_sum(b.s, &sum), 0);
+	cr_assert_eq((long)sum.counted, ct[0].n + ct[1].n);
+	cr_assert_eq(sum.in_ranges, sum.counted);
+	ps_store_destroy(b.s);
+	ps_policy_put(a);
+}
+
+static void fork_child(void *arg)
+{
+	struct ps_store *s = arg;
+	struct ps_counts_sum sum;
+
+	TCHECK(ps_store_count_access(s, 5) == 0, "count");
+	TCHECK(ps_store_counts_sum(s, &sum) == 0 && sum.counted == 2, "the child's sum");
+	ps_store_destroy(s);
+}
+
+/*
+ * A child goes on from the parent's counts, even forked while a thread was
+ * reading them (RCU, RCU_QSBR: a reader of a SPIN, RWLOCK or SEQLOCK store
+ * holds the store's lock in its walk, which a child cannot take;
+ * docs/fork.md).
+ */
+VARIANT_TEST(counts, fork_child_counts)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct busy b = { .s = store_of_ranges(*sync, a), .a = a };
+	struct ps_counts_sum sum;
+	char out[1024];
+	bool reader;
+	pthread_t r;
+
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&b.stop, sizeof(b.stop)); /* atomics only */
+	cr_assert_eq(ps_store_counts_enable(b.s, true), 0);
+	cr_assert_eq(ps_store_count_access(b.s, 5), 0);
+	reader = *sync == PS_SYNC_RCU || *sync == PS_SYNC_RCU_QSBR;
+	if (reader)
+		cr_assert_eq(pthread_create(&r, NULL, busy_reader, &b), 0);
+	cr_assert_eq(ps_test_run_child(fork_child, b.s, 60, out, sizeof(out), NULL), 0, "%s", out);
+	__atomic_store_n(&b.stop, 1, __ATOMIC_RELEASE);
+	if (reader)
+		cr_assert_eq(pthread_join(r, NULL), 0);
+	cr_assert_eq(ps_store_counts_sum(b.s, &sum), 0);
+	cr_assert_eq(sum.counted, 1);
+	ps_store_destroy(b.s);
+	ps_policy_put(a);
+}
+
+/* Each allocation failing in turn: enable leaves counting off; a count goes uncounted. */
+VARIANT_TEST(counts, allocation_failure_changes_nothing)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *s = store_of_ranges(*sync, a);
+	struct ps_counts_sum sum;
+	long k;
+	int ret;
+
+	ps_test_alloc_install();
+	for (k = 0;; k++) {
+		ps_test_alloc_fail_after(k);
+		ret = ps_store_counts_enable(s, true);
+		cr_assert_eq(ps_test_alloc_disarm(), ret != 0);
+		if (!ret)
+			break;
+		cr_assert_eq(ret, -ENOMEM);
+		cr_assert_eq(ps_store_counts_sum(s, &sum), -ENODATA);
+	}
+	for (k = 0; k < 4; k++) {
+		ps_test_alloc_fail_after(k);
+		cr_assert_eq(ps_store_count_access(s, 105 + (uint64_t)k), 0);
+		(void)ps_test_alloc_disarm();
+	}
+	cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
+	cr_assert_leq(sum.counted, 4);
+	cr_assert_eq(sum.counted, sum.in_ranges + sum.gaps);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
