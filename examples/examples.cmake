@@ -46,6 +46,7 @@ polstore_example(deferred_destroy ARGS -v all -t 2 -s 200 VALGRIND_ARGS -v all -
 polstore_example(hwloc_policy REQUIRES polstore-hwloc)
 polstore_example(jemalloc_arena REQUIRES jemalloc ARGS -t 2 -n 300 VALGRIND_ARGS -t 2 -n 150)
 polstore_example(shared_text ARGS -v all -r 2 -p 256 -n 2)
+polstore_example(tiering ARGS -t 2 -p 3 -r 4 -i 20)
 polstore_example(uffd_restore REQUIRES polstore-uffd ARGS -g 2 -m 2 -v 4)
 
 # polstore_example_get(<name> <key> <out>): the <key> (REQUIRES, ARGS,
