@@ -160,6 +160,8 @@ void stress_usage(FILE *out)
 		     "                       [common]\n"
 		     "  --pattern P          uniform or sequential page order [uniform]\n"
 		     "  --sequential         same as --pattern sequential\n"
+		     "  --counts             store scenarios: the stores count accesses\n"
+		     "                       (ps_store_counts_enable()); :node lookups count theirs\n"
 		     "  --seed N             random seed [1]\n"
 		     "  --peer PATH.so       churn: also measure this plugin's range map "
 		     "(stress/peer.h);\n"
@@ -306,6 +308,12 @@ static void set_check(const char *o, const char *v)
 {
 	(void)o, (void)v;
 	stress_opts.check = true;
+}
+
+static void set_counts(const char *o, const char *v)
+{
+	(void)o, (void)v;
+	stress_opts.counts = true;
 }
 
 static void set_sequential(const char *o, const char *v)
@@ -583,6 +591,7 @@ static const struct opt opts[] = {
 		{"limit", required_argument, FOR_SCENARIOS, set_limit},
 		{"pattern", required_argument, FOR_SCENARIOS, set_pattern},
 		{"sequential", no_argument, FOR_SCENARIOS, set_sequential},
+		{"counts", no_argument, FOR_SCENARIOS, set_counts},
 		{"plot", required_argument, FOR_SCENARIOS, set_plot},
 		{"warn", required_argument, FOR_SCENARIOS, set_warn},
 		{"peer", required_argument, FOR_CHURN, set_peer},

@@ -377,6 +377,8 @@ void ctx_build(struct ctx *c, const struct variant *v, const struct layout *l)
 				  : ps_store_create((enum ps_sync)v->sync);
 		if (!c->store)
 			stress_die("ps_store_create(%s): %s", v->name, strerror(errno));
+		if (stress_opts.counts && ps_store_counts_enable(c->store, true))
+			stress_die("ps_store_counts_enable(%s): out of memory", v->name);
 	} else {
 		c->base = calloc(1, sizeof(*c->base));
 		if (!c->base)

@@ -132,7 +132,8 @@ static ALWAYS_INLINE void lookup(struct ctx *c, uint64_t page, enum lookup k, co
 		ps_store_lookup_copy(c->store, page, view);
 		break;
 	case LK_STORE_NODE:
-		*node = ps_store_lookup_node(c->store, page, 0);
+		*node = stress_opts.counts ? ps_store_lookup_node_count(c->store, page, 0)
+					   : ps_store_lookup_node(c->store, page, 0);
 		break;
 	case LK_INL_REF:
 		*pol = _ps_inl_lookup(c->store, page);
@@ -147,7 +148,8 @@ static ALWAYS_INLINE void lookup(struct ctx *c, uint64_t page, enum lookup k, co
 		_ps_inl_lookup_copy(c->store, page, view);
 		break;
 	case LK_INL_NODE:
-		*node = _ps_inl_lookup_node(c->store, page, 0);
+		*node = stress_opts.counts ? ps_store_lookup_node_count(c->store, page, 0)
+					   : _ps_inl_lookup_node(c->store, page, 0);
 		break;
 	case LK_NULL:
 		*pol = pool.pol[colour_of_slot(slot_of(&c->l, page)) * 2];

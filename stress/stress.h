@@ -55,6 +55,7 @@ struct stress_opts {
 	long fault_work_ns; /* -1: calibrate to one unsynchronised lookup */
 	uint64_t seed;
 	bool sequential;
+	bool counts; /* --counts: stores count accesses, :node lookups counted */
 	bool json, csv, quiet;
 	const char *plot;
 	/* --check: the linearizability oracle instead of the scenarios */
