@@ -236,12 +236,17 @@ bool psi_ix_pool_tune(struct psi_ix_pool *p)
 	index_bytes = p->index_bytes;
 	if (index_bytes >= psi_ix_pool_threshold) {
 		p->serving = true;
-	} else if (p->serving && index_bytes < psi_ix_pool_threshold / 2) {
+	} else if (p->serving && psi_ix_pool_below(index_bytes)) {
 		/* The kept empty chunk goes too: the chunks left go as they empty. */
 		p->serving = false;
 		free_empty(p);
 	}
 	return p->serving;
+}
+
+bool psi_ix_pool_below(size_t index_bytes)
+{
+	return index_bytes < psi_ix_pool_threshold / 2;
 }
 
 bool psi_ix_pool_serving(const struct psi_ix_pool *p)

@@ -86,6 +86,24 @@ void psi_ix_reuse(struct psi_ix_tx *tx, void *(*fn)(void *ctx, size_t size), voi
 /* Bytes of retired entry @e (psi_ix_publish()): its node, or its whole subtree. */
 size_t psi_ix_retired_bytes(const void *e);
 
+/* Bit 0 of a retired entry: the node and everything below it. */
+#define PSI_IX_SUBTREE ((uintptr_t)1)
+
+/* The retired entry of the whole index at @h, for psi_ix_free_retired(). */
+void *psi_ix_retired_whole(struct ps_ix_node *h);
+
+/*
+ * A copy of the index at @from (NULL: empty) into *@to, every node from
+ * the allocator (none from a pool), its leaves 3/4 full; *@bytes its
+ * nodes' bytes.  Nothing is published (ixrebuild.c); the writer, which
+ * no in-place store runs beside.  Return: 0, or -ENOMEM with nothing
+ * allocated.
+ */
+int psi_ix_rebuild(const struct ps_ix_node *from, struct ps_ix_node **to, size_t *bytes);
+
+/* The bytes psi_ix_rebuild() makes of an index of @n ranges. */
+size_t psi_ix_rebuilt_bytes(size_t n);
+
 /*
  * psi_ix_set() - [start, end) set to @pol in the update (NULL: removed),
  * with the tree's replace semantics

@@ -22,7 +22,7 @@
 #define IX_FRESH 1u /* built by the update in progress: not published */
 #define IX_DEAD 2u  /* built and replaced again before publication */
 #define IX_WMASK 0xffffu /* the update's flags; above them, the node's pool tag (ixpool.h) */
-#define IX_SUBTREE ((uintptr_t)1)
+#define IX_SUBTREE PSI_IX_SUBTREE
 
 #define LEAF_CAP (1u << PS_IX_LEAF_SHIFT)
 #define SMALL_CAP (1u << PS_IX_SMALL_SHIFT)

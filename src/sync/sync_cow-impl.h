@@ -188,6 +188,7 @@ struct psi_store_cow {
 	 * once under @wlock (release), loaded (acquire) by those without it.
 	 */
 	struct psi_ix_pool *pool;
+	bool pooled;                   /* under @wlock: the published index may hold pooled nodes */
 	/*
 	 * The sweep (cow_sweep()): queued once on the reclaimer behind a
 	 * grace period (@kicked), then released again and again until it
@@ -568,6 +569,7 @@ static void cow_sweep(struct psi_reclaim_item *item)
 		if (!psi_rlog_count(cs->log)) {
 			cow_trim(cs);
 			cow_free_spares(cs);
+			psi_ix_pool_trim(cs->pool);
 			cow_account(cs);
 			/* Under @wlock: a set after this one finds the sweep stopped and queues it. */
 			PSI_STORE_RELEASE(cs->swept, false);
@@ -887,6 +889,43 @@ static size_t cow_log_removed(struct psi_store_cow *cs, struct psi_range_list *r
 }
 
 /*
+ * Under @wlock, after a publication: once a copy of an index with pooled
+ * nodes would be one the pool does not serve (the store shrank; its
+ * leaves may be far from full), or, at a synchronize (@sync), of a store
+ * that once had a pool and whose index holds over 5/4 of the copy's
+ * bytes, the copy, every node from the allocator (psi_ix_rebuild()), is
+ * published with one release store of the root, and the old index goes
+ * onto the log whole: after its grace period its pooled nodes go back,
+ * and their chunks with them.  Same ranges, so a reader sees no change;
+ * next() sees the count move.  Return: the bytes logged (0: nothing to
+ * do, or no memory for it: the store as it was).
+ */
+static size_t cow_unpool(struct psi_store_cow *cs, bool sync)
+{
+	struct ps_ix_node *old = cs->base.ix.node, *nr;
+	size_t bytes, was = cs->ix_bytes, copy = psi_ix_rebuilt_bytes(cs->base.rd.tree.count);
+
+	if (!psi_ix_pool_below(copy) ||
+			!(cs->pooled || (sync && cs->pool && was - was / 5 > copy)))
+		return 0;
+	if (psi_rlog_reserve(&cs->log, 1) || psi_ix_rebuild(old, &nr, &bytes))
+		return 0;
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cs->base.rd.tree); /* as cow_update()'s publication */
+	psi_seq_write_begin(&cs->base.rd.seq);
+	PSI_STORE_RELEASE(cs->base.ix.node, nr); /* pairs with the readers' acquire of the root */
+	psi_seq_write_end(&cs->base.rd.seq);
+	cs->pooled = false;
+	psi_ix_pool_grew(cs->pool, (ptrdiff_t)bytes - (ptrdiff_t)was);
+	PSI_WRITE_ONCE(cs->ix_bytes, bytes);
+	cow_stash_trim(cs);
+	if (!old)
+		return 0;
+	psi_rlog_add(cs->log, psi_ix_retired_whole(old));
+	psi_rlog_added_bytes(cs->log, was);
+	return was;
+}
+
+/*
  * One update: @n ops (a set is a batch of one).  Under @wlock: the index
  * is built for all of them and everything the update needs is allocated
  * first; then the tree changes in place (it cannot fail) and the index is
@@ -954,6 +993,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	root = psi_ix_publish(&ix);
 	psi_seq_write_end(&cs->base.rd.seq);
 	PSI_WRITE_ONCE(cs->ix_bytes, (size_t)((ptrdiff_t)cs->ix_bytes + ix.bytes));
+	cs->pooled |= ix.serve;
 	cow_stash_trim(cs);
 	cs->stats.sets++;
 	cs->stats.root_publications += root;
@@ -966,6 +1006,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	psi_rlog_added_bytes(cs->log, bytes);
 	psi_ix_end(&ix);
 	cow_keep_spares(cs);
+	bytes += cow_unpool(cs, false);
 	/*
 	 * As many entries off the log as came on: what a grace period made
 	 * ripe lasts the sets until the next one ends.  Twice as many while
@@ -1039,6 +1080,7 @@ static void cow_synchronize(struct ps_store *s)
 	 * index only (nothing else may free it later: ps_set_alloc_ops()).
 	 */
 	pthread_mutex_lock(&cs->wlock);
+	(void)cow_unpool(cs, true);
 	if (psi_rlog_count(cs->log))
 		cow_wait_drain(cs, true);
 	cow_trim(cs);
