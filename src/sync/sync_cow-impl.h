@@ -74,7 +74,7 @@
  * end (psi_reclaim_poll_done()).  A store whose writer stopped has its log
  * emptied by its sweep (cow_sweep(): on the reclaim thread, once no set
  * came for PSI_RECLAIM_RETRY_NS); synchronize and destroy empty it at
- * once.  What is ripe and waits there counts in ps_store_memory().
+ * once.  What the log holds counts in ps_store_memory(), ripe or not.
  *
  * Allocation: an update builds its index nodes, takes its spare ranges
  * and makes room on the log before it changes the tree; -ENOMEM there
@@ -234,14 +234,12 @@ static inline unsigned cow_stash_count(struct psi_store_cow *cs)
 
 /*
  * Under @wlock, after the log, the spares or the stash changed:
- * ps_store_memory()'s count of them.  What waits for its grace period
- * counts once it has passed (until then it is in flight:
- * psi_reclaim_pending()), or at once while no reclaim thread could be
- * asked for one.
+ * ps_store_memory()'s count of them.  What the log holds counts whole,
+ * ripe or still waiting for its grace period.
  */
 static void cow_account(struct psi_store_cow *cs)
 {
-	size_t log = cs->nothread ? psi_rlog_bytes(cs->log) : psi_rlog_kept_bytes(cs->log);
+	size_t log = psi_rlog_bytes(cs->log);
 
 	PSI_WRITE_ONCE(cs->held, log + cs->spare.n * sizeof(struct ps_range) +
 			cow_stash_count(cs) * PSI_COW_LEAF_BYTES);
