@@ -238,7 +238,7 @@ PS_API int ps_store_check(struct ps_store *store, const char **why);
  * ps_store_memory() - bytes the store and its nodes hold, not the policies
  * @store: the store
  * Context: see docs/context.md; also from an allocator hook in a set of @store.
- * Return: the bytes, what waits for a grace period included (docs/internals.md); 0 for NULL.
+ * Return: bytes as malloc() holds them, waiting ones in (docs/internals.md); 0 for NULL.
  */
 PS_API size_t ps_store_memory(struct ps_store *store);
 

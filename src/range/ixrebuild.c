@@ -52,7 +52,7 @@ static struct ps_ix_node *rb_node(struct rb_fill *f, size_t size)
 		return NULL;
 	memset(h, 0, sizeof(*h));
 	f->all[f->nall++] = h;
-	f->bytes += size;
+	f->bytes += psi_alloc_charge(size);
 	return h;
 }
 
@@ -134,7 +134,8 @@ size_t psi_ix_rebuilt_bytes(size_t n)
 	if (!n)
 		return 0;
 	total = rb_shape(n, &shift, &nleaf);
-	return nleaf * _PS_IX_LEAF_BYTES(shift) + (total - nleaf) * sizeof(struct ps_ix_inner);
+	return nleaf * psi_alloc_charge(_PS_IX_LEAF_BYTES(shift)) +
+	       (total - nleaf) * psi_alloc_charge(sizeof(struct ps_ix_inner));
 }
 
 int psi_ix_rebuild(const struct ps_ix_node *from, struct ps_ix_node **to, size_t *bytes)

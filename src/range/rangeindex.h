@@ -83,7 +83,16 @@ void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_p
  */
 void psi_ix_reuse(struct psi_ix_tx *tx, void *(*fn)(void *ctx, size_t size), void *ctx);
 
-/* Bytes of retired entry @e (psi_ix_publish()): its node, or its whole subtree. */
+/* The bytes of node @h's own layout (what it is allocated as). */
+static inline size_t psi_ix_node_size(const struct ps_ix_node *h)
+{
+	return h->height ? sizeof(struct ps_ix_inner) : _PS_IX_LEAF_BYTES(h->shift);
+}
+
+/*
+ * Bytes of retired entry @e (psi_ix_publish()): its node, or its whole
+ * subtree, each node as psi_ix_bytes() counts it.
+ */
 size_t psi_ix_retired_bytes(const void *e);
 
 /* Bit 0 of a retired entry: the node and everything below it. */
@@ -138,7 +147,10 @@ void psi_ix_free_retired(struct psi_ix_pool *pool, void *const *entry, size_t n)
 /* Free every node of the index at @root now (no reader can reach it); it is empty then. */
 void psi_ix_clear(struct ps_ix_root *root, struct psi_ix_pool *pool);
 
-/* Bytes of the nodes of the index at @n. */
+/*
+ * Bytes of the nodes of the index at @n: a pooled node its size, another
+ * what the allocator holds for it (psi_alloc_charge()).
+ */
 size_t psi_ix_bytes(const struct ps_ix_node *n);
 
 /*

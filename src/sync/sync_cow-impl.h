@@ -241,8 +241,8 @@ static void cow_account(struct psi_store_cow *cs)
 {
 	size_t log = psi_rlog_bytes(cs->log);
 
-	PSI_WRITE_ONCE(cs->held, log + cs->spare.n * sizeof(struct ps_range) +
-			cow_stash_count(cs) * PSI_COW_LEAF_BYTES);
+	PSI_WRITE_ONCE(cs->held, log + cs->spare.n * psi_alloc_charge(sizeof(struct ps_range)) +
+			cow_stash_count(cs) * psi_alloc_charge(PSI_COW_LEAF_BYTES));
 }
 
 /* Under @wlock: @r, unlinked from the tree, which no reader reads: a spare now, or freed. */
@@ -269,7 +269,7 @@ static void cow_trim(struct psi_store_cow *cs)
 static inline bool cow_node_of(const void *e, size_t size)
 {
 	return !((uintptr_t)e & COW_E_MASK) && !psi_ix_pool_tag_of(e) &&
-	       psi_ix_retired_bytes(e) == size;
+	       psi_ix_node_size(e) == size;
 }
 
 /* Under @wlock: whether the stash may hold @n leaves (the pool, when it serves, makes them). */
@@ -341,7 +341,7 @@ static size_t cow_entry_bytes(const void *e)
 	case COW_E_LIST:
 		for (r = (const struct ps_range *)(p & ~COW_E_MASK); r; r = r->next_free)
 			n++;
-		return n * sizeof(struct ps_range);
+		return n * psi_alloc_charge(sizeof(struct ps_range));
 	default:
 		return psi_ix_retired_bytes(e);
 	}
@@ -872,7 +872,7 @@ static size_t cow_log_removed(struct psi_store_cow *cs, struct psi_range_list *r
 	if (!removed->n)
 		return 0;
 	if (removed->n > PSI_COW_RANGES_NOW) {
-		size_t bytes = removed->n * sizeof(struct ps_range);
+		size_t bytes = removed->n * psi_alloc_charge(sizeof(struct ps_range));
 
 		psi_rlog_add(cs->log, (void *)((uintptr_t)removed->head | COW_E_LIST));
 		*removed = (struct psi_range_list){ NULL, 0, NULL };

@@ -203,7 +203,8 @@ struct seq_batch {
 /* Bytes ps_store_memory() counts for retired ranges @list and their batch header (@hdr). */
 static size_t seq_list_bytes(const struct psi_range_list *list, bool hdr)
 {
-	return list->n * sizeof(struct ps_range) + (hdr ? sizeof(struct seq_batch) : 0);
+	return list->n * psi_alloc_charge(sizeof(struct ps_range)) +
+	       (hdr ? psi_alloc_charge(sizeof(struct seq_batch)) : 0);
 }
 
 static void seq_batch_free(struct psi_reclaim_item *item)
@@ -246,12 +247,12 @@ static void seq_reclaim(struct ps_store *s, struct psi_range_list *list)
 		b->store = ss;
 		b->item.release = seq_batch_free;
 		PSI_FETCH_ADD(ss->inflight, 1, RELAXED);
-		PSI_FETCH_ADD(ss->waiting, sizeof(*b), RELAXED);
+		PSI_FETCH_ADD(ss->waiting, psi_alloc_charge(sizeof(*b)), RELAXED);
 		PSI_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
 		if (!psi_reclaim_defer_weighed(psi_flavour_memb.reclaimer, &b->item,
 				    sizeof(*b) + list->n * sizeof(struct ps_range)))
 			return;
-		PSI_FETCH_SUB(ss->waiting, sizeof(*b), RELAXED);
+		PSI_FETCH_SUB(ss->waiting, psi_alloc_charge(sizeof(*b)), RELAXED);
 		PSI_FETCH_SUB(ss->inflight, 1, RELAXED);
 		psi_free(b);
 	}

@@ -8,6 +8,7 @@
  * thread creation/join supplies the ordering.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,49 @@ void *psi_zalloc_aligned(size_t size)
 	((void **)aligned)[-1] = raw;
 	memset((void *)aligned, 0, size);
 	return (void *)aligned;
+}
+
+/*
+ * Charges of the sizes asked so far (a store asks a few: its ranges, its
+ * nodes, its log's blocks), each word the size above 32 bits and its
+ * charge below; 0: empty.  Any thread, relaxed: a word is written whole
+ * and always with the same value for its size.
+ */
+#define PSI_CHARGES 64
+#define PSI_CHARGE_PROBE_MAX ((size_t)16 << 10)
+static uint64_t psi_charges[PSI_CHARGES];
+
+size_t psi_alloc_charge(size_t size)
+{
+	size_t page = 4096, hdr = sizeof(size_t), slot = size / 8 % PSI_CHARGES, i;
+	uint64_t w = 0;
+	void *p;
+
+	/* Larger blocks may have a mapping of their own: its pages, the headers in. */
+	if (size > PSI_CHARGE_PROBE_MAX)
+		return (size + 2 * hdr + page - 1) & ~(page - 1);
+	/* The slot of @size or the first of the next 4 that holds it or nothing. */
+	for (i = 0; i < 4; i++, slot = (slot + 1) % PSI_CHARGES) {
+		w = PSI_READ_ONCE(psi_charges[slot]);
+		if (!w || (w >> 32) == size)
+			break;
+	}
+	if (w && (w >> 32) == size)
+		return (size_t)(w & 0xffffffffu);
+	/* malloc() itself, not the hooks: a probe is no allocation of polstore's. */
+	p = malloc(size);
+	if (!p)
+		return (size + hdr + 15) & ~(size_t)15;
+	w = (uint64_t)size << 32 | (uint64_t)(malloc_usable_size(p) + hdr);
+	free(p);
+	if (i < 4)
+		PSI_WRITE_ONCE(psi_charges[slot], w);
+	return (size_t)(w & 0xffffffffu);
+}
+
+size_t psi_alloc_charge_aligned(size_t size)
+{
+	return psi_alloc_charge(size + PSI_CACHELINE + sizeof(void *));
 }
 
 __thread void *psi_free_keep __attribute__((tls_model("initial-exec")));

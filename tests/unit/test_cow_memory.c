@@ -10,7 +10,7 @@
 /* The exact memory of @s at rest: @empty (the store's when empty), its ranges and its index. */
 static size_t at_rest(struct ps_store *s, size_t empty)
 {
-	return empty + ps_store_count(s) * sizeof(struct ps_range) + ps_test_index_bytes(s);
+	return empty + ps_store_count(s) * ps_test_block_bytes(sizeof(struct ps_range)) + ps_test_index_bytes(s);
 }
 
 /* ---- 7. memory bound under a flat-out writer -------------------------------------- */
@@ -151,7 +151,7 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 	 * index's bytes).  The index in proportion: its leaves stay on
 	 * average at least a quarter full (a small leaf joins a neighbour).
 	 */
-	bound = empty_mem + maxcount * sizeof(struct ps_range) + 3 * peak + (16 << 10) +
+	bound = empty_mem + maxcount * ps_test_block_bytes(sizeof(struct ps_range)) + 3 * peak + (16 << 10) +
 		maxindex / 8;
 	cr_log_info("%s: %ld sets in %.1f s, %ld lookups, max %zu ranges, max memory %zu (bound %zu), "
 		    "max index %zu, most in flight %zu",
@@ -261,7 +261,7 @@ RCU_TEST(memory_counts_stalled_records, .timeout = 60)
 	mem = ps_store_memory(s);
 	/* p's references beyond ours are removed ranges the store still holds. */
 	cr_assert_geq(mem, sizeof(struct ps_store) +
-			(size_t)(ps_policy_refcount(p) - 1) * sizeof(struct ps_range),
+			(size_t)(ps_policy_refcount(p) - 1) * ps_test_block_bytes(sizeof(struct ps_range)),
 			"%s: memory %zu does not count %ld held removed ranges", ps_sync_name(*sync),
 			mem, ps_policy_refcount(p) - 1);
 	ps_store_synchronize(s);
@@ -328,7 +328,7 @@ ALL_TEST(memory_counts_what_waits_for_a_grace_period, .timeout = 60)
 	rest = at_rest(s, empty);
 	cr_log_info("%s: %zu bytes with what waits, %zu at rest", ps_sync_name(*sync), held, rest);
 	if (waits) {
-		cr_assert_geq(held, rest + 100 * sizeof(struct ps_range),
+		cr_assert_geq(held, rest + 100 * ps_test_block_bytes(sizeof(struct ps_range)),
 				"%s: %zu bytes; %zu at rest and 100 removed ranges waiting",
 				ps_sync_name(*sync), held, rest);
 		__atomic_store_n(&h.stop, 1, __ATOMIC_RELEASE);
@@ -341,6 +341,50 @@ ALL_TEST(memory_counts_what_waits_for_a_grace_period, .timeout = 60)
 			ps_sync_name(*sync), ps_store_memory(s));
 	ps_store_destroy(s);
 	ps_policy_put(p);
+}
+
+/*
+ * ps_store_memory() is at least what malloc() holds for the store's
+ * blocks (malloc_usable_size(), which the test allocator sums): filled,
+ * churned with what waits for a grace period, and synchronized.
+ */
+ALL_TEST(memory_counts_what_malloc_holds, .timeout = 60)
+{
+	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
+	struct ps_store *s;
+	uint64_t seed = 5;
+	long base;
+	int i;
+
+	/* The reclaim threads and the policies first: they are not the store's. */
+	s = ps_store_create(*sync);
+	cr_assert_eq(ps_store_set(s, 0, 10, p), 0);
+	ps_store_destroy(s);
+	ps_rcu_barrier();
+	ps_test_alloc_install();
+	base = ps_test_alloc_usable();
+	s = ps_store_create(*sync);
+	cr_assert_not_null(s);
+	for (i = 0; i < 3000; i++) {
+		uint64_t a = ps_test_rand(&seed) % 40000;
+
+		cr_assert_eq(ps_store_set(s, a, a + 1 + ps_test_rand(&seed) % 8, i % 5 ? p : q), 0);
+		if (i % 500 == 0)
+			cr_assert_geq(ps_store_memory(s), (size_t)(ps_test_alloc_usable() - base),
+					"%s: after %d sets %zu bytes, malloc holds %ld", ps_sync_name(*sync),
+					i, ps_store_memory(s), ps_test_alloc_usable() - base);
+	}
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_log_info("%s: %zu ranges, %zu bytes, malloc holds %ld", ps_sync_name(*sync),
+			ps_store_count(s), ps_store_memory(s), ps_test_alloc_usable() - base);
+	cr_assert_geq(ps_store_memory(s), (size_t)(ps_test_alloc_usable() - base),
+			"%s: %zu bytes, malloc holds %ld", ps_sync_name(*sync), ps_store_memory(s),
+			ps_test_alloc_usable() - base);
+	ps_store_destroy(s);
+	ps_rcu_barrier();
+	ps_test_alloc_restore();
+	ps_policy_put(p);
+	ps_policy_put(q);
 }
 
 /* Destroy and synchronize with stalled records: every reference dropped, nothing leaked. */
@@ -514,7 +558,7 @@ RCU_TEST(a_sweep_stopped_on_a_busy_lock_is_queued_again, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
-	size_t empty = ps_store_memory(s) + sizeof(struct ps_range); /* and its one range */
+	size_t empty = ps_store_memory(s) + ps_test_block_bytes(sizeof(struct ps_range)); /* and its one range */
 	int i;
 
 	cr_assert_not_null(s);
