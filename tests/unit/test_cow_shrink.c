@@ -129,6 +129,50 @@ RCU_TEST(removals_across_leaves_shrink_the_index_at_1e5, .timeout = 120)
 }
 
 /*
+ * Removals one range at a time, scattered (15 of every 16 ranges of a
+ * store of 20000 set in order), leave leaves a quarter to half full;
+ * ps_store_synchronize() then copies the index into leaves 3/4 full, so
+ * that the store holds at most 5/4 of the bytes of one filled anew.
+ */
+RCU_TEST(scattered_removals_compact_at_synchronize, .timeout = 60)
+{
+	struct ps_store *s = ps_store_create(*sync), *f = ps_store_create(*sync);
+	struct ps_policy *pol = ps_test_bind(1);
+	long n = 20000, i, j;
+	struct kept k = { malloc((size_t)n * sizeof(*k.v)), 0 };
+	size_t ms, mf;
+	const char *why = NULL;
+
+	cr_assert(s && f && k.v);
+	for (i = 0; i < n; i++)
+		k.v[i] = (struct ps_set_op){ 2 * (uint64_t)i, 2 * (uint64_t)i + 1, pol };
+	set_in_order(s, k.v, (size_t)n);
+	/* In a scattered order: a stride prime to n. */
+	for (i = 0, j = 0; i < n; i++) {
+		long r = (i * 7919) % n;
+
+		if (r % 16)
+			k.v[j++] = (struct ps_set_op){ 2 * (uint64_t)r, 2 * (uint64_t)r + 1, NULL };
+	}
+	for (i = 0; i < j; i += 64)
+		cr_assert_eq(ps_store_set_many(s, k.v + i, (size_t)(j - i < 64 ? j - i : 64)), 0);
+	cr_assert_eq(ps_store_synchronize(s), 0);
+	cr_assert_eq(ps_store_check(s, &why), 0, "%s", why);
+	k.n = 0;
+	cr_assert_eq(ps_store_foreach(s, keep, &k), 0);
+	cr_assert_eq(k.n, (size_t)(n / 16), "%zu ranges left", k.n);
+	set_in_order(f, k.v, k.n);
+	ms = ps_store_memory(s);
+	mf = ps_store_memory(f);
+	cr_expect_leq(ms, mf + mf / 4, "%s: %zu bytes, %.2fx a store filled anew (%zu)",
+			ps_sync_name(*sync), ms, (double)ms / (double)mf, mf);
+	ps_store_destroy(s);
+	ps_store_destroy(f);
+	ps_policy_put(pol);
+	free(k.v);
+}
+
+/*
  * ps_store_check() fails a store whose index has a leaf under a quarter
  * full that is neither the root nor the last leaf: the first leaf of a
  * store of 1000 ranges, set one by one, cut down to one range in place
