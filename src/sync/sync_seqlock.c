@@ -440,18 +440,21 @@ static int seq_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 	struct psi_store_seq *ss = to_seq(s);
 	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
 	struct psi_range_list batch = { NULL, 0, NULL };
-	size_t i;
+	size_t i, removed_bytes;
 
 	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW ||
 			psi_range_list_fill(&spares, (int)(n * PSI_RANGETREE_SET_MAX_NEW)))
 		return -ENOMEM;
+	/* Before the lock: the first charge of a size probes malloc(). */
+	(void)psi_alloc_charge(sizeof(struct ps_range));
 	psi_spin_lock(&ss->lock);
 	psi_seq_write_begin(&ss->base.rd.seq);
 	for (i = 0; i < n; i++)
 		psi_rangetree_set(&ss->base.rd.tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
 	psi_seq_write_end(&ss->base.rd.seq);
 	/* Trims free nothing; removed ranges join the batch waiting for a grace period. */
-	PSI_FETCH_ADD(ss->waiting, seq_list_bytes(&removed, false), RELAXED);
+	removed_bytes = seq_list_bytes(&removed, false);
+	PSI_FETCH_ADD(ss->waiting, removed_bytes, RELAXED);
 	psi_range_list_splice(&ss->retired, &removed);
 	if (ss->retired.n >= PSI_SEQ_RETIRE_BATCH) {
 		batch = ss->retired;

@@ -130,9 +130,9 @@ size_t psi_alloc_charge(size_t size)
 		return (size_t)(w & 0xffffffffu);
 	/* malloc() itself, not the hooks: a probe is no allocation of polstore's. */
 	p = malloc(size);
-	if (!p)
-		return (size + hdr + 15) & ~(size_t)15;
-	w = (uint64_t)size << 32 | (uint64_t)(malloc_usable_size(p) + hdr);
+	/* Without memory for the probe, glibc's rounding, kept: a size always counts the same. */
+	w = (uint64_t)size << 32 |
+	    (uint64_t)(p ? malloc_usable_size(p) + hdr : (size + hdr + 15) & ~(size_t)15);
 	free(p);
 	if (i < 4)
 		PSI_WRITE_ONCE(psi_charges[slot], w);
