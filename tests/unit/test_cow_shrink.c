@@ -130,7 +130,7 @@ RCU_TEST(removals_across_leaves_shrink_the_index_at_1e5, .timeout = 120)
 
 /*
  * Removals one range at a time, scattered (15 of every 16 ranges of a
- * store of 20000 set in order), leave leaves a quarter to half full;
+ * store of 20000 set in order, 4000 under valgrind), leave leaves a quarter to half full;
  * ps_store_synchronize() then copies the index into leaves 3/4 full, so
  * that the store holds at most 5/4 of the bytes of one filled anew.
  */
@@ -138,7 +138,7 @@ RCU_TEST(scattered_removals_compact_at_synchronize, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync), *f = ps_store_create(*sync);
 	struct ps_policy *pol = ps_test_bind(1);
-	long n = 20000, i, j;
+	long n = ps_test_scale() < 1 ? 4000 : 20000, i, j;
 	struct kept k = { malloc((size_t)n * sizeof(*k.v)), 0 };
 	size_t ms, mf;
 	const char *why = NULL;
@@ -173,8 +173,8 @@ RCU_TEST(scattered_removals_compact_at_synchronize, .timeout = 60)
 }
 
 /*
- * Every variant through a life of fills and shrinks: 3000 ranges set in
- * order, the munmap() pattern (sets across many leaves), churn of sets
+ * Every variant through a life of fills and shrinks: 3000 ranges (1000
+ * under valgrind) set in order, the munmap() pattern (sets across many leaves), churn of sets
  * that split and replace, then scattered removals down to 1/16; once
  * synchronized, the store holds at most 5/4 of the bytes of one given
  * its ranges in order.
@@ -183,7 +183,7 @@ VARIANT_TEST(cow, a_shrunk_store_holds_what_a_fresh_one_holds, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync), *f = ps_store_create(*sync);
 	struct ps_policy *pol = ps_test_bind(1), *other = ps_test_bind(2);
-	long n = 3000, i;
+	long n = ps_test_scale() < 1 ? 1000 : 3000, i;
 	struct kept k = { malloc((size_t)n * 4 * sizeof(*k.v)), 0 };
 	uint64_t rnd = 42;
 	size_t ms, mf;
@@ -195,7 +195,7 @@ VARIANT_TEST(cow, a_shrunk_store_holds_what_a_fresh_one_holds, .timeout = 60)
 	set_in_order(s, k.v, (size_t)n);
 	for (i = 0; i < 4 * n; i += BLOCK)
 		cr_assert_eq(ps_store_set(s, (uint64_t)i + 4, (uint64_t)i + BLOCK / 2, NULL), 0);
-	for (i = 0; i < 2000; i++) {
+	for (i = 0; i < 2 * n / 3; i++) {
 		uint64_t a = ps_test_rand(&rnd) % (4 * (uint64_t)n);
 
 		cr_assert_eq(ps_store_set(s, a, a + 1 + ps_test_rand(&rnd) % 3, i % 2 ? other : pol),
