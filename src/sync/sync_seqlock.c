@@ -445,8 +445,6 @@ static int seq_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW ||
 			psi_range_list_fill(&spares, (int)(n * PSI_RANGETREE_SET_MAX_NEW)))
 		return -ENOMEM;
-	/* Before the lock: the first charge of a size probes malloc(). */
-	(void)psi_alloc_charge(sizeof(struct ps_range));
 	psi_spin_lock(&ss->lock);
 	psi_seq_write_begin(&ss->base.rd.seq);
 	for (i = 0; i < n; i++)

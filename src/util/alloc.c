@@ -8,7 +8,6 @@
  * thread creation/join supplies the ordering.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,41 +101,26 @@ void *psi_zalloc_aligned(size_t size)
 }
 
 /*
- * Charges of the sizes asked so far (a store asks a few: its ranges, its
- * nodes, its log's blocks), each word the size above 32 bits and its
- * charge below; 0: empty.  Any thread, relaxed: a word is written whole
- * and always with the same value for its size.
+ * glibc's malloc() on a 64-bit system: a block is a chunk of its size and
+ * an 8-byte header rounded up to 16 bytes, at least 32; a block from its
+ * mmap threshold (128 KiB at first) is a mapping of its own, its pages.
+ * A pure function of @size: no probe, no shared state, the same figure on
+ * every call, so that what a log adds and takes back matches.
  */
-#define PSI_CHARGES 64
-#define PSI_CHARGE_PROBE_MAX ((size_t)16 << 10)
-static uint64_t psi_charges[PSI_CHARGES];
+#define PSI_CHARGE_HDR sizeof(size_t)
+#define PSI_CHARGE_ALIGN (2 * sizeof(size_t))
+#define PSI_CHARGE_MIN (4 * sizeof(size_t))
+#define PSI_CHARGE_MMAP ((size_t)128 << 10)
+#define PSI_CHARGE_PAGE ((size_t)4096)
 
 size_t psi_alloc_charge(size_t size)
 {
-	size_t page = 4096, hdr = sizeof(size_t), slot = size / 8 % PSI_CHARGES, i;
-	uint64_t w = 0;
-	void *p;
+	size_t chunk;
 
-	/* Larger blocks may have a mapping of their own: its pages, the headers in. */
-	if (size > PSI_CHARGE_PROBE_MAX)
-		return (size + 2 * hdr + page - 1) & ~(page - 1);
-	/* The slot of @size or the first of the next 4 that holds it or nothing. */
-	for (i = 0; i < 4; i++, slot = (slot + 1) % PSI_CHARGES) {
-		w = PSI_READ_ONCE(psi_charges[slot]);
-		if (!w || (w >> 32) == size)
-			break;
-	}
-	if (w && (w >> 32) == size)
-		return (size_t)(w & 0xffffffffu);
-	/* malloc() itself, not the hooks: a probe is no allocation of polstore's. */
-	p = malloc(size);
-	/* Without memory for the probe, glibc's rounding, kept: a size always counts the same. */
-	w = (uint64_t)size << 32 |
-	    (uint64_t)(p ? malloc_usable_size(p) + hdr : (size + hdr + 15) & ~(size_t)15);
-	free(p);
-	if (i < 4)
-		PSI_WRITE_ONCE(psi_charges[slot], w);
-	return (size_t)(w & 0xffffffffu);
+	if (size >= PSI_CHARGE_MMAP)
+		return (size + 2 * PSI_CHARGE_HDR + PSI_CHARGE_PAGE - 1) & ~(PSI_CHARGE_PAGE - 1);
+	chunk = (size + PSI_CHARGE_HDR + PSI_CHARGE_ALIGN - 1) & ~(PSI_CHARGE_ALIGN - 1);
+	return chunk < PSI_CHARGE_MIN ? PSI_CHARGE_MIN : chunk;
 }
 
 size_t psi_alloc_charge_aligned(size_t size)

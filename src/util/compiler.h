@@ -101,8 +101,8 @@ void *psi_zalloc_aligned(size_t size);
 void psi_free_aligned(void *ptr);
 /*
  * Bytes a block of @size holds of the process, as ps_store_memory()
- * counts it: what malloc() gives such a block (malloc_usable_size()) and
- * its header, whichever allocator is installed.
+ * counts it: the chunk glibc's malloc() makes for it, header and rounding
+ * in, whichever allocator is installed.  Any thread; a pure function.
  */
 size_t psi_alloc_charge(size_t size);
 /* The same for a block of psi_zalloc_aligned(@size). */
