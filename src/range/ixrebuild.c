@@ -3,7 +3,8 @@
  * A copy of a whole read index (rangeindex.h: psi_ix_rebuild()), every
  * node from the allocator: what a store whose pool stopped serving
  * publishes in place of an index whose nodes hold the pool's chunks.
- * Leaves are filled to 3/4 (as a split leaves them), inner nodes evenly,
+ * Leaves are filled to 3/4 (as a split leaves them; fuller where 3/4
+ * would add a level), inner nodes evenly,
  * bottom up; the first leaf's interval begins at 0 and each next one's at
  * its first range, so every range lies in its leaf's interval.
  */
@@ -114,26 +115,50 @@ static int rb_leaves(struct rb_fill *f, const struct ps_ix_node *h)
 	return 0;
 }
 
-/* The shape of the copy of @n > 0 ranges: its leaves' shift, its leaves; Return: its nodes. */
-static size_t rb_shape(size_t n, unsigned *shift, size_t *nleaf)
+/*
+ * The shape of the copy of @n > 0 ranges: its leaves' shift, its leaves
+ * (3/4 full, or fuller where that would take a level more than full
+ * leaves need, so that the copy is never deeper than an index of full
+ * nodes); *@height its root's height.  Return: its nodes.
+ */
+static size_t rb_shape(size_t n, unsigned *shift, size_t *nleaf, int *height)
 {
-	size_t total, m;
+	size_t total, m, reach;
 
 	*shift = n <= RB_SMALL ? PS_IX_SMALL_SHIFT : PS_IX_LEAF_SHIFT;
 	*nleaf = n <= RB_CAP ? 1 : (n + RB_FILL - 1) / RB_FILL;
-	for (total = *nleaf, m = *nleaf; m > 1; total += m)
+	/* @reach: the leaves a tree as low as full leaves allow can hold. */
+	for (reach = 1; reach * RB_CAP < n; reach *= PS_IX_FAN)
+		;
+	if (*nleaf > reach)
+		*nleaf = reach;
+	*height = 0;
+	for (total = *nleaf, m = *nleaf; m > 1; total += m, ++*height)
 		m = (m + PS_IX_FAN - 1) / PS_IX_FAN;
 	return total;
+}
+
+bool psi_ix_rebuild_pays(const struct ps_ix_node *root, size_t n, size_t bytes)
+{
+	size_t nleaf;
+	unsigned shift;
+	int height;
+
+	if (!root || !n)
+		return false;
+	rb_shape(n, &shift, &nleaf, &height);
+	return bytes - bytes / 5 > psi_ix_rebuilt_bytes(n) || root->height > height;
 }
 
 size_t psi_ix_rebuilt_bytes(size_t n)
 {
 	size_t nleaf, total;
 	unsigned shift;
+	int height;
 
 	if (!n)
 		return 0;
-	total = rb_shape(n, &shift, &nleaf);
+	total = rb_shape(n, &shift, &nleaf, &height);
 	return nleaf * psi_alloc_charge(_PS_IX_LEAF_BYTES(shift)) +
 	       (total - nleaf) * psi_alloc_charge(sizeof(struct ps_ix_inner));
 }
@@ -149,7 +174,8 @@ int psi_ix_rebuild(const struct ps_ix_node *from, struct ps_ix_node **to, size_t
 	n = from ? rb_count(from) : 0;
 	if (!n)
 		return 0;
-	total = rb_shape(n, &f.shift, &f.nleaf);
+	total = rb_shape(n, &f.shift, &f.nleaf, &height);
+	height = 0;
 	f.perleaf = n / f.nleaf;
 	f.extra = n % f.nleaf;
 	f.all = psi_alloc(total * sizeof(*f.all) + f.nleaf * (sizeof(*f.ch) + sizeof(*f.lo)));

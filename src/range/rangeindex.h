@@ -114,6 +114,13 @@ int psi_ix_rebuild(const struct ps_ix_node *from, struct ps_ix_node **to, size_t
 size_t psi_ix_rebuilt_bytes(size_t n);
 
 /*
+ * Whether psi_ix_rebuild() of the index at @root, of @n ranges and
+ * @bytes (psi_ix_bytes()), would make it better: hold under 4/5 of its
+ * bytes, or have fewer levels (its copy has as few as full nodes allow).
+ */
+bool psi_ix_rebuild_pays(const struct ps_ix_node *root, size_t n, size_t bytes);
+
+/*
  * psi_ix_set() - [start, end) set to @pol in the update (NULL: removed),
  * with the tree's replace semantics
  *

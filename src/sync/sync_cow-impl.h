@@ -890,8 +890,8 @@ static size_t cow_log_removed(struct psi_store_cow *cs, struct psi_range_list *r
  * Under @wlock, after a publication: once a copy of an index with pooled
  * nodes would be one the pool does not serve (the store shrank; its
  * leaves may be far from full), or, at a synchronize (@sync), of an
- * index that holds over 5/4 of the copy's bytes (removals left its nodes
- * part empty), the copy, every node from the allocator (psi_ix_rebuild()), is
+ * index the copy would better (psi_ix_rebuild_pays(): removals left its
+ * nodes part empty), the copy, every node from the allocator, is
  * published with one release store of the root, and the old index goes
  * onto the log whole: after its grace period its pooled nodes go back,
  * and their chunks with them.  Same ranges, so a reader sees no change;
@@ -901,10 +901,10 @@ static size_t cow_log_removed(struct psi_store_cow *cs, struct psi_range_list *r
 static size_t cow_unpool(struct psi_store_cow *cs, bool sync)
 {
 	struct ps_ix_node *old = cs->base.ix.node, *nr;
-	size_t bytes, was = cs->ix_bytes, copy = psi_ix_rebuilt_bytes(cs->base.rd.tree.count);
+	size_t bytes, was = cs->ix_bytes, n = cs->base.rd.tree.count;
 
-	if (!psi_ix_pool_below(copy) ||
-			!(cs->pooled || (sync && was - was / 5 > copy)))
+	if (!psi_ix_pool_below(psi_ix_rebuilt_bytes(n)) ||
+			!(cs->pooled || (sync && psi_ix_rebuild_pays(old, n, was))))
 		return 0;
 	if (psi_rlog_reserve(&cs->log, 1) || psi_ix_rebuild(old, &nr, &bytes))
 		return 0;
