@@ -533,6 +533,8 @@ static void cow_sweep(struct psi_reclaim_item *item)
 		 * and queues the sweep (cow_kick()).
 		 */
 		cs->sweep_busy = 0;
+		/* The checkers see no atomics: what the reclaimer read of @item, before the set's push. */
+		PSI_ANNOTATE_HAPPENS_BEFORE(&cs->sweep);
 		PSI_STORE_RELEASE(cs->swept, false);
 		return;
 	}
@@ -595,6 +597,7 @@ static int cow_kick(struct psi_store_cow *cs, size_t weight)
 
 	if (!PSI_TRY_CMPXCHG(cs->swept, &no, true, ACQ_REL, RELAXED))
 		return 0;
+	PSI_ANNOTATE_HAPPENS_AFTER(&cs->sweep); /* pairs with a sweep stopped without @wlock */
 	PSI_WRITE_ONCE(cs->kicked, true);
 	if (!psi_reclaim_defer_weighed(PSI_COW_FLAVOUR->reclaimer, &cs->sweep, weight))
 		return 0;
