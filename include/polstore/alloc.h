@@ -43,6 +43,8 @@ struct ps_alloc_ops {
  * handed to ps_store_destroy_deferred(), so that nothing is left in flight.
  * No memory is kept between calls but what the objects hold (a large RCU
  * store's index nodes come in chunks, which are the store's).
+ * ps_store_memory() counts each block as glibc's malloc() would hold it, whichever
+ * allocator is installed (docs/internals.md).
  *
  * Context: while no other thread is inside polstore, and after
  * ps_store_synchronize() on every store.

@@ -103,8 +103,7 @@ PS_API int ps_sync_read_lock(enum ps_sync sync);
 /**
  * ps_sync_read_unlock() - close a section that ps_sync_read_lock() opened
  * @sync: the variant given to ps_sync_read_lock()
- * Context: the opening thread, with the same @sync (not a variant: ignored; no
- * open section: abort, docs/context.md).
+ * Context: the opener, same @sync (not a variant: ignored; none open: abort, docs/context.md).
  */
 PS_API void ps_sync_read_unlock(enum ps_sync sync);
 
@@ -235,10 +234,11 @@ PS_API size_t ps_store_count(struct ps_store *store);
 PS_API int ps_store_check(struct ps_store *store, const char **why);
 
 /**
- * ps_store_memory() - bytes the store and its nodes hold, not the policies
+ * ps_store_memory() - bytes of the store, its ranges and index, and of what waits to be freed
  * @store: the store
  * Context: see docs/context.md; also from an allocator hook in a set of @store.
- * Return: the byte count (RCU: docs/internals.md); 0 for NULL.
+ * Return: the bytes, each block as glibc's malloc() holds it (any allocator), what waits for a
+ * grace period in until freed or synchronized, not the policies (docs/internals.md); 0 for NULL.
  */
 PS_API size_t ps_store_memory(struct ps_store *store);
 

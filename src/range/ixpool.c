@@ -73,7 +73,7 @@ struct psi_ix_pool {
 	bool serving;
 	size_t index_bytes;   /* of the index the pool serves, every node counted */
 	size_t pending;       /* slot bytes got since the index last grew (an update's) */
-	size_t bytes;         /* of the chunks; any thread reads it */
+	size_t bytes;         /* the chunks' (psi_alloc_charge()); any thread reads it */
 	size_t live_bytes;    /* of the nodes out of them; any thread reads it */
 };
 
@@ -107,7 +107,7 @@ static void chunk_free(struct psi_ix_pool *p, struct ixp_chunk *c)
 	IXP_SHOW(c->base, IXP_CHUNK);
 	psi_free(c->base);
 	c->base = NULL;
-	PSI_WRITE_ONCE(p->bytes, p->bytes - IXP_CHUNK);
+	PSI_WRITE_ONCE(p->bytes, p->bytes - psi_alloc_charge(IXP_CHUNK));
 }
 
 void psi_ix_pool_destroy(struct psi_ix_pool *p)
@@ -155,7 +155,7 @@ static bool chunk_new(struct psi_ix_pool *p, struct ixp_chunk *c)
 	c->free[0] = c->free[1] = NULL;
 	c->live = 0;
 	IXP_HIDE(b, IXP_CHUNK);
-	PSI_WRITE_ONCE(p->bytes, p->bytes + IXP_CHUNK);
+	PSI_WRITE_ONCE(p->bytes, p->bytes + psi_alloc_charge(IXP_CHUNK));
 	p->nempty++;
 	return true;
 }
@@ -236,12 +236,17 @@ bool psi_ix_pool_tune(struct psi_ix_pool *p)
 	index_bytes = p->index_bytes;
 	if (index_bytes >= psi_ix_pool_threshold) {
 		p->serving = true;
-	} else if (p->serving && index_bytes < psi_ix_pool_threshold / 2) {
+	} else if (p->serving && psi_ix_pool_below(index_bytes)) {
 		/* The kept empty chunk goes too: the chunks left go as they empty. */
 		p->serving = false;
 		free_empty(p);
 	}
 	return p->serving;
+}
+
+bool psi_ix_pool_below(size_t index_bytes)
+{
+	return index_bytes < psi_ix_pool_threshold / 2;
 }
 
 bool psi_ix_pool_serving(const struct psi_ix_pool *p)

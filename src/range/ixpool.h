@@ -41,6 +41,9 @@ void psi_ix_pool_destroy(struct psi_ix_pool *p);
  */
 bool psi_ix_pool_tune(struct psi_ix_pool *p);
 
+/* Whether an index of @index_bytes is one a pool stops serving (under half the threshold). */
+bool psi_ix_pool_below(size_t index_bytes);
+
 /* Whether @p (NULL: no pool) served the last update that asked (psi_ix_pool_tune()); the writer. */
 bool psi_ix_pool_serving(const struct psi_ix_pool *p);
 

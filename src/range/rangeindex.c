@@ -190,12 +190,12 @@ static struct ps_ix_node *leaf_splice(struct psi_ix_tx *tx, const struct ps_ix_l
 
 	if (!x)
 		return NULL;
-	tx->bytes += (ptrdiff_t)bytes;
 	/* A full leaf's offsets and sizes known to the compiler: most copies. */
 	if (l->h.shift == PS_IX_LEAF_SHIFT)
 		leaf_fill_of(x, l, i0, i1, add, na, PS_IX_LEAF_SHIFT);
 	else
 		leaf_fill_of(x, l, i0, i1, add, na, l->h.shift);
+	tx->bytes += (ptrdiff_t)node_bytes(&x->h);
 	return &x->h;
 }
 
@@ -565,7 +565,8 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 	x = new_node(tx, _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT));
 	if (!x)
 		return -ENOMEM;
-	tx->bytes += (ptrdiff_t)_PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT);
+	x->shift = PS_IX_LEAF_SHIFT;
+	tx->bytes += (ptrdiff_t)node_bytes(x);
 	tx->copy = x;
 	tx->copy_from = l;
 	tx->copy_i0 = i0;

@@ -83,8 +83,42 @@ void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_p
  */
 void psi_ix_reuse(struct psi_ix_tx *tx, void *(*fn)(void *ctx, size_t size), void *ctx);
 
-/* Bytes of retired entry @e (psi_ix_publish()): its node, or its whole subtree. */
+/* The bytes of node @h's own layout (what it is allocated as). */
+static inline size_t psi_ix_node_size(const struct ps_ix_node *h)
+{
+	return h->height ? sizeof(struct ps_ix_inner) : _PS_IX_LEAF_BYTES(h->shift);
+}
+
+/*
+ * Bytes of retired entry @e (psi_ix_publish()): its node, or its whole
+ * subtree, each node as psi_ix_bytes() counts it.
+ */
 size_t psi_ix_retired_bytes(const void *e);
+
+/* Bit 0 of a retired entry: the node and everything below it. */
+#define PSI_IX_SUBTREE ((uintptr_t)1)
+
+/* The retired entry of the whole index at @h, for psi_ix_free_retired(). */
+void *psi_ix_retired_whole(struct ps_ix_node *h);
+
+/*
+ * A copy of the index at @from (NULL: empty) into *@to, every node from
+ * the allocator (none from a pool), its leaves 3/4 full; *@bytes its
+ * nodes' bytes.  Nothing is published (ixrebuild.c); the writer, which
+ * no in-place store runs beside.  Return: 0, or -ENOMEM with nothing
+ * allocated.
+ */
+int psi_ix_rebuild(const struct ps_ix_node *from, struct ps_ix_node **to, size_t *bytes);
+
+/* The bytes psi_ix_rebuild() makes of an index of @n ranges. */
+size_t psi_ix_rebuilt_bytes(size_t n);
+
+/*
+ * Whether psi_ix_rebuild() of the index at @root, of @n ranges and
+ * @bytes (psi_ix_bytes()), would make it better: hold under 4/5 of its
+ * bytes, or have fewer levels (its copy has as few as full nodes allow).
+ */
+bool psi_ix_rebuild_pays(const struct ps_ix_node *root, size_t n, size_t bytes);
 
 /*
  * psi_ix_set() - [start, end) set to @pol in the update (NULL: removed),
@@ -120,7 +154,10 @@ void psi_ix_free_retired(struct psi_ix_pool *pool, void *const *entry, size_t n)
 /* Free every node of the index at @root now (no reader can reach it); it is empty then. */
 void psi_ix_clear(struct ps_ix_root *root, struct psi_ix_pool *pool);
 
-/* Bytes of the nodes of the index at @n. */
+/*
+ * Bytes of the nodes of the index at @n: a pooled node its size, another
+ * what the allocator holds for it (psi_alloc_charge()).
+ */
 size_t psi_ix_bytes(const struct ps_ix_node *n);
 
 /*

@@ -22,7 +22,7 @@
 #define IX_FRESH 1u /* built by the update in progress: not published */
 #define IX_DEAD 2u  /* built and replaced again before publication */
 #define IX_WMASK 0xffffu /* the update's flags; above them, the node's pool tag (ixpool.h) */
-#define IX_SUBTREE ((uintptr_t)1)
+#define IX_SUBTREE PSI_IX_SUBTREE
 
 #define LEAF_CAP (1u << PS_IX_LEAF_SHIFT)
 #define SMALL_CAP (1u << PS_IX_SMALL_SHIFT)
@@ -39,10 +39,12 @@
 _Static_assert(sizeof(struct ps_ix_node) == 8, "a node's header is one word");
 _Static_assert(sizeof(struct ps_ix_inner) == 256, "an inner node is four lines");
 
-/* What a node holds (the allocator's own header aside). */
+/* What a node holds: its slot of a pool's chunk, or what the allocator holds for it. */
 static inline size_t node_bytes(const struct ps_ix_node *h)
 {
-	return h->height ? sizeof(struct ps_ix_inner) : _PS_IX_LEAF_BYTES(h->shift);
+	size_t size = psi_ix_node_size(h);
+
+	return psi_ix_pool_tag_of(h) ? size : psi_alloc_charge(size);
 }
 
 static inline struct ps_ix_leaf *as_leaf(const struct ps_ix_node *h)
@@ -170,9 +172,9 @@ static inline struct ps_ix_node *inner_make(struct psi_ix_tx *tx, int height,
 
 	if (!in)
 		return NULL;
-	tx->bytes += (ptrdiff_t)sizeof(*in);
 	in->h.n = (uint16_t)n;
 	in->h.height = (uint8_t)height;
+	tx->bytes += (ptrdiff_t)node_bytes(&in->h);
 	for (i = 0; i < PS_IX_FAN; i++) {
 		if (i < PS_IX_FAN - 1)
 			in->piv[i] = i + 1 < n ? lo[i + 1] : PS_IX_NONE;

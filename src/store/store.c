@@ -384,7 +384,9 @@ size_t ps_store_memory(struct ps_store *store)
 {
 	if (!store)
 		return 0;
-	return store->size + ps_store_count(store) * sizeof(struct ps_range) +
+	/* Each block as malloc() holds it (psi_alloc_charge()). */
+	return psi_alloc_charge_aligned(store->size) +
+	       ps_store_count(store) * psi_alloc_charge(sizeof(struct ps_range)) +
 	       (store->ops->held ? store->ops->held(store) : 0);
 }
 

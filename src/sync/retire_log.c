@@ -31,7 +31,7 @@ static size_t blk_size(uint32_t cap)
 
 static void blk_free(struct psi_rlog *log, struct psi_rlog_blk *b)
 {
-	log->own_bytes -= blk_size(b->cap);
+	log->own_bytes -= psi_alloc_charge(blk_size(b->cap));
 	psi_free(b);
 }
 
@@ -46,7 +46,7 @@ int psi_rlog_reserve(struct psi_rlog **logp, size_t n)
 		log = psi_zalloc(sizeof(*log));
 		if (!log)
 			return -ENOMEM;
-		log->own_bytes = sizeof(*log);
+		log->own_bytes = psi_alloc_charge(sizeof(*log));
 		*logp = log;
 	}
 	last = log->tail;
@@ -71,7 +71,7 @@ int psi_rlog_reserve(struct psi_rlog **logp, size_t n)
 		return -ENOMEM; /* a log made here stays, empty: psi_rlog_trim() */
 	b->next = NULL;
 	b->cap = cap;
-	log->own_bytes += blk_size(cap);
+	log->own_bytes += psi_alloc_charge(blk_size(cap));
 	if (last) {
 		last->next = b;
 	} else {
@@ -190,5 +190,5 @@ bool psi_rlog_sane(const struct psi_rlog *log)
 		return true;
 	return log->taken <= log->ripe && log->ripe <= log->marked && log->marked <= log->added &&
 	       log->taken_bytes <= log->ripe_bytes && log->ripe_bytes <= log->added_bytes &&
-	       (log->added == log->taken || log->head) && log->own_bytes >= sizeof(*log);
+	       (log->added == log->taken || log->head) && log->own_bytes >= psi_alloc_charge(sizeof(*log));
 }

@@ -74,7 +74,7 @@
  * end (psi_reclaim_poll_done()).  A store whose writer stopped has its log
  * emptied by its sweep (cow_sweep(): on the reclaim thread, once no set
  * came for PSI_RECLAIM_RETRY_NS); synchronize and destroy empty it at
- * once.  What is ripe and waits there counts in ps_store_memory().
+ * once.  What the log holds counts in ps_store_memory(), ripe or not.
  *
  * Allocation: an update builds its index nodes, takes its spare ranges
  * and makes room on the log before it changes the tree; -ENOMEM there
@@ -183,6 +183,7 @@ struct psi_store_cow {
 	 * once under @wlock (release), loaded (acquire) by those without it.
 	 */
 	struct psi_ix_pool *pool;
+	bool pooled;                   /* under @wlock: the published index may hold pooled nodes */
 	/*
 	 * The sweep (cow_sweep()): queued once on the reclaimer behind a
 	 * grace period (@kicked), then released again and again until it
@@ -228,17 +229,15 @@ static inline unsigned cow_stash_count(struct psi_store_cow *cs)
 
 /*
  * Under @wlock, after the log, the spares or the stash changed:
- * ps_store_memory()'s count of them.  What waits for its grace period
- * counts once it has passed (until then it is in flight:
- * psi_reclaim_pending()), or at once while no reclaim thread could be
- * asked for one.
+ * ps_store_memory()'s count of them.  What the log holds counts whole,
+ * ripe or still waiting for its grace period.
  */
 static void cow_account(struct psi_store_cow *cs)
 {
-	size_t log = cs->nothread ? psi_rlog_bytes(cs->log) : psi_rlog_kept_bytes(cs->log);
+	size_t log = psi_rlog_bytes(cs->log);
 
-	PSI_WRITE_ONCE(cs->held, log + cs->spare.n * sizeof(struct ps_range) +
-			cow_stash_count(cs) * PSI_COW_LEAF_BYTES);
+	PSI_WRITE_ONCE(cs->held, log + cs->spare.n * psi_alloc_charge(sizeof(struct ps_range)) +
+			cow_stash_count(cs) * psi_alloc_charge(PSI_COW_LEAF_BYTES));
 }
 
 /* Under @wlock: @r, unlinked from the tree, which no reader reads: a spare now, or freed. */
@@ -265,7 +264,7 @@ static void cow_trim(struct psi_store_cow *cs)
 static inline bool cow_node_of(const void *e, size_t size)
 {
 	return !((uintptr_t)e & COW_E_MASK) && !psi_ix_pool_tag_of(e) &&
-	       psi_ix_retired_bytes(e) == size;
+	       psi_ix_node_size(e) == size;
 }
 
 /* Under @wlock: whether the stash may hold @n leaves (the pool, when it serves, makes them). */
@@ -337,7 +336,7 @@ static size_t cow_entry_bytes(const void *e)
 	case COW_E_LIST:
 		for (r = (const struct ps_range *)(p & ~COW_E_MASK); r; r = r->next_free)
 			n++;
-		return n * sizeof(struct ps_range);
+		return n * psi_alloc_charge(sizeof(struct ps_range));
 	default:
 		return psi_ix_retired_bytes(e);
 	}
@@ -564,6 +563,7 @@ static void cow_sweep(struct psi_reclaim_item *item)
 		if (!psi_rlog_count(cs->log)) {
 			cow_trim(cs);
 			cow_free_spares(cs);
+			psi_ix_pool_trim(cs->pool);
 			cow_account(cs);
 			/* Under @wlock: a set after this one finds the sweep stopped and queues it. */
 			PSI_STORE_RELEASE(cs->swept, false);
@@ -869,7 +869,7 @@ static size_t cow_log_removed(struct psi_store_cow *cs, struct psi_range_list *r
 	if (!removed->n)
 		return 0;
 	if (removed->n > PSI_COW_RANGES_NOW) {
-		size_t bytes = removed->n * sizeof(struct ps_range);
+		size_t bytes = removed->n * psi_alloc_charge(sizeof(struct ps_range));
 
 		psi_rlog_add(cs->log, (void *)((uintptr_t)removed->head | COW_E_LIST));
 		*removed = (struct psi_range_list){ NULL, 0, NULL };
@@ -881,6 +881,43 @@ static size_t cow_log_removed(struct psi_store_cow *cs, struct psi_range_list *r
 		cow_spare_put(cs, r);
 	}
 	return 0;
+}
+
+/*
+ * Under @wlock, after a publication: once a copy of an index with pooled
+ * nodes would be one the pool does not serve (the store shrank; its
+ * leaves may be far from full), or, at a synchronize (@sync), of an
+ * index the copy would better (psi_ix_rebuild_pays(): removals left its
+ * nodes part empty), the copy, every node from the allocator, is
+ * published with one release store of the root, and the old index goes
+ * onto the log whole: after its grace period its pooled nodes go back,
+ * and their chunks with them.  Same ranges, so a reader sees no change;
+ * next() sees the count move.  Return: the bytes logged (0: nothing to
+ * do, or no memory for it: the store as it was).
+ */
+static size_t cow_unpool(struct psi_store_cow *cs, bool sync)
+{
+	struct ps_ix_node *old = cs->base.ix.node, *nr;
+	size_t bytes, was = cs->ix_bytes, n = cs->base.rd.tree.count;
+
+	if (!psi_ix_pool_below(psi_ix_rebuilt_bytes(n)) ||
+			!(cs->pooled || (sync && psi_ix_rebuild_pays(old, n, was))))
+		return 0;
+	if (psi_rlog_reserve(&cs->log, 1) || psi_ix_rebuild(old, &nr, &bytes))
+		return 0;
+	PSI_ANNOTATE_HAPPENS_BEFORE(&cs->base.rd.tree); /* as cow_update()'s publication */
+	psi_seq_write_begin(&cs->base.rd.seq);
+	PSI_STORE_RELEASE(cs->base.ix.node, nr); /* pairs with the readers' acquire of the root */
+	psi_seq_write_end(&cs->base.rd.seq);
+	cs->pooled = false;
+	psi_ix_pool_grew(cs->pool, (ptrdiff_t)bytes - (ptrdiff_t)was);
+	PSI_WRITE_ONCE(cs->ix_bytes, bytes);
+	cow_stash_trim(cs);
+	if (!old)
+		return 0;
+	psi_rlog_add(cs->log, psi_ix_retired_whole(old));
+	psi_rlog_added_bytes(cs->log, was);
+	return was;
 }
 
 /*
@@ -951,6 +988,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	root = psi_ix_publish(&ix);
 	psi_seq_write_end(&cs->base.rd.seq);
 	PSI_WRITE_ONCE(cs->ix_bytes, (size_t)((ptrdiff_t)cs->ix_bytes + ix.bytes));
+	cs->pooled |= ix.serve;
 	cow_stash_trim(cs);
 	cs->stats.sets++;
 	cs->stats.root_publications += root;
@@ -963,6 +1001,7 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	psi_rlog_added_bytes(cs->log, bytes);
 	psi_ix_end(&ix);
 	cow_keep_spares(cs);
+	bytes += cow_unpool(cs, false);
 	/*
 	 * As many entries off the log as came on: what a grace period made
 	 * ripe lasts the sets until the next one ends.  Twice as many while
@@ -1036,6 +1075,7 @@ static void cow_synchronize(struct ps_store *s)
 	 * index only (nothing else may free it later: ps_set_alloc_ops()).
 	 */
 	pthread_mutex_lock(&cs->wlock);
+	(void)cow_unpool(cs, true);
 	if (psi_rlog_count(cs->log))
 		cow_wait_drain(cs, true);
 	cow_trim(cs);

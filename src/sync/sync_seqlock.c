@@ -52,6 +52,7 @@ struct psi_store_seq {
 	struct psi_spinlock lock __ps_cacheline_aligned;
 	struct psi_range_list retired; /* unlinked, waiting for a grace period; under @lock */
 	size_t inflight; /* atomic: batches handed to the reclaim thread and not yet freed */
+	size_t waiting;  /* atomic: bytes of @retired and of the batches in flight */
 };
 _Static_assert(offsetof(struct psi_store_seq, base) == 0, "psi_store_zalloc(): base first");
 
@@ -199,16 +200,25 @@ struct seq_batch {
 	struct psi_store_seq *store;
 };
 
+/* Bytes ps_store_memory() counts for retired ranges @list and their batch header (@hdr). */
+static size_t seq_list_bytes(const struct psi_range_list *list, bool hdr)
+{
+	return list->n * psi_alloc_charge(sizeof(struct ps_range)) +
+	       (hdr ? psi_alloc_charge(sizeof(struct seq_batch)) : 0);
+}
+
 static void seq_batch_free(struct psi_reclaim_item *item)
 {
 	struct seq_batch *b = psi_container_of(item, struct seq_batch, item);
 	struct psi_store_seq *ss = b->store;
+	size_t bytes = seq_list_bytes(&b->list, true);
 
 	PSI_ANNOTATE_HAPPENS_AFTER(b); /* the writer filled @b before queueing it */
 	/* A grace period has passed since the ranges were unlinked: readers let go. */
 	PSI_ANNOTATE_HAPPENS_AFTER(&ss->base);
 	psi_range_list_free(&b->list);
 	psi_free(b);
+	PSI_FETCH_SUB(ss->waiting, bytes, RELAXED);
 	if (psi_unlikely(psi_reclaim_test_hook))
 		psi_reclaim_test_hook();
 	PSI_ANNOTATE_HAPPENS_BEFORE(&seq_batches_done);
@@ -237,10 +247,12 @@ static void seq_reclaim(struct ps_store *s, struct psi_range_list *list)
 		b->store = ss;
 		b->item.release = seq_batch_free;
 		PSI_FETCH_ADD(ss->inflight, 1, RELAXED);
+		PSI_FETCH_ADD(ss->waiting, psi_alloc_charge(sizeof(*b)), RELAXED);
 		PSI_ANNOTATE_HAPPENS_BEFORE(b); /* our last touch of the batch: pairs with the free */
 		if (!psi_reclaim_defer_weighed(psi_flavour_memb.reclaimer, &b->item,
 				    sizeof(*b) + list->n * sizeof(struct ps_range)))
 			return;
+		PSI_FETCH_SUB(ss->waiting, psi_alloc_charge(sizeof(*b)), RELAXED);
 		PSI_FETCH_SUB(ss->inflight, 1, RELAXED);
 		psi_free(b);
 	}
@@ -252,6 +264,7 @@ static void seq_reclaim(struct ps_store *s, struct psi_range_list *list)
 	}
 	urcu_memb_synchronize_rcu();
 	PSI_ANNOTATE_HAPPENS_AFTER(s);
+	PSI_FETCH_SUB(ss->waiting, seq_list_bytes(list, false), RELAXED);
 	psi_range_list_free(list);
 }
 
@@ -267,6 +280,7 @@ static void seq_synchronize(struct ps_store *s)
 	if (batch.head) {
 		urcu_memb_synchronize_rcu();
 		PSI_ANNOTATE_HAPPENS_AFTER(s);
+		PSI_FETCH_SUB(ss->waiting, seq_list_bytes(&batch, false), RELAXED);
 		psi_range_list_free(&batch);
 	}
 	/* And the batches handed to the reclaim thread (by any memb store). */
@@ -426,7 +440,7 @@ static int seq_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 	struct psi_store_seq *ss = to_seq(s);
 	struct psi_range_list spares = { NULL, 0, NULL }, removed = { NULL, 0, NULL };
 	struct psi_range_list batch = { NULL, 0, NULL };
-	size_t i;
+	size_t i, removed_bytes;
 
 	if (n > (size_t)INT_MAX / PSI_RANGETREE_SET_MAX_NEW ||
 			psi_range_list_fill(&spares, (int)(n * PSI_RANGETREE_SET_MAX_NEW)))
@@ -437,6 +451,8 @@ static int seq_set_many(struct ps_store *s, const struct ps_set_op *ops, size_t 
 		psi_rangetree_set(&ss->base.rd.tree, ops[i].start, ops[i].end, ops[i].pol, &spares, &removed);
 	psi_seq_write_end(&ss->base.rd.seq);
 	/* Trims free nothing; removed ranges join the batch waiting for a grace period. */
+	removed_bytes = seq_list_bytes(&removed, false);
+	PSI_FETCH_ADD(ss->waiting, removed_bytes, RELAXED);
 	psi_range_list_splice(&ss->retired, &removed);
 	if (ss->retired.n >= PSI_SEQ_RETIRE_BATCH) {
 		batch = ss->retired;
@@ -454,6 +470,12 @@ static int seq_set(struct ps_store *s, uint64_t start, uint64_t end, struct ps_p
 	const struct ps_set_op op = { .start = start, .end = end, .pol = pol };
 
 	return seq_set_many(s, &op, 1);
+}
+
+/* Bytes besides the live ranges: retired ranges and batches waiting for a grace period. */
+static size_t seq_held(struct ps_store *s)
+{
+	return PSI_READ_ONCE(to_seq(s)->waiting);
 }
 
 /* No walk holds the writer lock now, no batch is in flight (ps_store_destroy_deferred()). */
@@ -487,4 +509,5 @@ const struct ps_sync_ops psi_sync_seqlock_ops = {
 	.next_borrow = seq_next_borrow,
 	.set_many = seq_set_many,
 	.idle = seq_idle,
+	.held = seq_held,
 };

@@ -100,6 +100,34 @@ void *psi_zalloc_aligned(size_t size)
 	return (void *)aligned;
 }
 
+/*
+ * glibc's malloc() on a 64-bit system: a block is a chunk of its size and
+ * an 8-byte header rounded up to 16 bytes, at least 32; a block from its
+ * mmap threshold (128 KiB at first) is a mapping of its own, its pages.
+ * A pure function of @size: no probe, no shared state, the same figure on
+ * every call, so that what a log adds and takes back matches.
+ */
+#define PSI_CHARGE_HDR sizeof(size_t)
+#define PSI_CHARGE_ALIGN (2 * sizeof(size_t))
+#define PSI_CHARGE_MIN (4 * sizeof(size_t))
+#define PSI_CHARGE_MMAP ((size_t)128 << 10)
+#define PSI_CHARGE_PAGE ((size_t)4096)
+
+size_t psi_alloc_charge(size_t size)
+{
+	size_t chunk;
+
+	if (size >= PSI_CHARGE_MMAP)
+		return (size + 2 * PSI_CHARGE_HDR + PSI_CHARGE_PAGE - 1) & ~(PSI_CHARGE_PAGE - 1);
+	chunk = (size + PSI_CHARGE_HDR + PSI_CHARGE_ALIGN - 1) & ~(PSI_CHARGE_ALIGN - 1);
+	return chunk < PSI_CHARGE_MIN ? PSI_CHARGE_MIN : chunk;
+}
+
+size_t psi_alloc_charge_aligned(size_t size)
+{
+	return psi_alloc_charge(size + PSI_CACHELINE + sizeof(void *));
+}
+
 __thread void *psi_free_keep __attribute__((tls_model("initial-exec")));
 
 void psi_free_aligned(void *ptr)

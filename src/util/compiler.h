@@ -100,6 +100,14 @@ void psi_free(void *ptr);
 void *psi_zalloc_aligned(size_t size);
 void psi_free_aligned(void *ptr);
 /*
+ * Bytes a block of @size holds of the process, as ps_store_memory()
+ * counts it: the chunk glibc's malloc() makes for it, header and rounding
+ * in, whichever allocator is installed.  Any thread; a pure function.
+ */
+size_t psi_alloc_charge(size_t size);
+/* The same for a block of psi_zalloc_aligned(@size). */
+size_t psi_alloc_charge_aligned(size_t size);
+/*
  * A cache of memory from the hooks (RCU stores' spares): ps_set_alloc_ops()
  * calls @flush, which gives all of it back, before it installs other hooks.
  * At load time (a constructor); at most PSI_ALLOC_CACHES of them.

@@ -137,6 +137,7 @@ static __thread long armed_here;
 static atomic_long fail_from = LONG_MAX, fail_to = LONG_MAX;
 static atomic_long alloc_live; /* blocks allocated and not freed since the install */
 static atomic_long alloc_injected; /* failures returned */
+static atomic_long alloc_usable; /* malloc_usable_size() of the blocks allocated and not freed */
 static bool alloc_installed;
 
 static void *failing_alloc(size_t size, void *ctx)
@@ -151,8 +152,10 @@ static void *failing_alloc(size_t size, void *ctx)
 		return NULL;
 	}
 	p = malloc(size);
-	if (p)
+	if (p) {
 		atomic_fetch_add(&alloc_live, 1);
+		atomic_fetch_add(&alloc_usable, (long)malloc_usable_size(p));
+	}
 	return p;
 }
 
@@ -183,6 +186,7 @@ static void counting_free(void *p, void *ctx)
 {
 	(void)ctx;
 	atomic_fetch_sub(&alloc_live, 1);
+	atomic_fetch_sub(&alloc_usable, (long)malloc_usable_size(p));
 	if (!quarantine_keep(p))
 		free(p);
 }
@@ -335,6 +339,7 @@ void ps_test_alloc_install(void)
 	atomic_store(&fail_from, LONG_MAX);
 	atomic_store(&fail_to, LONG_MAX);
 	atomic_store(&alloc_live, 0);
+	atomic_store(&alloc_usable, 0);
 	atomic_store(&alloc_injected, 0);
 	if (ps_set_alloc_ops(&ops)) {
 		fprintf(stderr, "ps_set_alloc_ops refused the test allocator\n");
@@ -374,6 +379,16 @@ bool ps_test_alloc_disarm(void)
 long ps_test_alloc_live(void)
 {
 	return atomic_load(&alloc_live);
+}
+
+long ps_test_alloc_usable(void)
+{
+	return atomic_load(&alloc_usable);
+}
+
+size_t ps_test_block_bytes(size_t size)
+{
+	return psi_alloc_charge(size);
 }
 
 long ps_test_alloc_injected(void)

@@ -179,6 +179,8 @@ void ps_test_alloc_fail_once(long k);
 bool ps_test_alloc_disarm(void);
 long ps_test_alloc_live(void);
 long ps_test_alloc_injected(void);
+/* malloc_usable_size() of the blocks it allocated and did not free since the install. */
+long ps_test_alloc_usable(void);
 void ps_test_alloc_restore(void);
 
 /*
@@ -208,6 +210,9 @@ void psi_test_set_release_hook(void (*fn)(void));
  * writer, or with no writer.
  */
 size_t ps_test_index_bytes(struct ps_store *s);
+
+/* Bytes ps_store_memory() counts for one block of @size (a range: sizeof(struct ps_range)). */
+size_t ps_test_block_bytes(size_t size);
 
 /*
  * The reclaim thread that frees what @sync's stores retire (SEQLOCK and

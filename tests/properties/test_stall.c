@@ -279,8 +279,8 @@ Test(stall, sets_wait_only_past_the_inflight_bound, .timeout = 120)
 	 * The set that waited came after 32 MiB of retired memory were in
 	 * flight (the bound is in bytes: each removal retires a range, its
 	 * record and the read index's leaf; the set over the empty store
-	 * retires nothing).  They are not the store's memory: what a set
-	 * retires belongs to the flavour's reclaim queue, ps_store_memory().
+	 * retires nothing).  They wait on the store's log, and count in its
+	 * ps_store_memory().
 	 */
 	cr_expect_geq(pending, (size_t)32 << 20, "a set waited with %zu bytes in flight", pending);
 	cr_expect_geq(sets, 2L * ((32L << 20) / 1024), "a set waited after %ld sets", sets);

@@ -37,10 +37,18 @@
 /* A retire record: its header and slots, at most the size of 40 pointers. */
 #define COW_REC_BYTES (40 * sizeof(void *))
 
-static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+/* Unused in a file of every-variant tests only. */
+static enum ps_sync rcu_syncs[] __attribute__((unused)) = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 
 #define RCU_TEST(name, ...) SYNCS_TEST(rcu_syncs, cow, name, ##__VA_ARGS__)
 #define ALL_TEST(name, ...) VARIANT_TEST(cow, name, ##__VA_ARGS__)
+
+/* The exact memory of @s at rest: @empty (the store's when empty), its ranges and its index. */
+static inline size_t at_rest(struct ps_store *s, size_t empty)
+{
+	return empty + ps_store_count(s) * ps_test_block_bytes(sizeof(struct ps_range)) +
+	       ps_test_index_bytes(s);
+}
 
 double now_s(void);
 void churn(struct ps_store *s, struct ps_policy *p, int n);

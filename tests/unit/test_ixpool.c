@@ -9,7 +9,11 @@
  *  2. pooled stores answer as a SPIN store given the same sets (lookups,
  *     nodes, next, windows, ps_store_check()), lose nothing when an
  *     allocation fails, and readers beside a flat-out writer never read
- *     a recycled node.
+ *     a recycled node;
+ *  3. a store that shrinks under half the threshold (lowered) copies its
+ *     index out of the pool: synchronized, it holds at most 3/2 of what a
+ *     fresh store of its ranges holds, an allocation failure in the copy
+ *     loses nothing, and readers beside the copies read right answers.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -109,9 +113,10 @@ Test(ixpool, nodes_apart_reused_and_chunks_given_back, .timeout = 120)
 	for (i = 0; i < n; i++)
 		expect_pattern(g[i].h, g[i].inner, (uint32_t)i);
 	blocks = psi_ix_pool_blocks(p);
-	/* 12000 leaves and 3000 inner nodes: 5.8 MB, three 2 MiB chunks, and the table. */
+	/* 12000 leaves and 3000 inner nodes: 5.8 MB, three 2 MiB chunks (as malloc() holds them), and the table. */
 	cr_assert_eq(blocks, 4, "%zu blocks", blocks);
-	cr_assert_eq(psi_ix_pool_slack(p), 3 * ((2u << 20) - 64) - 12000 * ((LEAF_BYTES + 7) & ~7u) -
+	cr_assert_eq(psi_ix_pool_slack(p), 3 * ps_test_block_bytes((2u << 20) - 64) -
+			12000 * ((LEAF_BYTES + 7) & ~7u) -
 			3000 * sizeof(struct ps_ix_inner));
 
 	/* Half back from another thread, half of the rest by the writer. */
@@ -530,7 +535,8 @@ static void *reader(void *arg)
 				(unsigned long long)(8 * k + 3), node);
 		if (ra->qsbr && ++ra->lookups % 64 == 0)
 			ps_qsbr_quiescent();
-		ra->lookups++;
+		else if (!ra->qsbr)
+			ra->lookups++;
 	}
 	if (ra->qsbr)
 		ps_qsbr_thread_offline();
@@ -582,6 +588,178 @@ SYNCS_TEST(pooled_syncs, ixpool, readers_never_see_a_recycled_node, .timeout = 3
 
 		cr_assert_eq(ps_store_check(s, &why), 0, "%s", why ? why : "");
 	}
+	ps_store_destroy(s);
+	for (i = 0; i < NPOL; i++)
+		ps_policy_put(pol[i]);
+	ps_numa_set_topology(0, NULL, NULL);
+}
+
+/* ---- 3. a store that shrinks gives its chunks back ------------------------------ */
+
+static int copy_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	return ps_store_set(arg, start, end, pol);
+}
+
+/* A store of @sync holding what @s holds, set front to back: the most compact index. */
+static struct ps_store *fresh_copy(struct ps_store *s, enum ps_sync sync)
+{
+	struct ps_store *f = ps_store_create(sync);
+
+	cr_assert_not_null(f);
+	cr_assert_eq(ps_store_foreach(s, copy_fn, f), 0);
+	ps_store_synchronize(f);
+	return f;
+}
+
+/* @t's store, synchronized, holds at most 3/2 of what a fresh store of its ranges holds. */
+static void expect_near_fresh(struct twin *t, enum ps_sync sync, const char *when)
+{
+	struct ps_store *f;
+	size_t mem, fresh;
+
+	cr_assert_eq(ps_store_synchronize(t->s), 0);
+	f = fresh_copy(t->s, sync);
+	mem = ps_store_memory(t->s);
+	fresh = ps_store_memory(f);
+	cr_log_info("%s, %s: %zu ranges, %zu bytes, a fresh store %zu", ps_sync_name(sync), when,
+			ps_store_count(t->s), mem, fresh);
+	cr_assert_leq(2 * mem, 3 * fresh, "%s, %s: %zu ranges hold %zu bytes, a fresh store %zu",
+			ps_sync_name(sync), when, ps_store_count(t->s), mem, fresh);
+	ps_store_destroy(f);
+}
+
+/* Ranges [i, j) of the fill, 4 i to 4 i + 3, in one batch. */
+static int fill(struct ps_store *s, struct twin *t, long i, long j)
+{
+	struct ps_set_op ops[64];
+	long x;
+
+	cr_assert_leq(j - i, 64);
+	for (x = i; x < j; x++)
+		ops[x - i] = (struct ps_set_op){4 * (uint64_t)x, 4 * (uint64_t)x + 3,
+				t->pol[x % NPOL]};
+	return ps_store_set_many(s, ops, (size_t)(j - i));
+}
+
+/*
+ * Filled past the pool's threshold, churned, then emptied range by range
+ * down to under half of it: the synchronized store holds what a fresh one
+ * holds (within 3/2), not the chunks its surviving nodes sit in; and so
+ * after more sets.  With the index's copy failing at each of its
+ * allocations in turn the store loses nothing, and the next set or the
+ * synchronize makes it.
+ */
+SYNCS_TEST(pooled_syncs, ixpool, a_shrunk_store_gives_its_chunks_back, .timeout = 300)
+{
+	long i, n, kept = 0;
+	struct twin t;
+	uint64_t k;
+
+	ps_test_alloc_install();
+	twin_init(&t, *sync, 0x5417 + (uint64_t)*sync);
+	psi_ix_pool_threshold = 16u << 10;
+	/* 54 KB of index (27 KB under valgrind), shrinking to 1-2 KB. */
+	n = ps_test_scale() < 1 ? 1000 : 2000;
+	t.space = 4 * (uint64_t)n;
+	for (i = 0; i < n; i++) {
+		struct ps_policy *pol = t.pol[i % NPOL];
+
+		cr_assert_eq(ps_store_set(t.s, 4 * (uint64_t)i, 4 * (uint64_t)i + 3, pol), 0);
+		cr_assert_eq(ps_store_set(t.ref, 4 * (uint64_t)i, 4 * (uint64_t)i + 3, pol), 0);
+	}
+	cr_assert_gt(ps_test_index_bytes(t.s), psi_ix_pool_threshold, "the pool never served");
+	twin_churn(&t, n / 4, 8);
+	/* Out one by one, in a scattered order, but every 64th. */
+	for (i = 0; i < n; i++) {
+		k = (uint64_t)((i * 7919L) % n);
+		if (k % 64 == 0)
+			continue;
+		cr_assert_eq(ps_store_set(t.s, 4 * k, 4 * k + 4, NULL), 0);
+		cr_assert_eq(ps_store_set(t.ref, 4 * k, 4 * k + 4, NULL), 0);
+	}
+	twin_expect_same(&t);
+	expect_near_fresh(&t, *sync, "shrunk");
+	twin_churn(&t, n / 32, 2);
+	twin_expect_same(&t);
+	expect_near_fresh(&t, *sync, "shrunk, then churned");
+	for (i = 0; i < 2000; i++)
+		twin_probe(&t, ps_test_rand(&t.seed) % (t.space + 100));
+
+	/* Again, one set emptying it, each allocation failing in turn. */
+	cr_assert_eq(ps_store_set(t.s, 0, UINT64_MAX, NULL), 0);
+	cr_assert_eq(ps_store_set(t.ref, 0, UINT64_MAX, NULL), 0);
+	for (k = 0;; k++) {
+		long m = 1000;
+		int ret;
+
+		for (i = 0; i < m; i += 50)
+			cr_assert_eq(fill(t.s, &t, i, i + 50), 0);
+		cr_assert_gt(ps_test_index_bytes(t.s), psi_ix_pool_threshold);
+		ps_test_alloc_fail_once((long)k);
+		ret = ps_store_set(t.s, 0, 4 * (uint64_t)m - 40, NULL);
+		if (!ps_test_alloc_disarm()) {
+			cr_assert_eq(ret, 0);
+			break;
+		}
+		cr_assert(ret == 0 || ret == -ENOMEM, "failure %ld: %d", (long)k, ret);
+		/* The failure fell on the copy: the set stands, on the pooled nodes. */
+		kept += !ret;
+		cr_assert_eq(ps_store_count(t.s), ret ? (size_t)m : 10);
+		cr_assert_eq(ps_store_check(t.s, NULL), 0, "failure %ld", (long)k);
+	}
+	cr_assert_gt(kept, 0, "no failure fell on the copy");
+	for (i = 0; i < 1000; i += 50)
+		cr_assert_eq(fill(t.ref, &t, i, i + 50), 0);
+	cr_assert_eq(ps_store_set(t.ref, 0, 4000 - 40, NULL), 0);
+	twin_expect_same(&t);
+	expect_near_fresh(&t, *sync, "shrunk in one set");
+	twin_fini(&t);
+	ps_rcu_barrier();
+	cr_assert_eq(ps_test_alloc_live(), 0, "%ld blocks leaked", ps_test_alloc_live());
+	ps_test_alloc_restore();
+}
+
+/*
+ * Readers beside a writer that fills a store past the pool's threshold
+ * and empties it again, so that sets and synchronizes copy the index out
+ * of the pool: each lookup answers as in readers_never_see_a_recycled_node.
+ */
+SYNCS_TEST(pooled_syncs, ixpool, readers_beside_copies_out_of_the_pool, .timeout = 300)
+{
+	uint64_t nslots = ps_test_scale() < 1 ? 300 : 2000, k;
+	long stop = 0, i, rounds = ps_test_scale() < 1 ? 2 : 6;
+	struct ps_policy *pol[NPOL];
+	struct reader_arg ra;
+	struct ps_store *s;
+	pthread_t t;
+
+	ps_test_eight_nodes();
+	/* 54 KB of index (8 KB under valgrind), shrinking to 1 KB. */
+	psi_ix_pool_threshold = ps_test_scale() < 1 ? 4u << 10 : 16u << 10;
+	s = ps_store_create(*sync);
+	cr_assert_not_null(s);
+	for (i = 0; i < NPOL; i++)
+		pol[i] = ps_test_bind((int)i + 1);
+	ra = (struct reader_arg){s, *sync == PS_SYNC_RCU_QSBR, nslots, &stop, 0};
+	cr_assert_eq(pthread_create(&t, NULL, reader, &ra), 0);
+	for (i = 0; i < rounds; i++) {
+		for (k = 0; k < nslots; k++)
+			cr_assert_eq(ps_store_set(s, 8 * k, 8 * k + 6, pol[k % 7]), 0);
+		/* Out in a scattered order but every 50th: leaves left part empty. */
+		for (k = 0; k < nslots; k++) {
+			uint64_t x = (k * 7919) % nslots;
+
+			if (x % 50)
+				cr_assert_eq(ps_store_set(s, 8 * x, 8 * x + 6, NULL), 0);
+		}
+		if (i % 2)
+			cr_assert_eq(ps_store_synchronize(s), 0);
+	}
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_gt(ra.lookups, 0);
+	cr_assert_eq(ps_store_check(s, NULL), 0);
 	ps_store_destroy(s);
 	for (i = 0; i < NPOL; i++)
 		ps_policy_put(pol[i]);
