@@ -52,6 +52,16 @@ struct ps_store {
 	 * replaced the root.
 	 */
 	struct ps_ix_root ix;
+	/*
+	 * RCU and RCU_QSBR: the id no other store of the process has, and the
+	 * count the writer makes odd while it publishes, that validate the
+	 * readers' lookup caches (polstore/static/lcache.h).  Sets write
+	 * @lc.gen only: the line of @ix stays theirs.
+	 */
+	struct {
+		uint64_t id;
+		uint64_t gen;
+	} lc;
 	int sync; /* enum ps_sync */
 	const struct ps_sync_ops *ops;
 	size_t size; /* bytes of the variant's store object, for ps_store_memory() */
