@@ -642,10 +642,13 @@ static inline struct ps_ix_node *cow_ix_root(struct psi_store_cow *cs)
 /* Inside a section: from the thread's lookup cache, or the index (lookup_cache.h). */
 static inline struct ps_policy *cow_lookup_pol(struct psi_store_cow *cs, uint64_t idx)
 {
+	struct ps_policy *pol;
+	uint64_t gen;
 	int hint;
 
-	PSI_ANNOTATE_HAPPENS_AFTER(&cs->base.rd.tree); /* as cow_ix_root() */
-	return _ps_lc_lookup(&cs->base, idx, &hint);
+	if (_ps_lc_hit(&cs->base, idx, &pol, &hint, &gen))
+		return pol;
+	return _ps_lc_miss(&cs->base, cow_ix_root(cs), idx, &hint, gen);
 }
 
 static struct ps_store *cow_create(void)

@@ -292,7 +292,7 @@ static void *lc_race_reader(void *arg)
 	return NULL;
 }
 
-RCU_TEST(lcache_hot_key_beside_a_writer_is_never_stale, .timeout = 60)
+RCU_TEST(lcache_hot_key_beside_a_writer_is_never_stale, .timeout = 240)
 {
 	struct lc_race r = { ps_store_create(*sync), { NULL }, 0, 0, -1, 0 };
 	int i, n = (int)ps_test_iters(4000);

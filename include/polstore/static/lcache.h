@@ -43,6 +43,7 @@
 #ifndef POLSTORE_STATIC_LCACHE_H
 #define POLSTORE_STATIC_LCACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <polstore/export.h>
@@ -88,35 +89,59 @@ static inline __attribute__((always_inline)) struct _ps_lc_entry *_ps_lc_way(
 }
 
 /*
- * The miss: search the index, and fill entry @e when the count read
- * before (@gen) and after the search is one even value.  As
- * _ps_lc_lookup().
+ * The hit: true, with the policy in *@pol and the node hint in *@hint,
+ * when the calling thread's entry for @s holds @s's current version of a
+ * range holding @idx; false, with that version's count in *@gen, else.
  */
-static inline struct ps_policy *_ps_lc_miss(const struct ps_store *s, uint64_t idx, int *hint,
-		struct _ps_lc_entry *e, uint64_t id, uint64_t gen)
+static inline __attribute__((always_inline)) bool _ps_lc_hit(const struct ps_store *s,
+		uint64_t idx, struct ps_policy **pol, int *hint, uint64_t *gen)
 {
+	const struct _ps_lc_entry *e = _ps_lc_way(s);
+
+	/* Pairs with the writer's release of the even count (and its fence after the odd one). */
+	*gen = _PS_LOAD_ACQUIRE(s->lc.gen);
+	if (__builtin_expect(e->id == _PS_READ_ONCE(s->lc.id) && e->gen == *gen &&
+				    idx - e->start < e->len, 1)) {
+		*hint = e->hint;
+		*pol = e->pol;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * The miss: search the index from its root @h (loaded with an acquire
+ * load after @gen was), and fill the thread's entry for @s when the count
+ * read before (@gen) and after the search is one even value.  As
+ * _ps_lc_lookup().  Out of line: the hit's caller saves no registers for
+ * the search.
+ */
+static __attribute__((noinline, unused)) struct ps_policy *_ps_lc_miss(const struct ps_store *s,
+		const struct ps_ix_node *h, uint64_t idx, int *hint, uint64_t gen)
+{
+	struct _ps_lc_entry *e = _ps_lc_way(s);
 	const struct ps_ix_leaf *l;
 	struct ps_policy *pol;
 	uint64_t start, end;
-	int i, h;
+	int i, hi;
 
-	i = _ps_ix_find(_PS_LOAD_ACQUIRE(s->ix.node), idx, &l);
+	i = _ps_ix_find(h, idx, &l);
 	if (i < 0)
 		return NULL;
 	start = _PS_READ_ONCE(_PS_IX_START(l)[i]);
 	end = _PS_READ_ONCE(_PS_IX_END(l)[i]);
-	h = _PS_READ_ONCE(_PS_IX_HINT(l)[i]);
+	hi = _PS_READ_ONCE(_PS_IX_HINT(l)[i]);
 	pol = _PS_LOAD_ACQUIRE(_PS_IX_POL(l)[i]);
-	*hint = h;
+	*hint = hi;
 	/* Orders the search's loads before the count's re-read (a seqlock's read). */
 	_PS_FENCE(ACQUIRE);
 	if (!(gen & 1) && _PS_READ_ONCE(s->lc.gen) == gen) {
-		e->id = id;
+		e->id = _PS_READ_ONCE(s->lc.id);
 		e->gen = gen;
 		e->start = start;
 		e->len = end - start;
 		e->pol = pol;
-		e->hint = h;
+		e->hint = hi;
 	}
 	return pol;
 }
@@ -130,16 +155,12 @@ static inline struct ps_policy *_ps_lc_miss(const struct ps_store *s, uint64_t i
 static inline __attribute__((always_inline)) struct ps_policy *_ps_lc_lookup(
 		const struct ps_store *s, uint64_t idx, int *hint)
 {
-	struct _ps_lc_entry *e = _ps_lc_way(s);
-	uint64_t id = _PS_READ_ONCE(s->lc.id);
-	/* Pairs with the writer's release of the even count (and its fence after the odd one). */
-	uint64_t gen = _PS_LOAD_ACQUIRE(s->lc.gen);
+	struct ps_policy *pol;
+	uint64_t gen;
 
-	if (__builtin_expect(e->id == id && e->gen == gen && idx - e->start < e->len, 1)) {
-		*hint = e->hint;
-		return e->pol;
-	}
-	return _ps_lc_miss(s, idx, hint, e, id, gen);
+	if (__builtin_expect(_ps_lc_hit(s, idx, &pol, hint, &gen), 1))
+		return pol;
+	return _ps_lc_miss(s, _PS_LOAD_ACQUIRE(s->ix.node), idx, hint, gen);
 }
 
 #ifdef __cplusplus
