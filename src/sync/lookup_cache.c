@@ -29,11 +29,11 @@ int psi_lc_check(const struct ps_store *s, const char **why)
 		*why = "lookup cache: store without an id";
 		return -EUCLEAN;
 	}
-	if (PSI_READ_ONCE(s->lc.gen) & 1) {
+	if (PSI_READ_ONCE(s->rd.gen) & 1) {
 		*why = "lookup cache: publication count odd outside a publication";
 		return -EUCLEAN;
 	}
-	if (e->id != s->lc.id || e->gen != PSI_READ_ONCE(s->lc.gen))
+	if (e->id != s->lc.id || e->gen != PSI_READ_ONCE(s->rd.gen))
 		return 0; /* another store's entry, or an old version's: never answers */
 	if (e->gen & 1 || !e->len) {
 		*why = "lookup cache: entry of an odd count or an empty range";

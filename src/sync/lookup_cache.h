@@ -24,14 +24,14 @@ uint64_t psi_lc_new_id(void);
  */
 static inline void psi_lc_write_begin(struct ps_store *s)
 {
-	PSI_WRITE_ONCE(s->lc.gen, s->lc.gen + 1);
+	PSI_WRITE_ONCE(s->rd.gen, s->rd.gen + 1);
 	PSI_FENCE(RELEASE);
 }
 
 /* After the update's last publishing store: even again (release: after all of it). */
 static inline void psi_lc_write_end(struct ps_store *s)
 {
-	PSI_STORE_RELEASE(s->lc.gen, s->lc.gen + 1);
+	PSI_STORE_RELEASE(s->rd.gen, s->rd.gen + 1);
 }
 
 /*

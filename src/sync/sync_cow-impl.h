@@ -662,6 +662,7 @@ static struct ps_store *cow_create(void)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.ix, sizeof(cs->base.ix)); /* atomics only */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.lc, sizeof(cs->base.lc)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.gen, sizeof(cs->base.rd.gen)); /* atomics only */
 	cs->base.lc.id = psi_lc_new_id();
 	psi_seq_init(&cs->base.rd.seq);
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
@@ -1316,5 +1317,6 @@ const struct ps_sync_ops PSI_COW_OPS = {
 	.next = cow_next,
 	.next_borrow = cow_next_borrow,
 	.set_many = cow_set_many,
+	.counts_gen = true,
 	.stats = cow_stats,
 };

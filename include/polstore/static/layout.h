@@ -91,7 +91,7 @@
 #define _PS_LAYOUT_X9 _PS_LAYOUT_MIX(_PS_LAYOUT_X8, sizeof(int16_t))
 /* The lookup cache: the store's id and count, an entry's fields, the ways. */
 #define _PS_LAYOUT_C0 _PS_LAYOUT_FIELD(0xcbf29ce484222325ULL, struct ps_store, lc.id)
-#define _PS_LAYOUT_C1 _PS_LAYOUT_FIELD(_PS_LAYOUT_C0, struct ps_store, lc.gen)
+#define _PS_LAYOUT_C1 _PS_LAYOUT_FIELD(_PS_LAYOUT_C0, struct ps_store, rd.gen)
 #define _PS_LAYOUT_C2 _PS_LAYOUT_FIELD(_PS_LAYOUT_C1, struct _ps_lc_entry, id)
 #define _PS_LAYOUT_C3 _PS_LAYOUT_FIELD(_PS_LAYOUT_C2, struct _ps_lc_entry, gen)
 #define _PS_LAYOUT_C4 _PS_LAYOUT_FIELD(_PS_LAYOUT_C3, struct _ps_lc_entry, start)

@@ -7,9 +7,10 @@
  *
  * What validates an entry.  Every RCU store has an id that no other store
  * of the process ever has (a global count, from 1: a store created where
- * a destroyed one was has another) and a publication count, @gen, that
- * its writer makes odd before it publishes a change to the read index and
- * even again after (src/sync/lcache.c).  An entry holds the store's id
+ * a destroyed one was has another) and a publication count, @rd.gen
+ * (polstore/static/store.h; twice the change generation), that its writer
+ * makes odd before it publishes a change to the read index and even again
+ * after (src/sync/lookup_cache.h).  An entry holds the store's id
  * and the even count it was filled at, with what the index held then for
  * one range: its bounds, policy and node hint.  A lookup, inside its
  * read-side section, loads the store's count; the entry answers only when
@@ -72,7 +73,7 @@ struct _ps_lc {
 	struct _ps_lc_entry e[PS_LC_WAYS];
 };
 
-/* The calling thread's cache (src/sync/lcache.c); initial-exec: no call to reach it. */
+/* The calling thread's cache (src/sync/lookup_cache.c); initial-exec: no call to reach it. */
 PS_API extern __thread struct _ps_lc _ps_lc_tls __attribute__((tls_model("initial-exec")));
 
 /*
@@ -99,7 +100,7 @@ static inline __attribute__((always_inline)) bool _ps_lc_hit(const struct ps_sto
 	const struct _ps_lc_entry *e = _ps_lc_way(s);
 
 	/* Pairs with the writer's release of the even count (and its fence after the odd one). */
-	*gen = _PS_LOAD_ACQUIRE(s->lc.gen);
+	*gen = _PS_LOAD_ACQUIRE(s->rd.gen);
 	if (__builtin_expect(e->id == _PS_READ_ONCE(s->lc.id) && e->gen == *gen &&
 				    idx - e->start < e->len, 1)) {
 		*hint = e->hint;
@@ -135,7 +136,7 @@ static __attribute__((noinline, unused)) struct ps_policy *_ps_lc_miss(const str
 	*hint = hi;
 	/* Orders the search's loads before the count's re-read (a seqlock's read). */
 	_PS_FENCE(ACQUIRE);
-	if (!(gen & 1) && _PS_READ_ONCE(s->lc.gen) == gen) {
+	if (!(gen & 1) && _PS_READ_ONCE(s->rd.gen) == gen) {
 		e->id = _PS_READ_ONCE(s->lc.id);
 		e->gen = gen;
 		e->start = start;

@@ -53,14 +53,12 @@ struct ps_store {
 	 */
 	struct ps_ix_root ix;
 	/*
-	 * RCU and RCU_QSBR: the id no other store of the process has, and the
-	 * count the writer makes odd while it publishes, that validate the
-	 * readers' lookup caches (polstore/static/lcache.h).  Sets write
-	 * @lc.gen only: the line of @ix stays theirs.
+	 * RCU and RCU_QSBR: the id no other store of the process has, that
+	 * validates the readers' lookup caches with @rd.gen
+	 * (polstore/static/lcache.h).  Written once, at creation.
 	 */
 	struct {
 		uint64_t id;
-		uint64_t gen;
 	} lc;
 	int sync; /* enum ps_sync */
 	const struct ps_sync_ops *ops;
@@ -75,12 +73,15 @@ struct ps_store {
 		struct ps_seqcount seq;
 		struct ps_rtree tree;
 		/*
-		 * The store's change generation (ps_store_generation()),
-		 * bumped by every variant's sets once readers see the change,
-		 * on the line those sets write anyway; a variant's own count of
-		 * publications may take its place.  Then the subscriptions
-		 * (src/store/subscribe.c): a set looks further only when @nsub
-		 * is not 0.
+		 * The store's publication count, on the line its sets write
+		 * anyway, raised by 2 by every set that succeeds: RCU and
+		 * RCU_QSBR writers make it odd before anything of a change is
+		 * published and even again after (what validates the readers'
+		 * lookup caches, polstore/static/lcache.h); the other variants'
+		 * sets add 2 once readers see the change.  Half of it is the
+		 * change generation (ps_store_generation()).  Then the
+		 * subscriptions (src/store/subscribe.c): a set looks further
+		 * only when @nsub is not 0.
 		 */
 		uint64_t gen;
 		unsigned nsub;
