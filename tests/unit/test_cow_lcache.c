@@ -92,6 +92,81 @@ RCU_TEST(lcache_set_is_seen_by_next_lookup)
 	ps_policy_put(p3);
 }
 
+/*
+ * @s, with ranges [0, 100) @a, [100, 200) @b and [300, 400) @a, and the
+ * calling thread's entry for it filled with [100, 200) through @form.
+ */
+static void lc_three(struct ps_store *s, enum lc_form form, struct ps_policy *a,
+		struct ps_policy *b)
+{
+	struct ps_set_op ops[3] = { { 0, 100, a }, { 100, 200, b }, { 300, 400, a } };
+
+	cr_assert_eq(ps_store_set(s, 0, 1000, NULL), 0);
+	cr_assert_eq(ps_store_set_many(s, ops, 3), 0);
+	lc_expect(s, 150, form, b, "after the batch that made the three ranges");
+}
+
+/*
+ * What each kind of change does to the cached range [100, 200): a batch
+ * whose middle op gives it a new policy, one that removes it and one that
+ * changes only other ranges; a set over a window of several ranges that
+ * covers it, one that covers half of it, and a removal in a hole.  The
+ * next lookup of a key in it answers the new version, and each change
+ * raises the store's generation by one.
+ */
+RCU_TEST(lcache_batch_window_and_removal_are_seen)
+{
+	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2), *c = ps_test_bind(3);
+	enum lc_form form;
+
+	ps_test_eight_nodes();
+	for (form = 0; form < LC_FORMS; form++) {
+		struct ps_set_op renew[3] = { { 0, 50, c }, { 120, 180, c }, { 350, 360, c } };
+		struct ps_set_op drop[2] = { { 0, 10, c }, { 100, 200, NULL } };
+		struct ps_set_op other[2] = { { 0, 100, c }, { 300, 400, b } };
+		struct ps_store *s = ps_store_create(*sync);
+		uint64_t gen;
+
+		cr_assert_not_null(s);
+		lc_three(s, form, a, b);
+		gen = ps_store_generation(s);
+		cr_assert_eq(ps_store_set_many(s, renew, 3), 0);
+		cr_assert_eq(ps_store_generation(s), gen + 1, "a batch is one generation");
+		lc_expect(s, 150, form, c, "after a batch that set part of the range");
+		lc_expect(s, 110, form, b, "after a batch, left of its op");
+
+		lc_three(s, form, a, b);
+		cr_assert_eq(ps_store_set_many(s, drop, 2), 0);
+		lc_expect(s, 150, form, NULL, "after a batch that removed the range");
+
+		lc_three(s, form, a, b);
+		cr_assert_eq(ps_store_set_many(s, other, 2), 0);
+		lc_expect(s, 150, form, b, "after a batch of other ranges");
+		lc_expect(s, 50, form, c, "after a batch of other ranges, its own op");
+
+		lc_three(s, form, a, b);
+		cr_assert_eq(ps_store_set(s, 50, 350, c), 0);
+		lc_expect(s, 150, form, c, "after a set over a window of three ranges");
+
+		lc_three(s, form, a, b);
+		cr_assert_eq(ps_store_set(s, 150, 250, NULL), 0);
+		lc_expect(s, 150, form, NULL, "after a removal of half of the range");
+		lc_expect(s, 149, form, b, "after a removal of half of the range, left of it");
+
+		lc_three(s, form, a, b);
+		gen = ps_store_generation(s);
+		cr_assert_eq(ps_store_set(s, 220, 280, NULL), 0);
+		cr_assert_eq(ps_store_generation(s), gen + 1, "a removal in a hole counts");
+		lc_expect(s, 150, form, b, "after a removal in a hole");
+		cr_assert_eq(ps_store_set(s, 100, 200, c), 0);
+		lc_expect(s, 150, form, c, "after a removal in a hole and a set");
+		ps_store_destroy(s);
+	}
+	ps_policy_put(a);
+	ps_policy_put(b);
+	ps_policy_put(c);
+}
+
 /* Wait until the reclaim thread of @sync has nothing queued (a deferred destroy done). */
 static void lc_wait_reclaimed(enum ps_sync sync)
 {
