@@ -133,7 +133,8 @@ __attribute__((constructor)) static void subs_init(void)
 
 uint64_t ps_store_generation(const struct ps_store *store)
 {
-	return store ? PSI_LOAD_ACQUIRE(store->rd.gen) : 0;
+	/* Half the publication count: raised once a set's change is visible (store.h). */
+	return store ? PSI_LOAD_ACQUIRE(store->rd.gen) >> 1 : 0;
 }
 
 /* Write the eventfd if the consumer armed it; after a change to what it reads. */

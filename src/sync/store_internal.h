@@ -72,6 +72,12 @@ struct ps_sync_ops {
 	 * grace period.  A hint (relaxed reads), never waits.  NULL: never.
 	 */
 	bool (*set_may_wait)(struct ps_store *store);
+	/*
+	 * true: @set and @set_many raise rd.gen themselves, odd before they
+	 * publish and even after (RCU, RCU_QSBR: lookup_cache.h); false:
+	 * store.c adds 2 once the set returned (psi_store_changed()).
+	 */
+	bool counts_gen;
 };
 
 /*

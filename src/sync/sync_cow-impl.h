@@ -90,6 +90,7 @@
 #include "annotate.h"
 #include "cow_bound.h"
 #include "ixpool.h"
+#include "lookup_cache.h"
 #include "rangeindex.h"
 #include "rcu_reclaim.h"
 #include "retire_log.h"
@@ -156,8 +157,9 @@ static char cow_recs_done __attribute__((unused));
 /*
  * base.rd.seq is the publication count: odd while a set publishes
  * (cow_update()), which next() validates its walk with (cow_next_find()).
- * It shares the tree's line, which sets write anyway; lookups read only
- * the line of base.ix, which sets write only when they replace the root.
+ * It shares the tree's line, which sets write anyway; lookups read the
+ * line of base.ix, which sets write only when they replace the root, and
+ * base.lc's count (lookup_cache.h).
  */
 struct psi_store_cow {
 	struct ps_store base;
@@ -637,9 +639,16 @@ static inline struct ps_ix_node *cow_ix_root(struct psi_store_cow *cs)
 	return root;
 }
 
+/* Inside a section: from the thread's lookup cache, or the index (lookup_cache.h). */
 static inline struct ps_policy *cow_lookup_pol(struct psi_store_cow *cs, uint64_t idx)
 {
-	return _ps_ix_lookup(cow_ix_root(cs), idx, NULL);
+	struct ps_policy *pol;
+	uint64_t gen;
+	int hint;
+
+	if (_ps_lc_hit(&cs->base, idx, &pol, &hint, &gen))
+		return pol;
+	return _ps_lc_miss(&cs->base, cow_ix_root(cs), idx, &hint, gen);
 }
 
 static struct ps_store *cow_create(void)
@@ -652,6 +661,9 @@ static struct ps_store *cow_create(void)
 	cs = to_cow(s);
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.tree, sizeof(cs->base.rd.tree)); /* atomics only */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.ix, sizeof(cs->base.ix)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.lc, sizeof(cs->base.lc)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->base.rd.gen, sizeof(cs->base.rd.gen)); /* atomics only */
+	cs->base.lc.id = psi_lc_new_id();
 	psi_seq_init(&cs->base.rd.seq);
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->walkers, sizeof(cs->walkers));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&cs->held, sizeof(cs->held));
@@ -981,12 +993,14 @@ static int cow_update(struct ps_store *s, const struct ps_set_op *ops, size_t n)
 	 * with the readers' annotation where they load the root
 	 * (cow_ix_root()).  The count is odd around the store that
 	 * publishes: a next() whose walk loaded a slot of it sees the count
-	 * move (cow_next_find()).
+	 * move (cow_next_find()); so is the lookup caches' (lookup_cache.h).
 	 */
 	PSI_ANNOTATE_HAPPENS_BEFORE(&cs->base.rd.tree);
+	psi_lc_write_begin(&cs->base);
 	psi_seq_write_begin(&cs->base.rd.seq);
 	root = psi_ix_publish(&ix);
 	psi_seq_write_end(&cs->base.rd.seq);
+	psi_lc_write_end(&cs->base);
 	PSI_WRITE_ONCE(cs->ix_bytes, (size_t)((ptrdiff_t)cs->ix_bytes + ix.bytes));
 	cs->pooled |= ix.serve;
 	cow_stash_trim(cs);
@@ -1138,6 +1152,8 @@ static int cow_check(struct ps_store *s, const char **why)
 		*why = "publication count odd outside a publication";
 		ret = -EUCLEAN;
 	}
+	if (!ret)
+		ret = psi_lc_check(&cs->base, why);
 	if (!ret && !psi_rlog_sane(cs->log)) {
 		*why = "retire log counts disagree";
 		ret = -EUCLEAN;
@@ -1341,5 +1357,6 @@ const struct ps_sync_ops PSI_COW_OPS = {
 	.next = cow_next,
 	.next_borrow = cow_next_borrow,
 	.set_many = cow_set_many,
+	.counts_gen = true,
 	.stats = cow_stats,
 };

@@ -209,29 +209,20 @@ static inline __attribute__((always_inline)) int _ps_ix_small_find(const struct 
 }
 
 /*
- * The policy of the range holding @idx in the index whose root node @h was
- * loaded with an acquire load, and its node hint in *@hint when @hint is
- * not NULL; NULL, with *@hint untouched, when @idx lies in a gap.  The step every lockless
- * lookup of the RCU stores ends with, in the library and inline.
+ * The entry holding @idx in the index whose root node @h was loaded with
+ * an acquire load: its position in *@l, or -1 (an empty index, a gap).
+ * The search every lockless lookup of the RCU stores makes when the
+ * calling thread's cache misses (polstore/static/lcache.h).
  */
-static inline __attribute__((always_inline)) struct ps_policy *_ps_ix_lookup(
-		const struct ps_ix_node *h, uint64_t idx, int *hint)
+static inline __attribute__((always_inline)) int _ps_ix_find(const struct ps_ix_node *h,
+		uint64_t idx, const struct ps_ix_leaf **l)
 {
-	const struct ps_ix_leaf *l;
-	int i;
-
 	if (!h)
-		return NULL;
-	if (h->height <= 1) {
-		i = _ps_ix_small_find(h, idx, &l);
-	} else {
-		l = _ps_ix_leaf_of(h, idx, NULL);
-		i = _ps_ix_find_in(l, idx);
-	}
-
-	if (hint && i >= 0)
-		*hint = _PS_READ_ONCE(_PS_IX_HINT(l)[i]);
-	return i >= 0 ? _PS_LOAD_ACQUIRE(_PS_IX_POL(l)[i]) : NULL;
+		return -1;
+	if (h->height <= 1)
+		return _ps_ix_small_find(h, idx, l);
+	*l = _ps_ix_leaf_of(h, idx, NULL);
+	return _ps_ix_find_in(*l, idx);
 }
 
 #endif /* POLSTORE_STATIC_INDEX_H */

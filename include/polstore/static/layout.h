@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include <polstore/static/index.h>
+#include <polstore/static/lcache.h>
 #include <polstore/static/policy.h>
 #include <polstore/static/rtree.h>
 #include <polstore/static/store.h>
@@ -88,7 +89,18 @@
 #define _PS_LAYOUT_X7 _PS_LAYOUT_MIX(_PS_LAYOUT_X6, PS_IX_FAN)
 #define _PS_LAYOUT_X8 _PS_LAYOUT_MIX(_PS_LAYOUT_X7, PS_IX_NONE)
 #define _PS_LAYOUT_X9 _PS_LAYOUT_MIX(_PS_LAYOUT_X8, sizeof(int16_t))
-#define _PS_LAYOUT_HASH _PS_LAYOUT_MIX(_PS_LAYOUT_H28, _PS_LAYOUT_X9)
+/* The lookup cache: the store's id and count, an entry's fields, the ways. */
+#define _PS_LAYOUT_C0 _PS_LAYOUT_FIELD(0xcbf29ce484222325ULL, struct ps_store, lc.id)
+#define _PS_LAYOUT_C1 _PS_LAYOUT_FIELD(_PS_LAYOUT_C0, struct ps_store, rd.gen)
+#define _PS_LAYOUT_C2 _PS_LAYOUT_FIELD(_PS_LAYOUT_C1, struct _ps_lc_entry, id)
+#define _PS_LAYOUT_C3 _PS_LAYOUT_FIELD(_PS_LAYOUT_C2, struct _ps_lc_entry, gen)
+#define _PS_LAYOUT_C4 _PS_LAYOUT_FIELD(_PS_LAYOUT_C3, struct _ps_lc_entry, start)
+#define _PS_LAYOUT_C5 _PS_LAYOUT_FIELD(_PS_LAYOUT_C4, struct _ps_lc_entry, len)
+#define _PS_LAYOUT_C6 _PS_LAYOUT_FIELD(_PS_LAYOUT_C5, struct _ps_lc_entry, pol)
+#define _PS_LAYOUT_C7 _PS_LAYOUT_FIELD(_PS_LAYOUT_C6, struct _ps_lc_entry, hint)
+#define _PS_LAYOUT_C8 _PS_LAYOUT_MIX(_PS_LAYOUT_MIX(_PS_LAYOUT_C7, sizeof(struct _ps_lc_entry)), PS_LC_WAYS)
+#define _PS_LAYOUT_HASH                                                                            \
+	_PS_LAYOUT_MIX(_PS_LAYOUT_MIX(_PS_LAYOUT_H28, _PS_LAYOUT_X9), _PS_LAYOUT_C8)
 
 /* A final mix (MurmurHash3's), so that every input bit reaches the 32 kept. */
 #define _PS_LAYOUT_AVAL1(z) ((((z) ^ ((z) >> 33)) * 0xff51afd7ed558ccdULL))

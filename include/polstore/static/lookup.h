@@ -26,7 +26,9 @@
  * set with it) or from the gap a search ended in.  RCU and RCU_QSBR
  * readers search the read index (polstore/static/index.h): one leaf, on a
  * path a set changes with one store, so the answer linearizes at the load
- * of that leaf.  ps_store_next(), which may combine two leaves and
+ * of that leaf; or answer from the thread's cache of the range last found
+ * (polstore/static/lcache.h), which linearizes at the load of the store's
+ * publication count.  ps_store_next(), which may combine two leaves and
  * validates its walk (src/sync/sync_cow-impl.h), is not inlined.
  *
  * Not an API: see polstore/static/rtree.h.  The price of inlining is that
@@ -46,6 +48,7 @@
 #include <polstore/static/atomic.h>
 #include <polstore/static/index.h>
 #include <polstore/static/layout.h>
+#include <polstore/static/lcache.h>
 #include <polstore/static/locks.h>
 #include <polstore/static/policy.h>
 #include <polstore/static/store.h>
@@ -92,11 +95,14 @@ _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 	f->hint = r ? _PS_READ_ONCE(r->node_hint) : _PS_HINT_LOCAL;
 }
 
-/* RCU, RCU_QSBR: what the read index holds at @idx (polstore/static/index.h). */
+/*
+ * RCU, RCU_QSBR: what the read index holds at @idx (polstore/static/index.h),
+ * from the thread's cache when it holds it (polstore/static/lcache.h).
+ */
 _PS_INL void _ps_inl_ix_found(const struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
 	f->hint = _PS_HINT_LOCAL;
-	f->pol = _ps_ix_lookup(_PS_LOAD_ACQUIRE(s->ix.node), idx, &f->hint);
+	f->pol = _ps_lc_lookup(s, idx, &f->hint);
 }
 
 /*

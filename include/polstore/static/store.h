@@ -53,6 +53,14 @@ struct ps_store {
 	 * replaced the root.
 	 */
 	struct ps_ix_root ix;
+	/*
+	 * RCU and RCU_QSBR: the id no other store of the process has, that
+	 * validates the readers' lookup caches with @rd.gen
+	 * (polstore/static/lcache.h).  Written once, at creation.
+	 */
+	struct {
+		uint64_t id;
+	} lc;
 	int sync; /* enum ps_sync */
 	const struct ps_sync_ops *ops;
 	size_t size; /* bytes of the variant's store object, for ps_store_memory() */
@@ -67,12 +75,15 @@ struct ps_store {
 		struct ps_seqcount seq;
 		struct ps_rtree tree;
 		/*
-		 * The store's change generation (ps_store_generation()),
-		 * bumped by every variant's sets once readers see the change,
-		 * on the line those sets write anyway; a variant's own count of
-		 * publications may take its place.  Then the subscriptions
-		 * (src/store/subscribe.c): a set looks further only when @nsub
-		 * is not 0.
+		 * The store's publication count, on the line its sets write
+		 * anyway, raised by 2 by every set that succeeds: RCU and
+		 * RCU_QSBR writers make it odd before anything of a change is
+		 * published and even again after (what validates the readers'
+		 * lookup caches, polstore/static/lcache.h); the other variants'
+		 * sets add 2 once readers see the change.  Half of it is the
+		 * change generation (ps_store_generation()).  Then the
+		 * subscriptions (src/store/subscribe.c): a set looks further
+		 * only when @nsub is not 0.
 		 */
 		uint64_t gen;
 		unsigned nsub;
