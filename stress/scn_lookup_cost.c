@@ -37,13 +37,14 @@ static double cost_repetition(const struct variant *v, const struct layout *l, i
 		struct stress_point *p)
 {
 	uint64_t n = l->nslots;
-	size_t before;
+	size_t before, advised0, huge0;
 	struct ctx c;
 	double ns;
 
 	stress_progress("lookup-cost: %s, %llu ranges (repetition %d/%d)", v->name,
 			(unsigned long long)n, rep + 1, reps);
 	before = stress_live_bytes();
+	stress_huge_bytes(&advised0, &huge0);
 	ctx_build(&c, v, l);
 	if (!rep) {
 		/*
@@ -60,6 +61,7 @@ static double cost_repetition(const struct variant *v, const struct layout *l, i
 				c.store ? (double)ps_store_memory(c.store) / (double)n
 					: (double)(sizeof(*c.base) + n * sizeof(struct ps_range)) /
 								(double)n;
+		p->index_huge_share = stress_huge_share(advised0, huge0);
 	}
 	ns = measure_cost(&c, cost_seconds(), false);
 	p->ranges_end = ctx_check(&c);
