@@ -666,6 +666,7 @@ static const struct col cols[] = {
 		COL(inflight_peak_bytes, "%.0f"),
 		/* lookup-cost and churn: the read index on huge pages */
 		COL(index_huge_share, "%.4f"),
+		COL(lookup_mode, NULL),
 		/* the warnings (stress_warn_*()), last */
 		COL(cpu_share, "%.3f"),
 		{"warn", C_WARN, offsetof(struct stress_point, warn), NULL},

@@ -55,6 +55,7 @@ struct stress_opts {
 	long fault_work_ns; /* -1: calibrate to one unsynchronised lookup */
 	uint64_t seed;
 	bool sequential;
+	bool dependent; /* lookup-cost: each lookup's page waits for the last answer */
 	bool json, csv, quiet;
 	const char *plot;
 	/* --check: the linearizability oracle instead of the scenarios */
@@ -111,6 +112,8 @@ struct stress_point {
 			store_bytes_per_range;
 	/* lookup-cost and churn: the share of the index's chunks on huge pages (NaN: no chunk) */
 	double index_huge_share;
+	/* lookup-cost: "independent" (throughput) or "dependent" (latency) lookups */
+	char lookup_mode[16];
 	/* companions */
 	double max_overshoot, overshoot_bound, max_error, error_bound;
 	/*

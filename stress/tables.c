@@ -391,6 +391,16 @@ static void summary_lookup(void)
 		if (any)
 			printf("  %-15s %-30s %-30s %-30s\n", summary_row(r), c[0], c[1], c[2]);
 	}
+	/* The floor: the static layout answers the node form's question. */
+	p = stress_find("lookup-cost", "static:node", 1, n);
+	if (p) {
+		char c[48];
+
+		cell_ns(c, sizeof(c), p, walk->lookup_ns_median);
+		printf("  %-15s %-30s %-30s %-30s\n", "static layout", "", "", c);
+	}
+	printf("  (%s lookups%s)\n", stress_opts.dependent ? "dependent" : "independent",
+			stress_opts.dependent ? ": each page waits for the last answer" : "");
 }
 
 /* The first rank count above 1 that @scenario measured, or 0. */
