@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -159,6 +160,74 @@ Test(ixpool_huge, a_mapping_that_fails_falls_back)
 	psi_ix_pool_threshold = old;
 }
 
+/* The VmFlags of the mapping that holds @addr carry hg (advised for huge pages). */
+static bool advised_at(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	uintptr_t a = (uintptr_t)addr;
+	unsigned long lo, hi;
+	bool in = false, hg = false;
+	char line[512];
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+			in = a >= lo && a < hi;
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			hg = strstr(line, " hg") != NULL;
+			break;
+		}
+	}
+	fclose(f);
+	return hg;
+}
+
+/* A node from a pool of its own, whose first chunk it opens; the pool in *@pp. */
+static struct ps_ix_node *first_node(struct psi_ix_pool **pp, uint32_t *tag)
+{
+	struct psi_ix_pool *p = psi_ix_pool_new(0);
+	struct ps_ix_node *h;
+
+	cr_assert_not_null(p);
+	cr_assert(psi_ix_pool_tune(p));
+	h = psi_ix_pool_get(p, false, tag);
+	cr_assert_not_null(h);
+	*pp = p;
+	return h;
+}
+
+static void first_node_put(struct psi_ix_pool *p, struct ps_ix_node *h, uint32_t tag)
+{
+	h->height = 0;
+	h->wflags = tag << 16;
+	psi_ix_pool_put_now(p, h);
+	psi_ix_pool_destroy(p);
+}
+
+/*
+ * With the default allocator a chunk is mapped on a 2 MiB boundary and
+ * advised for huge pages: the advice is in its mapping's flags whether or
+ * not the system then gives it a huge page.
+ */
+Test(ixpool_huge, a_mapped_chunk_is_aligned_and_advised)
+{
+	size_t old = psi_ix_pool_threshold;
+	struct psi_ix_pool *p;
+	struct ps_ix_node *h;
+	uint32_t tag = 0;
+
+	if (access("/sys/kernel/mm/transparent_hugepage/enabled", R_OK))
+		cr_skip_test("no transparent huge pages in this kernel");
+	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+	psi_ix_pool_threshold = 0;
+	h = first_node(&p, &tag);
+	cr_assert_eq((uintptr_t)h % HUGE, 0, "a mapped chunk at %p", (void *)h);
+	cr_assert(advised_at(h), "the chunk at %p is not advised for huge pages", (void *)h);
+	cr_assert(advised_at((char *)h + HUGE - 1), "the chunk's last page is not advised");
+	first_node_put(p, h, tag);
+	psi_ix_pool_threshold = old;
+}
+
 /* ---- 2. an installed allocator's chunk hooks ------------------------------------ */
 
 /*
@@ -237,6 +306,27 @@ static void hk_restore(void)
 {
 	cr_assert_eq(hk.bad_frees, 0, "a chunk freed with the wrong size or address");
 	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
+}
+
+/* A chunk from an installed allocator's hook is advised by the pool before it writes there. */
+Test(ixpool_huge, a_hooks_chunk_is_advised)
+{
+	size_t old = psi_ix_pool_threshold;
+	struct psi_ix_pool *p;
+	struct ps_ix_node *h;
+	uint32_t tag = 0;
+
+	if (access("/sys/kernel/mm/transparent_hugepage/enabled", R_OK))
+		cr_skip_test("no transparent huge pages in this kernel");
+	hk_install();
+	psi_ix_pool_threshold = 0;
+	h = first_node(&p, &tag);
+	cr_assert_eq(hk.chunks, 1);
+	cr_assert_eq((uintptr_t)h % HUGE, 0, "the hook's chunk at %p", (void *)h);
+	cr_assert(advised_at(h), "the chunk at %p is not advised for huge pages", (void *)h);
+	first_node_put(p, h, tag);
+	psi_ix_pool_threshold = old;
+	hk_restore();
 }
 
 /* 15000 nodes: three chunks from the hook, counted whole, each freed once; a failure changes nothing. */
