@@ -162,6 +162,9 @@ void stress_usage(FILE *out)
 		     "  --sequential         same as --pattern sequential\n"
 		     "  --counts             store scenarios: the stores count accesses\n"
 		     "                       (ps_store_counts_enable()); :node lookups count theirs\n"
+		     "  --dependent          lookup-cost: each lookup's page waits for the last\n"
+		     "                       answer (latency), not independent lookups\n"
+		     "                       (throughput)\n"
 		     "  --seed N             random seed [1]\n"
 		     "  --peer PATH.so       churn: also measure this plugin's range map "
 		     "(stress/peer.h);\n"
@@ -320,6 +323,12 @@ static void set_sequential(const char *o, const char *v)
 {
 	(void)o, (void)v;
 	stress_opts.sequential = true;
+}
+
+static void set_dependent(const char *o, const char *v)
+{
+	(void)o, (void)v;
+	stress_opts.dependent = true;
 }
 
 static void set_lookups(const char *o, const char *v)
@@ -592,6 +601,7 @@ static const struct opt opts[] = {
 		{"pattern", required_argument, FOR_SCENARIOS, set_pattern},
 		{"sequential", no_argument, FOR_SCENARIOS, set_sequential},
 		{"counts", no_argument, FOR_SCENARIOS, set_counts},
+		{"dependent", no_argument, FOR_SCENARIOS, set_dependent},
 		{"plot", required_argument, FOR_SCENARIOS, set_plot},
 		{"warn", required_argument, FOR_SCENARIOS, set_warn},
 		{"peer", required_argument, FOR_CHURN, set_peer},

@@ -528,6 +528,7 @@ static void run_alone(void *(*fn)(void *), struct point *pt)
 struct result {
 	double reader_ops_s, writer_ops_s, cpus, duration_s;
 	double gp_per_sec, inflight_peak; /* the reclaim threads (gp.c) */
+	double huge_share; /* of the index's chunks, at the end (stress_huge_share()) */
 	uint64_t reader_ops;
 	uint64_t checked, swept; /* lookups compared with the model: by readers, by the sweeps */
 };
@@ -543,8 +544,9 @@ static struct result run_point(const struct churn_map *m, uint64_t n, unsigned s
 	struct point *pt = aligned_alloc(64, sizeof(*pt));
 	int nthreads = nreaders + nwriters, i;
 	struct worker *w = aligned_alloc(64, sizeof(*w) * (size_t)(nthreads ? nthreads : 1));
-	struct result r = {NAN, NAN, 0, 0, 0, 0, 0, 0, 0};
+	struct result r = {NAN, NAN, 0, 0, 0, 0, NAN, 0, 0, 0};
 	uint64_t s, t_go, t_stop, rops = 0, wops = 0, cpu = 0;
+	size_t advised0, huge0;
 	struct stress_gp_mark gm;
 
 	if (!pt || !w)
@@ -565,6 +567,7 @@ static struct result run_point(const struct churn_map *m, uint64_t n, unsigned s
 	for (s = 0; s < pt->nslots; s++)
 		pt->list[s] = pt->where[s] = (uint32_t)s;
 	stress_gate_init(&pt->gate);
+	stress_huge_bytes(&advised0, &huge0);
 	run_alone(build_main, pt);
 
 	for (i = 0; i < nthreads; i++) {
@@ -594,6 +597,7 @@ static struct result run_point(const struct churn_map *m, uint64_t n, unsigned s
 	if (nwriters)
 		r.writer_ops_s = (double)wops / r.duration_s;
 	r.cpus = (double)cpu / 1e9 / r.duration_s;
+	r.huge_share = stress_huge_share(advised0, huge0);
 
 	run_alone(teardown_main, pt);
 	r.swept = pt->swept;
@@ -760,6 +764,7 @@ static void run_size(uint64_t n, const struct row *rows, int nrows)
 				for (i = 0; i < reps && rows[r].writers; i++)
 					if (x[i].inflight_peak > stress_opts.warn_inflight)
 						p->warn |= STRESS_WARN_BOUND;
+				p->index_huge_share = x[mid].huge_share;
 			}
 			if (!strcmp(churn_maps[m].ops->name, churn_reference))
 				ref = p;
@@ -844,7 +849,8 @@ void stress_print_churn(void)
 	unsigned seen = 0;
 
 	for (i = 0; (p = stress_point_at(i)); i++) {
-		char row[32], rd[48], wr[48], x1[16], x2[16], cpu[16], gp[16], fl[16], wn[24];
+		char row[32], rd[48], wr[48], x1[16], x2[16], cpu[16], gp[16], fl[16], hp[16],
+				wn[24];
 
 		if (strcmp(p->scenario, "churn"))
 			continue;
@@ -862,11 +868,11 @@ void stress_print_churn(void)
 					(unsigned long long)(2 * p->ranges),
 					(unsigned long long)(p->pages / (2 * p->ranges)), p->reps,
 					stress_opts.duration_s, p->reference, p->reference);
-			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %6s %9s %s\n", "row", "map",
-					"lookups, all readers", "x ref", "writer ops", "x ref",
-					"CPUs", "GPs", "in flight", "warn");
-			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %6s %9s\n", "", "", "(M/s)",
-					"", "(k/s)", "", "", "(/s)", "(KiB)");
+			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %6s %9s %5s %s\n", "row",
+					"map", "lookups, all readers", "x ref", "writer ops", "x ref",
+					"CPUs", "GPs", "in flight", "huge", "warn");
+			printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %6s %9s %5s\n", "", "", "(M/s)",
+					"", "(k/s)", "", "", "(/s)", "(KiB)", "(%)");
 			last = p->ranges;
 			lr = lw = -2;
 		}
@@ -885,9 +891,13 @@ void stress_print_churn(void)
 			snprintf(gp, sizeof(gp), "%.0f", p->gp_per_sec);
 			snprintf(fl, sizeof(fl), "%.0f", p->inflight_peak_bytes / 1024);
 		}
-		printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %6s %9s %s\n",
+		if (isnan(p->index_huge_share))
+			snprintf(hp, sizeof(hp), "-");
+		else
+			snprintf(hp, sizeof(hp), "%.0f", 100 * p->index_huge_share);
+		printf("  %-19s %-18s %-28s %7s %-26s %7s %5s %6s %9s %5s %s\n",
 				p->ranks == lr && p->writers == lw ? "" : row, p->variant, rd, x1,
-				wr, x2, cpu, gp, fl, stress_warn_names(p->warn, wn, sizeof(wn)));
+				wr, x2, cpu, gp, fl, hp, stress_warn_names(p->warn, wn, sizeof(wn)));
 		seen |= p->warn;
 		lr = p->ranks;
 		lw = p->writers;
@@ -897,7 +907,8 @@ void stress_print_churn(void)
 	printf("  (CPUs: CPU time the point's threads got / its wall time; lower than its "
 	       "thread count\n   when other processes took CPU; GPs: the library's reclaim "
 	       "threads' grace periods\n   per second; in flight: the most retired memory "
-	       "that waited for one)\n");
+	       "that waited for one; huge: the\n   share of the read index's chunks on "
+	       "huge pages, from /proc/self/smaps; -: no chunk)\n");
 	stress_warn_footnote(seen);
 	printf("  churn_maps:\n");
 	for (m = 0; m < churn_nmaps; m++)

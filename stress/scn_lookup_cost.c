@@ -3,9 +3,13 @@
  * lookup-cost: one rank, no writer, no other work: ns per lookup of every
  * variant, its ratio to the unsynchronised walk of the same form, and the
  * bytes per range the library allocated.  The loops are scn_store_read.c's.
+ * Beside them, the floor: the static layout of static_layout.h over the
+ * same ranges, answering the node form's question, its answers checked
+ * against the tree once it is built.
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,7 @@
 #include <polstore/polstore.h>
 
 #include "scn_store.h"
+#include "static_layout.h"
 #include "stress.h"
 
 /* Measuring time per lookup-cost measurement: --duration, at most 0.3 s. */
@@ -37,13 +42,14 @@ static double cost_repetition(const struct variant *v, const struct layout *l, i
 		struct stress_point *p)
 {
 	uint64_t n = l->nslots;
-	size_t before;
+	size_t before, advised0, huge0;
 	struct ctx c;
 	double ns;
 
 	stress_progress("lookup-cost: %s, %llu ranges (repetition %d/%d)", v->name,
 			(unsigned long long)n, rep + 1, reps);
 	before = stress_live_bytes();
+	stress_huge_bytes(&advised0, &huge0);
 	ctx_build(&c, v, l);
 	if (!rep) {
 		/*
@@ -60,11 +66,161 @@ static double cost_repetition(const struct variant *v, const struct layout *l, i
 				c.store ? (double)ps_store_memory(c.store) / (double)n
 					: (double)(sizeof(*c.base) + n * sizeof(struct ps_range)) /
 								(double)n;
+		p->index_huge_share = stress_huge_share(advised0, huge0);
 	}
 	ns = measure_cost(&c, cost_seconds(), false);
 	p->ranges_end = ctx_check(&c);
 	ctx_destroy(&c);
 	return ns;
+}
+
+/* ---- the static layout ---------------------------------------------------------- */
+
+static const struct variant static_node = {"static:node", V_UNSYNC, -1, true, F_NODE, false};
+
+struct static_collect {
+	struct base *b;
+	uint64_t *key;
+	int32_t *val;
+	size_t n;
+};
+
+static int static_collect_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct static_collect *sc = arg;
+
+	(void)end;
+	(void)pol;
+	sc->key[sc->n] = start;
+	sc->val[sc->n++] = base_node(sc->b, start, 0);
+	return 0;
+}
+
+/* Page @page's answer from @t against the tree's; exits on a difference. */
+static void static_expect(const struct sl_tree *t, struct base *b, uint64_t page)
+{
+	int got = sl_lookup(t, page), want = base_node(b, page, 0);
+
+	if (got != want)
+		stress_fail("VALIDATION FAILED: static:node: lookup of page %llu gave %d, the tree "
+			    "%d", (unsigned long long)page, got, want);
+}
+
+/*
+ * The static layout of @l's ranges as ctx_build() lays them out, into @t;
+ * every range's first and last page and as many random pages answer as
+ * the tree.  Its bytes per range and huge-page share into @p.
+ */
+static void static_build(struct sl_tree *t, const struct layout *l, struct stress_point *p)
+{
+	struct static_collect sc = {NULL, NULL, NULL, 0};
+	size_t advised0, huge0, i;
+	uint64_t rng = stress_seed_for(stress_opts.seed, 11);
+	struct ctx c;
+
+	ctx_build(&c, &variants[F_NODE], l);
+	sc.b = c.base;
+	sc.key = malloc(l->nslots * 3 * sizeof(*sc.key));
+	sc.val = malloc(l->nslots * 3 * sizeof(*sc.val));
+	if (!sc.key || !sc.val)
+		stress_die("out of memory");
+	if (psi_rangetree_foreach(&c.base->tree, static_collect_fn, &sc))
+		stress_die("static layout: the walk of the tree failed");
+	stress_huge_bytes(&advised0, &huge0);
+	sl_build(t, sc.key, sc.val, sc.n);
+	for (i = 0; i < sc.n; i++) {
+		uint64_t end = i + 1 < sc.n ? sc.key[i + 1] : l->pages;
+
+		static_expect(t, c.base, sc.key[i]);
+		static_expect(t, c.base, end - 1);
+		static_expect(t, c.base, stress_below(&rng, l->pages));
+	}
+	stress_point_init(p, "lookup-cost", static_node.name, 1);
+	p->pages = l->pages;
+	p->ranges = sc.n;
+	p->ranges_end = sc.n;
+	p->bytes_per_range = (double)(t->nleaves * sizeof(struct sl_leaf) +
+					      (t->nlevels ? (size_t)((const char *)t->leaf -
+									  (const char *)t->level[0])
+							  : 0)) /
+			     (double)sc.n;
+	p->index_huge_share = stress_huge_share(advised0, huge0);
+	free(sc.key);
+	free(sc.val);
+	ctx_destroy(&c);
+}
+
+struct static_arg {
+	const struct sl_tree *t;
+	struct ctx *c;
+	double seconds, ns;
+};
+
+/* cost_loop() of scn_store_read.c over the static layout, each mode its own loop. */
+static inline __attribute__((always_inline)) uint64_t static_loop_mode(const struct sl_tree *t,
+		struct ctx *c, uint64_t deadline, bool dep)
+{
+	uint64_t rng = stress_seed_for(stress_opts.seed, 7), ops = 0, seq = 0, zero = 0;
+	uintptr_t sink = 0, last = 0;
+
+	__asm__("" : "+r"(zero));
+	for (;;) {
+		unsigned i;
+
+		for (i = 0; i < 1024; i++) {
+			uint64_t page = next_page(c, &rng, &seq);
+			int node;
+
+			if (dep)
+				page += zero & last;
+			node = sl_lookup(t, page);
+			last = (uintptr_t)node;
+			sink += last;
+			if (!(i & 255))
+				validate_node(c, page, node);
+		}
+		ops += 1024;
+		if (stress_now_ns() >= deadline)
+			break;
+	}
+	__asm__ __volatile__("" ::"r"(sink));
+	return ops;
+}
+
+static uint64_t static_loop(const struct sl_tree *t, struct ctx *c, uint64_t deadline)
+{
+	if (stress_opts.dependent)
+		return static_loop_mode(t, c, deadline, true);
+	return static_loop_mode(t, c, deadline, false);
+}
+
+static void *static_main(void *arg)
+{
+	struct static_arg *a = arg;
+	uint64_t t0, t1, ops;
+
+	static_loop(a->t, a->c, stress_now_ns() + 20000000);
+	t0 = stress_thread_cpu_ns();
+	ops = static_loop(a->t, a->c, stress_now_ns() + (uint64_t)(a->seconds * 1e9));
+	t1 = stress_thread_cpu_ns();
+	a->ns = (double)(t1 - t0) / (double)ops;
+	return NULL;
+}
+
+/* One repetition of the static layout @t of @l: ns per lookup, loop included. */
+static double static_repetition(const struct sl_tree *t, const struct layout *l)
+{
+	struct ctx c;
+	struct static_arg a = {t, &c, cost_seconds(), 0};
+	pthread_t th;
+
+	memset(&c, 0, sizeof(c));
+	c.v = &static_node;
+	c.l = *l;
+	c.sequential = stress_opts.sequential;
+	stress_thread_start(&th, static_main, &a);
+	pthread_join(th, NULL);
+	return a.ns;
 }
 
 /*
@@ -96,10 +252,12 @@ void stress_run_lookup_cost(void)
 		struct layout l;
 		double base_ns[NBASELINES] = { -1, -1, -1, -1 }, overhead;
 		double *ns = calloc(NVARIANTS * (size_t)reps, sizeof(*ns));
-		struct stress_point *pts = calloc(NVARIANTS, sizeof(*pts));
+		struct stress_point *pts = calloc(NVARIANTS + 1, sizeof(*pts));
+		double *static_ns = calloc((size_t)reps, sizeof(*static_ns));
+		struct sl_tree st;
 		struct ctx c;
 
-		if (!ns || !pts)
+		if (!ns || !pts || !static_ns)
 			stress_die("out of memory");
 		pool_create(n < MAX_COLOURS ? (uint32_t)n : MAX_COLOURS);
 		layout_init(&l, stress_opts.pages, n, false);
@@ -107,23 +265,37 @@ void stress_run_lookup_cost(void)
 		ctx_build(&c, unsync_noref, &l);
 		overhead = measure_cost(&c, cost_seconds() / 2, true);
 		ctx_destroy(&c);
-		/* Repetitions interleaved across variants. */
-		for (rep = 0; rep < reps; rep++)
+		stress_progress("lookup-cost: %s, %llu ranges (built and checked)", static_node.name,
+				(unsigned long long)n);
+		static_build(&st, &l, &pts[NVARIANTS]);
+		/* Repetitions interleaved across variants, the static layout last. */
+		for (rep = 0; rep < reps; rep++) {
 			for (i = 0; i < NVARIANTS; i++)
 				if (cost_selected(&variants[i]))
 					ns[i * (size_t)reps + (size_t)rep] = cost_repetition(
 							&variants[i], &l, rep, reps, &pts[i]);
-		for (i = 0; i < NVARIANTS; i++) {
-			if (!cost_selected(&variants[i]))
+			stress_progress("lookup-cost: %s, %llu ranges (repetition %d/%d)",
+					static_node.name, (unsigned long long)n, rep + 1, reps);
+			static_ns[rep] = static_repetition(&st, &l);
+		}
+		sl_free(&st);
+		for (i = 0; i <= NVARIANTS; i++) {
+			const struct variant *v = i < NVARIANTS ? &variants[i] : &static_node;
+
+			if (i < NVARIANTS && !cost_selected(v))
 				continue;
-			cost_times(&pts[i], &ns[i * (size_t)reps], reps, overhead);
+			cost_times(&pts[i], i < NVARIANTS ? &ns[i * (size_t)reps] : static_ns, reps,
+					overhead);
 			if (i < NBASELINES)
 				base_ns[i] = pts[i].lookup_ns;
-			pts[i].baseline = baseline_of(&variants[i]);
-			pts[i].cost_ratio = pts[i].lookup_ns / base_ns[variants[i].form];
+			pts[i].baseline = baseline_of(v);
+			pts[i].cost_ratio = pts[i].lookup_ns / base_ns[v->form];
+			snprintf(pts[i].lookup_mode, sizeof(pts[i].lookup_mode), "%s",
+					stress_opts.dependent ? "dependent" : "independent");
 			stress_emit(&pts[i]);
 		}
 		free(ns);
+		free(static_ns);
 		free(pts);
 		pool_destroy();
 	}
@@ -140,6 +312,7 @@ double stress_estimate_lookup_cost(void)
 	variants_init();
 	for (i = 0; i < NVARIANTS; i++)
 		nv += cost_selected(&variants[i]);
+	nv++; /* the static layout */
 	for (r = 0; r < stress_opts.nranges; r++)
 		t += cost_seconds() / 2 + (double)nv * stress_opts.repeat *
 				(0.02 + cost_seconds() + build_s(stress_opts.ranges[r]));

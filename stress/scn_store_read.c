@@ -395,24 +395,32 @@ void *rank_main(void *arg)
 
 /*
  * Lookups in batches of 1024 until @deadline; rcu-qsbr (@qsbr) announces a
- * quiescent state after each batch.  Returns the lookups made.
+ * quiescent state after each batch.  With --dependent each page waits for
+ * the last answer: it is the page drawn plus the answer masked by an
+ * opaque zero, so the same pages are looked up, one at a time.  Returns
+ * the lookups made.
  */
-static ALWAYS_INLINE uint64_t cost_loop(struct ctx *c, uint64_t deadline, enum lookup k, bool qsbr)
+static ALWAYS_INLINE uint64_t cost_loop_mode(struct ctx *c, uint64_t deadline, enum lookup k,
+		bool qsbr, bool dep)
 {
-	uint64_t rng = stress_seed_for(stress_opts.seed, 7), ops = 0, seq = 0;
+	uint64_t rng = stress_seed_for(stress_opts.seed, 7), ops = 0, seq = 0, zero = 0;
 	const void *pol = NULL;
 	int node = 0;
 	struct ps_policy_view view = PS_POLICY_VIEW_INIT(1);
-	uintptr_t sink = 0;
+	uintptr_t sink = 0, last = 0;
 
+	__asm__("" : "+r"(zero));
 	for (;;) {
 		unsigned i;
 
 		for (i = 0; i < 1024; i++) {
 			uint64_t page = next_page(c, &rng, &seq);
 
+			if (dep)
+				page += zero & last;
 			lookup(c, page, k, &pol, &node, &view);
-			sink += result(k, pol, node, &view);
+			last = result(k, pol, node, &view);
+			sink += last;
 			if (!(i & COST_CHECK_MASK))
 				check(c, page, k, pol, node, &view);
 		}
@@ -424,6 +432,17 @@ static ALWAYS_INLINE uint64_t cost_loop(struct ctx *c, uint64_t deadline, enum l
 	}
 	__asm__ __volatile__("" ::"r"(sink));
 	return ops;
+}
+
+/*
+ * A loop of each mode: @dep a constant in each, so that the independent
+ * one has no path from an answer to the next page (not even a select).
+ */
+static ALWAYS_INLINE uint64_t cost_loop(struct ctx *c, uint64_t deadline, enum lookup k, bool qsbr)
+{
+	if (stress_opts.dependent)
+		return cost_loop_mode(c, deadline, k, qsbr, true);
+	return cost_loop_mode(c, deadline, k, qsbr, false);
 }
 
 typedef uint64_t cost_fn(struct ctx *c, uint64_t deadline);

@@ -9,10 +9,12 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,12 +223,75 @@ static void count_free(void *p, void *ctx)
 	free(p);
 }
 
+/* Chunks for a large index: mapped 2 MiB-aligned, as the default allocator's, and counted. */
+static void *count_chunk_alloc(size_t size, size_t align, void *ctx)
+{
+	size_t span = size + align - (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t raw, start;
+	void *m;
+
+	(void)ctx;
+	m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	raw = (uintptr_t)m;
+	start = (raw + align - 1) & ~(uintptr_t)(align - 1);
+	if (start > raw)
+		munmap(m, start - raw);
+	if (raw + span > start + size)
+		munmap((void *)(start + size), raw + span - (start + size));
+	__atomic_fetch_add(count_mine(), (long)size, __ATOMIC_RELAXED);
+	return (void *)start;
+}
+
+static void count_chunk_free(void *p, size_t size, void *ctx)
+{
+	(void)ctx;
+	__atomic_fetch_sub(count_mine(), (long)size, __ATOMIC_RELAXED);
+	munmap(p, size);
+}
+
 void stress_count_allocations(void)
 {
-	static const struct ps_alloc_ops ops = {count_alloc, count_free, NULL};
+	static const struct ps_alloc_ops ops = {.alloc = count_alloc,
+			.free = count_free,
+			.chunk_alloc = count_chunk_alloc,
+			.chunk_free = count_chunk_free};
 
 	if (ps_set_alloc_ops(&ops))
 		stress_die("ps_set_alloc_ops failed");
+}
+
+void stress_huge_bytes(size_t *advised, size_t *huge)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	size_t size = 0, anon_huge = 0, kb;
+	char line[512];
+
+	*advised = *huge = 0;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Size: %zu kB", &kb) == 1)
+			size = kb << 10;
+		else if (sscanf(line, "AnonHugePages: %zu kB", &kb) == 1)
+			anon_huge = kb << 10;
+		else if (!strncmp(line, "VmFlags:", 8) && strstr(line, " hg")) {
+			*advised += size;
+			*huge += anon_huge;
+		}
+	}
+	fclose(f);
+}
+
+double stress_huge_share(size_t advised0, size_t huge0)
+{
+	size_t advised, huge;
+
+	stress_huge_bytes(&advised, &huge);
+	if (advised <= advised0)
+		return NAN;
+	return (double)(huge > huge0 ? huge - huge0 : 0) / (double)(advised - advised0);
 }
 
 size_t stress_live_bytes(void)
@@ -322,6 +387,7 @@ void stress_point_init(struct stress_point *p, const char *scenario, const char 
 	p->lookup_ns = p->overhead_ns = p->cost_ratio = p->lookup_ns_median = NAN;
 	p->lookup_share_all = NAN;
 	p->bytes_per_range = p->store_bytes_per_range = NAN;
+	p->index_huge_share = NAN;
 	p->max_overshoot = p->overshoot_bound = p->max_error = p->error_bound = NAN;
 	p->set_ns = p->set_ns_min = p->set_ns_max = p->restore_ns = p->restore_ratio = NAN;
 	p->set_ns_oncpu = NAN;
@@ -606,6 +672,9 @@ static const struct col cols[] = {
 		/* the reclaim threads */
 		COL(gp_per_sec, "%.1f"),
 		COL(inflight_peak_bytes, "%.0f"),
+		/* lookup-cost and churn: the read index on huge pages */
+		COL(index_huge_share, "%.4f"),
+		COL(lookup_mode, NULL),
 		/* the warnings (stress_warn_*()), last */
 		COL(cpu_share, "%.3f"),
 		{"warn", C_WARN, offsetof(struct stress_point, warn), NULL},

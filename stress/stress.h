@@ -56,6 +56,7 @@ struct stress_opts {
 	uint64_t seed;
 	bool sequential;
 	bool counts; /* --counts: stores count accesses, :node lookups counted */
+	bool dependent; /* lookup-cost: each lookup's page waits for the last answer */
 	bool json, csv, quiet;
 	const char *plot;
 	/* --check: the linearizability oracle instead of the scenarios */
@@ -113,6 +114,10 @@ struct stress_point {
 	/* lookup-cost; lookup_ns is the fastest repetition, lookup_ns_max the slowest */
 	double lookup_ns, lookup_ns_median, lookup_ns_max, overhead_ns, cost_ratio, bytes_per_range,
 			store_bytes_per_range;
+	/* lookup-cost and churn: the share of the index's chunks on huge pages (NaN: no chunk) */
+	double index_huge_share;
+	/* lookup-cost: "independent" (throughput) or "dependent" (latency) lookups */
+	char lookup_mode[16];
 	/* companions */
 	double max_overshoot, overshoot_bound, max_error, error_bound;
 	/*
@@ -399,6 +404,16 @@ void stress_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
  */
 void stress_count_allocations(void);
 size_t stress_live_bytes(void);
+
+/*
+ * The process's mappings advised for transparent huge pages (VmFlags hg in
+ * /proc/self/smaps: in this program, the chunks of the stores' read
+ * indexes): their bytes, and the bytes of them on huge pages; zeros when
+ * smaps cannot be read.  stress_huge_share(): the share on huge pages of
+ * what was advised since *0 were read, NaN when nothing was.
+ */
+void stress_huge_bytes(size_t *advised, size_t *huge);
+double stress_huge_share(size_t advised0, size_t huge0);
 
 /* ---- options ---------------------------------------------------------------- */
 

@@ -50,7 +50,7 @@ static void table_lookup_cost(void)
 	size_t i;
 
 	for (i = 0; (p = next_point("lookup-cost", &i)); i++) {
-		char a[32], b[32], c[32], d[32];
+		char a[32], b[32], c[32], d[32], e[16];
 
 		if (p->ranges != last) {
 			printf("\nlookup-cost: one rank, no writer, no other work; %llu ranges "
@@ -63,18 +63,22 @@ static void table_lookup_cost(void)
 			       "store: its striped reference count)\n",
 					sizeof(struct ps_policy), PS_REF_STRIPE_BYTES,
 					PS_REF_STRIPE_BYTES * PS_REF_MAX_STRIPES);
-			printf("  %-21s %10s %8s %-13s %12s %12s\n", "variant", "lookup",
-					"x base", "(base)", "allocated", "ps_memory");
-			printf("  %-21s %10s %8s %-13s %12s %12s\n", "", "(ns)", "", "",
-					"(B/range)", "(B/range)");
+			printf("  %-21s %10s %8s %-13s %12s %12s %5s\n", "variant", "lookup",
+					"x base", "(base)", "allocated", "ps_memory", "huge");
+			printf("  %-21s %10s %8s %-13s %12s %12s %5s\n", "", "(ns)", "", "",
+					"(B/range)", "(B/range)", "(%)");
 			last = p->ranges;
 		}
 		fmt_num(a, sizeof(a), "%.2f", p->lookup_ns);
 		fmt_num(b, sizeof(b), "%.3f", p->cost_ratio);
 		fmt_num(c, sizeof(c), "%.1f", p->bytes_per_range);
 		fmt_num(d, sizeof(d), "%.1f", p->store_bytes_per_range);
-		printf("  %-21s %10s %8s %-13s %12s %12s\n", p->variant, a, b,
-				p->baseline ? p->baseline : "", c, d);
+		if (isnan(p->index_huge_share))
+			snprintf(e, sizeof(e), "-");
+		else
+			snprintf(e, sizeof(e), "%.0f", 100 * p->index_huge_share);
+		printf("  %-21s %10s %8s %-13s %12s %12s %5s\n", p->variant, a, b,
+				p->baseline ? p->baseline : "", c, d, e);
 	}
 }
 
@@ -387,6 +391,16 @@ static void summary_lookup(void)
 		if (any)
 			printf("  %-15s %-30s %-30s %-30s\n", summary_row(r), c[0], c[1], c[2]);
 	}
+	/* The floor: the static layout answers the node form's question. */
+	p = stress_find("lookup-cost", "static:node", 1, n);
+	if (p) {
+		char c[48];
+
+		cell_ns(c, sizeof(c), p, walk->lookup_ns_median);
+		printf("  %-15s %-30s %-30s %-30s\n", "static layout", "", "", c);
+	}
+	printf("  (%s lookups%s)\n", stress_opts.dependent ? "dependent" : "independent",
+			stress_opts.dependent ? ": each page waits for the last answer" : "");
 }
 
 /* The first rank count above 1 that @scenario measured, or 0. */

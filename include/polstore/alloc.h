@@ -19,12 +19,24 @@ extern "C" {
  * struct ps_alloc_ops - an allocator
  * @alloc: returns @size bytes aligned for any type, or NULL on failure
  * @free: frees what @alloc returned; NULL is never passed
- * @ctx: passed to both
+ * @ctx: passed to all four
+ * @chunk_alloc: optional: returns @size bytes aligned to @align (both
+ *	2 MiB today), or NULL on failure
+ * @chunk_free: frees a chunk: what @chunk_alloc returned, and its @size
+ *
+ * A large RCU store's read index takes its nodes from chunks. With the
+ * chunk hooks it asks them for chunks and advises each for transparent huge
+ * pages (MADV_HUGEPAGE) before it writes there; without them it takes
+ * chunks of just under 2 MiB from @alloc. The default allocator's hooks map
+ * 2 MiB-aligned anonymous memory, and fall back to malloc() when the
+ * mapping fails.
  */
 struct ps_alloc_ops {
 	void *(*alloc)(size_t size, void *ctx);
 	void (*free)(void *ptr, void *ctx);
 	void *ctx;
+	void *(*chunk_alloc)(size_t size, size_t align, void *ctx);
+	void (*chunk_free)(void *ptr, size_t size, void *ctx);
 };
 
 /**
@@ -46,9 +58,15 @@ struct ps_alloc_ops {
  * ps_store_memory() counts each block as glibc's malloc() would hold it, whichever
  * allocator is installed (docs/internals.md).
  *
+ * A chunk goes back to the @chunk_free, with the @ctx, of the allocator that
+ * gave it, even once another is installed: keep them working while a store
+ * made before holds chunks (until it is destroyed). Chunks the default
+ * allocator mapped are unmapped whatever is installed.
+ *
  * Context: while no other thread is inside polstore, and after
  * ps_store_synchronize() on every store.
- * Return: 0, or -EINVAL when @ops lacks @alloc or @free.
+ * Return: 0, or -EINVAL when @ops lacks @alloc or @free, or has only one
+ * of @chunk_alloc and @chunk_free.
  */
 PS_API int ps_set_alloc_ops(const struct ps_alloc_ops *ops);
 

@@ -10,15 +10,14 @@
  * table), kept in the node header's upper wflags bits, so a node needs no
  * extra word.
  *
- * Chunks come through the installed allocator (psi_alloc()) and are
- * advised for transparent huge pages where the block starts at its own
- * page: glibc maps such a block with mmap(), and the kernel places a
- * mapping of a multiple of 2 MiB on a 2 MiB boundary.  Elsewhere the
- * advice is only not given; the pool works the same.  With glibc the
- * advice seldom takes: its header is in the mapping's first page before
- * the advice (that 2 MiB keeps small pages until khugepaged collapses
- * it), and after the process frees a block this large, glibc's mmap
- * threshold rises past it and chunks come from its heaps.
+ * Chunks of 2 MiB, aligned to it, come from the allocator's chunk hooks
+ * (src/util/chunk.h: the default allocator maps them), advised for
+ * transparent huge pages before their first touch.  An allocator without
+ * chunk hooks, or a default mapping that failed, gives a block of just
+ * under 2 MiB through psi_alloc(), advised where it starts at its own page
+ * (glibc maps such a block with mmap(), but writes its header in the
+ * first page before the advice, and past the first free of a block this
+ * large, takes them from its heaps: such chunks seldom get huge pages).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -26,6 +25,7 @@
 #include <sys/mman.h>
 
 #include "annotate.h"
+#include "chunk.h"
 #include "compiler.h"
 #include "ixpool.h"
 
@@ -56,6 +56,7 @@ size_t psi_ix_pool_threshold = 4u << 20;
 
 struct ixp_chunk {
 	char *base;           /* the allocation; NULL: an unused table entry */
+	struct psi_chunk_src src; /* where it goes back; src.free NULL: psi_free(), IXP_CHUNK bytes */
 	char *lo, *hi;        /* never carved yet: leaves from @lo up, inner nodes from @hi down */
 	struct ps_ix_node *free[2]; /* given back: leaves, inner nodes */
 	uint32_t live;        /* nodes out of this chunk */
@@ -102,12 +103,30 @@ struct psi_ix_pool *psi_ix_pool_new(size_t index_bytes)
 	return p;
 }
 
+/* Bytes of chunk @c: a whole huge page from the chunk hooks, else a block of just under. */
+static size_t chunk_bytes(const struct ixp_chunk *c)
+{
+	return c->src.free ? IXP_HUGE : IXP_CHUNK;
+}
+
+/* What chunk @c costs the process: the mapping, or the block as malloc() holds it. */
+static size_t chunk_charge(const struct ixp_chunk *c)
+{
+	return c->src.free ? IXP_HUGE : psi_alloc_charge(IXP_CHUNK);
+}
+
 static void chunk_free(struct psi_ix_pool *p, struct ixp_chunk *c)
 {
-	IXP_SHOW(c->base, IXP_CHUNK);
-	psi_free(c->base);
+	size_t size = chunk_bytes(c);
+
+	/* Shown before it goes: memory mapped there later must not start poisoned. */
+	IXP_SHOW(c->base, size);
+	if (c->src.free)
+		psi_chunk_free(c->base, size, &c->src);
+	else
+		psi_free(c->base);
 	c->base = NULL;
-	PSI_WRITE_ONCE(p->bytes, p->bytes - psi_alloc_charge(IXP_CHUNK));
+	PSI_WRITE_ONCE(p->bytes, p->bytes - chunk_charge(c));
 }
 
 void psi_ix_pool_destroy(struct psi_ix_pool *p)
@@ -128,14 +147,14 @@ void psi_ix_pool_destroy(struct psi_ix_pool *p)
 	psi_free_aligned(p);
 }
 
-/* A chunk for the table's entry @c; false when the allocator has none. */
-static bool chunk_new(struct psi_ix_pool *p, struct ixp_chunk *c)
+/* A block of just under 2 MiB from psi_alloc(), advised where it has its own pages; or NULL. */
+static char *chunk_block(void)
 {
 	char *b = psi_alloc(IXP_CHUNK);
 	uintptr_t start, end;
 
 	if (!b)
-		return false;
+		return NULL;
 	/*
 	 * The pages the block covers; a page it leaves at most 64 bytes of is
 	 * counted in (the allocator's header or tail in a mapping of its own),
@@ -149,13 +168,30 @@ static bool chunk_new(struct psi_ix_pool *p, struct ixp_chunk *c)
 		end -= IXP_PAGE;
 	if (end > start)
 		(void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+	return b;
+}
+
+/* A chunk for the table's entry @c; false when the allocator has none. */
+static bool chunk_new(struct psi_ix_pool *p, struct ixp_chunk *c)
+{
+	bool fallback;
+	char *b = psi_chunk_alloc(psi_alloc_ops(), IXP_HUGE, &c->src, &fallback);
+	size_t size;
+
+	if (!b && fallback) {
+		c->src.free = NULL;
+		b = chunk_block();
+	}
+	if (!b)
+		return false;
+	size = chunk_bytes(c);
 	c->base = b;
 	c->lo = (char *)(((uintptr_t)b + 7) & ~(uintptr_t)7);
-	c->hi = (char *)(((uintptr_t)b + IXP_CHUNK) & ~(uintptr_t)(IXP_INNER - 1));
+	c->hi = (char *)(((uintptr_t)b + size) & ~(uintptr_t)(IXP_INNER - 1));
 	c->free[0] = c->free[1] = NULL;
 	c->live = 0;
-	IXP_HIDE(b, IXP_CHUNK);
-	PSI_WRITE_ONCE(p->bytes, p->bytes + psi_alloc_charge(IXP_CHUNK));
+	IXP_HIDE(b, size);
+	PSI_WRITE_ONCE(p->bytes, p->bytes + chunk_charge(c));
 	p->nempty++;
 	return true;
 }

@@ -14,6 +14,7 @@
 
 #include <polstore/alloc.h>
 
+#include "chunk.h"
 #include "compiler.h"
 #include "testpoint.h"
 
@@ -32,7 +33,14 @@ static void psi_default_free(void *ptr, void *ctx)
 static struct ps_alloc_ops ps_alloc_ops = {
 	.alloc = psi_default_alloc,
 	.free = psi_default_free,
+	.chunk_alloc = psi_chunk_map,
+	.chunk_free = psi_chunk_unmap,
 };
+
+const struct ps_alloc_ops *psi_alloc_ops(void)
+{
+	return &ps_alloc_ops;
+}
 
 static void (*psi_alloc_caches[PSI_ALLOC_CACHES])(void);
 static unsigned psi_alloc_ncaches;
@@ -47,7 +55,7 @@ int ps_set_alloc_ops(const struct ps_alloc_ops *ops)
 {
 	unsigned i;
 
-	if (ops && (!ops->alloc || !ops->free))
+	if (ops && (!ops->alloc || !ops->free || !ops->chunk_alloc != !ops->chunk_free))
 		return -EINVAL;
 	/* What the caches hold goes back to the hooks it came from. */
 	for (i = 0; i < psi_alloc_ncaches; i++)
@@ -56,6 +64,8 @@ int ps_set_alloc_ops(const struct ps_alloc_ops *ops)
 		ps_alloc_ops.alloc = psi_default_alloc;
 		ps_alloc_ops.free = psi_default_free;
 		ps_alloc_ops.ctx = NULL;
+		ps_alloc_ops.chunk_alloc = psi_chunk_map;
+		ps_alloc_ops.chunk_free = psi_chunk_unmap;
 		return 0;
 	}
 	ps_alloc_ops = *ops;

@@ -781,7 +781,7 @@ next:
 
 int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 {
-	struct ps_alloc_ops ops = { lin_alloc, lin_free, NULL };
+	struct ps_alloc_ops ops = {.alloc = lin_alloc, .free = lin_free};
 	struct ps_lin_initial *initial;
 	struct lin_thread *th;
 	struct lin_run run;

@@ -334,7 +334,7 @@ size_t ps_test_reclaim_batch_bytes(void)
 
 void ps_test_alloc_install(void)
 {
-	static const struct ps_alloc_ops ops = { failing_alloc, counting_free, NULL };
+	static const struct ps_alloc_ops ops = {.alloc = failing_alloc, .free = counting_free};
 
 	atomic_store(&fail_from, LONG_MAX);
 	atomic_store(&fail_to, LONG_MAX);

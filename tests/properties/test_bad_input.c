@@ -162,7 +162,7 @@ static void keep_free(void *p, void *ctx)
 
 Test(bad_input, double_put_aborts, .signal = SIGABRT)
 {
-	static const struct ps_alloc_ops ops = { keep_alloc, keep_free, NULL };
+	static const struct ps_alloc_ops ops = {.alloc = keep_alloc, .free = keep_free};
 	struct ps_policy *p;
 
 	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
@@ -185,6 +185,22 @@ static void plain_free(void *p, void *ctx)
 {
 	(void)ctx;
 	free(p);
+}
+
+/* Never called: ps_set_alloc_ops() refuses one chunk hook without the other. */
+static void *plain_chunk_alloc(size_t size, size_t align, void *ctx)
+{
+	(void)size;
+	(void)align;
+	(void)ctx;
+	return NULL;
+}
+
+static void plain_chunk_free(void *p, size_t size, void *ctx)
+{
+	(void)p;
+	(void)size;
+	(void)ctx;
 }
 
 static int never_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
@@ -273,7 +289,7 @@ VARIANT_TEST(bad_input, store)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2);
-	struct ps_alloc_ops half1 = { NULL, NULL, NULL }, half2 = { NULL, NULL, NULL };
+	struct ps_alloc_ops half1 = {.alloc = NULL, .free = NULL}, half2 = {.alloc = NULL, .free = NULL};
 	struct ps_lock_stat_row rows[2];
 	struct ps_model before;
 	char why[160];
@@ -338,6 +354,13 @@ VARIANT_TEST(bad_input, store)
 	BAD(ps_set_alloc_ops(&half1), -EINVAL);
 	half2.free = plain_free;
 	BAD(ps_set_alloc_ops(&half2), -EINVAL);
+	/* One chunk hook without the other. */
+	half1.free = plain_free;
+	half1.chunk_alloc = plain_chunk_alloc;
+	BAD(ps_set_alloc_ops(&half1), -EINVAL);
+	half1.chunk_alloc = NULL;
+	half1.chunk_free = plain_chunk_free;
+	BAD(ps_set_alloc_ops(&half1), -EINVAL);
 	/* rcu.h: state changes of a thread that is not online are no-ops. */
 	ps_qsbr_quiescent();
 	ps_qsbr_thread_offline();

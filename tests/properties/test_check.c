@@ -602,7 +602,7 @@ static void *set_in_own_section(void *arg)
  */
 static void sets_inside_sections(void *arg)
 {
-	static const struct ps_alloc_ops ops = { slow_alloc, slow_free, NULL };
+	static const struct ps_alloc_ops ops = {.alloc = slow_alloc, .free = slow_free};
 	struct ps_policy *p;
 	pthread_t t[2];
 	int i;

@@ -586,7 +586,7 @@ static void *reader_exits(void *arg)
  */
 static int keys_exhausted_child(void *unused)
 {
-	static const struct ps_alloc_ops counting = { counting_alloc, counting_free, NULL };
+	static const struct ps_alloc_ops counting = {.alloc = counting_alloc, .free = counting_free};
 	static const enum ps_sync needs_keys[] = { PS_SYNC_SEQLOCK, PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 	static pthread_key_t keys[PTHREAD_KEYS_MAX];
 	struct ps_store *s;
@@ -790,7 +790,7 @@ SYNCS_TEST(deferring_syncs, lifecycle, writer_needs_no_registration, .timeout = 
  */
 Test(lifecycle, alloc_hooks_idle_after_synchronize, .timeout = 4 * HANG_S)
 {
-	static const struct ps_alloc_ops counting = { counting_alloc, counting_free, NULL };
+	static const struct ps_alloc_ops counting = {.alloc = counting_alloc, .free = counting_free};
 	struct ps_store *s[2];
 	struct ps_policy *a;
 	long after;

@@ -132,7 +132,7 @@ static void memory_from_allocator_hook(void)
 
 static void memory_from_allocator_hook_one(enum ps_sync *sync)
 {
-	static const struct ps_alloc_ops ops = { memory_hook_alloc, memory_hook_free, NULL };
+	static const struct ps_alloc_ops ops = {.alloc = memory_hook_alloc, .free = memory_hook_free};
 	struct ps_store *s;
 
 	atomic_store(&hook_calls, 0);
@@ -167,7 +167,7 @@ static void memory_beside_a_set_in_progress(void)
 
 static void memory_beside_a_set_in_progress_one(enum ps_sync *sync)
 {
-	static const struct ps_alloc_ops ops = { memory_hook_alloc, memory_hook_free, NULL };
+	static const struct ps_alloc_ops ops = {.alloc = memory_hook_alloc, .free = memory_hook_free};
 	struct ps_store *s;
 	pthread_t w;
 

@@ -117,7 +117,7 @@ static void counting_free(void *ptr, void *ctx)
 
 VARIANT_TEST(refcount, last_put_frees_at_once)
 {
-	static const struct ps_alloc_ops ops = {counting_alloc, counting_free, NULL};
+	static const struct ps_alloc_ops ops = {.alloc = counting_alloc, .free = counting_free};
 	struct ps_store *s;
 	struct ps_policy *p, *held[HOT_LOOKUPS];
 	long i;

@@ -463,7 +463,7 @@ VARIANT_TEST(store, enomem_changes_nothing)
 
 Test(store, alloc_ops_validation)
 {
-	struct ps_alloc_ops bad = { NULL, NULL, NULL };
+	struct ps_alloc_ops bad = {.alloc = NULL, .free = NULL};
 
 	cr_assert_eq(ps_set_alloc_ops(&bad), -EINVAL);
 }
