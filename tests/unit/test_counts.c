@@ -382,7 +382,11 @@ VARIANT_TEST(counts, fork_child_counts)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&b.stop, sizeof(b.stop)); /* atomics only */
 	cr_assert_eq(ps_store_counts_enable(b.s, true), 0);
 	cr_assert_eq(ps_store_count_access(b.s, 5), 0);
-	reader = *sync == PS_SYNC_RCU || *sync == PS_SYNC_RCU_QSBR;
+	/*
+	 * Not under valgrind: the child's leak check finds what the reader's
+	 * fold had allocated at the fork, which no thread of the child holds.
+	 */
+	reader = (*sync == PS_SYNC_RCU || *sync == PS_SYNC_RCU_QSBR) && !ps_test_on_valgrind();
 	if (reader)
 		cr_assert_eq(pthread_create(&r, NULL, busy_reader, &b), 0);
 	cr_assert_eq(ps_test_run_child(fork_child, b.s, 60, out, sizeof(out), NULL), 0, "%s", out);
