@@ -16,7 +16,10 @@
  * (pointer and serial: a new store at a freed one's address has another
  * serial), the store's generation it was filled at (ps_store_generation():
  * any set since refills it) and the range.  A hit is one compare of the
- * range and three stores to the slot.
+ * range and three stores to the slot.  Before it, the range the thread
+ * counted last (counts_last: the counts, the generation, the bounds and
+ * the slot) takes a repeated key with three compares and no search: the
+ * fault path's common case, where counting must cost about an increment.
  *
  * A thread's exit folds its shards into the store's @retired table (the
  * destructor of counts_key), so that a program that starts threads by the
@@ -31,6 +34,7 @@
 
 #include <polstore/counts.h>
 #include <polstore/store.h>
+#include <polstore/static/lookup.h>
 #include <polstore/static/policy.h>
 
 #include "annotate.h"
@@ -94,6 +98,25 @@ struct ctls {
 
 static __thread struct ctls counts_tls[COUNTS_TLS] __attribute__((tls_model("initial-exec")));
 static __thread unsigned counts_tls_next __attribute__((tls_model("initial-exec")));
+
+/*
+ * The range this thread counted last, at the store's generation @gen: its
+ * slot in the thread's own shard of @c.  Valid while @c (with @serial: not
+ * another counts at a freed one's address) is the store's, @gen its
+ * generation, and the slot's table the shard's: a table is replaced only by
+ * its owner's counts_note_slow(), which then refills this, and freed only
+ * with the shard (the owner's exit clears this; a destroy changes @c or
+ * @serial).
+ */
+struct clast {
+	const struct _ps_counts *c;
+	uint64_t serial;
+	uint64_t gen;
+	uint64_t start, len;
+	struct cslot *slot;
+};
+
+static __thread struct clast counts_last __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t counts_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct _ps_counts *counts_all; /* under counts_lock */
@@ -167,7 +190,7 @@ static uint64_t rate_at(uint64_t rate, uint64_t from, uint64_t epoch)
 }
 
 /* The owner, or a fold under @lock: add @count accesses of @epoch's figures to @sl. */
-static void slot_add(struct cslot *sl, uint64_t count, uint64_t rate, uint64_t epoch)
+static inline void slot_add(struct cslot *sl, uint64_t count, uint64_t rate, uint64_t epoch)
 {
 	uint64_t se = PSI_READ_ONCE(sl->epoch);
 
@@ -284,9 +307,16 @@ static unsigned range_find(const struct cshard *sh, uint64_t idx)
 	return lo;
 }
 
+/* Remember [@start, @end) of generation @gen, counted in @sl, as this thread's last range. */
+static void last_set(const struct _ps_counts *c, uint64_t gen, uint64_t start, uint64_t end,
+		struct cslot *sl)
+{
+	counts_last = (struct clast){ c, c->serial, gen, start, end - start, sl };
+}
+
 /* Count an access of @idx of @s in @sh, whose cache does not hold its range. */
-static __attribute__((noinline)) void counts_note_slow(struct ps_store *s, struct _ps_counts *c,
-		struct cshard *sh, uint64_t idx, unsigned at)
+static void counts_note_slow(struct ps_store *s, struct _ps_counts *c, struct cshard *sh,
+		uint64_t idx, unsigned at, uint64_t gen)
 {
 	const struct ps_policy *pol;
 	uint64_t start, end;
@@ -313,14 +343,53 @@ static __attribute__((noinline)) void counts_note_slow(struct ps_store *s, struc
 	memmove(&sh->ranges[at + 1], &sh->ranges[at], (sh->nranges - at) * sizeof(sh->ranges[0]));
 	sh->ranges[at] = (struct crange){ start, end, sl };
 	sh->nranges++;
+	last_set(c, gen, start, end, sl);
 	slot_add(sl, 1, RATE_ONE, PSI_READ_ONCE(c->epoch));
 }
 
-static void counts_note(struct ps_store *s, struct _ps_counts *c, uint64_t idx)
+/*
+ * RCU, RCU_QSBR: the bounds of the range holding @idx at generation @gen
+ * of @s, from the calling thread's lookup cache (polstore/static/lcache.h)
+ * when its entry for @s was filled at @gen and holds @idx: what a lookup
+ * just found, with no second search.  False else (other variants' id is
+ * 0, an empty entry's too, but an empty entry holds no key).
+ */
+static bool lc_bounds(const struct ps_store *s, uint64_t idx, uint64_t gen, uint64_t *start,
+		uint64_t *end)
 {
-	/* First: a set after it changes the generation, and the next count looks again. */
-	uint64_t gen = PSI_LOAD_ACQUIRE(s->rd.gen);
+	const struct _ps_lc_entry *e = _ps_lc_way(s);
+
+	if (e->id != PSI_READ_ONCE(s->lc.id) || e->gen != gen || idx - e->start >= e->len)
+		return false;
+	*start = e->start;
+	*end = e->start + e->len;
+	return true;
+}
+
+/* The owner: the slot of [@start, @end) in @sh, inserted if new; NULL as shard_slot(). */
+static struct cslot *slot_of(struct _ps_counts *c, struct cshard *sh, uint64_t start,
+		uint64_t end)
+{
+	struct cslot *sl;
+
+	if (sh->slots) {
+		sl = slot_find(sh->slots, sh->mask, start);
+		if (sl->start == start) {
+			if (end > sl->end)
+				PSI_WRITE_ONCE(sl->end, end);
+			return sl;
+		}
+	}
+	return shard_slot(c, sh, start, end, true);
+}
+
+/* As counts_note(), for a key that is not in this thread's last range of @c at @gen. */
+static __attribute__((noinline)) void counts_note_search(struct ps_store *s, struct _ps_counts *c,
+		uint64_t idx, uint64_t gen)
+{
 	struct cshard *sh = NULL;
+	uint64_t start, end;
+	struct cslot *sl;
 	struct ctls *e;
 	unsigned i;
 
@@ -334,6 +403,17 @@ static void counts_note(struct ps_store *s, struct _ps_counts *c, uint64_t idx)
 		if (!sh)
 			return; /* no memory: the access goes uncounted, as with counting off */
 	}
+	/* The range the lookup just found, when the thread's lookup cache holds it. */
+	if (lc_bounds(s, idx, gen, &start, &end)) {
+		sl = slot_of(c, sh, start, end);
+		if (!sl) {
+			PSI_WRITE_ONCE(sh->lost, sh->lost + 1);
+			return;
+		}
+		last_set(c, gen, start, end, sl);
+		slot_add(sl, 1, RATE_ONE, PSI_READ_ONCE(c->epoch));
+		return;
+	}
 	if (psi_unlikely(sh->gen != gen)) {
 		sh->gen = gen;
 		sh->nranges = 0;
@@ -344,11 +424,37 @@ static void counts_note(struct ps_store *s, struct _ps_counts *c, uint64_t idx)
 									: range_find(sh, idx);
 	if (i < sh->nranges && sh->ranges[i].start <= idx) {
 		sh->last = i;
+		last_set(c, gen, sh->ranges[i].start, sh->ranges[i].end, sh->ranges[i].slot);
 		slot_add(sh->ranges[i].slot, 1, RATE_ONE, PSI_READ_ONCE(c->epoch));
 	} else {
-		counts_note_slow(s, c, sh, idx, i);
+		counts_note_slow(s, c, sh, idx, i, gen);
 	}
 }
+
+/* Count an access of page @idx of @s, whose counts @c are on. */
+static inline __attribute__((always_inline)) void counts_note(struct ps_store *s,
+		struct _ps_counts *c, uint64_t idx)
+{
+	/* First: a set after it changes the generation, and the next count looks again. */
+	uint64_t gen = PSI_LOAD_ACQUIRE(s->rd.gen);
+	const struct clast *l = &counts_last;
+
+	if (psi_likely(l->c == c && l->serial == c->serial && l->gen == gen &&
+			idx - l->start < l->len))
+		slot_add(l->slot, 1, RATE_ONE, PSI_READ_ONCE(c->epoch));
+	else
+		counts_note_search(s, c, idx, gen);
+}
+
+/*
+ * As store.c's: the inline read side of polstore/static/lookup.h, but in
+ * the thread checkers' builds, which take the variant's annotated path.
+ */
+#ifdef POLSTORE_ANNOTATE
+#define PSI_READ_INLINE 0
+#else
+#define PSI_READ_INLINE 1
+#endif
 
 int ps_store_lookup_node_count(struct ps_store *store, uint64_t idx, int local_node)
 {
@@ -357,7 +463,8 @@ int ps_store_lookup_node_count(struct ps_store *store, uint64_t idx, int local_n
 
 	if (psi_unlikely(!store || _ps_node_check(local_node)))
 		return -EINVAL;
-	node = store->lookup_node(store, idx, local_node);
+	node = PSI_READ_INLINE ? _ps_inl_lookup_node(store, idx, local_node)
+			       : store->lookup_node(store, idx, local_node);
 	if ((c = PSI_LOAD_ACQUIRE(store->counts)) && PSI_READ_ONCE(c->on))
 		counts_note(store, c, idx);
 	return node;
@@ -498,6 +605,7 @@ static void counts_thread_exit(void *arg)
 	}
 	pthread_mutex_unlock(&counts_lock);
 	memset(tls, 0, sizeof(counts_tls));
+	memset(&counts_last, 0, sizeof(counts_last)); /* the exiting thread's own */
 }
 
 /* ---- reading -------------------------------------------------------------------------- */

@@ -5,12 +5,15 @@
  * gone is the accesses made), and after their threads exit; what a set
  * that trims, splits, replaces or removes a range does to its figures;
  * epochs, rates and the top-N order; a set between two counts of a page
- * (the thread's cache); a store at a freed store's address; counting
+ * (the thread's cache); a count after the thread's exit hook; a store at
+ * a freed store's address; counting
  * beside a writer and a reader of the counts; fork; allocation failures.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <polstore/static/lcache.h>
 
 #include "testutil.h"
 
@@ -239,6 +242,120 @@ VARIANT_TEST(counts, epochs_rates_and_top)
 	cr_assert_eq(top[0].start, 0);
 	cr_assert_eq(ps_store_counts_top(s, 0, SPACE, PS_COUNTS_BY_COUNT, top, 0), 0);
 	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
+/*
+ * A thread that counts again in a destructor that runs after the counts'
+ * own exit hook (a key made later runs later): the hook folded and freed
+ * the thread's shard, and the count after it must not go to the freed
+ * one through the range the thread counted last.
+ */
+static pthread_key_t late_key;
+
+static void late_count(void *arg)
+{
+	TCHECK(ps_store_count_access(arg, 5) == 0, "count");
+	ps_rcu_unregister_thread();
+}
+
+static void *count_then_exit(void *arg)
+{
+	TCHECK(ps_store_count_access(arg, 5) == 0, "count");
+	TCHECK(pthread_setspecific(late_key, arg) == 0, "setspecific");
+	return NULL;
+}
+
+VARIANT_TEST(counts, a_count_after_the_threads_exit_hook_is_kept)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *s = store_of_ranges(*sync, a);
+	struct ps_counts_sum sum;
+	pthread_t t;
+
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	/* The first count makes the counts' key; the test's is made after it. */
+	cr_assert_eq(ps_store_count_access(s, 5), 0);
+	cr_assert_eq(pthread_key_create(&late_key, late_count), 0);
+	cr_assert_eq(pthread_create(&t, NULL, count_then_exit, s), 0);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
+	cr_assert_eq(sum.counted, 3);
+	cr_assert_eq(counts_at(s, 5).count, 3);
+	cr_assert_eq(pthread_key_delete(late_key), 0);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
+/*
+ * A count after a set, of a page a lookup found before it: the range that
+ * holds the page now takes it, not the one the lookup found (which the
+ * thread's lookup cache still holds, at the older generation).
+ */
+VARIANT_TEST(counts, a_count_after_a_set_goes_to_the_range_of_now)
+{
+	struct ps_policy *a = ps_test_bind(1), *b = ps_test_bind(2);
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_range_counts c;
+
+	cr_assert_not_null(s);
+	cr_assert_eq(ps_store_set(s, 0, 50, a), 0);
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	cr_assert_eq(ps_store_lookup_node_count(s, 30, 0), ps_store_lookup_node(s, 30, 0));
+	cr_assert_eq(ps_store_set(s, 0, 25, b), 0);
+	cr_assert_eq(ps_store_count_access(s, 30), 0);
+	c = counts_at(s, 30);
+	cr_assert(c.start == 25 && c.end == 50 && c.count == 1, "[%lu, %lu): %lu",
+			(unsigned long)c.start, (unsigned long)c.end, (unsigned long)c.count);
+	cr_assert_eq(counts_at(s, 10).count, 1);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+	ps_policy_put(b);
+}
+
+/*
+ * Two RCU stores at one generation whose entries share a way of the
+ * thread's lookup cache: a count in one never takes the bounds the other
+ * one's lookup left there.
+ */
+Test(counts, a_count_takes_no_bounds_of_another_store)
+{
+	enum ps_sync syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *keep[64], *s, *t;
+	struct ps_range_counts c;
+	int i, n, k;
+
+	for (i = 0; i < 2; i++) {
+		s = ps_store_create(syncs[i]);
+		cr_assert_not_null(s);
+		/* A store in the same way as @s: one of the first few made. */
+		for (n = 0, t = NULL; n < 64; n++) {
+			keep[n] = ps_store_create(syncs[i]);
+			cr_assert_not_null(keep[n]);
+			if (_ps_lc_way(keep[n]) == _ps_lc_way(s)) {
+				t = keep[n];
+				break;
+			}
+		}
+		cr_assert_not_null(t, "no store in the way of the first");
+		/* Two sets each: the same generation. */
+		cr_assert_eq(ps_store_set(s, 0, 50, a), 0);
+		cr_assert_eq(ps_store_set(s, 100, 150, a), 0);
+		cr_assert_eq(ps_store_set(t, 0, 25, a), 0);
+		cr_assert_eq(ps_store_set(t, 25, 50, a), 0);
+		cr_assert_eq(ps_store_generation(s), ps_store_generation(t));
+		cr_assert_eq(ps_store_counts_enable(t, true), 0);
+		/* The way now holds @s's [0, 50). */
+		cr_assert_geq(ps_store_lookup_node(s, 30, 0), 0);
+		cr_assert_eq(ps_store_count_access(t, 30), 0);
+		c = counts_at(t, 30);
+		cr_assert(c.start == 25 && c.count == 1, "[%lu, %lu): %lu", (unsigned long)c.start,
+				(unsigned long)c.end, (unsigned long)c.count);
+		ps_store_destroy(s);
+		for (k = 0; k <= n; k++)
+			ps_store_destroy(keep[k]);
+	}
 	ps_policy_put(a);
 }
 

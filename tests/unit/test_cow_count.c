@@ -81,15 +81,15 @@ ALL_TEST(memory_counts_what_waits_for_a_grace_period, .timeout = 60)
 /*
  * ps_store_memory() is at least what malloc() holds for the store's
  * blocks (malloc_usable_size(), which the test allocator sums): filled,
- * churned with what waits for a grace period, and synchronized.
+ * churned with what waits for a grace period (3000 sets, 600 under
+ * valgrind), and synchronized.
  */
 ALL_TEST(memory_counts_what_malloc_holds, .timeout = 60)
 {
 	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
 	struct ps_store *s;
 	uint64_t seed = 5;
-	long base;
-	int i;
+	long base, i, n = ps_test_iters(3000) < 600 ? 600 : ps_test_iters(3000);
 
 	/* The reclaim threads and the policies first: they are not the store's. */
 	s = ps_store_create(*sync);
@@ -100,13 +100,13 @@ ALL_TEST(memory_counts_what_malloc_holds, .timeout = 60)
 	base = ps_test_alloc_usable();
 	s = ps_store_create(*sync);
 	cr_assert_not_null(s);
-	for (i = 0; i < 3000; i++) {
+	for (i = 0; i < n; i++) {
 		uint64_t a = ps_test_rand(&seed) % 40000;
 
 		cr_assert_eq(ps_store_set(s, a, a + 1 + ps_test_rand(&seed) % 8, i % 5 ? p : q), 0);
-		if (i % 500 == 0)
+		if (i % 100 == 0)
 			cr_assert_geq(ps_store_memory(s), (size_t)(ps_test_alloc_usable() - base),
-					"%s: after %d sets %zu bytes, malloc holds %ld", ps_sync_name(*sync),
+					"%s: after %ld sets %zu bytes, malloc holds %ld", ps_sync_name(*sync),
 					i, ps_store_memory(s), ps_test_alloc_usable() - base);
 	}
 	cr_assert_eq(ps_store_synchronize(s), 0);

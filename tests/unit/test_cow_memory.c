@@ -789,7 +789,7 @@ ALL_TEST(victim_policy_swap_under_readers, .timeout = 60)
 	ps_store_destroy(f.s);
 }
 
-/* ---- 10. synchronize and sets from many threads ------------------------------------ */
+/* ---- 10. synchronize and sets from many threads (3000 each, 600 under valgrind) ----- */
 
 struct many {
 	struct ps_store *s;
@@ -801,11 +801,11 @@ static void *many_fn(void *arg)
 {
 	struct many *m = arg;
 	uint64_t seed = 1 + (uint64_t)m->id;
-	int i;
+	long i, n = ps_test_iters(3000) < 600 ? 600 : ps_test_iters(3000);
 
 	if (m->id == 3 && ps_store_sync_kind(m->s) == PS_SYNC_RCU_QSBR)
 		TCHECK(ps_qsbr_thread_online() == 0, "online");
-	for (i = 0; i < 3000; i++) {
+	for (i = 0; i < n; i++) {
 		uint64_t a = ps_test_rand(&seed) % 2000, b = a + 1 + ps_test_rand(&seed) % 50;
 		struct ps_policy *got;
 
