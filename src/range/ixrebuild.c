@@ -15,6 +15,7 @@
 
 #include "compiler.h"
 #include "rangeindex.h"
+#include "rangeindex_node.h"
 
 #define RB_CAP (1u << PS_IX_LEAF_SHIFT)
 #define RB_SMALL (1u << PS_IX_SMALL_SHIFT)
@@ -67,12 +68,8 @@ static bool rb_leaf_begin(struct rb_fill *f)
 	if (!l)
 		return false;
 	l->h.shift = (uint8_t)f->shift;
-	for (i = 0; i < cap; i++) {
-		l->w[i] = PS_IX_NONE;
-		l->w[cap + i] = 0;
-		((struct ps_policy **)(void *)(l->w + 2 * cap))[i] = NULL;
-		((int16_t *)(void *)(l->w + 3 * cap))[i] = 0;
-	}
+	for (i = 0; i < cap; i++)
+		leaf_put(leaf_fields(l, f->shift), i, NULL);
 	f->ch[f->nleaf_done] = &l->h;
 	f->lo[f->nleaf_done] = 0;
 	f->at = 0;
@@ -96,18 +93,16 @@ static int rb_leaves(struct rb_fill *f, const struct ps_ix_node *h)
 		const struct ps_ix_leaf *from = (const struct ps_ix_leaf *)(const void *)h;
 		size_t want = f->perleaf + (f->nleaf_done < f->extra);
 		struct ps_ix_leaf *l;
-		unsigned cap = 1u << f->shift;
+		/* The writer's: a policy stored in place is the writer's store. */
+		struct psi_ix_ent ent = { _PS_IX_START(from)[i], _PS_IX_END(from)[i],
+			_PS_IX_POL(from)[i], _PS_IX_HINT(from)[i] };
 
 		if (!f->ch[f->nleaf_done] && !rb_leaf_begin(f))
 			return -ENOMEM;
 		l = (struct ps_ix_leaf *)(void *)f->ch[f->nleaf_done];
 		if (!f->at && f->nleaf_done)
-			f->lo[f->nleaf_done] = _PS_IX_START(from)[i];
-		l->w[f->at] = _PS_IX_START(from)[i];
-		l->w[cap + f->at] = _PS_IX_END(from)[i];
-		/* The writer's: a policy stored in place is the writer's store. */
-		((struct ps_policy **)(void *)(l->w + 2 * cap))[f->at] = _PS_IX_POL(from)[i];
-		((int16_t *)(void *)(l->w + 3 * cap))[f->at] = _PS_IX_HINT(from)[i];
+			f->lo[f->nleaf_done] = ent.start;
+		leaf_put(leaf_fields(l, f->shift), f->at, &ent);
 		l->h.n = (uint16_t)++f->at;
 		if (f->at == want)
 			f->nleaf_done++;

@@ -150,35 +150,21 @@ static inline __attribute__((always_inline)) void leaf_fill_of(struct ps_ix_leaf
 {
 	size_t bytes = _PS_IX_LEAF_BYTES(shift);
 	int cap = 1 << shift, at = i0 + na, k = cap - (i1 > at ? i1 : at), i;
-	uint64_t *start, *end;
-	struct ps_policy **pol;
-	int16_t *hint;
+	struct leaf_fields f = leaf_fields(x, shift);
 
 	memcpy(x->w, l->w, bytes - sizeof(x->h));
 	x->h.n = (uint16_t)(at + l->h.n - i1);
 	x->h.shift = (uint8_t)shift;
-	start = x->w;
-	end = x->w + cap;
-	pol = (struct ps_policy **)(void *)(x->w + 2 * cap);
-	hint = (int16_t *)(void *)(x->w + 3 * cap);
 	if (at != i1) {
-		memmove(start + at, start + i1, (size_t)k * sizeof(*start));
-		memmove(end + at, end + i1, (size_t)k * sizeof(*end));
-		memmove(pol + at, pol + i1, (size_t)k * sizeof(*pol));
-		memmove(hint + at, hint + i1, (size_t)k * sizeof(*hint));
-		for (i = at + k; i < cap; i++) {
-			start[i] = PS_IX_NONE;
-			end[i] = 0;
-			pol[i] = NULL;
-			hint[i] = 0;
-		}
+		memmove(f.start + at, f.start + i1, (size_t)k * sizeof(*f.start));
+		memmove(f.end + at, f.end + i1, (size_t)k * sizeof(*f.end));
+		memmove(f.pol + at, f.pol + i1, (size_t)k * sizeof(*f.pol));
+		memmove(f.hint + at, f.hint + i1, (size_t)k * sizeof(*f.hint));
+		for (i = at + k; i < cap; i++)
+			leaf_put(f, (unsigned)i, NULL);
 	}
-	for (i = 0; i < na; i++) {
-		start[i0 + i] = add[i].start;
-		end[i0 + i] = add[i].end;
-		pol[i0 + i] = add[i].pol;
-		hint[i0 + i] = (int16_t)add[i].hint;
-	}
+	for (i = 0; i < na; i++)
+		leaf_put(f, (unsigned)(i0 + i), &add[i]);
 }
 
 /* Leaf @l with its entries [i0, i1) replaced by @add[0, na), as one new leaf of its capacity. */
@@ -315,6 +301,258 @@ static int child_of(const struct ps_ix_inner *in, uint64_t k)
 }
 
 /*
+ * The kinds of change a set makes to the index, each named once, chosen
+ * once where it applies and made by one function.  The first set of an
+ * update is classified on its way down to its leaf (first_kind()): a new
+ * policy in place, one leaf for one under a slot store, or the walk.  The
+ * walk (update()) classifies each node on the set's path once, from the
+ * leaf up (leaf_kind(), child_kind(); a set across children is a kind of
+ * its own), and each kind returns the nodes that replace the node, or
+ * none when the node stays.  What replaces the root becomes the root
+ * (root_store()).
+ */
+enum ix_kind {
+	IX_KEEP,      /* nothing changes: a removal of nothing */
+	IX_INPLACE,   /* one range's new policy, stored into its published leaf (inplace_note()) */
+	IX_LEAF_SLOT, /* one full leaf for one under an inner node, filled at publication (leaf_slot()) */
+	IX_WALK,      /* anything else: update() */
+	IX_SPLICE,    /* a leaf: one of the same capacity in its place (leaf_splice_out()) */
+	IX_LEAVES,    /* a leaf: none, or new leaves: split, or a small root's resized (leaf_rebuild()) */
+	IX_SLOT,      /* an inner node: its one new child stored into its slot, the node stays */
+	IX_SHARE,     /* an inner node: a leaf split in two and a neighbour as two (share_split()) */
+	IX_COPY,      /* an inner node: copied over its new children, short ones joined (inner_copy()) */
+	IX_SPAN,      /* an inner node: a set across its children (update_span()) */
+};
+
+/* How a set changes one leaf: its entries [i0, i1) replaced by add[0, na), n entries after. */
+struct leaf_change {
+	int n, i0, i1, na;
+	struct psi_ix_ent add[3];
+};
+
+/* What a set that leaves leaf @l (NULL: none) @n entries (-1: unchanged) makes of it; @top: the root. */
+static enum ix_kind leaf_kind(const struct ps_ix_leaf *l, int n, bool top)
+{
+	if (n < 0)
+		return IX_KEEP;
+	/* Most sets: one leaf in place of one, of the same capacity. */
+	if (l && n > 0 && n <= (int)LEAF_CAP && leaf_shift(n, top) == l->h.shift)
+		return IX_SPLICE;
+	return IX_LEAVES;
+}
+
+/* IX_SPLICE: leaf @h (lower bound @lo) changed by @c, as one new leaf into @o. */
+static int leaf_splice_out(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t lo,
+		const struct leaf_change *c, struct out *o)
+{
+	int err = retire(tx, h);
+
+	if (err)
+		return err;
+	o->node[0] = leaf_splice(tx, as_leaf(h), c->i0, c->i1, c->add, c->na);
+	if (!o->node[0])
+		return -ENOMEM;
+	o->lo[0] = lo;
+	o->n = 1;
+	return 0;
+}
+
+/*
+ * IX_LEAVES: leaf @h (NULL: an empty index; interval [lo, hi)) changed by
+ * @c, a set from @s, as new leaves into @o; @top: @h is the root.
+ */
+static int leaf_rebuild(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t lo, uint64_t hi,
+		uint64_t s, const struct leaf_change *c, bool top, struct out *o)
+{
+	const struct ps_ix_leaf *l = h ? as_leaf(h) : NULL;
+	struct psi_ix_ent ent[LEAF_CAP + 2];
+	/* The last leaf, a range set past all of its own: a store filled front to back. */
+	bool append = h && hi == UINT64_MAX && h->n && s >= _PS_IX_END(l)[h->n - 1];
+	int i, k = 0, err;
+
+	if (h && (err = retire(tx, h)))
+		return err;
+	for (i = 0; l && i < c->i0; i++)
+		ent[k++] = leaf_ent(l, i);
+	for (i = 0; i < c->na; i++)
+		ent[k++] = c->add[i];
+	for (i = c->i1; l && i < l->h.n; i++)
+		ent[k++] = leaf_ent(l, i);
+	return leaves_out(tx, ent, c->n, lo, top, append, o);
+}
+
+/* update() at leaf @h (NULL: an empty index). */
+static int update_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t lo, uint64_t hi,
+		uint64_t s, uint64_t e, struct ps_policy *pol, bool top, struct out *o)
+{
+	const struct ps_ix_leaf *l = h ? as_leaf(h) : NULL;
+	struct leaf_change c;
+
+	c.n = leaf_edit(l, s, e, pol, -1, &c.i0, &c.i1, c.add, &c.na);
+	switch (leaf_kind(l, c.n, top)) {
+	case IX_KEEP:
+		o->n = -1;
+		return 0;
+	case IX_SPLICE:
+		return leaf_splice_out(tx, h, lo, &c, o);
+	default:
+		return leaf_rebuild(tx, h, lo, hi, s, &c, top, o);
+	}
+}
+
+/*
+ * What inner node @in (interval ending at @hi) makes of itself when its
+ * child @ci changed into @sub: @copy forbids a slot store, @top: @in is
+ * the root.  An IX_SHARE's neighbour in *@k.
+ */
+static enum ix_kind child_kind(const struct ps_ix_inner *in, int ci, uint64_t hi, bool copy,
+		bool top, const struct out *sub, int *k)
+{
+	int j;
+
+	if (sub->n < 0)
+		return IX_KEEP;
+	/*
+	 * One node for one, at its occupancy: one slot store publishes the
+	 * update and this node stays.  A short one joins a neighbour as
+	 * this node is copied (inner_out()).
+	 */
+	if (sub->n == 1 && !copy &&
+			!node_under(sub->node[0], ci == in->h.n - 1 && hi == UINT64_MAX) &&
+			!(top && psi_ix_root_fits(in, ci, sub->node[0])))
+		return IX_SLOT;
+	if (in->h.height != 1 || sub->n != 2 || in->h.n < 2)
+		return IX_COPY;
+	/*
+	 * The leaf split: shared with a neighbour that has room, two leaves
+	 * hold what three would (leaves stay fuller under random sets).
+	 */
+	j = ci > 0 ? ci - 1 : -1;
+	if (ci + 1 < in->h.n && (j < 0 || in->child[ci + 1]->n < in->child[j]->n))
+		j = ci + 1;
+	if (sub->node[0]->n + sub->node[1]->n + in->child[j]->n > 2 * (int)LEAF_CAP - (int)LEAF_LOW)
+		return IX_COPY;
+	*k = j;
+	return IX_SHARE;
+}
+
+/* IX_COPY: @h (interval [lo, hi)) with its children [a, b] replaced by @sub[0, nsub), into @o. */
+static int inner_copy(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t lo, uint64_t hi, int a,
+		int b, struct out *const *sub, int nsub, struct out *o)
+{
+	int err = retire(tx, h);
+
+	return err ? err : inner_out(tx, as_inner(h), lo, hi, a, b, sub, nsub, o);
+}
+
+/* IX_SHARE: @h's leaf @ci, split into @sub, and its neighbour @k as two leaves, into @o. */
+static int share_split(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t lo, uint64_t hi,
+		int ci, int k, struct out *sub, struct out *o)
+{
+	struct ps_ix_inner *in = as_inner(h);
+	struct ps_ix_node *part[3];
+	struct psi_ix_ent ent[2 * LEAF_CAP];
+	int n = 0, i, j, a, err;
+
+	part[k < ci ? 0 : 2] = in->child[k];
+	part[k < ci ? 1 : 0] = sub->node[0];
+	part[k < ci ? 2 : 1] = sub->node[1];
+	for (j = 0; j < 3; j++) {
+		for (i = 0; i < part[j]->n; i++)
+			ent[n++] = leaf_ent(as_leaf(part[j]), i);
+		if ((err = retire(tx, part[j])))
+			return err;
+	}
+	a = k < ci ? k : ci;
+	if ((err = leaves_out(tx, ent, n, a ? in->piv[a - 1] : lo, false, false, sub)))
+		return err;
+	return inner_copy(tx, h, lo, hi, a, a + 1, &sub, 1, o);
+}
+
+static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64_t lo, uint64_t hi,
+		uint64_t s, uint64_t e, struct ps_policy *pol, bool copy, bool top, struct out *o);
+
+/* update() at inner node @h, [s, e) within its child @ci. */
+static int update_child(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64_t lo,
+		uint64_t hi, uint64_t s, uint64_t e, struct ps_policy *pol, bool copy, bool top,
+		int ci, struct out *o)
+{
+	struct ps_ix_inner *in = as_inner(h);
+	uint64_t clo = ci ? in->piv[ci - 1] : lo;
+	uint64_t chi = ci + 1 < in->h.n ? in->piv[ci] : hi;
+	struct out sub, *sp = &sub;
+	int k = -1, err;
+
+	err = update(tx, in->child[ci], height - 1, clo, chi, s, e, pol, copy, false, &sub);
+	if (err) {
+		o->n = -1;
+		return err;
+	}
+	switch (child_kind(in, ci, hi, copy, top, &sub, &k)) {
+	case IX_KEEP:
+		o->n = -1;
+		return 0;
+	case IX_SLOT:
+		tx->slot = &in->child[ci];
+		tx->val = sub.node[0];
+		o->n = -1;
+		return 0;
+	case IX_SHARE:
+		return share_split(tx, h, lo, hi, ci, k, &sub, o);
+	default:
+		return inner_copy(tx, h, lo, hi, ci, ci, &sp, 1, o);
+	}
+}
+
+/*
+ * IX_SPAN: update() at inner node @h, [s, e) across its children
+ * ci .. cj: those between go whole, ci takes the new range (its interval
+ * now ends at e), cj loses [s, e) and begins at e.
+ */
+static int update_span(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64_t lo,
+		uint64_t hi, uint64_t s, uint64_t e, struct ps_policy *pol, int ci, int cj,
+		struct out *o)
+{
+	struct ps_ix_inner *in = as_inner(h);
+	struct out subs[2], *sp[2] = { &subs[0], &subs[1] };
+	uint64_t clo = ci ? in->piv[ci - 1] : lo;
+	uint64_t cjlo = in->piv[cj - 1];
+	uint64_t chi = cj + 1 < in->h.n ? in->piv[cj] : hi;
+	bool same;
+	int i, err;
+
+	for (i = ci + 1; i < cj; i++)
+		if ((err = retire_all(tx, in->child[i])))
+			return err;
+	err = update(tx, in->child[ci], height - 1, clo, e, s, e, pol, true, false, &subs[0]);
+	if (err)
+		return err;
+	same = subs[0].n < 0;
+	if (same) {
+		/* Unchanged (a removal that touched nothing there): kept as it is. */
+		subs[0].n = 1;
+		subs[0].node[0] = in->child[ci];
+		subs[0].lo[0] = clo;
+	}
+	/* cj loses [cjlo, e); its interval now begins at e. */
+	err = update(tx, in->child[cj], height - 1, cjlo, chi, cjlo, e, NULL, true, false, &subs[1]);
+	if (err)
+		return err;
+	if (subs[1].n < 0) {
+		/* A removal over the gap that holds the pivot between them: nothing changes. */
+		if (same && cj == ci + 1) {
+			o->n = -1;
+			return 0;
+		}
+		subs[1].n = 1;
+		subs[1].node[0] = in->child[cj];
+	}
+	if (subs[1].n)
+		subs[1].lo[0] = e;
+	return inner_copy(tx, h, lo, hi, ci, cj, sp, 2, o);
+}
+
+/*
  * @h (interval [lo, hi), height @height; NULL: an empty index) with
  * [s, e) set to @pol, [s, e) within [lo, hi): the nodes replacing @h into
  * @o, or o->n = -1 when @h stays (the publication noted in @tx is a slot
@@ -324,144 +562,15 @@ static int child_of(const struct ps_ix_inner *in, uint64_t k)
 static int update(struct psi_ix_tx *tx, struct ps_ix_node *h, int height, uint64_t lo, uint64_t hi,
 		uint64_t s, uint64_t e, struct ps_policy *pol, bool copy, bool top, struct out *o)
 {
-	struct ps_ix_inner *in = as_inner(h);
-	struct out subs[2], *sp[2] = { &subs[0], &subs[1] };
-	int ci, cj, err;
+	int ci, cj;
 
-	if (!height) {
-		const struct ps_ix_leaf *l = h ? as_leaf(h) : NULL;
-		struct psi_ix_ent add[3], ent[LEAF_CAP + 2];
-		int i0, i1, na, n = leaf_edit(l, s, e, pol, -1, &i0, &i1, add, &na), i, k = 0;
-		bool append = h && hi == UINT64_MAX && h->n &&
-			      s >= _PS_IX_END(as_leaf(h))[h->n - 1];
-
-		if (n < 0) {
-			o->n = -1;
-			return 0;
-		}
-		if (h && (err = retire(tx, h)))
-			return err;
-		/* Most sets: one leaf in place of one, of the same capacity. */
-		if (l && n > 0 && n <= (int)LEAF_CAP && leaf_shift(n, top) == l->h.shift) {
-			o->node[0] = leaf_splice(tx, l, i0, i1, add, na);
-			if (!o->node[0])
-				return -ENOMEM;
-			o->lo[0] = lo;
-			o->n = 1;
-			return 0;
-		}
-		for (i = 0; l && i < i0; i++)
-			ent[k++] = leaf_ent(l, i);
-		for (i = 0; i < na; i++)
-			ent[k++] = add[i];
-		for (i = i1; l && i < l->h.n; i++)
-			ent[k++] = leaf_ent(l, i);
-		return leaves_out(tx, ent, n, lo, top, append, o);
-	}
-	ci = child_of(in, s);
-	cj = child_of(in, e - 1);
-	if (ci == cj) {
-		uint64_t clo = ci ? in->piv[ci - 1] : lo;
-		uint64_t chi = ci + 1 < in->h.n ? in->piv[ci] : hi;
-
-		err = update(tx, in->child[ci], height - 1, clo, chi, s, e, pol, copy, false, &subs[0]);
-		if (err || subs[0].n < 0) {
-			o->n = -1;
-			return err;
-		}
-		/*
-		 * One node for one, at its occupancy: one slot store publishes
-		 * the update and this node stays.  A short one joins a
-		 * neighbour as this node is copied (inner_out()).
-		 */
-		if (subs[0].n == 1 && !copy &&
-				!node_under(subs[0].node[0], ci == in->h.n - 1 && hi == UINT64_MAX) &&
-				!(top && psi_ix_root_fits(in, ci, subs[0].node[0]))) {
-			tx->slot = &in->child[ci];
-			tx->val = subs[0].node[0];
-			o->n = -1;
-			return 0;
-		}
-		if (height == 1 && subs[0].n == 2 && in->h.n > 1) {
-			/*
-			 * The leaf split: shared with a neighbour that has room,
-			 * two leaves hold what three would (leaves stay fuller
-			 * under random sets).
-			 */
-			int k = ci > 0 ? ci - 1 : -1, n = 0, i, j, a;
-
-			if (ci + 1 < in->h.n && (k < 0 || in->child[ci + 1]->n < in->child[k]->n))
-				k = ci + 1;
-			if (subs[0].node[0]->n + subs[0].node[1]->n + in->child[k]->n <=
-					2 * (int)LEAF_CAP - (int)LEAF_LOW) {
-				struct ps_ix_node *part[3];
-				struct psi_ix_ent ent[2 * LEAF_CAP];
-
-				part[k < ci ? 0 : 2] = in->child[k];
-				part[k < ci ? 1 : 0] = subs[0].node[0];
-				part[k < ci ? 2 : 1] = subs[0].node[1];
-				for (j = 0; j < 3; j++) {
-					for (i = 0; i < part[j]->n; i++)
-						ent[n++] = leaf_ent(as_leaf(part[j]), i);
-					if ((err = retire(tx, part[j])))
-						return err;
-				}
-				a = k < ci ? k : ci;
-				err = leaves_out(tx, ent, n, a ? in->piv[a - 1] : lo, false, false, &subs[0]);
-				if (err || (err = retire(tx, h)))
-					return err;
-				return inner_out(tx, in, lo, hi, a, a + 1, sp, 1, o);
-			}
-		}
-		if ((err = retire(tx, h)))
-			return err;
-		return inner_out(tx, in, lo, hi, ci, ci, sp, 1, o);
-	}
-	/*
-	 * [s, e) crosses children ci .. cj: those between go whole, ci takes
-	 * the new range (its interval now ends at e), cj loses [s, e) and
-	 * begins at e.
-	 */
-	{
-		uint64_t clo = ci ? in->piv[ci - 1] : lo;
-		uint64_t cjlo = in->piv[cj - 1];
-		uint64_t chi = cj + 1 < in->h.n ? in->piv[cj] : hi;
-		bool same;
-		int i;
-
-		for (i = ci + 1; i < cj; i++)
-			if ((err = retire_all(tx, in->child[i])))
-				return err;
-		err = update(tx, in->child[ci], height - 1, clo, e, s, e, pol, true, false, &subs[0]);
-		if (err)
-			return err;
-		same = subs[0].n < 0;
-		if (subs[0].n < 0) {
-			/* Unchanged (a removal that touched nothing there): kept as it is. */
-			subs[0].n = 1;
-			subs[0].node[0] = in->child[ci];
-			subs[0].lo[0] = clo;
-		}
-		/* cj loses [cjlo, e); its interval now begins at e. */
-		err = update(tx, in->child[cj], height - 1, cjlo, chi, cjlo, e, NULL, true, false,
-				&subs[1]);
-		if (err)
-			return err;
-		if (subs[1].n < 0) {
-			/* A removal over the gap that holds the pivot between them: nothing changes. */
-			if (same && cj == ci + 1) {
-				o->n = -1;
-				return 0;
-			}
-			subs[1].n = 1;
-			subs[1].node[0] = in->child[cj];
-		}
-		if (subs[1].n)
-			subs[1].lo[0] = e;
-		if ((err = retire(tx, h)))
-			return err;
-		return inner_out(tx, in, lo, hi, ci, cj, sp, 2, o);
-	}
+	if (!height)
+		return update_leaf(tx, h, lo, hi, s, e, pol, top, o);
+	ci = child_of(as_inner(h), s);
+	cj = child_of(as_inner(h), e - 1);
+	if (ci != cj)
+		return update_span(tx, h, height, lo, hi, s, e, pol, ci, cj, o);
+	return update_child(tx, h, height, lo, hi, s, e, pol, copy, top, ci, o);
 }
 
 void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_pool *pool,
@@ -493,24 +602,31 @@ void psi_ix_reuse(struct psi_ix_tx *tx, void *(*fn)(void *ctx, size_t size), voi
 	tx->reuse_ctx = ctx;
 }
 
+/* Where the first set of an update lands (first_kind()). */
+struct first {
+	struct ps_ix_leaf *l;
+	struct ps_ix_inner *in; /* @l's parent; NULL: @l is the root */
+	int c;			/* @l's slot in @in */
+	int at;			/* IX_INPLACE: the entry */
+	int i0, i1, na;		/* IX_LEAF_SLOT: the change, its new entries in tx->copy_add */
+};
+
 /*
- * The first set of an update that may store a slot, [s, e) set to @pol in
- * the index at @h: when it gives one range a new policy, in place; when,
- * below an inner node, it changes one leaf into one that keeps its
- * interval and joins no neighbour, the new leaf is allocated, its copy
- * left to psi_ix_publish() and its parent's slot noted, without the
- * general walk of update() (which would end the same way).
- * Return: 1 when done, 0 when update() must do it (nothing built), or
- * -ENOMEM.
+ * The kind of the first set of an update that may store a slot, [s, e)
+ * set to @pol in the index at @h, found on its way down to its leaf (in
+ * @f): IX_INPLACE when it gives one range a new policy; IX_LEAF_SLOT
+ * when, below an inner node, it changes one leaf into one that keeps its
+ * interval and joins no neighbour (update() would end the same way, after
+ * its general walk); IX_KEEP when it changes nothing there; else IX_WALK.
  */
-static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, uint64_t e,
-		struct ps_policy *pol)
+static enum ix_kind first_kind(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, uint64_t e,
+		struct ps_policy *pol, struct first *f)
 {
-	struct ps_ix_node *x, *root = h;
+	struct ps_ix_node *root = h;
 	struct ps_ix_inner *in = NULL;
 	struct ps_ix_leaf *l;
 	uint64_t hi = UINT64_MAX;
-	int c = 0, cnt, i0, i1, na, n;
+	int c = 0, cnt, n;
 
 	while (h->height) {
 		in = as_inner(h);
@@ -523,6 +639,9 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 		__builtin_prefetch((const char *)h + 128);
 	}
 	l = as_leaf(h);
+	f->l = l;
+	f->in = in;
+	f->c = c;
 	/* The rest of a full leaf, which a copy reads whole, while its starts are searched. */
 	if (in) {
 		__builtin_prefetch((const char *)l + 192);
@@ -532,85 +651,79 @@ static int set_one_leaf(struct psi_ix_tx *tx, struct ps_ix_node *h, uint64_t s, 
 	}
 	/* How many entries start by @s: the in-place test's and leaf_edit()'s. */
 	cnt = (int)_ps_ix_count_le(_PS_IX_START(l), 1u << l->h.shift, s);
-	if (pol && cnt) {
-		int i = cnt - 1;
-
-		if (_PS_IX_START(l)[i] == s && _PS_IX_END(l)[i] == e) {
-			tx->inplace = l;
-			tx->inplace_at = i;
-			tx->inplace_pol = pol;
-			tx->inplace_hint = (int16_t)_ps_policy_hint(pol);
-			return 1;
-		}
+	if (pol && cnt && _PS_IX_START(l)[cnt - 1] == s && _PS_IX_END(l)[cnt - 1] == e) {
+		f->at = cnt - 1;
+		return IX_INPLACE;
 	}
 	/* Past the leaf's interval, or the root is the leaf: update() moves pivots or the root. */
 	if (!in || e > hi)
-		return 0;
-	n = leaf_edit(l, s, e, pol, cnt, &i0, &i1, tx->copy_add, &na);
+		return IX_WALK;
+	n = leaf_edit(l, s, e, pol, cnt, &f->i0, &f->i1, tx->copy_add, &f->na);
 	if (n < 0)
-		return 1;
+		return IX_KEEP;
 	/* A leaf that splits or goes short, or shrinks under a root it may let go: update(). */
 	if (!n || n > (int)LEAF_CAP || (n < (int)LEAF_LOW && in->h.n > 1) ||
 			l->h.shift != PS_IX_LEAF_SHIFT ||
 			(n < l->h.n && &in->h == root && in->h.n <= INNER_LOW))
-		return 0;
-	if (retire(tx, &l->h))
+		return IX_WALK;
+	return IX_LEAF_SLOT;
+}
+
+/* IX_INPLACE: entry @f->at of @f->l takes @pol at publication. */
+static void inplace_note(struct psi_ix_tx *tx, const struct first *f, struct ps_policy *pol)
+{
+	tx->inplace = f->l;
+	tx->inplace_at = f->at;
+	tx->inplace_pol = pol;
+	tx->inplace_hint = (int16_t)_ps_policy_hint(pol);
+}
+
+/*
+ * IX_LEAF_SLOT: the new leaf allocated now, its contents written at
+ * publication (copy_now()), its parent's slot noted.  Its lines may be
+ * memory a grace period old, in no cache near, and the stores that miss
+ * on them, made last, do not hold up the caller's update of its tree.
+ */
+static int leaf_slot(struct psi_ix_tx *tx, const struct first *f)
+{
+	struct ps_ix_node *x;
+
+	if (retire(tx, &f->l->h))
 		return -ENOMEM;
-	/*
-	 * The new leaf now, its contents at publication: its lines may be
-	 * memory a grace period old, in no cache near, and the stores that
-	 * miss on them, made last, do not hold up the caller's update of its
-	 * tree.
-	 */
 	x = new_node(tx, _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT));
 	if (!x)
 		return -ENOMEM;
 	x->shift = PS_IX_LEAF_SHIFT;
 	tx->bytes += (ptrdiff_t)node_bytes(x);
 	tx->copy = x;
-	tx->copy_from = l;
-	tx->copy_i0 = i0;
-	tx->copy_i1 = i1;
-	tx->copy_na = na;
-	tx->slot = &in->child[c];
+	tx->copy_from = f->l;
+	tx->copy_i0 = f->i0;
+	tx->copy_i1 = f->i1;
+	tx->copy_na = f->na;
+	tx->slot = &f->in->child[f->c];
 	tx->val = x;
-	return 1;
+	return 0;
 }
 
-int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_policy *pol)
+/*
+ * The nodes @o replacing the root of @height become the root at
+ * publication: a level more while more than one is left; an inner root of
+ * one child gives way to the child, one of a few to them joined.
+ */
+static int root_store(struct psi_ix_tx *tx, struct out *o, int height)
 {
-	struct ps_ix_node *root = tx->cur, *nr;
-	struct out o;
-	int err, height;
+	struct ps_ix_node *nr;
+	int err;
 
-	if (tx->copy)
-		copy_now(tx);
-	if (pol && pol->mode == PS_MPOL_DEFAULT)
-		pol = NULL;
-	if (!root && !pol)
-		return 0;
-	if (root && !tx->at_root && root == tx->root->node && !tx->slot && !tx->inplace) {
-		err = set_one_leaf(tx, root, start, end, pol);
-		if (err)
-			return err < 0 ? err : 0;
-	}
-	height = root ? root->height : 0;
-	err = update(tx, root, height, 0, UINT64_MAX, start, end, pol, tx->at_root, true, &o);
-	if (err)
-		return err;
-	if (o.n < 0)
-		return 0; /* a slot store below (the one set of its update), or no change */
-	/* The root itself changes: a level more while more than one node is left. */
-	while (o.n > 1) {
+	while (o->n > 1) {
 		struct out up;
 
 		height++;
-		if ((err = inners_out(tx, height, o.node, o.lo, o.n, &up)))
+		if ((err = inners_out(tx, height, o->node, o->lo, o->n, &up)))
 			return err;
-		o = up;
+		*o = up;
 	}
-	nr = o.n ? o.node[0] : NULL;
-	/* An inner root of one child gives way to the child; one of a few, to them joined. */
+	nr = o->n ? o->node[0] : NULL;
 	while (nr && nr->height && nr->n == 1) {
 		struct ps_ix_node *c = as_inner(nr)->child[0];
 
@@ -624,6 +737,42 @@ int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_pol
 	tx->val = nr;
 	tx->cur = nr;
 	return 0;
+}
+
+int psi_ix_set(struct psi_ix_tx *tx, uint64_t start, uint64_t end, struct ps_policy *pol)
+{
+	struct ps_ix_node *root = tx->cur;
+	struct out o;
+	int err, height;
+
+	if (tx->copy)
+		copy_now(tx);
+	if (pol && pol->mode == PS_MPOL_DEFAULT)
+		pol = NULL;
+	if (!root && !pol)
+		return 0;
+	if (root && !tx->at_root && root == tx->root->node && !tx->slot && !tx->inplace) {
+		struct first f;
+
+		switch (first_kind(tx, root, start, end, pol, &f)) {
+		case IX_KEEP:
+			return 0;
+		case IX_INPLACE:
+			inplace_note(tx, &f, pol);
+			return 0;
+		case IX_LEAF_SLOT:
+			return leaf_slot(tx, &f);
+		default:
+			break;
+		}
+	}
+	height = root ? root->height : 0;
+	err = update(tx, root, height, 0, UINT64_MAX, start, end, pol, tx->at_root, true, &o);
+	if (err)
+		return err;
+	if (o.n < 0)
+		return 0; /* a slot store below (the one set of its update), or no change */
+	return root_store(tx, &o, height);
 }
 
 void psi_ix_abort(struct psi_ix_tx *tx)
@@ -648,13 +797,11 @@ bool psi_ix_publish(struct psi_ix_tx *tx)
 	size_t i;
 
 	if (tx->inplace) {
-		struct ps_ix_leaf *l = tx->inplace;
-		int16_t *hint = (int16_t *)(void *)(l->w + ((size_t)3 << l->h.shift));
-		struct ps_policy **pol = (struct ps_policy **)(void *)(l->w + ((size_t)2 << l->h.shift));
+		struct leaf_fields f = leaf_fields(tx->inplace, tx->inplace->h.shift);
 
-		PSI_WRITE_ONCE(hint[tx->inplace_at], tx->inplace_hint);
+		PSI_WRITE_ONCE(f.hint[tx->inplace_at], tx->inplace_hint);
 		/* Pairs with the readers' acquire load of the policy. */
-		PSI_STORE_RELEASE(pol[tx->inplace_at], tx->inplace_pol);
+		PSI_STORE_RELEASE(f.pol[tx->inplace_at], tx->inplace_pol);
 		return false;
 	}
 	if (!tx->slot)
@@ -756,192 +903,4 @@ size_t psi_ix_bytes(const struct ps_ix_node *h)
 		for (i = 0; i < h->n; i++)
 			b += psi_ix_bytes(as_inner(h)->child[i]);
 	return b;
-}
-
-/* ---- walks ------------------------------------------------------------------ */
-
-/* Ranges of @h (interval ends at @hi) ending after @start and beginning before @end. */
-static int foreach_node(const struct ps_ix_node *h, uint64_t hi, uint64_t start, uint64_t end,
-		ps_foreach_fn fn, void *arg, bool *stop)
-{
-	int i, ret;
-
-	if (!h->height) {
-		const struct ps_ix_leaf *l = as_leaf(h);
-
-		for (i = 0; i < h->n; i++) {
-			struct psi_ix_ent x = leaf_ent(l, i);
-
-			if (x.end <= start)
-				continue;
-			if (x.start >= end) {
-				*stop = true;
-				return 0;
-			}
-			if ((ret = fn(x.start, x.end, x.pol, arg)))
-				return ret;
-		}
-		return 0;
-	}
-	for (i = 0; i < h->n; i++) {
-		const struct ps_ix_inner *in = as_inner(h);
-		uint64_t chi = i + 1 < h->n ? in->piv[i] : hi;
-
-		if (i && in->piv[i - 1] >= end) {
-			*stop = true;
-			return 0;
-		}
-		if (chi <= start)
-			continue;
-		ret = foreach_node(PSI_LOAD_ACQUIRE(in->child[i]), chi, start, end,
-				fn, arg, stop);
-		if (ret || *stop)
-			return ret;
-	}
-	return 0;
-}
-
-int psi_ix_foreach_range(const struct ps_ix_node *n, uint64_t start, uint64_t end,
-		ps_foreach_fn fn, void *arg)
-{
-	bool stop = false;
-
-	return n ? foreach_node(n, UINT64_MAX, start, end, fn, arg, &stop) : 0;
-}
-
-bool psi_ix_next_from(const struct ps_ix_node *n, uint64_t idx, struct psi_ix_hit *hit)
-{
-	uint64_t key = idx, hi;
-
-	for (;;) {
-		const struct ps_ix_leaf *l = _ps_ix_leaf_of(n, key, &hi);
-		unsigned c;
-
-		if (!l)
-			return false;
-		/* The last range starting at or below the key, if it ends after @idx, else the next. */
-		c = _ps_ix_count_le(_PS_IX_START(l), 1u << l->h.shift, key);
-		if (c && _PS_IX_END(l)[c - 1] > idx)
-			c--;
-		if (c < l->h.n) {
-			hit->start = _PS_IX_START(l)[c];
-			hit->end = _PS_IX_END(l)[c];
-			hit->pol = _PS_LOAD_ACQUIRE(_PS_IX_POL(l)[c]);
-			return true;
-		}
-		/* None in this leaf: the first of the next, whose interval begins at @hi. */
-		if (hi == UINT64_MAX)
-			return false;
-		key = hi;
-	}
-}
-
-/* ---- the check ----------------------------------------------------------------- */
-
-struct check {
-	struct ps_rb_node *tree;
-	uint64_t cursor; /* the end of the last range compared */
-	bool first;
-	size_t ranges;
-	int leaf_depth;
-	const char *why;
-};
-
-static bool check_fail(struct check *k, const char *why)
-{
-	if (!k->why)
-		k->why = why;
-	return false;
-}
-
-static bool check_node(const struct ps_ix_node *h, int depth, uint64_t lo, uint64_t hi, bool root,
-		struct check *k)
-{
-	int i;
-
-	if (h->wflags & IX_WMASK)
-		return check_fail(k, "index node still marked as being built");
-	if (!h->n)
-		return check_fail(k, "empty index node");
-	if (!h->height) {
-		const struct ps_ix_leaf *l = as_leaf(h);
-		unsigned cap = 1u << h->shift;
-
-		if ((h->shift != PS_IX_LEAF_SHIFT && !(root && h->shift == PS_IX_SMALL_SHIFT)) ||
-				h->n > cap)
-			return check_fail(k, "index leaf of a wrong capacity or count");
-		/* The occupancy (rangeindex_join.c): all but the root and the last leaf. */
-		if (!root && hi != UINT64_MAX && node_under(h, false))
-			return check_fail(k, "index leaf under a quarter full");
-		if (k->leaf_depth < 0)
-			k->leaf_depth = depth;
-		else if (k->leaf_depth != depth)
-			return check_fail(k, "index leaves at different depths");
-		for (i = 0; i < (int)cap; i++) {
-			struct psi_ix_ent x = leaf_ent(l, i);
-			struct ps_range *r;
-
-			if (i >= h->n) {
-				if (x.start != PS_IX_NONE || x.end || x.pol)
-					return check_fail(k, "index leaf slot unused but not cleared");
-				continue;
-			}
-			if (x.start >= x.end || x.start < lo || (hi != UINT64_MAX && x.end > hi))
-				return check_fail(k, "index range empty or outside its leaf's interval");
-			r = psi_rangetree_next_from(k->tree, k->cursor);
-			if (!k->first && r && r->start < k->cursor)
-				return check_fail(k, "tree ranges overlap");
-			if (!r || r->start != x.start || r->end != x.end || r->pol != x.pol)
-				return check_fail(k, "index range differs from the tree's");
-			if (x.hint != _ps_policy_hint(x.pol))
-				return check_fail(k, "index node hint differs from its policy's");
-			k->cursor = x.end;
-			k->first = false;
-			k->ranges++;
-		}
-		return true;
-	}
-	{
-		const struct ps_ix_inner *in = as_inner(h);
-
-		if (h->n > PS_IX_FAN || (h->n < 2 && root))
-			return check_fail(k, "index inner node of a wrong count");
-		if (!root && node_under(h, false))
-			return check_fail(k, "index inner node under a quarter full");
-		for (i = 0; i < PS_IX_FAN; i++) {
-			uint64_t clo = i ? in->piv[i - 1] : lo;
-			uint64_t chi = i + 1 < h->n ? in->piv[i] : hi;
-
-			if (i >= h->n) {
-				if ((i < PS_IX_FAN - 1 && in->piv[i] != PS_IX_NONE) || in->child[i])
-					return check_fail(k, "index inner slot unused but not cleared");
-				continue;
-			}
-			if (i + 1 < h->n && (in->piv[i] == PS_IX_NONE || in->piv[i] <= clo ||
-						    (hi != UINT64_MAX && in->piv[i] >= hi)))
-				return check_fail(k, "index pivots out of order");
-			if (!in->child[i] || in->child[i]->height + 1 != h->height)
-				return check_fail(k, "index child of a wrong height");
-			if (!check_node(in->child[i], depth + 1, clo, chi, false, k))
-				return false;
-		}
-		return true;
-	}
-}
-
-int psi_ix_check(const struct ps_ix_root *root, const struct ps_rtree *t, const char **why)
-{
-	struct check k = { psi_rb_load_root(&t->root), 0, true, 0, -1, NULL };
-
-	if (root->node && !check_node(root->node, 0, 0, UINT64_MAX, true, &k))
-		goto fail;
-	if (k.ranges != t->count)
-		check_fail(&k, "index holds another number of ranges than the tree");
-	else if (psi_rangetree_next_from(k.tree, k.cursor))
-		check_fail(&k, "tree holds a range the index lacks");
-	if (!k.why)
-		return 0;
-fail:
-	*why = k.why;
-	return -EUCLEAN;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The read index's nodes as an update makes them (rangeindex.c,
- * rangeindex_join.c): the writer's flags, the occupancy bounds, and the
- * makers, inline in both files.  Every node an update makes is allocated
+ * rangeindex_join.c, ixrebuild.c): the writer's flags, the occupancy
+ * bounds, the writer's view of a leaf's layout (leaf_fields()), and the
+ * makers, inline in those files.  Every node an update makes is allocated
  * with new_node() and marked fresh until the update publishes; every node
  * that leaves the index goes through retire(), which counts its bytes out
  * and lists it for the grace period (or, fresh, marks it dead).
@@ -133,33 +134,52 @@ static inline int retire(struct psi_ix_tx *tx, struct ps_ix_node *h)
 	return list_push(&tx->retired, &tx->nretired, &tx->capretired, tx->retired0, h);
 }
 
+/*
+ * The fields of leaf @l, of capacity 1 << @shift, as the writer writes
+ * them: the layout of polstore/static/index.h (@shift a constant where
+ * the caller knows it, so that the offsets are).
+ */
+struct leaf_fields {
+	uint64_t *start;
+	uint64_t *end;
+	struct ps_policy **pol;
+	int16_t *hint;
+};
+
+static inline __attribute__((always_inline)) struct leaf_fields leaf_fields(struct ps_ix_leaf *l,
+		unsigned shift)
+{
+	return (struct leaf_fields){ l->w + _PS_IX_W_START(shift), l->w + _PS_IX_W_END(shift),
+		(struct ps_policy **)(void *)(l->w + _PS_IX_W_POL(shift)),
+		(int16_t *)(void *)(l->w + _PS_IX_W_HINT(shift)) };
+}
+
+/* Entry @i of a leaf being written: @e, or, NULL, an unused slot. */
+static inline __attribute__((always_inline)) void leaf_put(struct leaf_fields f, unsigned i,
+		const struct psi_ix_ent *e)
+{
+	f.start[i] = e ? e->start : PS_IX_NONE;
+	f.end[i] = e ? e->end : 0;
+	f.pol[i] = e ? e->pol : NULL;
+	f.hint[i] = (int16_t)(e ? e->hint : 0);
+}
+
 /* A leaf of capacity 1 << @shift holding @e[0, n). */
 static inline struct ps_ix_node *leaf_make(struct psi_ix_tx *tx, const struct psi_ix_ent *e, int n,
 		unsigned shift)
 {
 	struct ps_ix_leaf *l = new_node(tx, _PS_IX_LEAF_BYTES(shift));
 	unsigned i, cap = 1u << shift;
-	uint64_t *start, *end;
-	struct ps_policy **pol;
-	int16_t *hint;
+	struct leaf_fields f;
 
 	if (!l)
 		return NULL;
 	l->h.n = (uint16_t)n;
 	l->h.shift = (uint8_t)shift;
 	tx->bytes += (ptrdiff_t)node_bytes(&l->h);
-	start = l->w;
-	end = l->w + cap;
-	pol = (struct ps_policy **)(void *)(l->w + 2 * cap);
-	hint = (int16_t *)(void *)(l->w + 3 * cap);
-	for (i = 0; i < cap; i++) {
-		bool used = i < (unsigned)n;
-
-		start[i] = used ? e[i].start : PS_IX_NONE;
-		end[i] = used ? e[i].end : 0;
-		pol[i] = used ? e[i].pol : NULL;
-		hint[i] = (int16_t)(used ? e[i].hint : 0);
-	}
+	f = leaf_fields(l, shift);
+	for (i = 0; i < cap; i++)
+		leaf_put(f, i, i < (unsigned)n ? &e[i] : NULL);
 	return &l->h;
 }
 

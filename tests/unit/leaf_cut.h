@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 
 #include "rangeindex.h"
+#include "rangeindex_node.h"
 #include "rangetree.h"
 
 /*
@@ -34,12 +35,8 @@ static inline void leaf_cut_first(const struct ps_ix_node *root, struct ps_rtree
 		psi_rangetree_set(tree, _PS_IX_START(l)[i], _PS_IX_END(l)[i], NULL, &spares,
 				&removed);
 	}
-	for (i = 1; i < cap; i++) {
-		_PS_IX_START(l)[i] = PS_IX_NONE;
-		_PS_IX_END(l)[i] = 0;
-		((struct ps_policy **)(void *)_PS_IX_POL(l))[i] = NULL;
-		((int16_t *)(void *)_PS_IX_HINT(l))[i] = 0;
-	}
+	for (i = 1; i < cap; i++)
+		leaf_put(leaf_fields(l, l->h.shift), i, NULL);
 	l->h.n = 1;
 	psi_range_list_free(&spares);
 	psi_range_list_free(&removed);

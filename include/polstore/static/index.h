@@ -72,14 +72,25 @@ struct ps_ix_leaf {
 	uint64_t w[];
 };
 
-/* The fields of leaf @l: starts, ends, policies, hints. */
-#define _PS_IX_START(l) ((l)->w)
-#define _PS_IX_END(l) ((l)->w + ((size_t)1 << (l)->h.shift))
-#define _PS_IX_POL(l) ((struct ps_policy *const *)(const void *)((l)->w + ((size_t)2 << (l)->h.shift)))
-#define _PS_IX_HINT(l) ((const int16_t *)(const void *)((l)->w + ((size_t)3 << (l)->h.shift)))
-/* Bytes of a leaf of capacity 1 << @shift. */
+/*
+ * The layout of a leaf of capacity 1 << @shift, the one definition the
+ * readers and the writer (src/range/rangeindex_node.h) use: the word of
+ * w[] at which its starts, ends, policies and hints begin, and its bytes.
+ */
+#define _PS_IX_W_START(shift) ((size_t)0)
+#define _PS_IX_W_END(shift) ((size_t)1 << (shift))
+#define _PS_IX_W_POL(shift) ((size_t)2 << (shift))
+#define _PS_IX_W_HINT(shift) ((size_t)3 << (shift))
 #define _PS_IX_LEAF_BYTES(shift)                                                                   \
-	(sizeof(struct ps_ix_node) + ((size_t)1 << (shift)) * (3 * sizeof(uint64_t) + sizeof(int16_t)))
+	(sizeof(struct ps_ix_node) + _PS_IX_W_HINT(shift) * sizeof(uint64_t) +                      \
+			((size_t)1 << (shift)) * sizeof(int16_t))
+
+/* The fields of leaf @l as a reader sees them: starts, ends, policies, hints. */
+#define _PS_IX_START(l) ((l)->w + _PS_IX_W_START((l)->h.shift))
+#define _PS_IX_END(l) ((l)->w + _PS_IX_W_END((l)->h.shift))
+#define _PS_IX_POL(l)                                                                              \
+	((struct ps_policy *const *)(const void *)((l)->w + _PS_IX_W_POL((l)->h.shift)))
+#define _PS_IX_HINT(l) ((const int16_t *)(const void *)((l)->w + _PS_IX_W_HINT((l)->h.shift)))
 
 struct ps_ix_root {
 	struct ps_ix_node *node;
