@@ -258,7 +258,7 @@ static void update_hook(enum psi_test_point point)
 {
 	struct update_hold *h = update_hold_now;
 
-	if (point != PSI_TP_COW_UPDATE_BUILT || !update_holder || !h)
+	if (point != PSI_TP_RCU_UPDATE_BUILT || !update_holder || !h)
 		return;
 	pthread_mutex_lock(&h->m);
 	if (!h->release) {

@@ -33,7 +33,7 @@ static void next_tree_build(struct ps_store *s, struct ps_policy *q)
 			"the test needs two levels with the second leaf at [128, 129)");
 }
 
-/* The test holds one thread (next_holder) at PSI_TP_COW_NEXT_WALK, up to @max times. */
+/* The test holds one thread (next_holder) at PSI_TP_RCU_NEXT_WALK, up to @max times. */
 struct next_hold {
 	pthread_mutex_t m;
 	pthread_cond_t cv;
@@ -48,7 +48,7 @@ static void next_hook(enum psi_test_point point)
 {
 	struct next_hold *h = next_hold_now;
 
-	if (point != PSI_TP_COW_NEXT_WALK || !next_holder || !h)
+	if (point != PSI_TP_RCU_NEXT_WALK || !next_holder || !h)
 		return;
 	pthread_mutex_lock(&h->m);
 	if (h->paused < h->max) {
