@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * ps_store_next() on the RCU stores: an answer from one version
- * (test_cow.c says how).
+ * (test_rcu_store.c says how).
  */
-#include "cow_test.h"
+#include "rcu_store_test.h"
 
 /* ---- 12. next(): an answer from one version ---------------------------------------- */
 
@@ -125,7 +125,7 @@ static uint64_t root_publications(struct ps_store *s)
 
 /*
  * Under valgrind's thread checkers (an annotated build) every set
- * publishes at the root (sync_cow-impl.h): no reader meets a later set in
+ * publishes at the root (rcu_store_update.c): no reader meets a later set in
  * a child slot, and the tests that stage one have nothing to stage.
  */
 static void skip_unless_child_publications(enum ps_sync sync)
