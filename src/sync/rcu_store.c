@@ -25,12 +25,11 @@
  * (nothing at all under QSBR).  An update linearizes at its publication.
  *
  * Readers that answer from one leaf: lookup, lookup_borrow, lookup_copy
- * and lookup_node (sync_rcu.c, sync_qsbr.c and inline,
- * polstore/static/lookup.h) return what
- * one entry of a leaf holds, or the gap a search ended in; a set changes
- * at most one slot on any root-to-leaf path, so the answer linearizes at
- * the load of the leaf.  Readers that may combine several leaves need
- * more:
+ * and lookup_node (sync_rcu.c, sync_qsbr.c, and inline,
+ * polstore/static/lookup.h) return what one entry of a leaf holds, or
+ * the gap a search ended in; a set changes at most one slot on any
+ * root-to-leaf path, so the answer linearizes at the load of the leaf.
+ * Readers that may combine several leaves need more:
  *  - next() may combine the leaf of its key (no range after the key)
  *    with the first range of the next leaf.  It validates its walk with
  *    the publication count and announces its last attempt
@@ -39,10 +38,11 @@
  *    themselves in @walkers; while one is announced, updates publish at
  *    the root, so the walk, which loaded the root once, sees no later
  *    set.  The walk's increment and an update's read of @walkers each
- *    follow a full fence (rs_begin()).  A callback may
- *    end its thread (polstore/rcu.h): a cleanup handler withdraws the
- *    announcement then, inside the section, before the thread-exit hook
- *    closes it (rcu_thread.c).
+ *    follow a full fence (rs_walk_begin(); rs_begin() in
+ *    rcu_store_update.c).  A callback may end its thread
+ *    (polstore/rcu.h): a cleanup handler withdraws the announcement
+ *    then, inside the section, before the thread-exit hook closes it
+ *    (rcu_thread.c).
  *
  * Why nothing is freed under a reader.  The index nodes an update
  * replaced and the policy references of the ranges it unlinked from the

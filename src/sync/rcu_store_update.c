@@ -576,7 +576,7 @@ static size_t rs_unpool(struct psi_rcu_store *rs, bool sync)
 		return 0;
 	if (psi_rlog_reserve(&rs->log, 1) || psi_ix_rebuild(old, &nr, &bytes))
 		return 0;
-	PSI_ANNOTATE_HAPPENS_BEFORE(&rs->base.rd.tree); /* as psi_rcu_store_update()'s publication */
+	PSI_ANNOTATE_HAPPENS_BEFORE(&rs->base.rd.tree); /* as the update's publication */
 	psi_seq_write_begin(&rs->base.rd.seq);
 	PSI_STORE_RELEASE(rs->base.ix.node, nr); /* pairs with the readers' acquire of the root */
 	psi_seq_write_end(&rs->base.rd.seq);
