@@ -3,11 +3,11 @@
  * Grace periods and memory in flight of the library's reclaim threads
  * (src/locks/rcu_reclaim.h), read around a measured interval: every
  * flavour's summed, since a point runs one variant at a time; and the
- * bound on them past which an RCU set waits (cow_bound.h).
+ * bound on them past which an RCU set waits (rcu_store_bound.h).
  */
 #include <stdbool.h>
 
-#include "cow_bound.h"
+#include "rcu_store_bound.h"
 #include "rcu_flavour.h"
 #include "rcu_reclaim.h"
 #include "stress.h"
@@ -48,5 +48,5 @@ void stress_gp_read(const struct stress_gp_mark *m, double *gp_per_sec, double *
 
 size_t stress_gp_bound(void)
 {
-	return PSI_COW_PENDING_MAX;
+	return PSI_RCU_PENDING_MAX;
 }

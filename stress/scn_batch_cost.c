@@ -26,8 +26,8 @@
  * time.
  * Every set replaces one range: the count stays N, the tree's shape stays.
  * ps_store_synchronize() runs after each repetition only: it gives back
- * the spares an RCU store keeps beyond PS_COW_SPARE_IDLE, and a batch's
- * worst case asks for thousands (ps_rtree_cow_need_many()), so a
+ * the spares an RCU store keeps beyond two sets' worth, and a batch of
+ * B ops first makes its spares up to 2B (rs_spares(), src/sync), so a
  * synchronize every few thousand sets (as write-cost does) would time the
  * refill, not the batch.  Retired ranges still go to the reclaim thread.
  * Reported per set: the singles' ns and the batch's ns, and their ratio

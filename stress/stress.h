@@ -224,7 +224,7 @@ void stress_point_init(
  *          write-cost flags cpu when over 1 % of a kind's sets were slow
  *          (preempted).
  *   bound  churn: the reclaim threads held more than the in-flight bound (the
- *          RCU stores' PSI_COW_PENDING_MAX, 32 MiB; stress_gp_bound()) waiting
+ *          RCU stores' PSI_RCU_PENDING_MAX, 32 MiB; stress_gp_bound()) waiting
  *          for a grace period in a repetition with a writer, past which an RCU
  *          set waits for a grace period itself: the writer was throttled.
  */

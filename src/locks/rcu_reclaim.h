@@ -20,7 +20,7 @@
  * at once for a barrier.  The bound on memory in flight: about
  * PSI_RECLAIM_BATCH_BYTES, plus what writers retire during one grace
  * period; a grace period that does not end is bounded by the caller
- * (cow_bound.h, PSI_COW_PENDING_MAX).  docs/internals.md has the figures.
+ * (rcu_store_bound.h, PSI_RCU_PENDING_MAX).  docs/internals.md has the figures.
  *
  * A writer that keeps what it retired itself (the RCU stores) polls
  * instead of queueing: it notes the grace period that frees what it
@@ -68,8 +68,8 @@ struct psi_reclaim_item {
 	 * Runs after a grace period, on the reclaim thread or a waiting
 	 * caller's.  Never waits for a lock a writer of the item's store may
 	 * hold: a forked child inherits the queue, with the items of stores
-	 * whose writers are frozen there holding their locks (sync_cow-impl.h,
-	 * cow_sweep()).
+	 * whose writers are frozen there holding their locks
+	 * (rcu_store_update.c, psi_rcu_store_sweep()).
 	 */
 	void (*release)(struct psi_reclaim_item *item);
 };

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * Pools of free ranges (rangepool.h): the lists writers take spare ranges
- * from and hand removed ones to, and the vectors the copy-on-write
- * stores keep per thread.
+ * from and hand removed ones to.
  */
 #include <errno.h>
 #include <string.h>

@@ -13,9 +13,9 @@
 
 enum psi_test_point {
 	/* An RCU store's update built its index nodes and record, holding the writer lock. */
-	PSI_TP_COW_UPDATE_BUILT,
+	PSI_TP_RCU_UPDATE_BUILT,
 	/* An RCU store's next() loaded the root and is about to walk from it. */
-	PSI_TP_COW_NEXT_WALK,
+	PSI_TP_RCU_NEXT_WALK,
 };
 
 extern void (*psi_test_hook)(enum psi_test_point point);

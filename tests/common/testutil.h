@@ -19,7 +19,7 @@
  *     atomics-only flags (PSI_ANNOTATE_BENIGN_RACE_SIZED).
  *
  * docs/design.md: tests use the public API and this header (the white-box
- * suites test_rbtree.c and test_cow.c are the declared exceptions).
+ * suites test_rbtree.c and test_rcu_store.c are the declared exceptions).
  */
 #ifndef POLSTORE_TESTUTIL_H
 #define POLSTORE_TESTUTIL_H

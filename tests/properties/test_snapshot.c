@@ -15,8 +15,8 @@
 
 #include "testutil.h"
 
-static const enum ps_sync cow_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
-#define COW_TEST(name, ...) SYNCS_TEST(cow_syncs, snapshot, name, ##__VA_ARGS__)
+static const enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+#define RCU_TEST(name, ...) SYNCS_TEST(rcu_syncs, snapshot, name, ##__VA_ARGS__)
 
 /* A policy that says which range it was made for: BIND on node (start / 16) % 64. */
 static struct ps_policy *range_policy(uint64_t start)
@@ -134,7 +134,7 @@ static void churn(struct ps_store *s, long sets, uint64_t seed)
 	cr_assert_eq(ps_store_set(s, 0, NRANGES * 16, NULL), 0); /* and everything goes */
 }
 
-COW_TEST(old_version_whole_after_many_sets, .timeout = 120)
+RCU_TEST(old_version_whole_after_many_sets, .timeout = 120)
 {
 	struct walker w;
 
@@ -145,7 +145,7 @@ COW_TEST(old_version_whole_after_many_sets, .timeout = 120)
 }
 
 /* A set inside the caller's own read-side section returns, and the borrowed policy stays valid. */
-COW_TEST(set_inside_read_section, .timeout = 30)
+RCU_TEST(set_inside_read_section, .timeout = 30)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *a = ps_test_bind(3), *b = ps_test_bind(4);
@@ -231,7 +231,7 @@ static int set_in_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *
 }
 
 /* A set from inside a foreach callback of the same store: the walk goes on in its snapshot. */
-COW_TEST(set_inside_own_foreach, .timeout = 30)
+RCU_TEST(set_inside_own_foreach, .timeout = 30)
 {
 	struct cb_setter c;
 
@@ -267,7 +267,7 @@ Test(snapshot, qsbr_online_set_keeps_borrowed, .timeout = 30)
  * A window walk keeps its version whole while batches churn the store: no
  * writer waits for it, nothing of its version is freed under it.
  */
-COW_TEST(window_whole_after_many_batches, .timeout = 120)
+RCU_TEST(window_whole_after_many_batches, .timeout = 120)
 {
 	struct walker w;
 	struct ps_set_op ops[4];
@@ -298,7 +298,7 @@ COW_TEST(window_whole_after_many_batches, .timeout = 120)
  * form, and ps_store_set_many() of the same store, which returns at once;
  * what the section borrowed stays valid.
  */
-COW_TEST(next_and_set_many_inside_read_section, .timeout = 30)
+RCU_TEST(next_and_set_many_inside_read_section, .timeout = 30)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *a = ps_test_bind(3), *b = ps_test_bind(4), *got = NULL;
@@ -341,7 +341,7 @@ static int set_many_in_cb(uint64_t start, uint64_t end, struct ps_policy *pol, v
 }
 
 /* A batch from inside a window's callback on the same store: the walk goes on in its snapshot. */
-COW_TEST(set_many_inside_own_window, .timeout = 30)
+RCU_TEST(set_many_inside_own_window, .timeout = 30)
 {
 	struct cb_setter c;
 
@@ -461,7 +461,7 @@ static void *sweep_walker(void *arg)
 	return NULL;
 }
 
-COW_TEST(walks_see_one_version_beside_a_flat_out_writer, .timeout = 120)
+RCU_TEST(walks_see_one_version_beside_a_flat_out_writer, .timeout = 120)
 {
 	struct sweep_run r = { .s = ps_store_create(*sync) };
 	double t0, secs = ps_test_scale() < 1 ? 0.3 : 1.0;

@@ -183,7 +183,7 @@ Test(idmap, free_fn_frees_on_the_map)
 
 /*
  * Test hooks (the library is linked statically into this binary, so its
- * calls come here, as in test_cow.c): pthread_create() that fails on demand
+ * calls come here, as in test_rcu_store.c): pthread_create() that fails on demand
  * but in threads that opted out (the test's own; no reclaim thread can be
  * started), and pthread_mutex_unlock() that, in a
  * thread that asks for it, sleeps after its next unlock, to hold that thread

@@ -22,7 +22,7 @@
  * version.  The writer's odd count is stored before anything of a change
  * is published (a release fence between them), and everything it
  * unpublishes is retired after that, through a grace period that begins
- * after a full fence (src/sync/sync_cow-impl.h).  So a section that loads
+ * after a full fence (src/sync/rcu_store.c).  So a section that loads
  * the entry's count again sees the version still current at that load
  * (the lookup linearizes there), and any change after it retires the
  * range's policy reference only after this section ends, as for a reader

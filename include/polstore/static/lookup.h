@@ -29,7 +29,7 @@
  * of that leaf; or answer from the thread's cache of the range last found
  * (polstore/static/lcache.h), which linearizes at the load of the store's
  * publication count.  ps_store_next(), which may combine two leaves and
- * validates its walk (src/sync/sync_cow-impl.h), is not inlined.
+ * validates its walk (src/sync/rcu_store.c), is not inlined.
  *
  * Not an API: see polstore/static/rtree.h.  The price of inlining is that
  * the program is bound to the layouts it was built with: ps_store_create()

@@ -69,8 +69,8 @@ struct ps_rtree {
  * The range containing @idx, walking down from the node @n (a root loaded
  * with an acquire load).  Every load is atomic and the walk stops after
  * PS_RB_MAX_DEPTH steps, so it is safe for a reader racing an in-place
- * writer, which must then validate what it found; a reader of a published
- * copy-on-write version never sees the overrun.
+ * writer, which must then validate what it found; a reader of a tree no
+ * writer changes never sees the overrun.
  * Return: the range, NULL, or PS_RTREE_OVERRUN.
  */
 static inline __attribute__((always_inline)) struct ps_range *_ps_rtree_walk(struct ps_rb_node *n, uint64_t idx)

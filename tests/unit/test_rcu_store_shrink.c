@@ -5,7 +5,7 @@
  * store of about the bytes and the index depth of one filled anew with
  * the ranges left.
  */
-#include "cow_test.h"
+#include "rcu_store_test.h"
 #include "leaf_cut.h"
 
 /* Pages of a block of the pattern: all but one range of each removed. */
@@ -239,7 +239,7 @@ RCU_TEST(a_shrunk_index_is_no_deeper_than_a_fresh_one, .timeout = 60)
  * synchronized, the store holds at most 5/4 of the bytes of one given
  * its ranges in order.
  */
-VARIANT_TEST(cow, a_shrunk_store_holds_what_a_fresh_one_holds, .timeout = 60)
+VARIANT_TEST(rcu_store, a_shrunk_store_holds_what_a_fresh_one_holds, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync), *f = ps_store_create(*sync);
 	struct ps_policy *pol = ps_test_bind(1), *other = ps_test_bind(2);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * What the files of the RCU stores' suite share (test_cow.c): the includes,
- * the constants of src/sync/sync_cow-impl.h, the test macros and helpers.
+ * What the files of the RCU stores' suite share (test_rcu_store.c): the
+ * includes, the allowances of a bound on memory, the test macros and
+ * helpers.
  */
-#ifndef POLSTORE_TESTS_COW_TEST_H
-#define POLSTORE_TESTS_COW_TEST_H
+#ifndef POLSTORE_TESTS_RCU_STORE_TEST_H
+#define POLSTORE_TESTS_RCU_STORE_TEST_H
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -29,19 +30,23 @@
 #include "testpoint.h"
 #include "testutil.h"
 
-/* Constants of src/sync/sync_cow-impl.h (not exported): keep in step. */
-#define COW_PENDING_MAX (1 << 18)
-#define COW_DEPOT_MAX 16384
-#define COW_REFILL 256
-#define COW_RECS_MAX 64
+/*
+ * The allowances test_rcu_store_memory.c builds its bound on heap growth
+ * of: generous counts of retired ranges and records, not constants the
+ * library exports.
+ */
+#define RCU_PENDING_MAX (1 << 18)
+#define RCU_DEPOT_MAX 16384
+#define RCU_REFILL 256
+#define RCU_RECS_MAX 64
 /* A retire record: its header and slots, at most the size of 40 pointers. */
-#define COW_REC_BYTES (40 * sizeof(void *))
+#define RCU_REC_BYTES (40 * sizeof(void *))
 
 /* Unused in a file of every-variant tests only. */
 static enum ps_sync rcu_syncs[] __attribute__((unused)) = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 
-#define RCU_TEST(name, ...) SYNCS_TEST(rcu_syncs, cow, name, ##__VA_ARGS__)
-#define ALL_TEST(name, ...) VARIANT_TEST(cow, name, ##__VA_ARGS__)
+#define RCU_TEST(name, ...) SYNCS_TEST(rcu_syncs, rcu_store, name, ##__VA_ARGS__)
+#define ALL_TEST(name, ...) VARIANT_TEST(rcu_store, name, ##__VA_ARGS__)
 
 /* The exact memory of @s at rest: @empty (the store's when empty), its ranges and its index. */
 static inline size_t at_rest(struct ps_store *s, size_t empty)
@@ -56,7 +61,7 @@ void churn(struct ps_store *s, struct ps_policy *p, int n);
 /*
  * A reader that borrows @page's policy, posts @inside, stays inside its
  * section 300 ms, checks the policy alive (abort() if not) and sets @left
- * before it leaves (slow_reader_fn(), test_cow.c).
+ * before it leaves (slow_reader_fn(), test_rcu_store.c).
  */
 struct slow_reader {
 	struct ps_store *s;
@@ -67,4 +72,4 @@ struct slow_reader {
 
 void *slow_reader_fn(void *arg);
 
-#endif /* POLSTORE_TESTS_COW_TEST_H */
+#endif /* POLSTORE_TESTS_RCU_STORE_TEST_H */

@@ -5,9 +5,9 @@
  * the store other than the one it was filled at, nor for another store:
  * after a set, after a destroy (deferred or not) and a new store where the
  * old one was, in a forked child, and in a thread after others exited.
- * Every lookup form is asked (test_cow.c says how the suite is built).
+ * Every lookup form is asked (test_rcu_store.c says how the suite is built).
  */
-#include "cow_test.h"
+#include "rcu_store_test.h"
 
 /* The forms of a lookup, each answering the policy at @idx (or NULL). */
 enum lc_form { LC_COUNTED, LC_BORROWED, LC_NODE, LC_FORMS };

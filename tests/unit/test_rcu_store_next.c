@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * ps_store_next() on the RCU stores: an answer from one version
- * (test_cow.c says how).
+ * (test_rcu_store.c says how).
  */
-#include "cow_test.h"
+#include "rcu_store_test.h"
 
 /* ---- 12. next(): an answer from one version ---------------------------------------- */
 
@@ -33,7 +33,7 @@ static void next_tree_build(struct ps_store *s, struct ps_policy *q)
 			"the test needs two levels with the second leaf at [128, 129)");
 }
 
-/* The test holds one thread (next_holder) at PSI_TP_COW_NEXT_WALK, up to @max times. */
+/* The test holds one thread (next_holder) at PSI_TP_RCU_NEXT_WALK, up to @max times. */
 struct next_hold {
 	pthread_mutex_t m;
 	pthread_cond_t cv;
@@ -48,7 +48,7 @@ static void next_hook(enum psi_test_point point)
 {
 	struct next_hold *h = next_hold_now;
 
-	if (point != PSI_TP_COW_NEXT_WALK || !next_holder || !h)
+	if (point != PSI_TP_RCU_NEXT_WALK || !next_holder || !h)
 		return;
 	pthread_mutex_lock(&h->m);
 	if (h->paused < h->max) {
@@ -125,7 +125,7 @@ static uint64_t root_publications(struct ps_store *s)
 
 /*
  * Under valgrind's thread checkers (an annotated build) every set
- * publishes at the root (sync_cow-impl.h): no reader meets a later set in
+ * publishes at the root (rcu_store_update.c): no reader meets a later set in
  * a child slot, and the tests that stage one have nothing to stage.
  */
 static void skip_unless_child_publications(enum ps_sync sync)

@@ -3,9 +3,9 @@
  * The RCU stores' memory: the bound under a flat-out writer, what is
  * retired while no reclaim thread can start, what the writer takes back
  * of its log, the victim reuse under lockless readers, synchronize from
- * many threads, the reclaim threads at dlclose() (test_cow.c says how).
+ * many threads, the reclaim threads at dlclose() (test_rcu_store.c says how).
  */
-#include "cow_test.h"
+#include "rcu_store_test.h"
 
 /* ---- 7. memory bound under a flat-out writer -------------------------------------- */
 
@@ -156,16 +156,16 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 #if !defined(__SANITIZE_ADDRESS__)
 	/*
 	 * The heap itself: live ranges; what is retired and not yet
-	 * released (at most COW_PENDING_MAX before a set waits, plus one
+	 * released (at most RCU_PENDING_MAX before a set waits, plus one
 	 * record); the depot; the writer's pool (the keep of its sets' need,
 	 * which stays below 1024 here, twice over before a trim, plus
-	 * COW_REFILL) and its records, each with its slots.
+	 * RCU_REFILL) and its records, each with its slots.
 	 */
-	bound = (maxcount + COW_PENDING_MAX + 64 + COW_DEPOT_MAX + 2 * (1024 + COW_REFILL)) *
+	bound = (maxcount + RCU_PENDING_MAX + 64 + RCU_DEPOT_MAX + 2 * (1024 + RCU_REFILL)) *
 				(sizeof(struct ps_range) + 16) +
-		(COW_PENDING_MAX + COW_DEPOT_MAX + COW_RECS_MAX) * COW_REC_BYTES + 4096 * 8 +
+		(RCU_PENDING_MAX + RCU_DEPOT_MAX + RCU_RECS_MAX) * RCU_REC_BYTES + 4096 * 8 +
 		/* the index, live and retired (each node with the aligned allocation's 80 bytes) */
-		2 * maxindex + (maxindex + COW_PENDING_MAX * sizeof(struct ps_range)) / 256 * 80 +
+		2 * maxindex + (maxindex + RCU_PENDING_MAX * sizeof(struct ps_range)) / 256 * 80 +
 		/* the full leaves kept for the next sets */
 		maxindex / 8;
 	cr_log_info("%s: heap growth max %zu (bound %zu)", ps_sync_name(*sync), maxheap, bound);
@@ -205,8 +205,8 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
 /*
  * Sets inside a read-side section while no reclaim thread can start: what
  * they retire stalls on the store's log.  The next set that may wait for a
- * grace period waits for one and empties the log (sync_cow-impl.h,
- * cow_update()): once the section is over, later sets must release it,
+ * grace period waits for one and empties the log (rcu_store_update.c,
+ * psi_rcu_store_update()): once the section is over, later sets must release it,
  * and ps_store_memory() must count it meanwhile.
  */
 RCU_TEST(stalled_records_released_by_later_sets, .timeout = 60)
@@ -580,7 +580,7 @@ static void *qsbr_churner(void *arg)
 	return NULL;
 }
 
-Test(cow, online_qsbr_destroy_with_a_sweep_queued, .timeout = 60)
+Test(rcu_store, online_qsbr_destroy_with_a_sweep_queued, .timeout = 60)
 {
 	struct qsbr_churner c = { .s = ps_store_create(PS_SYNC_RCU_QSBR), .p = ps_test_bind(1) };
 	int k, rounds = ps_test_scale() < 1 ? 6 : 40;
@@ -920,7 +920,7 @@ static int dl_child(void)
 	return count_threads() == before ? 0 : 6;
 }
 
-Test(cow, dlclose_leaves_no_reclaim_thread, .timeout = 30)
+Test(rcu_store, dlclose_leaves_no_reclaim_thread, .timeout = 30)
 {
 	pid_t pid = fork();
 	int status;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The RCU stores' bound on retired memory in flight, on its own so that
- * the stress program can name it without the stores' template.
+ * the stress program can name it without the store's header.
  */
-#ifndef POLSTORE_COW_BOUND_H
-#define POLSTORE_COW_BOUND_H
+#ifndef POLSTORE_SRC_RCU_STORE_BOUND_H
+#define POLSTORE_SRC_RCU_STORE_BOUND_H
 
 #include <stddef.h>
 
@@ -15,6 +15,6 @@
  * waits for one itself: the bound while a grace period does not end (a
  * QSBR thread online without quiescent states).  32 MiB.
  */
-#define PSI_COW_PENDING_MAX (((size_t)1 << 18) * 2 * sizeof(struct ps_range))
+#define PSI_RCU_PENDING_MAX (((size_t)1 << 18) * 2 * sizeof(struct ps_range))
 
-#endif /* POLSTORE_COW_BOUND_H */
+#endif /* POLSTORE_SRC_RCU_STORE_BOUND_H */

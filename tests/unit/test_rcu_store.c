@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The RCU stores (src/sync/sync_cow-impl.h, src/locks/rcu_reclaim.c) and the
+ * The RCU stores (src/sync/rcu_store*.c, src/locks/rcu_reclaim.c) and the
  * in-place variants' victim reuse, adversarially.
  *
  * Each test states the suspicion it checks.  A test that hangs is failed by
  * Criterion's timeout (or, in a forked child, by alarm()).
  */
-#include "cow_test.h"
+#include "rcu_store_test.h"
 
 double now_s(void)
 {
@@ -414,7 +414,7 @@ static void *qsbr_online_setter(void *arg)
 	return NULL;
 }
 
-Test(cow, qsbr_online_thread_sets, .timeout = 60)
+Test(rcu_store, qsbr_online_thread_sets, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
 	pthread_t t;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * The RCU stores in a forked child and when an allocation fails
- * (test_cow.c says how).
+ * (test_rcu_store.c says how).
  */
-#include "cow_test.h"
+#include "rcu_store_test.h"
 #include "rcu_flavour.h"
 
 /* ---- 5. fork ------------------------------------------------------------------------ */
@@ -85,7 +85,7 @@ static void *online_idle_thread(void *arg)
  * fork as it stalls every grace period).  The online thread runs until
  * fork() returns.
  */
-Test(cow, fork_beside_online_qsbr_thread_with_record_in_flight, .timeout = 20)
+Test(rcu_store, fork_beside_online_qsbr_thread_with_record_in_flight, .timeout = 20)
 {
 	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
 	struct ps_policy *p = ps_test_bind(1);
@@ -122,7 +122,7 @@ Test(cow, fork_beside_online_qsbr_thread_with_record_in_flight, .timeout = 20)
  * (docs/fork.md case 1), but polstore's own QSBR reclaim thread is in a
  * grace period that waits for the forking thread.
  */
-Test(cow, fork_from_online_qsbr_thread_after_sets, .timeout = 20)
+Test(rcu_store, fork_from_online_qsbr_thread_after_sets, .timeout = 20)
 {
 	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
 	struct ps_policy *p = ps_test_bind(1);
@@ -258,7 +258,7 @@ static void update_hook(enum psi_test_point point)
 {
 	struct update_hold *h = update_hold_now;
 
-	if (point != PSI_TP_COW_UPDATE_BUILT || !update_holder || !h)
+	if (point != PSI_TP_RCU_UPDATE_BUILT || !update_holder || !h)
 		return;
 	pthread_mutex_lock(&h->m);
 	if (!h->release) {

@@ -3,7 +3,7 @@
  * What ps_store_memory() counts, every variant: what waits for a grace
  * period until it is freed, and each block as malloc() holds it.
  */
-#include "cow_test.h"
+#include "rcu_store_test.h"
 
 /* A thread that holds back the grace periods of @s's flavour until told to stop. */
 struct holder {
