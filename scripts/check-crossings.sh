@@ -22,7 +22,7 @@ set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$src/build-crossings
 variant=rcu
-max_set=24
+max_set=23
 max_lookup=5
 doc=
 while [ $# -gt 0 ]; do

@@ -578,7 +578,7 @@ void psi_ix_begin(struct psi_ix_tx *tx, struct ps_ix_root *root, struct psi_ix_p
 {
 	tx->root = root;
 	tx->pool = pool;
-	tx->serve = psi_ix_pool_tune(pool);
+	tx->serve = pool && psi_ix_pool_tune(pool); /* a small store has none */
 	tx->cur = root->node;
 	tx->inplace = NULL;
 	tx->copy = NULL;
@@ -789,7 +789,8 @@ void psi_ix_abort(struct psi_ix_tx *tx)
 	tx->bytes = 0;
 	tx->retired_bytes = 0;
 	tx->cur = tx->root->node;
-	psi_ix_pool_grew(tx->pool, 0); /* nothing grew: the update's nodes are back */
+	if (tx->pool)
+		psi_ix_pool_grew(tx->pool, 0); /* nothing grew: the update's nodes are back */
 }
 
 bool psi_ix_publish(struct psi_ix_tx *tx)
@@ -810,7 +811,8 @@ bool psi_ix_publish(struct psi_ix_tx *tx)
 		copy_now(tx);
 	/* Pairs with the readers' acquire loads of the root and the child slots. */
 	PSI_STORE_RELEASE(*tx->slot, tx->val);
-	psi_ix_pool_grew(tx->pool, tx->bytes);
+	if (tx->pool) /* a small store has none */
+		psi_ix_pool_grew(tx->pool, tx->bytes);
 	for (i = 0; i < tx->nbuilt; i++) {
 		struct ps_ix_node *h = tx->built[i];
 

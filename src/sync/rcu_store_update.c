@@ -119,7 +119,7 @@ static inline bool rs_node_of(const void *e, size_t size)
 static bool rs_stash_fits(struct psi_rcu_store *rs, unsigned n)
 {
 	return n <= PSI_RCU_STASH_MAX && n * PSI_RCU_LEAF_BYTES <= rs->ix_bytes / 8 &&
-	       !psi_ix_pool_serving(rs->pool);
+	       (!rs->pool || !psi_ix_pool_serving(rs->pool));
 }
 
 /*
@@ -571,8 +571,8 @@ static size_t rs_unpool(struct psi_rcu_store *rs, bool sync)
 	struct ps_ix_node *old = rs->base.ix.node, *nr;
 	size_t bytes, was = rs->ix_bytes, n = rs->base.rd.tree.count;
 
-	if (!psi_ix_pool_below(psi_ix_rebuilt_bytes(n)) ||
-			!(rs->pooled || (sync && psi_ix_rebuild_pays(old, n, was))))
+	if (!(rs->pooled || (sync && psi_ix_rebuild_pays(old, n, was))) ||
+			!psi_ix_pool_below(psi_ix_rebuilt_bytes(n)))
 		return 0;
 	if (psi_rlog_reserve(&rs->log, 1) || psi_ix_rebuild(old, &nr, &bytes))
 		return 0;
@@ -581,7 +581,8 @@ static size_t rs_unpool(struct psi_rcu_store *rs, bool sync)
 	PSI_STORE_RELEASE(rs->base.ix.node, nr); /* pairs with the readers' acquire of the root */
 	psi_seq_write_end(&rs->base.rd.seq);
 	rs->pooled = false;
-	psi_ix_pool_grew(rs->pool, (ptrdiff_t)bytes - (ptrdiff_t)was);
+	if (rs->pool)
+		psi_ix_pool_grew(rs->pool, (ptrdiff_t)bytes - (ptrdiff_t)was);
 	PSI_WRITE_ONCE(rs->ix_bytes, bytes);
 	rs_stash_trim(rs);
 	if (!old)
