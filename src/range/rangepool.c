@@ -72,13 +72,3 @@ void psi_range_list_splice(struct psi_range_list *dst, struct psi_range_list *sr
 	*src = (struct psi_range_list){ NULL, 0, NULL };
 }
 
-void psi_range_list_put_policies(struct psi_range_list *list)
-{
-	struct ps_range *r;
-
-	for (r = list->head; r; r = r->next_free) {
-		psi_policy_store_put(r->pol);
-		r->pol = NULL;
-	}
-}
-

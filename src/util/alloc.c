@@ -42,24 +42,10 @@ const struct ps_alloc_ops *psi_alloc_ops(void)
 	return &ps_alloc_ops;
 }
 
-static void (*psi_alloc_caches[PSI_ALLOC_CACHES])(void);
-static unsigned psi_alloc_ncaches;
-
-void psi_alloc_cache_add(void (*flush)(void))
-{
-	if (psi_alloc_ncaches < PSI_ALLOC_CACHES)
-		psi_alloc_caches[psi_alloc_ncaches++] = flush;
-}
-
 int ps_set_alloc_ops(const struct ps_alloc_ops *ops)
 {
-	unsigned i;
-
 	if (ops && (!ops->alloc || !ops->free || !ops->chunk_alloc != !ops->chunk_free))
 		return -EINVAL;
-	/* What the caches hold goes back to the hooks it came from. */
-	for (i = 0; i < psi_alloc_ncaches; i++)
-		psi_alloc_caches[i]();
 	if (!ops) {
 		ps_alloc_ops.alloc = psi_default_alloc;
 		ps_alloc_ops.free = psi_default_free;

@@ -107,13 +107,6 @@ void psi_free_aligned(void *ptr);
 size_t psi_alloc_charge(size_t size);
 /* The same for a block of psi_zalloc_aligned(@size). */
 size_t psi_alloc_charge_aligned(size_t size);
-/*
- * A cache of memory from the hooks (RCU stores' spares): ps_set_alloc_ops()
- * calls @flush, which gives all of it back, before it installs other hooks.
- * At load time (a constructor); at most PSI_ALLOC_CACHES of them.
- */
-#define PSI_ALLOC_CACHES 4
-void psi_alloc_cache_add(void (*flush)(void));
 /* A block psi_free_aligned() leaves alone on this thread (the checking mode's graves). */
 extern __thread void *psi_free_keep __attribute__((tls_model("initial-exec")));
 
