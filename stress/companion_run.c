@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The runner the companion scenarios share (scn_companion.h): ranks and
+ * The runner the companion scenarios share (companion_run.h): ranks and
  * writers behind a gate for --duration, and the loop that measures every
  * setting x rank count x variant with interleaved repetitions and emits
  * each point's median.  It calls no scenario but through the point
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scn_companion.h"
+#include "companion_run.h"
 #include "stress.h"
 
 /* ---- a tiny runner: ranks and writers behind a gate, for a duration ---------- */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "alloc_internal.h"
 #include "compiler.h"
 #include "policy_internal.h"
 #include "rangepool.h"

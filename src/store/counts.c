@@ -33,6 +33,7 @@
 #include <polstore/store.h>
 #include <polstore/static/policy.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "compiler.h"
 #include "counts_internal.h"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The allocator every polstore object comes from (polstore/alloc.h), and
- * the per-thread index of compiler.h.
+ * The allocator every polstore object comes from (polstore/alloc.h,
+ * alloc_internal.h), and the test points of testpoint.h.
  *
  * The hooks are read without synchronisation: ps_set_alloc_ops() may only be
  * called while no other thread is inside polstore, so the caller's own
@@ -14,6 +14,7 @@
 
 #include <polstore/alloc.h>
 
+#include "alloc_internal.h"
 #include "chunk.h"
 #include "compiler.h"
 #include "testpoint.h"
@@ -132,17 +133,6 @@ void psi_free_aligned(void *ptr)
 		return; /* the checking mode keeps it (check.c) */
 	if (ptr)
 		psi_free(((void **)ptr)[-1]);
-}
-
-/* Thread indices (compiler.h); -1 until the thread first asks. */
-__thread int _ps_thread_idx __attribute__((tls_model("initial-exec"))) = -1;
-static unsigned psi_thread_next_idx;
-
-int _ps_thread_index_slow(void)
-{
-	_ps_thread_idx = (int)(PSI_FETCH_ADD(psi_thread_next_idx, 1, RELAXED) &
-			       0x7fffffff);
-	return _ps_thread_idx;
 }
 
 /* Test points (testpoint.h): set by tests only. */

@@ -23,6 +23,7 @@
 #endif
 
 #define PS_TEST_NO_CRITERION
+#include "alloc_internal.h"
 #include "rangeindex.h"
 #include "rcu_flavour.h"
 #include "rcu_reclaim.h"

@@ -3,11 +3,11 @@
  * What the companion scenarios share (companion_run.c): a small runner of
  * ranks and writers behind a gate, and the loop that measures every
  * setting x rank count x variant with interleaved repetitions.  css-walk
- * lives in scn_css_walk.c, memcg-charge and mmap-commit in scn_companion.c;
- * both call the runner, which calls neither.
+ * lives in scn_css_walk.c (scn_css_walk.h), memcg-charge and mmap-commit
+ * in scn_companion.c; both call the runner, which calls neither.
  */
-#ifndef POLSTORE_STRESS_SCN_COMPANION_H
-#define POLSTORE_STRESS_SCN_COMPANION_H
+#ifndef POLSTORE_STRESS_COMPANION_RUN_H
+#define POLSTORE_STRESS_COMPANION_RUN_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -85,7 +85,4 @@ bool same_setting(double a, double b);
 const struct stress_point *companion_find(
 		const char *scenario, const char *variant, int ranks, double setting);
 
-/* A variant name of css-walk (scn_css_walk.c). */
-bool css_walk_variant_known(const char *name);
-
-#endif /* POLSTORE_STRESS_SCN_COMPANION_H */
+#endif /* POLSTORE_STRESS_COMPANION_RUN_H */
