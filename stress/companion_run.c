@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "companion_run.h"
+#include "compiler.h"
 #include "stress.h"
 
 /* ---- a tiny runner: ranks and writers behind a gate, for a duration ---------- */
@@ -53,7 +54,7 @@ void crun_go(struct crun *r)
 	}
 	t_go = stress_gate_open(&r->gate, r->nranks + nw);
 	stress_sleep_until(t_go + (uint64_t)(stress_opts.duration_s * 1e9));
-	__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(r->stop, 1);
 	t_stop = stress_now_ns();
 	for (i = 0; i < r->nranks; i++)
 		pthread_join(r->ranks[i].th, NULL);

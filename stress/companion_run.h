@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "compiler.h"
 #include "stress.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -46,7 +47,7 @@ struct crun {
 
 static inline bool crun_stopped(const struct crun *r)
 {
-	return __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE);
+	return PSI_LOAD_ACQUIRE(r->stop);
 }
 
 /* Start the ranks and writers, run --duration, stop and join them. */

@@ -6,6 +6,7 @@
  * Each test states the suspicion it checks.  A test that hangs is failed by
  * Criterion's timeout (or, in a forked child, by alarm()).
  */
+#include "compiler.h"
 #include "cow_test.h"
 
 double now_s(void)
@@ -34,7 +35,7 @@ void *slow_reader_fn(void *arg)
 	sem_post(&r->inside);
 	usleep(300000);
 	TCHECK(p && ps_policy_refcount((struct ps_policy *)p) >= 1, "the borrowed policy");
-	__atomic_store_n(&r->left, 1, __ATOMIC_SEQ_CST);
+	PSI_STORE_SEQ_CST(r->left, 1);
 	ps_store_read_unlock(r->s);
 	return NULL;
 }

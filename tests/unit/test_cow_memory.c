@@ -5,6 +5,7 @@
  * of its log, the victim reuse under lockless readers, synchronize from
  * many threads, the reclaim threads at dlclose() (test_cow.c says how).
  */
+#include "compiler.h"
 #include "cow_test.h"
 
 /* ---- 7. memory bound under a flat-out writer -------------------------------------- */
@@ -77,7 +78,7 @@ static void *mem_reader_fn(void *arg)
 	struct store_readers *r = arg;
 	uint64_t seed = 77;
 
-	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(r->stop)) {
 		int i;
 
 		ps_store_read_lock(r->s);
@@ -86,7 +87,7 @@ static void *mem_reader_fn(void *arg)
 		if (ps_test_rand(&seed) % 8 == 0)
 			usleep(3000);
 		ps_store_read_unlock(r->s);
-		__atomic_fetch_add(&r->reads, 1000, __ATOMIC_RELAXED);
+		PSI_FETCH_ADD(r->reads, 1000, RELAXED);
 	}
 	return NULL;
 }
@@ -132,7 +133,7 @@ RCU_TEST(memory_bounded_under_flat_out_writer, .timeout = 60)
 			maxheap = mallinfo2().uordblks - heap0;
 #endif
 	}
-	__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(r.stop, 1);
 	pthread_join(t, NULL);
 	cr_assert_eq(ps_test_reclaim_stats(*sync, &gps, &pending, &peak, false), 0);
 	/*
@@ -195,7 +196,7 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
 {
 	static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
-	if (__atomic_load_n(&fail_thread_create, __ATOMIC_RELAXED))
+	if (PSI_READ_ONCE(fail_thread_create))
 		return EAGAIN;
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
@@ -216,7 +217,7 @@ RCU_TEST(stalled_records_released_by_later_sets, .timeout = 60)
 	size_t mem_before, mem_stalled;
 	int i;
 
-	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(fail_thread_create, 1);
 	mem_before = ps_store_memory(s);
 	ps_store_read_lock(s);
 	churn(s, p, 3000); /* thousands of sets, no grace period for any of them */
@@ -235,7 +236,7 @@ RCU_TEST(stalled_records_released_by_later_sets, .timeout = 60)
 	cr_assert_eq(ps_policy_refcount(p), 1);
 	cr_assert_eq(ps_policy_refcount(q), 1);
 	ps_store_destroy(s);
-	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(fail_thread_create, 0);
 	(void)i;
 	ps_policy_put(p);
 	ps_policy_put(q);
@@ -248,7 +249,7 @@ RCU_TEST(memory_counts_stalled_records, .timeout = 60)
 	struct ps_policy *p = ps_test_bind(1);
 	size_t mem;
 
-	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(fail_thread_create, 1);
 	ps_store_read_lock(s);
 	churn(s, p, 3000);
 	ps_store_read_unlock(s);
@@ -260,7 +261,7 @@ RCU_TEST(memory_counts_stalled_records, .timeout = 60)
 			mem, ps_policy_refcount(p) - 1);
 	ps_store_synchronize(s);
 	ps_store_destroy(s);
-	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(fail_thread_create, 0);
 	ps_policy_put(p);
 }
 
@@ -270,7 +271,7 @@ RCU_TEST(destroy_with_stalled_records, .timeout = 60)
 	struct ps_policy *p = ps_test_bind(1);
 	int k;
 
-	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(fail_thread_create, 1);
 	for (k = 0; k < 2; k++) {
 		struct ps_store *s = ps_store_create(*sync);
 
@@ -282,7 +283,7 @@ RCU_TEST(destroy_with_stalled_records, .timeout = 60)
 		ps_store_destroy(s);
 		cr_assert_eq(ps_policy_refcount(p), 1);
 	}
-	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(fail_thread_create, 0);
 	ps_policy_put(p);
 }
 
@@ -298,16 +299,16 @@ static void nothread_wait_for(struct slow_reader *r, int k, enum ps_sync sync)
 	struct ps_policy *q = ps_test_bind(2);
 	pthread_t t;
 
-	__atomic_store_n(&r->left, 0, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	PSI_STORE_SEQ_CST(r->left, 0);
+	PSI_WRITE_ONCE(fail_thread_create, 0);
 	cr_assert_eq(pthread_create(&t, NULL, slow_reader_fn, r), 0);
-	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(fail_thread_create, 1);
 	while (sem_wait(&r->inside))
 		;
 	cr_assert_eq(ps_store_set(r->s, 0x1000, 0x2000, q), 0); /* the reader's policy goes */
 	if (k)
 		cr_assert_eq(ps_store_synchronize(r->s), 0);
-	cr_assert(__atomic_load_n(&r->left, __ATOMIC_SEQ_CST),
+	cr_assert(PSI_LOAD_SEQ_CST(r->left),
 			"%s: %s returned while a reader was inside since before the set",
 			ps_sync_name(sync), k ? "synchronize" : "the set");
 	pthread_join(t, NULL);
@@ -319,7 +320,7 @@ RCU_TEST(no_thread_waits_for_readers_inside, .timeout = 60)
 	struct slow_reader r = { .page = 0x1500 };
 	int k;
 
-	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(fail_thread_create, 1);
 	r.s = ps_store_create(*sync);
 	cr_assert_not_null(r.s);
 	sem_init(&r.inside, 0, 0);
@@ -332,7 +333,7 @@ RCU_TEST(no_thread_waits_for_readers_inside, .timeout = 60)
 	}
 	ps_store_destroy(r.s);
 	sem_destroy(&r.inside);
-	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(fail_thread_create, 0);
 }
 
 /* ---- 8b. what the writer takes back of its log ------------------------------------ */
@@ -573,7 +574,7 @@ static void *qsbr_churner(void *arg)
 {
 	struct qsbr_churner *c = arg;
 
-	while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(c->stop)) {
 		churn(c->s, c->p, 50);
 		usleep(500);
 	}
@@ -599,7 +600,7 @@ Test(cow, online_qsbr_destroy_with_a_sweep_queued, .timeout = 60)
 		ps_store_destroy(s);
 	}
 	ps_qsbr_thread_offline();
-	__atomic_store_n(&c.stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(c.stop, 1);
 	pthread_join(t, NULL);
 	ps_store_destroy(c.s);
 	cr_assert_eq(ps_rcu_barrier(), 0);
@@ -735,7 +736,7 @@ static void *flip_reader(void *arg)
 	struct store_readers *f = arg;
 	uint64_t seed = (uint64_t)(uintptr_t)&seed;
 
-	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(f->stop)) {
 		uint64_t idx = ps_test_rand(&seed) % 120;
 		struct ps_policy *p = ps_store_lookup(f->s, idx);
 		const struct ps_policy *b;
@@ -751,7 +752,7 @@ static void *flip_reader(void *arg)
 			TCHECK(ps_policy_mode(b) == PS_MPOL_BIND && ps_policy_refcount(b) > 0,
 					"borrowed a dead policy");
 		ps_store_read_unlock(f->s);
-		__atomic_fetch_add(&f->reads, 1, __ATOMIC_RELAXED);
+		PSI_FETCH_ADD(f->reads, 1, RELAXED);
 	}
 	return NULL;
 }
@@ -782,7 +783,7 @@ ALL_TEST(victim_policy_swap_under_readers, .timeout = 60)
 			cr_assert_eq(ps_store_set(f.s, 100, 120, p), 0);
 		ps_policy_put(p);
 	}
-	__atomic_store_n(&f.stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(f.stop, 1);
 	for (i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	cr_assert_eq(ps_store_check(f.s, NULL), 0);
