@@ -171,7 +171,7 @@ static void base_set(struct ctx *c, uint64_t start, uint64_t end, struct ps_poli
 {
 	struct psi_range_list spares = {NULL, 0, NULL}, removed = {NULL, 0, NULL};
 
-	/* As the library's locked_set(): allocate first, then change under the lock. */
+	/* As the library's locked_set_k(): allocate first, then change under the lock. */
 	if (psi_range_list_fill(&spares, PSI_RANGETREE_SET_MAX_NEW))
 		stress_die("out of memory");
 	if (c->v->kind == V_MUTEX)

@@ -161,8 +161,8 @@ RCU_TEST(recycled_spares_never_touch_stale_policies, .timeout = 120)
 	ps_policy_put(keep);
 }
 
-/* Destroy right after sets that handed records to the reclaim thread. */
-RCU_TEST(destroy_with_records_in_flight, .timeout = 60)
+/* Destroy right after sets whose retired ranges and nodes wait on the log for a grace period. */
+RCU_TEST(destroy_with_retired_in_flight, .timeout = 60)
 {
 	struct ps_policy *p = ps_test_bind(1);
 	int round;

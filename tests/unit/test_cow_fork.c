@@ -78,15 +78,15 @@ static void *online_idle_thread(void *arg)
 
 /*
  * docs/fork.md promise 3: another thread is online (RCU_QSBR) at the fork;
- * the child may read and destroy.  Here the parent's sets had handed a
- * record to the QSBR reclaim thread, whose grace period waits for the
- * online thread; fork()'s prepare handler waits for that grace period
+ * the child may read and destroy.  Here the parent's sets had asked the
+ * QSBR reclaim thread for a grace period, which waits for the online
+ * thread; fork()'s prepare handler waits for that grace period
  * (gp_lock), which ends at the online thread's next quiescent state (an
  * online thread that blocked instead would break QSBR's rule and stall
  * fork as it stalls every grace period).  The online thread runs until
  * fork() returns.
  */
-Test(cow, fork_beside_online_qsbr_thread_with_record_in_flight, .timeout = 20)
+Test(cow, fork_beside_online_qsbr_thread_with_grace_period_asked, .timeout = 20)
 {
 	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
 	struct ps_policy *p = ps_test_bind(1);
@@ -150,9 +150,9 @@ Test(cow, fork_from_online_qsbr_thread_after_sets, .timeout = 20)
  * A writer flat out on store A (another thread) at every fork; the child
  * uses only its own store B of the same flavour (allowed: docs/fork.md,
  * "the child may use the stores no thread was using").  B's synchronize
- * runs the reclaim queue copied from the parent, which holds A's records:
- * their release may find the depot's lock held by the frozen writer, and
- * must not wait for it (rec_release() only tries it).
+ * runs the reclaim queue copied from the parent, which holds A's sweep:
+ * it may find A's writer lock held by the frozen writer, and must not
+ * wait for it (cow_sweep() only tries it).
  */
 struct flat_writer {
 	struct ps_store *s;

@@ -19,11 +19,10 @@ struct store_readers {
 
 /*
  * ps_set_alloc_ops() after every store is destroyed and ps_rcu_barrier():
- * nothing the old allocator gave is left for the new one to free.  A
- * writer thread that stays alive keeps spare ranges between its sets, and
- * released chunks wait in the flavour's depot; ps_set_alloc_ops() gives
- * both back to the allocator they came from, taking the depot's lock
- * (which the reclaim thread may hold, emptying it) rather than trying it.
+ * nothing the old allocator gave is left for the new one to free.  The
+ * store keeps spare ranges and full leaves between its sets, which its
+ * writer thread outlives here: its destroy frees them, and
+ * ps_rcu_barrier() waits for what its sets retired.
  */
 struct spares_writer {
 	struct ps_store *s;
@@ -210,7 +209,7 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
  * cow_update()): once the section is over, later sets must release it,
  * and ps_store_memory() must count it meanwhile.
  */
-RCU_TEST(stalled_records_released_by_later_sets, .timeout = 60)
+RCU_TEST(stalled_log_released_by_later_sets, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *p = ps_test_bind(1), *q = ps_test_bind(2);
@@ -243,7 +242,7 @@ RCU_TEST(stalled_records_released_by_later_sets, .timeout = 60)
 }
 
 /* ps_store_memory() counts every range the store holds, stalled ones too. */
-RCU_TEST(memory_counts_stalled_records, .timeout = 60)
+RCU_TEST(memory_counts_stalled_log, .timeout = 60)
 {
 	struct ps_store *s = ps_store_create(*sync);
 	struct ps_policy *p = ps_test_bind(1);
@@ -265,8 +264,8 @@ RCU_TEST(memory_counts_stalled_records, .timeout = 60)
 	ps_policy_put(p);
 }
 
-/* Destroy and synchronize with stalled records: every reference dropped, nothing leaked. */
-RCU_TEST(destroy_with_stalled_records, .timeout = 60)
+/* Destroy and synchronize with a stalled log: every reference dropped, nothing leaked. */
+RCU_TEST(destroy_with_stalled_log, .timeout = 60)
 {
 	struct ps_policy *p = ps_test_bind(1);
 	int k;

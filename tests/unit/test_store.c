@@ -816,11 +816,12 @@ VARIANT_TEST(store, differential_windows_and_batches)
 }
 
 /*
- * Batches built to take many spares, on a tree large enough that an RCU
- * store's bound (ps_rtree_cow_need_many()) is not capped by the range
- * count: ops that add ranges later ops of the same batch erase, splits of
- * splits, a removal of everything the batch built, windows that repeat.
- * A bound too small aborts ("ran out of preallocated ranges").  A twin
+ * Batches built to take many spares, on a large tree: ops that add ranges
+ * later ops of the same batch erase, splits of splits, a removal of
+ * everything the batch built, windows that repeat.  Every variant takes
+ * the spares of a batch before it changes the tree (at most
+ * PSI_RANGETREE_SET_MAX_NEW an op); too few abort ("ran out of
+ * preallocated ranges").  A twin
  * store gets the same ops as single sets; the region they touched must be
  * the same in both.
  */
