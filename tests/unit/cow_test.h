@@ -29,14 +29,6 @@
 #include "testpoint.h"
 #include "testutil.h"
 
-/* Constants of src/sync/sync_cow-impl.h (not exported): keep in step. */
-#define COW_PENDING_MAX (1 << 18)
-#define COW_DEPOT_MAX 16384
-#define COW_REFILL 256
-#define COW_RECS_MAX 64
-/* A retire record: its header and slots, at most the size of 40 pointers. */
-#define COW_REC_BYTES (40 * sizeof(void *))
-
 /* Unused in a file of every-variant tests only. */
 static enum ps_sync rcu_syncs[] __attribute__((unused)) = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 
