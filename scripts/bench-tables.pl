@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # The tables of BENCHMARKS.md and README.md, and the plots beside the
-# results, made from the result files of scripts/bench-results.sh
+# results, made from the result files of scripts/bench.sh --results
 # (bench/results/NAME.jsonl: a header record naming the commit, the
 # machine and the command, then polstore-stress --json records).
 #
@@ -168,7 +168,7 @@ Command: `" . run($names[0])->{header}{command} . "`.
 
 " :
 		".
-Commands: `scripts/bench-results.sh --list`.
+Commands: `scripts/bench.sh --results --list`.
 
 ";
 	return $s;

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # One atomics vocabulary: the macros of include/polstore/static/atomic.h
 # (_PS_* in the public headers, their PSI_* names from src/util/compiler.h
-# in src/).  Check that no other file of src/ or include/ calls an atomic
+# in src/, tests/ and stress/).  Check that no other file of src/,
+# include/, tests/ or stress/ calls an atomic
 # builtin (__atomic_*, __ATOMIC_*, __sync_*), uses C11 <stdatomic.h> or
 # _Atomic, or liburcu's atomics and barriers (uatomic_*, CMM_LOAD_SHARED,
 # CMM_STORE_SHARED, CMM_ACCESS_ONCE, cmm_smp_*, cmm_barrier,
@@ -20,7 +21,7 @@ use warnings;
 my $home = "include/polstore/static/atomic.h";
 my $word = qr/\b(?:__atomic_\w+|__ATOMIC_\w+|__sync_\w+|_Atomic|uatomic_\w+|CMM_LOAD_SHARED|CMM_STORE_SHARED|CMM_ACCESS_ONCE|cmm_smp_\w+|cmm_barrier|rcu_dereference\w*|rcu_assign_pointer|rcu_xchg_pointer|rcu_cmpxchg_pointer)\b|<stdatomic\.h>/;
 my $bad = 0;
-my @files = sort grep { $_ ne $home } map { chomp; $_ } `find src include -name "*.[ch]"`;
+my @files = sort grep { $_ ne $home } map { chomp; $_ } `find src include tests stress -name "*.[ch]"`;
 for my $file (@files) {
 	open(my $fh, "<", $file) or die "$file: $!\n";
 	my $text = do { local $/; <$fh> };
@@ -36,7 +37,7 @@ for my $file (@files) {
 }
 if ($bad) {
 	print STDERR "check-atomics: $bad atomic access(es) outside $home: use its macros" .
-		" (PSI_* in src/, CONTRIBUTING.md)\n";
+		" (PSI_* of src/util/compiler.h in src/, tests/ and stress/; CONTRIBUTING.md)\n";
 	exit 1;
 }
 print scalar(@files), " files: every atomic access goes through $home\n";

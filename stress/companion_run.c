@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The runner the companion scenarios share (scn_companion.h): ranks and
+ * The runner the companion scenarios share (companion_run.h): ranks and
  * writers behind a gate for --duration, and the loop that measures every
  * setting x rank count x variant with interleaved repetitions and emits
  * each point's median.  It calls no scenario but through the point
@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scn_companion.h"
+#include "companion_run.h"
+#include "compiler.h"
 #include "stress.h"
 
 /* ---- a tiny runner: ranks and writers behind a gate, for a duration ---------- */
@@ -53,7 +54,7 @@ void crun_go(struct crun *r)
 	}
 	t_go = stress_gate_open(&r->gate, r->nranks + nw);
 	stress_sleep_until(t_go + (uint64_t)(stress_opts.duration_s * 1e9));
-	__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(r->stop, 1);
 	t_stop = stress_now_ns();
 	for (i = 0; i < r->nranks; i++)
 		pthread_join(r->ranks[i].th, NULL);

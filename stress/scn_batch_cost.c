@@ -25,11 +25,12 @@
  * B ops (the order of the two alternates), each timed whole in thread CPU
  * time.
  * Every set replaces one range: the count stays N, the tree's shape stays.
- * ps_store_synchronize() runs after each repetition only: it gives back
- * the spares an RCU store keeps beyond two sets' worth, and a batch of
- * B ops first makes its spares up to 2B (rs_spares(), src/sync), so a
- * synchronize every few thousand sets (as write-cost does) would time the
- * refill, not the batch.  Retired ranges still go to the reclaim thread.
+ * ps_store_synchronize() runs after each repetition only: it frees the
+ * spare ranges an RCU store keeps between its sets, and a batch takes as
+ * many as its ops may add (PSI_RANGETREE_SET_MAX_NEW an op) before it
+ * changes anything, so a synchronize every few thousand sets (as
+ * write-cost does) would time the refill, not the batch.  Retired ranges
+ * still go to the reclaim thread.
  * Reported per set: the singles' ns and the batch's ns, and their ratio
  * (median over --repeat repetitions of min(--duration, 0.1) s each).
  */

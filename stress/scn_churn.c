@@ -23,6 +23,7 @@
 #include <polstore/polstore.h>
 
 #include "churn.h"
+#include "compiler.h"
 #include "peer.h"
 #include "stress.h"
 
@@ -208,9 +209,9 @@ struct state {
 
 static inline struct state slot_state(const struct slot *sl)
 {
-	struct state st = {__atomic_load_n(&sl->start, __ATOMIC_RELAXED),
-			__atomic_load_n(&sl->end, __ATOMIC_RELAXED),
-			__atomic_load_n(&sl->value, __ATOMIC_RELAXED)};
+	struct state st = {PSI_READ_ONCE(sl->start),
+			PSI_READ_ONCE(sl->end),
+			PSI_READ_ONCE(sl->value)};
 
 	return st;
 }
@@ -306,18 +307,18 @@ static void sweep(struct point *pt)
 /* The writer's changes of a slot, between the two steps of its sequence count. */
 static inline void slot_begin(struct slot *sl)
 {
-	__atomic_store_n(&sl->seq, sl->seq + 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(sl->seq, sl->seq + 1);
 	/* The odd count is visible before the change can be: pairs with check_reader()'s fence. */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	PSI_FENCE(RELEASE);
 }
 
 static inline void slot_finish(struct slot *sl, uint64_t start, uint64_t end, uintptr_t value)
 {
-	__atomic_store_n(&sl->start, start, __ATOMIC_RELAXED);
-	__atomic_store_n(&sl->end, end, __ATOMIC_RELAXED);
-	__atomic_store_n(&sl->value, value, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(sl->start, start);
+	PSI_WRITE_ONCE(sl->end, end);
+	PSI_WRITE_ONCE(sl->value, value);
 	/* The change and the new state before the even count: pairs with the reader's acquire. */
-	__atomic_store_n(&sl->seq, sl->seq + 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(sl->seq, sl->seq + 1);
 }
 
 static inline void list_swap(struct point *pt, uint64_t i, uint64_t j)
@@ -382,7 +383,7 @@ static void *writer_main(void *arg)
 		o->thread_register();
 	stress_gate_wait(&pt->gate);
 	cpu0 = stress_thread_cpu_ns();
-	while (!__atomic_load_n(&pt->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(pt->stop)) {
 		churn_step(pt);
 		if (o->quiescent)
 			o->quiescent(pt->map);
@@ -407,7 +408,7 @@ static void reader_loop(struct worker *w)
 	uint64_t rng = w->seed, ops = 0, pages = pt->pages;
 	struct ps_peer_hit hit = {0, 0, 0};
 
-	while (!__atomic_load_n(&pt->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(pt->stop)) {
 		uint64_t idx = stress_below(&rng, pages);
 		bool found;
 
@@ -431,18 +432,18 @@ static void check_reader(struct worker *w)
 	uint64_t rng = w->seed, ops = 0;
 	struct ps_peer_hit hit = {0, 0, 0};
 
-	while (!__atomic_load_n(&pt->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(pt->stop)) {
 		uint64_t idx = stress_below(&rng, pt->pages);
 		struct slot *sl = &pt->slots[idx >> pt->shift];
-		uint32_t seq = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
+		uint32_t seq = PSI_LOAD_ACQUIRE(sl->seq);
 		struct state st = slot_state(sl);
 		bool found = lookup(pt, idx, &hit);
 
 		/* The lookup's loads come before the count's second load (see slot_begin()). */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		PSI_FENCE(ACQUIRE);
 		if (found)
 			check_hit(pt, idx, &hit);
-		if (!(seq & 1) && __atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == seq) {
+		if (!(seq & 1) && PSI_READ_ONCE(sl->seq) == seq) {
 			check_exact(pt, idx, &st, found, &hit);
 			w->checked++;
 		}
@@ -578,7 +579,7 @@ static struct result run_point(const struct churn_map *m, uint64_t n, unsigned s
 	stress_gp_mark(&gm);
 	t_go = stress_gate_open(&pt->gate, nthreads);
 	stress_sleep_until(t_go + (uint64_t)(seconds * 1e9));
-	__atomic_store_n(&pt->stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(pt->stop, 1);
 	t_stop = stress_now_ns();
 	stress_gp_read(&gm, &r.gp_per_sec, &r.inflight_peak);
 	for (i = 0; i < nthreads; i++) {

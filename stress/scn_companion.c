@@ -52,7 +52,8 @@
 
 #include <polstore/polstore.h>
 
-#include "scn_companion.h"
+#include "companion_run.h"
+#include "scn_css_walk.h"
 #include "stress.h"
 
 static const char *const memcg_variants[] = {"spin", "seqlock", "atomic", "stock", "stock:private"};

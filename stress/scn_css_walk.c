@@ -17,7 +17,9 @@
 
 #include <polstore/polstore.h>
 
-#include "scn_companion.h"
+#include "companion_run.h"
+#include "compiler.h"
+#include "scn_css_walk.h"
 #include "stress.h"
 
 static const char *const walk_variants[] = {"spin", "rwlock", "rcu"};
@@ -59,11 +61,10 @@ static void wobj_free(void *p)
 
 	/* After the grace period no reader may see it: poison it and keep the memory. */
 	o->magic = OBJ_DEAD;
-	head = __atomic_load_n(&walk_cur->graveyard, __ATOMIC_RELAXED);
+	head = PSI_READ_ONCE(walk_cur->graveyard);
 	do
 		o->next_dead = head;
-	while (!__atomic_compare_exchange_n(
-			&walk_cur->graveyard, &head, o, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	while (!PSI_TRY_CMPXCHG_WEAK(walk_cur->graveyard, &head, o, RELEASE, RELAXED));
 }
 
 static void *walk_rank(void *arg)
@@ -81,7 +82,7 @@ static void *walk_rank(void *arg)
 
 		ps_idmap_read_lock(w->map);
 		for (id = 0; (o = ps_idmap_get_next(w->map, &id)); id++) {
-			int oid = __atomic_load_n(&o->id, __ATOMIC_ACQUIRE);
+			int oid = PSI_LOAD_ACQUIRE(o->id);
 
 			if ((oid != id && oid != -1) || o->magic != OBJ_LIVE || id <= prev)
 				stress_fail("VALIDATION FAILED: css-walk %s: id %d gave an object "
@@ -131,7 +132,7 @@ static void *walk_writer(void *arg)
 		if (t1 - t0 > t->max_wait_ns)
 			t->max_wait_ns = t1 - t0;
 		if (!ret) {
-			__atomic_fetch_sub(&w->expected, 1, __ATOMIC_RELAXED);
+			PSI_FETCH_SUB(w->expected, 1, RELAXED);
 			if (old->id != victim)
 				stress_fail("VALIDATION FAILED: css-walk %s: removing id %d "
 					    "returned "
@@ -150,8 +151,8 @@ static void *walk_writer(void *arg)
 			stress_fail("css-walk: ps_idmap_alloc: %s", strerror(-ret));
 		if (t1 - t0 > t->max_wait_ns)
 			t->max_wait_ns = t1 - t0;
-		__atomic_store_n(&o->id, id, __ATOMIC_RELEASE);
-		__atomic_fetch_add(&w->expected, 1, __ATOMIC_RELAXED);
+		PSI_STORE_RELEASE(o->id, id);
+		PSI_FETCH_ADD(w->expected, 1, RELAXED);
 		t->ops++;
 	}
 	return NULL;

@@ -31,6 +31,7 @@
 
 #include <polstore/polstore.h>
 
+#include "compiler.h"
 #include "stress.h"
 
 #define MANY_SLOTS 16       /* ranges a store holds at most */
@@ -153,7 +154,7 @@ static void *many_reader(void *arg)
 	if (qsbr)
 		ps_qsbr_thread_online();
 	stress_gate_wait(&m->gate);
-	while (!__atomic_load_n(&m->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(m->stop)) {
 		int i;
 
 		for (i = 0; i < 256; i++) {
@@ -162,7 +163,7 @@ static void *many_reader(void *arg)
 			int node = ps_store_lookup_node(m->s[s], page, 0);
 
 			if (node != 0)
-				__atomic_store_n(&m->bad, 1, __ATOMIC_RELAXED);
+				PSI_WRITE_ONCE(m->bad, 1);
 			if (qsbr)
 				ps_qsbr_quiescent();
 		}
@@ -170,7 +171,7 @@ static void *many_reader(void *arg)
 	}
 	if (qsbr)
 		ps_qsbr_thread_offline();
-	__atomic_fetch_add(&m->lookups, n, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(m->lookups, n, RELAXED);
 	return NULL;
 }
 
@@ -182,14 +183,14 @@ static void *many_writer(void *arg)
 
 	stress_gate_wait(&m->gate);
 	next = stress_now_ns();
-	while (!__atomic_load_n(&m->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(m->stop)) {
 		size_t s = stress_below(&rng, m->nstores);
 		unsigned k = (unsigned)stress_below(&rng, m->nslots[s]);
 		unsigned p = 1 + (unsigned)stress_below(&rng, MANY_POLS);
 
 		pthread_mutex_lock(&m->wlock);
 		if (many_set(m, s, k, p))
-			__atomic_store_n(&m->bad, 2, __ATOMIC_RELAXED);
+			PSI_WRITE_ONCE(m->bad, 2);
 		pthread_mutex_unlock(&m->wlock);
 		n++;
 		if (stress_opts.write_interval_ns) {
@@ -197,7 +198,7 @@ static void *many_writer(void *arg)
 			stress_sleep_until(next);
 		}
 	}
-	__atomic_fetch_add(&m->sets, n, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(m->sets, n, RELAXED);
 	return NULL;
 }
 
@@ -278,7 +279,7 @@ static void many_child(enum ps_sync sync, size_t nstores, struct many_result *r)
 		stress_thread_start(&ts[nr + t], many_writer, &m);
 	t0 = stress_gate_open(&m.gate, nr + nw);
 	stress_sleep_ns((uint64_t)(stress_opts.duration_s * 1e9));
-	__atomic_store_n(&m.stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(m.stop, 1);
 	for (t = 0; t < nr + nw; t++)
 		pthread_join(ts[t], NULL);
 	r->lookups_per_s = (double)m.lookups / ((double)(stress_now_ns() - t0) / 1e9);

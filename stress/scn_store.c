@@ -13,6 +13,7 @@
 
 #include <polstore/polstore.h>
 
+#include "compiler.h"
 #include "rangepool.h"
 #include "scn_store.h"
 #include "stress.h"
@@ -170,7 +171,7 @@ static void base_set(struct ctx *c, uint64_t start, uint64_t end, struct ps_poli
 {
 	struct psi_range_list spares = {NULL, 0, NULL}, removed = {NULL, 0, NULL};
 
-	/* As the library's locked_set(): allocate first, then change under the lock. */
+	/* As the library's locked_set_k(): allocate first, then change under the lock. */
 	if (psi_range_list_fill(&spares, PSI_RANGETREE_SET_MAX_NEW))
 		stress_die("out of memory");
 	if (c->v->kind == V_MUTEX)
@@ -232,7 +233,7 @@ static void *writer_main(void *arg)
 	stress_gate_wait(&c->gate);
 	next = stress_now_ns();
 	first_due = next + interval;
-	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+	while (!PSI_LOAD_ACQUIRE(c->stop)) {
 		uint64_t s, lo, hi, start, end, t0, t1;
 
 		if (interval) {
@@ -243,7 +244,7 @@ static void *writer_main(void *arg)
 				stress_sleep_until(next);
 			else
 				next = now; /* late: no burst to catch up */
-			if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
+			if (PSI_LOAD_ACQUIRE(c->stop))
 				break;
 		}
 		/* --batch N: N such sets in one ps_store_set_many() (baselines: one after another). */
@@ -310,7 +311,7 @@ struct writer *writers_run(
 	}
 	*t_go = stress_gate_open(&c->gate, nranks + nwriters);
 	stress_sleep_until(*t_go + (uint64_t)(stress_opts.duration_s * 1e9));
-	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(c->stop, 1);
 	*t_stop = stress_now_ns();
 	return writers;
 }

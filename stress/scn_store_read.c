@@ -17,6 +17,7 @@
 #include <polstore/polstore.h>
 #include <polstore/static/lookup.h> /* the :inline forms call its functions directly */
 
+#include "compiler.h"
 #include "scn_store.h"
 #include "stress.h"
 
@@ -226,7 +227,7 @@ static ALWAYS_INLINE void rank_loop(struct rank *rk, enum lookup k, bool qsbr)
 	int node = 0;
 	struct ps_policy_view view = PS_POLICY_VIEW_INIT(1);
 
-	while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(c->stop)) {
 		uint64_t page = next_page(c, &rng, &seq);
 
 		if (!(ops & STRESS_SAMPLE_MASK)) {

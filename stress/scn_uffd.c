@@ -42,6 +42,7 @@
 
 #include <polstore/polstore.h>
 
+#include "compiler.h"
 #include "stress.h"
 
 #define SCENARIO "uffd-fault"
@@ -169,10 +170,10 @@ static void *urank_main(void *arg)
 	for (;;) {
 		int gen;
 
-		while ((gen = __atomic_load_n(&r->gen, __ATOMIC_ACQUIRE)) == seen)
+		while ((gen = PSI_LOAD_ACQUIRE(r->gen)) == seen)
 			futex_wait(&r->gen, seen);
 		seen = gen;
-		if (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE))
+		if (PSI_LOAD_ACQUIRE(r->stop))
 			return NULL;
 		for (uint64_t i = (uint64_t)k->index; i < r->pages; i += (uint64_t)r->ranks) {
 			const volatile uint64_t *p = (const uint64_t *)(r->base + i * r->psz);
@@ -184,7 +185,7 @@ static void *urank_main(void *arg)
 			stress_hist_add(&k->hist, t1 - t0);
 			k->faults++;
 		}
-		if (__atomic_sub_fetch(&r->left, 1, __ATOMIC_ACQ_REL) == 0)
+		if (PSI_SUB_FETCH(r->left, 1, ACQ_REL) == 0)
 			futex_wake(&r->left);
 	}
 }
@@ -194,7 +195,7 @@ static void *uwriter_main(void *arg)
 	struct urun *r = arg;
 	uint64_t rnd = r->seed | 1, next = stress_now_ns();
 
-	while (!__atomic_load_n(&r->writer_stop, __ATOMIC_ACQUIRE)) {
+	while (!PSI_LOAD_ACQUIRE(r->writer_stop)) {
 		uint64_t a = stress_below(&rnd, r->pages), b = stress_below(&rnd, r->pages);
 		struct ps_policy *pol = r->pool->pol[stress_below(&rnd, (uint64_t)r->pool->n)];
 
@@ -280,11 +281,11 @@ static void measure(const struct uvariant *v, int ranks, int resolvers, struct u
 		uint64_t t0, t1;
 		int left;
 
-		__atomic_store_n(&run.left, ranks, __ATOMIC_RELAXED);
+		PSI_WRITE_ONCE(run.left, ranks);
 		t0 = stress_now_ns();
-		__atomic_add_fetch(&run.gen, 1, __ATOMIC_RELEASE);
+		PSI_ADD_FETCH(run.gen, 1, RELEASE);
 		futex_wake(&run.gen);
-		while ((left = __atomic_load_n(&run.left, __ATOMIC_ACQUIRE)) != 0)
+		while ((left = PSI_LOAD_ACQUIRE(run.left)) != 0)
 			futex_wait(&run.left, left);
 		t1 = stress_now_ns();
 		touch_ns += t1 - t0;
@@ -303,13 +304,13 @@ static void measure(const struct uvariant *v, int ranks, int resolvers, struct u
 		if (madvise(run.base, len, MADV_DONTNEED))
 			stress_die("uffd-fault: madvise: %s", strerror(errno));
 	}
-	__atomic_store_n(&run.stop, 1, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&run.gen, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(run.stop, 1);
+	PSI_ADD_FETCH(run.gen, 1, RELEASE);
 	futex_wake(&run.gen);
 	for (int i = 0; i < ranks; i++)
 		pthread_join(t[i], NULL);
 	if (writer) {
-		__atomic_store_n(&run.writer_stop, 1, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(run.writer_stop, 1);
 		pthread_join(wt, NULL);
 	}
 	t_w1 = stress_now_ns();

@@ -12,6 +12,7 @@
 
 #include <polstore/polstore.h>
 
+#include "compiler.h"
 #include "scn_store.h"
 #include "stress.h"
 
@@ -125,7 +126,7 @@ static void *win_main(void *arg)
 	if (qsbr)
 		ps_qsbr_thread_online();
 	t0 = stress_thread_cpu_ns();
-	while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(c->stop)) {
 		unsigned i;
 
 		for (i = 0; i <= WIN_CHECK_MASK; i++) {

@@ -22,6 +22,7 @@
 
 #include <polstore/polstore.h>
 
+#include "compiler.h"
 #include "stress.h"
 
 struct stress_opts stress_opts;
@@ -157,8 +158,8 @@ void stress_gate_destroy(struct stress_gate *g)
 
 void stress_gate_wait(struct stress_gate *g)
 {
-	__atomic_fetch_add(&g->ready, 1, __ATOMIC_RELEASE);
-	while (!__atomic_load_n(&g->go, __ATOMIC_ACQUIRE))
+	PSI_FETCH_ADD(g->ready, 1, RELEASE);
+	while (!PSI_LOAD_ACQUIRE(g->go))
 		syscall(SYS_futex, &g->go, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
 }
 
@@ -166,14 +167,14 @@ uint64_t stress_gate_open(struct stress_gate *g, int nthreads)
 {
 	uint64_t t;
 
-	while (__atomic_load_n(&g->ready, __ATOMIC_ACQUIRE) < nthreads)
+	while (PSI_LOAD_ACQUIRE(g->ready) < nthreads)
 		stress_sleep_ns(100000);
 	/*
 	 * The time is taken before the release: the woken threads may preempt
 	 * this one for a long while (seconds with 1024 ranks on 2 CPUs).
 	 */
 	t = stress_now_ns();
-	__atomic_store_n(&g->go, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(g->go, 1);
 	syscall(SYS_futex, &g->go, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 	return t;
 }
@@ -200,7 +201,7 @@ static __thread int count_slot = -1;
 static long *count_mine(void)
 {
 	if (count_slot < 0)
-		count_slot = (int)(__atomic_fetch_add(&count_next_slot, 1, __ATOMIC_RELAXED) %
+		count_slot = (int)(PSI_FETCH_ADD(count_next_slot, 1, RELAXED) %
 				   COUNT_SLOTS);
 	return &live_bytes[count_slot].bytes;
 }
@@ -211,7 +212,7 @@ static void *count_alloc(size_t size, void *ctx)
 
 	(void)ctx;
 	if (p)
-		__atomic_fetch_add(count_mine(), (long)malloc_usable_size(p), __ATOMIC_RELAXED);
+		PSI_FETCH_ADD(*(count_mine()), (long)malloc_usable_size(p), RELAXED);
 	return p;
 }
 
@@ -219,7 +220,7 @@ static void count_free(void *p, void *ctx)
 {
 	(void)ctx;
 	if (p)
-		__atomic_fetch_sub(count_mine(), (long)malloc_usable_size(p), __ATOMIC_RELAXED);
+		PSI_FETCH_SUB(*(count_mine()), (long)malloc_usable_size(p), RELAXED);
 	free(p);
 }
 
@@ -240,14 +241,14 @@ static void *count_chunk_alloc(size_t size, size_t align, void *ctx)
 		munmap(m, start - raw);
 	if (raw + span > start + size)
 		munmap((void *)(start + size), raw + span - (start + size));
-	__atomic_fetch_add(count_mine(), (long)size, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(*(count_mine()), (long)size, RELAXED);
 	return (void *)start;
 }
 
 static void count_chunk_free(void *p, size_t size, void *ctx)
 {
 	(void)ctx;
-	__atomic_fetch_sub(count_mine(), (long)size, __ATOMIC_RELAXED);
+	PSI_FETCH_SUB(*(count_mine()), (long)size, RELAXED);
 	munmap(p, size);
 }
 
@@ -299,7 +300,7 @@ size_t stress_live_bytes(void)
 	long sum = 0;
 
 	for (int i = 0; i < COUNT_SLOTS; i++)
-		sum += __atomic_load_n(&live_bytes[i].bytes, __ATOMIC_RELAXED);
+		sum += PSI_READ_ONCE(live_bytes[i].bytes);
 	return sum > 0 ? (size_t)sum : 0;
 }
 

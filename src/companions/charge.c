@@ -32,11 +32,13 @@
 
 #include <polstore/charge.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "compiler.h"
 #include "names.h"
 #include "seqcount.h"
 #include "spinlock.h"
+#include "thread_index.h"
 
 struct charge_stock_slot {
 	long nr;

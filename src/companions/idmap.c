@@ -42,6 +42,7 @@
 
 #include <polstore/idmap.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "compiler.h"
 #include "held.h"

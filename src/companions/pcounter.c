@@ -32,10 +32,12 @@
 
 #include <polstore/pcounter.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "compiler.h"
 #include "names.h"
 #include "spinlock.h"
+#include "thread_index.h"
 
 struct pcounter_slot {
 	int64_t delta;

@@ -41,9 +41,6 @@
 #include "compiler.h"
 #include "rcu_reclaim.h"
 
-/* No work for this long after some: the on-idle function runs. */
-#define PSI_RECLAIM_IDLE_NS 20000000L
-
 void (*psi_reclaim_test_hook)(void);
 
 /* The reclaimer whose release functions this thread runs now (under its @gp_lock). */
@@ -117,15 +114,13 @@ static bool has_work(struct psi_reclaimer *rc)
 
 /*
  * Under @lock: wait until there is work (true) or the thread must stop
- * (false).  After some work (@idle_due), the first wait is bounded: when it
- * times out with nothing queued, the on-idle function runs (without @lock).
- * With items to retry (@retry_pending, read under @gp_lock before), every
- * wait lasts at most PSI_RECLAIM_RETRY_NS, and its timing out returns true.
+ * (false).  With items to retry (@retry_pending, read under @gp_lock
+ * before), every wait lasts at most PSI_RECLAIM_RETRY_NS, and its timing
+ * out returns true.
  */
-static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_pending)
+static bool wait_for_work(struct psi_reclaimer *rc, bool retry_pending)
 {
 	for (;;) {
-		void (*on_idle)(void) = PSI_LOAD_ACQUIRE(rc->on_idle);
 		int timed_out = 0;
 
 		if (has_work(rc))
@@ -134,11 +129,11 @@ static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_p
 			return false;
 		PSI_STORE_SEQ_CST(rc->idle, PSI_RECLAIM_WAITING);
 		if (!has_work(rc)) {
-			if (retry_pending || (*idle_due && on_idle)) {
+			if (retry_pending) {
 				struct timespec ts;
 
 				clock_gettime(CLOCK_REALTIME, &ts);
-				ts.tv_nsec += retry_pending ? PSI_RECLAIM_RETRY_NS : PSI_RECLAIM_IDLE_NS;
+				ts.tv_nsec += PSI_RECLAIM_RETRY_NS;
 				if (ts.tv_nsec >= 1000000000L) {
 					ts.tv_sec++;
 					ts.tv_nsec -= 1000000000L;
@@ -150,30 +145,14 @@ static bool wait_for_work(struct psi_reclaimer *rc, bool *idle_due, bool retry_p
 			}
 		}
 		PSI_WRITE_ONCE(rc->idle, 0);
-		if (timed_out && !has_work(rc)) {
-			if (*idle_due && on_idle) {
-				*idle_due = false;
-				pthread_mutex_unlock(&rc->lock);
-				on_idle();
-				pthread_mutex_lock(&rc->lock);
-			}
-			if (retry_pending)
-				return true;
-		}
+		if (timed_out && !has_work(rc))
+			return true;
 	}
 }
 
 bool psi_reclaim_is_self(struct psi_reclaimer *rc)
 {
 	return releasing == rc;
-}
-
-void psi_reclaim_on_idle(struct psi_reclaimer *rc, void (*fn)(void))
-{
-	/* An atomic word (helgrind and DRD see plain accesses), maybe before the thread starts. */
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
-	if (PSI_READ_ONCE(rc->on_idle) != fn)
-		PSI_STORE_RELEASE(rc->on_idle, fn);
 }
 
 /*
@@ -316,7 +295,6 @@ static void *reclaim_thread(void *arg)
 	struct psi_reclaimer *rc = arg;
 	struct sched_param sp = { .sched_priority = 0 };
 	uint64_t last_gp = 0;
-	bool idle_due = false;
 
 	/* The thread's start-up (its stack, its TLS, a sanitizer's records) is done. */
 	PSI_STORE_RELEASE(rc->running, true);
@@ -336,7 +314,7 @@ static void *reclaim_thread(void *arg)
 		retry = rc->retry != NULL;
 		pthread_mutex_unlock(&rc->gp_lock);
 		pthread_mutex_lock(&rc->lock);
-		if (!wait_for_work(rc, &idle_due, retry)) {
+		if (!wait_for_work(rc, retry)) {
 			pthread_mutex_unlock(&rc->lock);
 			return NULL;
 		}
@@ -349,7 +327,6 @@ static void *reclaim_thread(void *arg)
 		last_gp = psi_reclaim_now_ns();
 		grace_period(rc);
 		pthread_mutex_unlock(&rc->gp_lock);
-		idle_due = true;
 	}
 }
 
@@ -373,7 +350,6 @@ static bool reclaim_start(struct psi_reclaimer *rc)
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->gp_ended, sizeof(rc->gp_ended));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->polled, sizeof(rc->polled));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->urgent, sizeof(rc->urgent));
-		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->on_idle, sizeof(rc->on_idle));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->started, sizeof(rc->started));
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&rc->running, sizeof(rc->running));
 		/* The application's signals are not ours to take. */
@@ -551,11 +527,6 @@ int psi_reclaim_defer_weighed(struct psi_reclaimer *rc, struct psi_reclaim_item 
 int psi_reclaim_defer_now(struct psi_reclaimer *rc, struct psi_reclaim_item *item, size_t weight)
 {
 	return defer(rc, item, weight, true);
-}
-
-int psi_reclaim_defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item)
-{
-	return defer(rc, item, 0, false);
 }
 
 int psi_reclaim_poll_weigh(struct psi_reclaimer *rc, size_t weight)

@@ -103,7 +103,6 @@ struct psi_reclaimer {
 	bool running;                  /* atomic: the thread reached its own code (see fork) */
 	uint64_t created_ns;           /* when the thread was created (psi_reclaim_now_ns()) */
 	bool stop;                     /* the library is being unloaded: the thread exits */
-	void (*on_idle)(void);         /* atomic: see psi_reclaim_on_idle() */
 	pthread_t thread;
 };
 
@@ -119,24 +118,18 @@ struct psi_reclaimer {
 	}
 
 /**
- * psi_reclaim_defer() - run @item->release after a grace period of @rc's flavour
+ * psi_reclaim_defer_weighed() - run @item->release after a grace period of
+ * @rc's flavour; the item frees @weight bytes
  *
+ * The weight counts in psi_reclaim_pending() until the item is released;
+ * the grace period starts early once the weight queued reaches
+ * PSI_RECLAIM_BATCH_BYTES.
  * Context: any thread, registered or not, inside a read-side section too:
  * never waits for a grace period nor for the reclaim thread (lock-free,
  * but for the first call, which starts the thread).
  * Return: 0, or -EAGAIN when no reclaim thread could be started: nothing
  * was queued, and the caller must wait for a grace period itself (or keep
  * the item for later).
- */
-int psi_reclaim_defer(struct psi_reclaimer *rc, struct psi_reclaim_item *item);
-
-/**
- * psi_reclaim_defer_weighed() - psi_reclaim_defer() of an item that frees @weight bytes
- *
- * The weight counts in psi_reclaim_pending() until the item is released;
- * the grace period starts early once the weight queued reaches
- * PSI_RECLAIM_BATCH_BYTES.
- * Context and return: as psi_reclaim_defer().
  */
 int psi_reclaim_defer_weighed(struct psi_reclaimer *rc, struct psi_reclaim_item *item,
 		size_t weight);
@@ -146,7 +139,7 @@ int psi_reclaim_defer_weighed(struct psi_reclaimer *rc, struct psi_reclaim_item 
  * for everything queued as soon as PSI_RECLAIM_PERIOD_NS allows
  *
  * For an item whose release somebody is waiting for (a deferred destroy).
- * Context and return: as psi_reclaim_defer().
+ * Context and return: as psi_reclaim_defer_weighed().
  */
 int psi_reclaim_defer_now(struct psi_reclaimer *rc, struct psi_reclaim_item *item,
 		size_t weight);
@@ -284,17 +277,6 @@ bool psi_reclaim_start_overdue(uint64_t created_ns);
  * released already
  */
 bool psi_reclaim_is_self(struct psi_reclaimer *rc);
-
-/**
- * psi_reclaim_on_idle() - have @fn run on @rc's thread once it has had no
- * work for PSI_RECLAIM_IDLE_NS after some (to give back caches when the
- * writers stop)
- *
- * One function per reclaimer: a later call replaces it.  @fn runs without
- * the reclaimer's locks and must not wait for the reclaim thread.
- * Context: any thread; lock-free.
- */
-void psi_reclaim_on_idle(struct psi_reclaimer *rc, void (*fn)(void));
 
 /*
  * fork() handlers, called by rcu_thread.c's (which orders them with its

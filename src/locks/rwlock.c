@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "rwlock.h"
+#include "thread_index.h"
 
 void psi_rwlock_init(struct psi_rwlock *l)
 {

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "chunk.h"
 #include "compiler.h"

@@ -21,6 +21,9 @@
 
 #include <polstore/static/index.h>
 
+/* A node the pool does not serve comes from psi_alloc() and is charged as it says. */
+#include "alloc_internal.h"
+
 struct psi_ix_pool;
 
 /* Index bytes at which the pool starts serving a store's nodes (it stops below half). */

@@ -13,6 +13,7 @@
 
 #include <polstore/static/policy.h>
 
+#include "alloc_internal.h"
 #include "compiler.h"
 #include "rangeindex.h"
 #include "rangeindex_node.h"

@@ -13,6 +13,7 @@
 
 #include <polstore/policy.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "compiler.h"
 #include "names.h"

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "alloc_internal.h"
 #include "compiler.h"
 #include "policy_internal.h"
 #include "rangepool.h"
@@ -69,15 +70,5 @@ void psi_range_list_splice(struct psi_range_list *dst, struct psi_range_list *sr
 	dst->head = src->head;
 	dst->n += src->n;
 	*src = (struct psi_range_list){ NULL, 0, NULL };
-}
-
-void psi_range_list_put_policies(struct psi_range_list *list)
-{
-	struct ps_range *r;
-
-	for (r = list->head; r; r = r->next_free) {
-		psi_policy_store_put(r->pol);
-		r->pol = NULL;
-	}
 }
 

@@ -47,7 +47,5 @@ void psi_range_list_move(struct psi_range_list *dst, struct psi_range_list *src,
 /** psi_range_list_splice() - move all of @src onto @dst in O(1). */
 void psi_range_list_splice(struct psi_range_list *dst, struct psi_range_list *src);
 
-/** psi_range_list_put_policies() - put each range's policy; the ranges stay, without one. */
-void psi_range_list_put_policies(struct psi_range_list *list);
 
 #endif /* POLSTORE_SRC_RANGEPOOL_H */

@@ -25,11 +25,13 @@
 #include <polstore/attach.h>
 #include <polstore/store.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "attach_internal.h"
 #include "check.h"
 #include "held.h"
 #include "store_internal.h"
+#include "store_tag.h"
 
 struct attach {
 	struct attach *next;

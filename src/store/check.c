@@ -35,7 +35,7 @@
  * the mode off.
  *
  * The thread records and the watchdog are check_thread.c's
- * (check_internal.h); this file wraps a store's operations.
+ * (check_thread.h); this file wraps a store's operations.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -52,10 +52,12 @@
 
 #include <urcu/list.h>
 
+#include "alloc_internal.h"
 #include "check.h"
-#include "check_internal.h"
+#include "check_thread.h"
 #include "held.h"
 #include "store_internal.h"
+#include "store_tag.h"
 #include "variants.h"
 
 #define PSI_CHK_GRAVES 64       /* destroyed stores kept poisoned */

@@ -15,7 +15,6 @@
 
 #include <stdbool.h>
 
-#include "compiler.h"
 
 struct ps_store;
 
@@ -27,12 +26,6 @@ extern bool psi_checking;
  * -ENOMEM (@s unchanged).
  */
 int psi_check_store(struct ps_store *s);
-
-/* In a checked store's tag: a variant byte no inlined reader knows, so every read reaches the wrappers. */
-#define PSI_STORE_TAG_CHECKED 0x80u
-
-/* The first word of a checked store once it is destroyed (store.c checks it where no op runs). */
-#define PSI_STORE_TAG_DEAD 0xdead57feu
 
 /* A call on a destroyed checked store (@call names it): a message, and abort(). */
 __attribute__((noreturn, cold)) void psi_check_dead(const struct ps_store *s, const char *call);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * The checking mode's thread records and its deadlock watchdog
- * (check_internal.h; check.c says what the mode checks).
+ * (check_thread.h; check.c says what the mode checks).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,9 +18,9 @@
 
 #include <urcu/list.h>
 
-#include "check.h"
-#include "check_internal.h"
+#include "check_thread.h"
 #include "held.h"
+#include "store_tag.h"
 #include "variants.h"
 
 #define PSI_CHK_SCAN_MS 100     /* the watchdog's period */

@@ -37,6 +37,7 @@
 #include <polstore/static/lookup.h>
 #include <polstore/static/policy.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "compiler.h"
 #include "counts_internal.h"

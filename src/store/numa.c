@@ -22,6 +22,7 @@
 
 #include <polstore/numa.h>
 
+#include "alloc_internal.h"
 #include "compiler.h"
 #include "policy_internal.h"
 

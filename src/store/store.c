@@ -13,6 +13,7 @@
 
 #include <polstore/static/lookup.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "attach_internal.h"
 #include "check.h"
@@ -21,6 +22,7 @@
 #include "rcu_reclaim.h"
 #include "rcu_thread.h"
 #include "store_internal.h"
+#include "store_tag.h"
 #include "subscribe_internal.h"
 #include "variants.h"
 

@@ -30,6 +30,7 @@
 
 #include <polstore/subscribe.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "compiler.h"
 #include "spinlock.h"

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 
+#include "alloc_internal.h"
 #include "compiler.h"
 #include "rcu_reclaim.h"
 #include "retire_log.h"

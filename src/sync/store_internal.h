@@ -11,6 +11,7 @@
 #include <polstore/store.h>
 #include <polstore/static/store.h>
 
+#include "alloc_internal.h"
 #include "lstat.h"
 #include "policy_internal.h"
 #include "rangetree.h"

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 
+#include "alloc_internal.h"
 #include "held.h"
 #include "lock.h"
 #include "store_internal.h"

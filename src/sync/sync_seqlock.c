@@ -32,6 +32,7 @@
 #include <limits.h>
 #include <pthread.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "held.h"
 #include "rcu_memb.h"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The allocator every polstore object comes from (polstore/alloc.h), and
- * the per-thread index of compiler.h.
+ * The allocator every polstore object comes from (polstore/alloc.h,
+ * alloc_internal.h), and the test points of testpoint.h.
  *
  * The hooks are read without synchronisation: ps_set_alloc_ops() may only be
  * called while no other thread is inside polstore, so the caller's own
@@ -14,6 +14,7 @@
 
 #include <polstore/alloc.h>
 
+#include "alloc_internal.h"
 #include "chunk.h"
 #include "compiler.h"
 #include "testpoint.h"
@@ -42,24 +43,10 @@ const struct ps_alloc_ops *psi_alloc_ops(void)
 	return &ps_alloc_ops;
 }
 
-static void (*psi_alloc_caches[PSI_ALLOC_CACHES])(void);
-static unsigned psi_alloc_ncaches;
-
-void psi_alloc_cache_add(void (*flush)(void))
-{
-	if (psi_alloc_ncaches < PSI_ALLOC_CACHES)
-		psi_alloc_caches[psi_alloc_ncaches++] = flush;
-}
-
 int ps_set_alloc_ops(const struct ps_alloc_ops *ops)
 {
-	unsigned i;
-
 	if (ops && (!ops->alloc || !ops->free || !ops->chunk_alloc != !ops->chunk_free))
 		return -EINVAL;
-	/* What the caches hold goes back to the hooks it came from. */
-	for (i = 0; i < psi_alloc_ncaches; i++)
-		psi_alloc_caches[i]();
 	if (!ops) {
 		ps_alloc_ops.alloc = psi_default_alloc;
 		ps_alloc_ops.free = psi_default_free;
@@ -146,17 +133,6 @@ void psi_free_aligned(void *ptr)
 		return; /* the checking mode keeps it (check.c) */
 	if (ptr)
 		psi_free(((void **)ptr)[-1]);
-}
-
-/* Thread indices (compiler.h); -1 until the thread first asks. */
-__thread int _ps_thread_idx __attribute__((tls_model("initial-exec"))) = -1;
-static unsigned psi_thread_next_idx;
-
-int _ps_thread_index_slow(void)
-{
-	_ps_thread_idx = (int)(PSI_FETCH_ADD(psi_thread_next_idx, 1, RELAXED) &
-			       0x7fffffff);
-	return _ps_thread_idx;
 }
 
 /* Test points (testpoint.h): set by tests only. */

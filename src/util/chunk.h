@@ -37,9 +37,6 @@ void psi_chunk_free(void *ptr, size_t size, const struct psi_chunk_src *src);
 void *psi_chunk_map(size_t size, size_t align, void *ctx);
 void psi_chunk_unmap(void *ptr, size_t size, void *ctx);
 
-/* The allocator installed now (alloc.c). */
-const struct ps_alloc_ops *psi_alloc_ops(void);
-
 /* Tests: the default hook's mapping fails while set. */
 extern bool psi_chunk_map_refused;
 

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <stddef.h>
 
-#include <polstore/export.h>
 #include <polstore/static/atomic.h>
 
 /* Loads and stores; the name gives the order. */
@@ -68,53 +67,11 @@ static inline void psi_cpu_relax(void)
 #endif
 }
 
-/*
- * A small number for the calling thread, handed out 0, 1, 2, ... in the
- * order threads first ask, and fixed for the thread's life.  Per-thread slot
- * arrays index with `psi_thread_index() % NSLOTS`, so the first NSLOTS
- * threads never share a slot (a hash of the thread id could collide).
- * Exported: the inline read side's striped counts use it without rseq
- * (polstore/static/policy.h).
- */
-PS_API extern __thread int _ps_thread_idx __attribute__((tls_model("initial-exec")));
-PS_API int _ps_thread_index_slow(void);
-
-static inline unsigned psi_thread_index(void)
-{
-	int i = _ps_thread_idx;
-
-	return (unsigned)(psi_likely(i >= 0) ? i : _ps_thread_index_slow());
-}
-
 /* A constructor's failure: errno = @err, and NULL to return (CONTRIBUTING.md, errors). */
 static inline void *psi_err_null(int err)
 {
 	errno = err;
 	return NULL;
 }
-
-/* Allocation through the hooks of polstore/alloc.h. */
-void *psi_alloc(size_t size);
-void *psi_zalloc(size_t size);
-void psi_free(void *ptr);
-void *psi_zalloc_aligned(size_t size);
-void psi_free_aligned(void *ptr);
-/*
- * Bytes a block of @size holds of the process, as ps_store_memory()
- * counts it: the chunk glibc's malloc() makes for it, header and rounding
- * in, whichever allocator is installed.  Any thread; a pure function.
- */
-size_t psi_alloc_charge(size_t size);
-/* The same for a block of psi_zalloc_aligned(@size). */
-size_t psi_alloc_charge_aligned(size_t size);
-/*
- * A cache of memory from the hooks (RCU stores' spares): ps_set_alloc_ops()
- * calls @flush, which gives all of it back, before it installs other hooks.
- * At load time (a constructor); at most PSI_ALLOC_CACHES of them.
- */
-#define PSI_ALLOC_CACHES 4
-void psi_alloc_cache_add(void (*flush)(void));
-/* A block psi_free_aligned() leaves alone on this thread (the checking mode's graves). */
-extern __thread void *psi_free_keep __attribute__((tls_model("initial-exec")));
 
 #endif /* POLSTORE_SRC_COMPILER_H */

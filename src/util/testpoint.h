@@ -12,7 +12,7 @@
 #include "compiler.h"
 
 enum psi_test_point {
-	/* An RCU store's update built its index nodes and record, holding the writer lock. */
+	/* An RCU store's update built its index nodes and took its spares, holding the writer lock. */
 	PSI_TP_RCU_UPDATE_BUILT,
 	/* An RCU store's next() loaded the root and is about to walk from it. */
 	PSI_TP_RCU_NEXT_WALK,

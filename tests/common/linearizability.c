@@ -12,11 +12,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "compiler.h"
 #include "linearizability.h"
 #include "xorshift.h"
 
@@ -468,7 +468,7 @@ long ps_lin_check_windows(int npages, const struct ps_lin_initial *initial,
 
 /* ---- the workload ---- */
 
-static atomic_long lin_live; /* polstore allocations not yet freed */
+static long lin_live; /* polstore allocations not yet freed */
 
 static void *lin_alloc(size_t size, void *ctx)
 {
@@ -476,14 +476,14 @@ static void *lin_alloc(size_t size, void *ctx)
 
 	(void)ctx;
 	if (p)
-		atomic_fetch_add_explicit(&lin_live, 1, memory_order_relaxed);
+		PSI_FETCH_ADD(lin_live, 1, RELAXED);
 	return p;
 }
 
 static void lin_free(void *p, void *ctx)
 {
 	(void)ctx;
-	atomic_fetch_sub_explicit(&lin_live, 1, memory_order_relaxed);
+	PSI_FETCH_SUB(lin_live, 1, RELAXED);
 	free(p);
 }
 
@@ -495,20 +495,20 @@ struct lin_run {
 	const struct ps_lin_config *cfg;
 	struct ps_store *store;
 	int npages;
-	_Atomic uint64_t clock;
+	uint64_t clock;
 	uint64_t version_base;
 	struct ps_lin_write *writes;
 	long round_writes; /* writes per round at most, <= LIN_ROUND_WRITES */
-	atomic_long nwrites; /* slots claimed; may exceed round_writes */
-	atomic_long batches;
+	long nwrites; /* slots claimed; may exceed round_writes */
+	long batches;
 	struct ps_lin_lookup *lookups;
 	struct ps_lin_window *windows; /* [readers * quota], each reader's from id * quota */
 	/* [readers * quota * LIN_WINDOW_MAX], each reader's from id * quota * LIN_WINDOW_MAX */
 	uint64_t *wversions;
 	long quota; /* reads per reader this round */
-	atomic_int readers_left;
-	atomic_bool stop;
-	atomic_long errors;
+	int readers_left;
+	bool stop;
+	long errors;
 	pthread_barrier_t start;
 };
 
@@ -524,7 +524,7 @@ struct lin_thread {
 static inline uint64_t lin_tick(struct lin_run *run)
 {
 	/* seq_cst: the tick order extends the real-time order of the operations around it. */
-	return atomic_fetch_add(&run->clock, 1) + 1;
+	return PSI_FETCH_ADD(run->clock, 1, SEQ_CST) + 1;
 }
 
 /* A random write with @version (all but its interval); *@pol is what to set (NULL removes). */
@@ -558,7 +558,7 @@ static void *lin_writer(void *arg)
 	struct lin_run *run = t->run;
 
 	pthread_barrier_wait(&run->start);
-	while (!atomic_load_explicit(&run->stop, memory_order_relaxed)) {
+	while (!PSI_READ_ONCE(run->stop)) {
 		struct ps_policy *pols[LIN_BATCH_MAX] = { NULL };
 		struct ps_set_op ops[LIN_BATCH_MAX];
 		uint64_t r = ps_xorshift64s(&t->seed), begin, end;
@@ -566,7 +566,7 @@ static void *lin_writer(void *arg)
 		int m = !run->cfg->singles_only && r % 4 == 0 ?
 					2 + (int)((r >> 8) % (LIN_BATCH_MAX - 1)) :
 					1;
-		long slot = atomic_fetch_add(&run->nwrites, m);
+		long slot = PSI_FETCH_ADD(run->nwrites, m, SEQ_CST);
 		bool ok = true;
 		int j, ret;
 
@@ -584,7 +584,7 @@ static void *lin_writer(void *arg)
 			ops[j] = (struct ps_set_op){ w->first, (uint64_t)w->last + 1, pols[j] };
 		}
 		if (!ok) {
-			atomic_fetch_add(&run->errors, 1);
+			PSI_FETCH_ADD(run->errors, 1, SEQ_CST);
 			for (j = 0; j < m; j++)
 				ps_policy_put(pols[j]);
 			break;
@@ -596,14 +596,14 @@ static void *lin_writer(void *arg)
 			ret = ps_store_set(run->store, ops[0].start, ops[0].end, ops[0].pol);
 		end = lin_tick(run);
 		if (ret)
-			atomic_fetch_add(&run->errors, 1);
+			PSI_FETCH_ADD(run->errors, 1, SEQ_CST);
 		for (j = 0; j < m; j++) {
 			run->writes[slot + j].begin = begin;
 			run->writes[slot + j].end = end;
 			ps_policy_put(pols[j]);
 		}
 		if (m > 1)
-			atomic_fetch_add(&run->batches, 1);
+			PSI_FETCH_ADD(run->batches, 1, SEQ_CST);
 	}
 	return NULL;
 }
@@ -743,7 +743,7 @@ static void *lin_reader(void *arg)
 						"window read from page %u: ranges out of order, "
 						"overlapping, or outside the window\n",
 						page);
-				atomic_fetch_add(&run->errors, 1);
+				PSI_FETCH_ADD(run->errors, 1, SEQ_CST);
 			}
 			t->nversions += win->last - win->first + 1;
 			t->nwindows++;
@@ -774,8 +774,8 @@ next:
 	}
 	if (qsbr_fast)
 		ps_qsbr_thread_offline();
-	if (atomic_fetch_sub(&run->readers_left, 1) == 1)
-		atomic_store(&run->stop, true);
+	if (PSI_FETCH_SUB(run->readers_left, 1, SEQ_CST) == 1)
+		PSI_STORE_SEQ_CST(run->stop, true);
 	return NULL;
 }
 
@@ -800,7 +800,7 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 	run.round_writes = cfg->round_writes > 0 && cfg->round_writes < LIN_ROUND_WRITES ?
 					   cfg->round_writes :
 					   LIN_ROUND_WRITES;
-	atomic_store(&lin_live, 0);
+	PSI_STORE_SEQ_CST(lin_live, 0);
 	/* Counted allocations: every policy and node must be freed by the end. */
 	if (ps_set_alloc_ops(&ops))
 		return -1;
@@ -836,9 +836,9 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 			run.quota = 1;
 		if (remaining > 0 && run.quota * cfg->readers > remaining)
 			run.quota = (remaining + cfg->readers - 1) / cfg->readers;
-		atomic_store(&run.nwrites, 0);
-		atomic_store(&run.readers_left, cfg->readers);
-		atomic_store(&run.stop, false);
+		PSI_STORE_SEQ_CST(run.nwrites, 0);
+		PSI_STORE_SEQ_CST(run.readers_left, cfg->readers);
+		PSI_STORE_SEQ_CST(run.stop, false);
 		pthread_barrier_init(&run.start, NULL, (unsigned)nthreads);
 		for (i = 0; i < nthreads; i++) {
 			th[i].run = &run;
@@ -851,7 +851,7 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 		for (i = 0; i < nthreads; i++)
 			pthread_join(th[i].tid, NULL);
 		pthread_barrier_destroy(&run.start);
-		nw = atomic_load(&run.nwrites);
+		nw = PSI_LOAD_SEQ_CST(run.nwrites);
 		if (nw > run.round_writes)
 			nw = run.round_writes;
 		/* A slot claimed after stop was never written: keep only finished writes. */
@@ -899,16 +899,16 @@ int ps_lin_run(const struct ps_lin_config *cfg, struct ps_lin_result *res)
 		res->rounds++;
 		remaining -= nlook + nwin;
 		run.version_base += LIN_ROUND_WRITES;
-		if (res->violations || atomic_load(&run.errors))
+		if (res->violations || PSI_LOAD_SEQ_CST(run.errors))
 			break;
 	}
-	if (atomic_load(&run.errors)) {
-		fprintf(log, "%ld operations failed unexpectedly\n", (long)atomic_load(&run.errors));
+	if (PSI_LOAD_SEQ_CST(run.errors)) {
+		fprintf(log, "%ld operations failed unexpectedly\n", (long)PSI_LOAD_SEQ_CST(run.errors));
 		res->violations++;
 	}
-	res->batches = atomic_load(&run.batches);
+	res->batches = PSI_LOAD_SEQ_CST(run.batches);
 	ps_store_destroy(run.store);
-	res->live_allocs = atomic_load(&lin_live);
+	res->live_allocs = PSI_LOAD_SEQ_CST(lin_live);
 	ps_set_alloc_ops(NULL);
 	free(initial);
 	free(th);

@@ -4,7 +4,6 @@
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,8 @@
 #endif
 
 #define PS_TEST_NO_CRITERION
+#include "alloc_internal.h"
+#include "compiler.h"
 #include "rangeindex.h"
 #include "rcu_flavour.h"
 #include "rcu_reclaim.h"
@@ -131,13 +132,13 @@ int ps_test_call_in_foreach(uint64_t start, uint64_t end, struct ps_policy *pol,
  */
 static __thread long alloc_calls;
 /* Each arming's number; the arming thread keeps it in its armed_here. */
-static atomic_long armed_gen;
+static long armed_gen;
 static __thread long armed_here;
 /* Calls numbered [fail_from, fail_to] of the arming thread fail; LONG_MAX: none. */
-static atomic_long fail_from = LONG_MAX, fail_to = LONG_MAX;
-static atomic_long alloc_live; /* blocks allocated and not freed since the install */
-static atomic_long alloc_injected; /* failures returned */
-static atomic_long alloc_usable; /* malloc_usable_size() of the blocks allocated and not freed */
+static long fail_from = LONG_MAX, fail_to = LONG_MAX;
+static long alloc_live; /* blocks allocated and not freed since the install */
+static long alloc_injected; /* failures returned */
+static long alloc_usable; /* malloc_usable_size() of the blocks allocated and not freed */
 static bool alloc_installed;
 
 static void *failing_alloc(size_t size, void *ctx)
@@ -146,15 +147,15 @@ static void *failing_alloc(size_t size, void *ctx)
 	void *p;
 
 	(void)ctx;
-	if (n >= atomic_load(&fail_from) && n <= atomic_load(&fail_to) &&
-			armed_here == atomic_load(&armed_gen)) {
-		atomic_fetch_add(&alloc_injected, 1);
+	if (n >= PSI_LOAD_SEQ_CST(fail_from) && n <= PSI_LOAD_SEQ_CST(fail_to) &&
+			armed_here == PSI_LOAD_SEQ_CST(armed_gen)) {
+		PSI_FETCH_ADD(alloc_injected, 1, SEQ_CST);
 		return NULL;
 	}
 	p = malloc(size);
 	if (p) {
-		atomic_fetch_add(&alloc_live, 1);
-		atomic_fetch_add(&alloc_usable, (long)malloc_usable_size(p));
+		PSI_FETCH_ADD(alloc_live, 1, SEQ_CST);
+		PSI_FETCH_ADD(alloc_usable, (long)malloc_usable_size(p), SEQ_CST);
 	}
 	return p;
 }
@@ -185,8 +186,8 @@ static bool quarantine_keep(void *p)
 static void counting_free(void *p, void *ctx)
 {
 	(void)ctx;
-	atomic_fetch_sub(&alloc_live, 1);
-	atomic_fetch_sub(&alloc_usable, (long)malloc_usable_size(p));
+	PSI_FETCH_SUB(alloc_live, 1, SEQ_CST);
+	PSI_FETCH_SUB(alloc_usable, (long)malloc_usable_size(p), SEQ_CST);
 	if (!quarantine_keep(p))
 		free(p);
 }
@@ -277,12 +278,12 @@ int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out
 
 void psi_test_set_release_hook(void (*fn)(void))
 {
-	__atomic_store_n(&psi_reclaim_test_hook, fn, __ATOMIC_SEQ_CST);
+	PSI_STORE_SEQ_CST(psi_reclaim_test_hook, fn);
 }
 
 size_t ps_test_index_bytes(struct ps_store *s)
 {
-	return psi_ix_bytes(__atomic_load_n(&s->ix.node, __ATOMIC_ACQUIRE));
+	return psi_ix_bytes(PSI_LOAD_ACQUIRE(s->ix.node));
 }
 
 int ps_test_reclaim_stats(enum ps_sync sync, uint64_t *grace_periods, size_t *pending,
@@ -336,11 +337,11 @@ void ps_test_alloc_install(void)
 {
 	static const struct ps_alloc_ops ops = {.alloc = failing_alloc, .free = counting_free};
 
-	atomic_store(&fail_from, LONG_MAX);
-	atomic_store(&fail_to, LONG_MAX);
-	atomic_store(&alloc_live, 0);
-	atomic_store(&alloc_usable, 0);
-	atomic_store(&alloc_injected, 0);
+	PSI_STORE_SEQ_CST(fail_from, LONG_MAX);
+	PSI_STORE_SEQ_CST(fail_to, LONG_MAX);
+	PSI_STORE_SEQ_CST(alloc_live, 0);
+	PSI_STORE_SEQ_CST(alloc_usable, 0);
+	PSI_STORE_SEQ_CST(alloc_injected, 0);
 	if (ps_set_alloc_ops(&ops)) {
 		fprintf(stderr, "ps_set_alloc_ops refused the test allocator\n");
 		abort();
@@ -352,9 +353,9 @@ void ps_test_alloc_fail_after(long k)
 {
 	if (!alloc_installed)
 		ps_test_alloc_install();
-	atomic_store(&fail_to, LONG_MAX);
-	armed_here = atomic_fetch_add(&armed_gen, 1) + 1;
-	atomic_store(&fail_from, k < 0 ? LONG_MAX : alloc_calls + k);
+	PSI_STORE_SEQ_CST(fail_to, LONG_MAX);
+	armed_here = PSI_FETCH_ADD(armed_gen, 1, SEQ_CST) + 1;
+	PSI_STORE_SEQ_CST(fail_from, k < 0 ? LONG_MAX : alloc_calls + k);
 }
 
 void ps_test_alloc_fail_once(long k)
@@ -363,27 +364,27 @@ void ps_test_alloc_fail_once(long k)
 
 	if (!alloc_installed)
 		ps_test_alloc_install();
-	armed_here = atomic_fetch_add(&armed_gen, 1) + 1;
-	atomic_store(&fail_to, at);
-	atomic_store(&fail_from, at);
+	armed_here = PSI_FETCH_ADD(armed_gen, 1, SEQ_CST) + 1;
+	PSI_STORE_SEQ_CST(fail_to, at);
+	PSI_STORE_SEQ_CST(fail_from, at);
 }
 
 bool ps_test_alloc_disarm(void)
 {
-	long at = atomic_exchange(&fail_from, LONG_MAX);
+	long at = PSI_XCHG(fail_from, LONG_MAX, SEQ_CST);
 
-	atomic_store(&fail_to, LONG_MAX);
+	PSI_STORE_SEQ_CST(fail_to, LONG_MAX);
 	return alloc_calls > at;
 }
 
 long ps_test_alloc_live(void)
 {
-	return atomic_load(&alloc_live);
+	return PSI_LOAD_SEQ_CST(alloc_live);
 }
 
 long ps_test_alloc_usable(void)
 {
-	return atomic_load(&alloc_usable);
+	return PSI_LOAD_SEQ_CST(alloc_usable);
 }
 
 size_t ps_test_block_bytes(size_t size)
@@ -393,7 +394,7 @@ size_t ps_test_block_bytes(size_t size)
 
 long ps_test_alloc_injected(void)
 {
-	return atomic_load(&alloc_injected);
+	return PSI_LOAD_SEQ_CST(alloc_injected);
 }
 
 void ps_test_alloc_restore(void)

@@ -8,6 +8,7 @@
  * Criterion assertion, tsan_stress's failure count) after every thread is
  * joined and every object freed.
  */
+#include "compiler.h"
 #include "testutil_load.h"
 
 void ps_test_spawn(pthread_t *t, int n, void *(*fn)(void *), void *arg, size_t stride)
@@ -39,7 +40,7 @@ void load_init(struct load *ld, struct ps_test_run *run)
 	run->failures = 0;
 	run->why[0] = '\0';
 	pthread_mutex_init(&ld->lock, NULL);
-	atomic_init(&ld->stop, false);
+	PSI_WRITE_ONCE(ld->stop, false);
 	load_start_clock(ld);
 	/* Only atomics touch it; what the threads found reaches the caller by pthread_join(). */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&ld->stop, sizeof(ld->stop));
@@ -62,7 +63,7 @@ bool load_go_on(const struct load *ld, long i, uint64_t deadline)
 
 bool load_stopped(struct load *ld)
 {
-	return atomic_load_explicit(&ld->stop, memory_order_relaxed);
+	return PSI_READ_ONCE(ld->stop);
 }
 
 void load_fail(struct load *ld, int line, const char *cond, const char *fmt, ...)
@@ -177,8 +178,8 @@ struct store_load {
 	struct ps_store *store;
 	struct ps_policy *pol[PS_TEST_REGIONS];
 	uint64_t space;
-	atomic_int readers_started; /* writers begin once every reader runs */
-	atomic_long lookups, walks, sets;
+	int readers_started; /* writers begin once every reader runs */
+	long lookups, walks, sets;
 };
 
 /* @pol, found at @idx (@what: how), is what may be there. */
@@ -228,7 +229,7 @@ static void *store_reader(void *arg)
 
 	if (online)
 		ps_qsbr_thread_online();
-	atomic_fetch_add(&sl->readers_started, 1);
+	PSI_FETCH_ADD(sl->readers_started, 1, SEQ_CST);
 	while (!load_stopped(&sl->ld)) {
 		for (k = 0; k < hold; k++, n++) {
 			idx[k] = ps_test_rand(&seed) % sl->space;
@@ -245,7 +246,7 @@ static void *store_reader(void *arg)
 	}
 	if (online)
 		ps_qsbr_thread_offline();
-	atomic_fetch_add(&sl->lookups, n);
+	PSI_FETCH_ADD(sl->lookups, n, SEQ_CST);
 	return NULL;
 }
 
@@ -277,7 +278,7 @@ static void *store_walker(void *arg)
 
 		CHECK(&sl->ld, ps_store_foreach(sl->store, store_visit, &w) == 0, "foreach");
 	}
-	atomic_fetch_add(&sl->walks, n);
+	PSI_FETCH_ADD(sl->walks, n, SEQ_CST);
 	return NULL;
 }
 
@@ -292,7 +293,7 @@ static void *store_writer(void *arg)
 	 * Writers overlap readers: on a loaded machine the writers could
 	 * otherwise finish their sets before any reader was scheduled.
 	 */
-	while (atomic_load(&sl->readers_started) < l->readers)
+	while (PSI_LOAD_SEQ_CST(sl->readers_started) < l->readers)
 		sched_yield();
 	deadline = ps_test_now_ns() + l->run.duration_ns;
 	for (i = 0; load_go_on(&sl->ld, i, deadline); i++) {
@@ -316,7 +317,7 @@ static void *store_writer(void *arg)
 			ps_policy_put(pol);
 		sets++;
 	}
-	atomic_fetch_add(&sl->sets, sets);
+	PSI_FETCH_ADD(sl->sets, sets, SEQ_CST);
 	return NULL;
 }
 
@@ -349,11 +350,11 @@ int ps_test_store_run(struct ps_test_store_load *l)
 	ps_test_spawn(t + l->readers, l->walkers, store_walker, &sl, 0);
 	ps_test_spawn(t + l->readers + l->walkers, l->writers, store_writer, &sl, 0);
 	ps_test_join(t + l->readers + l->walkers, l->writers);
-	atomic_store(&sl.ld.stop, true);
+	PSI_STORE_SEQ_CST(sl.ld.stop, true);
 	ps_test_join(t, l->readers + l->walkers);
-	l->lookups = atomic_load(&sl.lookups);
-	l->walks = atomic_load(&sl.walks);
-	l->sets = atomic_load(&sl.sets);
+	l->lookups = PSI_LOAD_SEQ_CST(sl.lookups);
+	l->walks = PSI_LOAD_SEQ_CST(sl.walks);
+	l->sets = PSI_LOAD_SEQ_CST(sl.sets);
 	CHECK(&sl.ld, l->readers == 0 || l->lookups > 0, "%s: no lookup", ps_sync_name(l->sync));
 	CHECK(&sl.ld, l->writers == 0 || l->sets > 0, "%s: no set", ps_sync_name(l->sync));
 	CHECK(&sl.ld, ps_store_check(sl.store, &why) == 0, "%s: %s", ps_sync_name(l->sync), why);

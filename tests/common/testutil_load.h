@@ -12,7 +12,6 @@
 #include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +22,7 @@
 struct load {
 	struct ps_test_run *run;
 	pthread_mutex_t lock; /* @run->failures and @run->why */
-	atomic_bool stop;     /* observers (readers, monitors) stop */
+	bool stop;     /* observers (readers, monitors) stop */
 	uint64_t deadline;    /* workers stop (ps_test_run.duration_ns after the start) */
 };
 

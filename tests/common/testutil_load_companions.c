@@ -4,6 +4,7 @@
  * ps_pcounter and ps_commit, ps_idmap); testutil_load.c says how a load
  * reports a failed check.
  */
+#include "compiler.h"
 #include "testutil_load.h"
 
 /* ---- ps_charge ---- */
@@ -21,7 +22,7 @@ struct charge_load {
 	struct load ld;
 	struct ps_test_charge_load *l;
 	struct ps_charge *root, *parent;
-	atomic_int workers_done;
+	int workers_done;
 };
 
 static void *charge_worker(void *arg)
@@ -42,7 +43,7 @@ static void *charge_worker(void *arg)
 			w->held -= nr;
 		}
 	}
-	atomic_fetch_add(&w->cl->workers_done, 1);
+	PSI_FETCH_ADD(w->cl->workers_done, 1, SEQ_CST);
 	return NULL;
 }
 
@@ -95,7 +96,7 @@ static void charge_limits(struct charge_load *cl)
 	if (!l->limit_rounds)
 		return;
 	for (i = 0; i < l->limit_rounds || calm < 2; i++) {
-		bool done = atomic_load(&cl->workers_done) == l->workers;
+		bool done = PSI_LOAD_SEQ_CST(cl->workers_done) == l->workers;
 		int r = ps_charge_set_limit(cl->root, (i & 1) ? l->limit_hi : l->limit_lo);
 
 		calm += done;
@@ -142,7 +143,7 @@ int ps_test_charge_run(struct ps_test_charge_load *l)
 		ps_test_spawn(&t[i], 1, charge_worker, &w[i], 0);
 	charge_limits(&cl);
 	ps_test_join(t, l->workers);
-	atomic_store(&cl.ld.stop, true);
+	PSI_STORE_SEQ_CST(cl.ld.stop, true);
 	if (l->monitor)
 		ps_test_join(&mon, 1);
 	if (!fixed) {
@@ -321,7 +322,7 @@ static void counter_threads(struct counter_load *cl, struct counter_worker *w, i
 		ps_test_spawn(&obs, 1, observer, cl, 0);
 	ps_test_spawn(t, n, fn, w, sizeof(*w));
 	ps_test_join(t, n);
-	atomic_store(&cl->ld.stop, true);
+	PSI_STORE_SEQ_CST(cl->ld.stop, true);
 	if (observer)
 		ps_test_join(&obs, 1);
 	free(t);
@@ -399,8 +400,8 @@ struct idmap_load {
 	struct load ld;
 	struct ps_test_idmap_load *l;
 	struct ps_idmap *map;
-	atomic_long reads;
-	atomic_int walkers_started; /* mutators begin once every walker runs */
+	long reads;
+	int walkers_started; /* mutators begin once every walker runs */
 };
 
 /* @o, found at @id, is live and says @id. */
@@ -467,7 +468,7 @@ static void *idmap_walker(void *arg)
 	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
 	long reads = 0, n;
 
-	atomic_fetch_add(&il->walkers_started, 1);
+	PSI_FETCH_ADD(il->walkers_started, 1, SEQ_CST);
 	/*
 	 * Until stopped, and then on until the walker has read something
 	 * (mutators leave objects behind), however late it was scheduled.
@@ -475,7 +476,7 @@ static void *idmap_walker(void *arg)
 	for (n = 0; !load_stopped(&il->ld) || (reads == 0 && n < 1000); n++)
 		reads += il->l->whole_walks && (n & 1) ? idmap_walk_whole(il, &seed)
 						       : idmap_walk_steps(il);
-	atomic_fetch_add(&il->reads, reads);
+	PSI_FETCH_ADD(il->reads, reads, SEQ_CST);
 	return NULL;
 }
 
@@ -488,7 +489,7 @@ static void *idmap_mutator(void *arg)
 	int id;
 
 	/* Mutators overlap walkers (on a loaded machine they could finish first). */
-	while (atomic_load(&il->walkers_started) < il->l->walkers)
+	while (PSI_LOAD_SEQ_CST(il->walkers_started) < il->l->walkers)
 		sched_yield();
 	for (i = 0; load_go_on(&il->ld, i, il->ld.deadline); i++) {
 		uint64_t r = ps_test_rand(&seed);
@@ -530,9 +531,9 @@ int ps_test_idmap_run(struct ps_test_idmap_load *l)
 	ps_test_spawn(t, l->walkers, idmap_walker, &il, 0);
 	ps_test_spawn(t + l->walkers, l->mutators, idmap_mutator, &il, 0);
 	ps_test_join(t + l->walkers, l->mutators);
-	atomic_store(&il.ld.stop, true);
+	PSI_STORE_SEQ_CST(il.ld.stop, true);
 	ps_test_join(t, l->walkers);
-	l->reads = atomic_load(&il.reads);
+	l->reads = PSI_LOAD_SEQ_CST(il.reads);
 	CHECK(&il.ld, l->walkers == 0 || l->reads > 0, "%s: no object read",
 			ps_idmap_sync_name(l->sync));
 	/* Free what is left. */

@@ -4,6 +4,7 @@
  * index beside a flat-out writer; testutil_load.c says how a load reports
  * a failed check.
  */
+#include "compiler.h"
 #include "testutil_load.h"
 
 /* ---- the read index beside a flat-out writer ---- */
@@ -35,8 +36,8 @@ struct index_load {
 	int miss_node;	/* what ps_store_lookup_node(, 0) answers where no range is */
 	struct ixl_ver hist[IXL_HIST];
 	uint64_t updates; /* atomic: published so far (release) */
-	atomic_long lookups, nexts, windows, unchecked;
-	atomic_int started; /* readers about to make their first look */
+	long lookups, nexts, windows, unchecked;
+	int started; /* readers about to make their first look */
 };
 
 static void ixl_ver_load(struct index_load *il, uint64_t k, struct ixl_ver *v)
@@ -47,13 +48,13 @@ static void ixl_ver_load(struct index_load *il, uint64_t k, struct ixl_ver *v)
 	v->n = 0;
 	if (!(k & 1))
 		return;
-	v->n = __atomic_load_n(&h->n, __ATOMIC_RELAXED);
+	v->n = PSI_READ_ONCE(h->n);
 	if (v->n < 0 || v->n > IXL_SPANS)
 		v->n = 0; /* overwritten meanwhile: the check is thrown away */
 	for (i = 0; i < v->n; i++) {
-		v->sp[i].x = __atomic_load_n(&h->sp[i].x, __ATOMIC_RELAXED);
-		v->sp[i].y = __atomic_load_n(&h->sp[i].y, __ATOMIC_RELAXED);
-		v->sp[i].node = __atomic_load_n(&h->sp[i].node, __ATOMIC_RELAXED);
+		v->sp[i].x = PSI_READ_ONCE(h->sp[i].x);
+		v->sp[i].y = PSI_READ_ONCE(h->sp[i].y);
+		v->sp[i].node = PSI_READ_ONCE(h->sp[i].node);
 		if (v->sp[i].node < 0 || v->sp[i].node > 15)
 			v->sp[i].node = 0;
 	}
@@ -64,11 +65,11 @@ static void ixl_ver_store(struct index_load *il, uint64_t k, const struct ixl_ve
 	struct ixl_ver *h = &il->hist[k % IXL_HIST];
 	int i;
 
-	__atomic_store_n(&h->n, v->n, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(h->n, v->n);
 	for (i = 0; i < v->n; i++) {
-		__atomic_store_n(&h->sp[i].x, v->sp[i].x, __ATOMIC_RELAXED);
-		__atomic_store_n(&h->sp[i].y, v->sp[i].y, __ATOMIC_RELAXED);
-		__atomic_store_n(&h->sp[i].node, v->sp[i].node, __ATOMIC_RELAXED);
+		PSI_WRITE_ONCE(h->sp[i].x, v->sp[i].x);
+		PSI_WRITE_ONCE(h->sp[i].y, v->sp[i].y);
+		PSI_WRITE_ONCE(h->sp[i].node, v->sp[i].node);
 	}
 }
 
@@ -240,9 +241,9 @@ static void ixl_check(struct index_load *il, const struct ixl_answer *a, uint64_
 		ixl_ver_load(il, k, &v);
 		ok = ixl_matches(il, &v, a);
 	}
-	k2 = __atomic_load_n(&il->updates, __ATOMIC_ACQUIRE);
+	k2 = PSI_LOAD_ACQUIRE(il->updates);
 	if (k2 + 2 - k0 >= IXL_HIST - 2) {
-		atomic_fetch_add_explicit(&il->unchecked, 1, memory_order_relaxed);
+		PSI_FETCH_ADD(il->unchecked, 1, RELAXED);
 		return;
 	}
 	CHECK(&il->ld, ok,
@@ -268,9 +269,9 @@ static void *ixl_reader(void *arg)
 	a[0].il = a[1].il = il;
 	if (online)
 		TCHECK(ps_qsbr_thread_online() == 0, "online");
-	atomic_fetch_add(&il->started, 1);
+	PSI_FETCH_ADD(il->started, 1, SEQ_CST);
 	while (!load_stopped(&il->ld)) {
-		uint64_t k0 = __atomic_load_n(&il->updates, __ATOMIC_ACQUIRE), k1, r;
+		uint64_t k0 = PSI_LOAD_ACQUIRE(il->updates), k1, r;
 		struct ps_policy *pol = NULL;
 		int nans = 1;
 
@@ -282,13 +283,13 @@ static void *ixl_reader(void *arg)
 		if (r < 2) {
 			a[0].kind = 0;
 			a[0].node = node_fn(il->s, a[0].idx, 0);
-			atomic_fetch_add_explicit(&il->lookups, 1, memory_order_relaxed);
+			PSI_FETCH_ADD(il->lookups, 1, RELAXED);
 		} else if (r == 2) {
 			a[0].kind = 1;
 			pol = lookup_fn(il->s, a[0].idx);
 			a[0].pol = pol;
 			ps_policy_put(pol); /* the test holds a reference of its own */
-			atomic_fetch_add_explicit(&il->lookups, 1, memory_order_relaxed);
+			PSI_FETCH_ADD(il->lookups, 1, RELAXED);
 		} else if (r < 5) {
 			a[0].kind = 2;
 			a[0].ret = ps_store_next(il->s, a[0].idx, &a[0].start, &a[0].end, &pol);
@@ -296,7 +297,7 @@ static void *ixl_reader(void *arg)
 				a[0].pol = pol;
 				ps_policy_put(pol);
 			}
-			atomic_fetch_add_explicit(&il->nexts, 1, memory_order_relaxed);
+			PSI_FETCH_ADD(il->nexts, 1, RELAXED);
 		} else if (r < 7) {
 			a[0].kind = 3;
 			if (ps_test_rand(&seed) % 16 == 0) {
@@ -307,7 +308,7 @@ static void *ixl_reader(void *arg)
 				a[0].we = a[0].idx + 1 + ps_test_rand(&seed) % 600;
 			}
 			a[0].ret = ps_store_foreach_range(il->s, a[0].idx, a[0].we, ixl_window_cb, &a[0]);
-			atomic_fetch_add_explicit(&il->windows, 1, memory_order_relaxed);
+			PSI_FETCH_ADD(il->windows, 1, RELAXED);
 		} else {
 			/* Borrowed, in one section: each answer some version's. */
 			const struct ps_policy *b;
@@ -323,11 +324,11 @@ static void *ixl_reader(void *arg)
 			if (!a[1].ret)
 				a[1].pol = b;
 			ps_store_read_unlock(il->s);
-			atomic_fetch_add_explicit(&il->lookups, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&il->nexts, 1, memory_order_relaxed);
+			PSI_FETCH_ADD(il->lookups, 1, RELAXED);
+			PSI_FETCH_ADD(il->nexts, 1, RELAXED);
 			nans = 2;
 		}
-		k1 = __atomic_load_n(&il->updates, __ATOMIC_ACQUIRE);
+		k1 = PSI_LOAD_ACQUIRE(il->updates);
 		ixl_check(il, &a[0], k0, k1);
 		if (nans == 2)
 			ixl_check(il, &a[1], k0, k1);
@@ -454,7 +455,7 @@ int ps_test_index_run(struct ps_test_index_load *l)
 	 * take all of it under valgrind, where a writer making its least
 	 * updates in one time slice would leave the readers none.
 	 */
-	while (atomic_load(&il->started) < nreaders)
+	while (PSI_LOAD_SEQ_CST(il->started) < nreaders)
 		sched_yield();
 	load_start_clock(&il->ld);
 	/* Update u makes version u + 1; version u + 2 is described before u + 1 is announced. */
@@ -472,15 +473,15 @@ int ps_test_index_run(struct ps_test_index_load *l)
 			ret = ps_store_check(il->s, &why);
 			CHECK(&il->ld, ret == 0, "update %" PRIu64 ": %s", u, why);
 		}
-		__atomic_store_n(&il->updates, u + 1, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(il->updates, u + 1);
 	}
-	atomic_store(&il->ld.stop, true);
+	PSI_STORE_SEQ_CST(il->ld.stop, true);
 	ps_test_join(rd, nreaders);
 	l->updates = (long)u;
-	l->lookups = atomic_load(&il->lookups);
-	l->nexts = atomic_load(&il->nexts);
-	l->windows = atomic_load(&il->windows);
-	l->unchecked = atomic_load(&il->unchecked);
+	l->lookups = PSI_LOAD_SEQ_CST(il->lookups);
+	l->nexts = PSI_LOAD_SEQ_CST(il->nexts);
+	l->windows = PSI_LOAD_SEQ_CST(il->windows);
+	l->unchecked = PSI_LOAD_SEQ_CST(il->unchecked);
 	ret = ps_store_check(il->s, &why);
 	CHECK(&il->ld, ret == 0, "at the end: %s", why);
 	end->il = il;

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 #define LIMIT_S 20 /* a child that has not died by then hung */
@@ -84,12 +84,12 @@ static void unlock_twice(void *arg)
 }
 
 static struct ps_store *locked_elsewhere;
-static atomic_int elsewhere_in;
+static int elsewhere_in;
 
 static void *lock_and_stay(void *arg)
 {
 	ps_store_read_lock(arg);
-	atomic_store(&elsewhere_in, 1);
+	PSI_STORE_SEQ_CST(elsewhere_in, 1);
 	for (;;)
 		sleep_ms(100);
 	return NULL;
@@ -102,7 +102,7 @@ static void unlock_on_another_thread(void *arg)
 	locked_elsewhere = checked(*(enum ps_sync *)arg);
 	if (pthread_create(&t, NULL, lock_and_stay, locked_elsewhere))
 		abort();
-	while (!atomic_load(&elsewhere_in))
+	while (!PSI_LOAD_SEQ_CST(elsewhere_in))
 		sleep_ms(1);
 	ps_store_read_unlock(locked_elsewhere);
 }
@@ -147,7 +147,7 @@ static void destroy_beside_open_section(void *arg)
 	locked_elsewhere = checked(*(enum ps_sync *)arg);
 	if (pthread_create(&t, NULL, lock_and_stay, locked_elsewhere))
 		abort();
-	while (!atomic_load(&elsewhere_in))
+	while (!PSI_LOAD_SEQ_CST(elsewhere_in))
 		sleep_ms(1);
 	ps_store_destroy(locked_elsewhere);
 }
@@ -258,13 +258,13 @@ static void thread_exit_inside_lock_section_one(enum ps_sync *sync)
 
 /* ---- fork while another thread holds a lock-based section ---- */
 
-static atomic_int fork_reader_in, fork_reader_out;
+static int fork_reader_in, fork_reader_out;
 
 static void *read_across_fork(void *arg)
 {
 	ps_store_read_lock(arg);
-	atomic_store(&fork_reader_in, 1);
-	while (!atomic_load(&fork_reader_out))
+	PSI_STORE_SEQ_CST(fork_reader_in, 1);
+	while (!PSI_LOAD_SEQ_CST(fork_reader_out))
 		sleep_ms(1);
 	ps_store_read_unlock(arg);
 	return NULL;
@@ -289,14 +289,14 @@ static void fork_inside_lock_section_one(enum ps_sync *sync)
 	int sig;
 
 	cr_assert_eq(ps_store_set(s, 10, 20, a), 0);
-	atomic_store(&fork_reader_in, 0);
-	atomic_store(&fork_reader_out, 0);
+	PSI_STORE_SEQ_CST(fork_reader_in, 0);
+	PSI_STORE_SEQ_CST(fork_reader_out, 0);
 	cr_assert_eq(pthread_create(&t, NULL, read_across_fork, s), 0);
-	while (!atomic_load(&fork_reader_in))
+	while (!PSI_LOAD_SEQ_CST(fork_reader_in))
 		sleep_ms(1);
 	/* The child has this thread only: the reader's section holds the lock there for good. */
 	sig = ps_test_run_child(child_uses_held_store, s, 10, buf, sizeof(buf), NULL);
-	atomic_store(&fork_reader_out, 1);
+	PSI_STORE_SEQ_CST(fork_reader_out, 1);
 	cr_assert_eq(pthread_join(t, NULL), 0);
 	cr_expect_eq(sig, SIGABRT, "%s: the child %s; stderr: %s", ps_sync_name(*sync),
 			sig == SIGALRM ? "hung" : sig ? "died of another signal" : "returned", buf);
@@ -322,7 +322,7 @@ struct cross {
 	struct ps_store *s[2];
 	struct ps_policy *p;
 	int how; /* 0: walks that look the other store up; 1: sections that set the other store */
-	atomic_int in;
+	int in;
 };
 
 static struct cross cx;
@@ -332,8 +332,8 @@ static int cross_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *a
 	struct ps_store *other = arg;
 
 	(void)start, (void)end, (void)pol;
-	atomic_fetch_add(&cx.in, 1);
-	while (atomic_load(&cx.in) < 2)
+	PSI_FETCH_ADD(cx.in, 1, SEQ_CST);
+	while (PSI_LOAD_SEQ_CST(cx.in) < 2)
 		sleep_ms(1);
 	ps_policy_put(ps_store_lookup(other, 5));
 	return 1;
@@ -347,8 +347,8 @@ static void *cross_thread(void *arg)
 		ps_store_foreach(cx.s[me], cross_cb, cx.s[!me]);
 	} else {
 		ps_store_read_lock(cx.s[me]);
-		atomic_fetch_add(&cx.in, 1);
-		while (atomic_load(&cx.in) < 2)
+		PSI_FETCH_ADD(cx.in, 1, SEQ_CST);
+		while (PSI_LOAD_SEQ_CST(cx.in) < 2)
 			sleep_ms(1);
 		ps_store_set(cx.s[!me], 20, 30, cx.p);
 		ps_store_read_unlock(cx.s[me]);
@@ -405,8 +405,8 @@ static void expect_check_clean(void (*fn)(void *), void *arg, const char *what)
 /* ---- lookups from a signal handler ---- */
 
 static struct ps_store *sig_store;
-static atomic_long sig_handled;
-static atomic_int sig_stop;
+static long sig_handled;
+static int sig_stop;
 
 /* What polstore/store.h allows a handler: node lookups, copies, a section of its own. */
 static void lookup_handler(int sig)
@@ -421,7 +421,7 @@ static void lookup_handler(int sig)
 	if (!ps_store_lookup_borrow(sig_store, 5))
 		abort();
 	ps_store_read_unlock(sig_store);
-	atomic_fetch_add(&sig_handled, 1);
+	PSI_FETCH_ADD(sig_handled, 1, SEQ_CST);
 	errno = saved;
 }
 
@@ -429,7 +429,7 @@ static void *signal_sender(void *arg)
 {
 	pthread_t target = *(pthread_t *)arg;
 
-	while (!atomic_load(&sig_stop)) {
+	while (!PSI_LOAD_SEQ_CST(sig_stop)) {
 		pthread_kill(target, SIGUSR1);
 		usleep(50);
 	}
@@ -465,7 +465,7 @@ static void lookups_in_signal_handler(void *arg)
 	if (sigaction(SIGUSR1, &sa, NULL) || pthread_create(&sender, NULL, signal_sender, &self))
 		abort();
 	end = ps_test_now_ns() + 600000000ull;
-	while (ps_test_now_ns() < end || atomic_load(&sig_handled) < 100) {
+	while (ps_test_now_ns() < end || PSI_LOAD_SEQ_CST(sig_handled) < 100) {
 		ps_store_read_lock(sig_store);
 		if (!ps_store_lookup_borrow(sig_store, 5))
 			abort();
@@ -473,7 +473,7 @@ static void lookups_in_signal_handler(void *arg)
 		if (ps_store_lookup_node(sig_store, 5, 0) != 1)
 			abort();
 	}
-	atomic_store(&sig_stop, 1);
+	PSI_STORE_SEQ_CST(sig_stop, 1);
 	pthread_join(sender, NULL);
 }
 
@@ -575,7 +575,7 @@ static void slow_free(void *p, void *ctx)
 }
 
 static struct ps_store *slow_store;
-static atomic_int slow_in;
+static int slow_in;
 
 /* Inside a section of the store, a set that takes a second (its allocator sleeps). */
 static void *set_in_own_section(void *arg)
@@ -583,8 +583,8 @@ static void *set_in_own_section(void *arg)
 	struct ps_policy *p = arg;
 
 	ps_store_read_lock(slow_store);
-	atomic_fetch_add(&slow_in, 1);
-	while (atomic_load(&slow_in) < 2)
+	PSI_FETCH_ADD(slow_in, 1, SEQ_CST);
+	while (PSI_LOAD_SEQ_CST(slow_in) < 2)
 		sleep_ms(1);
 	slow_allocs = true;
 	if (ps_store_set(slow_store, 0, 100, p))

@@ -15,13 +15,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 /* Readers and writers on one store (testutil.h: ps_test_store_run()). */
@@ -97,8 +97,8 @@ Test(concurrency, qsbr_thread_states)
 /* Writer fairness: continuous readers must not keep a writer out. */
 struct fair {
 	struct ps_store *store;
-	atomic_bool stop;
-	atomic_int running;
+	bool stop;
+	int running;
 };
 
 static void *busy_reader(void *arg)
@@ -106,8 +106,8 @@ static void *busy_reader(void *arg)
 	struct fair *f = arg;
 	uint64_t seed = 99;
 
-	atomic_fetch_add(&f->running, 1);
-	while (!atomic_load_explicit(&f->stop, memory_order_relaxed))
+	PSI_FETCH_ADD(f->running, 1, SEQ_CST);
+	while (!PSI_READ_ONCE(f->stop))
 		ps_policy_put(ps_store_lookup(f->store, ps_test_rand(&seed) % 1024));
 	return NULL;
 }
@@ -122,7 +122,7 @@ VARIANT_TEST(concurrency, writer_not_starved)
 
 	for (i = 0; i < 4; i++)
 		pthread_create(&t[i], NULL, busy_reader, &f);
-	while (atomic_load(&f.running) < 4)
+	while (PSI_LOAD_SEQ_CST(f.running) < 4)
 		usleep(100);
 	for (i = 0; i < (int)ps_test_iters(200); i++) {
 		uint64_t t0 = ps_test_now_ns(), d;
@@ -132,7 +132,7 @@ VARIANT_TEST(concurrency, writer_not_starved)
 		if (d > worst)
 			worst = d;
 	}
-	atomic_store(&f.stop, true);
+	PSI_STORE_SEQ_CST(f.stop, true);
 	for (i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
 	/* A generous bound for a loaded 2-core machine: starvation would be unbounded. */
@@ -153,7 +153,7 @@ VARIANT_TEST(concurrency, writer_not_starved)
 struct crowd {
 	struct ps_store *store;
 	struct ps_policy *pol;
-	atomic_long bad;
+	long bad;
 	long lookups;
 };
 
@@ -167,7 +167,7 @@ static void *crowd_reader(void *arg)
 		struct ps_policy *p = ps_store_lookup(c->store, ps_test_rand(&seed) % 4096);
 
 		if (p && p != c->pol)
-			atomic_fetch_add(&c->bad, 1);
+			PSI_FETCH_ADD(c->bad, 1, SEQ_CST);
 		ps_policy_put(p);
 	}
 	return NULL;
@@ -196,7 +196,7 @@ VARIANT_TEST(concurrency, thousand_threads)
 				0);
 	for (i = 0; i < created; i++)
 		pthread_join(t[i], NULL);
-	cr_assert_eq(atomic_load(&c.bad), 0);
+	cr_assert_eq(PSI_LOAD_SEQ_CST(c.bad), 0);
 	pthread_attr_destroy(&attr);
 	free(t);
 	ps_store_destroy(c.store);
@@ -216,9 +216,9 @@ VARIANT_TEST(concurrency, thousand_threads)
  */
 struct nested {
 	struct ps_store *store, *other;
-	atomic_int phase; /* 1: callback ran its inner lookup; 2: callback about to return */
-	atomic_int saw_removed; /* the walk reached [20, 30) with its policy alive */
-	atomic_int sync_returned_early;
+	int phase; /* 1: callback ran its inner lookup; 2: callback about to return */
+	int saw_removed; /* the walk reached [20, 30) with its policy alive */
+	int sync_returned_early;
 };
 
 static int nested_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
@@ -227,13 +227,13 @@ static int nested_cb(uint64_t start, uint64_t end, struct ps_policy *pol, void *
 
 	if (start == 20 && end == 30 && ps_policy_refcount(pol) > 0 &&
 			ps_policy_first_node(pol) == 1)
-		atomic_store(&n->saw_removed, 1);
-	if (atomic_load(&n->phase) == 0) {
+		PSI_STORE_SEQ_CST(n->saw_removed, 1);
+	if (PSI_LOAD_SEQ_CST(n->phase) == 0) {
 		ps_policy_put(ps_store_lookup(n->other, 5)); /* the nested section */
-		atomic_store(&n->phase, 1);
+		PSI_STORE_SEQ_CST(n->phase, 1);
 		usleep(200 * 1000); /* a synchronize that does not wait would return now */
 		/* Still inside the walk's section: a correct synchronize returns after this. */
-		atomic_store(&n->phase, 2);
+		PSI_STORE_SEQ_CST(n->phase, 2);
 	}
 	return 0;
 }
@@ -256,18 +256,18 @@ VARIANT_TEST(concurrency, nested_sections_stay_protected, .timeout = 60)
 	cr_assert_eq(ps_store_set(n.store, 0, 10, a), 0);
 	cr_assert_eq(ps_store_set(n.store, 20, 30, a), 0);
 	pthread_create(&t, NULL, nested_walker, &n);
-	while (atomic_load(&n.phase) == 0)
+	while (PSI_LOAD_SEQ_CST(n.phase) == 0)
 		usleep(1000);
 	cr_assert_eq(ps_store_set(n.store, 20, 30, NULL), 0);
 	/* The removed range is freed, with its reference, only after a grace period. */
 	cr_assert_eq(ps_store_synchronize(n.store), 0);
-	if (atomic_load(&n.phase) != 2)
-		atomic_store(&n.sync_returned_early, 1);
+	if (PSI_LOAD_SEQ_CST(n.phase) != 2)
+		PSI_STORE_SEQ_CST(n.sync_returned_early, 1);
 	pthread_join(t, NULL);
-	cr_assert_eq(atomic_load(&n.sync_returned_early), 0,
+	cr_assert_eq(PSI_LOAD_SEQ_CST(n.sync_returned_early), 0,
 			"%s: a synchronize returned while a walk was still in the tree",
 			ps_sync_name(*sync));
-	cr_assert_eq(atomic_load(&n.saw_removed), 1,
+	cr_assert_eq(PSI_LOAD_SEQ_CST(n.saw_removed), 1,
 			"%s: the walk's snapshot lost the range a concurrent set removed",
 			ps_sync_name(*sync));
 	cr_assert_null(ps_store_lookup(n.store, 25));

@@ -12,7 +12,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 #define NLOAD 3
@@ -30,9 +30,9 @@
 struct load {
 	void (*fn)(void *obj, int idx);
 	void *obj;
-	atomic_bool stop;
-	atomic_int running;
-	atomic_long ops;
+	bool stop;
+	int running;
+	long ops;
 	pthread_t tid[NLOAD];
 };
 
@@ -49,11 +49,11 @@ static void *load_thread(void *arg)
 	struct load *l = a->l;
 	long n = 0;
 
-	atomic_fetch_add(&l->running, 1);
-	while (!atomic_load_explicit(&l->stop, memory_order_relaxed)) {
+	PSI_FETCH_ADD(l->running, 1, SEQ_CST);
+	while (!PSI_READ_ONCE(l->stop)) {
 		l->fn(l->obj, a->idx);
 		if (!(++n & 63))
-			atomic_fetch_add_explicit(&l->ops, 64, memory_order_relaxed);
+			PSI_FETCH_ADD(l->ops, 64, RELAXED);
 	}
 	return NULL;
 }
@@ -66,7 +66,7 @@ static void load_start(struct load *l)
 		load_args[i] = (struct load_arg){ l, i };
 		cr_assert_eq(pthread_create(&l->tid[i], NULL, load_thread, &load_args[i]), 0);
 	}
-	while (atomic_load(&l->running) < NLOAD || atomic_load(&l->ops) < 64 * NLOAD)
+	while (PSI_LOAD_SEQ_CST(l->running) < NLOAD || PSI_LOAD_SEQ_CST(l->ops) < 64 * NLOAD)
 		sched_yield();
 }
 
@@ -75,10 +75,10 @@ static long load_stop(struct load *l, long ops_at_start)
 {
 	int i;
 
-	atomic_store(&l->stop, true);
+	PSI_STORE_SEQ_CST(l->stop, true);
 	for (i = 0; i < NLOAD; i++)
 		pthread_join(l->tid[i], NULL);
-	return atomic_load(&l->ops) - ops_at_start;
+	return PSI_LOAD_SEQ_CST(l->ops) - ops_at_start;
 }
 
 /*
@@ -143,7 +143,7 @@ static void run_writer(const char *module, const char *kind, void (*fn)(void *ob
 	uint64_t start;
 
 	load_start(&l);
-	ops0 = atomic_load(&l.ops);
+	ops0 = PSI_LOAD_SEQ_CST(l.ops);
 	start = ps_test_now_ns();
 	for (i = 0; writer_more(i, start); i++)
 		round(obj, w, i);

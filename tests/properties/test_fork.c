@@ -21,6 +21,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 /* The child's work: read what the parent set, write, walk, check, destroy. Exit status 0 = ok. */
@@ -561,7 +562,7 @@ static int app_callbacks;
 static void app_callback(struct rcu_head *head)
 {
 	(void)head;
-	__atomic_add_fetch(&app_callbacks, 1, __ATOMIC_RELAXED);
+	PSI_ADD_FETCH(app_callbacks, 1, RELAXED);
 }
 
 static int app_call_rcu_round(int expect)
@@ -570,7 +571,7 @@ static int app_call_rcu_round(int expect)
 
 	urcu_memb_call_rcu(&head, app_callback);
 	urcu_memb_barrier();
-	return __atomic_load_n(&app_callbacks, __ATOMIC_RELAXED) == expect ? 0 : 20;
+	return PSI_READ_ONCE(app_callbacks) == expect ? 0 : 20;
 }
 
 Test(fork, app_call_rcu_fork_hooks, .timeout = 60)
@@ -675,7 +676,7 @@ static int map_freed; /* this process's count */
 
 static void map_count_free(void *p)
 {
-	__atomic_add_fetch(&map_freed, 1, __ATOMIC_RELAXED);
+	PSI_ADD_FETCH(map_freed, 1, RELAXED);
 	free(p);
 }
 
@@ -750,8 +751,8 @@ static struct ps_idmap *slow_map; /* the child's leak check finds the frozen bat
 
 static void slow_map_free(void *p)
 {
-	__atomic_store_n(&slow_in_free, 1, __ATOMIC_RELEASE);
-	while (!__atomic_load_n(&slow_release, __ATOMIC_ACQUIRE))
+	PSI_STORE_RELEASE(slow_in_free, 1);
+	while (!PSI_LOAD_ACQUIRE(slow_release))
 		usleep(1000);
 	free(p);
 }
@@ -771,7 +772,7 @@ Test(fork, idmap_free_running_at_fork, .timeout = 60)
 
 	cr_assert_not_null(map);
 	cr_assert_eq(pthread_create(&t, NULL, run_slow_batch, map), 0);
-	while (!__atomic_load_n(&slow_in_free, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(slow_in_free))
 		usleep(100);
 	pid = fork();
 	cr_assert_neq(pid, -1);
@@ -790,7 +791,7 @@ Test(fork, idmap_free_running_at_fork, .timeout = 60)
 		ps_idmap_synchronize(map);
 		_exit(0);
 	}
-	__atomic_store_n(&slow_release, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(slow_release, 1);
 	expect_child(pid);
 	pthread_join(t, NULL);
 	ps_idmap_destroy(map);
@@ -808,7 +809,7 @@ static void *charge_churn(void *arg)
 {
 	struct ps_charge *root = arg;
 
-	while (!__atomic_load_n(&charge_churn_stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(charge_churn_stop)) {
 		struct ps_charge *c = ps_charge_create(PS_CHARGE_STOCK, root, 0);
 
 		if (c)
@@ -844,7 +845,7 @@ Test(fork, charge_topology_lock_across_fork, .timeout = 60)
 		}
 		expect_child(pid);
 	}
-	__atomic_store_n(&charge_churn_stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(charge_churn_stop, 1);
 	ps_test_join(t, 2);
 	cr_assert_eq(ps_charge_destroy(root), 0);
 }
@@ -864,7 +865,7 @@ static void *attach_churn(void *arg)
 	struct ps_store *s = ((void **)arg)[0];
 	const void *user = ((void **)arg)[1];
 
-	while (!__atomic_load_n(&attach_churn_stop, __ATOMIC_RELAXED))
+	while (!PSI_READ_ONCE(attach_churn_stop))
 		if (!ps_store_attach(s, user, "churning object", "its detach"))
 			ps_store_detach(s, user);
 	return NULL;
@@ -899,7 +900,7 @@ Test(fork, attach_list_across_fork, .timeout = 60)
 		}
 		expect_child(pid);
 	}
-	__atomic_store_n(&attach_churn_stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(attach_churn_stop, 1);
 	for (i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	ps_store_destroy(s);

@@ -28,6 +28,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 
@@ -46,7 +47,7 @@ static void *allocate(void *arg)
 {
 	uint64_t x = (uintptr_t)arg | 1;
 
-	while (!__atomic_load_n(&alloc_stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(alloc_stop)) {
 		void **p = alloc_blocks;
 		int i;
 
@@ -146,7 +147,7 @@ SYNCS_TEST(reclaim_syncs, fork, child_waits_beside_allocating_thread, .timeout =
 		cr_assert_eq(WEXITSTATUS(status), 0, "round %d: child failed at step %d", round,
 				WEXITSTATUS(status));
 	}
-	__atomic_store_n(&alloc_stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(alloc_stop, 1);
 	if (!ps_test_on_valgrind())
 		cr_assert_eq(pthread_join(helper, NULL), 0);
 	cr_assert_eq(ps_policy_refcount(a), 2);

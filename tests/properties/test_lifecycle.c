@@ -19,7 +19,6 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -35,6 +34,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 /* How long a wait that must end may take before it counts as a hang. */
@@ -192,7 +192,7 @@ static void *dying_reader(void *arg)
 struct waiter {
 	struct ps_store *s;
 	struct ps_policy *pol;
-	atomic_int done;
+	int done;
 };
 
 static void *waiter_fn(void *arg)
@@ -204,7 +204,7 @@ static void *waiter_fn(void *arg)
 	ps_store_synchronize(w->s);
 	ps_store_set(w->s, 100, 110, NULL);
 	ps_store_synchronize(w->s);
-	atomic_store(&w->done, 1);
+	PSI_STORE_SEQ_CST(w->done, 1);
 	return NULL;
 }
 
@@ -226,7 +226,7 @@ static void until_waiter_sleeps(struct waiter *w, enum ps_sync sync)
 	int i;
 
 	for (i = 0; i < HANG_S * 1000; i++) {
-		if (__atomic_load_n(futex, __ATOMIC_SEQ_CST) == -1 || atomic_load(&w->done))
+		if (PSI_LOAD_SEQ_CST(*futex) == -1 || PSI_LOAD_SEQ_CST(w->done))
 			return;
 		usleep(1000);
 	}
@@ -553,13 +553,13 @@ Test(lifecycle, idmap_waits_in_memb_sections_deadlock, .timeout = 4 * HANG_S)
 
 /* ---- 4. Thread-exit keys that cannot be created ------------------------------- */
 
-static atomic_long counted_allocs, foreign_frees;
+static long counted_allocs, foreign_frees;
 static pthread_t counting_owner; /* frees from any other thread are counted */
 
 static void *counting_alloc(size_t size, void *ctx)
 {
 	(void)ctx;
-	atomic_fetch_add(&counted_allocs, 1);
+	PSI_FETCH_ADD(counted_allocs, 1, SEQ_CST);
 	return malloc(size);
 }
 
@@ -567,7 +567,7 @@ static void counting_free(void *p, void *ctx)
 {
 	(void)ctx;
 	if (!pthread_equal(pthread_self(), counting_owner))
-		atomic_fetch_add(&foreign_frees, 1);
+		PSI_FETCH_ADD(foreign_frees, 1, SEQ_CST);
 	free(p);
 }
 
@@ -613,7 +613,7 @@ static int keys_exhausted_child(void *unused)
 		return 20;
 	if (ps_qsbr_thread_online() != -EAGAIN || ps_qsbr_thread_is_online())
 		return 21;
-	if (atomic_load(&counted_allocs))
+	if (PSI_LOAD_SEQ_CST(counted_allocs))
 		return 22; /* a failed creation allocated something */
 	/* The lock variants need no key. */
 	s = ps_store_create(PS_SYNC_SPIN);
@@ -809,17 +809,17 @@ Test(lifecycle, alloc_hooks_idle_after_synchronize, .timeout = 4 * HANG_S)
 	}
 	for (k = 0; k < 2; k++)
 		cr_assert_eq(ps_store_synchronize(s[k]), 0);
-	after = atomic_load(&foreign_frees);
+	after = PSI_LOAD_SEQ_CST(foreign_frees);
 	cr_assert_gt(after, 0, "no batch went through the call_rcu worker");
 	usleep(100 * 1000);
-	cr_assert_eq(atomic_load(&foreign_frees), after,
+	cr_assert_eq(PSI_LOAD_SEQ_CST(foreign_frees), after,
 			"the call_rcu worker freed through the hooks after ps_store_synchronize()");
 	/* Safe now: both allocators wrap malloc()/free(). */
 	cr_assert_eq(ps_set_alloc_ops(NULL), 0);
 	for (k = 0; k < 2; k++)
 		ps_store_destroy(s[k]);
 	ps_policy_put(a);
-	cr_assert_eq(atomic_load(&foreign_frees), after);
+	cr_assert_eq(PSI_LOAD_SEQ_CST(foreign_frees), after);
 }
 
 /* ---- 6c. A thread waiting for a store's lock at fork() ------------------------- */

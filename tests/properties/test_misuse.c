@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 #define HANG_NS 3000000000ULL /* a call that takes longer is taken for a hang */
@@ -36,7 +36,7 @@ static void sleep_ms(long ms)
 struct bounded {
 	void *(*fn)(void *);
 	void *arg;
-	atomic_int done;
+	int done;
 };
 
 static void *bounded_run(void *arg)
@@ -44,7 +44,7 @@ static void *bounded_run(void *arg)
 	struct bounded *b = arg;
 
 	b->fn(b->arg);
-	atomic_store(&b->done, 1);
+	PSI_STORE_SEQ_CST(b->done, 1);
 	return NULL;
 }
 
@@ -58,9 +58,9 @@ static bool returns_in_time(void *(*fn)(void *), void *arg)
 	b->fn = fn;
 	b->arg = arg;
 	cr_assert_eq(pthread_create(&t, NULL, bounded_run, b), 0);
-	while (!atomic_load(&b->done) && ps_test_now_ns() - t0 < HANG_NS)
+	while (!PSI_LOAD_SEQ_CST(b->done) && ps_test_now_ns() - t0 < HANG_NS)
 		sleep_ms(1);
-	if (!atomic_load(&b->done)) {
+	if (!PSI_LOAD_SEQ_CST(b->done)) {
 		pthread_detach(t);
 		return false;
 	}
@@ -82,21 +82,21 @@ static void for_syncs(void (*fn)(enum ps_sync *), enum ps_sync *syncs, size_t n)
 /* ---- ps_store_memory() from an allocator hook, and beside a writer ---- */
 
 static struct ps_store *hook_store;
-static atomic_long hook_calls;
-static atomic_int hook_block, hook_blocked;
+static long hook_calls;
+static int hook_block, hook_blocked;
 
 static void *memory_hook_alloc(size_t size, void *ctx)
 {
-	struct ps_store *s = __atomic_load_n(&hook_store, __ATOMIC_ACQUIRE);
+	struct ps_store *s = PSI_LOAD_ACQUIRE(hook_store);
 
 	(void)ctx;
 	if (s) {
 		/* The accounting a runtime's allocator does: ask the store what it holds. */
-		if (!atomic_load(&hook_block))
-			atomic_fetch_add(&hook_calls, ps_store_memory(s) > 0);
+		if (!PSI_LOAD_SEQ_CST(hook_block))
+			PSI_FETCH_ADD(hook_calls, ps_store_memory(s) > 0, SEQ_CST);
 		else {
-			atomic_store(&hook_blocked, 1);
-			while (atomic_load(&hook_block))
+			PSI_STORE_SEQ_CST(hook_blocked, 1);
+			while (PSI_LOAD_SEQ_CST(hook_block))
 				sleep_ms(1);
 		}
 	}
@@ -135,17 +135,17 @@ static void memory_from_allocator_hook_one(enum ps_sync *sync)
 	static const struct ps_alloc_ops ops = {.alloc = memory_hook_alloc, .free = memory_hook_free};
 	struct ps_store *s;
 
-	atomic_store(&hook_calls, 0);
+	PSI_STORE_SEQ_CST(hook_calls, 0);
 	cr_assert_eq(ps_set_alloc_ops(&ops), 0);
 	set_pol = ps_test_bind(1);
 	s = ps_store_create(*sync);
 	cr_assert_not_null(s);
-	__atomic_store_n(&hook_store, s, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(hook_store, s);
 	cr_assert(returns_in_time(set_some, s),
 			"%s: ps_store_set() hangs when the allocator calls ps_store_memory()",
 			ps_sync_name(*sync));
-	cr_assert_gt(atomic_load(&hook_calls), 0);
-	__atomic_store_n(&hook_store, NULL, __ATOMIC_RELEASE);
+	cr_assert_gt(PSI_LOAD_SEQ_CST(hook_calls), 0);
+	PSI_STORE_RELEASE(hook_store, NULL);
 	ps_store_destroy(s);
 	ps_policy_put(set_pol);
 	ps_set_alloc_ops(NULL);
@@ -175,17 +175,17 @@ static void memory_beside_a_set_in_progress_one(enum ps_sync *sync)
 	set_pol = ps_test_bind(1);
 	s = ps_store_create(*sync);
 	cr_assert_not_null(s);
-	atomic_store(&hook_blocked, 0);
-	atomic_store(&hook_block, 1);
-	__atomic_store_n(&hook_store, s, __ATOMIC_RELEASE);
+	PSI_STORE_SEQ_CST(hook_blocked, 0);
+	PSI_STORE_SEQ_CST(hook_block, 1);
+	PSI_STORE_RELEASE(hook_store, s);
 	cr_assert_eq(pthread_create(&w, NULL, set_some, s), 0);
-	while (!atomic_load(&hook_blocked))
+	while (!PSI_LOAD_SEQ_CST(hook_blocked))
 		sleep_ms(1); /* RCU variants allocate under the writer lock; the others before it */
 	/* The writer is inside ps_store_set(), in the allocator, holding what it holds. */
-	__atomic_store_n(&hook_store, NULL, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(hook_store, NULL);
 	cr_expect(returns_in_time(memory_of, s),
 			"%s: ps_store_memory() waits for a set in progress", ps_sync_name(*sync));
-	atomic_store(&hook_block, 0);
+	PSI_STORE_SEQ_CST(hook_block, 0);
 	pthread_join(w, NULL);
 	ps_store_destroy(s);
 	ps_policy_put(set_pol);
@@ -210,7 +210,7 @@ struct cross {
 	struct ps_store *s[2];
 	struct ps_idmap *m[2];
 	struct ps_policy *pol;
-	atomic_int inside, go, writers_in;
+	int inside, go, writers_in;
 };
 
 struct cross_reader {
@@ -220,8 +220,8 @@ struct cross_reader {
 
 static void cross_wait_go(struct cross *c)
 {
-	atomic_fetch_add(&c->inside, 1);
-	while (!atomic_load(&c->go))
+	PSI_FETCH_ADD(c->inside, 1, SEQ_CST);
+	while (!PSI_LOAD_SEQ_CST(c->go))
 		sleep_ms(1);
 }
 
@@ -296,7 +296,7 @@ static void *cross_writer_fn(void *arg)
 	struct cross *c = w->c;
 	int id;
 
-	atomic_fetch_add(&c->writers_in, 1);
+	PSI_FETCH_ADD(c->writers_in, 1, SEQ_CST);
 	if (c->how == CROSS_IDMAP) {
 		TCHECK(ps_idmap_alloc(c->m[w->which], c, 0, PS_IDMAP_ID_MAX, &id) == 0, "alloc");
 		TCHECK(ps_idmap_remove(c->m[w->which], id, NULL) == 0, "remove");
@@ -317,14 +317,14 @@ static void *cross_run(void *arg)
 
 	for (i = 0; i < n; i++)
 		cr_assert_eq(pthread_create(&rt[i], NULL, cross_reader_fn, &r[i]), 0);
-	while (atomic_load(&c->inside) < n)
+	while (PSI_LOAD_SEQ_CST(c->inside) < n)
 		sleep_ms(1);
 	for (i = 0; i < n; i++)
 		cr_assert_eq(pthread_create(&wt[i], NULL, cross_writer_fn, &w[i]), 0);
-	while (atomic_load(&c->writers_in) < n)
+	while (PSI_LOAD_SEQ_CST(c->writers_in) < n)
 		sleep_ms(1);
 	sleep_ms(50); /* each writer now waits for the reader inside its store */
-	atomic_store(&c->go, 1);
+	PSI_STORE_SEQ_CST(c->go, 1);
 	for (i = 0; i < n; i++) {
 		pthread_join(rt[i], NULL);
 		pthread_join(wt[i], NULL);
@@ -646,12 +646,12 @@ static void unlock_twice_unchecked(void *arg)
 	fprintf(stderr, "the second unlock went through\n");
 }
 
-static atomic_int stray_in;
+static int stray_in;
 
 static void *stray_lock_and_stay(void *arg)
 {
 	ps_store_read_lock(arg);
-	atomic_store(&stray_in, 1);
+	PSI_STORE_SEQ_CST(stray_in, 1);
 	for (;;)
 		sleep_ms(100);
 	return NULL;
@@ -665,7 +665,7 @@ static void unlock_other_threads_section(void *arg)
 
 	if (!s || pthread_create(&t, NULL, stray_lock_and_stay, s))
 		abort();
-	while (!atomic_load(&stray_in))
+	while (!PSI_LOAD_SEQ_CST(stray_in))
 		sleep_ms(1);
 	ps_store_read_unlock(s);
 }
@@ -745,13 +745,13 @@ static void idmap_writers_inside_own_section(void)
  * pthread_create() that fails on demand (the library is linked statically
  * into this binary, so its calls come here): no reclaim thread can start.
  */
-static atomic_int fail_thread_create;
+static int fail_thread_create;
 
 int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
 	static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
-	if (atomic_load(&fail_thread_create))
+	if (PSI_LOAD_SEQ_CST(fail_thread_create))
 		return EAGAIN;
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
@@ -770,7 +770,7 @@ Test(misuse, seqlock_set_inside_section_without_reclaim_thread, .timeout = 120)
 	struct ps_policy *p = ps_test_bind(1);
 	int i;
 
-	atomic_store(&fail_thread_create, 1);
+	PSI_STORE_SEQ_CST(fail_thread_create, 1);
 	ps_store_read_lock(s);
 	for (i = 0; i < 400; i++) {
 		cr_assert_eq(ps_store_set(s, 0, 10, p), 0);
@@ -782,7 +782,7 @@ Test(misuse, seqlock_set_inside_section_without_reclaim_thread, .timeout = 120)
 	cr_assert_eq(ps_store_synchronize(s), 0);
 	cr_expect_eq(ps_policy_refcount(p), 1);
 	ps_store_destroy(s);
-	atomic_store(&fail_thread_create, 0);
+	PSI_STORE_SEQ_CST(fail_thread_create, 0);
 	ps_policy_put(p);
 }
 
@@ -790,7 +790,7 @@ Test(misuse, seqlock_set_inside_section_without_reclaim_thread, .timeout = 120)
 
 struct walk_gate {
 	struct ps_store *s;
-	atomic_int in, release;
+	int in, release;
 };
 
 static int wait_in_walk(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
@@ -798,8 +798,8 @@ static int wait_in_walk(uint64_t start, uint64_t end, struct ps_policy *pol, voi
 	struct walk_gate *g = arg;
 
 	(void)start, (void)end, (void)pol;
-	atomic_store(&g->in, 1);
-	while (!atomic_load(&g->release))
+	PSI_STORE_SEQ_CST(g->in, 1);
+	while (!PSI_LOAD_SEQ_CST(g->release))
 		sleep_ms(1);
 	return 1;
 }
@@ -841,7 +841,7 @@ static void rcu_walks_hold_back_no_set_one(enum ps_sync *sync)
 	cr_assert_eq(ps_store_set(g.s, 0, 10, p), 0);
 	cr_assert_eq(ps_store_set(g.s, 20, 30, p), 0);
 	cr_assert_eq(pthread_create(&t, NULL, gate_walker, &g), 0);
-	while (!atomic_load(&g.in))
+	while (!PSI_LOAD_SEQ_CST(g.in))
 		sleep_ms(1);
 	cr_expect(returns_in_time(set_once, g.s), "%s: a set waited for a walk",
 			ps_sync_name(*sync));
@@ -853,7 +853,7 @@ static void rcu_walks_hold_back_no_set_one(enum ps_sync *sync)
 	ps_store_read_unlock(g.s);
 	cr_expect_eq(ps_store_lookup_borrow(g.s, 5), p);
 	ps_store_read_unlock(g.s);
-	atomic_store(&g.release, 1);
+	PSI_STORE_SEQ_CST(g.release, 1);
 	pthread_join(t, NULL);
 	ps_store_destroy(g.s);
 	ps_policy_put(p);

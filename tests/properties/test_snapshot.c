@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 static const enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
@@ -436,9 +437,9 @@ static void *sweep_walker(void *arg)
 	uint64_t seed = (uint64_t)(uintptr_t)&seed;
 	long n = 0;
 
-	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(r->stop)) {
 		struct sweep_walk w = { .ranges = 0, .spin = ps_test_rand(&seed) % 2 ? 0 : 20000 };
-		uint64_t k0 = __atomic_load_n(&r->updates, __ATOMIC_ACQUIRE), k1, k;
+		uint64_t k0 = PSI_LOAD_ACQUIRE(r->updates), k1, k;
 		bool some = false;
 		unsigned i;
 
@@ -446,7 +447,7 @@ static void *sweep_walker(void *arg)
 			ps_store_foreach_range(r->s, 0, SWEEP_RANGES * 16, sweep_cb, &w);
 		else
 			ps_store_foreach(r->s, sweep_cb, &w);
-		k1 = __atomic_load_n(&r->updates, __ATOMIC_ACQUIRE);
+		k1 = PSI_LOAD_ACQUIRE(r->updates);
 		/* Some version k (the store after update k - 1) in [k0, k1 + 1]: that one whole. */
 		for (k = k0; k <= k1 + 1 && !some; k++) {
 			for (i = 0; i < SWEEP_RANGES && w.tag[i] == sweep_tag(k, i); i++)
@@ -454,8 +455,8 @@ static void *sweep_walker(void *arg)
 			some = i == SWEEP_RANGES;
 		}
 		if (w.ranges != SWEEP_RANGES || !some)
-			__atomic_store_n(&r->bad, 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&r->walks, 1, __ATOMIC_RELAXED);
+			PSI_WRITE_ONCE(r->bad, 1);
+		PSI_FETCH_ADD(r->walks, 1, RELAXED);
 		n++;
 	}
 	return NULL;
@@ -482,7 +483,7 @@ RCU_TEST(walks_see_one_version_beside_a_flat_out_writer, .timeout = 120)
 	 * writer alone for long), for a minute at most.
 	 */
 	for (u = 0; (double)ps_test_now_ns() * 1e-9 - t0 < secs || u < 2000 ||
-		    (__atomic_load_n(&r.walks, __ATOMIC_RELAXED) <= 10 &&
+		    (PSI_READ_ONCE(r.walks) <= 10 &&
 			    (double)ps_test_now_ns() * 1e-9 - t0 < 60);
 			u++) {
 		uint64_t x = u % SWEEP_RANGES;
@@ -490,9 +491,9 @@ RCU_TEST(walks_see_one_version_beside_a_flat_out_writer, .timeout = 120)
 		/* The count goes up after the set: a walk that loads it first began before. */
 		cr_assert_eq(ps_store_set(r.s, x * 16, x * 16 + 16,
 					     r.tag[(u / SWEEP_RANGES + 1) % SWEEP_TAGS]), 0);
-		__atomic_store_n(&r.updates, u + 1, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(r.updates, u + 1);
 	}
-	__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(r.stop, 1);
 	for (i = 0; i < 2; i++)
 		pthread_join(w[i], NULL);
 	cr_log_info("%s: %llu updates, %ld walks", ps_sync_name(*sync), (unsigned long long)u,

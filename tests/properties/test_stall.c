@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 
 #include <criterion/criterion.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 static void sleep_ms(long ms)
@@ -29,7 +29,7 @@ static void sleep_ms(long ms)
 /* A thread that goes online and stays so, reporting no quiescent state, until released. */
 struct stuck {
 	pthread_t t;
-	atomic_int tid, release;
+	int tid, release;
 };
 
 static void *stuck_online(void *arg)
@@ -38,8 +38,8 @@ static void *stuck_online(void *arg)
 
 	pthread_setname_np(pthread_self(), "stuck-online");
 	TCHECK(ps_qsbr_thread_online() == 0, "online");
-	atomic_store(&st->tid, gettid());
-	while (!atomic_load(&st->release))
+	PSI_STORE_SEQ_CST(st->tid, gettid());
+	while (!PSI_LOAD_SEQ_CST(st->release))
 		sleep_ms(1); /* online all along: a stall, against QSBR's rule */
 	ps_qsbr_thread_offline();
 	return NULL;
@@ -48,13 +48,13 @@ static void *stuck_online(void *arg)
 static void stuck_start(struct stuck *st)
 {
 	cr_assert_eq(pthread_create(&st->t, NULL, stuck_online, st), 0);
-	while (!atomic_load(&st->tid))
+	while (!PSI_LOAD_SEQ_CST(st->tid))
 		sleep_ms(1);
 }
 
 static void stuck_stop(struct stuck *st)
 {
-	atomic_store(&st->release, 1);
+	PSI_STORE_SEQ_CST(st->release, 1);
 	pthread_join(st->t, NULL);
 }
 
@@ -122,7 +122,7 @@ Test(stall, online_thread_is_named_rate_limited, .timeout = 30)
 
 		cr_log_info("warning %d: thread %d (%s), %.2f s, %s (thread %d)", i, w->tid, w->name,
 				w->seconds, w->waiter, w->waiter_tid);
-		if (w->tid == atomic_load(&st.tid)) {
+		if (w->tid == PSI_LOAD_SEQ_CST(st.tid)) {
 			mine++;
 			cr_expect_str_eq(w->name, "stuck-online");
 			cr_expect_geq(w->seconds, 0.1);
@@ -222,19 +222,19 @@ Test(stall, stderr_child, .timeout = 30)
 struct setter {
 	struct ps_store *s;
 	struct ps_policy *p;
-	atomic_int tid, stop;
-	atomic_long sets;
+	int tid, stop;
+	long sets;
 };
 
 static void *set_until_stopped(void *arg)
 {
 	struct setter *w = arg;
 
-	atomic_store(&w->tid, gettid());
-	while (!atomic_load(&w->stop)) {
+	PSI_STORE_SEQ_CST(w->tid, gettid());
+	while (!PSI_LOAD_SEQ_CST(w->stop)) {
 		TCHECK(ps_store_set(w->s, 0, 8, w->p) == 0, "set");
 		TCHECK(ps_store_set(w->s, 0, 8, NULL) == 0, "set");
-		atomic_fetch_add(&w->sets, 2);
+		PSI_FETCH_ADD(w->sets, 2, SEQ_CST);
 	}
 	return NULL;
 }
@@ -258,19 +258,19 @@ Test(stall, sets_wait_only_past_the_inflight_bound, .timeout = 120)
 		sleep_ms(10);
 		pthread_mutex_lock(&warnings.lock);
 		for (j = 0; j < warnings.n && j < MAX_SEEN; j++)
-			if (warnings.seen[j].waiter_tid == atomic_load(&w.tid))
+			if (warnings.seen[j].waiter_tid == PSI_LOAD_SEQ_CST(w.tid))
 				blocked = true;
 		pthread_mutex_unlock(&warnings.lock);
 		if (blocked) {
 			mem = ps_store_memory(w.s);
-			sets = atomic_load(&w.sets);
+			sets = PSI_LOAD_SEQ_CST(w.sets);
 			cr_assert_eq(ps_test_reclaim_stats(PS_SYNC_RCU_QSBR, NULL, &pending, NULL,
 						     false),
 					0);
 		}
 	}
 	stuck_stop(&st);
-	atomic_store(&w.stop, 1);
+	PSI_STORE_SEQ_CST(w.stop, 1);
 	pthread_join(t, NULL);
 	cr_assert(blocked, "no warning named the setting thread");
 	cr_log_info("the set after %ld sets waited; the store held %zu bytes, %zu in flight", sets,

@@ -38,18 +38,18 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include <polstore/polstore.h>
 
+#include "compiler.h"
 #include "linearizability.h"
 #define PS_TEST_NO_CRITERION
 #include "testutil.h"
 
-static atomic_long failures;
+static long failures;
 static double phase_seconds = 0.3;
 
 #define CHECK(cond, ...)                                                                           \
@@ -59,7 +59,7 @@ static double phase_seconds = 0.3;
 					#cond);                                                    \
 			fprintf(stderr, __VA_ARGS__);                                              \
 			fputc('\n', stderr);                                                       \
-			atomic_fetch_add(&failures, 1);                                            \
+			PSI_FETCH_ADD(failures, 1, SEQ_CST);                                            \
 		}                                                                                  \
 	} while (0)
 
@@ -243,8 +243,8 @@ static void checked_all(void)
 struct nested {
 	struct ps_store *a, *b;
 	struct ps_policy *pol;
-	atomic_int stop;
-	atomic_long reads;
+	int stop;
+	long reads;
 };
 
 struct nested_arg {
@@ -258,7 +258,7 @@ static void *nested_reader(void *arg)
 	int flip = ((struct nested_arg *)arg)->flip;
 	long i;
 
-	for (i = 0; !atomic_load(&n->stop); i++) {
+	for (i = 0; !PSI_LOAD_SEQ_CST(n->stop); i++) {
 		struct ps_store *o = (i + flip) & 1 ? n->a : n->b, *in = (i + flip) & 1 ? n->b : n->a;
 
 		ps_store_read_lock(o);
@@ -268,7 +268,7 @@ static void *nested_reader(void *arg)
 		ps_store_read_unlock(in);
 		ps_store_read_unlock(o);
 	}
-	atomic_fetch_add(&n->reads, i);
+	PSI_FETCH_ADD(n->reads, i, SEQ_CST);
 	return NULL;
 }
 
@@ -290,10 +290,10 @@ static void nested_all(void)
 		CHECK(ps_store_set(n.b, 20, 30, sets & 1 ? n.pol : NULL) == 0, "set b");
 		sets += 2;
 	}
-	atomic_store(&n.stop, 1);
+	PSI_STORE_SEQ_CST(n.stop, 1);
 	for (i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
-	printf("nested   rwlock   %8ld reads, %6ld sets\n", atomic_load(&n.reads), sets);
+	printf("nested   rwlock   %8ld reads, %6ld sets\n", PSI_LOAD_SEQ_CST(n.reads), sets);
 	ps_store_destroy(n.a);
 	ps_store_destroy(n.b);
 	ps_policy_put(n.pol);
@@ -302,22 +302,22 @@ static void nested_all(void)
 /* ---- 8. deferred destroy while readers are inside their sections ---- */
 
 struct retiring {
-	struct ps_store *_Atomic pub;
+	struct ps_store *pub;
 	struct ps_store *guard;
 	struct ps_policy *pol;
-	atomic_int stop;
+	int stop;
 };
 
 static void *retire_reader(void *arg)
 {
 	struct retiring *r = arg;
 
-	while (!atomic_load(&r->stop)) {
+	while (!PSI_LOAD_SEQ_CST(r->stop)) {
 		struct ps_store *s;
 		int i;
 
 		ps_store_read_lock(r->guard);
-		s = atomic_load(&r->pub);
+		s = PSI_LOAD_SEQ_CST(r->pub);
 		if (s) {
 			ps_store_read_lock(s);
 			for (i = 0; i < 64; i++)
@@ -345,12 +345,12 @@ static void retire_all(void)
 			struct ps_store *st = ps_store_create((enum ps_sync)s);
 
 			CHECK(st && ps_store_set(st, 0, 10, r.pol) == 0, "create");
-			atomic_store(&r.pub, st);
+			PSI_STORE_SEQ_CST(r.pub, st);
 			sched_yield();
-			atomic_store(&r.pub, NULL);
+			PSI_STORE_SEQ_CST(r.pub, NULL);
 			CHECK(ps_store_destroy_deferred(st) == 0, "retire");
 		}
-		atomic_store(&r.stop, 1);
+		PSI_STORE_SEQ_CST(r.stop, 1);
 		for (i = 0; i < 2; i++)
 			pthread_join(t[i], NULL);
 		CHECK(ps_rcu_barrier() == 0, "barrier");
@@ -367,20 +367,20 @@ static void retire_all(void)
 
 /* ---- 9. an RCU_QSBR stall and its warning ---- */
 
-static atomic_int stall_seen, stall_release, stall_online_now;
+static int stall_seen, stall_release, stall_online_now;
 
 static void stall_cb(const struct ps_qsbr_stall *st, void *arg)
 {
 	(void)st, (void)arg;
-	atomic_fetch_add(&stall_seen, 1);
+	PSI_FETCH_ADD(stall_seen, 1, SEQ_CST);
 }
 
 static void *stall_online(void *arg)
 {
 	(void)arg;
 	CHECK(ps_qsbr_thread_online() == 0, "online");
-	atomic_store(&stall_online_now, 1);
-	while (!atomic_load(&stall_release))
+	PSI_STORE_SEQ_CST(stall_online_now, 1);
+	while (!PSI_LOAD_SEQ_CST(stall_release))
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	ps_qsbr_thread_offline();
 	return NULL;
@@ -396,18 +396,18 @@ static void stall_all(void)
 	ps_qsbr_set_stall_warning(50, stall_cb, NULL);
 	pthread_create(&t, NULL, stall_online, NULL);
 	/* The sets' grace period must start with the thread online: under load it comes late. */
-	while (!atomic_load(&stall_online_now))
+	while (!PSI_LOAD_SEQ_CST(stall_online_now))
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	for (i = 0; i < 1000; i++)
 		CHECK(ps_store_set(s, 0, 8, i & 1 ? p : NULL) == 0, "set");
-	for (i = 0; i < 1000 && !atomic_load(&stall_seen); i++)
+	for (i = 0; i < 1000 && !PSI_LOAD_SEQ_CST(stall_seen); i++)
 		nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
-	atomic_store(&stall_release, 1);
+	PSI_STORE_SEQ_CST(stall_release, 1);
 	pthread_join(t, NULL);
-	CHECK(atomic_load(&stall_seen) > 0, "no stall warning");
+	CHECK(PSI_LOAD_SEQ_CST(stall_seen) > 0, "no stall warning");
 	CHECK(ps_store_synchronize(s) == 0, "synchronize");
 	ps_qsbr_set_stall_warning(0, NULL, NULL);
-	printf("stall    rcu-qsbr %d warnings\n", atomic_load(&stall_seen));
+	printf("stall    rcu-qsbr %d warnings\n", PSI_LOAD_SEQ_CST(stall_seen));
 	ps_store_destroy(s);
 	ps_policy_put(p);
 }
@@ -447,8 +447,8 @@ int main(void)
 	retire_all();
 	stall_all();
 	index_all();
-	if (atomic_load(&failures)) {
-		fprintf(stderr, "tsan_stress: %ld checks failed\n", atomic_load(&failures));
+	if (PSI_LOAD_SEQ_CST(failures)) {
+		fprintf(stderr, "tsan_stress: %ld checks failed\n", PSI_LOAD_SEQ_CST(failures));
 		return 1;
 	}
 	printf("tsan_stress: all checks passed\n");

@@ -8,9 +8,11 @@
 # (include/polstore/static/) have the layer of the row that names them, so
 # a private header that includes one of a higher layer is an edge up; no
 # public header includes a private one or names a private symbol (psi_,
-# PSI_).  Among the files of stress/, neither the include graph nor the
-# call graph (a file that names a function another file defines) has a
-# circle.  Above the library, the same for the
+# PSI_).  No file calls a function of a layer it may not use through a
+# function pointer, but for the callbacks up a layer docs/design.md lists.
+# Among the units of stress/ and of tests/common/ (a source and its
+# header of the same name), neither the include graph nor the call graph
+# (a unit that names a function another unit defines) has a circle.  Above the library, the same for the
 # includes of tests/, stress/ and fuzz/ (tests/README.md): tests/common/
 # uses only the library; the suites (tests/unit/, tests/properties/),
 # stress/ and fuzz/ use tests/common/ and the library, and none uses
@@ -158,13 +160,15 @@ check() { # $1: edges file ("from to [why]"), $2: what the graph is
 	}' "$1"
 }
 
-# stress/: "file file [function]" for each #include "..." of a stress
-# header and each function (or object) a file names that another file
-# defines at file scope; a header's use of its own source (x.h of x.c)
-# stays inside the pair.
+# stress/ and tests/common/: "unit unit [function]" for each #include "..."
+# of a header of the same folder and each function (or object) a file
+# names that another file defines at file scope; a unit is a source and
+# the header of the same name (x.c and x.h), as a reader takes them.
+callgraph() {
 perl -e '
 my $par = qr/(\((?:[^()]++|(?-1))*\))/;
 my (%files, %def, %text);
+sub unit { (my $u = shift) =~ s/\.[ch]\z//; return $u }
 for (@ARGV) { (my $f = $_) =~ s{.*/}{}; $files{$f} = 1; }
 for my $path (@ARGV) {
 	open(my $fh, "<", $path) or die "$path: $!\n";
@@ -174,7 +178,7 @@ for my $path (@ARGV) {
 	(my $file = $path) =~ s{.*/}{};
 	$t =~ s{/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"}{ }gs;
 	while ($t =~ /^[ \t]*#[ \t]*include[ \t]*"([^"\/]+)"/gm) {
-		print "$file $1\n" if $1 ne $file && $files{$1};
+		print unit($file), " ", unit($1), "\n" if unit($1) ne unit($file) && $files{$1};
 	}
 	$t =~ s{^[ \t]*#(?:[^\n]*\\\n)*[^\n]*}{}gm;
 	# Definitions at file scope, at column 0: functions with their body
@@ -197,13 +201,136 @@ for my $path (@ARGV) {
 }
 my %seen;
 for my $file (sort keys %text) {
-	(my $own = $file) =~ s/\.h\z/.c/;
 	for my $w ($text{$file} =~ /\b[A-Za-z_]\w*\b/g) {
 		my $to = $def{$w};
-		next if !defined $to || $to eq $file || $to eq $own || $seen{"$file $to"}++;
-		print "$file $to $w\n";
+		next if !defined $to || unit($to) eq unit($file) || $seen{unit($file) . " " . unit($to)}++;
+		print unit($file), " ", unit($to), " $w\n";
 	}
-}' "$src"/stress/*.c "$src"/stress/*.h > "$tmp/stressedges"
+}' "$@"
+}
+callgraph "$src"/stress/*.c "$src"/stress/*.h > "$tmp/stressedges"
+callgraph "$src"/tests/common/*.c "$src"/tests/common/*.h > "$tmp/commonedges"
+
+# Function pointers: no file calls, through a pointer it was handed, a
+# function of a layer its own may not use, unless docs/design.md lists
+# that pointer (type.member) among its callbacks up a layer.  Where a
+# function goes: a table's initializer (.member = function), an
+# assignment (x->member = function), or an argument that the callee
+# stores into a member; the member's type is read from the declaration
+# of what stands before it (a name the script cannot type, e.g. a macro,
+# is matched only to stores it cannot type either).
+fnpointers() {
+perl -e 'use strict;
+use warnings;
+# Usage: perl fp.pl layersfile design.md files...
+my ($layers, $design, @paths) = @ARGV;
+my (%layer, %allow, %lname);
+open(my $lf, "<", $layers) or die;
+while (<$lf>) {
+	my @w = split;
+	if ($w[0] eq "file") { $layer{$w[2]} = $w[1] }
+	elsif ($w[0] eq "allow") { $allow{"$w[1] $w[2]"} = 1 }
+}
+my %listed;
+open(my $df, "<", $design) or die;
+my $d = do { local $/; <$df> };
+if ($d =~ /^Callbacks up a layer\b(.*?)(?:\n\n|\z)/ms) {
+	my $p = $1;
+	$listed{$1} = 1 while $p =~ /`(\w+\.\w+)`/g;
+}
+my $par = qr/(\((?:[^()]++|(?-1))*\))/;
+my $brace = qr/(\{(?:[^{}]++|(?-1))*\})/;
+my (%text, %fp, %def, %fpparam);
+for my $path (@paths) {
+	open(my $fh, "<", $path) or die "$path: $!\n";
+	my $t = do { local $/; <$fh> };
+	$t =~ s{/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"}{ }gs;
+	(my $file = $path) =~ s{.*/include/}{}; $file =~ s{.*/}{} unless $file =~ m{^polstore/};
+	$text{$file} = $t;
+	$fp{$1} = 1 while $t =~ /\(\s*\*\s*(\w+)\s*\)\s*\(/g;
+}
+for my $file (keys %text) {
+	my $t = $text{$file};
+	while ($t =~ /^((?:[A-Za-z_][^;{}=\n]*?[\s*])?)([A-Za-z_]\w*)[ \t]*$par\s*(?:__attribute__\s*$par\s*)*$brace/gm) {
+		my ($name, $params, $body) = ($2, $3, $5);
+		push @{$def{$name}}, $file;
+		# A parameter of pointer-to-function type stored into a member.
+		my @p = split /,(?![^()]*\))/, substr($params, 1, -1);
+		for my $i (0 .. $#p) {
+			next unless $p[$i] =~ /\(\s*\*\s*(\w+)\s*\)/;
+			my $pn = $1;
+			while ($body =~ /(\w+(?:\s*\[[^\]]*\])?)\s*(?:\.|->)\s*(\w+)\s*=\s*$pn\b/g) {
+				push @{$fpparam{"$name $i"}}, [$file, $1, $2];
+			}
+		}
+	}
+}
+# The struct type of a name: its declaration in @file, else anywhere (a member).
+sub type_of {
+	my ($file, $name) = @_;
+	for my $t ($text{$file}, map { $text{$_} } sort keys %text) {
+		return $1 if $t =~ /\bstruct\s+(\w+)\s*(?:const\s*)?\**\s*(?:const\s*)?\b$name\b\s*[;,=)\[]/;
+	}
+	return "?";
+}
+# The type whose member the pointer is: from what stands before "->m" or ".m".
+sub owner {
+	my ($file, $before) = @_;
+	return type_of($file, $1) if $before =~ /(\w+)\s*(?:\[[^\]]*\]\s*)?$/;
+	return "?";
+}
+my %flow; # "type.member" -> { function -> file that hands it }
+for my $file (keys %text) {
+	my $t = $text{$file};
+	# Tables: struct X name = { .m = f, ... }.
+	while ($t =~ /\bstruct\s+(\w+)\s+\w+\s*(?:\[\w*\]\s*)?=\s*$brace/g) {
+		my ($type, $init) = ($1, $2);
+		while ($init =~ /\.\s*(\w+)\s*=\s*&?\s*(\w+)\b\s*[,;}]/g) {
+			$flow{"$type.$1"}{$2} = $file if $fp{$1} && $def{$2};
+		}
+	}
+	while ($t =~ /(\w+(?:\s*\[[^\]]*\])?)\s*(?:\.|->)\s*(\w+)\s*=\s*&?\s*(\w+)\b\s*[,;}]/g) {
+		my ($v, $m, $f) = ($1, $2, $3);
+		$flow{owner($file, $v) . ".$m"}{$f} = $file if $fp{$m} && $def{$f};
+	}
+	while ($t =~ /\b(\w+)\s*$par/g) {
+		my ($g, $args) = ($1, $2);
+		my @a = split /,(?![^()]*\))/, substr($args, 1, -1);
+		for my $i (0 .. $#a) {
+			next unless $a[$i] =~ /^\s*&?\s*(\w+)\s*$/ && $def{$1};
+			my $f = $1;
+			next unless $fpparam{"$g $i"};
+			$flow{owner($_->[0], $_->[1]) . ".$_->[2]"}{$f} = $file for @{$fpparam{"$g $i"}};
+		}
+	}
+}
+my $bad = 0;
+my %seen;
+for my $file (sort keys %text) {
+	my $lc = $layer{$file} or next;
+	my $t = $text{$file};
+	while ($t =~ /(\w+(?:\s*\[[^\]]*\])?)\s*(?:\.|->)\s*(\w+)\s*\(/g) {
+		my ($v, $m) = ($1, $2);
+		next unless $fp{$m};
+		my $type = owner($file, $v);
+		my %fs;
+		for my $k ($type eq "?" ? ("?.$m") : ("$type.$m", "?.$m")) {
+			$fs{$_} = 1 for keys %{$flow{$k} // {}};
+		}
+		for my $f (sort keys %fs) {
+			for my $df (@{$def{$f}}) {
+				my $lf = $layer{$df} or next;
+				next if $allow{"$lc $lf"} || $listed{"$type.$m"} || $seen{"$file $m $f"}++;
+				print "function pointers: $file calls $f ($df) through $type.$m, a layer it may not use;",
+					" docs/design.md lists no such callback up a layer\n";
+				$bad = 1;
+			}
+		}
+	}
+}
+exit $bad;
+' "$tmp/layers" "$src/docs/design.md" "$@"
+}
 
 # Above the library: "from to" with paths from the source dir for the
 # files of tests/, stress/ and fuzz/, and a library header by the name the
@@ -249,8 +376,11 @@ END { exit bad }' "$tmp/testedges" || status=1
 check "$tmp/objedges" "object graph" || status=1
 check "$tmp/incedges" "include graph" || status=1
 check "$tmp/stressedges" "stress/ graph" || status=1
+check "$tmp/commonedges" "tests/common/ graph" || status=1
+fnpointers "$src"/src/*/*.c "$src"/src/*/*.h "$src"/include/polstore/static/*.h || status=1
 check "$tmp/testedges" "test include graph" || status=1
 [ $status -eq 0 ] && echo "layers: $(wc -l < "$tmp/objedges") object and $(wc -l < "$tmp/incedges") include edges," \
-	"$(wc -l < "$tmp/stressedges") in stress/, $(wc -l < "$tmp/testedges") in tests, stress and fuzz;" \
-	"no circle, none up a layer"
+	"$(wc -l < "$tmp/stressedges") in stress/, $(wc -l < "$tmp/commonedges") in tests/common/," \
+	"$(wc -l < "$tmp/testedges") in tests, stress and fuzz;" \
+	"no circle, none up a layer, no callback up one that docs/design.md does not list"
 exit $status

@@ -30,18 +30,6 @@
 #include "testpoint.h"
 #include "testutil.h"
 
-/*
- * The allowances test_rcu_store_memory.c builds its bound on heap growth
- * of: generous counts of retired ranges and records, not constants the
- * library exports.
- */
-#define RCU_PENDING_MAX (1 << 18)
-#define RCU_DEPOT_MAX 16384
-#define RCU_REFILL 256
-#define RCU_RECS_MAX 64
-/* A retire record: its header and slots, at most the size of 40 pointers. */
-#define RCU_REC_BYTES (40 * sizeof(void *))
-
 /* Unused in a file of every-variant tests only. */
 static enum ps_sync rcu_syncs[] __attribute__((unused)) = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
 

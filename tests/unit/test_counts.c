@@ -15,6 +15,7 @@
 
 #include <polstore/static/lcache.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 #define NR 8	    /* ranges [100 k, 100 k + 50) */
@@ -392,7 +393,7 @@ static void *busy_writer(void *arg)
 	struct busy *b = arg;
 	uint64_t seed = 3, k;
 
-	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
+	while (!PSI_LOAD_ACQUIRE(b->stop)) {
 		k = ps_test_rand(&seed) % NR;
 		/* A range's second half: its first half, where the counters count, stays. */
 		TCHECK(ps_store_set(b->s, 100 * k + 25, 100 * k + 50,
@@ -414,7 +415,7 @@ static void *busy_reader(void *arg)
 	uint64_t n;
 	int ret;
 
-	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
+	while (!PSI_LOAD_ACQUIRE(b->stop)) {
 		n = 0;
 		TCHECK(ps_store_counts_foreach(b->s, 0, SPACE, sum_fn, &n) == 0, "foreach");
 		ret = ps_store_counts_top(b->s, 0, SPACE, PS_COUNTS_BY_RATE, top, 4);
@@ -460,7 +461,7 @@ VARIANT_TEST(counts, beside_a_writer_and_a_reader, .timeout = 120)
 	}
 	for (i = 0; i < 2; i++)
 		cr_assert_eq(pthread_join(t[i], NULL), 0);
-	__atomic_store_n(&b.stop, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(b.stop, 1);
 	for (i = 0; i < 2; i++)
 		cr_assert_eq(pthread_join(w[i], NULL), 0);
 	/* Each counted access fell in a first half, which no set touched: all are in ranges. */
@@ -507,7 +508,7 @@ VARIANT_TEST(counts, fork_child_counts)
 	if (reader)
 		cr_assert_eq(pthread_create(&r, NULL, busy_reader, &b), 0);
 	cr_assert_eq(ps_test_run_child(fork_child, b.s, 60, out, sizeof(out), NULL), 0, "%s", out);
-	__atomic_store_n(&b.stop, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(b.stop, 1);
 	if (reader)
 		cr_assert_eq(pthread_join(r, NULL), 0);
 	cr_assert_eq(ps_store_counts_sum(b.s, &sum), 0);

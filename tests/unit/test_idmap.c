@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /* ps_idmap: every test runs once per variant (SPIN, RWLOCK, RCU). */
+#include "compiler.h"
 #include "idmap_test.h"
 
 /* Distinct non-NULL fake objects: never dereferenced. */
@@ -365,14 +366,14 @@ static void *hammer(void *arg)
 	int id;
 
 	/* Back-to-back sections, no pause: some reader is always inside. */
-	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
+	while (!PSI_LOAD_ACQUIRE(sh->stop)) {
 		ps_idmap_read_lock(sh->map);
 		id = 0;
 		(void)ps_idmap_get_next(sh->map, &id);
 		(void)ps_idmap_find(sh->map, 3);
 		ps_idmap_read_unlock(sh->map);
 		if (++n % sh->every == 0)
-			__atomic_add_fetch(&sh->sections, sh->every, __ATOMIC_RELAXED);
+			PSI_ADD_FETCH(sh->sections, sh->every, RELAXED);
 		if (sh->slow) /* valgrind's scheduler (testutil.h: ps_test_idmap_load.slow) */
 			sched_yield();
 	}
@@ -394,9 +395,9 @@ IDMAP_TEST(idmap, writer_not_starved)
 	for (i = 0; i < 3; i++)
 		cr_assert_eq(pthread_create(&r[i], NULL, hammer, &sh), 0);
 	/* Let the readers get going first. */
-	while (__atomic_load_n(&sh.sections, __ATOMIC_RELAXED) < 3 * sh.every * 16)
+	while (PSI_READ_ONCE(sh.sections) < 3 * sh.every * 16)
 		sched_yield();
-	first = __atomic_load_n(&sh.sections, __ATOMIC_RELAXED);
+	first = PSI_READ_ONCE(sh.sections);
 	start = ps_test_now_ns();
 	/* No cr_assert while the readers run: a failed test must still stop them. */
 	for (i = 0; i < n && !stalled; i++) {
@@ -408,17 +409,17 @@ IDMAP_TEST(idmap, writer_not_starved)
 		if (t > worst)
 			worst = t;
 		/* Readers must make progress between writes: they never stop. */
-		before = __atomic_load_n(&sh.sections, __ATOMIC_RELAXED);
+		before = PSI_READ_ONCE(sh.sections);
 		t = ps_test_now_ns();
-		while (!stalled && __atomic_load_n(&sh.sections, __ATOMIC_RELAXED) == before) {
+		while (!stalled && PSI_READ_ONCE(sh.sections) == before) {
 			if (ps_test_now_ns() - t > 10000000000ull)
 				stalled = true;
 			sched_yield();
 		}
 	}
 	t = ps_test_now_ns() - start;
-	during = __atomic_load_n(&sh.sections, __ATOMIC_RELAXED) - first;
-	__atomic_store_n(&sh.stop, 1, __ATOMIC_RELEASE);
+	during = PSI_READ_ONCE(sh.sections) - first;
+	PSI_STORE_RELEASE(sh.stop, 1);
 	for (i = 0; i < 3; i++)
 		pthread_join(r[i], NULL);
 	cr_assert_not(stalled, "a write failed or the readers stalled for 10 s");

@@ -5,6 +5,7 @@
  * frees queued by frees, threads that end inside a free function or a
  * barrier.
  */
+#include "compiler.h"
 #include "idmap_test.h"
 
 /* ---- Deferred frees -------------------------------------------------------- */
@@ -70,8 +71,8 @@ static void *hold_section(void *arg)
 	struct held_reader *h = arg;
 
 	ps_idmap_read_lock(h->map);
-	__atomic_store_n(&h->entered, 1, __ATOMIC_RELEASE);
-	while (!__atomic_load_n(&h->leave, __ATOMIC_ACQUIRE))
+	PSI_STORE_RELEASE(h->entered, 1);
+	while (!PSI_LOAD_ACQUIRE(h->leave))
 		usleep(1000);
 	ps_idmap_read_unlock(h->map);
 	return NULL;
@@ -89,7 +90,7 @@ Test(idmap, free_rcu_never_waits_for_readers)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&h.entered, sizeof(h.entered));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&h.leave, sizeof(h.leave));
 	cr_assert_eq(pthread_create(&t, NULL, hold_section, &h), 0);
-	while (!__atomic_load_n(&h.entered, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(h.entered))
 		usleep(100);
 	/* Four full batches: each call returns while the reader blocks every grace period. */
 	for (i = 0; i < 4 * PS_IDMAP_FREE_BATCH; i++)
@@ -97,7 +98,7 @@ Test(idmap, free_rcu_never_waits_for_readers)
 	usleep(20000);
 	cr_assert_eq(ps_idmap_free_rcu(h.map, malloc(16), count_free), 0);
 	cr_assert_eq(freed, 0, "%d objects freed while a reader that may hold them runs", freed);
-	__atomic_store_n(&h.leave, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(h.leave, 1);
 	pthread_join(t, NULL);
 	/* The grace periods end now: a later call runs the batches. */
 	for (i = 0; i < 2000 && freed < 4 * PS_IDMAP_FREE_BATCH; i++) {
@@ -118,9 +119,9 @@ static int slow_started, slow_freed;
 
 static void slow_free(void *p)
 {
-	__atomic_store_n(&slow_started, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(slow_started, 1);
 	usleep(20000);
-	__atomic_add_fetch(&slow_freed, 1, __ATOMIC_RELEASE);
+	PSI_ADD_FETCH(slow_freed, 1, RELEASE);
 	free(p);
 }
 
@@ -144,10 +145,10 @@ Test(idmap, barrier_waits_for_batches_in_flight)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&slow_freed, sizeof(slow_freed));
 	cr_assert_eq(pthread_create(&t, NULL, fill_batch, map), 0);
 	/* The other thread is inside the frees of its batch. */
-	while (!__atomic_load_n(&slow_started, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(slow_started))
 		usleep(100);
 	ps_idmap_barrier(map);
-	cr_assert_eq(__atomic_load_n(&slow_freed, __ATOMIC_ACQUIRE), PS_IDMAP_FREE_BATCH,
+	cr_assert_eq(PSI_LOAD_ACQUIRE(slow_freed), PS_IDMAP_FREE_BATCH,
 			"barrier returned with %d of %d queued frees run", slow_freed,
 			PS_IDMAP_FREE_BATCH);
 	pthread_join(t, NULL);
@@ -198,7 +199,7 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
 {
 	static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
-	if (__atomic_load_n(&fail_thread_create, __ATOMIC_RELAXED) && !may_create_threads)
+	if (PSI_READ_ONCE(fail_thread_create) && !may_create_threads)
 		return EAGAIN;
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
@@ -215,7 +216,7 @@ int pthread_mutex_unlock(pthread_mutex_t *m)
 	ret = real(m);
 	if (us) {
 		sleep_after_unlock_us = 0;
-		__atomic_store_n(&slept_after_unlock, 1, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(slept_after_unlock, 1);
 		usleep((useconds_t)us);
 	}
 	return ret;
@@ -225,7 +226,7 @@ static long race_freed; /* atomic: frees run by race_free() */
 
 static void race_free(void *p)
 {
-	__atomic_add_fetch(&race_freed, 1, __ATOMIC_RELEASE);
+	PSI_ADD_FETCH(race_freed, 1, RELEASE);
 	free(p);
 }
 
@@ -269,21 +270,21 @@ Test(idmap, barrier_runs_a_batch_being_handed_over, .timeout = 60)
 	/* The reclaim thread runs and no batch is left anywhere. */
 	queue_race_frees(map, PS_IDMAP_FREE_BATCH);
 	ps_idmap_barrier(map);
-	cr_assert_eq(__atomic_load_n(&race_freed, __ATOMIC_ACQUIRE), PS_IDMAP_FREE_BATCH);
-	__atomic_store_n(&race_freed, 0, __ATOMIC_RELAXED);
+	cr_assert_eq(PSI_LOAD_ACQUIRE(race_freed), PS_IDMAP_FREE_BATCH);
+	PSI_WRITE_ONCE(race_freed, 0);
 
 	queue_race_frees(map, PS_IDMAP_FREE_BATCH - 1);
 	cr_assert_eq(pthread_create(&t, NULL, fill_last_slot, map), 0);
-	while (!__atomic_load_n(&slept_after_unlock, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(slept_after_unlock))
 		usleep(100);
 	ps_idmap_barrier(map);
-	n = __atomic_load_n(&race_freed, __ATOMIC_ACQUIRE);
+	n = PSI_LOAD_ACQUIRE(race_freed);
 	pthread_join(t, NULL);
 	cr_assert_geq(n, PS_IDMAP_FREE_BATCH - 1,
 			"barrier returned with %ld of the %d frees queued before it run", n,
 			PS_IDMAP_FREE_BATCH - 1);
 	ps_idmap_destroy(map);
-	cr_assert_eq(__atomic_load_n(&race_freed, __ATOMIC_ACQUIRE), PS_IDMAP_FREE_BATCH);
+	cr_assert_eq(PSI_LOAD_ACQUIRE(race_freed), PS_IDMAP_FREE_BATCH);
 }
 
 /*
@@ -303,14 +304,14 @@ static void *probe_barrier(void *arg)
 	struct barrier_probe *b = arg;
 
 	ps_idmap_barrier(b->map);
-	b->freed_at_return = __atomic_load_n(&race_freed, __ATOMIC_ACQUIRE);
-	__atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+	b->freed_at_return = PSI_LOAD_ACQUIRE(race_freed);
+	PSI_STORE_RELEASE(b->done, 1);
 	return NULL;
 }
 
 static void *fill_last_slot_and_wait(void *arg)
 {
-	__atomic_store_n(&filler_started, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(filler_started, 1);
 	queue_race_frees(arg, 1); /* fills the batch: waits for the reader, then runs it */
 	return NULL;
 }
@@ -323,7 +324,7 @@ Test(idmap, barrier_waits_for_a_batch_run_without_reclaim_thread, .timeout = 60)
 
 	race_flags_init();
 	may_create_threads = 1;
-	__atomic_store_n(&fail_thread_create, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(fail_thread_create, 1);
 	h = (struct held_reader){ .map = mk(PS_IDMAP_RCU) };
 	b.map = h.map;
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&h.entered, sizeof(h.entered));
@@ -331,15 +332,15 @@ Test(idmap, barrier_waits_for_a_batch_run_without_reclaim_thread, .timeout = 60)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&b.done, sizeof(b.done));
 	queue_race_frees(h.map, PS_IDMAP_FREE_BATCH - 1);
 	cr_assert_eq(pthread_create(&rt, NULL, hold_section, &h), 0);
-	while (!__atomic_load_n(&h.entered, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(h.entered))
 		usleep(100);
 	cr_assert_eq(pthread_create(&ft, NULL, fill_last_slot_and_wait, h.map), 0);
-	while (!__atomic_load_n(&filler_started, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(filler_started))
 		usleep(100);
 	usleep(200000); /* the filler is in its grace period (if it came second, the barrier is) */
 	cr_assert_eq(pthread_create(&bt, NULL, probe_barrier, &b), 0);
 	usleep(200000);
-	__atomic_store_n(&h.leave, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(h.leave, 1);
 	pthread_join(rt, NULL);
 	pthread_join(ft, NULL);
 	pthread_join(bt, NULL);
@@ -347,8 +348,8 @@ Test(idmap, barrier_waits_for_a_batch_run_without_reclaim_thread, .timeout = 60)
 			"barrier returned with %ld of the %d frees queued before it run",
 			b.freed_at_return, PS_IDMAP_FREE_BATCH - 1);
 	ps_idmap_destroy(h.map);
-	__atomic_store_n(&fail_thread_create, 0, __ATOMIC_RELAXED);
-	cr_assert_eq(__atomic_load_n(&race_freed, __ATOMIC_ACQUIRE), PS_IDMAP_FREE_BATCH);
+	PSI_WRITE_ONCE(fail_thread_create, 0);
+	cr_assert_eq(PSI_LOAD_ACQUIRE(race_freed), PS_IDMAP_FREE_BATCH);
 }
 
 /*
@@ -371,7 +372,7 @@ Test(idmap, destroy_runs_frees_queued_by_its_frees, .timeout = 60)
 	chain_map = mk(PS_IDMAP_RCU);
 	cr_assert_eq(ps_idmap_free_rcu(chain_map, malloc(16), chain_free), 0);
 	ps_idmap_destroy(chain_map);
-	cr_assert_eq(__atomic_load_n(&race_freed, __ATOMIC_ACQUIRE), 1 + PS_IDMAP_FREE_BATCH + 1,
+	cr_assert_eq(PSI_LOAD_ACQUIRE(race_freed), 1 + PS_IDMAP_FREE_BATCH + 1,
 			"destroy ran %ld of %d frees", race_freed, 1 + PS_IDMAP_FREE_BATCH + 1);
 	/* Memcheck and ASan: the reclaim thread would hand the batch back to the freed map. */
 	usleep(50000);
@@ -386,15 +387,15 @@ Test(idmap, destroy_runs_frees_queued_by_its_frees, .timeout = 60)
 static void exiting_free(void *p)
 {
 	free(p);
-	__atomic_add_fetch(&race_freed, 1, __ATOMIC_RELEASE);
+	PSI_ADD_FETCH(race_freed, 1, RELEASE);
 	pthread_exit(NULL);
 }
 
 static void cancelled_free(void *p)
 {
 	free(p);
-	__atomic_add_fetch(&race_freed, 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&ender_inside, 1, __ATOMIC_RELEASE);
+	PSI_ADD_FETCH(race_freed, 1, RELEASE);
+	PSI_STORE_RELEASE(ender_inside, 1);
 	for (;;)
 		pause(); /* a cancellation point: the test cancels us here */
 }
@@ -413,7 +414,7 @@ static void *end_inside_free(void *arg)
 static void *barrier_then_flag(void *arg)
 {
 	ps_idmap_barrier(chain_map);
-	__atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(*((int *)arg), 1);
 	return NULL;
 }
 
@@ -428,28 +429,28 @@ static void thread_ends_inside_free_fn(void (*fn)(void *))
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&done, sizeof(done));
 	cr_assert_eq(pthread_create(&t, NULL, end_inside_free, &fn), 0);
 	if (fn == cancelled_free) {
-		while (!__atomic_load_n(&ender_inside, __ATOMIC_ACQUIRE))
+		while (!PSI_LOAD_ACQUIRE(ender_inside))
 			usleep(100);
 		cr_assert_eq(pthread_cancel(t), 0);
 	}
 	cr_assert_eq(pthread_join(t, NULL), 0);
 	/* Later ps_idmap_free_rcu() calls alone run full batches, those left behind too. */
-	for (i = 0; i < 3000 && __atomic_load_n(&race_freed, __ATOMIC_ACQUIRE) < PS_IDMAP_FREE_BATCH;
+	for (i = 0; i < 3000 && PSI_LOAD_ACQUIRE(race_freed) < PS_IDMAP_FREE_BATCH;
 			i++) {
 		queue_race_frees(chain_map, 1);
 		usleep(1000);
 	}
-	cr_assert_geq(__atomic_load_n(&race_freed, __ATOMIC_ACQUIRE), PS_IDMAP_FREE_BATCH,
+	cr_assert_geq(PSI_LOAD_ACQUIRE(race_freed), PS_IDMAP_FREE_BATCH,
 			"%ld frees run; the %d queued beside the free its thread ended in never ran",
 			race_freed, PS_IDMAP_FREE_BATCH - 1);
 	want = PS_IDMAP_FREE_BATCH + i;
 	cr_assert_eq(pthread_create(&t, NULL, barrier_then_flag, &done), 0);
-	for (i = 0; i < 10000 && !__atomic_load_n(&done, __ATOMIC_ACQUIRE); i++)
+	for (i = 0; i < 10000 && !PSI_LOAD_ACQUIRE(done); i++)
 		usleep(1000);
-	cr_assert(__atomic_load_n(&done, __ATOMIC_ACQUIRE),
+	cr_assert(PSI_LOAD_ACQUIRE(done),
 			"ps_idmap_barrier() hangs after a thread ended inside a free function");
 	pthread_join(t, NULL);
-	cr_assert_eq(__atomic_load_n(&race_freed, __ATOMIC_ACQUIRE), want);
+	cr_assert_eq(PSI_LOAD_ACQUIRE(race_freed), want);
 	ps_idmap_destroy(chain_map);
 }
 
@@ -476,7 +477,7 @@ static void *cancelled_in_barrier(void *arg)
 	struct held_reader *h = arg;
 
 	queue_race_frees(h->map, 1);
-	__atomic_store_n(&ender_inside, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(ender_inside, 1);
 	ps_idmap_barrier(h->map); /* waits for the reader: cancelled in here, or just after */
 	pthread_testcancel();
 	TCHECK(0, "the thread was not cancelled");
@@ -503,21 +504,21 @@ Test(idmap, thread_cancelled_in_barrier, .timeout = 60)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&h.leave, sizeof(h.leave));
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&b.done, sizeof(b.done));
 	cr_assert_eq(pthread_create(&rt, NULL, hold_section, &h), 0);
-	while (!__atomic_load_n(&h.entered, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(h.entered))
 		usleep(100);
 	cr_assert_eq(pthread_create(&t, NULL, cancelled_in_barrier, &h), 0);
-	while (!__atomic_load_n(&ender_inside, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(ender_inside))
 		usleep(100);
 	usleep(100000); /* inside the barrier's wait */
 	cr_assert_eq(pthread_cancel(t), 0);
 	usleep(100000);
-	__atomic_store_n(&h.leave, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(h.leave, 1);
 	pthread_join(rt, NULL);
 	cr_assert_eq(pthread_join(t, NULL), 0);
 	cr_assert_eq(pthread_create(&t, NULL, queue_one_then_barrier, &b), 0);
-	for (i = 0; i < 10000 && !__atomic_load_n(&b.done, __ATOMIC_ACQUIRE); i++)
+	for (i = 0; i < 10000 && !PSI_LOAD_ACQUIRE(b.done); i++)
 		usleep(1000);
-	cr_assert(__atomic_load_n(&b.done, __ATOMIC_ACQUIRE),
+	cr_assert(PSI_LOAD_ACQUIRE(b.done),
 			"ps_idmap_barrier() hangs after a thread was cancelled inside one");
 	pthread_join(t, NULL);
 	cr_assert_eq(b.freed_at_return, 2);
@@ -545,7 +546,7 @@ static void *queue_plain_batch(void *arg)
 {
 	ps_test_idmap_queue(arg, PS_IDMAP_FREE_BATCH, plain_free);
 	ps_idmap_barrier(arg); /* runs the batch on this thread */
-	__atomic_store_n(&frees_done, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(frees_done, 1);
 	return NULL;
 }
 
@@ -557,7 +558,7 @@ Test(idmap, barrier_orders_other_threads_frees, .timeout = 120)
 
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&frees_done, sizeof(frees_done));
 	cr_assert_eq(pthread_create(&t, NULL, queue_plain_batch, map), 0);
-	while (!__atomic_load_n(&frees_done, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(frees_done))
 		usleep(1000);
 	ps_idmap_barrier(map);
 	n = plain_freed;

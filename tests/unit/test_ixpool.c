@@ -24,6 +24,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compiler.h"
 #include "ixpool.h"
 #include "testutil.h"
 
@@ -527,7 +528,7 @@ static void *reader(void *arg)
 
 	if (ra->qsbr)
 		cr_assert_eq(ps_qsbr_thread_online(), 0);
-	while (!__atomic_load_n(ra->stop, __ATOMIC_ACQUIRE)) {
+	while (!PSI_LOAD_ACQUIRE(*(ra->stop))) {
 		uint64_t k = ps_test_rand(&seed) % ra->nslots;
 		int node = ps_store_lookup_node(ra->s, 8 * k + 3, 0);
 
@@ -580,7 +581,7 @@ SYNCS_TEST(pooled_syncs, ixpool, readers_never_see_a_recycled_node, .timeout = 3
 			break;
 		}
 	}
-	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(stop, 1);
 	cr_assert_eq(pthread_join(t, NULL), 0);
 	cr_assert_gt(ra.lookups, 0);
 	{
@@ -756,7 +757,7 @@ SYNCS_TEST(pooled_syncs, ixpool, readers_beside_copies_out_of_the_pool, .timeout
 		if (i % 2)
 			cr_assert_eq(ps_store_synchronize(s), 0);
 	}
-	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(stop, 1);
 	cr_assert_eq(pthread_join(t, NULL), 0);
 	cr_assert_gt(ra.lookups, 0);
 	cr_assert_eq(ps_store_check(s, NULL), 0);

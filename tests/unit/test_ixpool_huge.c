@@ -21,6 +21,7 @@
 #include <criterion/parameterized.h>
 
 #include "chunk.h"
+#include "compiler.h"
 #include "ixpool.h"
 #include "testutil.h"
 
@@ -254,14 +255,14 @@ static void *hk_alloc(size_t size, void *ctx)
 		return NULL;
 	p = malloc(size);
 	if (p)
-		__atomic_fetch_add(&hk.blocks, 1, __ATOMIC_RELAXED);
+		PSI_FETCH_ADD(hk.blocks, 1, RELAXED);
 	return p;
 }
 
 static void hk_free(void *p, void *ctx)
 {
 	cr_assert_eq(ctx, &hk);
-	__atomic_fetch_sub(&hk.blocks, 1, __ATOMIC_RELAXED);
+	PSI_FETCH_SUB(hk.blocks, 1, RELAXED);
 	free(p);
 }
 
@@ -277,7 +278,7 @@ static void *hk_chunk_alloc(size_t size, size_t align, void *ctx)
 		return NULL;
 	p = aligned_alloc(align, size);
 	if (p)
-		__atomic_fetch_add(&hk.chunks, 1, __ATOMIC_RELAXED);
+		PSI_FETCH_ADD(hk.chunks, 1, RELAXED);
 	return p;
 }
 
@@ -285,8 +286,8 @@ static void hk_chunk_free(void *p, size_t size, void *ctx)
 {
 	cr_assert_eq(ctx, &hk);
 	if (size != HUGE || (uintptr_t)p % HUGE)
-		__atomic_fetch_add(&hk.bad_frees, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_sub(&hk.chunks, 1, __ATOMIC_RELAXED);
+		PSI_FETCH_ADD(hk.bad_frees, 1, RELAXED);
+	PSI_FETCH_SUB(hk.chunks, 1, RELAXED);
 	free(p);
 }
 

@@ -16,6 +16,7 @@
 #include <polstore/numa.h>
 #include <polstore/static/layout.h> /* white box: a store's tag, the layouts' identity */
 
+#include "compiler.h"
 #include "inline_shim.h"
 #include "testutil.h"
 
@@ -514,7 +515,7 @@ struct race_arg {
 	struct ps_store *s;
 	struct ps_policy *a, *b;
 	enum ps_sync sync;
-	volatile int stop;
+	int stop; /* atomic */
 };
 
 static void *race_reader(void *arg)
@@ -524,7 +525,7 @@ static void *race_reader(void *arg)
 
 	if (r->sync == PS_SYNC_RCU_QSBR)
 		TCHECK(ps_qsbr_thread_online() == 0, "online");
-	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(r->stop)) {
 		uint64_t idx = n++ % 64;
 		struct ps_policy *p = shim_lookup(r->s, idx);
 		int node = shim_lookup_node(r->s, idx, 3);
@@ -555,7 +556,7 @@ VARIANT_TEST(lookup, inline_readers_beside_writer)
 
 		cr_assert_eq(ps_store_set(r.s, lo, lo + 1 + i % 5, i % 3 ? (i & 1 ? r.a : r.b) : NULL), 0);
 	}
-	__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(r.stop, 1);
 	for (i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	ps_store_destroy(r.s);

@@ -6,6 +6,7 @@
  * Each test states the suspicion it checks.  A test that hangs is failed by
  * Criterion's timeout (or, in a forked child, by alarm()).
  */
+#include "compiler.h"
 #include "rcu_store_test.h"
 
 double now_s(void)
@@ -34,7 +35,7 @@ void *slow_reader_fn(void *arg)
 	sem_post(&r->inside);
 	usleep(300000);
 	TCHECK(p && ps_policy_refcount((struct ps_policy *)p) >= 1, "the borrowed policy");
-	__atomic_store_n(&r->left, 1, __ATOMIC_SEQ_CST);
+	PSI_STORE_SEQ_CST(r->left, 1);
 	ps_store_read_unlock(r->s);
 	return NULL;
 }
@@ -160,8 +161,8 @@ RCU_TEST(recycled_spares_never_touch_stale_policies, .timeout = 120)
 	ps_policy_put(keep);
 }
 
-/* Destroy right after sets that handed records to the reclaim thread. */
-RCU_TEST(destroy_with_records_in_flight, .timeout = 60)
+/* Destroy right after sets whose retired ranges and nodes wait on the log for a grace period. */
+RCU_TEST(destroy_with_retired_in_flight, .timeout = 60)
 {
 	struct ps_policy *p = ps_test_bind(1);
 	int round;

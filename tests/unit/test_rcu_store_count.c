@@ -3,6 +3,7 @@
  * What ps_store_memory() counts, every variant: what waits for a grace
  * period until it is freed, and each block as malloc() holds it.
  */
+#include "compiler.h"
 #include "rcu_store_test.h"
 
 /* A thread that holds back the grace periods of @s's flavour until told to stop. */
@@ -21,8 +22,8 @@ static void *hold_fn(void *arg)
 		cr_assert_eq(ps_qsbr_thread_online(), 0);
 	else
 		ps_store_read_lock(h->s);
-	__atomic_store_n(&h->ready, 1, __ATOMIC_RELEASE);
-	while (!__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE))
+	PSI_STORE_RELEASE(h->ready, 1);
+	while (!PSI_LOAD_ACQUIRE(h->stop))
 		usleep(1000);
 	if (h->qsbr)
 		ps_qsbr_thread_offline();
@@ -54,7 +55,7 @@ ALL_TEST(memory_counts_what_waits_for_a_grace_period, .timeout = 60)
 	cr_assert_eq(ps_store_synchronize(s), 0);
 	if (waits) {
 		cr_assert_eq(pthread_create(&t, NULL, hold_fn, &h), 0);
-		while (!__atomic_load_n(&h.ready, __ATOMIC_ACQUIRE))
+		while (!PSI_LOAD_ACQUIRE(h.ready))
 			usleep(1000);
 	}
 	for (k = 0; k < 200; k += 2)
@@ -66,7 +67,7 @@ ALL_TEST(memory_counts_what_waits_for_a_grace_period, .timeout = 60)
 		cr_assert_geq(held, rest + 100 * ps_test_block_bytes(sizeof(struct ps_range)),
 				"%s: %zu bytes; %zu at rest and 100 removed ranges waiting",
 				ps_sync_name(*sync), held, rest);
-		__atomic_store_n(&h.stop, 1, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(h.stop, 1);
 		cr_assert_eq(pthread_join(t, NULL), 0);
 	} else {
 		cr_assert_eq(held, rest);

@@ -3,6 +3,7 @@
  * The RCU stores in a forked child and when an allocation fails
  * (test_rcu_store.c says how).
  */
+#include "compiler.h"
 #include "rcu_store_test.h"
 #include "rcu_flavour.h"
 
@@ -67,7 +68,7 @@ static void *online_idle_thread(void *arg)
 	o->state = 1;
 	pthread_cond_broadcast(&o->cv);
 	pthread_mutex_unlock(&o->m);
-	while (__atomic_load_n(&o->state, __ATOMIC_ACQUIRE) != 2) {
+	while (PSI_LOAD_ACQUIRE(o->state) != 2) {
 		ps_qsbr_quiescent();
 		sched_yield();
 	}
@@ -77,15 +78,15 @@ static void *online_idle_thread(void *arg)
 
 /*
  * docs/fork.md promise 3: another thread is online (RCU_QSBR) at the fork;
- * the child may read and destroy.  Here the parent's sets had handed a
- * record to the QSBR reclaim thread, whose grace period waits for the
- * online thread; fork()'s prepare handler waits for that grace period
+ * the child may read and destroy.  Here the parent's sets had asked the
+ * QSBR reclaim thread for a grace period, which waits for the online
+ * thread; fork()'s prepare handler waits for that grace period
  * (gp_lock), which ends at the online thread's next quiescent state (an
  * online thread that blocked instead would break QSBR's rule and stall
  * fork as it stalls every grace period).  The online thread runs until
  * fork() returns.
  */
-Test(rcu_store, fork_beside_online_qsbr_thread_with_record_in_flight, .timeout = 20)
+Test(rcu_store, fork_beside_online_qsbr_thread_with_grace_period_asked, .timeout = 20)
 {
 	struct ps_store *s = ps_store_create(PS_SYNC_RCU_QSBR);
 	struct ps_policy *p = ps_test_bind(1);
@@ -109,7 +110,7 @@ Test(rcu_store, fork_beside_online_qsbr_thread_with_record_in_flight, .timeout =
 		got = ps_store_lookup(s, 15);
 		_exit(got == p ? 0 : 1);
 	}
-	__atomic_store_n(&o.state, 2, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(o.state, 2);
 	pthread_join(t, NULL);
 	expect_child_ok(pid, "online beside");
 	ps_store_destroy(s);
@@ -149,14 +150,14 @@ Test(rcu_store, fork_from_online_qsbr_thread_after_sets, .timeout = 20)
  * A writer flat out on store A (another thread) at every fork; the child
  * uses only its own store B of the same flavour (allowed: docs/fork.md,
  * "the child may use the stores no thread was using").  B's synchronize
- * runs the reclaim queue copied from the parent, which holds A's records:
- * their release may find the depot's lock held by the frozen writer, and
- * must not wait for it (rec_release() only tries it).
+ * runs the reclaim queue copied from the parent, which holds A's sweep:
+ * it may find A's writer lock held by the frozen writer, and must not
+ * wait for it (psi_rcu_store_sweep() only tries it).
  */
 struct flat_writer {
 	struct ps_store *s;
 	struct ps_policy *p;
-	volatile int stop;
+	int stop; /* atomic */
 };
 
 static void *flat_writer_fn(void *arg)
@@ -164,7 +165,7 @@ static void *flat_writer_fn(void *arg)
 	struct flat_writer *w = arg;
 	uint64_t i = 0;
 
-	while (!__atomic_load_n(&w->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(w->stop)) {
 		TCHECK(ps_store_set(w->s, i % 5000, i % 5000 + 3, (i & 1) ? w->p : NULL) == 0, "set");
 		i++;
 	}
@@ -219,7 +220,7 @@ RCU_TEST(fork_while_writer_flat_out_child_uses_other_store, .timeout = 120)
 			break;
 		usleep(1000);
 	}
-	__atomic_store_n(&w.stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(w.stop, 1);
 	pthread_join(t, NULL);
 	cr_log_info("%s: longest fork() %.3f s", ps_sync_name(*sync), max_fork_s);
 	cr_assert_eq(hung, 0, "fork %d: the child hung or failed (%s)", i, ps_sync_name(*sync));
@@ -276,7 +277,7 @@ static void *update_writer(void *arg)
 	uint64_t i = 0;
 
 	update_holder = true;
-	while (!__atomic_load_n(&h->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(h->stop)) {
 		int ret = ps_store_set(h->s, i % 61, i % 61 + 3, (i & 1) ? h->p : NULL);
 
 		TCHECK(ret == 0, "set: %d", ret);
@@ -306,7 +307,7 @@ RCU_TEST(fork_while_writer_inside_update, .timeout = 60)
 	h.s = ps_store_create(*sync);
 	h.p = ps_test_bind(1);
 	update_hold_now = &h;
-	__atomic_store_n(&psi_test_hook, update_hook, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(psi_test_hook, update_hook);
 	cr_assert_eq(pthread_create(&w, NULL, update_writer, &h), 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 20;
@@ -328,9 +329,9 @@ RCU_TEST(fork_while_writer_inside_update, .timeout = 60)
 	pthread_cond_broadcast(&h.cv);
 	pthread_mutex_unlock(&h.m);
 	expect_child_ok(pid, "child beside a writer inside an update");
-	__atomic_store_n(&h.stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(h.stop, 1);
 	pthread_join(w, NULL);
-	__atomic_store_n(&psi_test_hook, NULL, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(psi_test_hook, NULL);
 	update_hold_now = NULL;
 	ps_store_synchronize(h.s);
 	ps_store_destroy(h.s);
@@ -455,7 +456,7 @@ static int child_synchronize_beside_reader(struct ps_store *s, struct ps_policy 
 		return CHILD_NOT_STAGED; /* the set queued the sweep: a grace period would follow */
 	if (ps_store_synchronize(s))
 		return 3;
-	left = __atomic_load_n(&r.left, __ATOMIC_SEQ_CST);
+	left = PSI_LOAD_SEQ_CST(r.left);
 	pthread_join(t, NULL);
 	if (!left)
 		return 4; /* synchronize returned with the reader inside */

@@ -7,6 +7,7 @@
  * old one was, in a forked child, and in a thread after others exited.
  * Every lookup form is asked (test_rcu_store.c says how the suite is built).
  */
+#include "compiler.h"
 #include "rcu_store_test.h"
 
 /* The forms of a lookup, each answering the policy at @idx (or NULL). */
@@ -350,11 +351,11 @@ static void *lc_race_reader(void *arg)
 {
 	struct lc_race *r = arg;
 
-	while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
-		int k = __atomic_load_n(&r->announced, __ATOMIC_ACQUIRE), k2, j;
+	while (!PSI_LOAD_ACQUIRE(r->done)) {
+		int k = PSI_LOAD_ACQUIRE(r->announced), k2, j;
 		struct ps_policy *pol = ps_store_lookup(r->s, 50);
 
-		k2 = __atomic_load_n(&r->announced, __ATOMIC_ACQUIRE);
+		k2 = PSI_LOAD_ACQUIRE(r->announced);
 		for (j = 0; j < 4 && pol != r->p[j]; j++)
 			;
 		ps_policy_put(pol);
@@ -362,7 +363,7 @@ static void *lc_race_reader(void *arg)
 		if (k2 != k)
 			continue;
 		r->stale += j != (k & 3) && j != ((k + 1) & 3);
-		__atomic_store_n(&r->seen, k, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(r->seen, k);
 	}
 	return NULL;
 }
@@ -381,11 +382,11 @@ RCU_TEST(lcache_hot_key_beside_a_writer_is_never_stale, .timeout = 240)
 	cr_assert_eq(pthread_create(&th, NULL, lc_race_reader, &r), 0);
 	for (i = 1; i <= n; i++) {
 		cr_assert_eq(ps_store_set(r.s, 0, 100, r.p[i & 3]), 0);
-		__atomic_store_n(&r.announced, i, __ATOMIC_RELEASE);
-		while (__atomic_load_n(&r.seen, __ATOMIC_ACQUIRE) < i)
+		PSI_STORE_RELEASE(r.announced, i);
+		while (PSI_LOAD_ACQUIRE(r.seen) < i)
 			sched_yield();
 	}
-	__atomic_store_n(&r.done, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(r.done, 1);
 	pthread_join(th, NULL);
 	cr_assert_eq(r.stale, 0, "%d lookups answered a policy older than the last set's",
 			r.stale);

@@ -3,6 +3,7 @@
  * ps_store_next() on the RCU stores: an answer from one version
  * (test_rcu_store.c says how).
  */
+#include "compiler.h"
 #include "rcu_store_test.h"
 
 /* ---- 12. next(): an answer from one version ---------------------------------------- */
@@ -171,7 +172,7 @@ RCU_TEST(next_beside_two_sets_is_one_version, .timeout = 60)
 		cr_assert_not_null(r.s);
 		next_tree_build(r.s, q);
 		next_hold_now = &h;
-		__atomic_store_n(&psi_test_hook, next_hook, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(psi_test_hook, next_hook);
 		cr_assert_eq(pthread_create(&t, NULL, next_reader_fn, &r), 0);
 		cr_assert(next_wait_paused(&h, 1), "the reader never reached its walk");
 		roots = root_publications(r.s);
@@ -183,7 +184,7 @@ RCU_TEST(next_beside_two_sets_is_one_version, .timeout = 60)
 				"the test needs the second set below the root");
 		next_release(&h);
 		pthread_join(t, NULL);
-		__atomic_store_n(&psi_test_hook, NULL, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(psi_test_hook, NULL);
 		next_hold_now = NULL;
 		cr_assert_eq(r.ret, 0);
 		cr_assert(r.start == 126 && r.end == 127 && r.pol == p1,
@@ -221,7 +222,7 @@ RCU_TEST(next_beside_flat_out_writer_ends_announced, .timeout = 60)
 	cr_assert_not_null(r.s);
 	next_tree_build(r.s, q);
 	next_hold_now = &h;
-	__atomic_store_n(&psi_test_hook, next_hook, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(psi_test_hook, next_hook);
 	cr_assert_eq(pthread_create(&t, NULL, next_reader_fn, &r), 0);
 	for (n = 1; n <= h.max && !announced; n++) {
 		uint64_t roots;
@@ -240,7 +241,7 @@ RCU_TEST(next_beside_flat_out_writer_ends_announced, .timeout = 60)
 		next_release(&h);
 	}
 	pthread_join(t, NULL);
-	__atomic_store_n(&psi_test_hook, NULL, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(psi_test_hook, NULL);
 	next_hold_now = NULL;
 	cr_assert(announced, "the reader retried %d times without announcing its walk", h.max);
 	cr_assert_gt(n, 3, "the reader announced its walk before it retried");
@@ -318,7 +319,7 @@ static void *next_load_writer(void *arg)
 			TCHECK(ps_store_set(l->s, l->sets[k][0], l->sets[k][1], l->setpol[k]) == 0,
 					"set %d", k);
 	}
-	__atomic_store_n(&l->stop, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(l->stop, 1);
 	return NULL;
 }
 
@@ -328,7 +329,7 @@ static void *next_load_reader(void *arg)
 	uint64_t seed = (uint64_t)(uintptr_t)&seed | 1;
 	long n = 0;
 
-	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
+	while (!PSI_LOAD_ACQUIRE(l->stop)) {
 		uint64_t idx = ps_test_rand(&seed) % (NEXT_PAGES + 8), start = 0, end = 0;
 		int ret;
 
@@ -354,7 +355,7 @@ static void *next_load_reader(void *arg)
 		}
 		n++;
 	}
-	__atomic_fetch_add(&l->answers, n, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(l->answers, n, RELAXED);
 	return NULL;
 }
 

@@ -5,6 +5,7 @@
  * store of about the bytes and the index depth of one filled anew with
  * the ranges left.
  */
+#include "compiler.h"
 #include "rcu_store_test.h"
 #include "leaf_cut.h"
 
@@ -36,7 +37,7 @@ static void set_in_order(struct ps_store *s, const struct ps_set_op *ops, size_t
 
 static int ix_height(struct ps_store *s)
 {
-	const struct ps_ix_node *r = __atomic_load_n(&s->ix.node, __ATOMIC_ACQUIRE);
+	const struct ps_ix_node *r = PSI_LOAD_ACQUIRE(s->ix.node);
 
 	return r ? r->height : -1;
 }

@@ -17,6 +17,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compiler.h"
 #include "policy_internal.h" /* src/: the layout, to see which mode a policy is in */
 #include "testutil.h"
 
@@ -41,7 +42,7 @@ static void lookup_hold(struct ps_store *s, uint64_t idx, struct ps_policy **hel
 
 static bool striped(const struct ps_policy *p)
 {
-	return __atomic_load_n(&p->refmode, __ATOMIC_RELAXED) == PS_REF_OPEN;
+	return PSI_READ_ONCE(p->refmode) == PS_REF_OPEN;
 }
 
 /* Stripes are only used where rseq tells the CPU and there is more than one. */
@@ -110,8 +111,8 @@ static void *counting_alloc(size_t size, void *ctx)
 static void counting_free(void *ptr, void *ctx)
 {
 	(void)ctx;
-	if (ptr && ptr == __atomic_load_n(&watched, __ATOMIC_RELAXED))
-		__atomic_fetch_add(&watched_frees, 1, __ATOMIC_RELAXED);
+	if (ptr && ptr == PSI_READ_ONCE(watched))
+		PSI_FETCH_ADD(watched_frees, 1, RELAXED);
 	free(ptr);
 }
 
@@ -319,8 +320,7 @@ static int moved_stripe(const struct ps_policy *p, const long *before)
 	int which = -1;
 
 	for (i = 0; i <= p->stripe_mask; i++) {
-		long v = __atomic_load_n((long *)(p->stripes + (size_t)i * PS_REF_STRIPE_BYTES),
-				__ATOMIC_RELAXED);
+		long v = PSI_READ_ONCE(*((long *)(p->stripes + (size_t)i * PS_REF_STRIPE_BYTES)));
 
 		if (v == before[i] + 1 && which < 0)
 			which = (int)i;
@@ -360,9 +360,7 @@ Test(refcount, stripe_per_thread_without_rseq, .timeout = 60)
 		pthread_t th;
 
 		for (i = 0; i < n; i++)
-			before[i] = __atomic_load_n(
-					(long *)(p->stripes + (size_t)i * PS_REF_STRIPE_BYTES),
-					__ATOMIC_RELAXED);
+			before[i] = PSI_READ_ONCE(*((long *)(p->stripes + (size_t)i * PS_REF_STRIPE_BYTES)));
 		cr_assert_eq(pthread_create(&th, NULL, take_one_ref, &o), 0);
 		cr_assert_eq(pthread_join(th, NULL), 0);
 		cr_assert_eq(o.got, p);

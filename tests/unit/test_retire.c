@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 /* The variants that hand retired ranges to a reclaim thread. */
@@ -30,7 +30,7 @@ static void sleep_ms(long ms)
 
 /* ---- destroy while the reclaim thread releases the store's last batch ---- */
 
-static atomic_int hook_entered, hook_done, store_destroyed;
+static int hook_entered, hook_done, store_destroyed;
 
 /*
  * Holds the reclaim thread inside the first batch release it is called
@@ -41,12 +41,12 @@ static void hold_release(void)
 {
 	int i;
 
-	if (atomic_exchange(&hook_entered, 1))
+	if (PSI_XCHG(hook_entered, 1, SEQ_CST))
 		return;
-	for (i = 0; i < 200 && !atomic_load(&store_destroyed); i++)
+	for (i = 0; i < 200 && !PSI_LOAD_SEQ_CST(store_destroyed); i++)
 		sleep_ms(1);
 	sleep_ms(5); /* let a destroy that did not wait finish its frees */
-	atomic_store(&hook_done, 1);
+	PSI_STORE_SEQ_CST(hook_done, 1);
 }
 
 /*
@@ -62,9 +62,9 @@ static void destroy_beside_last_release_one(enum ps_sync *sync)
 	long written;
 	int i;
 
-	atomic_store(&hook_entered, 0);
-	atomic_store(&hook_done, 0);
-	atomic_store(&store_destroyed, 0);
+	PSI_STORE_SEQ_CST(hook_entered, 0);
+	PSI_STORE_SEQ_CST(hook_done, 0);
+	PSI_STORE_SEQ_CST(store_destroyed, 0);
 	ps_test_alloc_install();
 	psi_test_set_release_hook(hold_release);
 	s = ps_store_create(*sync);
@@ -75,15 +75,15 @@ static void destroy_beside_last_release_one(enum ps_sync *sync)
 	 * wait for that one, and with it for the held release).
 	 */
 	t0 = ps_test_now_ns();
-	for (i = 0; !atomic_load(&hook_entered); i++) {
+	for (i = 0; !PSI_LOAD_SEQ_CST(hook_entered); i++) {
 		cr_assert_eq(ps_store_set(s, 0, 8, (i & 1) ? p : NULL), 0);
 		sleep_ms(2);
 		cr_assert_lt(ps_test_now_ns() - t0, 10000000000ULL, "no batch was released");
 	}
 	ps_test_alloc_quarantine_begin();
 	ps_store_destroy(s);
-	atomic_store(&store_destroyed, 1);
-	while (!atomic_load(&hook_done))
+	PSI_STORE_SEQ_CST(store_destroyed, 1);
+	while (!PSI_LOAD_SEQ_CST(hook_done))
 		sleep_ms(1);
 	/* Every item queued before this barrier is released: the held one too. */
 	other = ps_store_create(*sync);
@@ -129,10 +129,10 @@ static void for_all_syncs(void (*fn)(enum ps_sync *))
  * Memcheck (valgrind.retire) and ASan see every access.
  */
 struct retire_readers {
-	struct ps_store *_Atomic published;
+	struct ps_store *published;
 	struct ps_store *guard; /* its sections are read-side sections of the store's flavour */
 	struct ps_policy *pol;
-	atomic_int inside, retired, lookups;
+	int inside, retired, lookups;
 };
 
 static void *retire_reader(void *arg)
@@ -144,15 +144,15 @@ static void *retire_reader(void *arg)
 		int i;
 
 		ps_store_read_lock(r->guard);
-		s = atomic_load(&r->published);
+		s = PSI_LOAD_SEQ_CST(r->published);
 		if (!s) {
 			ps_store_read_unlock(r->guard);
 			return NULL;
 		}
 		ps_store_read_lock(s);
-		atomic_fetch_add(&r->inside, 1);
+		PSI_FETCH_ADD(r->inside, 1, SEQ_CST);
 		/* Stay inside across the retirement, reading all the while. */
-		for (i = 0; atomic_load(&r->retired) < 2; i++) {
+		for (i = 0; PSI_LOAD_SEQ_CST(r->retired) < 2; i++) {
 			struct ps_policy_view v = PS_POLICY_VIEW_INIT(1);
 
 			TCHECK(ps_store_lookup_borrow(s, 5) == r->pol, "borrowed lookup");
@@ -163,7 +163,7 @@ static void *retire_reader(void *arg)
 			if (i % 64 == 63)
 				sleep_ms(1);
 		}
-		atomic_fetch_add(&r->lookups, i);
+		PSI_FETCH_ADD(r->lookups, i, SEQ_CST);
 		ps_store_read_unlock(s);
 		ps_store_read_unlock(r->guard);
 	}
@@ -188,17 +188,17 @@ static void deferred_destroy_beside_readers_in_sections_one(enum ps_sync *sync)
 	cr_assert_not_null(s);
 	for (i = 0; i < 64; i++)
 		cr_assert_eq(ps_store_set(s, (uint64_t)i * 16, (uint64_t)i * 16 + 12, r.pol), 0);
-	atomic_store(&r.published, s);
+	PSI_STORE_SEQ_CST(r.published, s);
 	ps_test_spawn(t, 2, retire_reader, &r, 0);
 	/* SPIN sections exclude each other: one reader inside, the other waiting for the lock. */
-	while (atomic_load(&r.inside) < (*sync == PS_SYNC_SPIN ? 1 : 2))
+	while (PSI_LOAD_SEQ_CST(r.inside) < (*sync == PS_SYNC_SPIN ? 1 : 2))
 		sleep_ms(1);
 	/* Unpublish, then retire: the readers inside go on reading the retired store. */
-	atomic_store(&r.published, NULL);
+	PSI_STORE_SEQ_CST(r.published, NULL);
 	cr_assert_eq(ps_store_destroy_deferred(s), 0);
-	atomic_store(&r.retired, 1);
+	PSI_STORE_SEQ_CST(r.retired, 1);
 	sleep_ms(30); /* grace periods and lock tries meanwhile */
-	atomic_store(&r.retired, 2);
+	PSI_STORE_SEQ_CST(r.retired, 2);
 	ps_test_join(t, 2);
 	cr_assert_eq(ps_rcu_barrier(), 0);
 	/* SPIN, RWLOCK, SEQLOCK: freed once their lock was free; the readers left it before the join. */
@@ -206,7 +206,7 @@ static void deferred_destroy_beside_readers_in_sections_one(enum ps_sync *sync)
 		sleep_ms(10);
 	cr_assert_eq(ps_policy_refcount(r.pol), 1, "%s: the retired store was not freed",
 			ps_sync_name(*sync));
-	cr_log_info("%s: %d lookups in sections", ps_sync_name(*sync), atomic_load(&r.lookups));
+	cr_log_info("%s: %d lookups in sections", ps_sync_name(*sync), PSI_LOAD_SEQ_CST(r.lookups));
 	ps_store_destroy(r.guard);
 	ps_policy_put(r.pol);
 }
@@ -240,7 +240,7 @@ static void deferred_destroy_inside_own_section_one(enum ps_sync *sync)
 /* A foreach walk in progress (SPIN, RWLOCK and SEQLOCK walks hold the lock). */
 struct walk_hold {
 	struct ps_store *s;
-	atomic_int in, release;
+	int in, release;
 };
 
 static int hold_walk(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
@@ -248,8 +248,8 @@ static int hold_walk(uint64_t start, uint64_t end, struct ps_policy *pol, void *
 	struct walk_hold *w = arg;
 
 	(void)start, (void)end, (void)pol;
-	atomic_store(&w->in, 1);
-	while (!atomic_load(&w->release))
+	PSI_STORE_SEQ_CST(w->in, 1);
+	while (!PSI_LOAD_SEQ_CST(w->release))
 		sleep_ms(1);
 	return 1;
 }
@@ -278,12 +278,12 @@ static void deferred_destroy_beside_walk_one(enum ps_sync *sync)
 
 	cr_assert_eq(ps_store_set(w.s, 0, 10, p), 0);
 	ps_test_spawn(&t, 1, walker, &w, 0);
-	while (!atomic_load(&w.in))
+	while (!PSI_LOAD_SEQ_CST(w.in))
 		sleep_ms(1);
 	cr_assert_eq(ps_store_destroy_deferred(w.s), 0);
 	sleep_ms(30); /* RCU variants: the walk's section holds the grace period up */
 	cr_expect_eq(ps_policy_refcount(p), 2, "%s: freed under a walk", ps_sync_name(*sync));
-	atomic_store(&w.release, 1);
+	PSI_STORE_SEQ_CST(w.release, 1);
 	ps_test_join(&t, 1);
 	for (i = 0; i < 500 && ps_policy_refcount(p) != 1; i++)
 		sleep_ms(10);
@@ -329,9 +329,9 @@ static void deferred_destroy_out_of_memory_one(enum ps_sync *sync)
  */
 struct sync_reader {
 	enum ps_sync sync;
-	struct ps_store *_Atomic published;
+	struct ps_store *published;
 	struct ps_policy *pol;
-	atomic_int inside, go_on, lookups_ok;
+	int inside, go_on, lookups_ok;
 };
 
 static void *sync_section_reader(void *arg)
@@ -340,15 +340,15 @@ static void *sync_section_reader(void *arg)
 	struct ps_store *s;
 
 	TCHECK(ps_sync_read_lock(r->sync) == 0, "ps_sync_read_lock");
-	s = atomic_load(&r->published);
+	s = PSI_LOAD_SEQ_CST(r->published);
 	TCHECK(ps_store_lookup_node(s, 3, 0) == 0, "lookup before the retirement");
-	atomic_store(&r->inside, 1);
-	while (!atomic_load(&r->go_on))
+	PSI_STORE_SEQ_CST(r->inside, 1);
+	while (!PSI_LOAD_SEQ_CST(r->go_on))
 		sleep_ms(1);
 	/* Retired meanwhile, and still in use. */
 	TCHECK(ps_store_lookup_node(s, 3, 0) == 0, "lookup after the retirement");
 	TCHECK(ps_store_count(s) == 1, "count after the retirement");
-	atomic_store(&r->lookups_ok, 1);
+	PSI_STORE_SEQ_CST(r->lookups_ok, 1);
 	ps_sync_read_unlock(r->sync);
 	return NULL;
 }
@@ -361,18 +361,18 @@ VARIANT_TEST(retire, sync_section_holds_deferred_free, .timeout = 30)
 	int i;
 
 	cr_assert_eq(ps_store_set(s, 0, 10, r.pol), 0);
-	atomic_store(&r.published, s);
+	PSI_STORE_SEQ_CST(r.published, s);
 	ps_test_spawn(&t, 1, sync_section_reader, &r, 0);
-	while (!atomic_load(&r.inside))
+	while (!PSI_LOAD_SEQ_CST(r.inside))
 		sleep_ms(1);
-	atomic_store(&r.published, NULL);
+	PSI_STORE_SEQ_CST(r.published, NULL);
 	cr_assert_eq(ps_store_destroy_deferred(s), 0);
 	sleep_ms(50); /* grace periods and lock tries meanwhile */
 	cr_expect_eq(ps_policy_refcount(r.pol), 2, "%s: the store was freed under an open section",
 			ps_sync_name(*sync));
-	atomic_store(&r.go_on, 1);
+	PSI_STORE_SEQ_CST(r.go_on, 1);
 	ps_test_join(&t, 1);
-	cr_expect(atomic_load(&r.lookups_ok));
+	cr_expect(PSI_LOAD_SEQ_CST(r.lookups_ok));
 	cr_assert_eq(ps_rcu_barrier(), 0);
 	for (i = 0; i < 500 && ps_policy_refcount(r.pol) != 1; i++)
 		sleep_ms(10);
@@ -435,7 +435,7 @@ VARIANT_TEST(retire, sync_section_contexts, .timeout = 30)
 struct sync_dier {
 	enum ps_sync sync;
 	bool cancel;
-	atomic_int inside;
+	int inside;
 };
 
 static void *sync_section_dier(void *arg)
@@ -443,7 +443,7 @@ static void *sync_section_dier(void *arg)
 	struct sync_dier *d = arg;
 
 	TCHECK(ps_sync_read_lock(d->sync) == 0, "ps_sync_read_lock");
-	atomic_store(&d->inside, 1);
+	PSI_STORE_SEQ_CST(d->inside, 1);
 	if (!d->cancel)
 		pthread_exit(NULL);
 	for (;;)
@@ -461,7 +461,7 @@ static void sync_section_dies(enum ps_sync sync, bool cancel)
 
 	cr_assert_eq(ps_store_set(s, 0, 10, p), 0);
 	cr_assert_eq(pthread_create(&t, NULL, sync_section_dier, &d), 0);
-	while (!atomic_load(&d.inside))
+	while (!PSI_LOAD_SEQ_CST(d.inside))
 		sleep_ms(1);
 	cr_assert_eq(ps_store_destroy_deferred(s), 0);
 	if (cancel)
@@ -491,7 +491,7 @@ VARIANT_TEST(retire, sync_section_thread_cancelled_inside, .timeout = 30)
  */
 struct sync_holder {
 	enum ps_sync sync;
-	atomic_int inside, release;
+	int inside, release;
 };
 
 static void *sync_section_holder(void *arg)
@@ -499,8 +499,8 @@ static void *sync_section_holder(void *arg)
 	struct sync_holder *h = arg;
 
 	TCHECK(ps_sync_read_lock(h->sync) == 0, "ps_sync_read_lock");
-	atomic_store(&h->inside, 1);
-	while (!atomic_load(&h->release))
+	PSI_STORE_SEQ_CST(h->inside, 1);
+	while (!PSI_LOAD_SEQ_CST(h->release))
 		sleep_ms(1);
 	ps_sync_read_unlock(h->sync);
 	return NULL;
@@ -536,7 +536,7 @@ VARIANT_TEST(retire, sync_section_forked_child, .timeout = 30)
 
 	cr_assert_eq(ps_store_set(s, 0, 10, p), 0);
 	ps_test_spawn(&t, 1, sync_section_holder, &h, 0);
-	while (!atomic_load(&h.inside))
+	while (!PSI_LOAD_SEQ_CST(h.inside))
 		sleep_ms(1);
 	pid = fork();
 	cr_assert_neq(pid, -1);
@@ -547,7 +547,7 @@ VARIANT_TEST(retire, sync_section_forked_child, .timeout = 30)
 			ps_sync_name(*sync), WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 	cr_assert_eq(WEXITSTATUS(status), 0, "%s: child failed at step %d", ps_sync_name(*sync),
 			WEXITSTATUS(status));
-	atomic_store(&h.release, 1);
+	PSI_STORE_SEQ_CST(h.release, 1);
 	ps_test_join(&t, 1);
 	ps_store_destroy(s);
 	ps_policy_put(p);

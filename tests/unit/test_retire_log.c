@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "compiler.h"
 #include "rcu_flavour.h"
 #include "rcu_reclaim.h"
 #include "retire_log.h"
@@ -35,7 +36,7 @@ static struct psi_reclaimer fake = PSI_RECLAIMER_INIT(NULL);
 
 static void fake_ended(uint64_t gp)
 {
-	__atomic_store_n(&fake.gp_ended, gp, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(fake.gp_ended, gp);
 }
 
 static void add_n(struct psi_rlog **log, uintptr_t first, uintptr_t n, size_t bytes_each)
@@ -229,7 +230,7 @@ Test(poll, cookie_waits_for_a_reader_inside, .timeout = 60)
 	while (sem_wait(&h.inside))
 		;
 	/* The unpublication would be here; then the fence, then the cookie. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	PSI_FENCE(SEQ_CST);
 	cookie = psi_reclaim_poll_state(rc);
 	cr_assert_eq(psi_reclaim_poll_weigh(rc, 4096), 0);
 	for (i = 0; i < 20; i++) {

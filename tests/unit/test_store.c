@@ -816,11 +816,12 @@ VARIANT_TEST(store, differential_windows_and_batches)
 }
 
 /*
- * Batches built to take many spares (an RCU store makes its spares up
- * to two per op before it changes anything: rs_spares(), src/sync), on a
- * large tree: ops that add ranges later ops of the same batch erase,
- * splits of splits, a removal of everything the batch built, windows that repeat.
- * A bound too small aborts ("ran out of preallocated ranges").  A twin
+ * Batches built to take many spares, on a large tree: ops that add ranges
+ * later ops of the same batch erase, splits of splits, a removal of
+ * everything the batch built, windows that repeat.  Every variant takes
+ * the spares of a batch before it changes the tree (at most
+ * PSI_RANGETREE_SET_MAX_NEW an op); too few abort ("ran out of
+ * preallocated ranges").  A twin
  * store gets the same ops as single sets; the region they touched must be
  * the same in both.
  */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 #define WIN_START 1024
@@ -244,7 +245,7 @@ static void oracle_event(struct ps_sub *sub, const struct ps_sub_event *ev, void
 		ps_policy_put(o->replica[p - WIN_START]);
 		o->replica[p - WIN_START] = pol;
 	}
-	__atomic_store_n(&o->last_gen, ev->gen, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(o->last_gen, ev->gen);
 }
 
 VARIANT_TEST(subscribe, flat_out_writer_against_model, .timeout = 120)
@@ -285,7 +286,7 @@ VARIANT_TEST(subscribe, flat_out_writer_against_model, .timeout = 120)
 		cr_assert_eq(ps_model_set(&o->model, a, b, o->ops[k].pol), 0);
 		cr_assert_eq(ps_store_set(o->s, a, b, o->ops[k].pol), 0);
 	}
-	while (__atomic_load_n(&o->last_gen, __ATOMIC_ACQUIRE) < o->gen0 + (uint64_t)o->n)
+	while (PSI_LOAD_ACQUIRE(o->last_gen) < o->gen0 + (uint64_t)o->n)
 		usleep(1000);
 	cr_assert_eq(ps_sub_cancel(sub), 0);
 	cr_assert(ps_model_matches(o->s, &o->model, why, sizeof(why)), "%s", why);
@@ -311,7 +312,7 @@ static void note_closed(struct ps_sub *sub, const struct ps_sub_event *ev, void 
 {
 	(void)sub;
 	if (ev->flags & PS_SUB_CLOSED)
-		__atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+		PSI_STORE_RELEASE(*((int *)arg), 1);
 }
 
 /* Subscribe and cancel, polled and called back, while a writer sets flat out. */
@@ -327,7 +328,7 @@ static void *flow_writer(void *arg)
 	struct flow *f = arg;
 	uint64_t seed = 7, a, b;
 
-	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED))
+	while (!PSI_READ_ONCE(f->stop))
 		if (ps_test_rand_range(&seed, 0, SPACE, &a, &b))
 			TCHECK(ps_store_set(f->s, a, b, (a & 1) ? f->a : NULL) == 0, "set");
 	return NULL;
@@ -340,7 +341,7 @@ static void flow_count(struct ps_sub *sub, const struct ps_sub_event *ev, void *
 	(void)sub;
 	TCHECK(ev->start < ev->end && ev->start >= WIN_START && ev->end <= WIN_END,
 			"[%lu, %lu) outside the window", ev->start, ev->end);
-	__atomic_fetch_add(&f->events, 1, __ATOMIC_RELAXED);
+	PSI_FETCH_ADD(f->events, 1, RELAXED);
 }
 
 VARIANT_TEST(subscribe, cancel_while_changes_flow, .timeout = 120)
@@ -368,7 +369,7 @@ VARIANT_TEST(subscribe, cancel_while_changes_flow, .timeout = 120)
 		cr_assert_eq(ps_sub_cancel(sub[(i + 1) % 3]), 0);
 		cr_assert_eq(ps_sub_cancel(sub[(i + 2) % 3]), 0);
 	}
-	__atomic_store_n(&f.stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(f.stop, 1);
 	ps_test_join(&w, 1);
 	ps_store_destroy(f.s);
 	ps_policy_put(f.a);
@@ -385,12 +386,12 @@ static void cancel_in_callback(struct ps_sub *sub, const struct ps_sub_event *ev
 	struct self_cancel *c = arg;
 
 	(void)ev;
-	if (__atomic_load_n(&c->calls, __ATOMIC_RELAXED))
+	if (PSI_READ_ONCE(c->calls))
 		return;
 	c->own = ps_sub_cancel(sub);
 	c->other_ret = ps_sub_cancel(c->other);
 	PSI_ANNOTATE_HAPPENS_BEFORE(&c->calls); /* @own and @other_ret: pairs with the test */
-	__atomic_store_n(&c->calls, 1, __ATOMIC_RELEASE);
+	PSI_STORE_RELEASE(c->calls, 1);
 }
 
 VARIANT_TEST(subscribe, cancel_in_callback)
@@ -407,7 +408,7 @@ VARIANT_TEST(subscribe, cancel_in_callback)
 	sub = ps_store_subscribe(s, 100, 110, 4, cancel_in_callback, &c);
 	cr_assert(sub && c.other);
 	cr_assert_eq(ps_store_set(s, 100, 101, a), 0);
-	while (!__atomic_load_n(&c.calls, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(c.calls))
 		usleep(1000);
 	PSI_ANNOTATE_HAPPENS_AFTER(&c.calls);
 	cr_assert_eq(c.own, -EDEADLK);
@@ -445,7 +446,7 @@ static void destroy_ends(enum ps_sync sync, bool deferred)
 	cr_assert(ev[1].flags == PS_SUB_CLOSED && ev[1].start == 0 && ev[1].end == 100);
 	cr_assert_eq(ps_sub_read(polled, ev, 4), 0);
 	cr_assert_eq(fd_ready(polled, 0), 0);
-	while (!__atomic_load_n(&closed, __ATOMIC_ACQUIRE))
+	while (!PSI_LOAD_ACQUIRE(closed))
 		usleep(1000);
 	cr_assert_eq(ps_sub_cancel(polled), 0);
 	cr_assert_eq(ps_sub_cancel(called), 0);

@@ -26,6 +26,7 @@
 
 #include <polstore/numa.h>
 
+#include "compiler.h"
 #include "testutil.h"
 
 #define SYSFS_NODE "/sys/devices/system/node/"
@@ -339,18 +340,18 @@ static void *flip_reader(void *arg)
 
 	if (a->sync == PS_SYNC_RCU_QSBR)
 		ps_qsbr_thread_online();
-	while (!__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
+	while (!PSI_READ_ONCE(a->stop)) {
 		int b = ps_store_lookup_node(a->s, 10, 0), il = ps_store_lookup_node(a->s, 101, 0);
 		int p = ps_policy_node(a->b3, 0, 0), miss = ps_store_lookup_node(a->s, 500, 3);
 
 		if ((b != 3 && b != 0) || (il != 3 && il != 1) || (p != 3 && p != 0) ||
 				(miss != 3 && miss != 0)) {
-			if (!__atomic_exchange_n(&a->failed, 1, __ATOMIC_ACQ_REL))
+			if (!PSI_XCHG(a->failed, 1, ACQ_REL))
 				snprintf(a->why, sizeof(a->why), "answers %d %d %d %d", b, il, p, miss);
 			break;
 		}
 		if (!(++n & 63)) {
-			__atomic_fetch_add(&a->lookups, 64, __ATOMIC_RELAXED);
+			PSI_FETCH_ADD(a->lookups, 64, RELAXED);
 			if (a->sync == PS_SYNC_RCU_QSBR)
 				ps_qsbr_quiescent();
 		}
@@ -385,13 +386,13 @@ PS_PARAM_TEST(enum ps_sync, sync, ps_test_all_syncs, PS_SYNC_COUNT, topology, fl
 	cr_assert_eq(ps_store_set(a.s, 100, 200, a.il123), 0);
 	for (k = 0; k < 2; k++)
 		cr_assert_eq(pthread_create(&t[k], NULL, flip_reader, &a), 0);
-	for (i = 0; __atomic_load_n(&a.lookups, __ATOMIC_RELAXED) < lookups &&
-			!__atomic_load_n(&a.failed, __ATOMIC_ACQUIRE); i++) {
+	for (i = 0; PSI_READ_ONCE(a.lookups) < lookups &&
+			!PSI_LOAD_ACQUIRE(a.failed); i++) {
 		cr_assert_eq(ps_numa_set_topology(i & 1 ? 4 : 2, i & 1 ? ring : two, NULL), 0);
 		if (!(i & 15))
 			sched_yield(); /* one CPU: let the readers run */
 	}
-	__atomic_store_n(&a.stop, 1, __ATOMIC_RELAXED);
+	PSI_WRITE_ONCE(a.stop, 1);
 	for (k = 0; k < 2; k++)
 		pthread_join(t[k], NULL);
 	cr_expect_not(a.failed, "%s", a.why);

@@ -5,8 +5,8 @@
  * as its wrappers of a store's operations (check.c) use them.  check.c
  * says what the mode checks.
  */
-#ifndef POLSTORE_SRC_CHECK_INTERNAL_H
-#define POLSTORE_SRC_CHECK_INTERNAL_H
+#ifndef POLSTORE_SRC_CHECK_THREAD_H
+#define POLSTORE_SRC_CHECK_THREAD_H
 
 #include <signal.h>
 #include <stdbool.h>
@@ -121,4 +121,4 @@ bool psi_chk_holds(struct chk_thread *t, const struct ps_store *s);
 /* Another thread holding a section of @s (its id, 0: none), and the call that opened it. */
 pid_t psi_chk_other_holder(const struct ps_store *s, const char **call);
 
-#endif /* POLSTORE_SRC_CHECK_INTERNAL_H */
+#endif /* POLSTORE_SRC_CHECK_THREAD_H */

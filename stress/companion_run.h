@@ -3,16 +3,17 @@
  * What the companion scenarios share (companion_run.c): a small runner of
  * ranks and writers behind a gate, and the loop that measures every
  * setting x rank count x variant with interleaved repetitions.  css-walk
- * lives in scn_css_walk.c, memcg-charge and mmap-commit in scn_companion.c;
- * both call the runner, which calls neither.
+ * lives in scn_css_walk.c (scn_css_walk.h), memcg-charge and mmap-commit
+ * in scn_companion.c; both call the runner, which calls neither.
  */
-#ifndef POLSTORE_STRESS_SCN_COMPANION_H
-#define POLSTORE_STRESS_SCN_COMPANION_H
+#ifndef POLSTORE_STRESS_COMPANION_RUN_H
+#define POLSTORE_STRESS_COMPANION_RUN_H
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "compiler.h"
 #include "stress.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -46,7 +47,7 @@ struct crun {
 
 static inline bool crun_stopped(const struct crun *r)
 {
-	return __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE);
+	return PSI_LOAD_ACQUIRE(r->stop);
 }
 
 /* Start the ranks and writers, run --duration, stop and join them. */
@@ -85,7 +86,4 @@ bool same_setting(double a, double b);
 const struct stress_point *companion_find(
 		const char *scenario, const char *variant, int ranks, double setting);
 
-/* A variant name of css-walk (scn_css_walk.c). */
-bool css_walk_variant_known(const char *name);
-
-#endif /* POLSTORE_STRESS_SCN_COMPANION_H */
+#endif /* POLSTORE_STRESS_COMPANION_RUN_H */
