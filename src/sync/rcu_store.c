@@ -85,8 +85,6 @@
 /* Walks next() validates with the publication count before it announces one. */
 #define PSI_RCU_NEXT_TRIES 4
 
-char psi_rcu_store_done[PSI_FLAVOUR_COUNT];
-
 struct ps_store *psi_rcu_store_create(const struct psi_flavour *flavour, const char *who)
 {
 	struct ps_store *s = psi_store_zalloc(sizeof(struct psi_rcu_store));

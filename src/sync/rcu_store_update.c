@@ -19,6 +19,12 @@
 #include "testpoint.h"
 
 /*
+ * The annotation keys of rcu_store.h, defined here: rcu_store.c calls
+ * into this file, never this file into it.
+ */
+char psi_rcu_store_done[PSI_FLAVOUR_COUNT];
+
+/*
  * Valgrind's thread checkers see no atomics: a reader is ordered after a
  * set by the annotation at its load of the root (psi_rcu_store_root()),
  * which a store into a child slot it loads later would bypass.  Under
