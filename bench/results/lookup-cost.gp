@@ -1,8 +1,8 @@
 # Drawn by scripts/bench-tables.pl --plots from bench/results/lookup.jsonl
-# (commit 72d1269906be); gnuplot bench/results/lookup-cost.gp from the top of the tree.
+# (commit bd703c3d5ddb); gnuplot bench/results/lookup-cost.gp from the top of the tree.
 set terminal svg size 900,560 dynamic font 'sans,12'
 set output 'bench/results/lookup-cost.svg'
-set title 'ns per lookup against ranges (commit 72d1269906be; red circles: flagged points)'
+set title 'ns per lookup against ranges (commit bd703c3d5ddb; red circles: flagged points)'
 set logscale xy
 set xrange [40:2000000]
 set xlabel 'ranges in the store'
