@@ -20,7 +20,7 @@
  *   cc tiering.c $(pkg-config --cflags --libs polstore) -lpthread -o tiering
  * Usage: tiering [-t workers] [-n ranges] [-p phases] [-r intervals a phase] [-i ms]
  */
-#define _GNU_SOURCE /* sched_getcpu() */
+#define _GNU_SOURCE /* getcpu() */
 #include <errno.h>
 #include <numa.h>
 #include <pthread.h>
@@ -74,10 +74,10 @@ static uint64_t next_rand(uint64_t *x)
 static void *worker(void *arg)
 {
 	uint64_t x = (uintptr_t)arg * 0x9e3779b97f4a7c15ULL | 1;
-	int cpu = sched_getcpu(), local = cpu >= 0 ? numa_node_of_cpu(cpu) : 0;
+	unsigned cpu, here;
+	/* getcpu(2), not numa_node_of_cpu(): libnuma fills a cache at first use, racily. */
+	int local = getcpu(&cpu, &here) ? 0 : (int)here;
 
-	if (local < 0)
-		local = 0;
 	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
 		long k = next_rand(&x) % 10 ? (__atomic_load_n(&hot_base, __ATOMIC_RELAXED) +
 							(long)(next_rand(&x) % HOT)) % nranges
