@@ -388,22 +388,15 @@ static struct cslot *slot_of(struct _ps_counts *c, struct cshard *sh, uint64_t s
 static __attribute__((noinline)) void counts_note_search(struct ps_store *s, struct _ps_counts *c,
 		uint64_t idx, uint64_t gen)
 {
-	struct cshard *sh = NULL;
+	struct cshard *sh;
 	uint64_t start, end;
 	struct cslot *sl;
 	struct ctls *e;
 	unsigned i;
 
-	for (i = 0; i < COUNTS_TLS; i++)
-		if (counts_tls[i].c == c && counts_tls[i].serial == c->serial) {
-			sh = counts_tls[i].sh;
-			break;
-		}
-	if (psi_unlikely(!sh)) {
-		sh = shard_get(c, &e);
-		if (!sh)
-			return; /* no memory: the access goes uncounted, as with counting off */
-	}
+	sh = shard_get(c, &e);
+	if (!sh)
+		return; /* no memory: the access goes uncounted, as with counting off */
 	/* The range the lookup just found, when the thread's lookup cache holds it. */
 	if (lc_bounds(s, idx, gen, &start, &end)) {
 		sl = slot_of(c, sh, start, end);
