@@ -249,7 +249,9 @@ static void uf_resolve(struct uf_resolver *r, const struct uffd_msg *m, uint64_t
 		/*
 		 * A message read after its region left the table (and, maybe,
 		 * before another took the range): the kernel serves the fault,
-		 * and a touch of a new region there faults into it afresh.
+		 * and a touch of a new region there faults into it afresh.  A
+		 * fault of a region registered after the batch's count was
+		 * read looks the same: woken, its thread faults again.
 		 */
 		r->cur.dropped++;
 		uf_wake(uf, addr, uf->page_size);

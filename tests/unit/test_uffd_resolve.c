@@ -72,7 +72,12 @@ VARIANT_TEST(uffd, zero_pages_placed, .timeout = 60)
 	st = stats(uf, -1);
 	cr_expect_eq(st.zeros, n);
 	cr_expect_eq(st.copies, 0);
-	cr_expect_eq(st.faults, st.zeros + st.exists);
+	/* A resolver that read a fault while the region was registered wakes it: it comes again. */
+	cr_expect_eq(st.faults, st.zeros + st.exists + st.dropped,
+			"faults %lu: zeros %lu, exists %lu, dropped %lu, errors %lu, fill errors %lu",
+			(unsigned long)st.faults, (unsigned long)st.zeros, (unsigned long)st.exists,
+			(unsigned long)st.dropped, (unsigned long)st.errors,
+			(unsigned long)st.fill_errors);
 	cr_expect_eq(st.fallbacks, 0);
 	ps_uffd_destroy(uf);
 	munmap(base, n * psz);
