@@ -16,10 +16,14 @@
  * (pointer and serial: a new store at a freed one's address has another
  * serial), the store's generation it was filled at (ps_store_generation():
  * any set since refills it) and the range.  A hit is one compare of the
- * range and three stores to the slot.  Before it, the range the thread
- * counted last (counts_last: the counts, the generation, the bounds and
- * the slot) takes a repeated key with three compares and no search: the
- * fault path's common case, where counting must cost about an increment.
+ * range and an increment of the slot.  Before it, the range the thread
+ * counted last (counts_last: the stamp of the counts at their epoch, the
+ * generation, the bounds and the slot) takes a repeated key with three
+ * compares and no search: the fault path's common case, where counting
+ * must cost about an increment.  A count loads the store's @counting,
+ * which is NULL while counting is off.  A slot's decayed rate is brought to the epoch by the
+ * first count of an epoch (slot_add()), not by every count: the counts
+ * since are the epoch's, and a read adds them (slot_rate()).
  *
  * A thread's exit folds its shards into the store's @retired table (the
  * destructor of counts_key), so that a program that starts threads by the
@@ -55,8 +59,9 @@ struct cslot {
 	uint64_t start; /* the key: COUNTS_EMPTY or a range's first page */
 	uint64_t end;
 	uint64_t count;
-	uint64_t rate; /* RATE_ONE a count, halved each epoch since @epoch */
-	uint64_t epoch;
+	uint64_t rate; /* RATE_ONE a count up to @base, halved each epoch since @epoch */
+	uint64_t epoch; /* the epoch of the last count */
+	uint64_t base; /* @count when @rate was last brought to @epoch */
 };
 
 /* A range the owner counted since the store's generation @gen of its shard. */
@@ -83,7 +88,11 @@ struct cshard {
 struct _ps_counts {
 	pthread_mutex_t lock;
 	uint64_t serial;
-	unsigned on;
+	/*
+	 * Atomic: no other counts of the process had it, and a tick gives a
+	 * new one after the epoch (release): what validates counts_last.
+	 */
+	uint64_t stamp;
 	uint64_t epoch;
 	struct cshard *shards; /* under @lock */
 	struct cshard retired; /* exited threads' counts, under @lock */
@@ -102,16 +111,17 @@ static __thread unsigned counts_tls_next __attribute__((tls_model("initial-exec"
 
 /*
  * The range this thread counted last, at the store's generation @gen: its
- * slot in the thread's own shard of @c.  Valid while @c (with @serial: not
- * another counts at a freed one's address) is the store's, @gen its
+ * slot in the thread's own shard of the counts whose @stamp it was.  Valid
+ * while those counts are the store's and at that epoch (their stamp is
+ * @stamp: no other counts had it, and a tick sends the next count to the
+ * search, which brings the slot to the new epoch), @gen the store's
  * generation, and the slot's table the shard's: a table is replaced only by
  * its owner's counts_note_slow(), which then refills this, and freed only
- * with the shard (the owner's exit clears this; a destroy changes @c or
- * @serial).
+ * with the shard (the owner's exit clears this; a destroy ends the counts,
+ * and their stamp with them).
  */
 struct clast {
-	const struct _ps_counts *c;
-	uint64_t serial;
+	uint64_t stamp; /* 0: none */
 	uint64_t gen;
 	uint64_t start, len;
 	struct cslot *slot;
@@ -122,6 +132,7 @@ static __thread struct clast counts_last __attribute__((tls_model("initial-exec"
 static pthread_mutex_t counts_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct _ps_counts *counts_all; /* under counts_lock */
 static uint64_t counts_serial;	      /* under counts_lock */
+static uint64_t counts_stamps;	      /* atomic: the last stamp given */
 static pthread_key_t counts_key;
 static bool counts_key_ok;
 static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
@@ -190,18 +201,51 @@ static uint64_t rate_at(uint64_t rate, uint64_t from, uint64_t epoch)
 	return epoch <= from ? rate : epoch - from >= 64 ? 0 : rate >> (epoch - from);
 }
 
-/* The owner, or a fold under @lock: add @count accesses of @epoch's figures to @sl. */
-static inline void slot_add(struct cslot *sl, uint64_t count, uint64_t rate, uint64_t epoch)
+/*
+ * @sl's rate at its epoch, the counts since @base in: a read's, which
+ * loads the rate first.  The owner writes the epoch, then @base, then the
+ * rate, so a read that meets it bringing the slot to a new epoch misses
+ * at most that epoch's counts, and never counts any twice.
+ */
+static uint64_t slot_rate(const struct cslot *sl, uint64_t *epoch)
 {
-	uint64_t se = PSI_READ_ONCE(sl->epoch);
+	uint64_t rate = PSI_READ_ONCE(sl->rate), base = PSI_READ_ONCE(sl->base);
+	uint64_t count = PSI_READ_ONCE(sl->count);
 
-	if (epoch > se) {
-		PSI_WRITE_ONCE(sl->rate, rate_at(PSI_READ_ONCE(sl->rate), se, epoch) + rate);
-		PSI_WRITE_ONCE(sl->epoch, epoch);
-	} else {
-		PSI_WRITE_ONCE(sl->rate, PSI_READ_ONCE(sl->rate) + rate_at(rate, epoch, se));
-	}
-	PSI_WRITE_ONCE(sl->count, PSI_READ_ONCE(sl->count) + count);
+	*epoch = PSI_READ_ONCE(sl->epoch);
+	return rate + (count > base ? count - base : 0) * RATE_ONE;
+}
+
+/* The owner, or a fold under @lock: bring @sl's rate to @epoch, a later one. */
+static void slot_advance(struct cslot *sl, uint64_t epoch)
+{
+	uint64_t count = sl->count, from = sl->epoch;
+	uint64_t rate = rate_at(sl->rate + (count - sl->base) * RATE_ONE, from, epoch);
+
+	PSI_WRITE_ONCE(sl->epoch, epoch);
+	PSI_WRITE_ONCE(sl->base, count);
+	PSI_WRITE_ONCE(sl->rate, rate);
+}
+
+/* The owner: count one access of @epoch in @sl. */
+static inline void slot_add(struct cslot *sl, uint64_t epoch)
+{
+	if (psi_unlikely(epoch > sl->epoch))
+		slot_advance(sl, epoch);
+	PSI_WRITE_ONCE(sl->count, sl->count + 1);
+}
+
+/* A fold under @lock: add @count accesses whose rate was @rate at @epoch to @sl. */
+static void slot_merge(struct cslot *sl, uint64_t count, uint64_t rate, uint64_t epoch)
+{
+	if (epoch > sl->epoch)
+		slot_advance(sl, epoch);
+	else
+		rate = rate_at(rate, epoch, sl->epoch);
+	/* Counted in the rate already: @base moves with @count. */
+	PSI_WRITE_ONCE(sl->base, sl->base + count);
+	PSI_WRITE_ONCE(sl->rate, sl->rate + rate);
+	PSI_WRITE_ONCE(sl->count, sl->count + count);
 }
 
 /*
@@ -238,6 +282,7 @@ static struct cslot *shard_slot(struct _ps_counts *c, struct cshard *sh, uint64_
 		sl->count = 0;
 		sl->rate = 0;
 		sl->epoch = 0;
+		sl->base = 0;
 		/* Pairs with the fold's acquire: the slot's fields before its key. */
 		PSI_ANNOTATE_HAPPENS_BEFORE(&sl->start);
 		PSI_STORE_RELEASE(sl->start, start);
@@ -253,9 +298,9 @@ static struct cslot *shard_slot(struct _ps_counts *c, struct cshard *sh, uint64_
 /* This thread's shard of @c: from the cache, adopted, or new; NULL without memory. */
 static struct cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 {
-	pthread_t self = pthread_self();
 	struct ctls *e = NULL;
 	struct cshard *sh;
+	pthread_t self;
 	unsigned i;
 
 	for (i = 0; i < COUNTS_TLS; i++)
@@ -263,6 +308,7 @@ static struct cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 			*entry = &counts_tls[i];
 			return counts_tls[i].sh;
 		}
+	self = pthread_self();
 	pthread_mutex_lock(&c->lock);
 	/* One this thread made and the cache forgot, or one a thread left at its exit. */
 	for (sh = c->shards; sh; sh = sh->next)
@@ -308,11 +354,19 @@ static unsigned range_find(const struct cshard *sh, uint64_t idx)
 	return lo;
 }
 
-/* Remember [@start, @end) of generation @gen, counted in @sl, as this thread's last range. */
-static void last_set(const struct _ps_counts *c, uint64_t gen, uint64_t start, uint64_t end,
-		struct cslot *sl)
+/*
+ * Count an access in @sl at @c's epoch, and remember [@start, @end) of
+ * generation @gen as this thread's last range, with the stamp of that
+ * epoch: the stamp first, so that a tick between the two loads leaves an
+ * older stamp, which the next count finds changed.
+ */
+static inline __attribute__((always_inline)) void last_count(const struct _ps_counts *c,
+		uint64_t gen, uint64_t start, uint64_t end, struct cslot *sl)
 {
-	counts_last = (struct clast){ c, c->serial, gen, start, end - start, sl };
+	uint64_t stamp = PSI_LOAD_ACQUIRE(c->stamp);
+
+	slot_add(sl, PSI_READ_ONCE(c->epoch));
+	counts_last = (struct clast){ stamp, gen, start, end - start, sl };
 }
 
 /* Count an access of @idx of @s in @sh, whose cache does not hold its range. */
@@ -344,8 +398,7 @@ static void counts_note_slow(struct ps_store *s, struct _ps_counts *c, struct cs
 	memmove(&sh->ranges[at + 1], &sh->ranges[at], (sh->nranges - at) * sizeof(sh->ranges[0]));
 	sh->ranges[at] = (struct crange){ start, end, sl };
 	sh->nranges++;
-	last_set(c, gen, start, end, sl);
-	slot_add(sl, 1, RATE_ONE, PSI_READ_ONCE(c->epoch));
+	last_count(c, gen, start, end, sl);
 }
 
 /*
@@ -404,8 +457,7 @@ static __attribute__((noinline)) void counts_note_search(struct ps_store *s, str
 			PSI_WRITE_ONCE(sh->lost, sh->lost + 1);
 			return;
 		}
-		last_set(c, gen, start, end, sl);
-		slot_add(sl, 1, RATE_ONE, PSI_READ_ONCE(c->epoch));
+		last_count(c, gen, start, end, sl);
 		return;
 	}
 	if (psi_unlikely(sh->gen != gen)) {
@@ -418,8 +470,7 @@ static __attribute__((noinline)) void counts_note_search(struct ps_store *s, str
 									: range_find(sh, idx);
 	if (i < sh->nranges && sh->ranges[i].start <= idx) {
 		sh->last = i;
-		last_set(c, gen, sh->ranges[i].start, sh->ranges[i].end, sh->ranges[i].slot);
-		slot_add(sh->ranges[i].slot, 1, RATE_ONE, PSI_READ_ONCE(c->epoch));
+		last_count(c, gen, sh->ranges[i].start, sh->ranges[i].end, sh->ranges[i].slot);
 	} else {
 		counts_note_slow(s, c, sh, idx, i, gen);
 	}
@@ -433,9 +484,10 @@ static inline __attribute__((always_inline)) void counts_note(struct ps_store *s
 	uint64_t gen = PSI_LOAD_ACQUIRE(s->rd.gen);
 	const struct clast *l = &counts_last;
 
-	if (psi_likely(l->c == c && l->serial == c->serial && l->gen == gen &&
+	/* The slot was brought to this epoch: a count is an increment. */
+	if (psi_likely(l->stamp == PSI_LOAD_ACQUIRE(c->stamp) && l->gen == gen &&
 			idx - l->start < l->len))
-		slot_add(l->slot, 1, RATE_ONE, PSI_READ_ONCE(c->epoch));
+		PSI_WRITE_ONCE(l->slot->count, l->slot->count + 1);
 	else
 		counts_note_search(s, c, idx, gen);
 }
@@ -459,7 +511,7 @@ int ps_store_lookup_node_count(struct ps_store *store, uint64_t idx, int local_n
 		return -EINVAL;
 	node = PSI_READ_INLINE ? _ps_inl_lookup_node(store, idx, local_node)
 			       : store->lookup_node(store, idx, local_node);
-	if ((c = PSI_LOAD_ACQUIRE(store->counts)) && PSI_READ_ONCE(c->on))
+	if ((c = PSI_LOAD_ACQUIRE(store->counting)))
 		counts_note(store, c, idx);
 	return node;
 }
@@ -470,7 +522,7 @@ int ps_store_count_access(struct ps_store *store, uint64_t idx)
 
 	if (!store)
 		return -EINVAL;
-	if ((c = PSI_LOAD_ACQUIRE(store->counts)) && PSI_READ_ONCE(c->on))
+	if ((c = PSI_LOAD_ACQUIRE(store->counting)))
 		counts_note(store, c, idx);
 	return 0;
 }
@@ -494,18 +546,21 @@ int ps_store_counts_enable(struct ps_store *store, bool on)
 		}
 		pthread_mutex_init(&c->lock, NULL);
 		c->serial = ++counts_serial;
+		c->stamp = PSI_ADD_FETCH(counts_stamps, 1, RELAXED);
 		c->epoch = 1;
 		c->store = store;
 		c->next = counts_all;
 		counts_all = c;
-		PSI_ANNOTATE_BENIGN_RACE_SIZED(&c->on, sizeof(c->on)); /* atomics only */
+		PSI_ANNOTATE_BENIGN_RACE_SIZED(&c->stamp, sizeof(c->stamp)); /* atomics only */
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(&c->epoch, sizeof(c->epoch)); /* atomics only */
 		/* Pairs with the counting threads' acquire: @c is initialised. */
 		PSI_ANNOTATE_HAPPENS_BEFORE(&store->counts);
 		PSI_STORE_RELEASE(store->counts, c);
 	}
-	if (c)
-		PSI_WRITE_ONCE(c->on, on);
+	if (c) {
+		PSI_ANNOTATE_HAPPENS_BEFORE(&store->counting);
+		PSI_STORE_RELEASE(store->counting, on ? c : NULL);
+	}
 	pthread_mutex_unlock(&counts_lock);
 	return 0;
 }
@@ -514,7 +569,14 @@ uint64_t ps_store_counts_tick(struct ps_store *store)
 {
 	struct _ps_counts *c = store ? PSI_LOAD_ACQUIRE(store->counts) : NULL;
 
-	return c ? PSI_ADD_FETCH(c->epoch, 1, RELAXED) : 0;
+	uint64_t epoch;
+
+	if (!c)
+		return 0;
+	epoch = PSI_ADD_FETCH(c->epoch, 1, RELAXED);
+	/* After the epoch: a count that loads the new stamp loads this epoch or a later one. */
+	PSI_STORE_RELEASE(c->stamp, PSI_ADD_FETCH(counts_stamps, 1, RELAXED));
+	return epoch;
 }
 
 static void shard_free(struct cshard *sh)
@@ -541,6 +603,7 @@ void psi_counts_end(struct ps_store *s)
 	}
 	psi_free(c->retired.slots);
 	pthread_mutex_destroy(&c->lock);
+	s->counting = NULL;
 	s->counts = NULL;
 	psi_free(c);
 }
@@ -549,6 +612,7 @@ void psi_counts_end(struct ps_store *s)
 static bool shard_fold(struct _ps_counts *c, struct cshard *sh)
 {
 	struct cslot *sl, *to;
+	uint64_t rate, epoch;
 	size_t i;
 
 	for (i = 0; sh->slots && i <= sh->mask; i++) {
@@ -558,9 +622,11 @@ static bool shard_fold(struct _ps_counts *c, struct cshard *sh)
 		to = shard_slot(c, &c->retired, sl->start, sl->end, false);
 		if (!to)
 			return false;
-		slot_add(to, sl->count, sl->rate, sl->epoch);
+		rate = slot_rate(sl, &epoch);
+		slot_merge(to, sl->count, rate, epoch);
 		sl->count = 0;
 		sl->rate = 0;
+		sl->base = 0;
 	}
 	c->retired.gaps += sh->gaps;
 	c->retired.lost += sh->lost;
@@ -644,9 +710,9 @@ static bool fold_shard(struct fold *f, const struct cshard *sh)
 			continue;
 		PSI_ANNOTATE_HAPPENS_AFTER(&t[i].start);
 		sl.end = PSI_READ_ONCE(t[i].end);
+		sl.rate = slot_rate(&t[i], &sl.epoch);
+		sl.rate = rate_at(sl.rate, sl.epoch, f->epoch);
 		sl.count = PSI_READ_ONCE(t[i].count);
-		sl.epoch = PSI_READ_ONCE(t[i].epoch);
-		sl.rate = rate_at(PSI_READ_ONCE(t[i].rate), sl.epoch, f->epoch);
 		if (!sl.count)
 			continue;
 		if (!grow((void **)&f->k, &f->capk, f->nk + 1, sizeof(*f->k)))

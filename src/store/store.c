@@ -61,6 +61,7 @@ struct ps_store *ps_store_create(enum ps_sync sync)
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->rd.nsub, sizeof(s->rd.nsub)); /* atomics only */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->rd.subs, sizeof(s->rd.subs)); /* atomics only */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->counts, sizeof(s->counts)); /* atomics only */
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&s->counting, sizeof(s->counting)); /* atomics only */
 	if (psi_unlikely(psi_checking) && psi_check_store(s)) {
 		s->ops->destroy(s);
 		return psi_err_null(ENOMEM);

@@ -246,6 +246,54 @@ VARIANT_TEST(counts, epochs_rates_and_top)
 	ps_policy_put(a);
 }
 
+static void *count_six(void *arg)
+{
+	int i;
+
+	for (i = 0; i < 6; i++)
+		TCHECK(ps_store_count_access(arg, 5) == 0, "count");
+	return NULL;
+}
+
+/*
+ * A page counted again and again across ticks: each epoch's counts decay
+ * from their own epoch, though a repeated key is an increment between two
+ * ticks, and an exited thread's rate adds up with the live ones.
+ */
+VARIANT_TEST(counts, a_repeated_key_decays_by_the_epoch_it_came_in)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *s = store_of_ranges(*sync, a);
+	struct ps_range_counts c;
+	pthread_t t;
+	int i;
+
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	for (i = 0; i < 8; i++)
+		cr_assert_eq(ps_store_count_access(s, 5), 0); /* 8 in epoch 1 */
+	cr_assert_eq(ps_store_counts_tick(s), 2);
+	for (i = 0; i < 4; i++)
+		cr_assert_eq(ps_store_count_access(s, 6), 0); /* 4 in epoch 2 */
+	c = counts_at(s, 5);
+	cr_assert(c.count == 12 && c.last_epoch == 2, "count %lu, epoch %lu",
+			(unsigned long)c.count, (unsigned long)c.last_epoch);
+	cr_assert_float_eq(c.rate, 8.0, 1e-9); /* 8 / 2 + 4 */
+	cr_assert_eq(pthread_create(&t, NULL, count_six, s), 0);
+	cr_assert_eq(pthread_join(t, NULL), 0); /* 6 in epoch 2, folded at its exit */
+	cr_assert_eq(ps_store_counts_tick(s), 3);
+	c = counts_at(s, 5);
+	cr_assert_eq(c.count, 18);
+	cr_assert_float_eq(c.rate, 7.0, 1e-9); /* (8 + 6) / 2 */
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(ps_store_count_access(s, 5), 0); /* 2 in epoch 3 */
+	c = counts_at(s, 5);
+	cr_assert(c.count == 20 && c.last_epoch == 3, "count %lu, epoch %lu",
+			(unsigned long)c.count, (unsigned long)c.last_epoch);
+	cr_assert_float_eq(c.rate, 9.0, 1e-9);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
 /*
  * A thread that counts again in a destructor that runs after the counts'
  * own exit hook (a key made later runs later): the hook folded and freed

@@ -65,6 +65,7 @@ struct ps_store {
 	const struct ps_sync_ops *ops;
 	size_t size; /* bytes of the variant's store object, for ps_store_memory() */
 	struct _ps_counts *counts; /* access counts (polstore/counts.h): NULL until asked for */
+	struct _ps_counts *counting; /* @counts while they are on, else NULL: what a count loads */
 	/*
 	 * What the locked variants' readers walk, on a line of its own: the
 	 * tree (SPIN, RWLOCK, SEQLOCK: the one tree, changed in place; RCU,
