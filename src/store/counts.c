@@ -46,6 +46,7 @@
 #include "compiler.h"
 #include "counts_internal.h"
 #include "held.h"
+#include "read_inline.h"
 #include "store_internal.h"
 #include "variants.h"
 
@@ -491,16 +492,6 @@ static inline __attribute__((always_inline)) void counts_note(struct ps_store *s
 	else
 		counts_note_search(s, c, idx, gen);
 }
-
-/*
- * As store.c's: the inline read side of polstore/static/lookup.h, but in
- * the thread checkers' builds, which take the variant's annotated path.
- */
-#ifdef POLSTORE_ANNOTATE
-#define PSI_READ_INLINE 0
-#else
-#define PSI_READ_INLINE 1
-#endif
 
 int ps_store_lookup_node_count(struct ps_store *store, uint64_t idx, int local_node)
 {

@@ -21,6 +21,7 @@
 #include "held.h"
 #include "rcu_reclaim.h"
 #include "rcu_thread.h"
+#include "read_inline.h"
 #include "store_internal.h"
 #include "store_tag.h"
 #include "subscribe_internal.h"
@@ -285,20 +286,7 @@ int ps_store_synchronize(struct ps_store *store)
 	return 0;
 }
 
-/*
- * The read side's exported calls run the inline fast path of
- * polstore/static/lookup.h (what a POLSTORE_INLINE program compiles into
- * itself) and fall back to the variant's read path for the rest.  Builds
- * for the thread checkers (POLSTORE_ANNOTATE) always take the variant's
- * path: it carries the annotations that tell them about grace periods and
- * the SEQLOCK's speculative walk.
- */
-#ifdef POLSTORE_ANNOTATE
-#define PSI_READ_INLINE 0
-#else
-#define PSI_READ_INLINE 1
-#endif
-
+/* The read side's exported calls: read_inline.h. */
 struct ps_policy *ps_store_lookup(struct ps_store *store, uint64_t idx)
 {
 	if (PSI_READ_INLINE)
