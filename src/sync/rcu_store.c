@@ -85,7 +85,7 @@
 /* Walks next() validates with the publication count before it announces one. */
 #define PSI_RCU_NEXT_TRIES 4
 
-struct ps_store *psi_rcu_store_create(const struct psi_flavour *flavour, const char *who)
+struct ps_store *psi_rcu_store_create(const struct psi_flavour *flavour)
 {
 	struct ps_store *s = psi_store_zalloc(sizeof(struct psi_rcu_store));
 	struct psi_rcu_store *rs;
@@ -94,7 +94,6 @@ struct ps_store *psi_rcu_store_create(const struct psi_flavour *flavour, const c
 		return NULL;
 	rs = psi_rcu_store_of(s);
 	rs->flavour = flavour;
-	rs->who = who;
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&rs->base.rd.tree, sizeof(rs->base.rd.tree)); /* atomics only */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&rs->base.ix, sizeof(rs->base.ix)); /* atomics only */
 	PSI_ANNOTATE_BENIGN_RACE_SIZED(&rs->base.lc, sizeof(rs->base.lc)); /* atomics only */

@@ -41,9 +41,8 @@ extern char psi_rcu_store_done[PSI_FLAVOUR_COUNT];
 struct psi_rcu_store {
 	struct ps_store base;
 	pthread_mutex_t wlock __ps_cacheline_aligned;
-	/* Set at create: the flavour, and who waits in its stall warnings. */
+	/* Set at create: the flavour. */
 	const struct psi_flavour *flavour;
-	const char *who;
 	/* Under @wlock: */
 	struct ps_store_stats stats;
 	struct psi_rlog *log;          /* what sets retired, until taken back (NULL: nothing) */
@@ -59,12 +58,12 @@ struct psi_rcu_store {
 	/* Written under @wlock, read without it: */
 	size_t held;                   /* bytes of @log, @spare and @stash, for ps_store_memory() */
 	size_t ix_bytes;               /* the read index's nodes */
-	bool nothread;                 /* entries logged while no reclaim thread could start */
 	/*
 	 * The nodes of a large index (ixpool.h), made when it first is; set
 	 * once under @wlock (release), loaded (acquire) by those without it.
 	 */
 	struct psi_ix_pool *pool;
+	bool nothread;                 /* entries logged while no reclaim thread could start */
 	bool pooled;                   /* under @wlock: the published index may hold pooled nodes */
 	/*
 	 * The sweep (psi_rcu_store_sweep()): queued once on the reclaimer
@@ -73,14 +72,16 @@ struct psi_rcu_store {
 	 * compare-and-swap) until it stops; both atomic.  The rest is the
 	 * sweep's own.
 	 */
-	struct psi_reclaim_item sweep;
 	bool swept, kicked;
+	struct psi_reclaim_item sweep;
 	uint64_t sweep_sets;           /* stats.sets the sweep last saw */
 	uint64_t sweep_ns;             /* when it first saw them (psi_reclaim_now_ns()) */
 	uint64_t unreported_ns;        /* when it first saw @unreported waiting (0: not) */
 	uint64_t sweep_busy;           /* since when its looks found @wlock held (0: not) */
 };
 _Static_assert(offsetof(struct psi_rcu_store, base) == 0, "psi_store_zalloc(): base first");
+/* Every store pays for these lines, however few ranges it holds: keep them seven. */
+_Static_assert(sizeof(struct psi_rcu_store) <= 7 * 64, "a small store's footprint");
 _Static_assert(offsetof(struct ps_store, ix) + sizeof(struct ps_ix_root) <= 64,
 		"the read index's root shares the first line with the entry points");
 
@@ -146,12 +147,8 @@ static inline int psi_rcu_store_next_get(struct ps_store *s, uint64_t idx, uint6
 	return found ? 0 : -ENOENT;
 }
 
-/*
- * The operations both flavours share (struct ps_sync_ops says what each
- * does).  @who names a set or synchronize of the store in the flavour's
- * stall warnings.
- */
-struct ps_store *psi_rcu_store_create(const struct psi_flavour *flavour, const char *who);
+/* The operations both flavours share (struct ps_sync_ops says what each does). */
+struct ps_store *psi_rcu_store_create(const struct psi_flavour *flavour);
 void psi_rcu_store_destroy(struct ps_store *s);
 const struct ps_policy *psi_rcu_store_lookup_borrow(struct ps_store *s, uint64_t idx);
 int psi_rcu_store_next_borrow(struct ps_store *s, uint64_t idx, uint64_t *start, uint64_t *end,

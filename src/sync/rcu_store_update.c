@@ -48,6 +48,12 @@ char psi_rcu_store_done[PSI_FLAVOUR_COUNT];
 #define PSI_RCU_PULL_MAX 16
 /* Ripe full leaves a store keeps for its next sets, at most (rs_stash_put()). */
 #define PSI_RCU_STASH_MAX 64
+/* Who waits, in a flavour's stall warnings, when a set or synchronize waits for a grace period. */
+static const char *const rs_who[PSI_FLAVOUR_COUNT] = {
+	[PSI_FLAVOUR_MEMB] = "a set or synchronize of an rcu store",
+	[PSI_FLAVOUR_QSBR] = "a set or synchronize of an rcu-qsbr store",
+};
+
 /* The size of a full leaf, of which most sets make one. */
 #define PSI_RCU_LEAF_BYTES _PS_IX_LEAF_BYTES(PS_IX_LEAF_SHIFT)
 
@@ -335,7 +341,7 @@ static void rs_wait_drain(struct psi_rcu_store *rs, bool barrier)
 	if (barrier)
 		psi_reclaim_barrier(rc);
 	if (!psi_reclaim_poll_done(rc, cookie))
-		rs->flavour->synchronize(rs->who);
+		rs->flavour->synchronize(rs_who[rs->flavour->id]);
 	rs->flavour->wait_exit(token);
 	pthread_mutex_lock(&rs->wlock);
 	pthread_setcancelstate(cancel, NULL);

@@ -14,8 +14,7 @@
 
 static struct ps_store *qsbr_create(void)
 {
-	return psi_rcu_store_create(&psi_flavour_qsbr,
-			"a set or synchronize of an rcu-qsbr store");
+	return psi_rcu_store_create(&psi_flavour_qsbr);
 }
 
 static void qsbr_read_lock(struct ps_store *s)

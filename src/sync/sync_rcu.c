@@ -11,7 +11,7 @@
 
 static struct ps_store *memb_create(void)
 {
-	return psi_rcu_store_create(&psi_flavour_memb, "a set or synchronize of an rcu store");
+	return psi_rcu_store_create(&psi_flavour_memb);
 }
 
 static void memb_read_lock(struct ps_store *s)
