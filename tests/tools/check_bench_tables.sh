@@ -4,7 +4,8 @@
 # quoted in their prose and in docs/*.md, are what
 # scripts/bench-tables.pl makes of the result files in bench/results/,
 # each table names the commit its results come from, and no other
-# measured figure stands in a paragraph that names no commit.  Then, on a
+# measured figure stands in a paragraph that names no commit, and each
+# result file's commit is in the history of HEAD.  Then, on a
 # copy of the tree, the check must catch a table or a quoted figure
 # edited by hand, a figure typed into prose, a result file changed under
 # its table, and a result file that names no commit.
@@ -16,6 +17,22 @@ fail() {
 	echo "check_bench_tables.sh: $*" >&2
 	exit 1
 }
+
+# Each result file names a commit of this tree's history: measured on
+# what landed, not on a branch that never did.  Only where the history is
+# there (a checkout with its commits, not a release tarball or a shallow
+# clone, where the tables still name their commits).
+if git -C "$src" rev-parse --git-dir >/dev/null 2>&1 &&
+		[ "$(git -C "$src" rev-parse --is-shallow-repository)" = false ]; then
+	for r in "$src"/bench/results/*.jsonl; do
+		c=$(sed -n '1s/.*"commit":"\([0-9a-f]*\)".*/\1/p' "$r")
+		[ -n "$c" ] || fail "$r names no commit in its first line"
+		git -C "$src" merge-base --is-ancestor "$c" HEAD 2>/dev/null ||
+			fail "$r: commit $c is not in the history of HEAD"
+	done
+else
+	echo "check_bench_tables.sh: no history here: the result files' commits are not looked up"
+fi
 
 $gen --check --root "$src" || fail "a committed table differs from its result files"
 for f in BENCHMARKS.md README.md; do
