@@ -29,7 +29,7 @@
  * destructor of counts_key), so that a program that starts threads by the
  * thousand keeps one table per live thread.  counts_lock keeps the
  * process's counting stores: the exit and a destroy take it first.  The
- * fork handlers hold it and every store's @lock across fork().
+ * fork handlers hold it and every store's @lock and @tick_lock across fork().
  */
 #include <errno.h>
 #include <pthread.h>
@@ -88,6 +88,7 @@ struct cshard {
 
 struct _ps_counts {
 	pthread_mutex_t lock;
+	pthread_mutex_t tick_lock; /* ticks one at a time: ps_store_counts_tick() */
 	uint64_t serial;
 	/*
 	 * Atomic: no other counts of the process had it, and a tick gives a
@@ -143,16 +144,20 @@ static void counts_fork_prepare(void)
 	struct _ps_counts *c;
 
 	pthread_mutex_lock(&counts_lock);
-	for (c = counts_all; c; c = c->next)
+	for (c = counts_all; c; c = c->next) {
 		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&c->tick_lock);
+	}
 }
 
 static void counts_fork_release(void)
 {
 	struct _ps_counts *c;
 
-	for (c = counts_all; c; c = c->next)
+	for (c = counts_all; c; c = c->next) {
+		pthread_mutex_unlock(&c->tick_lock);
 		pthread_mutex_unlock(&c->lock);
+	}
 	pthread_mutex_unlock(&counts_lock);
 }
 
@@ -536,6 +541,7 @@ int ps_store_counts_enable(struct ps_store *store, bool on)
 			return -ENOMEM;
 		}
 		pthread_mutex_init(&c->lock, NULL);
+		pthread_mutex_init(&c->tick_lock, NULL);
 		c->serial = ++counts_serial;
 		c->stamp = PSI_ADD_FETCH(counts_stamps, 1, RELAXED);
 		c->epoch = 1;
@@ -559,14 +565,19 @@ int ps_store_counts_enable(struct ps_store *store, bool on)
 uint64_t ps_store_counts_tick(struct ps_store *store)
 {
 	struct _ps_counts *c = store ? PSI_LOAD_ACQUIRE(store->counts) : NULL;
-
 	uint64_t epoch;
 
 	if (!c)
 		return 0;
+	/*
+	 * Ticks one at a time, each stamp after its epoch: a count that
+	 * loads a stamp then loads its epoch, whichever tick stored it last
+	 * (two at once could leave the last stamp before the last epoch).
+	 */
+	pthread_mutex_lock(&c->tick_lock);
 	epoch = PSI_ADD_FETCH(c->epoch, 1, RELAXED);
-	/* After the epoch: a count that loads the new stamp loads this epoch or a later one. */
 	PSI_STORE_RELEASE(c->stamp, PSI_ADD_FETCH(counts_stamps, 1, RELAXED));
+	pthread_mutex_unlock(&c->tick_lock);
 	return epoch;
 }
 
@@ -594,6 +605,7 @@ void psi_counts_end(struct ps_store *s)
 	}
 	psi_free(c->retired.slots);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->tick_lock);
 	s->counting = NULL;
 	s->counts = NULL;
 	psi_free(c);

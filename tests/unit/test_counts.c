@@ -527,6 +527,10 @@ static void fork_child(void *arg)
 
 	TCHECK(ps_store_count_access(s, 5) == 0, "count");
 	TCHECK(ps_store_counts_sum(s, &sum) == 0 && sum.counted == 2, "the child's sum");
+	/* The parent's reader ticks on: the fork held its ticks out. */
+	TCHECK(ps_store_counts_tick(s) > 1, "the child's tick");
+	TCHECK(ps_store_count_access(s, 5) == 0, "count");
+	TCHECK(ps_store_counts_sum(s, &sum) == 0 && sum.counted == 3, "the child's sum");
 	ps_store_destroy(s);
 }
 
