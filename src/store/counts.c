@@ -23,7 +23,7 @@
  * must cost about an increment.  A count loads the store's @counting,
  * which is NULL while counting is off.  A slot's decayed rate is brought to the epoch by the
  * first count of an epoch (slot_add()), not by every count: the counts
- * since are the epoch's, and a read adds them (slot_rate()).
+ * since are the epoch's, and a read adds them (slot_read()).
  *
  * A thread's exit folds its shards into the store's @retired table (the
  * destructor of counts_key), so that a program that starts threads by the
@@ -33,8 +33,10 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <polstore/counts.h>
 #include <polstore/store.h>
@@ -47,7 +49,9 @@
 #include "counts_internal.h"
 #include "held.h"
 #include "read_inline.h"
+#include "seqcount.h"
 #include "store_internal.h"
+#include "testpoint.h"
 #include "variants.h"
 
 #define COUNTS_EMPTY UINT64_MAX /* no range starts there: a free slot */
@@ -63,7 +67,11 @@ struct cslot {
 	uint64_t rate; /* RATE_ONE a count up to @base, halved each epoch since @epoch */
 	uint64_t epoch; /* the epoch of the last count */
 	uint64_t base; /* @count when @rate was last brought to @epoch */
+	struct ps_seqcount seq; /* around a change of @rate, @epoch and @base */
 };
+
+/* How long a read waits for an owner that is changing a slot: then it takes what it read. */
+#define COUNTS_SLOT_WAIT_NS 100000000ULL
 
 /* A range the owner counted since the store's generation @gen of its shard. */
 struct crange {
@@ -207,19 +215,45 @@ static uint64_t rate_at(uint64_t rate, uint64_t from, uint64_t epoch)
 	return epoch <= from ? rate : epoch - from >= 64 ? 0 : rate >> (epoch - from);
 }
 
-/*
- * @sl's rate at its epoch, the counts since @base in: a read's, which
- * loads the rate first.  The owner writes the epoch, then @base, then the
- * rate, so a read that meets it bringing the slot to a new epoch misses
- * at most that epoch's counts, and never counts any twice.
- */
-static uint64_t slot_rate(const struct cslot *sl, uint64_t *epoch)
+static uint64_t counts_now_ns(void)
 {
-	uint64_t rate = PSI_READ_ONCE(sl->rate), base = PSI_READ_ONCE(sl->base);
-	uint64_t count = PSI_READ_ONCE(sl->count);
+	struct timespec ts;
 
-	*epoch = PSI_READ_ONCE(sl->epoch);
-	return rate + (count > base ? count - base : 0) * RATE_ONE;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A read of @sl: its count, and its rate at its epoch with the counts
+ * since @base in.  The owner changes the rate, the epoch and @base
+ * together inside @seq (slot_advance()); a count alone moves nothing
+ * the rate is computed from but the count itself.  A read that meets a
+ * change tries again, for COUNTS_SLOT_WAIT_NS at most: a fork child may
+ * hold a slot its parent's thread was changing, which no thread will
+ * finish, and a read there takes what it found.
+ */
+static uint64_t slot_read(const struct cslot *sl, uint64_t *count, uint64_t *epoch)
+{
+	uint64_t rate, base, until = 0;
+	unsigned seq, tries = 0;
+
+	for (;;) {
+		seq = psi_seq_read_begin(&sl->seq);
+		rate = PSI_READ_ONCE(sl->rate);
+		base = PSI_READ_ONCE(sl->base);
+		*epoch = PSI_READ_ONCE(sl->epoch);
+		*count = PSI_READ_ONCE(sl->count);
+		if (!psi_seq_read_retry(&sl->seq, seq))
+			break;
+		if (++tries < 16)
+			continue;
+		if (!until)
+			until = counts_now_ns() + COUNTS_SLOT_WAIT_NS;
+		else if (counts_now_ns() >= until)
+			break;
+		sched_yield();
+	}
+	return rate + (*count > base ? *count - base : 0) * RATE_ONE;
 }
 
 /* The owner, or a fold under @lock: bring @sl's rate to @epoch, a later one. */
@@ -228,9 +262,12 @@ static void slot_advance(struct cslot *sl, uint64_t epoch)
 	uint64_t count = sl->count, from = sl->epoch;
 	uint64_t rate = rate_at(sl->rate + (count - sl->base) * RATE_ONE, from, epoch);
 
+	psi_seq_write_begin(&sl->seq);
 	PSI_WRITE_ONCE(sl->epoch, epoch);
+	PSI_TEST_POINT(PSI_TP_COUNTS_SLOT_ADVANCE);
 	PSI_WRITE_ONCE(sl->base, count);
 	PSI_WRITE_ONCE(sl->rate, rate);
+	psi_seq_write_end(&sl->seq);
 }
 
 /* The owner: count one access of @epoch in @sl. */
@@ -249,9 +286,11 @@ static void slot_merge(struct cslot *sl, uint64_t count, uint64_t rate, uint64_t
 	else
 		rate = rate_at(rate, epoch, sl->epoch);
 	/* Counted in the rate already: @base moves with @count. */
+	psi_seq_write_begin(&sl->seq);
 	PSI_WRITE_ONCE(sl->base, sl->base + count);
 	PSI_WRITE_ONCE(sl->rate, sl->rate + rate);
 	PSI_WRITE_ONCE(sl->count, sl->count + count);
+	psi_seq_write_end(&sl->seq);
 }
 
 /*
@@ -289,6 +328,7 @@ static struct cslot *shard_slot(struct _ps_counts *c, struct cshard *sh, uint64_
 		sl->rate = 0;
 		sl->epoch = 0;
 		sl->base = 0;
+		sl->seq.seq = 0;
 		/* Pairs with the fold's acquire: the slot's fields before its key. */
 		PSI_ANNOTATE_HAPPENS_BEFORE(&sl->start);
 		PSI_STORE_RELEASE(sl->start, start);
@@ -615,7 +655,7 @@ void psi_counts_end(struct ps_store *s)
 static bool shard_fold(struct _ps_counts *c, struct cshard *sh)
 {
 	struct cslot *sl, *to;
-	uint64_t rate, epoch;
+	uint64_t rate, epoch, count;
 	size_t i;
 
 	for (i = 0; sh->slots && i <= sh->mask; i++) {
@@ -625,8 +665,8 @@ static bool shard_fold(struct _ps_counts *c, struct cshard *sh)
 		to = shard_slot(c, &c->retired, sl->start, sl->end, false);
 		if (!to)
 			return false;
-		rate = slot_rate(sl, &epoch);
-		slot_merge(to, sl->count, rate, epoch);
+		rate = slot_read(sl, &count, &epoch);
+		slot_merge(to, count, rate, epoch);
 		sl->count = 0;
 		sl->rate = 0;
 		sl->base = 0;
@@ -713,9 +753,8 @@ static bool fold_shard(struct fold *f, const struct cshard *sh)
 			continue;
 		PSI_ANNOTATE_HAPPENS_AFTER(&t[i].start);
 		sl.end = PSI_READ_ONCE(t[i].end);
-		sl.rate = slot_rate(&t[i], &sl.epoch);
+		sl.rate = slot_read(&t[i], &sl.count, &sl.epoch);
 		sl.rate = rate_at(sl.rate, sl.epoch, f->epoch);
-		sl.count = PSI_READ_ONCE(t[i].count);
 		if (!sl.count)
 			continue;
 		if (!grow((void **)&f->k, &f->capk, f->nk + 1, sizeof(*f->k)))

@@ -16,6 +16,8 @@ enum psi_test_point {
 	PSI_TP_RCU_UPDATE_BUILT,
 	/* An RCU store's next() loaded the root and is about to walk from it. */
 	PSI_TP_RCU_NEXT_WALK,
+	/* A count is bringing its slot's rate to a new epoch: the epoch stored, not the rest. */
+	PSI_TP_COUNTS_SLOT_ADVANCE,
 };
 
 extern void (*psi_test_hook)(enum psi_test_point point);

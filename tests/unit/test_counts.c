@@ -10,12 +10,15 @@
  * beside a writer and a reader of the counts; fork; allocation failures.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <polstore/static/lcache.h>
 
 #include "compiler.h"
+#include "testpoint.h"
 #include "testutil.h"
 
 #define NR 8	    /* ranges [100 k, 100 k + 50) */
@@ -290,6 +293,77 @@ VARIANT_TEST(counts, a_repeated_key_decays_by_the_epoch_it_came_in)
 	cr_assert(c.count == 20 && c.last_epoch == 3, "count %lu, epoch %lu",
 			(unsigned long)c.count, (unsigned long)c.last_epoch);
 	cr_assert_float_eq(c.rate, 9.0, 1e-9);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
+/*
+ * A read of the counts while a counting thread is bringing its slot to a
+ * new epoch, held between the epoch and the rest: the read waits for the
+ * change, and never gives the old epoch's rate undecayed under the new one.
+ */
+/* 1: counted in epoch 1; 2: hold it at the point; 3: it is held; 4: let it go */
+static int advance_state;
+
+static void advance_hook(enum psi_test_point point)
+{
+	if (point != PSI_TP_COUNTS_SLOT_ADVANCE || PSI_LOAD_ACQUIRE(advance_state) != 2)
+		return;
+	PSI_STORE_RELEASE(advance_state, 3);
+	while (PSI_LOAD_ACQUIRE(advance_state) != 4)
+		sched_yield();
+}
+
+/* 4 counts in epoch 1, then one after the tick, held where its slot changes epoch. */
+static void *count_across_a_tick(void *arg)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		TCHECK(ps_store_count_access(arg, 5) == 0, "count");
+	PSI_STORE_RELEASE(advance_state, 1);
+	while (PSI_LOAD_ACQUIRE(advance_state) != 2)
+		sched_yield();
+	TCHECK(ps_store_count_access(arg, 5) == 0, "count");
+	return NULL;
+}
+
+static void *let_go_later(void *arg)
+{
+	(void)arg;
+	usleep(20000);
+	PSI_STORE_RELEASE(advance_state, 4);
+	return NULL;
+}
+
+VARIANT_TEST(counts, a_read_beside_a_slot_changing_epoch_sees_it_whole)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *s = store_of_ranges(*sync, a);
+	struct ps_range_counts c;
+	pthread_t t, l;
+
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&advance_state, sizeof(advance_state)); /* atomics only */
+	PSI_STORE_RELEASE(advance_state, 0);
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	cr_assert_eq(pthread_create(&t, NULL, count_across_a_tick, s), 0);
+	while (PSI_LOAD_ACQUIRE(advance_state) != 1)
+		sched_yield();
+	cr_assert_eq(ps_store_counts_tick(s), 2);
+	PSI_STORE_RELEASE(psi_test_hook, advance_hook);
+	PSI_STORE_RELEASE(advance_state, 2);
+	while (PSI_LOAD_ACQUIRE(advance_state) != 3)
+		sched_yield();
+	cr_assert_eq(pthread_create(&l, NULL, let_go_later, NULL), 0);
+	c = counts_at(s, 5);
+	cr_assert_eq(pthread_join(l, NULL), 0);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	PSI_STORE_RELEASE(psi_test_hook, NULL);
+	PSI_STORE_RELEASE(advance_state, 0);
+	/* The 4 of epoch 1 halve; the one of epoch 2 may be in or not yet. */
+	cr_assert(c.count == 4 || c.count == 5, "count %lu", (unsigned long)c.count);
+	cr_assert_float_eq(c.rate, 2.0 + (double)(c.count - 4), 1e-9, "rate %g, count %lu", c.rate,
+			(unsigned long)c.count);
 	ps_store_destroy(s);
 	ps_policy_put(a);
 }
