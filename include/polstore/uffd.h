@@ -144,7 +144,7 @@ struct ps_uffd_attr {
  *             instead
  * @fill_errors: fill callbacks that failed (the page poisoned, or retried)
  * @dropped: faults whose region was unregistered or unmapped before the page could be placed
- *           (woken: the kernel serves them), or registered as they were read (they come again)
+ *           (woken: the kernel serves them), and a few of a region registered after one ended
  * @errors: other failures of the resolving call (ENOMEM, ...): the faulting thread is woken and
  *          faults again
  * @restarts: resolver threads replaced after exiting inside a callback

@@ -157,11 +157,13 @@ struct ps_uffd {
 	size_t nregions, cap;
 	/*
 	 * Counts registrations.  A message read while the epoch was e can
-	 * only be a fault of a region registered at e or before: one found in
-	 * a region registered since is a fault of an earlier registration of
-	 * the range, which has ended.
+	 * only be a fault of a region registered at e or before, or of one
+	 * whose range was registered before it and has ended: a region
+	 * registered since is found for it only then.  @ended is the epoch at
+	 * the first end of a region (0: none yet); a region registered before
+	 * any ended was the first at its range, and its faults are its own.
 	 */
-	uint64_t epoch;
+	uint64_t epoch, ended;
 };
 
 _Static_assert(offsetof(struct ps_uffd, tag) >= 16, "the tag must outlive free()");

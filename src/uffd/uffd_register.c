@@ -296,6 +296,8 @@ static int uf_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t firs
 	if (err) {
 		memmove(g, g + 1, (uf->nregions - at - 1) * sizeof(*g));
 		uf->nregions--;
+		if (!uf->ended)
+			uf->ended = uf->epoch;
 	} else {
 		g->can_zeropage = reg.ioctls & (1ULL << _UFFDIO_ZEROPAGE);
 		g->can_poison = reg.ioctls & (1ULL << _UFFDIO_POISON);
@@ -342,6 +344,8 @@ int ps_uffd_unregister(struct ps_uffd *uf, void *addr, size_t len)
 	memmove(&uf->regions[at], &uf->regions[at + 1],
 			(uf->nregions - at - 1) * sizeof(uf->regions[0]));
 	uf->nregions--;
+	if (!uf->ended)
+		uf->ended = uf->epoch;
 	uf_unlock_all(uf);
 out:
 	pthread_mutex_unlock(&uf->regions_lock);

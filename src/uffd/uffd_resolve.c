@@ -245,13 +245,14 @@ static void uf_resolve(struct uf_resolver *r, const struct uffd_msg *m, uint64_t
 	addr = (uintptr_t)m->arg.pagefault.address & ~(uintptr_t)(uf->page_size - 1);
 	r->cur.faults++;
 	g = uf_find(uf, addr);
-	if (!g || g->epoch > r->seen) {
+	if (!g || (g->epoch > r->seen && uf->ended && uf->ended < g->epoch)) {
 		/*
 		 * A message read after its region left the table (and, maybe,
 		 * before another took the range): the kernel serves the fault,
 		 * and a touch of a new region there faults into it afresh.  A
-		 * fault of a region registered after the batch's count was
-		 * read looks the same: woken, its thread faults again.
+		 * region registered after the batch's count was read, once some
+		 * region had ended before it, looks the same: its own faults
+		 * are woken too, and come again.
 		 */
 		r->cur.dropped++;
 		uf_wake(uf, addr, uf->page_size);

@@ -8,22 +8,37 @@
 /*
  * A resolver held after it has read a fault message and before it
  * resolves it: read(2) of the userfaultfd returns, then waits while
- * @read_hold.page is set and the message names that page.  The test's own
- * reads (pipes) pass through.
+ * @read_hold.page is set and the message names that page.  Or held
+ * before it reads a batch (@before): it has taken the registration count
+ * the batch is checked against.  The test's own reads (pipes, a byte at
+ * a time) pass through.
  */
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	uintptr_t page; /* 0: not armed */
 	size_t len;
-	bool entered, release;
-} read_hold = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, false, false};
+	bool entered, release, before;
+} read_hold = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, false, false, false};
 ssize_t __real_read(int fd, void *buf, size_t n);
 ssize_t __wrap_read(int fd, void *buf, size_t n);
 ssize_t __wrap_read(int fd, void *buf, size_t n)
 {
-	ssize_t got = __real_read(fd, buf, n);
 	const struct uffd_msg *m = buf;
+	ssize_t got;
+
+	if (n >= sizeof(*m) && n % sizeof(*m) == 0) {
+		pthread_mutex_lock(&read_hold.lock);
+		if (read_hold.before) {
+			read_hold.before = false;
+			read_hold.entered = true;
+			pthread_cond_broadcast(&read_hold.cond);
+			while (!read_hold.release)
+				pthread_cond_wait(&read_hold.cond, &read_hold.lock);
+		}
+		pthread_mutex_unlock(&read_hold.lock);
+	}
+	got = __real_read(fd, buf, n);
 
 	if (got <= 0 || (size_t)got % sizeof(*m))
 		return got;
@@ -369,6 +384,57 @@ Test(uffd, stale_fault_after_register_again, .timeout = 60)
 	ps_uffd_destroy(uf);
 	munmap(r, psz);
 	fill_fini(&c);
+}
+
+/*
+ * A region registered while a resolver has taken the registration count
+ * and not yet read its batch, in a plane none of whose regions ended: the
+ * region is the first at its range, so its first fault is its own, served
+ * at once and not dropped.
+ */
+Test(uffd, first_region_registered_during_a_read_keeps_its_fault, .timeout = 60)
+{
+	const size_t psz = page_size();
+	struct touch_one ta = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct touch_one tb = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct ps_uffd_stats st;
+	struct ps_uffd *uf;
+	pthread_t tha, thb;
+	char *a, *b;
+
+	need_uffd();
+	uf = plane(NULL, 1, NULL, 0);
+	a = region(psz, MAP_PRIVATE);
+	b = region(psz, MAP_PRIVATE);
+	ta.p = a;
+	tb.p = b;
+	cr_assert_eq(ps_uffd_register(uf, a, psz, 0), 0);
+	pthread_mutex_lock(&read_hold.lock);
+	read_hold.entered = read_hold.release = false;
+	read_hold.before = true;
+	pthread_mutex_unlock(&read_hold.lock);
+	/* A's fault wakes the resolver: it takes the count and stops before reading. */
+	ps_test_spawn(&tha, 1, touch_one_main, &ta, 0);
+	pthread_mutex_lock(&read_hold.lock);
+	while (!read_hold.entered)
+		pthread_cond_wait(&read_hold.cond, &read_hold.lock);
+	pthread_mutex_unlock(&read_hold.lock);
+	cr_assert_eq(ps_uffd_register(uf, b, psz, 1), 0);
+	ps_test_spawn(&thb, 1, touch_one_main, &tb, 0);
+	usleep(50000); /* b's fault waits in the queue beside a's */
+	pthread_mutex_lock(&read_hold.lock);
+	read_hold.release = true;
+	pthread_cond_broadcast(&read_hold.cond);
+	pthread_mutex_unlock(&read_hold.lock);
+	ps_test_join(&tha, 1);
+	ps_test_join(&thb, 1);
+	st = stats(uf, -1);
+	cr_expect_eq(st.dropped, 0);
+	cr_expect_eq(st.faults, st.zeros + st.exists, "faults %lu, zeros %lu, exists %lu",
+			(unsigned long)st.faults, (unsigned long)st.zeros, (unsigned long)st.exists);
+	ps_uffd_destroy(uf);
+	munmap(a, psz);
+	munmap(b, psz);
 }
 
 /* ---- misuse -------------------------------------------------------------------------------- */
