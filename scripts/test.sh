@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Usage: scripts/test.sh [--quick | --help]
 #
-# With no option, the whole suite (what CI runs, about 24 minutes on 2
+# With no option, the whole suite (what CI runs, about 29 minutes on 2
 # idle cores): install dependencies, then build and test polstore in four
 # configurations:
 #   build-test   Debug, invariant checks after every set, lock_stat on,
