@@ -16,27 +16,25 @@
  * (pointer and serial: a new store at a freed one's address has another
  * serial), the store's generation it was filled at (ps_store_generation():
  * any set since refills it) and the range.  A hit is one compare of the
- * range and an increment of the slot.  Before it, the range the thread
- * counted last (counts_last: the stamp of the counts at their epoch, the
- * generation, the bounds and the slot) takes a repeated key with three
- * compares and no search: the fault path's common case, where counting
- * must cost about an increment.  A count loads the store's @counting,
- * which is NULL while counting is off.  A slot's decayed rate is brought to the epoch by the
- * first count of an epoch (slot_add()), not by every count: the counts
- * since are the epoch's, and a read adds them (slot_read()).
+ * range and an increment of the slot.  Before it, the range counted last
+ * (counts_last) takes a repeated key with three compares and no search:
+ * the fault path's case, where counting must cost about an increment.  A
+ * count loads the store's @counting, NULL while counting is off.  A
+ * slot's decayed rate is brought to an epoch by its first count of it
+ * (slot_add()); a read adds the counts since (slot_read()).
  *
  * A thread's exit folds its shards into the store's @retired table (the
- * destructor of counts_key), so that a program that starts threads by the
- * thousand keeps one table per live thread.  counts_lock keeps the
- * process's counting stores: the exit and a destroy take it first.  The
- * fork handlers hold it and every store's @lock and @tick_lock across fork().
+ * destructor of counts_key): those in its cache, and past COUNTS_TLS
+ * stores the ones it forgot, found in every counting store; a program that
+ * starts threads by the thousand keeps one table per live thread.
+ * counts_lock keeps the process's counting stores: the exit and a destroy
+ * take it first; the fork handlers hold it and every @lock and @tick_lock.
  */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 
 #include <polstore/counts.h>
 #include <polstore/store.h>
@@ -70,8 +68,8 @@ struct cslot {
 	struct ps_seqcount seq; /* around a change of @rate, @epoch and @base */
 };
 
-/* How long a read waits for an owner that is changing a slot: then it takes what it read. */
-#define COUNTS_SLOT_WAIT_NS 100000000ULL
+/* Tries a read makes of a slot its owner is changing (100 us apart): then it takes what it read. */
+#define COUNTS_SLOT_TRIES 1000
 
 /* A range the owner counted since the store's generation @gen of its shard. */
 struct crange {
@@ -121,14 +119,12 @@ static __thread unsigned counts_tls_next __attribute__((tls_model("initial-exec"
 
 /*
  * The range this thread counted last, at the store's generation @gen: its
- * slot in the thread's own shard of the counts whose @stamp it was.  Valid
- * while those counts are the store's and at that epoch (their stamp is
- * @stamp: no other counts had it, and a tick sends the next count to the
- * search, which brings the slot to the new epoch), @gen the store's
- * generation, and the slot's table the shard's: a table is replaced only by
- * its owner's counts_note_slow(), which then refills this, and freed only
- * with the shard (the owner's exit clears this; a destroy ends the counts,
- * and their stamp with them).
+ * slot in the thread's own shard of the counts whose @stamp it was (no
+ * other counts had it; a tick gives a new one, and the search brings the
+ * slot to the new epoch).  Valid while @gen is the store's and the slot's
+ * table the shard's: a table is replaced only by its owner's
+ * counts_note_slow(), which then refills this, and freed only with the
+ * shard (the owner's exit clears this; a destroy ends the stamp).
  */
 struct clast {
 	uint64_t stamp; /* 0: none */
@@ -215,26 +211,18 @@ static uint64_t rate_at(uint64_t rate, uint64_t from, uint64_t epoch)
 	return epoch <= from ? rate : epoch - from >= 64 ? 0 : rate >> (epoch - from);
 }
 
-static uint64_t counts_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * A read of @sl: its count, and its rate at its epoch with the counts
  * since @base in.  The owner changes the rate, the epoch and @base
  * together inside @seq (slot_advance()); a count alone moves nothing
  * the rate is computed from but the count itself.  A read that meets a
- * change tries again, for COUNTS_SLOT_WAIT_NS at most: a fork child may
+ * change tries again, for 100 ms at most: a fork child may
  * hold a slot its parent's thread was changing, which no thread will
  * finish, and a read there takes what it found.
  */
 static uint64_t slot_read(const struct cslot *sl, uint64_t *count, uint64_t *epoch)
 {
-	uint64_t rate, base, until = 0;
+	uint64_t rate, base;
 	unsigned seq, tries = 0;
 
 	for (;;) {
@@ -243,15 +231,9 @@ static uint64_t slot_read(const struct cslot *sl, uint64_t *count, uint64_t *epo
 		base = PSI_READ_ONCE(sl->base);
 		*epoch = PSI_READ_ONCE(sl->epoch);
 		*count = PSI_READ_ONCE(sl->count);
-		if (!psi_seq_read_retry(&sl->seq, seq))
+		if (!psi_seq_read_retry(&sl->seq, seq) || ++tries == COUNTS_SLOT_TRIES)
 			break;
-		if (++tries < 16)
-			continue;
-		if (!until)
-			until = counts_now_ns() + COUNTS_SLOT_WAIT_NS;
-		else if (counts_now_ns() >= until)
-			break;
-		sched_yield();
+		usleep(100);
 	}
 	return rate + (*count > base ? *count - base : 0) * RATE_ONE;
 }
@@ -345,7 +327,7 @@ static struct cslot *shard_slot(struct _ps_counts *c, struct cshard *sh, uint64_
 static struct cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 {
 	struct ctls *e = NULL;
-	struct cshard *sh;
+	struct cshard *sh, *o;
 	pthread_t self;
 	unsigned i;
 
@@ -356,10 +338,13 @@ static struct cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 		}
 	self = pthread_self();
 	pthread_mutex_lock(&c->lock);
-	/* One this thread made and the cache forgot, or one a thread left at its exit. */
+	/* One this thread made and the cache forgot, else one a thread left at its exit. */
 	for (sh = c->shards; sh; sh = sh->next)
-		if (pthread_equal(sh->owner, self) || sh->orphan)
+		if (!sh->orphan && pthread_equal(sh->owner, self))
 			break;
+	for (o = c->shards; !sh && o; o = o->next)
+		if (o->orphan)
+			sh = o;
 	if (!sh) {
 		sh = psi_zalloc(sizeof(*sh));
 		if (sh) {
@@ -677,6 +662,24 @@ static bool shard_fold(struct _ps_counts *c, struct cshard *sh)
 	return true;
 }
 
+/*
+ * Under counts_lock and @c's @lock: the exiting thread's shard *@pp goes
+ * into @c's retired table and is freed (true), or stays, an orphan the
+ * next thread to count takes, when the table cannot grow (false).
+ */
+static bool shard_leave(struct _ps_counts *c, struct cshard **pp)
+{
+	struct cshard *sh = *pp;
+
+	if (!shard_fold(c, sh)) {
+		sh->orphan = true;
+		return false;
+	}
+	*pp = sh->next;
+	shard_free(sh);
+	return true;
+}
+
 /* The exiting thread's shards go into their stores' retired tables (or stay, orphans). */
 static void counts_thread_exit(void *arg)
 {
@@ -696,18 +699,31 @@ static void counts_thread_exit(void *arg)
 		pthread_mutex_lock(&c->lock);
 		for (pp = &c->shards; *pp && *pp != tls[i].sh; pp = &(*pp)->next)
 			;
-		if (*pp && shard_fold(c, *pp)) {
-			struct cshard *sh = *pp;
-
-			*pp = sh->next;
-			shard_free(sh);
-		} else if (*pp) {
-			(*pp)->orphan = true; /* the next thread to count takes it */
-		}
+		if (*pp)
+			shard_leave(c, pp);
 		pthread_mutex_unlock(&c->lock);
+	}
+	/*
+	 * Past COUNTS_TLS counts the cache forgot some of this thread's
+	 * shards: every counting store's list is looked through for them.
+	 */
+	if (counts_tls_next > COUNTS_TLS) {
+		pthread_t self = pthread_self();
+
+		for (c = counts_all; c; c = c->next) {
+			pthread_mutex_lock(&c->lock);
+			for (pp = &c->shards; *pp;) {
+				struct cshard *sh = *pp;
+
+				if (sh->orphan || !pthread_equal(sh->owner, self) || !shard_leave(c, pp))
+					pp = &sh->next;
+			}
+			pthread_mutex_unlock(&c->lock);
+		}
 	}
 	pthread_mutex_unlock(&counts_lock);
 	memset(tls, 0, sizeof(counts_tls));
+	counts_tls_next = 0;
 	memset(&counts_last, 0, sizeof(counts_last)); /* the exiting thread's own */
 }
 

@@ -368,6 +368,68 @@ VARIANT_TEST(counts, a_read_beside_a_slot_changing_epoch_sees_it_whole)
 	ps_policy_put(a);
 }
 
+/* Counts a page of each store, waits until every such thread has, then exits. */
+struct many_stores {
+	struct ps_store *s[6];
+	pthread_barrier_t all_counted;
+};
+
+static void *count_in_six_stores(void *arg)
+{
+	struct many_stores *m = arg;
+	int i;
+
+	for (i = 0; i < 6; i++)
+		TCHECK(ps_store_count_access(m->s[i], 5) == 0, "count");
+	/* All alive at once: no thread takes another's id and, with it, a shard it left. */
+	pthread_barrier_wait(&m->all_counted);
+	ps_rcu_unregister_thread();
+	return NULL;
+}
+
+/*
+ * Threads that each counted in more stores than a thread keeps its way
+ * to at once: at their exit every one of their tables is folded into its
+ * store's and freed, the forgotten ones too.
+ */
+VARIANT_TEST(counts, a_thread_that_counted_in_many_stores_leaves_no_table)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_counts_sum sum;
+	struct many_stores m;
+	pthread_t t[8];
+	long live0, live1;
+	int i;
+
+	ps_test_alloc_install();
+	for (i = 0; i < 6; i++) {
+		m.s[i] = store_of_ranges(*sync, a);
+		cr_assert_eq(ps_store_counts_enable(m.s[i], true), 0);
+	}
+	/* One thread first: each store's table of exited threads' counts exists after it. */
+	cr_assert_eq(pthread_barrier_init(&m.all_counted, NULL, 1), 0);
+	cr_assert_eq(pthread_create(&t[0], NULL, count_in_six_stores, &m), 0);
+	cr_assert_eq(pthread_join(t[0], NULL), 0);
+	cr_assert_eq(pthread_barrier_destroy(&m.all_counted), 0);
+	live0 = ps_test_alloc_live();
+	cr_assert_eq(pthread_barrier_init(&m.all_counted, NULL, 8), 0);
+	for (i = 0; i < 8; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, count_in_six_stores, &m), 0);
+	for (i = 0; i < 8; i++)
+		cr_assert_eq(pthread_join(t[i], NULL), 0);
+	cr_assert_eq(pthread_barrier_destroy(&m.all_counted), 0);
+	live1 = ps_test_alloc_live();
+	cr_assert_eq(live1, live0, "%ld blocks live after the threads exited, %ld before",
+			live1, live0);
+	for (i = 0; i < 6; i++) {
+		cr_assert_eq(ps_store_counts_sum(m.s[i], &sum), 0);
+		cr_assert_eq(sum.counted, 9);
+		ps_store_destroy(m.s[i]);
+	}
+	ps_test_alloc_restore();
+	ps_policy_put(a);
+}
+
 /*
  * A thread that counts again in a destructor that runs after the counts'
  * own exit hook (a key made later runs later): the hook folded and freed
