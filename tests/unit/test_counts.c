@@ -411,6 +411,9 @@ VARIANT_TEST(counts, a_thread_that_counted_in_many_stores_leaves_no_table)
 	cr_assert_eq(pthread_create(&t[0], NULL, count_in_six_stores, &m), 0);
 	cr_assert_eq(pthread_join(t[0], NULL), 0);
 	cr_assert_eq(pthread_barrier_destroy(&m.all_counted), 0);
+	/* Nothing retired in flight: what the sets left goes back first. */
+	for (i = 0; i < 6; i++)
+		ps_store_synchronize(m.s[i]);
 	live0 = ps_test_alloc_live();
 	cr_assert_eq(pthread_barrier_init(&m.all_counted, NULL, 8), 0);
 	for (i = 0; i < 8; i++)
@@ -418,8 +421,11 @@ VARIANT_TEST(counts, a_thread_that_counted_in_many_stores_leaves_no_table)
 	for (i = 0; i < 8; i++)
 		cr_assert_eq(pthread_join(t[i], NULL), 0);
 	cr_assert_eq(pthread_barrier_destroy(&m.all_counted), 0);
+	for (i = 0; i < 6; i++)
+		ps_store_synchronize(m.s[i]);
 	live1 = ps_test_alloc_live();
-	cr_assert_eq(live1, live0, "%ld blocks live after the threads exited, %ld before",
+	/* A table left behind is more blocks; the reclaim thread only ever frees. */
+	cr_assert_leq(live1, live0, "%ld blocks live after the threads exited, %ld before",
 			live1, live0);
 	for (i = 0; i < 6; i++) {
 		cr_assert_eq(ps_store_counts_sum(m.s[i], &sum), 0);
