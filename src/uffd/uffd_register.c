@@ -199,6 +199,20 @@ static bool uf_meets(uintptr_t a, size_t len, const void *p, size_t n)
 }
 
 /*
+ * Under every resolver's lock: region @at leaves the table.  The first
+ * to leave sets @ended: from then on a region registered later may be
+ * found for a fault of one that left (uf_resolve()).
+ */
+static void uf_region_drop(struct ps_uffd *uf, size_t at)
+{
+	memmove(&uf->regions[at], &uf->regions[at + 1],
+			(uf->nregions - at - 1) * sizeof(uf->regions[0]));
+	uf->nregions--;
+	if (!uf->ended)
+		uf->ended = uf->epoch;
+}
+
+/*
  * Whether [@a, @a + @len) meets memory of the plane's own: its blocks and
  * its threads' stacks with their guard pages.  Under uf->regions_lock.
  */
@@ -294,10 +308,7 @@ static int uf_register(struct ps_uffd *uf, void *addr, size_t len, uint64_t firs
 	uf_lock_all(uf);
 	g = &uf->regions[at];
 	if (err) {
-		memmove(g, g + 1, (uf->nregions - at - 1) * sizeof(*g));
-		uf->nregions--;
-		if (!uf->ended)
-			uf->ended = uf->epoch;
+		uf_region_drop(uf, at);
 	} else {
 		g->can_zeropage = reg.ioctls & (1ULL << _UFFDIO_ZEROPAGE);
 		g->can_poison = reg.ioctls & (1ULL << _UFFDIO_POISON);
@@ -341,11 +352,7 @@ int ps_uffd_unregister(struct ps_uffd *uf, void *addr, size_t len)
 	(void)ioctl(uf->uffd, UFFDIO_UNREGISTER, &range);
 	/* Every resolver between two faults: none is placing a page here. */
 	uf_lock_all(uf);
-	memmove(&uf->regions[at], &uf->regions[at + 1],
-			(uf->nregions - at - 1) * sizeof(uf->regions[0]));
-	uf->nregions--;
-	if (!uf->ended)
-		uf->ended = uf->epoch;
+	uf_region_drop(uf, at);
 	uf_unlock_all(uf);
 out:
 	pthread_mutex_unlock(&uf->regions_lock);
