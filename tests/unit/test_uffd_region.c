@@ -20,6 +20,34 @@ static struct {
 	size_t len;
 	bool entered, release, before;
 } read_hold = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, false, false, false};
+
+/* The resolver, under @read_hold.lock: say it stopped, and wait until the test lets it go. */
+static void read_hold_stop(void)
+{
+	read_hold.entered = true;
+	pthread_cond_broadcast(&read_hold.cond);
+	while (!read_hold.release)
+		pthread_cond_wait(&read_hold.cond, &read_hold.lock);
+}
+
+/* The test: wait until the resolver stopped. */
+static void read_hold_wait_entered(void)
+{
+	pthread_mutex_lock(&read_hold.lock);
+	while (!read_hold.entered)
+		pthread_cond_wait(&read_hold.cond, &read_hold.lock);
+	pthread_mutex_unlock(&read_hold.lock);
+}
+
+/* The test: let the resolver go. */
+static void read_hold_release(void)
+{
+	pthread_mutex_lock(&read_hold.lock);
+	read_hold.release = true;
+	pthread_cond_broadcast(&read_hold.cond);
+	pthread_mutex_unlock(&read_hold.lock);
+}
+
 ssize_t __real_read(int fd, void *buf, size_t n);
 ssize_t __wrap_read(int fd, void *buf, size_t n);
 ssize_t __wrap_read(int fd, void *buf, size_t n)
@@ -31,10 +59,7 @@ ssize_t __wrap_read(int fd, void *buf, size_t n)
 		pthread_mutex_lock(&read_hold.lock);
 		if (read_hold.before) {
 			read_hold.before = false;
-			read_hold.entered = true;
-			pthread_cond_broadcast(&read_hold.cond);
-			while (!read_hold.release)
-				pthread_cond_wait(&read_hold.cond, &read_hold.lock);
+			read_hold_stop();
 		}
 		pthread_mutex_unlock(&read_hold.lock);
 	}
@@ -46,10 +71,7 @@ ssize_t __wrap_read(int fd, void *buf, size_t n)
 	if (read_hold.page && m->event == UFFD_EVENT_PAGEFAULT &&
 			m->arg.pagefault.address - read_hold.page < read_hold.len) {
 		read_hold.page = 0;
-		read_hold.entered = true;
-		pthread_cond_broadcast(&read_hold.cond);
-		while (!read_hold.release)
-			pthread_cond_wait(&read_hold.cond, &read_hold.lock);
+		read_hold_stop();
 	}
 	pthread_mutex_unlock(&read_hold.lock);
 	return got;
@@ -352,19 +374,13 @@ Test(uffd, stale_fault_after_register_again, .timeout = 60)
 	pthread_mutex_unlock(&read_hold.lock);
 	ps_test_spawn(&th, 1, touch_one_main,
 			&(struct touch_one){.p = r, .lock = PTHREAD_MUTEX_INITIALIZER}, 0);
-	pthread_mutex_lock(&read_hold.lock);
-	while (!read_hold.entered)
-		pthread_cond_wait(&read_hold.cond, &read_hold.lock);
-	pthread_mutex_unlock(&read_hold.lock);
+	read_hold_wait_entered();
 	/* The kernel serves the waiting fault: a zero page, dropped again. */
 	cr_assert_eq(ps_uffd_unregister(uf, r, psz), 0);
 	ps_test_join(&th, 1);
 	cr_assert_eq(madvise(r, psz, MADV_DONTNEED), 0);
 	cr_assert_eq(ps_uffd_register(uf, r, psz, 9), 0);
-	pthread_mutex_lock(&read_hold.lock);
-	read_hold.release = true;
-	pthread_cond_broadcast(&read_hold.cond);
-	pthread_mutex_unlock(&read_hold.lock);
+	read_hold_release();
 	/* The resolver has handled the message once stats() gets its lock. */
 	for (long i = 0; i < wait_polls(2000); i++) {
 		st = stats(uf, -1);
@@ -415,17 +431,11 @@ Test(uffd, first_region_registered_during_a_read_keeps_its_fault, .timeout = 60)
 	pthread_mutex_unlock(&read_hold.lock);
 	/* A's fault wakes the resolver: it takes the count and stops before reading. */
 	ps_test_spawn(&tha, 1, touch_one_main, &ta, 0);
-	pthread_mutex_lock(&read_hold.lock);
-	while (!read_hold.entered)
-		pthread_cond_wait(&read_hold.cond, &read_hold.lock);
-	pthread_mutex_unlock(&read_hold.lock);
+	read_hold_wait_entered();
 	cr_assert_eq(ps_uffd_register(uf, b, psz, 1), 0);
 	ps_test_spawn(&thb, 1, touch_one_main, &tb, 0);
 	usleep(50000); /* b's fault waits in the queue beside a's */
-	pthread_mutex_lock(&read_hold.lock);
-	read_hold.release = true;
-	pthread_cond_broadcast(&read_hold.cond);
-	pthread_mutex_unlock(&read_hold.lock);
+	read_hold_release();
 	ps_test_join(&tha, 1);
 	ps_test_join(&thb, 1);
 	st = stats(uf, -1);
