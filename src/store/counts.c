@@ -21,7 +21,7 @@
  * the fault path's case, where counting must cost about an increment.  A
  * count loads the store's @counting, NULL while counting is off.  A
  * slot's decayed rate is brought to an epoch by its first count of it
- * (slot_add()); a read adds the counts since (slot_read()).
+ * (slot_add()); a read adds the counts since (psi_counts_slot_read()).
  *
  * A thread's exit folds its shards into the store's @retired table (the
  * destructor of counts_key): those in its cache, and past COUNTS_TLS
@@ -45,6 +45,7 @@
 #include "annotate.h"
 #include "compiler.h"
 #include "counts_internal.h"
+#include "counts_shard.h"
 #include "held.h"
 #include "read_inline.h"
 #include "seqcount.h"
@@ -52,66 +53,16 @@
 #include "testpoint.h"
 #include "variants.h"
 
-#define COUNTS_EMPTY UINT64_MAX /* no range starts there: a free slot */
 #define COUNTS_TLS 4		/* stores a thread finds its shard of at once */
-#define COUNTS_CACHE 64		/* ranges a shard finds the slot of at once */
 #define COUNTS_MIN_SLOTS 16
-#define RATE_ONE 1024 /* a count in the rate's fixed point */
-
-struct cslot {
-	uint64_t start; /* the key: COUNTS_EMPTY or a range's first page */
-	uint64_t end;
-	uint64_t count;
-	uint64_t rate; /* RATE_ONE a count up to @base, halved each epoch since @epoch */
-	uint64_t epoch; /* the epoch of the last count */
-	uint64_t base; /* @count when @rate was last brought to @epoch */
-	struct ps_seqcount seq; /* around a change of @rate, @epoch and @base */
-};
 
 /* Tries a read makes of a slot its owner is changing (100 us apart): then it takes what it read. */
 #define COUNTS_SLOT_TRIES 1000
 
-/* A range the owner counted since the store's generation @gen of its shard. */
-struct crange {
-	uint64_t start, end;
-	struct cslot *slot;
-};
-
-struct cshard {
-	struct cslot *slots; /* the owner's; replaced under the store's @lock */
-	size_t mask;
-	size_t used;	/* the owner's */
-	/* The owner's: the ranges it counted at generation @gen, sorted by @start. */
-	uint64_t gen;
-	unsigned nranges, last;
-	struct crange ranges[COUNTS_CACHE];
-	uint64_t gaps;	/* accesses of pages no range held */
-	uint64_t lost;	/* accesses no slot could take (an allocation failed) */
-	pthread_t owner;
-	bool orphan;	/* the owner left it without folding it */
-	struct cshard *next; /* under @lock */
-};
-
-struct _ps_counts {
-	pthread_mutex_t lock;
-	pthread_mutex_t tick_lock; /* ticks one at a time: ps_store_counts_tick() */
-	uint64_t serial;
-	/*
-	 * Atomic: no other counts of the process had it, and a tick gives a
-	 * new one after the epoch (release): what validates counts_last.
-	 */
-	uint64_t stamp;
-	uint64_t epoch;
-	struct cshard *shards; /* under @lock */
-	struct cshard retired; /* exited threads' counts, under @lock */
-	struct ps_store *store;
-	struct _ps_counts *next; /* the process's, under counts_lock */
-};
-
 struct ctls {
 	struct _ps_counts *c;
 	uint64_t serial;
-	struct cshard *sh;
+	struct psi_cshard *sh;
 };
 
 static __thread struct ctls counts_tls[COUNTS_TLS] __attribute__((tls_model("initial-exec")));
@@ -130,7 +81,7 @@ struct clast {
 	uint64_t stamp; /* 0: none */
 	uint64_t gen;
 	uint64_t start, len;
-	struct cslot *slot;
+	struct psi_cslot *slot;
 };
 
 static __thread struct clast counts_last __attribute__((tls_model("initial-exec")));
@@ -176,14 +127,14 @@ static void counts_init_once(void)
 
 /* ---- a shard's table ---------------------------------------------------------- */
 
-static struct cslot *slots_new(size_t n)
+static struct psi_cslot *slots_new(size_t n)
 {
-	struct cslot *t = psi_alloc(n * sizeof(*t));
+	struct psi_cslot *t = psi_alloc(n * sizeof(*t));
 	size_t i;
 
 	if (t) {
 		for (i = 0; i < n; i++)
-			t[i].start = COUNTS_EMPTY;
+			t[i].start = PSI_COUNTS_EMPTY;
 		/* Its owner's stores and a fold's loads, atomics only; keys published: slot_find(). */
 		PSI_ANNOTATE_BENIGN_RACE_SIZED(t, n * sizeof(*t));
 	}
@@ -196,19 +147,13 @@ static size_t slot_hash(uint64_t start, size_t mask)
 }
 
 /* The slot of @start in @t, or the free one where it would go. */
-static struct cslot *slot_find(struct cslot *t, size_t mask, uint64_t start)
+static struct psi_cslot *slot_find(struct psi_cslot *t, size_t mask, uint64_t start)
 {
 	size_t i = slot_hash(start, mask);
 
-	while (t[i].start != start && t[i].start != COUNTS_EMPTY)
+	while (t[i].start != start && t[i].start != PSI_COUNTS_EMPTY)
 		i = (i + 1) & mask;
 	return &t[i];
-}
-
-/* Bring @sl's rate to @epoch: halved once an epoch since its own. */
-static uint64_t rate_at(uint64_t rate, uint64_t from, uint64_t epoch)
-{
-	return epoch <= from ? rate : epoch - from >= 64 ? 0 : rate >> (epoch - from);
 }
 
 /*
@@ -220,7 +165,7 @@ static uint64_t rate_at(uint64_t rate, uint64_t from, uint64_t epoch)
  * hold a slot its parent's thread was changing, which no thread will
  * finish, and a read there takes what it found.
  */
-static uint64_t slot_read(const struct cslot *sl, uint64_t *count, uint64_t *epoch)
+uint64_t psi_counts_slot_read(const struct psi_cslot *sl, uint64_t *count, uint64_t *epoch)
 {
 	uint64_t rate, base;
 	unsigned seq, tries = 0;
@@ -235,14 +180,14 @@ static uint64_t slot_read(const struct cslot *sl, uint64_t *count, uint64_t *epo
 			break;
 		usleep(100);
 	}
-	return rate + (*count > base ? *count - base : 0) * RATE_ONE;
+	return rate + (*count > base ? *count - base : 0) * PSI_COUNTS_RATE_ONE;
 }
 
 /* The owner, or a fold under @lock: bring @sl's rate to @epoch, a later one. */
-static void slot_advance(struct cslot *sl, uint64_t epoch)
+static void slot_advance(struct psi_cslot *sl, uint64_t epoch)
 {
 	uint64_t count = sl->count, from = sl->epoch;
-	uint64_t rate = rate_at(sl->rate + (count - sl->base) * RATE_ONE, from, epoch);
+	uint64_t rate = psi_counts_rate_at(sl->rate + (count - sl->base) * PSI_COUNTS_RATE_ONE, from, epoch);
 
 	psi_seq_write_begin(&sl->seq);
 	PSI_WRITE_ONCE(sl->epoch, epoch);
@@ -253,7 +198,7 @@ static void slot_advance(struct cslot *sl, uint64_t epoch)
 }
 
 /* The owner: count one access of @epoch in @sl. */
-static inline void slot_add(struct cslot *sl, uint64_t epoch)
+static inline void slot_add(struct psi_cslot *sl, uint64_t epoch)
 {
 	if (psi_unlikely(epoch > sl->epoch))
 		slot_advance(sl, epoch);
@@ -261,12 +206,12 @@ static inline void slot_add(struct cslot *sl, uint64_t epoch)
 }
 
 /* A fold under @lock: add @count accesses whose rate was @rate at @epoch to @sl. */
-static void slot_merge(struct cslot *sl, uint64_t count, uint64_t rate, uint64_t epoch)
+static void slot_merge(struct psi_cslot *sl, uint64_t count, uint64_t rate, uint64_t epoch)
 {
 	if (epoch > sl->epoch)
 		slot_advance(sl, epoch);
 	else
-		rate = rate_at(rate, epoch, sl->epoch);
+		rate = psi_counts_rate_at(rate, epoch, sl->epoch);
 	/* Counted in the rate already: @base moves with @count. */
 	psi_seq_write_begin(&sl->seq);
 	PSI_WRITE_ONCE(sl->base, sl->base + count);
@@ -279,10 +224,10 @@ static void slot_merge(struct cslot *sl, uint64_t count, uint64_t rate, uint64_t
  * The slot of [@start, @end) in @sh, inserted if new; NULL when the table
  * must grow and cannot.  The owner, or a fold under @lock (@c's retired).
  */
-static struct cslot *shard_slot(struct _ps_counts *c, struct cshard *sh, uint64_t start,
+static struct psi_cslot *shard_slot(struct _ps_counts *c, struct psi_cshard *sh, uint64_t start,
 		uint64_t end, bool owner)
 {
-	struct cslot *sl, *t, *old;
+	struct psi_cslot *sl, *t, *old;
 	size_t i, n;
 
 	if (!sh->slots || 4 * (sh->used + 1) > 3 * (sh->mask + 1)) {
@@ -291,7 +236,7 @@ static struct cslot *shard_slot(struct _ps_counts *c, struct cshard *sh, uint64_
 		if (!t)
 			return NULL;
 		for (i = 0; sh->slots && i <= sh->mask; i++)
-			if (sh->slots[i].start != COUNTS_EMPTY)
+			if (sh->slots[i].start != PSI_COUNTS_EMPTY)
 				*slot_find(t, n - 1, sh->slots[i].start) = sh->slots[i];
 		if (owner)
 			pthread_mutex_lock(&c->lock);
@@ -304,7 +249,7 @@ static struct cslot *shard_slot(struct _ps_counts *c, struct cshard *sh, uint64_
 		sh->nranges = 0; /* their slots were the old table's */
 	}
 	sl = slot_find(sh->slots, sh->mask, start);
-	if (sl->start == COUNTS_EMPTY) {
+	if (sl->start == PSI_COUNTS_EMPTY) {
 		sl->end = end;
 		sl->count = 0;
 		sl->rate = 0;
@@ -324,10 +269,10 @@ static struct cslot *shard_slot(struct _ps_counts *c, struct cshard *sh, uint64_
 /* ---- counting ---------------------------------------------------------------------- */
 
 /* This thread's shard of @c: from the cache, adopted, or new; NULL without memory. */
-static struct cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
+static struct psi_cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 {
 	struct ctls *e = NULL;
-	struct cshard *sh, *o;
+	struct psi_cshard *sh, *o;
 	pthread_t self;
 	unsigned i;
 
@@ -370,7 +315,7 @@ static struct cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 }
 
 /* The first of @sh's cached ranges that ends after @idx (@sh->nranges: none). */
-static unsigned range_find(const struct cshard *sh, uint64_t idx)
+static unsigned range_find(const struct psi_cshard *sh, uint64_t idx)
 {
 	unsigned lo = 0, hi = sh->nranges;
 
@@ -392,7 +337,7 @@ static unsigned range_find(const struct cshard *sh, uint64_t idx)
  * older stamp, which the next count finds changed.
  */
 static inline __attribute__((always_inline)) void last_count(const struct _ps_counts *c,
-		uint64_t gen, uint64_t start, uint64_t end, struct cslot *sl)
+		uint64_t gen, uint64_t start, uint64_t end, struct psi_cslot *sl)
 {
 	uint64_t stamp = PSI_LOAD_ACQUIRE(c->stamp);
 
@@ -401,12 +346,12 @@ static inline __attribute__((always_inline)) void last_count(const struct _ps_co
 }
 
 /* Count an access of @idx of @s in @sh, whose cache does not hold its range. */
-static void counts_note_slow(struct ps_store *s, struct _ps_counts *c, struct cshard *sh,
+static void counts_note_slow(struct ps_store *s, struct _ps_counts *c, struct psi_cshard *sh,
 		uint64_t idx, unsigned at, uint64_t gen)
 {
 	const struct ps_policy *pol;
 	uint64_t start, end;
-	struct cslot *sl;
+	struct psi_cslot *sl;
 	int err;
 
 	/* Borrowed, in a section: a reference would write the policy's count. */
@@ -424,10 +369,10 @@ static void counts_note_slow(struct ps_store *s, struct _ps_counts *c, struct cs
 	}
 	if (!sh->nranges)
 		at = 0; /* a grow emptied the cache */
-	if (sh->nranges == COUNTS_CACHE)
+	if (sh->nranges == PSI_COUNTS_CACHE)
 		sh->nranges = at = 0; /* full: start again */
 	memmove(&sh->ranges[at + 1], &sh->ranges[at], (sh->nranges - at) * sizeof(sh->ranges[0]));
-	sh->ranges[at] = (struct crange){ start, end, sl };
+	sh->ranges[at] = (struct psi_crange){ start, end, sl };
 	sh->nranges++;
 	last_count(c, gen, start, end, sl);
 }
@@ -452,10 +397,10 @@ static bool lc_bounds(const struct ps_store *s, uint64_t idx, uint64_t gen, uint
 }
 
 /* The owner: the slot of [@start, @end) in @sh, inserted if new; NULL as shard_slot(). */
-static struct cslot *slot_of(struct _ps_counts *c, struct cshard *sh, uint64_t start,
+static struct psi_cslot *slot_of(struct _ps_counts *c, struct psi_cshard *sh, uint64_t start,
 		uint64_t end)
 {
-	struct cslot *sl;
+	struct psi_cslot *sl;
 
 	if (sh->slots) {
 		sl = slot_find(sh->slots, sh->mask, start);
@@ -472,9 +417,9 @@ static struct cslot *slot_of(struct _ps_counts *c, struct cshard *sh, uint64_t s
 static __attribute__((noinline)) void counts_note_search(struct ps_store *s, struct _ps_counts *c,
 		uint64_t idx, uint64_t gen)
 {
-	struct cshard *sh;
+	struct psi_cshard *sh;
 	uint64_t start, end;
-	struct cslot *sl;
+	struct psi_cslot *sl;
 	struct ctls *e;
 	unsigned i;
 
@@ -606,7 +551,7 @@ uint64_t ps_store_counts_tick(struct ps_store *store)
 	return epoch;
 }
 
-static void shard_free(struct cshard *sh)
+static void shard_free(struct psi_cshard *sh)
 {
 	psi_free(sh->slots);
 	psi_free(sh);
@@ -615,7 +560,7 @@ static void shard_free(struct cshard *sh)
 void psi_counts_end(struct ps_store *s)
 {
 	struct _ps_counts *c = s->counts, **pp;
-	struct cshard *sh;
+	struct psi_cshard *sh;
 
 	if (!c)
 		return;
@@ -637,20 +582,20 @@ void psi_counts_end(struct ps_store *s)
 }
 
 /* Under @c's @lock: add @sh's counts to @c's retired table; false when it cannot grow. */
-static bool shard_fold(struct _ps_counts *c, struct cshard *sh)
+static bool shard_fold(struct _ps_counts *c, struct psi_cshard *sh)
 {
-	struct cslot *sl, *to;
+	struct psi_cslot *sl, *to;
 	uint64_t rate, epoch, count;
 	size_t i;
 
 	for (i = 0; sh->slots && i <= sh->mask; i++) {
 		sl = &sh->slots[i];
-		if (sl->start == COUNTS_EMPTY || !sl->count)
+		if (sl->start == PSI_COUNTS_EMPTY || !sl->count)
 			continue;
 		to = shard_slot(c, &c->retired, sl->start, sl->end, false);
 		if (!to)
 			return false;
-		rate = slot_read(sl, &count, &epoch);
+		rate = psi_counts_slot_read(sl, &count, &epoch);
 		slot_merge(to, count, rate, epoch);
 		sl->count = 0;
 		sl->rate = 0;
@@ -667,9 +612,9 @@ static bool shard_fold(struct _ps_counts *c, struct cshard *sh)
  * into @c's retired table and is freed (true), or stays, an orphan the
  * next thread to count takes, when the table cannot grow (false).
  */
-static bool shard_leave(struct _ps_counts *c, struct cshard **pp)
+static bool shard_leave(struct _ps_counts *c, struct psi_cshard **pp)
 {
-	struct cshard *sh = *pp;
+	struct psi_cshard *sh = *pp;
 
 	if (!shard_fold(c, sh)) {
 		sh->orphan = true;
@@ -685,7 +630,7 @@ static void counts_thread_exit(void *arg)
 {
 	struct ctls *tls = arg;
 	struct _ps_counts *c, *x;
-	struct cshard **pp;
+	struct psi_cshard **pp;
 	unsigned i;
 
 	pthread_mutex_lock(&counts_lock);
@@ -713,7 +658,7 @@ static void counts_thread_exit(void *arg)
 		for (c = counts_all; c; c = c->next) {
 			pthread_mutex_lock(&c->lock);
 			for (pp = &c->shards; *pp;) {
-				struct cshard *sh = *pp;
+				struct psi_cshard *sh = *pp;
 
 				if (sh->orphan || !pthread_equal(sh->owner, self) || !shard_leave(c, pp))
 					pp = &sh->next;
@@ -725,276 +670,4 @@ static void counts_thread_exit(void *arg)
 	memset(tls, 0, sizeof(counts_tls));
 	counts_tls_next = 0;
 	memset(&counts_last, 0, sizeof(counts_last)); /* the exiting thread's own */
-}
-
-/* ---- reading -------------------------------------------------------------------------- */
-
-struct fold {
-	struct cslot *k; /* the keys, merged by start */
-	size_t nk, capk;
-	uint64_t gaps, lost, epoch;
-	struct ps_range_counts *r; /* the store's ranges in the window */
-	size_t nr, capr;
-	uint64_t start, end; /* the window */
-};
-
-static bool grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	size_t n = *cap ? *cap : 64;
-	void *q;
-
-	if (need <= *cap)
-		return true;
-	while (n < need)
-		n *= 2;
-	q = realloc(*p, n * size);
-	if (!q)
-		return false;
-	*p = q;
-	*cap = n;
-	return true;
-}
-
-static bool fold_shard(struct fold *f, const struct cshard *sh)
-{
-	const struct cslot *t = PSI_READ_ONCE(sh->slots);
-	struct cslot sl;
-	size_t i;
-
-	f->gaps += PSI_READ_ONCE(sh->gaps);
-	f->lost += PSI_READ_ONCE(sh->lost);
-	for (i = 0; t && i <= sh->mask; i++) {
-		sl.start = PSI_LOAD_ACQUIRE(t[i].start);
-		if (sl.start == COUNTS_EMPTY)
-			continue;
-		PSI_ANNOTATE_HAPPENS_AFTER(&t[i].start);
-		sl.end = PSI_READ_ONCE(t[i].end);
-		sl.rate = slot_read(&t[i], &sl.count, &sl.epoch);
-		sl.rate = rate_at(sl.rate, sl.epoch, f->epoch);
-		if (!sl.count)
-			continue;
-		if (!grow((void **)&f->k, &f->capk, f->nk + 1, sizeof(*f->k)))
-			return false;
-		f->k[f->nk++] = sl;
-	}
-	return true;
-}
-
-static int key_cmp(const void *a, const void *b)
-{
-	const struct cslot *x = a, *y = b;
-
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* Every shard's keys, sorted and merged by their first page. */
-static int fold_keys(struct _ps_counts *c, struct fold *f)
-{
-	const struct cshard *sh;
-	bool ok = true;
-	size_t i, j;
-
-	pthread_mutex_lock(&c->lock);
-	f->epoch = PSI_READ_ONCE(c->epoch);
-	ok = fold_shard(f, &c->retired);
-	for (sh = c->shards; sh && ok; sh = sh->next)
-		ok = fold_shard(f, sh);
-	pthread_mutex_unlock(&c->lock);
-	if (!ok)
-		return -ENOMEM;
-	if (f->nk)
-		qsort(f->k, f->nk, sizeof(*f->k), key_cmp);
-	for (i = 0, j = 0; i < f->nk; i++) {
-		if (j && f->k[j - 1].start == f->k[i].start) {
-			struct cslot *d = &f->k[j - 1];
-
-			d->count += f->k[i].count;
-			d->rate += f->k[i].rate;
-			d->end = f->k[i].end > d->end ? f->k[i].end : d->end;
-			d->epoch = f->k[i].epoch > d->epoch ? f->k[i].epoch : d->epoch;
-			continue;
-		}
-		f->k[j++] = f->k[i];
-	}
-	f->nk = j;
-	return 0;
-}
-
-/* ps_store_foreach_range(), from outside read-side sections. */
-static int walk(struct ps_store *s, uint64_t start, uint64_t end, ps_foreach_fn fn, void *arg)
-{
-	if (psi_unlikely(psi_held(s) && psi_variant_has(s, PSI_V_WALK_EXCL)))
-		return -EDEADLK;
-	return s->ops->foreach_range(s, start, end, fn, arg);
-}
-
-static int range_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct fold *f = arg;
-
-	(void)pol;
-	if (!grow((void **)&f->r, &f->capr, f->nr + 1, sizeof(*f->r)))
-		return -ENOMEM;
-	f->r[f->nr++] = (struct ps_range_counts){ .start = start, .end = end };
-	return 0;
-}
-
-/* The first of @f's ranges that ends after @p. */
-static size_t range_after(const struct fold *f, uint64_t p)
-{
-	size_t lo = 0, hi = f->nr;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (f->r[mid].end <= p)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/*
- * The ranges of [@start, @end) with their counts: each key goes to the
- * range holding its first page, else to the first that overlaps it.
- * Return: 0, -ENODATA, -ENOMEM; with @gone the keys with no range.
- */
-static int fold(struct ps_store *store, uint64_t start, uint64_t end, struct fold *f,
-		uint64_t *gone)
-{
-	struct _ps_counts *c = store ? PSI_LOAD_ACQUIRE(store->counts) : NULL;
-	uint64_t lo = start, hi = end;
-	size_t i, j;
-	int err;
-
-	memset(f, 0, sizeof(*f));
-	if (!c)
-		return -ENODATA;
-	err = fold_keys(c, f);
-	if (err)
-		return err;
-	/*
-	 * The window's ranges; the keys that reach them (a key may go to a
-	 * range it overlaps, no other); the ranges those keys reach.
-	 */
-	err = walk(store, start, end, range_fn, f);
-	if (err)
-		return err < 0 ? err : -ENOMEM;
-	if (f->nr) {
-		lo = f->r[0].start < lo ? f->r[0].start : lo;
-		hi = f->r[f->nr - 1].end > hi ? f->r[f->nr - 1].end : hi;
-	}
-	start = lo;
-	end = hi;
-	for (i = 0, j = 0; i < f->nk; i++)
-		if (f->k[i].start < end && f->k[i].end > start) {
-			lo = f->k[i].start < lo ? f->k[i].start : lo;
-			hi = f->k[i].end > hi ? f->k[i].end : hi;
-			f->k[j++] = f->k[i];
-		}
-	f->nk = j;
-	if (lo < start || hi > end) {
-		f->nr = 0;
-		err = walk(store, lo, hi, range_fn, f);
-		if (err)
-			return err < 0 ? err : -ENOMEM;
-	}
-	*gone = 0;
-	for (i = 0; i < f->nk; i++) {
-		j = range_after(f, f->k[i].start);
-		if (j < f->nr && f->r[j].start < f->k[i].end) {
-			struct ps_range_counts *r = &f->r[j];
-
-			r->count += f->k[i].count;
-			r->rate += (double)f->k[i].rate / RATE_ONE;
-			if (f->k[i].epoch > r->last_epoch)
-				r->last_epoch = f->k[i].epoch;
-		} else {
-			*gone += f->k[i].count;
-		}
-	}
-	return 0;
-}
-
-static void fold_free(struct fold *f)
-{
-	free(f->k);
-	free(f->r);
-}
-
-int ps_store_counts_foreach(struct ps_store *store, uint64_t start, uint64_t end,
-		ps_counts_fn fn, void *arg)
-{
-	struct fold f;
-	uint64_t gone;
-	size_t i;
-	int ret;
-
-	if (!store || !fn || start >= end)
-		return -EINVAL;
-	ret = fold(store, start, end, &f, &gone);
-	for (i = 0; !ret && i < f.nr; i++)
-		if (f.r[i].end > start && f.r[i].start < end)
-			ret = fn(&f.r[i], arg);
-	fold_free(&f);
-	return ret;
-}
-
-static bool above(const struct ps_range_counts *a, const struct ps_range_counts *b, int by)
-{
-	if (by == PS_COUNTS_BY_RATE ? a->rate != b->rate : a->count != b->count)
-		return by == PS_COUNTS_BY_RATE ? a->rate > b->rate : a->count > b->count;
-	return a->start < b->start;
-}
-
-int ps_store_counts_top(struct ps_store *store, uint64_t start, uint64_t end, int by,
-		struct ps_range_counts *out, size_t n)
-{
-	size_t i, k = 0, j;
-	struct fold f;
-	uint64_t gone;
-	int ret;
-
-	if (!store || !out || start >= end || (by != PS_COUNTS_BY_COUNT && by != PS_COUNTS_BY_RATE))
-		return -EINVAL;
-	if (n > INT32_MAX)
-		n = INT32_MAX;
-	ret = fold(store, start, end, &f, &gone);
-	for (i = 0; !ret && i < f.nr; i++) {
-		const struct ps_range_counts *r = &f.r[i];
-
-		if (!r->count || r->end <= start || r->start >= end)
-			continue;
-		if (k == n && (!n || !above(r, &out[n - 1], by)))
-			continue;
-		/* Insertion into the sorted @out: n is small. */
-		j = k < n ? k++ : n - 1;
-		for (; j && above(r, &out[j - 1], by); j--)
-			out[j] = out[j - 1];
-		out[j] = *r;
-	}
-	fold_free(&f);
-	return ret ? ret : (int)k;
-}
-
-int ps_store_counts_sum(struct ps_store *store, struct ps_counts_sum *sum)
-{
-	struct fold f;
-	uint64_t gone;
-	size_t i;
-	int ret;
-
-	if (!store || !sum)
-		return -EINVAL;
-	ret = fold(store, 0, UINT64_MAX, &f, &gone);
-	if (!ret) {
-		*sum = (struct ps_counts_sum){ .gaps = f.gaps + f.lost, .gone = gone,
-			.epoch = f.epoch };
-		for (i = 0; i < f.nr; i++)
-			sum->in_ranges += f.r[i].count;
-		sum->counted = sum->in_ranges + sum->gaps + sum->gone;
-	}
-	fold_free(&f);
-	return ret;
 }
