@@ -221,6 +221,18 @@ static void slot_merge(struct psi_cslot *sl, uint64_t count, uint64_t rate, uint
 }
 
 /*
+ * The owner's slots moved (a table grew) or go (the thread exits): no
+ * entry of the thread's lookup cache counts into them any more.
+ */
+static void lc_forget_counts(void)
+{
+	unsigned i;
+
+	for (i = 0; i < PS_LC_WAYS; i++)
+		_ps_lc_tls.e[i].cstamp = 0;
+}
+
+/*
  * The slot of [@start, @end) in @sh, inserted if new; NULL when the table
  * must grow and cannot.  The owner, or a fold under @lock (@c's retired).
  */
@@ -247,6 +259,8 @@ static struct psi_cslot *shard_slot(struct _ps_counts *c, struct psi_cshard *sh,
 			pthread_mutex_unlock(&c->lock);
 		psi_free(old);
 		sh->nranges = 0; /* their slots were the old table's */
+		if (owner)
+			lc_forget_counts(); /* and so were the lookup cache's */
 	}
 	sl = slot_find(sh->slots, sh->mask, start);
 	if (sl->start == PSI_COUNTS_EMPTY) {
@@ -384,16 +398,16 @@ static void counts_note_slow(struct ps_store *s, struct _ps_counts *c, struct ps
  * just found, with no second search.  False else (other variants' id is
  * 0, an empty entry's too, but an empty entry holds no key).
  */
-static bool lc_bounds(const struct ps_store *s, uint64_t idx, uint64_t gen, uint64_t *start,
-		uint64_t *end)
+static struct _ps_lc_entry *lc_bounds(const struct ps_store *s, uint64_t idx, uint64_t gen,
+		uint64_t *start, uint64_t *end)
 {
-	const struct _ps_lc_entry *e = _ps_lc_way(s);
+	struct _ps_lc_entry *e = _ps_lc_way(s);
 
 	if (e->id != PSI_READ_ONCE(s->lc.id) || e->gen != gen || idx - e->start >= e->len)
-		return false;
+		return NULL;
 	*start = e->start;
 	*end = e->start + e->len;
-	return true;
+	return e;
 }
 
 /* The owner: the slot of [@start, @end) in @sh, inserted if new; NULL as shard_slot(). */
@@ -419,6 +433,7 @@ static __attribute__((noinline)) void counts_note_search(struct ps_store *s, str
 {
 	struct psi_cshard *sh;
 	uint64_t start, end;
+	struct _ps_lc_entry *le;
 	struct psi_cslot *sl;
 	struct ctls *e;
 	unsigned i;
@@ -426,14 +441,20 @@ static __attribute__((noinline)) void counts_note_search(struct ps_store *s, str
 	sh = shard_get(c, &e);
 	if (!sh)
 		return; /* no memory: the access goes uncounted, as with counting off */
-	/* The range the lookup just found, when the thread's lookup cache holds it. */
-	if (lc_bounds(s, idx, gen, &start, &end)) {
+	/*
+	 * The range the lookup just found, when the thread's lookup cache
+	 * holds it; the entry then counts the next accesses of the range
+	 * itself, at this stamp (ps_store_lookup_node_count()).
+	 */
+	if ((le = lc_bounds(s, idx, gen, &start, &end))) {
 		sl = slot_of(c, sh, start, end);
 		if (!sl) {
 			PSI_WRITE_ONCE(sh->lost, sh->lost + 1);
 			return;
 		}
 		last_count(c, gen, start, end, sl);
+		le->ccount = &sl->count;
+		le->cstamp = counts_last.stamp;
 		return;
 	}
 	if (psi_unlikely(sh->gen != gen)) {
@@ -468,18 +489,67 @@ static inline __attribute__((always_inline)) void counts_note(struct ps_store *s
 		counts_note_search(s, c, idx, gen);
 }
 
-int ps_store_lookup_node_count(struct ps_store *store, uint64_t idx, int local_node)
+/*
+ * RCU, RCU_QSBR, inside the section the inline read side opened
+ * (polstore/static/lookup.h; @memb: a memb one, which this closes): the
+ * lookup with its count.  When the thread's lookup cache answered and its
+ * entry's stamp is the counts' (the slot was brought to this epoch for
+ * that very range: counts_note_search()), the count is an increment of
+ * the slot the entry names, inside the section; else counts_note() after.
+ */
+static inline __attribute__((always_inline)) int ix_lookup_node_count(struct ps_store *store,
+		uint64_t idx, int local_node, bool memb)
+{
+	struct _ps_counts *c;
+	struct _ps_found f;
+	int node;
+
+	_ps_inl_ix_found(store, idx, &f);
+	node = _ps_policy_node_hinted(f.hint, f.pol, idx, local_node);
+	c = PSI_LOAD_ACQUIRE(store->counting);
+	if (psi_likely(c && f.e && f.e->cstamp == PSI_LOAD_ACQUIRE(c->stamp))) {
+		PSI_WRITE_ONCE(*f.e->ccount, *f.e->ccount + 1);
+		c = NULL;
+	}
+	if (memb)
+		_urcu_memb_read_unlock();
+	if (c)
+		counts_note(store, c, idx);
+	return node;
+}
+
+/* The inline read side's lookup, then the count (counts_note()). */
+static int lookup_node_then_count(struct ps_store *store, uint64_t idx, int local_node)
 {
 	struct _ps_counts *c;
 	int node;
 
-	if (psi_unlikely(!store || _ps_node_check(local_node)))
-		return -EINVAL;
 	node = PSI_READ_INLINE ? _ps_inl_lookup_node(store, idx, local_node)
 			       : store->lookup_node(store, idx, local_node);
 	if ((c = PSI_LOAD_ACQUIRE(store->counting)))
 		counts_note(store, c, idx);
 	return node;
+}
+
+int ps_store_lookup_node_count(struct ps_store *store, uint64_t idx, int local_node)
+{
+	if (psi_unlikely(!store || _ps_node_check(local_node)))
+		return -EINVAL;
+	if (PSI_READ_INLINE) {
+		switch (store->tag) {
+		case _PS_STORE_TAG(PS_SYNC_RCU):
+			if (psi_likely(_ps_inl_memb_enter()))
+				return ix_lookup_node_count(store, idx, local_node, true);
+			break;
+		case _PS_STORE_TAG(PS_SYNC_RCU_QSBR):
+			if (psi_likely(_urcu_qsbr_read_ongoing()))
+				return ix_lookup_node_count(store, idx, local_node, false);
+			break;
+		default:
+			break;
+		}
+	}
+	return lookup_node_then_count(store, idx, local_node);
 }
 
 int ps_store_count_access(struct ps_store *store, uint64_t idx)
@@ -490,6 +560,32 @@ int ps_store_count_access(struct ps_store *store, uint64_t idx)
 		return -EINVAL;
 	if ((c = PSI_LOAD_ACQUIRE(store->counting)))
 		counts_note(store, c, idx);
+	return 0;
+}
+
+int psi_counts_check(struct ps_store *s, const char **why)
+{
+	struct _ps_counts *c = PSI_LOAD_ACQUIRE(s->counts);
+	const struct _ps_lc_entry *e = _ps_lc_way(s);
+	pthread_t self = pthread_self();
+	struct psi_cslot *sl = NULL;
+	struct psi_cshard *sh;
+
+	if (!c || e->id != PSI_READ_ONCE(s->lc.id) || e->cstamp != PSI_LOAD_ACQUIRE(c->stamp))
+		return 0; /* the thread's entry for @s counts nothing now */
+	pthread_mutex_lock(&c->lock);
+	for (sh = c->shards; sh; sh = sh->next)
+		if (!sh->orphan && pthread_equal(sh->owner, self))
+			break;
+	if (sh && sh->slots)
+		sl = slot_find(sh->slots, sh->mask, e->start);
+	if (!sl || sl->start != e->start || e->ccount != &sl->count)
+		sl = NULL;
+	pthread_mutex_unlock(&c->lock);
+	if (!sl) {
+		*why = "counts: a lookup cache entry counts into no slot of its range in the thread's table";
+		return -EUCLEAN;
+	}
 	return 0;
 }
 
@@ -670,4 +766,5 @@ static void counts_thread_exit(void *arg)
 	memset(tls, 0, sizeof(counts_tls));
 	counts_tls_next = 0;
 	memset(&counts_last, 0, sizeof(counts_last)); /* the exiting thread's own */
+	lc_forget_counts();
 }

@@ -363,12 +363,14 @@ size_t ps_store_count(struct ps_store *store)
 int ps_store_check(struct ps_store *store, const char **why)
 {
 	const char *dummy;
+	int ret;
 
 	if (!store)
 		return -EINVAL;
 	if (psi_unlikely(psi_held(store)))
 		return -EDEADLK; /* it takes the writer lock */
-	return store->ops->check(store, why ? why : &dummy);
+	ret = store->ops->check(store, why ? why : &dummy);
+	return ret ? ret : psi_counts_check(store, why ? why : &dummy);
 }
 
 size_t ps_store_memory(struct ps_store *store)

@@ -6,8 +6,8 @@
  * that trims, splits, replaces or removes a range does to its figures;
  * epochs, rates and the top-N order; a set between two counts of a page
  * (the thread's cache); a count after the thread's exit hook; a store at
- * a freed store's address; counting
- * beside a writer and a reader of the counts; fork; allocation failures.
+ * a freed store's address; counts through the lookup cache after the
+ * thread's table grew or its exit hook ran; counting beside a writer and a reader of the counts; fork; allocation failures.
  */
 #include <errno.h>
 #include <sched.h>
@@ -474,6 +474,107 @@ VARIANT_TEST(counts, a_count_after_the_threads_exit_hook_is_kept)
 	cr_assert_eq(sum.counted, 3);
 	cr_assert_eq(counts_at(s, 5).count, 3);
 	cr_assert_eq(pthread_key_delete(late_key), 0);
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
+/*
+ * The same with counts through lookups, which an entry of the thread's
+ * lookup cache takes once it found the range: the exit hook freed the
+ * slot that entry counted into, and the count after it must not go there.
+ * The keys in the order that lets the destructor find the thread still
+ * registered (or online): the counts' first (counting on in another
+ * store), then the test's, then liburcu threads' (the first RCU store).
+ */
+static enum ps_sync late_sync;
+
+static void late_lookup_count(void *arg)
+{
+	TCHECK(ps_store_lookup_node_count(arg, 5, 0) >= 0, "lookup");
+	if (ps_qsbr_thread_is_online())
+		ps_qsbr_thread_offline();
+	ps_rcu_unregister_thread();
+}
+
+static void *lookup_count_then_exit(void *arg)
+{
+	if (late_sync == PS_SYNC_RCU_QSBR)
+		TCHECK(ps_qsbr_thread_online() == 0, "online"); /* the inline path */
+	TCHECK(ps_store_lookup_node_count(arg, 5, 0) >= 0, "lookup");
+	TCHECK(ps_store_lookup_node_count(arg, 6, 0) >= 0, "lookup");
+	TCHECK(pthread_setspecific(late_key, arg) == 0, "setspecific");
+	return NULL;
+}
+
+VARIANT_TEST(counts, a_lookup_count_after_the_threads_exit_hook_is_kept)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *first = ps_store_create(PS_SYNC_SPIN), *s;
+	struct ps_counts_sum sum;
+	pthread_t t;
+
+	cr_assert_not_null(first);
+	cr_assert_eq(ps_store_counts_enable(first, true), 0);
+	cr_assert_eq(pthread_key_create(&late_key, late_lookup_count), 0);
+	s = store_of_ranges(*sync, a);
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	cr_assert_eq(ps_store_count_access(s, 5), 0);
+	late_sync = *sync;
+	cr_assert_eq(pthread_create(&t, NULL, lookup_count_then_exit, s), 0);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
+	cr_assert_eq(sum.counted, 4);
+	cr_assert_eq(counts_at(s, 5).count, 4);
+	cr_assert_eq(pthread_key_delete(late_key), 0);
+	ps_store_destroy(s);
+	ps_store_destroy(first);
+	ps_policy_put(a);
+}
+
+/*
+ * Counts through lookups of one range, then counts of many others, which
+ * grow the thread's table and move its slots, then lookups of the first
+ * range again: none of them goes to the slot the table had before.
+ */
+VARIANT_TEST(counts, a_lookup_count_after_the_table_grew_is_kept)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *s = ps_store_create(*sync);
+	struct ps_counts_sum sum;
+	int k;
+
+	cr_assert_not_null(s);
+	for (k = 0; k < 40; k++)
+		cr_assert_eq(ps_store_set(s, 100 * (uint64_t)k, 100 * (uint64_t)k + 50, a), 0);
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	if (*sync == PS_SYNC_RCU_QSBR)
+		cr_assert_eq(ps_qsbr_thread_online(), 0); /* the inline path */
+	for (k = 0; k < 3; k++)
+		cr_assert_eq(ps_store_lookup_node_count(s, 5, 0), ps_store_lookup_node(s, 5, 0));
+	/* More ranges than a first table holds, and than its first growth. */
+	for (k = 1; k < 40; k++)
+		cr_assert_eq(ps_store_count_access(s, 100 * (uint64_t)k + 7), 0);
+	for (k = 0; k < 5; k++)
+		cr_assert_eq(ps_store_lookup_node_count(s, 5, 0), ps_store_lookup_node(s, 5, 0));
+	cr_assert_eq(ps_store_check(s, NULL), 0);
+	/* The check sees an entry that counts into another slot (RCU, RCU_QSBR). */
+	if (*sync == PS_SYNC_RCU || *sync == PS_SYNC_RCU_QSBR) {
+		struct _ps_lc_entry *e = _ps_lc_way(s);
+		uint64_t *was = e->ccount, other = 0;
+		const char *why = NULL;
+
+		cr_assert_neq(e->cstamp, 0, "the entry counts");
+		e->ccount = &other;
+		cr_assert_eq(ps_store_check(s, &why), -EUCLEAN);
+		cr_assert_not_null(why);
+		e->ccount = was;
+		cr_assert_eq(ps_store_check(s, NULL), 0);
+	}
+	if (*sync == PS_SYNC_RCU_QSBR)
+		ps_qsbr_thread_offline();
+	cr_assert_eq(counts_at(s, 5).count, 8);
+	cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
+	cr_assert_eq(sum.counted, 8 + 39);
 	ps_store_destroy(s);
 	ps_policy_put(a);
 }

@@ -89,7 +89,7 @@
 #define _PS_LAYOUT_X7 _PS_LAYOUT_MIX(_PS_LAYOUT_X6, PS_IX_FAN)
 #define _PS_LAYOUT_X8 _PS_LAYOUT_MIX(_PS_LAYOUT_X7, PS_IX_NONE)
 #define _PS_LAYOUT_X9 _PS_LAYOUT_MIX(_PS_LAYOUT_X8, sizeof(int16_t))
-/* The lookup cache: the store's id and count, an entry's fields, the ways. */
+/* The lookup cache: the store's id and count, an entry's fields (a fill clears @cstamp), the ways. */
 #define _PS_LAYOUT_C0 _PS_LAYOUT_FIELD(0xcbf29ce484222325ULL, struct ps_store, lc.id)
 #define _PS_LAYOUT_C1 _PS_LAYOUT_FIELD(_PS_LAYOUT_C0, struct ps_store, rd.gen)
 #define _PS_LAYOUT_C2 _PS_LAYOUT_FIELD(_PS_LAYOUT_C1, struct _ps_lc_entry, id)
@@ -98,9 +98,10 @@
 #define _PS_LAYOUT_C5 _PS_LAYOUT_FIELD(_PS_LAYOUT_C4, struct _ps_lc_entry, len)
 #define _PS_LAYOUT_C6 _PS_LAYOUT_FIELD(_PS_LAYOUT_C5, struct _ps_lc_entry, pol)
 #define _PS_LAYOUT_C7 _PS_LAYOUT_FIELD(_PS_LAYOUT_C6, struct _ps_lc_entry, hint)
-#define _PS_LAYOUT_C8 _PS_LAYOUT_MIX(_PS_LAYOUT_MIX(_PS_LAYOUT_C7, sizeof(struct _ps_lc_entry)), PS_LC_WAYS)
+#define _PS_LAYOUT_C8 _PS_LAYOUT_FIELD(_PS_LAYOUT_C7, struct _ps_lc_entry, cstamp)
+#define _PS_LAYOUT_C9 _PS_LAYOUT_MIX(_PS_LAYOUT_MIX(_PS_LAYOUT_C8, sizeof(struct _ps_lc_entry)), PS_LC_WAYS)
 #define _PS_LAYOUT_HASH                                                                            \
-	_PS_LAYOUT_MIX(_PS_LAYOUT_MIX(_PS_LAYOUT_H28, _PS_LAYOUT_X9), _PS_LAYOUT_C8)
+	_PS_LAYOUT_MIX(_PS_LAYOUT_MIX(_PS_LAYOUT_H28, _PS_LAYOUT_X9), _PS_LAYOUT_C9)
 
 /* A final mix (MurmurHash3's), so that every input bit reaches the 32 kept. */
 #define _PS_LAYOUT_AVAL1(z) ((((z) ^ ((z) >> 33)) * 0xff51afd7ed558ccdULL))

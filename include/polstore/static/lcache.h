@@ -59,7 +59,13 @@ extern "C" {
 /* Stores a thread's cache holds at once: a power of two. */
 #define PS_LC_WAYS 4
 
-/* One store's entry: the range [start, start + len) at count @gen (even). */
+/*
+ * One store's entry, a cache line: the range [start, start + len) at
+ * count @gen (even).  Then what counts an access of that range when the
+ * store counts them (src/store/counts.c): the count of the calling
+ * thread's own slot for it, valid while @cstamp is the stamp of the
+ * store's counts; every fill of the entry clears @cstamp (0 is no stamp).
+ */
 struct _ps_lc_entry {
 	uint64_t id;  /* the store's id; 0: empty */
 	uint64_t gen;
@@ -67,7 +73,9 @@ struct _ps_lc_entry {
 	uint64_t len;
 	struct ps_policy *pol;
 	int hint;
-};
+	uint64_t cstamp;
+	uint64_t *ccount;
+} __attribute__((aligned(64)));
 
 struct _ps_lc {
 	struct _ps_lc_entry e[PS_LC_WAYS];
@@ -90,14 +98,15 @@ static inline __attribute__((always_inline)) struct _ps_lc_entry *_ps_lc_way(
 }
 
 /*
- * The hit: true, with the policy in *@pol and the node hint in *@hint,
- * when the calling thread's entry for @s holds @s's current version of a
- * range holding @idx; false, with that version's count in *@gen, else.
+ * The hit: the calling thread's entry for @s, with the policy in *@pol and
+ * the node hint in *@hint, when it holds @s's current version of a range
+ * holding @idx; NULL, with that version's count in *@gen, else.
  */
-static inline __attribute__((always_inline)) bool _ps_lc_hit(const struct ps_store *s,
-		uint64_t idx, struct ps_policy **pol, int *hint, uint64_t *gen)
+static inline __attribute__((always_inline)) struct _ps_lc_entry *_ps_lc_hit(
+		const struct ps_store *s, uint64_t idx, struct ps_policy **pol, int *hint,
+		uint64_t *gen)
 {
-	const struct _ps_lc_entry *e = _ps_lc_way(s);
+	struct _ps_lc_entry *e = _ps_lc_way(s);
 
 	/* Pairs with the writer's release of the even count (and its fence after the odd one). */
 	*gen = _PS_LOAD_ACQUIRE(s->rd.gen);
@@ -105,9 +114,9 @@ static inline __attribute__((always_inline)) bool _ps_lc_hit(const struct ps_sto
 				    idx - e->start < e->len, 1)) {
 		*hint = e->hint;
 		*pol = e->pol;
-		return true;
+		return e;
 	}
-	return false;
+	return NULL;
 }
 
 /*
@@ -143,6 +152,7 @@ static __attribute__((noinline, unused)) struct ps_policy *_ps_lc_miss(const str
 		e->len = end - start;
 		e->pol = pol;
 		e->hint = hi;
+		e->cstamp = 0;
 	}
 	return pol;
 }
@@ -151,15 +161,17 @@ static __attribute__((noinline, unused)) struct ps_policy *_ps_lc_miss(const str
  * RCU, RCU_QSBR, inside a read-side section: the policy of the range
  * holding @idx, and its node hint in *@hint; NULL, *@hint untouched, in a
  * gap.  What the read index holds (_ps_ix_find()), from the calling
- * thread's cache when it holds the store's current version of that range.
+ * thread's cache when it holds the store's current version of that range
+ * (then that entry in *@hit, else NULL there).
  */
 static inline __attribute__((always_inline)) struct ps_policy *_ps_lc_lookup(
-		const struct ps_store *s, uint64_t idx, int *hint)
+		const struct ps_store *s, uint64_t idx, int *hint, struct _ps_lc_entry **hit)
 {
 	struct ps_policy *pol;
 	uint64_t gen;
 
-	if (__builtin_expect(_ps_lc_hit(s, idx, &pol, hint, &gen), 1))
+	*hit = _ps_lc_hit(s, idx, &pol, hint, &gen);
+	if (__builtin_expect(*hit != NULL, 1))
 		return pol;
 	return _ps_lc_miss(s, _PS_LOAD_ACQUIRE(s->ix.node), idx, hint, gen);
 }

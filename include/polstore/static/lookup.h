@@ -83,16 +83,21 @@ _PS_INL const struct ps_policy *_ps_inl_pol(const struct ps_range *r)
 	return r ? _PS_READ_ONCE(r->pol) : NULL;
 }
 
-/* What a lookup found: the range's policy and node hint (none: NULL, local). */
+/*
+ * What a lookup found: the range's policy and node hint (none: NULL,
+ * local), and the thread's lookup cache entry that answered (NULL: none).
+ */
 struct _ps_found {
 	const struct ps_policy *pol;
 	int hint;
+	struct _ps_lc_entry *e;
 };
 
 _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 {
 	f->pol = _ps_inl_pol(r);
 	f->hint = r ? _PS_READ_ONCE(r->node_hint) : _PS_HINT_LOCAL;
+	f->e = (struct _ps_lc_entry *)0;
 }
 
 /*
@@ -101,8 +106,13 @@ _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
  */
 _PS_INL void _ps_inl_ix_found(const struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
-	f->hint = _PS_HINT_LOCAL;
-	f->pol = _ps_lc_lookup(s, idx, &f->hint);
+	int hint = _PS_HINT_LOCAL;
+	struct _ps_lc_entry *e;
+
+	/* Locals: only @hint's address goes to the miss, and what no caller reads is dropped. */
+	f->pol = _ps_lc_lookup(s, idx, &hint, &e);
+	f->hint = hint;
+	f->e = e;
 }
 
 /*
