@@ -67,6 +67,8 @@ struct ctls {
 
 static __thread struct ctls counts_tls[COUNTS_TLS] __attribute__((tls_model("initial-exec")));
 static __thread unsigned counts_tls_next __attribute__((tls_model("initial-exec")));
+/* The entry of counts_tls shard_get() found or made last (NULL: none). */
+static __thread struct ctls *counts_tls_hit __attribute__((tls_model("initial-exec")));
 
 /*
  * The range this thread counted last, at the store's generation @gen: its
@@ -292,7 +294,7 @@ static struct psi_cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 
 	for (i = 0; i < COUNTS_TLS; i++)
 		if (counts_tls[i].c == c && counts_tls[i].serial == c->serial) {
-			*entry = &counts_tls[i];
+			*entry = counts_tls_hit = &counts_tls[i];
 			return counts_tls[i].sh;
 		}
 	self = pthread_self();
@@ -324,7 +326,7 @@ static struct psi_cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 		(void)pthread_setspecific(counts_key, counts_tls);
 	e = &counts_tls[counts_tls_next++ % COUNTS_TLS];
 	*e = (struct ctls){ .c = c, .serial = c->serial, .sh = sh };
-	*entry = e;
+	*entry = counts_tls_hit = e;
 	return sh;
 }
 
@@ -490,12 +492,47 @@ static inline __attribute__((always_inline)) void counts_note(struct ps_store *s
 }
 
 /*
+ * RCU, RCU_QSBR, after a lookup that refilled the thread's lookup cache
+ * entry @e for @s (a miss), or found its counter stale (a tick): count in
+ * the slot of the entry's range in the thread's shard, which the shard
+ * found last holds, and let the entry count the next accesses itself.
+ * Anything else (no such entry, another shard, a new slot, a range that
+ * grew, a new epoch) is counts_note()'s.
+ */
+static __attribute__((noinline)) void counts_note_entry(struct ps_store *s, struct _ps_counts *c,
+		uint64_t idx, struct _ps_lc_entry *e)
+{
+	uint64_t gen = PSI_LOAD_ACQUIRE(s->rd.gen), stamp, end;
+	const struct ctls *t = counts_tls_hit;
+	struct psi_cshard *sh;
+	struct psi_cslot *sl;
+
+	if (psi_unlikely(!t || t->c != c || t->serial != c->serial || !(sh = t->sh)->slots ||
+			e->id != PSI_READ_ONCE(s->lc.id) || e->gen != gen || idx - e->start >= e->len))
+		goto search;
+	sl = slot_find(sh->slots, sh->mask, e->start);
+	end = e->start + e->len;
+	/* The stamp first: a tick between it and the epoch leaves the entry an older one. */
+	stamp = PSI_LOAD_ACQUIRE(c->stamp);
+	if (psi_unlikely(sl->start != e->start || end > sl->end ||
+			PSI_READ_ONCE(c->epoch) != sl->epoch))
+		goto search;
+	PSI_WRITE_ONCE(sl->count, sl->count + 1);
+	e->ccount = &sl->count;
+	e->cstamp = stamp;
+	return;
+search:
+	counts_note(s, c, idx);
+}
+
+/*
  * RCU, RCU_QSBR, inside the section the inline read side opened
  * (polstore/static/lookup.h; @memb: a memb one, which this closes): the
  * lookup with its count.  When the thread's lookup cache answered and its
  * entry's stamp is the counts' (the slot was brought to this epoch for
  * that very range: counts_note_search()), the count is an increment of
- * the slot the entry names, inside the section; else counts_note() after.
+ * the slot the entry names, inside the section; else counts_note_entry()
+ * after.
  */
 static inline __attribute__((always_inline)) int ix_lookup_node_count(struct ps_store *store,
 		uint64_t idx, int local_node, bool memb)
@@ -514,7 +551,7 @@ static inline __attribute__((always_inline)) int ix_lookup_node_count(struct ps_
 	if (memb)
 		_urcu_memb_read_unlock();
 	if (c)
-		counts_note(store, c, idx);
+		counts_note_entry(store, c, idx, f.way);
 	return node;
 }
 
@@ -765,6 +802,7 @@ static void counts_thread_exit(void *arg)
 	pthread_mutex_unlock(&counts_lock);
 	memset(tls, 0, sizeof(counts_tls));
 	counts_tls_next = 0;
+	counts_tls_hit = NULL;
 	memset(&counts_last, 0, sizeof(counts_last)); /* the exiting thread's own */
 	lc_forget_counts();
 }

@@ -162,14 +162,17 @@ static __attribute__((noinline, unused)) struct ps_policy *_ps_lc_miss(const str
  * holding @idx, and its node hint in *@hint; NULL, *@hint untouched, in a
  * gap.  What the read index holds (_ps_ix_find()), from the calling
  * thread's cache when it holds the store's current version of that range
- * (then that entry in *@hit, else NULL there).
+ * (then that entry in *@hit, else NULL there).  The thread's entry for @s
+ * in *@way either way: a miss refills it.
  */
 static inline __attribute__((always_inline)) struct ps_policy *_ps_lc_lookup(
-		const struct ps_store *s, uint64_t idx, int *hint, struct _ps_lc_entry **hit)
+		const struct ps_store *s, uint64_t idx, int *hint, struct _ps_lc_entry **hit,
+		struct _ps_lc_entry **way)
 {
 	struct ps_policy *pol;
 	uint64_t gen;
 
+	*way = _ps_lc_way(s);
 	*hit = _ps_lc_hit(s, idx, &pol, hint, &gen);
 	if (__builtin_expect(*hit != NULL, 1))
 		return pol;
