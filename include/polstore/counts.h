@@ -96,6 +96,33 @@ PS_API int ps_store_lookup_node_count(struct ps_store *store, uint64_t idx, int 
 PS_API int ps_store_count_access(struct ps_store *store, uint64_t idx);
 
 /**
+ * struct ps_access_region - accesses a monitor saw in a region of pages
+ * @start: the region's first page
+ * @end: the page after its last (@start < @end)
+ * @accesses: what the monitor counted there (docs/runtime.md: DAMON's regions)
+ */
+struct ps_access_region {
+	uint64_t start, end;
+	uint64_t accesses;
+};
+
+/**
+ * ps_store_counts_feed() - count accesses a monitor reported, region by region
+ * @store: the store
+ * @regions: the regions, in any order, overlapping or not
+ * @n: how many
+ *
+ * Each region's accesses go to the ranges it overlaps, shared by pages
+ * and adding up to the region's; pages in no range count as gaps.  They
+ * count in the current epoch, as lookups do (docs/runtime.md).
+ * Context: any thread outside read-side sections; allocates.
+ * Return: 0; -EINVAL (a NULL pointer, a region with @start >= @end);
+ * -ENODATA: counting is off; -ENOMEM.  On error nothing is counted.
+ */
+PS_API int ps_store_counts_feed(struct ps_store *store, const struct ps_access_region *regions,
+		size_t n);
+
+/**
  * ps_store_counts_tick() - end the current epoch
  * @store: the store
  *

@@ -684,6 +684,123 @@ uint64_t ps_store_counts_tick(struct ps_store *store)
 	return epoch;
 }
 
+/* ---- accesses fed from outside --------------------------------------------------- */
+
+/* What a feed adds to a range's counter: [@start, @end) takes @count. */
+struct feed_add {
+	uint64_t start, end, count;
+};
+
+struct feed {
+	struct feed_add *a;
+	size_t n, cap;
+	uint64_t gaps;
+	/* The region walked: its bounds, accesses, and the pages shared out so far. */
+	uint64_t start, end, accesses, done;
+};
+
+/*
+ * The accesses of the region's pages [@f->start, @f->start + @upto):
+ * rounded down, so that the shares of consecutive pieces, differences of
+ * two such, add up to the region's accesses exactly.
+ */
+static uint64_t feed_upto(const struct feed *f, uint64_t upto)
+{
+	return (uint64_t)((unsigned __int128)f->accesses * upto / (f->end - f->start));
+}
+
+/* The region's pages from @f->done to @to go to [@start, @end) (@gap: to no range). */
+static int feed_piece(struct feed *f, uint64_t to, uint64_t start, uint64_t end, bool gap)
+{
+	uint64_t share = feed_upto(f, to - f->start) - feed_upto(f, f->done - f->start);
+
+	f->done = to;
+	if (!share)
+		return 0;
+	if (gap) {
+		f->gaps += share;
+		return 0;
+	}
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 16;
+		struct feed_add *a = psi_alloc(cap * sizeof(*a));
+
+		if (!a)
+			return -ENOMEM;
+		if (f->n)
+			memcpy(a, f->a, f->n * sizeof(*a));
+		psi_free(f->a);
+		f->a = a;
+		f->cap = cap;
+	}
+	f->a[f->n++] = (struct feed_add){ start, end, share };
+	return 0;
+}
+
+/* ps_store_foreach_range()'s callback: a range overlapping the region, in order. */
+static int feed_range(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
+{
+	struct feed *f = arg;
+	uint64_t lo = start > f->start ? start : f->start;
+	uint64_t hi = end < f->end ? end : f->end;
+	int err = 0;
+
+	(void)pol;
+	if (lo > f->done)
+		err = feed_piece(f, lo, 0, 0, true);
+	return err ? err : feed_piece(f, hi, start, end, false);
+}
+
+int ps_store_counts_feed(struct ps_store *store, const struct ps_access_region *regions,
+		size_t n)
+{
+	struct feed f = { 0 };
+	struct _ps_counts *c;
+	struct psi_cslot *sl;
+	size_t i;
+	int err = 0;
+
+	if (!store || !regions)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (regions[i].start >= regions[i].end)
+			return -EINVAL;
+	if (!(c = PSI_LOAD_ACQUIRE(store->counting)))
+		return -ENODATA;
+	if (psi_unlikely(psi_held(store) && psi_variant_has(store, PSI_V_WALK_EXCL)))
+		return -EDEADLK;
+	/* The shares, from walks of the store's ranges (no lock of the counts held). */
+	for (i = 0; i < n && !err; i++) {
+		f.start = f.done = regions[i].start;
+		f.end = regions[i].end;
+		f.accesses = regions[i].accesses;
+		err = store->ops->foreach_range(store, f.start, f.end, feed_range, &f);
+		if (!err && f.done < f.end)
+			err = feed_piece(&f, f.end, 0, 0, true);
+	}
+	/*
+	 * Into the table of exited threads' counts: every counter first, so
+	 * that a table that cannot grow leaves no access counted (a counter
+	 * of none is no figure: folds skip it), then the accesses.
+	 */
+	if (!err) {
+		pthread_mutex_lock(&c->lock);
+		for (i = 0; i < f.n && !err; i++)
+			if (!shard_slot(c, &c->retired, f.a[i].start, f.a[i].end, false))
+				err = -ENOMEM;
+		for (i = 0; i < f.n && !err; i++) {
+			sl = slot_find(c->retired.slots, c->retired.mask, f.a[i].start);
+			slot_merge(sl, f.a[i].count, f.a[i].count * PSI_COUNTS_RATE_ONE,
+					PSI_READ_ONCE(c->epoch));
+		}
+		if (!err)
+			c->retired.gaps += f.gaps;
+		pthread_mutex_unlock(&c->lock);
+	}
+	psi_free(f.a);
+	return err;
+}
+
 static void shard_free(struct psi_cshard *sh)
 {
 	psi_free(sh->slots);
