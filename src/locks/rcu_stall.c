@@ -20,10 +20,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef _LGPL_SOURCE
+#define _LGPL_SOURCE /* liburcu's qsbr internals: a reader's state from its counter */
+#endif
+#include <urcu/urcu-qsbr.h>
+
 #include <polstore/rcu.h>
 
 #include "annotate.h"
-#include "rcu_qsbr.h"
 #include "rcu_reclaim.h"
 #include "rcu_stall.h"
 

@@ -18,7 +18,7 @@
 
 #include "compiler.h"
 #include "ixpool.h"
-#include "rangeindex.h"
+#include "ixtx.h"
 
 #define IX_FRESH 1u /* built by the update in progress: not published */
 #define IX_DEAD 2u  /* built and replaced again before publication */
