@@ -299,6 +299,36 @@ VARIANT_TEST(counts, a_repeated_key_decays_by_the_epoch_it_came_in)
 }
 
 /*
+ * The same through counted lookups, which the thread's lookup cache
+ * entry counts once it holds the range: a tick makes its counter stale,
+ * and the first count after it brings the slot to the new epoch.
+ */
+VARIANT_TEST(counts, a_counted_lookup_decays_by_the_epoch_it_came_in)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *s = store_of_ranges(*sync, a);
+	struct ps_range_counts c;
+	int i;
+
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	if (*sync == PS_SYNC_RCU_QSBR)
+		cr_assert_eq(ps_qsbr_thread_online(), 0); /* the inline path */
+	for (i = 0; i < 8; i++) /* 8 in epoch 1 */
+		cr_assert_eq(ps_store_lookup_node_count(s, 5, 0), ps_store_lookup_node(s, 5, 0));
+	cr_assert_eq(ps_store_counts_tick(s), 2);
+	for (i = 0; i < 4; i++) /* 4 in epoch 2 */
+		cr_assert_eq(ps_store_lookup_node_count(s, 6, 0), ps_store_lookup_node(s, 6, 0));
+	if (*sync == PS_SYNC_RCU_QSBR)
+		ps_qsbr_thread_offline();
+	c = counts_at(s, 5);
+	cr_assert(c.count == 12 && c.last_epoch == 2, "count %lu, epoch %lu",
+			(unsigned long)c.count, (unsigned long)c.last_epoch);
+	cr_assert_float_eq(c.rate, 8.0, 1e-9); /* 8 / 2 + 4 */
+	ps_store_destroy(s);
+	ps_policy_put(a);
+}
+
+/*
  * A read of the counts while a counting thread is bringing its slot to a
  * new epoch, held between the epoch and the rest: the read waits for the
  * change, and never gives the old epoch's rate undecayed under the new one.
