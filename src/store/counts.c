@@ -491,6 +491,13 @@ static inline __attribute__((always_inline)) void counts_note(struct ps_store *s
 		counts_note_search(s, c, idx, gen);
 }
 
+/* counts_note(), out of line: what a count the lookup cache could not take costs. */
+static __attribute__((noinline)) void counts_note_out(struct ps_store *s, struct _ps_counts *c,
+		uint64_t idx)
+{
+	counts_note(s, c, idx);
+}
+
 /*
  * RCU, RCU_QSBR, after a lookup that refilled the thread's lookup cache
  * entry @e for @s (a miss), or found its counter stale (a tick): count in
@@ -499,7 +506,7 @@ static inline __attribute__((always_inline)) void counts_note(struct ps_store *s
  * Anything else (no such entry, another shard, a new slot, a range that
  * grew, a new epoch) is counts_note()'s.
  */
-static __attribute__((noinline)) void counts_note_entry(struct ps_store *s, struct _ps_counts *c,
+static inline __attribute__((always_inline)) void counts_note_entry(struct ps_store *s, struct _ps_counts *c,
 		uint64_t idx, struct _ps_lc_entry *e)
 {
 	uint64_t gen = PSI_LOAD_ACQUIRE(s->rd.gen), stamp, end;
@@ -522,7 +529,7 @@ static __attribute__((noinline)) void counts_note_entry(struct ps_store *s, stru
 	e->cstamp = stamp;
 	return;
 search:
-	counts_note(s, c, idx);
+	counts_note_out(s, c, idx);
 }
 
 /*
