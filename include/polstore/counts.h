@@ -112,12 +112,11 @@ struct ps_access_region {
  * @regions: the regions, in any order, overlapping or not
  * @n: how many
  *
- * Each region's accesses go to the ranges it overlaps, shared by pages
- * and adding up to the region's; pages in no range count as gaps.  They
- * count in the current epoch, as lookups do (docs/runtime.md).
+ * Each region's accesses go to the ranges it overlaps, shared by pages;
+ * pages in no range count as gaps; in this epoch (docs/runtime.md).
  * Context: any thread outside read-side sections; allocates.
- * Return: 0; -EINVAL (a NULL pointer, a region with @start >= @end);
- * -ENODATA: counting is off; -ENOMEM.  On error nothing is counted.
+ * Return: 0; -EINVAL (NULL, @start >= @end); -EOVERFLOW (over 2^53 accesses,
+ * a counter full); -ENODATA (counting off); -ENOMEM; -EDEADLK: nothing counted.
  */
 PS_API int ps_store_counts_feed(struct ps_store *store, const struct ps_access_region *regions,
 		size_t n);

@@ -18,7 +18,12 @@
  * any set since refills it) and the range.  A hit is one compare of the
  * range and an increment of the slot.  Before it, the range counted last
  * (counts_last) takes a repeated key with three compares and no search:
- * the fault path's case, where counting must cost about an increment.  A
+ * the fault path's case, where counting must cost about an increment.
+ * In an RCU store the thread's lookup cache entry (polstore/static/
+ * lcache.h) names the slot of its range too, with the stamp it is good
+ * for: a counted lookup the entry answers increments that slot in its
+ * section (ix_lookup_node_count()); a table's growth and the thread's
+ * exit forget every entry's slot (lc_forget_counts()).  A
  * count loads the store's @counting, NULL while counting is off.  A
  * slot's decayed rate is brought to an epoch by its first count of it
  * (slot_add()); a read adds the counts since (psi_counts_slot_read()).
@@ -758,20 +763,38 @@ static int feed_range(uint64_t start, uint64_t end, struct ps_policy *pol, void 
 	return err ? err : feed_piece(f, hi, start, end, false);
 }
 
+/*
+ * The accesses one feed may add: their rate's fixed point, and the
+ * counter of a range that took every one of them, keep room to spare.
+ */
+#define COUNTS_FEED_MAX ((uint64_t)1 << 53)
+
+/* Whether @sl takes @total more accesses, their rate too, without wrapping. */
+static bool feed_fits(const struct psi_cslot *sl, uint64_t total)
+{
+	return sl->count <= UINT64_MAX - total &&
+	       sl->rate <= UINT64_MAX - total * PSI_COUNTS_RATE_ONE;
+}
+
 int ps_store_counts_feed(struct ps_store *store, const struct ps_access_region *regions,
 		size_t n)
 {
 	struct feed f = { 0 };
 	struct _ps_counts *c;
 	struct psi_cslot *sl;
+	uint64_t total = 0;
 	size_t i;
 	int err = 0;
 
 	if (!store || !regions)
 		return -EINVAL;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		if (regions[i].start >= regions[i].end)
 			return -EINVAL;
+		if (regions[i].accesses > COUNTS_FEED_MAX - total)
+			return -EOVERFLOW;
+		total += regions[i].accesses;
+	}
 	if (!(c = PSI_LOAD_ACQUIRE(store->counting)))
 		return -ENODATA;
 	if (psi_unlikely(psi_held(store) && psi_variant_has(store, PSI_V_WALK_EXCL)))
@@ -787,14 +810,19 @@ int ps_store_counts_feed(struct ps_store *store, const struct ps_access_region *
 	}
 	/*
 	 * Into the table of exited threads' counts: every counter first, so
-	 * that a table that cannot grow leaves no access counted (a counter
-	 * of none is no figure: folds skip it), then the accesses.
+	 * that a table that cannot grow, or a counter that could not take
+	 * them, leaves no access counted (a counter of none is no figure:
+	 * folds skip it), then the accesses.
 	 */
 	if (!err) {
 		pthread_mutex_lock(&c->lock);
-		for (i = 0; i < f.n && !err; i++)
-			if (!shard_slot(c, &c->retired, f.a[i].start, f.a[i].end, false))
+		for (i = 0; i < f.n && !err; i++) {
+			sl = shard_slot(c, &c->retired, f.a[i].start, f.a[i].end, false);
+			if (!sl)
 				err = -ENOMEM;
+			else if (!feed_fits(sl, total))
+				err = -EOVERFLOW;
+		}
 		for (i = 0; i < f.n && !err; i++) {
 			sl = slot_find(c->retired.slots, c->retired.mask, f.a[i].start);
 			slot_merge(sl, f.a[i].count, f.a[i].count * PSI_COUNTS_RATE_ONE,
