@@ -21,6 +21,9 @@
 #include "counts_test.h"
 #include "testpoint.h"
 
+/* The stores whose readers keep a lookup cache, which counts too. */
+static enum ps_sync rcu_syncs[] = { PS_SYNC_RCU, PS_SYNC_RCU_QSBR };
+
 VARIANT_TEST(counts, off_counts_nothing)
 {
 	struct ps_policy *a = ps_test_bind(1);
@@ -272,7 +275,7 @@ VARIANT_TEST(counts, a_repeated_key_decays_by_the_epoch_it_came_in)
  * entry counts once it holds the range: a tick makes its counter stale,
  * and the first count after it brings the slot to the new epoch.
  */
-VARIANT_TEST(counts, a_counted_lookup_decays_by_the_epoch_it_came_in)
+SYNCS_TEST(rcu_syncs, counts, a_counted_lookup_decays_by_the_epoch_it_came_in)
 {
 	struct ps_policy *a = ps_test_bind(1);
 	struct ps_store *s = store_of_ranges(*sync, a);
@@ -506,7 +509,7 @@ static void *lookup_count_then_exit(void *arg)
 	return NULL;
 }
 
-VARIANT_TEST(counts, a_lookup_count_after_the_threads_exit_hook_is_kept)
+SYNCS_TEST(rcu_syncs, counts, a_lookup_count_after_the_threads_exit_hook_is_kept)
 {
 	struct ps_policy *a = ps_test_bind(1);
 	struct ps_store *first = ps_store_create(PS_SYNC_SPIN), *s;
@@ -536,7 +539,7 @@ VARIANT_TEST(counts, a_lookup_count_after_the_threads_exit_hook_is_kept)
  * grow the thread's table and move its slots, then lookups of the first
  * range again: none of them goes to the slot the table had before.
  */
-VARIANT_TEST(counts, a_lookup_count_after_the_table_grew_is_kept)
+SYNCS_TEST(rcu_syncs, counts, a_lookup_count_after_the_table_grew_is_kept)
 {
 	struct ps_policy *a = ps_test_bind(1);
 	struct ps_store *s = ps_store_create(*sync);

@@ -11,6 +11,12 @@
 #include "counts_test.h"
 
 /*
+ * What is the counts' own, not the walk's, runs on a locked store and an
+ * RCU one (the walk of every variant: fed_regions_share_by_pages).
+ */
+static enum ps_sync two_syncs[] = { PS_SYNC_SPIN, PS_SYNC_RCU };
+
+/*
  * Accesses a monitor reported by region: shared over the ranges each
  * region overlaps by pages, adding up exactly, the rest gaps; beside
  * counted lookups, in the epoch they came in.
@@ -66,7 +72,7 @@ VARIANT_TEST(counts, fed_regions_share_by_pages)
 }
 
 /* One region over many ranges: the shares add up to its accesses, whatever the rounding. */
-VARIANT_TEST(counts, a_fed_region_adds_up_exactly)
+SYNCS_TEST(two_syncs, counts, a_fed_region_adds_up_exactly)
 {
 	struct ps_policy *a = ps_test_bind(1);
 	struct ps_store *s = ps_store_create(*sync);
@@ -99,7 +105,7 @@ VARIANT_TEST(counts, a_fed_region_adds_up_exactly)
  * Accesses that a range's counter or its rate could not hold: refused,
  * nothing counted; up to the limit, the rate is exact.
  */
-VARIANT_TEST(counts, a_feed_past_what_a_counter_holds_is_refused)
+SYNCS_TEST(two_syncs, counts, a_feed_past_what_a_counter_holds_is_refused)
 {
 	struct ps_policy *a = ps_test_bind(1);
 	struct ps_store *s = store_of_ranges(*sync, a);
@@ -130,7 +136,7 @@ VARIANT_TEST(counts, a_feed_past_what_a_counter_holds_is_refused)
 }
 
 /* A feed that runs out of memory at any allocation counts nothing. */
-VARIANT_TEST(counts, a_fed_region_without_memory_counts_nothing)
+SYNCS_TEST(two_syncs, counts, a_fed_region_without_memory_counts_nothing)
 {
 	struct ps_policy *a = ps_test_bind(1);
 	struct ps_store *s = ps_store_create(*sync);
