@@ -165,7 +165,7 @@ static struct psi_cslot *slot_find(struct psi_cslot *t, size_t mask, uint64_t st
 
 /*
  * A read of @sl: its count, and its rate at its epoch with the counts
- * since @base in.  The owner changes the rate, the epoch and @base
+ * since @rated in.  The owner changes the rate, the epoch and @rated
  * together inside @seq (slot_advance()); a count alone moves nothing
  * the rate is computed from but the count itself.  A read that meets a
  * change tries again, for 100 ms at most: a fork child may
@@ -174,32 +174,32 @@ static struct psi_cslot *slot_find(struct psi_cslot *t, size_t mask, uint64_t st
  */
 uint64_t psi_counts_slot_read(const struct psi_cslot *sl, uint64_t *count, uint64_t *epoch)
 {
-	uint64_t rate, base;
+	uint64_t rate, rated;
 	unsigned seq, tries = 0;
 
 	for (;;) {
 		seq = psi_seq_read_begin(&sl->seq);
 		rate = PSI_READ_ONCE(sl->rate);
-		base = PSI_READ_ONCE(sl->base);
+		rated = PSI_READ_ONCE(sl->rated);
 		*epoch = PSI_READ_ONCE(sl->epoch);
 		*count = PSI_READ_ONCE(sl->count);
 		if (!psi_seq_read_retry(&sl->seq, seq) || ++tries == COUNTS_SLOT_TRIES)
 			break;
 		usleep(100);
 	}
-	return rate + (*count > base ? *count - base : 0) * PSI_COUNTS_RATE_ONE;
+	return rate + (*count > rated ? *count - rated : 0) * PSI_COUNTS_RATE_ONE;
 }
 
 /* The owner, or a fold under @lock: bring @sl's rate to @epoch, a later one. */
 static void slot_advance(struct psi_cslot *sl, uint64_t epoch)
 {
 	uint64_t count = sl->count, from = sl->epoch;
-	uint64_t rate = psi_counts_rate_at(sl->rate + (count - sl->base) * PSI_COUNTS_RATE_ONE, from, epoch);
+	uint64_t rate = psi_counts_rate_at(sl->rate + (count - sl->rated) * PSI_COUNTS_RATE_ONE, from, epoch);
 
 	psi_seq_write_begin(&sl->seq);
 	PSI_WRITE_ONCE(sl->epoch, epoch);
 	PSI_TEST_POINT(PSI_TP_COUNTS_SLOT_ADVANCE);
-	PSI_WRITE_ONCE(sl->base, count);
+	PSI_WRITE_ONCE(sl->rated, count);
 	PSI_WRITE_ONCE(sl->rate, rate);
 	psi_seq_write_end(&sl->seq);
 }
@@ -219,9 +219,9 @@ static void slot_merge(struct psi_cslot *sl, uint64_t count, uint64_t rate, uint
 		slot_advance(sl, epoch);
 	else
 		rate = psi_counts_rate_at(rate, epoch, sl->epoch);
-	/* Counted in the rate already: @base moves with @count. */
+	/* Counted in the rate already: @rated moves with @count. */
 	psi_seq_write_begin(&sl->seq);
-	PSI_WRITE_ONCE(sl->base, sl->base + count);
+	PSI_WRITE_ONCE(sl->rated, sl->rated + count);
 	PSI_WRITE_ONCE(sl->rate, sl->rate + rate);
 	PSI_WRITE_ONCE(sl->count, sl->count + count);
 	psi_seq_write_end(&sl->seq);
@@ -275,7 +275,7 @@ static struct psi_cslot *shard_slot(struct _ps_counts *c, struct psi_cshard *sh,
 		sl->count = 0;
 		sl->rate = 0;
 		sl->epoch = 0;
-		sl->base = 0;
+		sl->rated = 0;
 		sl->seq.seq = 0;
 		/* Pairs with the fold's acquire: the slot's fields before its key. */
 		PSI_ANNOTATE_HAPPENS_BEFORE(&sl->start);
@@ -418,7 +418,7 @@ static struct _ps_lc_entry *lc_bounds(const struct ps_store *s, uint64_t idx, ui
 }
 
 /* The owner: the slot of [@start, @end) in @sh, inserted if new; NULL as shard_slot(). */
-static struct psi_cslot *slot_of(struct _ps_counts *c, struct psi_cshard *sh, uint64_t start,
+static struct psi_cslot *range_slot(struct _ps_counts *c, struct psi_cshard *sh, uint64_t start,
 		uint64_t end)
 {
 	struct psi_cslot *sl;
@@ -454,7 +454,7 @@ static __attribute__((noinline)) void counts_note_search(struct ps_store *s, str
 	 * itself, at this stamp (ps_store_lookup_node_count()).
 	 */
 	if ((le = lc_bounds(s, idx, gen, &start, &end))) {
-		sl = slot_of(c, sh, start, end);
+		sl = range_slot(c, sh, start, end);
 		if (!sl) {
 			PSI_WRITE_ONCE(sh->lost, sh->lost + 1);
 			return;
@@ -884,7 +884,7 @@ static bool shard_fold(struct _ps_counts *c, struct psi_cshard *sh)
 		slot_merge(to, count, rate, epoch);
 		sl->count = 0;
 		sl->rate = 0;
-		sl->base = 0;
+		sl->rated = 0;
 	}
 	c->retired.gaps += sh->gaps;
 	c->retired.lost += sh->lost;

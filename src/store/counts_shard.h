@@ -25,10 +25,10 @@ struct psi_cslot {
 	uint64_t start; /* the key: PSI_COUNTS_EMPTY or a range's first page */
 	uint64_t end;
 	uint64_t count;
-	uint64_t rate; /* PSI_COUNTS_RATE_ONE a count up to @base, halved each epoch since @epoch */
+	uint64_t rate; /* PSI_COUNTS_RATE_ONE a count up to @rated, halved each epoch since @epoch */
 	uint64_t epoch; /* the epoch of the last count */
-	uint64_t base; /* @count when @rate was last brought to @epoch */
-	struct ps_seqcount seq; /* around a change of @rate, @epoch and @base */
+	uint64_t rated; /* @count when @rate was last brought to @epoch */
+	struct ps_seqcount seq; /* around a change of @rate, @epoch and @rated */
 };
 
 /* A range the owner counted since the store's generation @gen of its shard. */
@@ -79,7 +79,7 @@ static inline uint64_t psi_counts_rate_at(uint64_t rate, uint64_t from, uint64_t
 
 /*
  * A read of @sl, from any thread: its count and epoch, and its rate at
- * that epoch with the counts since its @base in (counts.c).
+ * that epoch with the counts since its @rated in (counts.c).
  */
 uint64_t psi_counts_slot_read(const struct psi_cslot *sl, uint64_t *count, uint64_t *epoch);
 

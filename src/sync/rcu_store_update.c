@@ -13,8 +13,10 @@
 #include <string.h>
 
 #include "annotate.h"
-#include "rcu_store.h"
+#include "lookup_cache.h"
 #include "rcu_store_bound.h"
+#include "rcu_store_object.h"
+#include "rcu_store_update.h"
 #include "seqcount.h"
 #include "testpoint.h"
 
