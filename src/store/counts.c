@@ -399,18 +399,32 @@ static void counts_note_slow(struct ps_store *s, struct _ps_counts *c, struct ps
 }
 
 /*
- * RCU, RCU_QSBR: the bounds of the range holding @idx at generation @gen
- * of @s, from the calling thread's lookup cache (polstore/static/lcache.h)
- * when its entry for @s was filled at @gen and holds @idx: what a lookup
- * just found, with no second search.  False else (other variants' id is
- * 0, an empty entry's too, but an empty entry holds no key).
+ * RCU, RCU_QSBR: whether lookup cache entry @e (polstore/static/lcache.h)
+ * is @s's, filled at generation @gen, and holds @idx: then its bounds are
+ * those of the range holding @idx, what a lookup just found, with no
+ * second search (other variants' id is 0, an empty entry's too, but an
+ * empty entry holds no key).
  */
+static inline bool lc_holds(const struct ps_store *s, const struct _ps_lc_entry *e, uint64_t idx,
+		uint64_t gen)
+{
+	return e->id == PSI_READ_ONCE(s->lc.id) && e->gen == gen && idx - e->start < e->len;
+}
+
+/* Let lookup cache entry @e count its range's next accesses in @sl, at @stamp. */
+static inline void lc_arm(struct _ps_lc_entry *e, struct psi_cslot *sl, uint64_t stamp)
+{
+	e->ccount = &sl->count;
+	e->cstamp = stamp;
+}
+
+/* As lc_holds(), for the calling thread's entry of @s: the entry and its bounds, or NULL. */
 static struct _ps_lc_entry *lc_bounds(const struct ps_store *s, uint64_t idx, uint64_t gen,
 		uint64_t *start, uint64_t *end)
 {
 	struct _ps_lc_entry *e = _ps_lc_way(s);
 
-	if (e->id != PSI_READ_ONCE(s->lc.id) || e->gen != gen || idx - e->start >= e->len)
+	if (!lc_holds(s, e, idx, gen))
 		return NULL;
 	*start = e->start;
 	*end = e->start + e->len;
@@ -460,8 +474,7 @@ static __attribute__((noinline)) void counts_note_search(struct ps_store *s, str
 			return;
 		}
 		last_count(c, gen, start, end, sl);
-		le->ccount = &sl->count;
-		le->cstamp = counts_last.stamp;
+		lc_arm(le, sl, counts_last.stamp);
 		return;
 	}
 	if (psi_unlikely(sh->gen != gen)) {
@@ -520,7 +533,7 @@ static inline __attribute__((always_inline)) void counts_note_entry(struct ps_st
 	struct psi_cslot *sl;
 
 	if (psi_unlikely(!t || t->c != c || t->serial != c->serial || !(sh = t->sh)->slots ||
-			e->id != PSI_READ_ONCE(s->lc.id) || e->gen != gen || idx - e->start >= e->len))
+			!lc_holds(s, e, idx, gen)))
 		goto search;
 	sl = slot_find(sh->slots, sh->mask, e->start);
 	end = e->start + e->len;
@@ -530,8 +543,7 @@ static inline __attribute__((always_inline)) void counts_note_entry(struct ps_st
 			PSI_READ_ONCE(c->epoch) != sl->epoch))
 		goto search;
 	PSI_WRITE_ONCE(sl->count, sl->count + 1);
-	e->ccount = &sl->count;
-	e->cstamp = stamp;
+	lc_arm(e, sl, stamp);
 	return;
 search:
 	counts_note_out(s, c, idx);
