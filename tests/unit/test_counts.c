@@ -460,23 +460,34 @@ static void *count_then_exit(void *arg)
 	return NULL;
 }
 
+/*
+ * @fn(@s) on a thread of its own, which sets late_key: once it exited,
+ * its exit hooks and late_key's destructor with it, @s counted @want
+ * accesses, every one in page 5's range; late_key is deleted.
+ */
+static void run_to_exit_then_expect(struct ps_store *s, void *(*fn)(void *), uint64_t want)
+{
+	struct ps_counts_sum sum;
+	pthread_t t;
+
+	cr_assert_eq(pthread_create(&t, NULL, fn, s), 0);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
+	cr_assert_eq(sum.counted, want);
+	cr_assert_eq(counts_at(s, 5).count, want);
+	cr_assert_eq(pthread_key_delete(late_key), 0);
+}
+
 VARIANT_TEST(counts, a_count_after_the_threads_exit_hook_is_kept)
 {
 	struct ps_policy *a = ps_test_bind(1);
 	struct ps_store *s = store_of_ranges(*sync, a);
-	struct ps_counts_sum sum;
-	pthread_t t;
 
 	cr_assert_eq(ps_store_counts_enable(s, true), 0);
 	/* The first count makes the counts' key; the test's is made after it. */
 	cr_assert_eq(ps_store_count_access(s, 5), 0);
 	cr_assert_eq(pthread_key_create(&late_key, late_count), 0);
-	cr_assert_eq(pthread_create(&t, NULL, count_then_exit, s), 0);
-	cr_assert_eq(pthread_join(t, NULL), 0);
-	cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
-	cr_assert_eq(sum.counted, 3);
-	cr_assert_eq(counts_at(s, 5).count, 3);
-	cr_assert_eq(pthread_key_delete(late_key), 0);
+	run_to_exit_then_expect(s, count_then_exit, 3);
 	ps_store_destroy(s);
 	ps_policy_put(a);
 }
@@ -513,8 +524,6 @@ SYNCS_TEST(rcu_syncs, counts, a_lookup_count_after_the_threads_exit_hook_is_kept
 {
 	struct ps_policy *a = ps_test_bind(1);
 	struct ps_store *first = ps_store_create(PS_SYNC_SPIN), *s;
-	struct ps_counts_sum sum;
-	pthread_t t;
 
 	cr_assert_not_null(first);
 	cr_assert_eq(ps_store_counts_enable(first, true), 0);
@@ -523,12 +532,7 @@ SYNCS_TEST(rcu_syncs, counts, a_lookup_count_after_the_threads_exit_hook_is_kept
 	cr_assert_eq(ps_store_counts_enable(s, true), 0);
 	cr_assert_eq(ps_store_count_access(s, 5), 0);
 	late_sync = *sync;
-	cr_assert_eq(pthread_create(&t, NULL, lookup_count_then_exit, s), 0);
-	cr_assert_eq(pthread_join(t, NULL), 0);
-	cr_assert_eq(ps_store_counts_sum(s, &sum), 0);
-	cr_assert_eq(sum.counted, 4);
-	cr_assert_eq(counts_at(s, 5).count, 4);
-	cr_assert_eq(pthread_key_delete(late_key), 0);
+	run_to_exit_then_expect(s, lookup_count_then_exit, 4);
 	ps_store_destroy(s);
 	ps_store_destroy(first);
 	ps_policy_put(a);
