@@ -6,12 +6,14 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <polstore/counts.h>
 #include <polstore/store.h>
 
+#include "alloc_internal.h"
 #include "annotate.h"
 #include "compiler.h"
 #include "counts_shard.h"
@@ -28,6 +30,7 @@ struct fold {
 	uint64_t start, end; /* the window */
 };
 
+/* @p holding room for @need items of @size: from the installed allocator, what it held moved over. */
 static bool grow(void **p, size_t *cap, size_t need, size_t size)
 {
 	size_t n = *cap ? *cap : 64;
@@ -37,9 +40,14 @@ static bool grow(void **p, size_t *cap, size_t need, size_t size)
 		return true;
 	while (n < need)
 		n *= 2;
-	q = realloc(*p, n * size);
+	if (n > SIZE_MAX / size)
+		return false;
+	q = psi_alloc(n * size);
 	if (!q)
 		return false;
+	if (*cap)
+		memcpy(q, *p, *cap * size);
+	psi_free(*p);
 	*p = q;
 	*cap = n;
 	return true;
@@ -209,8 +217,8 @@ static int fold(struct ps_store *store, uint64_t start, uint64_t end, struct fol
 
 static void fold_free(struct fold *f)
 {
-	free(f->k);
-	free(f->r);
+	psi_free(f->k);
+	psi_free(f->r);
 }
 
 int ps_store_counts_foreach(struct ps_store *store, uint64_t start, uint64_t end,

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /* testutil.h without Criterion: linked into the suites, the fuzz harness and tsan_stress. */
 #include <errno.h>
+#include <execinfo.h>
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,25 +241,42 @@ void ps_test_set_checking(bool on)
 		psi_uffd_checking = on;
 }
 
+/* A hung child's stack, written to its captured stderr before SIGALRM ends it. */
+static void child_hung(int sig)
+{
+	static const char msg[] = "the child hung; its stack:\n";
+	void *pc[64];
+	int n = backtrace(pc, 64);
+
+	(void)!write(2, msg, sizeof(msg) - 1);
+	backtrace_symbols_fd(pc, n, 2);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out, size_t len,
 		double *secs)
 {
 	uint64_t t0 = ps_test_now_ns();
 	size_t got = 0;
 	int fds[2], status = 0;
+	void *pc[1];
 	ssize_t n;
 	pid_t pid;
 
 	if (pipe(fds))
 		abort();
+	/* backtrace()'s first call loads its unwinder, which allocates: here, not in the child. */
+	(void)backtrace(pc, 1);
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
 		abort();
 	if (pid == 0) {
 		close(fds[0]);
-		alarm(limit_s);
 		dup2(fds[1], 2);
+		signal(SIGALRM, child_hung);
+		alarm(limit_s);
 		fn(arg);
 		_exit(0);
 	}
@@ -272,6 +291,53 @@ int ps_test_run_child(void (*fn)(void *), void *arg, unsigned limit_s, char *out
 	if (secs)
 		*secs = (double)(ps_test_now_ns() - t0) / 1e9;
 	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+static pthread_mutex_t fork_safe_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_safe_once = PTHREAD_ONCE_INIT;
+
+static void fork_safe_prepare(void)
+{
+	pthread_mutex_lock(&fork_safe_lock);
+}
+
+static void fork_safe_release(void)
+{
+	pthread_mutex_unlock(&fork_safe_lock);
+}
+
+static void fork_safe_init(void)
+{
+	if (pthread_atfork(fork_safe_prepare, fork_safe_release, fork_safe_release))
+		abort();
+}
+
+static void *fork_safe_alloc(size_t size, void *ctx)
+{
+	void *p;
+
+	(void)ctx;
+	pthread_mutex_lock(&fork_safe_lock);
+	p = malloc(size);
+	pthread_mutex_unlock(&fork_safe_lock);
+	return p;
+}
+
+static void fork_safe_free(void *ptr, void *ctx)
+{
+	(void)ctx;
+	pthread_mutex_lock(&fork_safe_lock);
+	free(ptr);
+	pthread_mutex_unlock(&fork_safe_lock);
+}
+
+void ps_test_alloc_fork_safe(void)
+{
+	const struct ps_alloc_ops ops = { .alloc = fork_safe_alloc, .free = fork_safe_free };
+
+	pthread_once(&fork_safe_once, fork_safe_init);
+	if (ps_set_alloc_ops(&ops))
+		abort();
 }
 
 /* The library's test hook and reclaim threads (src/locks/rcu_reclaim.h): not part of the API. */

@@ -184,6 +184,17 @@ long ps_test_alloc_usable(void);
 void ps_test_alloc_restore(void);
 
 /*
+ * polstore's allocations from malloc()/free() under a lock that fork()
+ * holds: no thread is inside the C library's allocator for polstore at a
+ * fork.  For a test that forks beside threads calling polstore that
+ * allocate, where the allocator has no fork handlers of its own
+ * (AddressSanitizer's in GCC 12: the child would find its locks held).
+ * Install it while no other thread is inside polstore; no chunk hooks (a
+ * large store's chunks come from it too).
+ */
+void ps_test_alloc_fork_safe(void);
+
+/*
  * The allocator's quarantine, to catch writes after free without a memory
  * checker: from ps_test_alloc_quarantine_begin() on, every block polstore
  * frees is filled with a poison byte and kept instead of freed (up to 4096
@@ -243,7 +254,8 @@ void ps_test_set_checking(bool on);
 
 /*
  * Run @fn(@arg) in a forked child with its stderr captured into @out (@len
- * bytes, NUL-terminated), killing it after @limit_s seconds (SIGALRM).
+ * bytes, NUL-terminated), killing it after @limit_s seconds (SIGALRM; it
+ * writes its stack there first).
  * Return: the signal that ended the child, 0 when it returned (or exited),
  * with *@secs (if not NULL) the time it took.
  */

@@ -788,34 +788,109 @@ static void fork_child(void *arg)
  * A child goes on from the parent's counts, even forked while a thread was
  * reading them (RCU, RCU_QSBR: a reader of a SPIN, RWLOCK or SEQLOCK store
  * holds the store's lock in its walk, which a child cannot take;
- * docs/fork.md).
+ * docs/fork.md).  The reader's reads allocate: polstore allocates from
+ * malloc() under a lock the fork holds, so that an allocator without fork
+ * handlers (AddressSanitizer's) does not leave the child its locks held.
  */
 VARIANT_TEST(counts, fork_child_counts)
 {
+	bool reader = (*sync == PS_SYNC_RCU || *sync == PS_SYNC_RCU_QSBR) && !ps_test_on_valgrind();
 	struct ps_policy *a = ps_test_bind(1);
-	struct busy b = { .s = store_of_ranges(*sync, a), .a = a };
 	struct ps_counts_sum sum;
-	char out[1024];
-	bool reader;
+	struct busy b = { .a = a };
+	char out[4096];
 	pthread_t r;
+	int sig;
 
-	PSI_ANNOTATE_BENIGN_RACE_SIZED(&b.stop, sizeof(b.stop)); /* atomics only */
-	cr_assert_eq(ps_store_counts_enable(b.s, true), 0);
-	cr_assert_eq(ps_store_count_access(b.s, 5), 0);
 	/*
 	 * Not under valgrind: the child's leak check finds what the reader's
 	 * fold had allocated at the fork, which no thread of the child holds.
 	 */
-	reader = (*sync == PS_SYNC_RCU || *sync == PS_SYNC_RCU_QSBR) && !ps_test_on_valgrind();
+	if (reader)
+		ps_test_alloc_fork_safe();
+	b.s = store_of_ranges(*sync, a);
+	PSI_ANNOTATE_BENIGN_RACE_SIZED(&b.stop, sizeof(b.stop)); /* atomics only */
+	cr_assert_eq(ps_store_counts_enable(b.s, true), 0);
+	cr_assert_eq(ps_store_count_access(b.s, 5), 0);
 	if (reader)
 		cr_assert_eq(pthread_create(&r, NULL, busy_reader, &b), 0);
-	cr_assert_eq(ps_test_run_child(fork_child, b.s, 60, out, sizeof(out), NULL), 0, "%s", out);
+	sig = ps_test_run_child(fork_child, b.s, 60, out, sizeof(out), NULL);
 	PSI_STORE_RELEASE(b.stop, 1);
 	if (reader)
 		cr_assert_eq(pthread_join(r, NULL), 0);
+	cr_assert_eq(sig, 0, "the child ended by signal %d: %s", sig, out);
 	cr_assert_eq(ps_store_counts_sum(b.s, &sum), 0);
 	cr_assert_eq(sum.counted, 1);
 	ps_store_destroy(b.s);
+	ps_test_alloc_restore();
+	ps_policy_put(a);
+}
+
+/* One read of @s's counts: 0, or the first error. */
+static int read_counts(struct ps_store *s, int which, uint64_t *total)
+{
+	struct ps_range_counts top[4];
+	struct ps_counts_sum sum;
+	int ret;
+
+	*total = 0;
+	switch (which) {
+	case 0:
+		ret = ps_store_counts_sum(s, &sum);
+		*total = ret ? 0 : sum.counted;
+		return ret;
+	case 1:
+		return ps_store_counts_foreach(s, 0, UINT64_MAX, sum_fn, total);
+	default:
+		ret = ps_store_counts_top(s, 0, UINT64_MAX, PS_COUNTS_BY_COUNT, top, 4);
+		*total = ret == 4 ? top[0].count + top[3].count : 0;
+		return ret < 0 ? ret : 0;
+	}
+}
+
+/*
+ * A read takes its buffers from the installed allocator: each of its
+ * allocations failing in turn gives -ENOMEM and leaves no block behind,
+ * and the read that succeeds reads what one with no allocator installed
+ * does.  200 ranges and keys: the buffers grow past their first size.
+ */
+VARIANT_TEST(counts, reads_allocate_through_the_hooks)
+{
+	struct ps_policy *a = ps_test_bind(1);
+	struct ps_store *s = ps_store_create(*sync);
+	uint64_t k, want, got;
+	long n, live;
+	int which, ret;
+
+	cr_assert_not_null(s);
+	for (k = 0; k < 200; k++)
+		cr_assert_eq(ps_store_set(s, 10 * k, 10 * k + 5, a), 0);
+	cr_assert_eq(ps_store_counts_enable(s, true), 0);
+	for (k = 0; k < 200; k++)
+		cr_assert_eq(ps_store_count_access(s, 10 * k + k % 5), 0);
+	cr_assert_eq(ps_store_count_access(s, 10 * 7), 0);
+	ps_store_synchronize(s);
+	for (which = 0; which < 3; which++) {
+		ps_test_alloc_restore();
+		cr_assert_eq(read_counts(s, which, &want), 0);
+		cr_assert_neq(want, 0);
+		ps_test_alloc_install();
+		live = ps_test_alloc_live();
+		for (n = 0;; n++) {
+			ps_test_alloc_fail_after(n);
+			ret = read_counts(s, which, &got);
+			cr_assert_eq(ps_test_alloc_disarm(), ret != 0, "read %d, %ld allocations", which, n);
+			cr_assert_eq(ps_test_alloc_live(), live, "read %d left blocks", which);
+			if (!ret)
+				break;
+			cr_assert_eq(ret, -ENOMEM);
+		}
+		/* The keys' and the ranges' buffers, each grown once at least. */
+		cr_assert_geq(n, 4, "read %d: %ld allocations", which, n);
+		cr_assert_eq(got, want, "read %d", which);
+	}
+	ps_test_alloc_restore();
+	ps_store_destroy(s);
 	ps_policy_put(a);
 }
 
