@@ -710,77 +710,6 @@ uint64_t ps_store_counts_tick(struct ps_store *store)
 
 /* ---- accesses fed from outside --------------------------------------------------- */
 
-/* What a feed adds to a range's counter: [@start, @end) takes @count. */
-struct feed_add {
-	uint64_t start, end, count;
-};
-
-struct feed {
-	struct feed_add *a;
-	size_t n, cap;
-	uint64_t gaps;
-	/* The region walked: its bounds, accesses, and the pages shared out so far. */
-	uint64_t start, end, accesses, done;
-};
-
-/*
- * The accesses of the region's pages [@f->start, @f->start + @upto):
- * rounded down, so that the shares of consecutive pieces, differences of
- * two such, add up to the region's accesses exactly.
- */
-static uint64_t feed_upto(const struct feed *f, uint64_t upto)
-{
-	return (uint64_t)((unsigned __int128)f->accesses * upto / (f->end - f->start));
-}
-
-/* The region's pages from @f->done to @to go to [@start, @end) (@gap: to no range). */
-static int feed_piece(struct feed *f, uint64_t to, uint64_t start, uint64_t end, bool gap)
-{
-	uint64_t share = feed_upto(f, to - f->start) - feed_upto(f, f->done - f->start);
-
-	f->done = to;
-	if (!share)
-		return 0;
-	if (gap) {
-		f->gaps += share;
-		return 0;
-	}
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 16;
-		struct feed_add *a = psi_alloc(cap * sizeof(*a));
-
-		if (!a)
-			return -ENOMEM;
-		if (f->n)
-			memcpy(a, f->a, f->n * sizeof(*a));
-		psi_free(f->a);
-		f->a = a;
-		f->cap = cap;
-	}
-	f->a[f->n++] = (struct feed_add){ start, end, share };
-	return 0;
-}
-
-/* ps_store_foreach_range()'s callback: a range overlapping the region, in order. */
-static int feed_range(uint64_t start, uint64_t end, struct ps_policy *pol, void *arg)
-{
-	struct feed *f = arg;
-	uint64_t lo = start > f->start ? start : f->start;
-	uint64_t hi = end < f->end ? end : f->end;
-	int err = 0;
-
-	(void)pol;
-	if (lo > f->done)
-		err = feed_piece(f, lo, 0, 0, true);
-	return err ? err : feed_piece(f, hi, start, end, false);
-}
-
-/*
- * The accesses one feed may add: their rate's fixed point, and the
- * counter of a range that took every one of them, keep room to spare.
- */
-#define COUNTS_FEED_MAX ((uint64_t)1 << 53)
-
 /* Whether @sl takes @total more accesses, their rate too, without wrapping. */
 static bool feed_fits(const struct psi_cslot *sl, uint64_t total)
 {
@@ -788,63 +717,33 @@ static bool feed_fits(const struct psi_cslot *sl, uint64_t total)
 	       sl->rate <= UINT64_MAX - total * PSI_COUNTS_RATE_ONE;
 }
 
-int ps_store_counts_feed(struct ps_store *store, const struct ps_access_region *regions,
-		size_t n)
+int psi_counts_add_retired(struct _ps_counts *c, const struct psi_counts_add *a, size_t n,
+		uint64_t total, uint64_t gaps)
 {
-	struct feed f = { 0 };
-	struct _ps_counts *c;
 	struct psi_cslot *sl;
-	uint64_t total = 0;
 	size_t i;
 	int err = 0;
 
-	if (!store || !regions)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		if (regions[i].start >= regions[i].end)
-			return -EINVAL;
-		if (regions[i].accesses > COUNTS_FEED_MAX - total)
-			return -EOVERFLOW;
-		total += regions[i].accesses;
-	}
-	if (!(c = PSI_LOAD_ACQUIRE(store->counting)))
-		return -ENODATA;
-	if (psi_unlikely(psi_held(store) && psi_variant_has(store, PSI_V_WALK_EXCL)))
-		return -EDEADLK;
-	/* The shares, from walks of the store's ranges (no lock of the counts held). */
-	for (i = 0; i < n && !err; i++) {
-		f.start = f.done = regions[i].start;
-		f.end = regions[i].end;
-		f.accesses = regions[i].accesses;
-		err = store->ops->foreach_range(store, f.start, f.end, feed_range, &f);
-		if (!err && f.done < f.end)
-			err = feed_piece(&f, f.end, 0, 0, true);
-	}
 	/*
-	 * Into the table of exited threads' counts: every counter first, so
-	 * that a table that cannot grow, or a counter that could not take
-	 * them, leaves no access counted (a counter of none is no figure:
-	 * folds skip it), then the accesses.
+	 * Every counter first, so that a table that cannot grow, or a counter
+	 * that could not take them, leaves no access counted (a counter of
+	 * none is no figure: folds skip it), then the accesses.
 	 */
-	if (!err) {
-		pthread_mutex_lock(&c->lock);
-		for (i = 0; i < f.n && !err; i++) {
-			sl = shard_slot(c, &c->retired, f.a[i].start, f.a[i].end, false);
-			if (!sl)
-				err = -ENOMEM;
-			else if (!feed_fits(sl, total))
-				err = -EOVERFLOW;
-		}
-		for (i = 0; i < f.n && !err; i++) {
-			sl = slot_find(c->retired.slots, c->retired.mask, f.a[i].start);
-			slot_merge(sl, f.a[i].count, f.a[i].count * PSI_COUNTS_RATE_ONE,
-					PSI_READ_ONCE(c->epoch));
-		}
-		if (!err)
-			c->retired.gaps += f.gaps;
-		pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->lock);
+	for (i = 0; i < n && !err; i++) {
+		sl = shard_slot(c, &c->retired, a[i].start, a[i].end, false);
+		if (!sl)
+			err = -ENOMEM;
+		else if (!feed_fits(sl, total))
+			err = -EOVERFLOW;
 	}
-	psi_free(f.a);
+	for (i = 0; i < n && !err; i++) {
+		sl = slot_find(c->retired.slots, c->retired.mask, a[i].start);
+		slot_merge(sl, a[i].count, a[i].count * PSI_COUNTS_RATE_ONE, PSI_READ_ONCE(c->epoch));
+	}
+	if (!err)
+		c->retired.gaps += gaps;
+	pthread_mutex_unlock(&c->lock);
 	return err;
 }
 

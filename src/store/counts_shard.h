@@ -71,6 +71,21 @@ struct _ps_counts {
 	struct _ps_counts *next; /* the process's, under counts_lock */
 };
 
+/* Accesses to add to a range's counter: [@start, @end) takes @count. */
+struct psi_counts_add {
+	uint64_t start, end, count;
+};
+
+/*
+ * Add @n counters' accesses, @total in all, and @gaps accesses of no
+ * range to @c's table of exited threads' counts (counts.c), under its
+ * @lock: all of them or, on an error, none.
+ * Return: 0; -ENOMEM (the table cannot grow); -EOVERFLOW (a counter
+ * cannot take @total more).
+ */
+int psi_counts_add_retired(struct _ps_counts *c, const struct psi_counts_add *a, size_t n,
+		uint64_t total, uint64_t gaps);
+
 /* A rate at epoch @from brought to @epoch: halved once an epoch since. */
 static inline uint64_t psi_counts_rate_at(uint64_t rate, uint64_t from, uint64_t epoch)
 {
