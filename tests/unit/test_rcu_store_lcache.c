@@ -7,6 +7,8 @@
  * old one was, in a forked child, and in a thread after others exited.
  * Every lookup form is asked (test_rcu_store.c says how the suite is built).
  */
+#include <polstore/static/lcache.h>
+
 #include "compiler.h"
 #include "rcu_store_test.h"
 
@@ -393,4 +395,96 @@ RCU_TEST(lcache_hot_key_beside_a_writer_is_never_stale, .timeout = 240)
 	ps_store_destroy(r.s);
 	for (i = 0; i < 4; i++)
 		ps_policy_put(r.p[i]);
+}
+
+/* The store a signal handler looks up, and how often it ran. */
+static struct ps_store *lc_sig_store;
+static volatile sig_atomic_t lc_sig_runs;
+
+static void lc_sig_lookup(int sig)
+{
+	(void)sig;
+	(void)ps_store_lookup_node(lc_sig_store, 1050, 0);
+	lc_sig_runs++;
+}
+
+struct lc_kick {
+	pthread_t target;
+	int stop; /* atomic */
+};
+
+/* Signals the target thread, a pause between signals, until told to stop. */
+static void *lc_kicker(void *arg)
+{
+	struct lc_kick *k = arg;
+	int i;
+
+	while (!PSI_LOAD_ACQUIRE(k->stop)) {
+		pthread_kill(k->target, SIGUSR1);
+		for (i = 0; i < 200 && !PSI_LOAD_ACQUIRE(k->stop); i++)
+			psi_cpu_relax();
+	}
+	return NULL;
+}
+
+/*
+ * A signal handler that looks up on the thread (ps_store_lookup_node() is
+ * async-signal-safe) between any two stores of a fill.  Stores A and B
+ * share a way of the thread's cache; the thread fills it with A's range
+ * [0, 100) and B's [0, 100) in turn, each lookup a miss, while the handler
+ * looks up B's [1000, 1100).  A handler's fill inside A's must not leave
+ * B's id and count over A's range and policy: B's next lookup of 50 would
+ * answer A's policy.  Under valgrind, whose signals arrive between
+ * blocks only, a short run: the handler's lookups are checked, not the race.
+ */
+RCU_TEST(lcache_fill_interrupted_by_a_handler_lookup, .timeout = 240)
+{
+	struct ps_policy *pa = ps_test_bind(1), *pb = ps_test_bind(2), *pb2 = ps_test_bind(3);
+	struct ps_store *a = ps_store_create(*sync), *b = NULL, *spare[64];
+	struct sigaction sa = { .sa_handler = lc_sig_lookup }, old;
+	struct lc_kick k = { .target = pthread_self() };
+	long i, n = ps_test_on_valgrind() ? 10000 : 4000000, wrong = 0;
+	int ns = 0, form;
+	pthread_t th;
+
+	ps_test_eight_nodes();
+	cr_assert_not_null(a);
+	/* A store in A's way: one of the next few. */
+	while (!b && ns < 64) {
+		struct ps_store *t = ps_store_create(*sync);
+
+		cr_assert_not_null(t);
+		if (_ps_lc_way(t) == _ps_lc_way(a))
+			b = t;
+		else
+			spare[ns++] = t;
+	}
+	cr_assert_not_null(b, "no store shares a way with the first");
+	cr_assert_eq(ps_store_set(a, 0, 100, pa), 0);
+	cr_assert_eq(ps_store_set(b, 0, 100, pb), 0);
+	cr_assert_eq(ps_store_set(b, 1000, 1100, pb2), 0);
+	/* The handler's flavour is registered on this thread before any signal. */
+	cr_assert_eq(ps_store_lookup_node(b, 1050, 0), ps_policy_node(pb2, 1050, 0));
+	lc_sig_store = b;
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGUSR1, &sa, &old), 0);
+	cr_assert_eq(pthread_create(&th, NULL, lc_kicker, &k), 0);
+	for (i = 0; i < n && !wrong; i++) {
+		form = (int)(i % LC_FORMS);
+		(void)lc_lookup(a, 50, (enum lc_form)form);
+		wrong += lc_lookup(b, 50, (enum lc_form)form) != lc_want(pb, 50, (enum lc_form)form);
+	}
+	PSI_STORE_RELEASE(k.stop, 1);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(sigaction(SIGUSR1, &old, NULL), 0);
+	cr_assert_eq(wrong, 0, "a lookup of B answered A's policy, after %ld lookups and %d signals",
+			i, (int)lc_sig_runs);
+	cr_assert_gt(lc_sig_runs, 0);
+	ps_store_destroy(a);
+	ps_store_destroy(b);
+	while (ns)
+		ps_store_destroy(spare[--ns]);
+	ps_policy_put(pa);
+	ps_policy_put(pb);
+	ps_policy_put(pb2);
 }

@@ -29,6 +29,11 @@
  * that loaded the index's root before the change.  The count is 64 bits:
  * it does not wrap.
  *
+ * A signal handler that looks up on the thread meets its entries as the
+ * interrupted code left them: a fill marks the entry BUSY first and names
+ * its store last, so a handler's lookup finds a whole entry or none, and
+ * fills none that is being filled.
+ *
  * Why an entry kept across sections and lifetimes is harmless.  It holds
  * no reference and is read only after it is validated: a set, or a store's
  * destroy (deferred or not) and a new store at its address, change the
@@ -58,6 +63,8 @@ extern "C" {
 
 /* Stores a thread's cache holds at once: a power of two. */
 #define PS_LC_WAYS 4
+/* An entry's @id while it is filled: no store's (ids count from 1). */
+#define _PS_LC_BUSY UINT64_MAX
 
 /*
  * One store's entry, a cache line: the range [start, start + len) at
@@ -67,7 +74,7 @@ extern "C" {
  * store's counts; every fill of the entry clears @cstamp (0 is no stamp).
  */
 struct _ps_lc_entry {
-	uint64_t id;  /* the store's id; 0: empty */
+	uint64_t id;  /* the store's id; 0: empty; _PS_LC_BUSY: being filled */
 	uint64_t gen;
 	uint64_t start;
 	uint64_t len;
@@ -145,14 +152,23 @@ static __attribute__((noinline, unused)) struct ps_policy *_ps_lc_miss(const str
 	*hint = hi;
 	/* Orders the search's loads before the count's re-read (a seqlock's read). */
 	_PS_FENCE(ACQUIRE);
-	if (!(gen & 1) && _PS_READ_ONCE(s->rd.gen) == gen) {
-		e->id = _PS_READ_ONCE(s->lc.id);
+	/*
+	 * A signal handler's lookup on this thread may run between any two
+	 * stores of the fill: the entry names no store meanwhile (BUSY), and
+	 * such a lookup neither answers from it nor fills it, so no entry
+	 * mixes two fills.
+	 */
+	if (!(gen & 1) && _PS_READ_ONCE(s->rd.gen) == gen && e->id != _PS_LC_BUSY) {
+		e->id = _PS_LC_BUSY;
+		_PS_SIGNAL_FENCE(SEQ_CST);
 		e->gen = gen;
 		e->start = start;
 		e->len = end - start;
 		e->pol = pol;
 		e->hint = hi;
 		e->cstamp = 0;
+		_PS_SIGNAL_FENCE(SEQ_CST);
+		e->id = _PS_READ_ONCE(s->lc.id);
 	}
 	return pol;
 }
