@@ -23,7 +23,11 @@
  * lcache.h) names the slot of its range too, with the stamp it is good
  * for: a counted lookup the entry answers increments that slot in its
  * section (ix_lookup_node_count()); a table's growth and the thread's
- * exit forget every entry's slot (lc_forget_counts()).  A
+ * exit forget every entry's slot (lc_forget_counts()).  A lookup that
+ * refilled the entry (its miss cleared the stamp a counted lookup set to
+ * PS_LC_UNFILLED before it) counts in the slot of the entry's range with
+ * one probe of the thread's table (counts_note_entry()); a thread's
+ * shard has its table from its start, its slots a cache line each.  A
  * count loads the store's @counting, NULL while counting is off.  A
  * slot's decayed rate is brought to an epoch by its first count of it
  * (slot_add()); a read adds the counts since (psi_counts_slot_read()).
@@ -72,8 +76,11 @@ struct ctls {
 
 static __thread struct ctls counts_tls[COUNTS_TLS] __attribute__((tls_model("initial-exec")));
 static __thread unsigned counts_tls_next __attribute__((tls_model("initial-exec")));
-/* The entry of counts_tls shard_get() found or made last (NULL: none). */
-static __thread struct ctls *counts_tls_hit __attribute__((tls_model("initial-exec")));
+/* No counts' entry: serial 0, which no counts has. */
+static const struct ctls counts_tls_none;
+/* The entry of counts_tls shard_get() found or made last (counts_tls_none: none). */
+static __thread const struct ctls *counts_tls_hit __attribute__((tls_model("initial-exec"))) =
+		&counts_tls_none;
 
 /*
  * The range this thread counted last, at the store's generation @gen: its
@@ -136,7 +143,7 @@ static void counts_init_once(void)
 
 static struct psi_cslot *slots_new(size_t n)
 {
-	struct psi_cslot *t = psi_alloc(n * sizeof(*t));
+	struct psi_cslot *t = psi_zalloc_aligned(n * sizeof(*t));
 	size_t i;
 
 	if (t) {
@@ -264,7 +271,7 @@ static struct psi_cslot *shard_slot(struct _ps_counts *c, struct psi_cshard *sh,
 		sh->mask = n - 1;
 		if (owner)
 			pthread_mutex_unlock(&c->lock);
-		psi_free(old);
+		psi_free_aligned(old);
 		sh->nranges = 0; /* their slots were the old table's */
 		if (owner)
 			lc_forget_counts(); /* and so were the lookup cache's */
@@ -299,7 +306,7 @@ static struct psi_cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 
 	for (i = 0; i < COUNTS_TLS; i++)
 		if (counts_tls[i].c == c && counts_tls[i].serial == c->serial) {
-			*entry = counts_tls_hit = &counts_tls[i];
+			counts_tls_hit = *entry = &counts_tls[i];
 			return counts_tls[i].sh;
 		}
 	self = pthread_self();
@@ -313,7 +320,13 @@ static struct psi_cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 			sh = o;
 	if (!sh) {
 		sh = psi_zalloc(sizeof(*sh));
+		/* With its table: a thread's shard always has one (counts_note_entry()). */
+		if (sh && !(sh->slots = slots_new(COUNTS_MIN_SLOTS))) {
+			psi_free(sh);
+			sh = NULL;
+		}
 		if (sh) {
+			sh->mask = COUNTS_MIN_SLOTS - 1;
 			PSI_ANNOTATE_BENIGN_RACE_SIZED(&sh->gaps, sizeof(sh->gaps)); /* atomics only */
 			PSI_ANNOTATE_BENIGN_RACE_SIZED(&sh->lost, sizeof(sh->lost)); /* atomics only */
 			sh->next = c->shards;
@@ -331,7 +344,7 @@ static struct psi_cshard *shard_get(struct _ps_counts *c, struct ctls **entry)
 		(void)pthread_setspecific(counts_key, counts_tls);
 	e = &counts_tls[counts_tls_next++ % COUNTS_TLS];
 	*e = (struct ctls){ .c = c, .serial = c->serial, .sh = sh };
-	*entry = counts_tls_hit = e;
+	counts_tls_hit = *entry = e;
 	return sh;
 }
 
@@ -518,32 +531,48 @@ static __attribute__((noinline)) void counts_note_out(struct ps_store *s, struct
 
 /*
  * RCU, RCU_QSBR, after a lookup that refilled the thread's lookup cache
- * entry @e for @s (a miss), or found its counter stale (a tick): count in
- * the slot of the entry's range in the thread's shard, which the shard
- * found last holds, and let the entry count the next accesses itself.
- * Anything else (no such entry, another shard, a new slot, a range that
- * grew, a new epoch) is counts_note()'s.
+ * entry @e for @s with the range holding @idx (a miss), or found its
+ * counter stale (a tick): count in the slot of the entry's range in the
+ * thread's shard, which the shard found last holds, and let the entry
+ * count the next accesses itself.  The range is the one the lookup found:
+ * a count after its section lands in that range even when a set changed
+ * it since (polstore/counts.h allows the range as it was).  A signal
+ * handler's lookup on the thread may refill @e meanwhile: then this count
+ * may land in the handler's range, and the entry is never left counting
+ * into a slot not of its range (the check after lc_arm()).  Anything else
+ * (no such entry, another shard, a new slot, a range that grew, a new
+ * epoch) is counts_note()'s.
  */
 static inline __attribute__((always_inline)) void counts_note_entry(struct ps_store *s, struct _ps_counts *c,
 		uint64_t idx, struct _ps_lc_entry *e)
 {
-	uint64_t gen = PSI_LOAD_ACQUIRE(s->rd.gen), stamp, end;
 	const struct ctls *t = counts_tls_hit;
-	struct psi_cshard *sh;
+	uint64_t stamp, start, end;
 	struct psi_cslot *sl;
+	size_t i, mask;
 
-	if (psi_unlikely(!t || t->c != c || t->serial != c->serial || !(sh = t->sh)->slots ||
-			!lc_holds(s, e, idx, gen)))
+	/* Serials are unique in the process: the entry is @c's (its shard has a table). */
+	if (psi_unlikely(!e || t->serial != c->serial))
 		goto search;
-	sl = slot_find(sh->slots, sh->mask, e->start);
-	end = e->start + e->len;
+	start = e->start;
+	end = start + e->len;
+	sl = t->sh->slots;
+	mask = t->sh->mask;
+	/* slot_find(), stopping at the free slot where the range would go. */
+	for (i = slot_hash(start, mask); sl[i].start != start; i = (i + 1) & mask)
+		if (sl[i].start == PSI_COUNTS_EMPTY)
+			goto search;
+	sl += i;
 	/* The stamp first: a tick between it and the epoch leaves the entry an older one. */
 	stamp = PSI_LOAD_ACQUIRE(c->stamp);
-	if (psi_unlikely(sl->start != e->start || end > sl->end ||
-			PSI_READ_ONCE(c->epoch) != sl->epoch))
+	if (psi_unlikely(end > sl->end || PSI_READ_ONCE(c->epoch) != sl->epoch))
 		goto search;
 	PSI_WRITE_ONCE(sl->count, sl->count + 1);
 	lc_arm(e, sl, stamp);
+	/* A handler's fill before the arming: its range is another's, whose slot this is not. */
+	PSI_SIGNAL_FENCE(SEQ_CST);
+	if (psi_unlikely(e->start != start))
+		e->cstamp = 0;
 	return;
 search:
 	counts_note_out(s, c, idx);
@@ -556,26 +585,50 @@ search:
  * entry's stamp is the counts' (the slot was brought to this epoch for
  * that very range: counts_note_search()), the count is an increment of
  * the slot the entry names, inside the section; else counts_note_entry()
- * after.
+ * after, with the entry that answered or the one the miss filled.
  */
 static inline __attribute__((always_inline)) int ix_lookup_node_count(struct ps_store *store,
 		uint64_t idx, int local_node, bool memb)
 {
+	struct _ps_lc_entry *e, *way;
+	struct ps_policy *pol;
 	struct _ps_counts *c;
-	struct _ps_found f;
-	int node;
+	int hint, node;
+	uint64_t gen;
 
-	_ps_inl_ix_found(store, idx, &f);
-	node = _ps_policy_node_hinted(f.hint, f.pol, idx, local_node);
-	c = PSI_LOAD_ACQUIRE(store->counting);
-	if (psi_likely(c && f.e && f.e->cstamp == PSI_LOAD_ACQUIRE(c->stamp))) {
-		PSI_WRITE_ONCE(*f.e->ccount, *f.e->ccount + 1);
-		c = NULL;
+	e = _ps_lc_hit(store, idx, &pol, &hint, &gen);
+	if (psi_likely(e != NULL)) {
+		node = _ps_policy_node_hinted(hint, pol, idx, local_node);
+		c = PSI_LOAD_ACQUIRE(store->counting);
+		if (psi_likely(c && e->cstamp == PSI_LOAD_ACQUIRE(c->stamp))) {
+			PSI_WRITE_ONCE(*e->ccount, *e->ccount + 1);
+			c = NULL;
+		}
+		way = e;
+	} else {
+		int miss_hint = _PS_HINT_LOCAL; /* only this one's address goes to the miss */
+		uint64_t cstamp;
+
+		/*
+		 * A fill clears the stamp: then the entry holds the range found.
+		 * Else the entry is as it was, its stamp too.
+		 */
+		way = _ps_lc_way(store);
+		cstamp = way->cstamp;
+		way->cstamp = PS_LC_UNFILLED;
+		pol = _ps_lc_miss(store, PSI_LOAD_ACQUIRE(store->ix.node), idx, &miss_hint, gen);
+		way = _ps_lc_way(store);
+		if (way->cstamp) {
+			way->cstamp = cstamp;
+			way = NULL;
+		}
+		node = _ps_policy_node_hinted(miss_hint, pol, idx, local_node);
+		c = PSI_LOAD_ACQUIRE(store->counting);
 	}
 	if (memb)
 		_urcu_memb_read_unlock();
 	if (c)
-		counts_note_entry(store, c, idx, f.way);
+		counts_note_entry(store, c, idx, way);
 	return node;
 }
 
@@ -749,7 +802,7 @@ int psi_counts_add_retired(struct _ps_counts *c, const struct psi_counts_add *a,
 
 static void shard_free(struct psi_cshard *sh)
 {
-	psi_free(sh->slots);
+	psi_free_aligned(sh->slots);
 	psi_free(sh);
 }
 
@@ -769,7 +822,7 @@ void psi_counts_end(struct ps_store *s)
 		c->shards = sh->next;
 		shard_free(sh);
 	}
-	psi_free(c->retired.slots);
+	psi_free_aligned(c->retired.slots);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->tick_lock);
 	s->counting = NULL;
@@ -865,7 +918,7 @@ static void counts_thread_exit(void *arg)
 	pthread_mutex_unlock(&counts_lock);
 	memset(tls, 0, sizeof(counts_tls));
 	counts_tls_next = 0;
-	counts_tls_hit = NULL;
+	counts_tls_hit = &counts_tls_none;
 	memset(&counts_last, 0, sizeof(counts_last)); /* the exiting thread's own */
 	lc_forget_counts();
 }

@@ -29,7 +29,11 @@ struct psi_cslot {
 	uint64_t epoch; /* the epoch of the last count */
 	uint64_t rated; /* @count when @rate was last brought to @epoch */
 	struct ps_seqcount seq; /* around a change of @rate, @epoch and @rated */
+	uint32_t pad1;
+	uint64_t pad2;
 };
+/* A slot a line: tables are cache-line aligned (counts.c), so a count touches one line. */
+_Static_assert(sizeof(struct psi_cslot) == 64, "a slot a cache line");
 
 /* A range the owner counted since the store's generation @gen of its shard. */
 struct psi_crange {
@@ -39,7 +43,8 @@ struct psi_crange {
 
 /* One thread's counts of one store: a hash table only that thread writes. */
 struct psi_cshard {
-	struct psi_cslot *slots; /* the owner's; replaced under the store's @lock */
+	/* The owner's; replaced under the store's @lock; a thread's shard has one from its start. */
+	struct psi_cslot *slots;
 	size_t mask;
 	size_t used;	/* the owner's */
 	/* The owner's: the ranges it counted at generation @gen, sorted by @start. */

@@ -63,6 +63,8 @@ extern "C" {
 
 /* Stores a thread's cache holds at once: a power of two. */
 #define PS_LC_WAYS 4
+/* An entry's @cstamp before a miss that may fill it: no counts' stamp. */
+#define PS_LC_UNFILLED UINT64_MAX
 /* An entry's @id while it is filled: no store's (ids count from 1). */
 #define _PS_LC_BUSY UINT64_MAX
 
@@ -71,7 +73,9 @@ extern "C" {
  * count @gen (even).  Then what counts an access of that range when the
  * store counts them (src/store/counts.c): the count of the calling
  * thread's own slot for it, valid while @cstamp is the stamp of the
- * store's counts; every fill of the entry clears @cstamp (0 is no stamp).
+ * store's counts; every fill of the entry clears @cstamp (0 is no stamp;
+ * nor is PS_LC_UNFILLED, which a counted lookup stores before a miss to
+ * learn whether the miss filled the entry).
  */
 struct _ps_lc_entry {
 	uint64_t id;  /* the store's id; 0: empty; _PS_LC_BUSY: being filled */
@@ -177,20 +181,15 @@ static __attribute__((noinline, unused)) struct ps_policy *_ps_lc_miss(const str
  * RCU, RCU_QSBR, inside a read-side section: the policy of the range
  * holding @idx, and its node hint in *@hint; NULL, *@hint untouched, in a
  * gap.  What the read index holds (_ps_ix_find()), from the calling
- * thread's cache when it holds the store's current version of that range
- * (then that entry in *@hit, else NULL there).  The thread's entry for @s
- * in *@way either way: a miss refills it.
+ * thread's cache when it holds the store's current version of that range.
  */
 static inline __attribute__((always_inline)) struct ps_policy *_ps_lc_lookup(
-		const struct ps_store *s, uint64_t idx, int *hint, struct _ps_lc_entry **hit,
-		struct _ps_lc_entry **way)
+		const struct ps_store *s, uint64_t idx, int *hint)
 {
 	struct ps_policy *pol;
 	uint64_t gen;
 
-	*way = _ps_lc_way(s);
-	*hit = _ps_lc_hit(s, idx, &pol, hint, &gen);
-	if (__builtin_expect(*hit != NULL, 1))
+	if (__builtin_expect(_ps_lc_hit(s, idx, &pol, hint, &gen) != NULL, 1))
 		return pol;
 	return _ps_lc_miss(s, _PS_LOAD_ACQUIRE(s->ix.node), idx, hint, gen);
 }

@@ -83,23 +83,16 @@ _PS_INL const struct ps_policy *_ps_inl_pol(const struct ps_range *r)
 	return r ? _PS_READ_ONCE(r->pol) : NULL;
 }
 
-/*
- * What a lookup found: the range's policy and node hint (none: NULL,
- * local), and the thread's lookup cache entry that answered (NULL: none).
- */
+/* What a lookup found: the range's policy and node hint (none: NULL, local). */
 struct _ps_found {
 	const struct ps_policy *pol;
 	int hint;
-	struct _ps_lc_entry *e;
-	struct _ps_lc_entry *way; /* the thread's entry for the store, which a miss refills (or NULL) */
 };
 
 _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 {
 	f->pol = _ps_inl_pol(r);
 	f->hint = r ? _PS_READ_ONCE(r->node_hint) : _PS_HINT_LOCAL;
-	f->e = (struct _ps_lc_entry *)0;
-	f->way = (struct _ps_lc_entry *)0;
 }
 
 /*
@@ -109,13 +102,10 @@ _PS_INL void _ps_inl_found(const struct ps_range *r, struct _ps_found *f)
 _PS_INL void _ps_inl_ix_found(const struct ps_store *s, uint64_t idx, struct _ps_found *f)
 {
 	int hint = _PS_HINT_LOCAL;
-	struct _ps_lc_entry *e, *way;
 
-	/* Locals: only @hint's address goes to the miss, and what no caller reads is dropped. */
-	f->pol = _ps_lc_lookup(s, idx, &hint, &e, &way);
+	/* A local: only @hint's address goes to the miss. */
+	f->pol = _ps_lc_lookup(s, idx, &hint);
 	f->hint = hint;
-	f->e = e;
-	f->way = way;
 }
 
 /*
