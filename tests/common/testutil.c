@@ -64,6 +64,36 @@ double ps_test_scale(void)
 	return f > 0 ? f : 1.0;
 }
 
+size_t ps_test_params_pick(const char *test, const void *values, void *out, size_t count,
+		size_t size)
+{
+	const char *rotate = getenv("POLSTORE_TEST_VARIANTS"), *lng = getenv("POLSTORE_LONG");
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t first, second;
+
+	if (count < 2 || !rotate || strcmp(rotate, "rotate") || (lng && *lng && strcmp(lng, "0"))) {
+		memcpy(out, values, count * size);
+		return count;
+	}
+	for (; *test; test++)
+		h = (h ^ (unsigned char)*test) * 0x100000001b3ULL;
+	first = (size_t)(h % count);
+	if (count == 2) {
+		memcpy(out, (const char *)values + first * size, size);
+		return 1;
+	}
+	second = (first + count / 2) % count;
+	if (second < first) {
+		size_t t = first;
+
+		first = second;
+		second = t;
+	}
+	memcpy(out, (const char *)values + first * size, size);
+	memcpy((char *)out + size, (const char *)values + second * size, size);
+	return 2;
+}
+
 long ps_test_iters(long normal)
 {
 	long n = (long)(normal * ps_test_scale());

@@ -52,6 +52,19 @@ extern enum ps_idmap_sync ps_test_all_idmap_syncs[PS_IDMAP_SYNC_COUNT];
 extern enum ps_charge_kind ps_test_all_charge_kinds[PS_CHARGE_KIND_COUNT];
 extern enum ps_overcommit ps_test_all_overcommits[PS_OVERCOMMIT_COUNT];
 
+/*
+ * The parameters test @test runs with: the @count elements of @values
+ * (each @size bytes) copied to @out, in order.  Under memcheck's default
+ * run (POLSTORE_TEST_VARIANTS=rotate in the environment, POLSTORE_LONG
+ * not) only one of two, or two of three or more, picked by a hash of the
+ * test's name: memcheck pays over a second to start each case's process,
+ * so every test runs there, each variant in a share of them, while
+ * AddressSanitizer and POLSTORE_LONG=1 run every case.
+ * Return: how many were copied.
+ */
+size_t ps_test_params_pick(const char *test, const void *values, void *out, size_t count,
+		size_t size);
+
 #ifndef PS_TEST_NO_CRITERION
 /*
  * PS_PARAM_TEST(type, var, values, count, suite, name, options...): a
@@ -64,7 +77,11 @@ extern enum ps_overcommit ps_test_all_overcommits[PS_OVERCOMMIT_COUNT];
 #define PS_PARAM_TEST(type, var, values, count, suite, name, ...)                                  \
 	ParameterizedTestParameters(suite, name)                                                   \
 	{                                                                                          \
-		return cr_make_param_array(type, values, count);                                   \
+		static type ps_picked_[count];                                                     \
+		size_t ps_n_ = ps_test_params_pick(#suite "::" #name, (values), ps_picked_,       \
+				(count), sizeof(type));                                            \
+                                                                                                   \
+		return cr_make_param_array(type, ps_picked_, ps_n_);                               \
 	}                                                                                          \
 	ParameterizedTest(type *var, suite, name, ##__VA_ARGS__)
 
