@@ -18,7 +18,8 @@
 # and adds DRD (label drd: the second thread checker over the suites
 # helgrind runs) and memcheck over the thread and process suites
 # (label long: concurrency, fork, lifecycle, fairness) and every variant
-# of each parameterised test under memcheck (one or two otherwise), ~25 minutes more
+# of each parameterised test under memcheck and helgrind (one or two
+# otherwise), ~25 minutes more
 # on 2 cores.
 # POLSTORE_TEST_CONFIGS="test asan" runs a subset of the configurations.
 #

@@ -54,10 +54,10 @@ extern enum ps_overcommit ps_test_all_overcommits[PS_OVERCOMMIT_COUNT];
 
 /*
  * The parameters test @test runs with: the @count elements of @values
- * (each @size bytes) copied to @out, in order.  Under memcheck's default
- * run (POLSTORE_TEST_VARIANTS=rotate in the environment, POLSTORE_LONG
+ * (each @size bytes) copied to @out, in order.  Under valgrind's default
+ * runs (POLSTORE_TEST_VARIANTS=rotate in the environment, POLSTORE_LONG
  * not) only one of two, or two of three or more, picked by a hash of the
- * test's name: memcheck pays over a second to start each case's process,
+ * test's name: valgrind pays over a second to start each case's process,
  * so every test runs there, each variant in a share of them, while
  * AddressSanitizer and POLSTORE_LONG=1 run every case.
  * Return: how many were copied.
