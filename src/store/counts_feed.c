@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <stdint.h>
-#include <string.h>
 
 #include <polstore/counts.h>
 #include <polstore/store.h>
@@ -49,18 +48,8 @@ static int feed_piece(struct feed *f, uint64_t to, uint64_t start, uint64_t end,
 		f->gaps += share;
 		return 0;
 	}
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 16;
-		struct psi_counts_add *a = psi_alloc(cap * sizeof(*a));
-
-		if (!a)
-			return -ENOMEM;
-		if (f->n)
-			memcpy(a, f->a, f->n * sizeof(*a));
-		psi_free(f->a);
-		f->a = a;
-		f->cap = cap;
-	}
+	if (!psi_grow((void **)&f->a, &f->cap, f->n + 1, sizeof(*f->a), 16))
+		return -ENOMEM;
 	f->a[f->n++] = (struct psi_counts_add){ start, end, share };
 	return 0;
 }

@@ -30,29 +30,6 @@ struct fold {
 	uint64_t start, end; /* the window */
 };
 
-/* @p holding room for @need items of @size: from the installed allocator, what it held moved over. */
-static bool grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	size_t n = *cap ? *cap : 64;
-	void *q;
-
-	if (need <= *cap)
-		return true;
-	while (n < need)
-		n *= 2;
-	if (n > SIZE_MAX / size)
-		return false;
-	q = psi_alloc(n * size);
-	if (!q)
-		return false;
-	if (*cap)
-		memcpy(q, *p, *cap * size);
-	psi_free(*p);
-	*p = q;
-	*cap = n;
-	return true;
-}
-
 static bool fold_shard(struct fold *f, const struct psi_cshard *sh)
 {
 	const struct psi_cslot *t = PSI_READ_ONCE(sh->slots);
@@ -71,7 +48,7 @@ static bool fold_shard(struct fold *f, const struct psi_cshard *sh)
 		sl.rate = psi_counts_rate_at(sl.rate, sl.epoch, f->epoch);
 		if (!sl.count)
 			continue;
-		if (!grow((void **)&f->k, &f->capk, f->nk + 1, sizeof(*f->k)))
+		if (!psi_grow((void **)&f->k, &f->capk, f->nk + 1, sizeof(*f->k), 64))
 			return false;
 		f->k[f->nk++] = sl;
 	}
@@ -131,7 +108,7 @@ static int range_fn(uint64_t start, uint64_t end, struct ps_policy *pol, void *a
 	struct fold *f = arg;
 
 	(void)pol;
-	if (!grow((void **)&f->r, &f->capr, f->nr + 1, sizeof(*f->r)))
+	if (!psi_grow((void **)&f->r, &f->capr, f->nr + 1, sizeof(*f->r), 64))
 		return -ENOMEM;
 	f->r[f->nr++] = (struct ps_range_counts){ .start = start, .end = end };
 	return 0;

@@ -236,17 +236,8 @@ static int psi_apply_collect_fn(uint64_t start, uint64_t end, struct ps_policy *
 		return PSI_COLLECT_DONE;
 	if (end <= c->first)
 		return 0;
-	if (c->n == c->cap) {
-		size_t cap = c->cap * 2;
-		struct psi_apply_piece *v = psi_alloc(cap * sizeof(*v));
-
-		if (!v)
-			return PSI_COLLECT_NOMEM;
-		memcpy(v, c->v, c->n * sizeof(*v));
-		psi_free(c->v);
-		c->v = v;
-		c->cap = cap;
-	}
+	if (!psi_grow((void **)&c->v, &c->cap, c->n + 1, sizeof(*c->v), 8))
+		return PSI_COLLECT_NOMEM;
 	c->v[c->n].start = start < c->first ? c->first : start;
 	c->v[c->n].end = end > c->end ? c->end : end;
 	c->v[c->n].pol = ps_policy_get(pol);

@@ -79,6 +79,28 @@ void psi_free(void *ptr)
 		ps_alloc_ops.free(ptr, ps_alloc_ops.ctx);
 }
 
+bool psi_grow(void **p, size_t *cap, size_t need, size_t size, size_t first)
+{
+	size_t n = *cap ? *cap : first;
+	void *q;
+
+	if (need <= *cap)
+		return true;
+	while (n < need)
+		n *= 2;
+	if (n > SIZE_MAX / size)
+		return false;
+	q = psi_alloc(n * size);
+	if (!q)
+		return false;
+	if (*cap)
+		memcpy(q, *p, *cap * size);
+	psi_free(*p);
+	*p = q;
+	*cap = n;
+	return true;
+}
+
 /*
  * Cache-line aligned, zeroed memory from the hooks: over-allocate, align,
  * and keep the hook's pointer just below the aligned block.

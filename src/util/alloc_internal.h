@@ -7,6 +7,7 @@
 #ifndef POLSTORE_SRC_ALLOC_INTERNAL_H
 #define POLSTORE_SRC_ALLOC_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct ps_alloc_ops;
@@ -18,6 +19,13 @@ void *psi_alloc(size_t size);
 void *psi_zalloc(size_t size);
 void psi_free(void *ptr);
 void *psi_zalloc_aligned(size_t size);
+/*
+ * The array *@p of *@cap items of @size with room for @need: when it has
+ * less, a new block of @first items (none before) or twice as many until
+ * they are enough, what it held copied over and the old block freed.
+ * Return: false, the array as it was, when the block cannot be had.
+ */
+bool psi_grow(void **p, size_t *cap, size_t need, size_t size, size_t first);
 void psi_free_aligned(void *ptr);
 /*
  * Bytes a block of @size holds of the process, as ps_store_memory()
