@@ -617,6 +617,7 @@ static inline __attribute__((always_inline)) int ix_lookup_node_count(struct ps_
 		cstamp = way->cstamp;
 		way->cstamp = PS_LC_UNFILLED;
 		pol = _ps_lc_miss(store, PSI_LOAD_ACQUIRE(store->ix.node), idx, &miss_hint, gen);
+		/* Found again rather than kept across the call: a register fewer to save. */
 		way = _ps_lc_way(store);
 		if (way->cstamp) {
 			way->cstamp = cstamp;
